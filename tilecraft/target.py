@@ -1,0 +1,90 @@
+"""Compilation targets: ``Target("llvm -mcpu=znver3")``, ``Target("cuda")``.
+
+A target is parsed once from a string: the kind (``llvm`` or ``cuda``) followed by ``-key=value``
+options. ``with Target("llvm"):`` makes it the current target (``Target.current()``), which the
+auto-tuner's dispatch uses to pick tuned configurations.
+
+>>> t = Target("llvm -mcpu=skylake-avx512")
+>>> t.kind, t.attrs["mcpu"]
+('llvm', 'skylake-avx512')
+"""
+from __future__ import annotations
+
+import threading
+
+_KINDS = ("llvm", "cuda")
+_local = threading.local()
+
+
+class TargetError(ValueError):
+    pass
+
+
+class Target:
+    """A parsed target string. Compare targets with ``str(t)``; it is canonical (sorted options)."""
+
+    def __init__(self, target: "str | Target"):
+        if isinstance(target, Target):
+            self.kind, self.attrs, self.keys = target.kind, dict(target.attrs), target.keys
+            return
+        if not isinstance(target, str) or not target.strip():
+            raise TargetError(f"a target must be a non-empty string like 'llvm' or 'cuda', got {target!r}")
+        parts = target.split()
+        kind = parts[0]
+        if kind == "c":
+            kind = "llvm"
+        if kind not in _KINDS:
+            raise TargetError(f"unknown target kind {kind!r} in {target!r}: expected one of {', '.join(_KINDS)}")
+        attrs: dict[str, str] = {}
+        for p in parts[1:]:
+            if not p.startswith("-"):
+                raise TargetError(f"target option {p!r} in {target!r} must look like -key=value")
+            key, _, value = p.lstrip("-").partition("=")
+            attrs[key] = value if value else "1"
+        self.kind = kind
+        self.attrs = attrs
+        self.keys = ("cpu",) if kind == "llvm" else ("cuda", "gpu")
+
+    @property
+    def mcpu(self) -> str | None:
+        return self.attrs.get("mcpu")
+
+    @property
+    def arch(self) -> str | None:
+        return self.attrs.get("arch")
+
+    def __str__(self) -> str:
+        opts = " ".join(f"-{k}={v}" for k, v in sorted(self.attrs.items()))
+        return f"{self.kind} {opts}".strip()
+
+    def __repr__(self) -> str:
+        return f"Target({str(self)!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Target) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+    def __enter__(self) -> "Target":
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _local.stack.pop()
+
+    @staticmethod
+    def current(allow_none: bool = True) -> "Target | None":
+        stack = getattr(_local, "stack", None)
+        if stack:
+            return stack[-1]
+        if allow_none:
+            return None
+        raise TargetError("no current target: use `with tilecraft.target.Target('llvm'):`")
+
+
+def create(target: "str | Target") -> Target:
+    return Target(target)
