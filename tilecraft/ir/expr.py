@@ -145,7 +145,7 @@ class Expr:
 _frozen = dict(frozen=True, eq=False, slots=True, repr=False)
 
 
-@dataclass(**_frozen)
+@dataclass(frozen=True, eq=False, slots=True, repr=False, weakref_slot=True)
 class Var(Expr):
     """A scalar variable: loop variables, symbolic shapes (``te.var("n")``), let-bound values."""
     name: str

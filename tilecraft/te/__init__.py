@@ -1,0 +1,23 @@
+"""The tensor-expression language (TVM's ``te``): declare operators as index formulae.
+
+>>> from tilecraft import te
+>>> A = te.placeholder((64, 64), name="A")
+>>> k = te.reduce_axis((0, 64), name="k")
+>>> C = te.compute((64, 64), lambda i, j: te.sum(A[i, k] * A[k, j], axis=k), name="C")
+>>> s = te.create_schedule(C.op)
+"""
+from ..ir.expr import Var, IterVar, Range, Expr
+from .tensor import ComputeOp, Operation, PlaceholderOp, TEError, Tensor
+from .operation import (Reducer, comm_reducer, compute, max, min, placeholder, reduce_axis,
+                        size_var, sum, thread_axis, var)
+from .intrin import (abs, all, any, ceil, const, cos, erf, exp, exp2, floor, floordiv, floormod,
+                     fma, if_then_else, indexdiv, indexmod, isnan, log, log2, log10, max_value,
+                     min_value, pow, power, round, rsqrt, select, sigmoid, sin, sqrt, tanh, trunc,
+                     truncdiv, truncmod)
+
+
+def create_schedule(ops):
+    """A default schedule for the given output operation(s): every stage computed at the root,
+    in the order of its loop axes. See :mod:`tilecraft.schedule`."""
+    from ..schedule import create_schedule as _create
+    return _create(ops)
