@@ -1,0 +1,258 @@
+"""The one driver that applies the rules of ``rules.py``: bottom-up over expressions (iteratively,
+so deep trees do not exhaust Python's stack), and through statements with loop bounds in scope.
+"""
+from __future__ import annotations
+
+from ..expr import (Binary, Broadcast, BufferLoad, Call, Cast, Const, Expr, Let, Ramp, Reduce,
+                    Select, TensorLoad, Unary, logical_not)
+from ..functor import children, substitute
+from ..stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt,
+                    PrimFunc, SeqStmt, Stmt)
+from .arith import Analyzer, is_index
+from .rules import rules_for
+
+# A rule's result is simplified again; this caps how often one node may be rewritten in a row,
+# so that two rules that undo each other cannot loop forever.
+MAX_REWRITES = 32
+
+_DROPPABLE_UNIT_LOOPS = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED)
+
+
+def simplify(node, bounds=None):
+    """Simplify an expression, a statement or a ``PrimFunc``.
+
+    ``bounds`` maps variables to inclusive integer bounds ``(lo, hi)``; loop variables get theirs
+    from their ``For``. Returns ``node`` itself when nothing changed. A statement that simplifies
+    to nothing becomes ``Evaluate(0)``.
+
+    Example::
+
+        >>> x = Var("x")
+        >>> simplify((x + 3) + 4)
+        x + 7
+        >>> i, j = Var("i"), Var("j")
+        >>> simplify((i * 32 + j) // 32, {i: (0, 15), j: (0, 31)})
+        i
+    """
+    s = Simplifier(bounds)
+    if isinstance(node, Expr):
+        return s.expr(node)
+    if isinstance(node, PrimFunc):
+        return node.with_body(s.stmt_or_noop(node.body))
+    if isinstance(node, Stmt):
+        return s.stmt_or_noop(node)
+    raise TypeError(f"simplify expects an Expr, a Stmt or a PrimFunc, got {type(node).__name__}")
+
+
+def _rebuild(e, kids: tuple):
+    """``e`` with new children (in ``functor.children`` order)."""
+    t = type(e)
+    if t is Binary: return Binary(e.op, kids[0], kids[1], e.dtype)
+    if t is Unary: return Unary(e.op, kids[0], e.dtype)
+    if t is Cast: return Cast(e.dtype, kids[0])
+    if t is Select: return Select(kids[0], kids[1], kids[2], e.lazy)
+    if t is Call: return Call(e.name, kids, e.dtype)
+    if t is BufferLoad: return BufferLoad(e.buffer, kids, e.dtype)
+    if t is TensorLoad: return TensorLoad(e.tensor, kids)
+    if t is Reduce: return Reduce(e.combiner, kids[:-1], e.axis, kids[-1], e.value_index)
+    if t is Ramp: return Ramp(kids[0], kids[1], e.lanes)
+    if t is Broadcast: return Broadcast(kids[0], e.lanes)
+    if t is Let: return Let(e.var, kids[0], kids[1])
+    raise TypeError(f"cannot rebuild {t.__name__}")
+
+
+class Simplifier:
+    """One simplification run: a memo of simplified nodes and the bounds in scope."""
+
+    def __init__(self, bounds=None):
+        self.an = Analyzer(bounds)
+        self.memo: dict = {}            # id(node) -> (node, simplified); keeps node alive
+        self.last_binding: dict = {}    # var -> the bounds it had when last in scope
+
+    # expressions --------------------------------------------------------------------------
+    def expr(self, root):
+        memo = self.memo
+        hit = memo.get(id(root))
+        if hit is not None:
+            return hit[1]
+        stack = [root]
+        while stack:
+            e = stack[-1]
+            if id(e) in memo:
+                stack.pop()
+                continue
+            kids = children(e) if isinstance(e, Expr) else ()
+            waiting = False
+            for k in kids:
+                if id(k) not in memo:
+                    stack.append(k)
+                    waiting = True
+            if waiting:
+                continue
+            stack.pop()
+            if not isinstance(e, Expr):
+                memo[id(e)] = (e, e)
+                continue
+            new = tuple(memo[id(k)][1] for k in kids)
+            n = e
+            if any(a is not b for a, b in zip(kids, new)):
+                n = _rebuild(e, new)
+            r = self._rewrite(n)
+            memo[id(e)] = (e, r)
+            memo[id(r)] = (r, r)
+        return memo[id(root)][1]
+
+    def _rewrite(self, n):
+        """Apply the first rule that fires, simplify what it returns, repeat until none fires."""
+        an, memo = self.an, self.memo
+        for _ in range(MAX_REWRITES):
+            for rule in rules_for(n):
+                r = rule(n, an)
+                if r is not None and r is not n:
+                    break
+            else:
+                return n
+            hit = memo.get(id(r))
+            if hit is not None:
+                return hit[1]
+            kids = children(r)
+            new = tuple(self.expr(k) for k in kids)
+            n = r if all(a is b for a, b in zip(kids, new)) else _rebuild(r, new)
+        return n
+
+    # statements ---------------------------------------------------------------------------
+    def stmt_or_noop(self, s):
+        r = self.stmt(s)
+        if r is None:
+            return s if _is_noop(s) else Evaluate(Const(0, "int32"))
+        return r
+
+    def stmt(self, s):
+        """The simplified statement, or None when it does nothing."""
+        return getattr(self, "_" + type(s).__name__)(s)
+
+    def _bind(self, var, lo: int, hi: int):
+        """Put ``lo <= var <= hi`` in scope; returns what to restore."""
+        vb = self.an.var_bounds
+        old = vb.get(var)
+        if old is not None:
+            lo, hi = max(lo, old[0]), min(hi, old[1])
+        prev = self.last_binding.get(var)
+        if prev is not None and prev != (lo, hi):
+            # the same variable bound again differently (sibling loops): forget what was
+            # derived under the old bounds
+            self.memo.clear()
+            self.an.invalidate()
+        self.last_binding[var] = (lo, hi)
+        vb[var] = (lo, hi)
+        return old
+
+    def _unbind(self, var, old) -> None:
+        if old is None:
+            self.an.var_bounds.pop(var, None)
+        else:
+            self.an.var_bounds[var] = old
+
+    def _For(self, s):
+        mn, ext = self.expr(s.min), self.expr(s.extent)
+        cm = mn.value if type(mn) is Const and is_index(mn) else None
+        ce = ext.value if type(ext) is Const and is_index(ext) else None
+        if ce is not None and ce <= 0:
+            return None
+        if ce == 1 and s.kind in _DROPPABLE_UNIT_LOOPS:
+            return self.stmt(substitute(s.body, {s.loop_var: mn}))
+        bound = None
+        if cm is not None and ce is not None:
+            bound = (cm, cm + ce - 1)
+        elif is_index(mn) and is_index(ext):
+            (mlo, mhi), (elo, ehi) = self.an.bound(mn), self.an.bound(ext)
+            if ehi < 1:
+                return None
+            bound = (mlo, mhi + ehi - 1)
+        if bound is not None:
+            old = self._bind(s.loop_var, *bound)
+            body = self.stmt(s.body)
+            self._unbind(s.loop_var, old)
+        else:
+            body = self.stmt(s.body)
+        if body is None:
+            return None
+        if mn is s.min and ext is s.extent and body is s.body:
+            return s
+        return For(s.loop_var, mn, ext, s.kind, body, s.thread_tag, s.annotations)
+
+    def _IfThenElse(self, s):
+        c = self.expr(s.condition)
+        if type(c) is Const:
+            if c.value:
+                return self.stmt(s.then_case)
+            return self.stmt(s.else_case) if s.else_case is not None else None
+        t = self.stmt(s.then_case)
+        f = self.stmt(s.else_case) if s.else_case is not None else None
+        if t is None and f is None:
+            return None
+        if t is None:
+            c, t, f = self.expr(logical_not(c)), f, None
+        if c is s.condition and t is s.then_case and f is s.else_case:
+            return s
+        return IfThenElse(c, t, f)
+
+    def _SeqStmt(self, s):
+        out, changed = [], False
+        for x in s.seq:
+            y = self.stmt(x)
+            if y is not x:
+                changed = True
+            if y is None:
+                continue
+            if type(y) is SeqStmt:
+                out.extend(y.seq)
+            else:
+                out.append(y)
+        if not changed:
+            return s
+        if not out:
+            return None
+        return out[0] if len(out) == 1 else SeqStmt(tuple(out))
+
+    def _BufferStore(self, s):
+        v = self.expr(s.value)
+        idx = tuple(self.expr(i) for i in s.indices)
+        if v is s.value and all(a is b for a, b in zip(idx, s.indices)):
+            return s
+        return BufferStore(s.buffer, v, idx)
+
+    def _Allocate(self, s):
+        body = self.stmt(s.body)
+        if body is None:
+            return None
+        return s if body is s.body else Allocate(s.buffer, body)
+
+    def _LetStmt(self, s):
+        v = self.expr(s.value)
+        if is_index(v):
+            old = self._bind(s.var, *self.an.bound(v))
+            body = self.stmt(s.body)
+            self._unbind(s.var, old)
+        else:
+            body = self.stmt(s.body)
+        if body is None:
+            return None
+        return s if (v is s.value and body is s.body) else LetStmt(s.var, v, body)
+
+    def _Evaluate(self, s):
+        v = self.expr(s.value)
+        if type(v) is Const:
+            return None
+        return s if v is s.value else Evaluate(v)
+
+    def _AttrStmt(self, s):
+        v = self.expr(s.value) if isinstance(s.value, Expr) else s.value
+        body = self.stmt(s.body)
+        if body is None:
+            return None
+        return s if (v is s.value and body is s.body) else AttrStmt(s.key, s.node, v, body)
+
+
+def _is_noop(s) -> bool:
+    return type(s) is Evaluate and type(s.value) is Const
