@@ -1,0 +1,155 @@
+"""The tuner loop with a fake builder, runner and cost model: milliseconds, no compiler."""
+import numpy as np
+import pytest
+
+from tilecraft import autotune
+from tilecraft.autotune.tuner import (GridSearchTuner, RandomTuner, SimulatedAnnealingOptimizer,
+                                      XGBTuner)
+
+import autotune_fakes as fk
+
+
+@pytest.fixture
+def task():
+    return autotune.task.create("test/fake_matmul", args=(64, 64, 64), target="llvm")
+
+
+def test_task_has_space_flop_and_jsonable_workload(task):
+    import json
+    assert task.flop == 2.0 * 64**3
+    assert len(task.config_space) == 7 * 7 * 7 * 2
+    assert json.loads(json.dumps(task.workload)) == ["test/fake_matmul", 64, 64, 64]
+    s, _ = task.instantiate(task.config_space.get(5))
+    assert s.log and s.log[0][0] == "split"
+
+
+def test_unknown_template_is_a_clear_error():
+    with pytest.raises(KeyError, match="no template named"):
+        autotune.task.create("test/nope", args=(1,))
+
+
+@pytest.mark.parametrize("make", [lambda t: RandomTuner(t, seed=0), lambda t: GridSearchTuner(t)])
+def test_model_free_tuners_measure_distinct_configs(task, make):
+    option = fk.fake_option()
+    tuner = make(task)
+    tuner.tune(n_trial=40, measure_option=option)
+    ran = option["runner"].ran
+    assert len(ran) == 40 and len(set(ran)) == 40
+    assert tuner.best_flops == pytest.approx(task.flop / (fk.synthetic_cost(tuner.best_config) * 1.005))
+    assert len(tuner.trace) == 40
+
+
+def test_grid_search_exhausts_the_space_and_stops():
+    task = autotune.task.create("test/fake_matmul", args=(4, 2, 2), target="llvm")
+    option = fk.fake_option()
+    GridSearchTuner(task).tune(n_trial=1000, measure_option=option)
+    assert sorted(option["runner"].ran) == list(range(len(task.config_space)))
+
+
+def test_errors_are_counted_and_do_not_stop_tuning(task):
+    option = fk.fake_option(fail_tile_x_one=True)
+    tuner = GridSearchTuner(task)
+    seen = []
+    tuner.tune(n_trial=30, measure_option=option, callbacks=[lambda t, i, r: seen.extend(r)])
+    assert len(seen) == 30
+    errors = [r for r in seen if not r.ok]
+    assert errors and all(r.error_no == autotune.MeasureErrorNo.COMPILE_HOST for r in errors)
+    assert tuner.error_count == len(errors)
+
+
+def test_early_stopping(task):
+    option = fk.fake_option()
+    tuner = GridSearchTuner(task)
+    tuner.tune(n_trial=600, measure_option=option, early_stopping=20)
+    assert len(option["runner"].ran) < 600
+    assert len(tuner.trace) - 1 - tuner.best_iter >= 20
+
+
+def test_xgb_tuner_with_fake_model_follows_the_model(task):
+    model = fk.FakeCostModel(task)
+    tuner = XGBTuner(task, plan_size=16, cost_model=model, seed=0)
+    option = fk.fake_option()
+    tuner.tune(n_trial=64, measure_option=option)
+    assert model.fits == 4 and model.predicted > 0
+    ran = option["runner"].ran
+    assert len(set(ran)) == 64
+    # a perfect model finds the optimum within a few plans
+    best = min(fk.synthetic_cost(c) for c in task.config_space)
+    assert fk.synthetic_cost(tuner.best_config) == pytest.approx(best)
+
+
+def test_sa_never_proposes_measured_configs(task):
+    model = fk.FakeCostModel(task)
+    sa = SimulatedAnnealingOptimizer(task, n_iter=200, seed=1)
+    space = task.config_space
+    # exclude the model's 100 favourite configs: SA must find others
+    ranked = sorted(range(len(space)), key=lambda i: fk.synthetic_cost(space.get(i)))
+    exclusive = set(ranked[:100])
+    picks = sa.find_maximums(model, 32, exclusive)
+    assert len(picks) == 32 and len(set(picks)) == 32
+    assert not set(picks) & exclusive
+    assert set(picks) <= set(ranked[100:200]) | set(ranked[200:])
+    # most picks are among the best remaining configs
+    assert len(set(picks) & set(ranked[100:164])) >= 24
+
+
+def test_sa_early_stops_and_persists_chains(task):
+    model = fk.FakeCostModel(task)
+    sa = SimulatedAnnealingOptimizer(task, n_iter=500, early_stop=50, seed=2)
+    sa.find_maximums(model, 8, set())
+    assert sa.last_steps < 500
+    first = sa.points.copy()
+    sa.find_maximums(model, 8, set())
+    assert sa.points is not None and len(first) == sa.parallel_size
+
+
+def test_xgb_rank_model_orders_better_than_random(task):
+    from sklearn.metrics import ndcg_score
+    from tilecraft.autotune.cost_model import XGBoostCostModel
+
+    rng = np.random.default_rng(0)
+    space = task.config_space
+    idx = rng.permutation(len(space))
+    train, test = idx[:200], idx[200:]
+    flops = lambda ids: np.array([task.flop / fk.synthetic_cost(space.get(int(i))) for i in ids])
+    model = XGBoostCostModel(task, feature_type="knob", loss_type="rank", seed=0)
+    model.fit(train, flops(train), 64)
+    truth = flops(test)[None, :]
+    ours = ndcg_score(truth, model.predict(test)[None, :], k=32)
+    rand = np.mean([ndcg_score(truth, rng.random(len(test))[None, :], k=32) for _ in range(20)])
+    assert ours > rand + 0.05
+
+
+def test_xgb_tuner_real_model_beats_random_on_synthetic_task(task):
+    results = {}
+    for name in ("xgb", "random"):
+        best = []
+        for seed in range(2):
+            tuner = (XGBTuner(task, plan_size=32, feature_type="knob", seed=seed) if name == "xgb"
+                     else RandomTuner(task, seed=seed))
+            tuner.tune(n_trial=96, measure_option=fk.fake_option())
+            best.append(tuner.best_flops)
+        results[name] = np.mean(best)
+    assert results["xgb"] >= results["random"]
+
+
+def test_diversity_filter(task):
+    model = fk.FakeCostModel(task)
+    tuner = XGBTuner(task, plan_size=16, cost_model=model, diversity_filter_ratio=2, seed=0)
+    tuner.tune(n_trial=40, measure_option=fk.fake_option())
+    assert len(tuner.visited) == 40
+
+
+def test_load_history_resumes_without_remeasuring(task):
+    option = fk.fake_option()
+    first = RandomTuner(task, seed=3)
+    records = []
+    first.tune(n_trial=20, measure_option=option, callbacks=[lambda t, i, r: records.extend(zip(i, r))])
+    measured = set(option["runner"].ran)
+    second = XGBTuner(task, plan_size=8, cost_model=fk.FakeCostModel(task), seed=3)
+    assert second.load_history(records) == 20
+    assert second.best_flops == pytest.approx(first.best_flops)
+    option2 = fk.fake_option()
+    second.tune(n_trial=30, measure_option=option2)
+    assert not set(option2["runner"].ran) & measured
+    assert len(second.visited) == 50

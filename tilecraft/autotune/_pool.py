@@ -1,0 +1,197 @@
+"""A small pool of worker processes where each job has a timeout and a dying worker is survivable.
+
+``concurrent.futures`` cannot kill one hung job, and a segfault breaks its whole pool; the
+tuner needs both: a candidate that hangs is killed after its timeout, one that crashes is
+reported with the signal that killed it, and the next job gets a fresh worker.
+
+Workers are started with ``spawn`` (a clean interpreter: no inherited threads from XGBoost or a
+CPU runtime pool), once, and reused; the functions sent to them must be importable by name.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any, Callable, Sequence
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """What became of one job: ``status`` is ``ok`` (``value`` is the result), ``error``
+    (``value`` is the traceback text), ``timeout`` or ``died`` (``value`` is the exit code;
+    negative: killed by that signal)."""
+
+    status: str
+    value: Any
+    seconds: float
+
+
+def signal_name(exitcode) -> str:
+    if isinstance(exitcode, str):
+        return exitcode
+    if exitcode is None:
+        return "unknown exit"
+    if exitcode < 0:
+        try:
+            return signal.Signals(-exitcode).name
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+def _worker_main(conn, initializer, initargs):
+    # Children ignore Ctrl-C: the parent decides when they stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if initializer is not None:
+        initializer(*initargs)
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        fn, args = msg
+        conn.send(("start", os.getpid()))
+        try:
+            result = ("ok", fn(*args))
+        except BaseException:  # noqa: BLE001 -- the job's failure is data for the tuner
+            result = ("error", traceback.format_exc(limit=20))
+        try:
+            conn.send(result)
+        except Exception:  # an unpicklable result
+            conn.send(("error", traceback.format_exc(limit=5)))
+
+
+class _Worker:
+    def __init__(self, ctx, initializer, initargs):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, initializer, initargs), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job: int | None = None
+        self.started: float | None = None  # when the worker began the job (not when it was sent)
+        self.sent: float | None = None
+
+    def kill(self):
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(timeout=5)
+        self.conn.close()
+
+
+class WorkerPool:
+    """``n_workers`` persistent worker processes.
+
+    >>> pool = WorkerPool(2)
+    >>> [o.value for o in pool.map(pow, [(2, 3), (3, 2)], timeout=5)]
+    [8, 9]
+    """
+
+    def __init__(self, n_workers: int, initializer: Callable | None = None, initargs: Sequence = (),
+                 start_timeout: float = 120.0):
+        self.n_workers = max(1, int(n_workers))
+        self._ctx = mp.get_context("spawn")
+        self._initializer = initializer
+        self._initargs = tuple(initargs)
+        self._start_timeout = start_timeout
+        self._workers: list[_Worker] = []
+
+    def _spawn(self) -> _Worker:
+        return _Worker(self._ctx, self._initializer, self._initargs)
+
+    def map(self, fn: Callable, args_list: Sequence[tuple], timeout: float) -> list[JobOutcome]:
+        """Run ``fn(*args)`` for each ``args``; each job may take ``timeout`` seconds once its
+        worker has started it."""
+        outcomes: list[JobOutcome | None] = [None] * len(args_list)
+        pending = list(range(len(args_list)))[::-1]
+        while len(self._workers) < min(self.n_workers, len(args_list)):
+            self._workers.append(self._spawn())
+        busy: dict[int, _Worker] = {}
+        while pending or busy:
+            for w in list(self._workers):
+                if not pending:
+                    break
+                if w.job is None:
+                    if not w.proc.is_alive():
+                        self._replace(w)
+                        continue
+                    j = pending.pop()
+                    w.job, w.sent, w.started = j, time.monotonic(), None
+                    try:
+                        w.conn.send((fn, args_list[j]))
+                    except (BrokenPipeError, OSError):
+                        outcomes[j] = JobOutcome("died", w.proc.exitcode, 0.0)
+                        self._replace(w)
+                        continue
+                    busy[id(w)] = w
+            if not busy:
+                continue
+            now = time.monotonic()
+            deadlines = []
+            for w in busy.values():
+                if w.started is not None:
+                    deadlines.append(w.started + timeout - now)
+                else:
+                    deadlines.append(w.sent + self._start_timeout - now)
+            ready = wait([w.conn for w in busy.values()] + [w.proc.sentinel for w in busy.values()],
+                         timeout=max(0.0, min(deadlines)))
+            now = time.monotonic()
+            for w in list(busy.values()):
+                if w.conn in ready:
+                    try:
+                        kind, value = w.conn.recv()
+                    except (EOFError, OSError):
+                        kind, value = "died", None
+                    if kind == "start":
+                        w.started = now
+                        continue
+                    if kind == "died":
+                        w.proc.join(timeout=5)
+                        outcomes[w.job] = JobOutcome("died", w.proc.exitcode, now - (w.started or now))
+                        del busy[id(w)]
+                        self._replace(w)
+                        continue
+                    outcomes[w.job] = JobOutcome(kind, value, now - (w.started or now))
+                    w.job = None
+                    del busy[id(w)]
+                elif w.proc.sentinel in ready:
+                    w.proc.join(timeout=5)
+                    outcomes[w.job] = JobOutcome("died", w.proc.exitcode, now - (w.started or now))
+                    del busy[id(w)]
+                    self._replace(w)
+                elif w.started is not None and now - w.started > timeout:
+                    outcomes[w.job] = JobOutcome("timeout", timeout, now - w.started)
+                    del busy[id(w)]
+                    self._replace(w)
+                elif w.started is None and now - w.sent > self._start_timeout:
+                    outcomes[w.job] = JobOutcome("died", "worker did not start", now - w.sent)
+                    del busy[id(w)]
+                    self._replace(w)
+        return outcomes  # type: ignore[return-value]
+
+    def _replace(self, w: _Worker):
+        w.kill()
+        i = self._workers.index(w)
+        self._workers[i] = self._spawn()
+
+    def close(self):
+        for w in self._workers:
+            try:
+                w.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for w in self._workers:
+            w.proc.join(timeout=2)
+            w.kill()
+        self._workers = []
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

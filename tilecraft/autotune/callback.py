@@ -1,0 +1,67 @@
+"""Callbacks a tuner calls after every measured batch: ``callback(tuner, inputs, results)``.
+
+    tuner.tune(n_trial=200, measure_option=option,
+               callbacks=[autotune.callback.progress_bar(200),
+                          autotune.callback.log_to_file("tuning_logs/matmul.jsonl")])
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from . import record
+
+
+def log_to_file(path, device: str | None = None):
+    """Append every measurement to the JSON-lines log at ``path``. Each record is flushed and
+    fsynced before the tuner goes on, so a killed run loses no completed measurement."""
+    path = os.fspath(path)
+    if os.path.dirname(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    def _callback(tuner, inputs, results):
+        dev = device or getattr(tuner, "device_name", None)
+        lines = "".join(record.encode(inp, res, dev) + "\n" for inp, res in zip(inputs, results))
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(lines)
+            f.flush()
+            os.fsync(f.fileno())
+
+    _callback.path = path
+    return _callback
+
+
+class progress_bar:  # noqa: N801 -- AutoTVM's name
+    """A tqdm bar: trials done, best GFLOP/s so far, errors so far.
+
+    ``total`` is the trial count; ``prefix`` is shown before the bar.
+    """
+
+    def __init__(self, total: int, prefix: str = "", si_prefix: str = "G", file=None):
+        self.total = total
+        self.prefix = prefix
+        self.scale = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[si_prefix]
+        self.si_prefix = si_prefix
+        self.file = file if file is not None else sys.stderr
+        self._bar = None
+        self.errors = 0
+        self.done = 0
+
+    def __call__(self, tuner, inputs, results):
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total, desc=self.prefix or tuner.task.name, file=self.file,
+                             unit="trial", dynamic_ncols=True)
+        self.done += len(results)
+        self.errors += sum(1 for r in results if not r.ok)
+        best = tuner.best_flops / self.scale
+        self._bar.set_postfix_str(f"best {best:.2f} {self.si_prefix}FLOP/s, errors {self.errors}", refresh=False)
+        self._bar.update(len(results))
+        if self.done >= self.total or getattr(tuner, "finished", False):
+            self.close()
+
+    def close(self):
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

@@ -1,0 +1,95 @@
+"""The XGBoost cost model: predicts which configs run fastest, from their features.
+
+Labels are throughputs (FLOP/s) normalised to the best measured (failures are 0). With
+``loss_type="rank"`` the booster learns ``rank:pairwise`` — only the order matters, which is all
+simulated annealing needs; ``"reg"`` regresses the normalised throughput instead.
+
+xgboost is imported here and only here, when the first model is made.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from . import features as feature_mod
+
+log = logging.getLogger("tilecraft.autotune")
+
+
+class XGBoostCostModel:
+    """``fit(indices, flops, plan_size)``, ``predict(indices)``, ``fit_log(records, plan_size)``.
+
+    >>> model = XGBoostCostModel(task, feature_type="knob")
+    >>> model.fit(indices, flops, 64); model.predict(other_indices)
+    """
+
+    def __init__(self, task, feature_type: str = "itervar", loss_type: str = "rank",
+                 num_threads: int | None = None, num_boost_round: int = 150, seed: int | None = None,
+                 extractor=None):
+        import xgboost  # noqa: F401 -- fail early, and here, if it is missing
+
+        if loss_type not in ("rank", "reg"):
+            raise ValueError(f"loss_type must be 'rank' or 'reg', not {loss_type!r}")
+        self.task = task
+        self.feature_type = feature_type
+        self.loss_type = loss_type
+        self.num_boost_round = num_boost_round
+        self.params = {
+            "max_depth": 3, "gamma": 1e-4, "min_child_weight": 1, "subsample": 1.0, "eta": 0.3,
+            "lambda": 1.0, "alpha": 0.0, "verbosity": 0,
+            "objective": "rank:pairwise" if loss_type == "rank" else "reg:squarederror",
+            "nthread": num_threads or 0, "seed": seed or 0,
+        }
+        self.extractor = extractor or feature_mod.make_extractor(task, feature_type)
+        self.bst = None
+        self.base_bst = None   # trained on other tasks' records (transfer), when any
+
+    def _train(self, x: np.ndarray, y: np.ndarray):
+        import xgboost as xgb
+
+        y = y / max(float(np.max(y)), 1e-12)
+        dtrain = xgb.DMatrix(x, label=y)
+        if self.loss_type == "rank":
+            dtrain.set_group([len(y)])
+        return xgb.train(self.params, dtrain, num_boost_round=self.num_boost_round)
+
+    def fit(self, xs, ys, plan_size: int = 64):
+        x = self.extractor(np.asarray(xs, dtype=np.int64))
+        y = np.asarray(ys, dtype=np.float64)
+        valid = np.all(np.isfinite(x), axis=1)
+        self.bst = self._train(x[valid], y[valid])
+
+    def fit_log(self, records, plan_size: int = 64) -> bool:
+        """Pre-train on other tasks' records (transfer learning). Only task-independent
+        features (``itervar``, ``curve``) transfer; returns whether a model was trained."""
+        if self.feature_type == "knob":
+            return False
+        xs, ys = [], []
+        by_task: dict = {}
+        for inp, res in records:
+            by_task.setdefault((inp.task.workload, str(inp.target)), []).append((inp, res))
+        for group in by_task.values():
+            task = group[0][0].task
+            best = max(((task.flop or 1.0) / r.mean_cost if r.ok else 0.0) for _, r in group) or 1.0
+            try:
+                feats = feature_mod.features_of_configs(task, [i.config for i, _ in group], self.feature_type)
+            except Exception as err:  # the template is gone or changed: skip that task
+                log.info("transfer: skipping %s: %s", task.name, err)
+                continue
+            for f, (_, r) in zip(feats, group):
+                if f is not None:
+                    xs.append(f)
+                    ys.append(((task.flop or 1.0) / r.mean_cost if r.ok else 0.0) / best)
+        if len(xs) < 16:
+            return False
+        self.base_bst = self._train(np.stack(xs), np.asarray(ys))
+        return True
+
+    def predict(self, xs) -> np.ndarray:
+        x = self.extractor(np.asarray(xs, dtype=np.int64))
+        bst = self.bst if self.bst is not None else self.base_bst
+        if bst is None:
+            return np.zeros(len(x))
+        pred = np.asarray(bst.inplace_predict(x), dtype=np.float64)
+        return np.where(np.all(np.isfinite(x), axis=1), pred, -1e9)

@@ -1,0 +1,163 @@
+"""Dispatch contexts: who answers ``get_config()`` when a template runs.
+
+Contexts form a stack; the innermost answers, or passes the question to the one below it. At the
+bottom sits ``FallbackContext``, which answers a ``FallbackConfigEntity`` and says so once per
+workload.
+
+    with autotune.apply_history_best("tuning_logs/matmul.jsonl"):
+        with Target("llvm"):
+            s, args = matmul(512, 512, 512, "float32")   # the best logged config's schedule
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+from typing import Iterable
+
+from .space import FallbackConfigEntity
+
+_local = threading.local()
+
+
+class DispatchContext:
+    """Base of the context stack. Subclasses answer ``_query_inside`` or return None."""
+
+    def __init__(self):
+        self._below: DispatchContext | None = None
+
+    @staticmethod
+    def current() -> "DispatchContext":
+        stack = getattr(_local, "stack", None)
+        if not stack:
+            stack = _local.stack = [FallbackContext()]
+        return stack[-1]
+
+    def query(self, target, workload):
+        """The configuration for ``workload`` on ``target`` (``workload`` is None when a
+        template asks for the config it is already running with)."""
+        ret = self._query_inside(target, workload)
+        if ret is None:
+            below = self._below if self._below is not None else _bottom()
+            ret = below.query(target, workload)
+        return ret
+
+    def _query_inside(self, target, workload):
+        raise NotImplementedError
+
+    def __enter__(self):
+        DispatchContext.current()  # make sure the stack exists
+        self._below = _local.stack[-1]
+        _local.stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _local.stack.pop()
+        self._below = None
+
+
+def _bottom() -> "FallbackContext":
+    DispatchContext.current()
+    return _local.stack[0]
+
+
+class ApplyConfig(DispatchContext):
+    """Answer one fixed configuration (or a ``ConfigSpace`` while a task is created)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self._config = config
+        self.workload = None
+
+    def _query_inside(self, target, workload):
+        if workload is not None:
+            self.workload = workload
+        return self._config
+
+
+class FallbackContext(DispatchContext):
+    """The bottom of the stack: a ``FallbackConfigEntity`` per (target, workload), announced
+    once each with a warning."""
+
+    def __init__(self):
+        super().__init__()
+        self.memory: dict = {}
+        self.silent = False
+
+    def query(self, target, workload):
+        return self._query_inside(target, workload)
+
+    def _query_inside(self, target, workload):
+        key = (str(target) if target is not None else None, workload)
+        if key in self.memory:
+            return self.memory[key]
+        if not self.silent and workload is not None:
+            warnings.warn(
+                f"no tuned configuration for workload {list(workload)!r} on target "
+                f"{str(target) if target is not None else '(none)'}: using the fallback "
+                "configuration, which may be much slower. Tune it, or check that the log passed "
+                "to apply_history_best has records for this workload and target.",
+                UserWarning, stacklevel=4)
+        cfg = FallbackConfigEntity()
+        self.memory[key] = cfg
+        return cfg
+
+    def clear_cache(self, target, workload):
+        self.memory.pop((str(target) if target is not None else None, workload), None)
+
+
+def fallback_context() -> FallbackContext:
+    """The process's fallback context (to silence it: ``fallback_context().silent = True``)."""
+    return _bottom()
+
+
+class ApplyHistoryBest(DispatchContext):
+    """Answer, for each workload, the fastest error-free configuration in tuning records.
+
+    ``records`` is a log path, a list of paths, or an iterable of ``(MeasureInput,
+    MeasureResult)``. The target is matched exactly first (``str(Target)``), then by kind
+    (``llvm`` / ``cuda``); with no current target, any target's best is used.
+    """
+
+    def __init__(self, records):
+        super().__init__()
+        self.best_by_target: dict = {}
+        self.best_by_kind: dict = {}
+        self.best_any: dict = {}
+        self.load(records)
+
+    def load(self, records):
+        from .record import load_from_file  # record imports task → dispatch; load lazily
+
+        if isinstance(records, str) or hasattr(records, "__fspath__"):
+            records = load_from_file(records)
+        elif isinstance(records, (list, tuple)) and records and (
+                isinstance(records[0], str) or hasattr(records[0], "__fspath__")):
+            records = [r for path in records for r in load_from_file(path)]
+        for inp, res in records:
+            if res.error_no != 0 or not res.costs:
+                continue
+            cost = sum(res.costs) / len(res.costs)
+            workload = inp.task.workload
+            target = inp.target
+            for table, key in ((self.best_by_target, (str(target), workload)),
+                               (self.best_by_kind, (getattr(target, "kind", str(target)), workload)),
+                               (self.best_any, workload)):
+                if key not in table or cost < table[key][1]:
+                    table[key] = (inp.config, cost)
+
+    def _query_inside(self, target, workload):
+        if workload is None:
+            return None
+        if target is not None:
+            for table, key in ((self.best_by_target, (str(target), workload)),
+                               (self.best_by_kind, (target.kind, workload))):
+                if key in table:
+                    return table[key][0]
+            return None
+        hit = self.best_any.get(workload)
+        return hit[0] if hit is not None else None
+
+
+def apply_history_best(records) -> ApplyHistoryBest:
+    """``with apply_history_best(log):`` — templates return the best logged schedule."""
+    return ApplyHistoryBest(records)

@@ -1,0 +1,376 @@
+"""LocalBuilder and LocalRunner: build candidates in worker processes, run each in an isolated one.
+
+The builder instantiates a configuration, compiles it with ``tilecraft.build`` and writes a
+shared library (``export_library``); it also builds the task's *naive* schedule once (the
+reference). The runner loads a library in a separate process (``tilecraft.runtime.load_module``),
+runs it on random inputs, compares its outputs with the reference's on the same inputs, then
+times it. A candidate that raises, segfaults, hangs or is killed for memory becomes a
+``MeasureResult`` with the matching ``MeasureErrorNo``; tuning goes on with a fresh worker.
+
+Both take the function that does the work in the worker (``build_func``, ``run_func``) so tests
+can inject candidates that crash or hang; the defaults use the compiler.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import traceback
+import warnings
+from dataclasses import replace
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ._pool import WorkerPool, signal_name
+from .measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from .space import InstantiationError
+
+
+# ---------------------------------------------------------------------------------------------
+# Work done inside the worker processes.
+
+
+def tensor_arg_info(args) -> tuple:
+    """``[(shape, dtype, is_output), ...]`` of a template's argument tensors. A tensor is an
+    output when its op computes something (it is not a placeholder)."""
+    info = []
+    for t in args:
+        shape = tuple(int(getattr(d, "value", d)) for d in t.shape)
+        op = getattr(t, "op", None)
+        is_output = op is not None and type(op).__name__ != "PlaceholderOp" and hasattr(op, "body")
+        info.append((shape, str(t.dtype), bool(is_output)))
+    return tuple(info)
+
+
+def _compile(sch, args, target, path: str):
+    import tilecraft
+
+    mod = tilecraft.build(sch, args, target=target, name="default_function")
+    mod.export_library(path)
+
+
+def default_build_func(inp: MeasureInput, path: str) -> BuildResult:
+    """Instantiate ``inp.config``, compile it, export the library to ``path``."""
+    t0 = time.perf_counter()
+    try:
+        sch, args = inp.task.instantiate(inp.config)
+    except InstantiationError as err:
+        return BuildResult(None, (), MeasureErrorNo.INSTANTIATION_ERROR, str(err), time.perf_counter() - t0)
+    except Exception:
+        return BuildResult(None, (), MeasureErrorNo.INSTANTIATION_ERROR, traceback.format_exc(limit=10),
+                           time.perf_counter() - t0)
+    if getattr(inp.config, "errors", None):
+        return BuildResult(None, (), MeasureErrorNo.INSTANTIATION_ERROR, "; ".join(inp.config.errors),
+                           time.perf_counter() - t0)
+    target = str(inp.task.target) if inp.task.target is not None else "llvm"
+    try:
+        _compile(sch, args, target, path)
+    except Exception:
+        kind = MeasureErrorNo.COMPILE_DEVICE if target.startswith("cuda") else MeasureErrorNo.COMPILE_HOST
+        return BuildResult(None, (), kind, traceback.format_exc(limit=10), time.perf_counter() - t0)
+    return BuildResult(path, tensor_arg_info(args), MeasureErrorNo.NO_ERROR, "", time.perf_counter() - t0)
+
+
+def build_reference_func(task, path: str) -> BuildResult:
+    """The naive schedule (``te.create_schedule`` of the outputs, no transformation) of ``task``,
+    exported to ``path``: what candidates' outputs are compared with."""
+    from tilecraft import te
+
+    t0 = time.perf_counter()
+    sch, args = task.instantiate(task_default_config(task))
+    info = tensor_arg_info(args)
+    outputs = [t for t, (_, _, out) in zip(args, info) if out]
+    naive = te.create_schedule([t.op for t in outputs])
+    target = str(task.target) if task.target is not None else "llvm"
+    _compile(naive, args, target, path)
+    return BuildResult(path, info, MeasureErrorNo.NO_ERROR, "", time.perf_counter() - t0)
+
+
+def task_default_config(task):
+    from .space import FallbackConfigEntity
+
+    return FallbackConfigEntity()
+
+
+def random_inputs(arg_info, seed: int) -> list[np.ndarray]:
+    """Deterministic random arrays for ``arg_info`` (outputs too, so a candidate that forgets to
+    write is caught). Values in [-1, 1) for floats, small integers otherwise; never all zeros."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for shape, dtype, _ in arg_info:
+        dt = np.dtype(dtype)
+        if dt.kind == "f":
+            arrays.append(rng.uniform(-1.0, 1.0, size=shape).astype(dt))
+        elif dt.kind in "iu":
+            arrays.append(rng.integers(1, 8, size=shape).astype(dt))
+        elif dt.kind == "b":
+            arrays.append(rng.integers(0, 2, size=shape).astype(dt))
+        else:
+            arrays.append(np.zeros(shape, dt))
+    return arrays
+
+
+def _device_of(target: str):
+    import tilecraft
+
+    return tilecraft.cuda(0) if target.startswith("cuda") else tilecraft.cpu(0)
+
+
+def _call_library(path: str, arrays: list[np.ndarray], target: str):
+    import tilecraft
+
+    mod = tilecraft.runtime.load_module(path)
+    dev = _device_of(target)
+    nd = [tilecraft.nd.array(a, dev) for a in arrays]
+    mod(*nd)
+    return mod, dev, nd
+
+
+def _to_numpy(x) -> np.ndarray:
+    return x.numpy() if hasattr(x, "numpy") else np.asarray(x)
+
+
+_reference_cache: dict = {}
+
+
+def reference_outputs_path(reference: str, seed: int) -> str:
+    return f"{reference}.seed{seed}.npz"
+
+
+def prepare_reference(reference: str, arg_info, seed: int, target: str) -> str:
+    """Run the reference library once on the seeded inputs and save its outputs next to it."""
+    out_path = reference_outputs_path(reference, seed)
+    if not os.path.exists(out_path):
+        arrays = random_inputs(arg_info, seed)
+        _, _, nd = _call_library(reference, arrays, target)
+        outs = {f"out{i}": _to_numpy(nd[i]) for i, (_, _, o) in enumerate(arg_info) if o}
+        np.savez(out_path + ".tmp.npz", **outs)
+        os.replace(out_path + ".tmp.npz", out_path)
+    return out_path
+
+
+def _reference_outputs(path: str) -> dict:
+    if path not in _reference_cache:
+        with np.load(path) as z:
+            _reference_cache[path] = {k: z[k] for k in z.files}
+    return _reference_cache[path]
+
+
+def _flush_cpu_cache(_buf=[]):
+    # Write a buffer larger than the last-level cache so the next run starts cold.
+    if not _buf:
+        _buf.append(np.empty(64 << 20 >> 3, dtype=np.float64))
+    _buf[0].fill(1.0)
+
+
+def default_run_func(inp: MeasureInput, br: BuildResult, opts: dict):
+    """Load ``br.filename``, check it against the reference, time it.
+
+    Returns ``(costs, error_no, error_msg)``.
+    """
+    target = str(inp.task.target) if inp.task.target is not None else "llvm"
+    arrays = random_inputs(br.arg_info, opts["seed"])
+    mod, dev, nd = _call_library(br.filename, arrays, target)
+    if opts.get("ref_outputs"):
+        ref = _reference_outputs(opts["ref_outputs"])
+        for i, (_, _, is_out) in enumerate(br.arg_info):
+            if not is_out:
+                continue
+            got, want = _to_numpy(nd[i]), ref[f"out{i}"]
+            if got.shape != want.shape or not np.allclose(got, want, rtol=opts["rtol"], atol=opts["atol"],
+                                                          equal_nan=True):
+                err = np.abs(got.astype(np.float64) - want) if got.shape == want.shape else None
+                where = ("shape " + str(got.shape) + " != " + str(want.shape)) if err is None else (
+                    f"max abs error {float(np.nanmax(err)):.3g} at {np.unravel_index(np.nanargmax(err), err.shape)}, "
+                    f"{int(np.sum(~np.isclose(got, want, rtol=opts['rtol'], atol=opts['atol'])))} of {err.size} elements differ")
+                return (), int(MeasureErrorNo.WRONG_ANSWER), f"output {i} differs from the reference: {where}"
+    timer = mod.time_evaluator(mod.entry_name, dev, number=opts["number"], repeat=1,
+                               min_repeat_ms=opts["min_repeat_ms"])
+    costs = []
+    for _ in range(opts["repeat"]):
+        if opts["flush"]:
+            _flush_cpu_cache()
+        costs.append(float(timer(*nd).mean))
+    return tuple(costs), int(MeasureErrorNo.NO_ERROR), ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The objects a tuner is given.
+
+
+class LocalBuilder:
+    """Build candidates in ``n_parallel`` worker processes (default: one per core); a build
+    that takes more than ``timeout`` seconds is killed and recorded as ``BUILD_TIMEOUT``.
+
+    ``build_func(measure_input, path) -> BuildResult`` runs in the workers (must be importable);
+    ``build_reference=False`` skips the naive reference build (no correctness checks then).
+    """
+
+    def __init__(self, timeout: float = 10, n_parallel: int | None = None,
+                 build_func: Callable | str = "default", build_reference: bool = True,
+                 tmp_dir: str | None = None):
+        self.timeout = timeout
+        self.n_parallel = n_parallel or os.cpu_count() or 1
+        self.build_func = default_build_func if build_func == "default" else build_func
+        self.build_reference = build_reference
+        self._tmp_root = tmp_dir
+        self._pool: WorkerPool | None = None
+        self.task = None
+        self.tmp_dir: str | None = None
+        self.reference: str | None = None
+        self._counter = 0
+
+    def set_task(self, task):
+        self.task = task
+        self.tmp_dir = tempfile.mkdtemp(prefix="tilecraft-tune-", dir=self._tmp_root)
+        self.reference = None
+        self._reference_tried = False
+
+    def _pool_(self) -> WorkerPool:
+        if self._pool is None:
+            self._pool = WorkerPool(self.n_parallel)
+        return self._pool
+
+    def _ensure_reference(self):
+        if self._reference_tried or not self.build_reference:
+            return
+        self._reference_tried = True
+        path = os.path.join(self.tmp_dir, "reference.so")
+        out = self._pool_().map(build_reference_func, [(self.task, path)], timeout=max(120.0, self.timeout))[0]
+        if out.status == "ok":
+            self.reference = path
+        else:
+            detail = out.value if out.status == "error" else f"{out.status} ({out.value})"
+            warnings.warn(f"building the reference (naive) schedule failed; outputs will not be "
+                          f"checked:\n{detail}", RuntimeWarning, stacklevel=3)
+
+    def build(self, measure_inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+        self._ensure_reference()
+        jobs = []
+        for inp in measure_inputs:
+            self._counter += 1
+            jobs.append((inp, os.path.join(self.tmp_dir, f"cand{self._counter}.so")))
+        outcomes = self._pool_().map(self.build_func, jobs, self.timeout)
+        results = []
+        for out in outcomes:
+            if out.status == "ok":
+                br = out.value
+                if br.error_no == MeasureErrorNo.NO_ERROR:
+                    br = replace(br, reference=self.reference)
+                results.append(br)
+            elif out.status == "timeout":
+                results.append(BuildResult(None, (), MeasureErrorNo.BUILD_TIMEOUT,
+                                           f"build took more than {self.timeout} s and was killed", out.seconds))
+            elif out.status == "died":
+                results.append(BuildResult(None, (), MeasureErrorNo.COMPILE_HOST,
+                                           f"the build process died ({signal_name(out.value)})", out.seconds))
+            else:
+                results.append(BuildResult(None, (), MeasureErrorNo.COMPILE_HOST, str(out.value), out.seconds))
+        return results
+
+    def cleanup(self, build_results: Sequence[BuildResult]):
+        for br in build_results:
+            if br.filename and br.filename != self.reference:
+                try:
+                    os.remove(br.filename)
+                except OSError:
+                    pass
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+        if self.tmp_dir:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+
+
+class LocalRunner:
+    """Run each candidate in a separate worker process on this machine.
+
+    ``number`` calls per timed repeat (more if needed to fill ``min_repeat_ms``), ``repeat``
+    timings per candidate; ``timeout`` seconds per candidate (then ``RUN_TIMEOUT``, worker
+    killed); ``cooldown_interval`` seconds of rest between candidates;
+    ``enable_cpu_cache_flush`` evicts caches before each repeat; ``check_correctness``
+    compares outputs with the reference (``rtol``/``atol``) on random inputs drawn fresh for
+    each tuning run.
+    """
+
+    def __init__(self, timeout: float = 10, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
+                 cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False,
+                 check_correctness: bool = True, rtol: float = 1e-3, atol: float = 1e-3,
+                 run_func: Callable | str = "default", seed: int | None = None):
+        self.timeout = timeout
+        self.number = number
+        self.repeat = repeat
+        self.min_repeat_ms = min_repeat_ms
+        self.cooldown_interval = cooldown_interval
+        self.enable_cpu_cache_flush = enable_cpu_cache_flush
+        self.check_correctness = check_correctness
+        self.rtol, self.atol = rtol, atol
+        self.run_func = default_run_func if run_func == "default" else run_func
+        self.n_parallel = 1
+        self._seed = seed
+        self._pool: WorkerPool | None = None
+        self._prepared: dict = {}
+        self._warned_no_reference = False
+
+    def set_task(self, task):
+        self.task = task
+        self.seed = self._seed if self._seed is not None else int(np.random.SeedSequence().entropy % (2**31))
+        self._prepared = {}
+
+    def _pool_(self) -> WorkerPool:
+        if self._pool is None:
+            self._pool = WorkerPool(1)
+        return self._pool
+
+    def _reference_for(self, inp: MeasureInput, br: BuildResult):
+        """The saved reference outputs for ``br``'s reference, computed once (long timeout)."""
+        if not self.check_correctness:
+            return None
+        if br.reference is None:
+            if not self._warned_no_reference:
+                self._warned_no_reference = True
+                warnings.warn("no reference library: candidates' outputs are not checked", RuntimeWarning)
+            return None
+        key = br.reference
+        if key not in self._prepared:
+            target = str(inp.task.target) if inp.task.target is not None else "llvm"
+            out = self._pool_().map(prepare_reference, [(br.reference, br.arg_info, self.seed, target)],
+                                    timeout=max(300.0, self.timeout))[0]
+            if out.status != "ok":
+                warnings.warn(f"running the reference failed; outputs will not be checked: "
+                              f"{out.status} {out.value}", RuntimeWarning)
+            self._prepared[key] = out.value if out.status == "ok" else None
+        return self._prepared[key]
+
+    def run(self, measure_inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult]) -> list[MeasureResult]:
+        results = []
+        for k, (inp, br) in enumerate(zip(measure_inputs, build_results)):
+            opts = {"number": self.number, "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
+                    "flush": self.enable_cpu_cache_flush, "seed": self.seed, "rtol": self.rtol,
+                    "atol": self.atol, "ref_outputs": self._reference_for(inp, br)}
+            t0 = time.perf_counter()
+            out = self._pool_().map(self.run_func, [(inp, br, opts)], self.timeout)[0]
+            wall = time.perf_counter() - t0
+            if out.status == "ok":
+                costs, err, msg = out.value
+                results.append(MeasureResult(tuple(costs), MeasureErrorNo(err), msg, wall, time.time()))
+            elif out.status == "timeout":
+                results.append(MeasureResult((), MeasureErrorNo.RUN_TIMEOUT,
+                                             f"run took more than {self.timeout} s and was killed", wall, time.time()))
+            elif out.status == "died":
+                results.append(MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE,
+                                             f"the run process died ({signal_name(out.value)})", wall, time.time()))
+            else:
+                results.append(MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE, str(out.value), wall, time.time()))
+            if self.cooldown_interval and k + 1 < len(measure_inputs):
+                time.sleep(self.cooldown_interval)
+        return results
+
+    def close(self):
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None

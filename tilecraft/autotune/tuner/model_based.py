@@ -1,0 +1,143 @@
+"""Model-based tuning: a cost model ranks configs, an optimizer proposes the next plan.
+
+Every ``plan_size`` measurements the model is refitted on all of them and the optimizer (parallel
+simulated annealing by default) returns the ``plan_size`` unmeasured configs the model likes
+best; an ``eps`` share (5%) of each plan is drawn at random instead, so a wrong model cannot
+trap the search. Until the first fit, configs are random.
+
+A cost model is any object with ``fit(indices, flops, plan_size)``,
+``predict(indices) -> scores`` and (optionally) ``fit_log(records, plan_size)`` for transfer
+learning; inject one to test the loop without XGBoost.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .sa_optimizer import SimulatedAnnealingOptimizer
+from .tuner import Tuner
+
+
+def submodular_pick(scores, knobs, n_pick: int, knob_weight: float = 1.0) -> list[int]:
+    """Greedily pick ``n_pick`` rows maximising score plus ``knob_weight`` per knob value not
+    yet covered by the picked rows (diversity-aware selection)."""
+    n_knobs = len(knobs[0]) if len(knobs) else 0
+    covered = [set() for _ in range(n_knobs)]
+    remain = list(range(len(scores)))
+    picked = []
+    for _ in range(min(n_pick, len(scores))):
+        best, best_gain = -1, -np.inf
+        for x in remain:
+            gain = scores[x] + knob_weight * sum(knobs[x][i] not in covered[i] for i in range(n_knobs))
+            if gain > best_gain:
+                best, best_gain = x, gain
+        picked.append(best)
+        remain.remove(best)
+        for i in range(n_knobs):
+            covered[i].add(knobs[best][i])
+    return picked
+
+
+class ModelBasedTuner(Tuner):
+    def __init__(self, task, cost_model, model_optimizer, plan_size: int = 64,
+                 diversity_filter_ratio: float | None = None, eps: float = 0.05, seed: int | None = None):
+        super().__init__(task, seed)
+        self.cost_model = cost_model
+        self.model_optimizer = model_optimizer
+        self.plan_size = plan_size
+        self.diversity_filter_ratio = diversity_filter_ratio
+        self.eps = eps
+        self.trials: list[int] = []
+        self.trial_pt = 0
+        self.xs: list[int] = []
+        self.ys: list[float] = []
+        self.train_ct = 0
+        self.flops_max = 0.0
+
+    def next_batch(self, batch_size):
+        batch = []
+        n_random_tail = int(round(self.eps * self.plan_size))
+        while len(batch) < batch_size and len(self.visited) + len(batch) < len(self.space):
+            index = None
+            while self.trial_pt < len(self.trials) - n_random_tail:
+                cand = self.trials[self.trial_pt]
+                self.trial_pt += 1
+                if cand not in self.visited and all(c.index != cand for c in batch):
+                    index = cand
+                    break
+            if index is None:
+                # the ε-greedy tail of a plan, or no plan yet: a random unmeasured config
+                for _ in range(100):
+                    cand = self._random_unvisited()
+                    if cand is None or all(c.index != cand for c in batch):
+                        index = cand
+                        break
+                if index is None:
+                    break
+                if self.trials and self.trial_pt >= len(self.trials) - n_random_tail:
+                    self.trial_pt += 1
+            batch.append(self.space.get(index))
+        return batch
+
+    def update(self, inputs, results):
+        for inp, res in zip(inputs, results):
+            self.xs.append(inp.config.index)
+            flops = self.flops_of(res)
+            self.ys.append(flops)
+            self.flops_max = max(self.flops_max, flops)
+        if len(self.xs) >= self.plan_size * (self.train_ct + 1) and self.flops_max > 0:
+            self.retrain()
+
+    def retrain(self):
+        """Fit the model on every measurement so far and plan the next ``plan_size`` trials."""
+        self.cost_model.fit(self.xs, self.ys, self.plan_size)
+        if self.diversity_filter_ratio:
+            candidates = self.model_optimizer.find_maximums(
+                self.cost_model, int(self.plan_size * self.diversity_filter_ratio), self.visited)
+            scores = np.asarray(self.cost_model.predict(np.array(candidates, dtype=np.int64)))
+            knobs = [self.space.point2knob(int(c)) for c in candidates]
+            pick = submodular_pick(0 * scores, knobs, self.plan_size, knob_weight=1)
+            maximums = [candidates[i] for i in pick]
+        else:
+            maximums = self.model_optimizer.find_maximums(self.cost_model, self.plan_size, self.visited)
+        self.trials = [int(m) for m in maximums]
+        self.trial_pt = 0
+        self.train_ct = len(self.xs) // self.plan_size
+
+    def _transfer(self, records):
+        fit_log = getattr(self.cost_model, "fit_log", None)
+        if fit_log is not None and fit_log(records, self.plan_size):
+            maximums = self.model_optimizer.find_maximums(self.cost_model, self.plan_size, self.visited)
+            self.trials = [int(m) for m in maximums]
+            self.trial_pt = 0
+
+    def has_next(self):
+        return len(self.visited) < len(self.space)
+
+
+class XGBTuner(ModelBasedTuner):
+    """AutoTVM's tuner: an XGBoost cost model and parallel simulated annealing.
+
+    ``feature_type``: ``itervar`` (per-loop features of the lowered nest), ``knob`` (the knob
+    values) or ``curve`` (per-buffer touch curves); ``loss_type``: ``rank`` (``rank:pairwise``)
+    or ``reg``; ``optimizer``: ``"sa"`` or an object with ``find_maximums(model, num,
+    exclusive)``; ``cost_model``: replace the XGBoost model (tests inject a fake).
+
+    >>> tuner = XGBTuner(task, loss_type="rank")
+    >>> tuner.tune(n_trial=200, measure_option=option, callbacks=[progress_bar(200)])
+    """
+
+    def __init__(self, task, plan_size: int = 64, feature_type: str = "itervar", loss_type: str = "rank",
+                 num_threads: int | None = None, optimizer="sa", diversity_filter_ratio: float | None = None,
+                 log_interval: int = 50, cost_model=None, seed: int | None = None):
+        if cost_model is None:
+            from ..cost_model import XGBoostCostModel
+
+            cost_model = XGBoostCostModel(task, feature_type=feature_type, loss_type=loss_type,
+                                          num_threads=num_threads, seed=seed)
+        if optimizer == "sa":
+            optimizer = SimulatedAnnealingOptimizer(task, seed=seed)
+        elif isinstance(optimizer, str):
+            raise ValueError(f"unknown optimizer {optimizer!r}: expected 'sa' or an optimizer object")
+        super().__init__(task, cost_model, optimizer, plan_size, diversity_filter_ratio, seed=seed)
+        self.feature_type = feature_type
+        self.loss_type = loss_type

@@ -1,0 +1,195 @@
+"""The tuner loop shared by every search strategy.
+
+``Tuner.tune`` asks the strategy for a batch (``next_batch``), measures it through the injected
+builder/runner, tells the strategy (``update``) and the callbacks, and stops after ``n_trial``
+new measurements, when the space is exhausted, or ``early_stopping`` trials after the last
+improvement.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from ..measure import MeasureInput, MeasureResult, create_measure_batch
+from ..space import ConfigEntity
+
+log = logging.getLogger("tilecraft.autotune")
+
+
+class Tuner:
+    """Base class. Subclasses implement ``next_batch``, ``update`` and ``has_next``.
+
+    After ``tune``: ``best_config``, ``best_flops`` (FLOP/s), ``best_measure_pair``
+    (``(MeasureInput, MeasureResult)``), ``best_iter`` and ``trace`` (FLOP/s of every trial in
+    order, 0 for errors).
+    """
+
+    def __init__(self, task, seed: int | None = None):
+        self.task = task
+        self.space = task.config_space
+        self.rng = np.random.default_rng(seed)
+        self.best_config: ConfigEntity | None = None
+        self.best_flops = 0.0
+        self.best_measure_pair = None
+        self.best_iter = 0
+        self.visited: set[int] = set()
+        self.trace: list[float] = []
+        self.error_count = 0
+        self.device_name: str | None = None
+        self.finished = False
+
+    # -- strategy interface ----------------------------------------------------------------
+    def has_next(self) -> bool:
+        return len(self.visited) < len(self.space)
+
+    def next_batch(self, batch_size: int) -> list[ConfigEntity]:
+        raise NotImplementedError
+
+    def update(self, inputs: Sequence[MeasureInput], results: Sequence[MeasureResult]) -> None:
+        """Learn from measured configs (they are already in ``self.visited``)."""
+
+    # -- helpers ---------------------------------------------------------------------------
+    def flops_of(self, result: MeasureResult) -> float:
+        """FLOP/s of a result (1/seconds when the task's FLOPs are unknown); 0 for errors."""
+        if not result.ok:
+            return 0.0
+        return (self.task.flop or 1.0) / result.mean_cost
+
+    def _random_unvisited(self) -> int | None:
+        n = len(self.space)
+        if len(self.visited) >= n:
+            return None
+        if n - len(self.visited) < 64 or n <= 4096:
+            remaining = [self.space.valid_index(i) for i in range(n)]
+            remaining = [i for i in remaining if i not in self.visited]
+            return int(remaining[self.rng.integers(len(remaining))]) if remaining else None
+        for _ in range(10000):
+            i = self.space.valid_index(int(self.rng.integers(n)))
+            if i not in self.visited:
+                return i
+        return None
+
+    def index_in_space(self, config) -> int | None:
+        """The index of a (logged) config in this task's space, checked knob by knob; None if
+        the template's knobs changed since the config was logged."""
+        entities = config._entity_map
+        if list(entities) != list(self.space.space_map):
+            return None
+        try:
+            knob = [self.space.space_map[k].index(v) for k, v in entities.items()]
+        except ValueError:
+            return None
+        return self.space.knob2point(knob)
+
+    def _same_task(self, inp: MeasureInput) -> bool:
+        return (inp.task.workload == self.task.workload
+                and (self.task.target is None or inp.target is None
+                     or inp.target.kind == self.task.target.kind))
+
+    def load_history(self, records: Iterable, min_seed_records: int = 0) -> int:
+        """Learn from earlier records. Records of this very task (same workload and target kind)
+        are marked measured — a resumed run does not measure them again — and count towards the
+        best; a model-based tuner also trains on them (and on similar tasks' records). Returns
+        the number of records of this task."""
+        same_inputs, same_results, others = [], [], []
+        for inp, res in records:
+            if self._same_task(inp):
+                idx = self.index_in_space(inp.config)
+                if idx is None:
+                    continue
+                config = self.space.get(idx)
+                inp = MeasureInput(inp.target, self.task, config)
+                same_inputs.append(inp)
+                same_results.append(res)
+                if idx not in self.visited:
+                    self.visited.add(idx)
+                    flops = self.flops_of(res)
+                    if flops > self.best_flops:
+                        self.best_flops, self.best_config = flops, config
+                        self.best_measure_pair = (inp, res)
+            else:
+                others.append((inp, res))
+        if same_inputs:
+            self.update(same_inputs, same_results)
+        if others:
+            self._transfer(others)
+        return len(same_inputs)
+
+    def _transfer(self, records) -> None:
+        """Use other tasks' records (model-based tuners override)."""
+
+    # -- the loop --------------------------------------------------------------------------
+    def tune(self, n_trial: int, measure_option: dict, early_stopping: int | None = None,
+             callbacks: Sequence = (), si_prefix: str = "G"):
+        """Measure up to ``n_trial`` new configurations.
+
+        ``measure_option``: from ``autotune.measure_option``; ``early_stopping``: stop when this
+        many trials pass without improvement; ``callbacks``: ``f(tuner, inputs, results)``
+        after each batch (``progress_bar``, ``log_to_file``).
+        """
+        measure_batch = create_measure_batch(self.task, measure_option)
+        runner = measure_option["runner"]
+        self.device_name = getattr(runner, "device_name", None)
+        if self.device_name is None:
+            from ..record import local_device_name
+
+            self.device_name = local_device_name(self.task.target)
+        batch_size = measure_batch.n_parallel
+        early_stopping = early_stopping if early_stopping is not None else 10**9
+        self.finished = False
+        i = 0
+        consecutive_errors = 0
+        warned = False
+        try:
+            while i < n_trial and self.has_next():
+                configs = self.next_batch(min(batch_size, n_trial - i))
+                if not configs:
+                    break
+                inputs = [MeasureInput(self.task.target, self.task, c) for c in configs]
+                for c in configs:
+                    self.visited.add(c.index)
+                results = measure_batch(inputs)
+                for inp, res in zip(inputs, results):
+                    flops = self.flops_of(res)
+                    self.trace.append(flops)
+                    if res.ok:
+                        consecutive_errors = 0
+                    else:
+                        self.error_count += 1
+                        consecutive_errors += 1
+                        log.debug("config %s: %s %s", inp.config.index, res.error_no.name, res.error_msg)
+                    if flops > self.best_flops:
+                        self.best_flops, self.best_config = flops, inp.config
+                        self.best_measure_pair = (inp, res)
+                        self.best_iter = len(self.trace) - 1
+                i += len(results)
+                if consecutive_errors >= 50 and not warned:
+                    warned = True
+                    last = results[-1]
+                    warnings.warn(f"{consecutive_errors} measurements in a row failed; the last: "
+                                  f"{last.error_no.name}: {last.error_msg[-2000:]}", RuntimeWarning)
+                self.update(inputs, results)
+                stale = len(self.trace) - 1 - self.best_iter
+                if i >= n_trial or stale >= early_stopping or not self.has_next():
+                    self.finished = True
+                for callback in callbacks:
+                    callback(self, inputs, results)
+                if stale >= early_stopping:
+                    log.info("early stopped at trial %d (best at %d)", i, self.best_iter)
+                    break
+        finally:
+            self.finished = True
+            for callback in callbacks:
+                close = getattr(callback, "close", None)
+                if close is not None:
+                    close()
+            measure_batch.close()
+        return self
+
+    def reset(self):
+        self.visited = set()
+        self.best_config, self.best_flops, self.best_measure_pair = None, 0.0, None
