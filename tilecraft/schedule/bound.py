@@ -1,0 +1,372 @@
+"""Bound inference: which region of each stage must be computed, and how its loops map to it.
+
+Afterwards every non-inlined compute stage has a :class:`StageInfo`:
+
+* ``root_min[d]``/``root_extent[d]``: the region of output dimension ``d`` the stage computes.
+  Root stages compute their whole shape. A stage attached with ``compute_at(P, ax)`` computes
+  exactly the union of what its consumers read during one iteration of ``ax``: loops enclosing
+  ``ax`` are fixed, loops inside it range over their extents (for ``shared`` scope, GPU thread
+  indices range too, since the whole block shares the buffer).
+* ``extent[leaf]``: the extent of each loop (all loops start at 0), and ``value[iv]``: each axis
+  as an expression of the loop variables (``i = i.outer * 64 + i.inner``).
+* ``conditions``: guards for split tails and for points outside the tensor's own domain.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import dtype as dt
+from ..ir.expr import (BinOp, Binary, Cast, Const, Expr, IterKind, IterVar, Select, TensorLoad,
+                       Unary, UnOp, Var, binary, const, convert, max_expr, min_expr)
+from ..ir.functor import post_order_visit, substitute
+from ..ir.simplify import simplify
+from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+
+
+@dataclass
+class StageInfo:
+    stage: object
+    body: tuple                       # the op's body with inlined producers substituted
+    root_min: list = field(default_factory=list)
+    root_extent: list = field(default_factory=list)
+    extent: dict = field(default_factory=dict)      # IterVar -> Expr (leaf and intermediate)
+    value: dict = field(default_factory=dict)       # IterVar -> Expr in loop vars (offset from min)
+    conditions: list = field(default_factory=list)
+
+    def root_value(self, iv: IterVar, d: int | None = None) -> Expr:
+        """The absolute coordinate of a root axis."""
+        v = self.value[iv]
+        if d is None:
+            return v if _is_zero(iv.dom.min) else v + iv.dom.min
+        return v if _is_zero(self.root_min[d]) else self.root_min[d] + v
+
+
+def _is_zero(e) -> bool:
+    return isinstance(e, Const) and e.value == 0
+
+
+def const_int(e):
+    e = simplify(e) if not isinstance(e, Const) else e
+    return e.value if isinstance(e, Const) and dt.is_int(e.dtype) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Interval arithmetic over symbolic bounds
+
+class Interval:
+    """Evaluates ``[lo, hi]`` (inclusive, symbolic) of integer expressions when some variables
+    range over intervals. ``relax(v)`` gives a variable's ``(lo, hi)`` or None if it is fixed."""
+
+    def __init__(self, relax):
+        self.relax = relax
+        self.memo: dict = {}
+
+    def __call__(self, e: Expr):
+        key = id(e)
+        r = self.memo.get(key)
+        if r is None:
+            r = self.memo[key] = (self._eval(e), e)
+        return r[0]
+
+    def _eval(self, e):
+        t = type(e)
+        if t is Const:
+            return (e, e)
+        if isinstance(e, Var):
+            r = self.relax(e)
+            if r is None:
+                return (e, e)
+            lo, hi = self(r[0]), self(r[1])
+            if lo is None or hi is None:
+                return None
+            return (lo[0], hi[1])
+        if t is Binary:
+            op = e.op
+            a = self(e.a)
+            if a is None:
+                return None
+            b = self(e.b)
+            if b is None:
+                return None
+            if op is BinOp.ADD:
+                return (a[0] + b[0], a[1] + b[1])
+            if op is BinOp.SUB:
+                return (a[0] - b[1], a[1] - b[0])
+            if op is BinOp.MUL:
+                c = _const_point(b)
+                if c is None:
+                    c, a = _const_point(a), b
+                if c is None:
+                    if a[0] is a[1] and b[0] is b[1]:
+                        return (e, e)
+                    return None
+                return (a[0] * c, a[1] * c) if c >= 0 else (a[1] * c, a[0] * c)
+            if op is BinOp.FLOORDIV or op is BinOp.TRUNCDIV:
+                c = _const_point(b)
+                if c is None or c <= 0:
+                    return (e, e) if (a[0] is a[1] and b[0] is b[1]) else None
+                return (binary(op, a[0], c), binary(op, a[1], c))
+            if op is BinOp.FLOORMOD:
+                c = _const_point(b)
+                if a[0] is a[1] and b[0] is b[1]:
+                    return (e, e)
+                if c is None or c <= 0:
+                    return None
+                return (const(0, e.dtype), const(c - 1, e.dtype))
+            if op is BinOp.MIN:
+                return (min_expr(a[0], b[0]), min_expr(a[1], b[1]))
+            if op is BinOp.MAX:
+                return (max_expr(a[0], b[0]), max_expr(a[1], b[1]))
+            return None
+        if t is Unary and e.op is UnOp.NEG:
+            a = self(e.a)
+            return None if a is None else (-a[1], -a[0])
+        if t is Cast and dt.is_int(e.dtype):
+            a = self(e.value)
+            return None if a is None else (Cast(e.dtype, a[0]), Cast(e.dtype, a[1]))
+        if t is Select:
+            a, b = self(e.true_value), self(e.false_value)
+            if a is None or b is None:
+                return None
+            return (min_expr(a[0], b[0]), max_expr(a[1], b[1]))
+        return None   # loads (gathers), calls: unknown
+
+
+def _const_point(iv):
+    lo, hi = iv
+    if isinstance(lo, Const) and lo is hi or (isinstance(lo, Const) and isinstance(hi, Const) and lo.value == hi.value):
+        return lo.value
+    return None
+
+
+def union_min(a: Expr, b: Expr) -> Expr:
+    d = simplify(a - b)
+    if isinstance(d, Const):
+        return a if d.value <= 0 else b
+    return min_expr(a, b)
+
+
+def union_max(a: Expr, b: Expr) -> Expr:
+    d = simplify(a - b)
+    if isinstance(d, Const):
+        return a if d.value >= 0 else b
+    return max_expr(a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+
+def leaf_values(info: StageInfo, stage) -> None:
+    """Fill ``extent``, ``value`` and tail ``conditions`` from the root extents and relations."""
+    from .schedule import Fuse, Split
+    ext = info.extent
+    root_axes = list(stage.op.axis) + list(stage.op.reduce_axis)
+    for d, iv in enumerate(stage.op.axis):
+        ext[iv] = info.root_extent[d]
+    for iv in stage.op.reduce_axis:
+        ext[iv] = iv.dom.extent
+    tails = []
+    for rel in stage.relations:
+        if isinstance(rel, Split):
+            E = ext[rel.parent]
+            if rel.factor is not None:
+                f = rel.factor
+                ext[rel.inner] = f
+                ext[rel.outer] = simplify((E + f - 1) // f)
+                fo, fi = ext[rel.outer], f
+            else:
+                n = rel.nparts
+                ext[rel.outer] = n
+                ext[rel.inner] = simplify((E + n - 1) // n)
+                fo, fi = n, ext[rel.inner]
+            covered = const_int(fo * fi - E)
+            if covered != 0:
+                tails.append((rel.parent, E))
+        else:
+            ext[rel.fused] = simplify(ext[rel.outer] * ext[rel.inner])
+    val = info.value
+    for iv in stage.leaf_iter_vars:
+        val[iv] = iv.var
+    for rel in reversed(stage.relations):
+        if isinstance(rel, Split):
+            val[rel.parent] = val[rel.outer] * ext[rel.inner] + val[rel.inner]
+        else:
+            fused = val[rel.fused]
+            val[rel.outer] = fused // ext[rel.inner]
+            val[rel.inner] = fused % ext[rel.inner]
+    for iv in root_axes:
+        if iv not in val:
+            raise AssertionError(f"axis {iv} of stage {stage.name} has no value")
+    for parent, E in tails:
+        info.conditions.append(val[parent] < E)
+
+
+def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict) -> dict:
+    """Compute a StageInfo for every compute stage that is not inlined.
+
+    ``bodies`` maps stage → its body after inlining, ``consumers`` maps stage → stages reading
+    it. ``loop_extent`` is filled with every loop variable's extent (used to relax loops).
+    """
+    from .schedule import ScheduleError
+    infos: dict = {}
+    for st in reversed(sch.stages):
+        if isinstance(st.op, PlaceholderOp) or st.attach_type == "inline":
+            continue
+        info = StageInfo(st, bodies[st])
+        op = st.op
+        if st.attach_type == "scope" and not st.is_output:
+            _check_attach(st, consumers[st])
+            mins, exts = _region(st, consumers[st], infos, loop_extent)
+            info.root_min, info.root_extent = mins, exts
+        else:
+            info.root_min = [iv.dom.min for iv in op.axis]
+            info.root_extent = [iv.dom.extent for iv in op.axis]
+        leaf_values(info, st)
+        if st.attach_type == "scope" and not st.is_output:
+            for d, iv in enumerate(op.axis):
+                absval = info.root_value(iv, d)
+                lo_ok = _provably(info.root_min[d] >= 0)
+                hi_ok = _provably(info.root_min[d] + info.root_extent[d] <= iv.dom.extent)
+                if not hi_ok:
+                    info.conditions.append(absval < iv.dom.extent)
+                if not lo_ok:
+                    info.conditions.append(absval >= 0)
+        for iv in st.leaf_iter_vars:
+            loop_extent[iv.var] = (st, iv, info.extent[iv])
+        infos[st] = info
+    return infos
+
+
+def _provably(cond: Expr) -> bool:
+    c = simplify(cond)
+    return isinstance(c, Const) and bool(c.value)
+
+
+def enclosing_loops(st, upto_inclusive: bool = True) -> list:
+    """The (stage, IterVar) loops that enclose the body of stage ``st``'s attach point."""
+    out = []
+    cur = st
+    seen = set()
+    while cur.attach_type == "scope" and cur.attach_stage is not None:
+        if id(cur) in seen:
+            raise _cycle(st)
+        seen.add(id(cur))
+        p, ax = cur.attach_stage, cur.attach_ivar
+        k = p.leaf_iter_vars.index(ax)
+        out = [(p, iv) for iv in p.leaf_iter_vars[:k + 1]] + out
+        cur = p
+    return out
+
+
+def _cycle(st):
+    from .schedule import ScheduleError
+    return ScheduleError(f"compute_at of stage '{st.name}' makes a cycle of attachments")
+
+
+def _check_attach(st, consumers: list) -> None:
+    """Every consumer must run inside the loop the stage is attached to."""
+    from .schedule import ScheduleError
+    P, ax = st.attach_stage, st.attach_ivar
+    if ax not in P.leaf_iter_vars:
+        raise ScheduleError(f"compute_at of stage '{st.name}': axis '{ax.var.name}' is no longer a loop of "
+                            f"stage '{P.name}' (it was split or fused after compute_at)")
+    if P.attach_type == "inline":
+        raise ScheduleError(f"compute_at of stage '{st.name}': the target stage '{P.name}' is inlined")
+    pos = P.leaf_iter_vars.index(ax)
+    if not consumers:
+        raise ScheduleError(f"compute_at of stage '{st.name}' into '{P.name}': nothing in '{P.name}' reads it")
+    for c in consumers:
+        cur, ok, seen = c, False, set()
+        while True:
+            if cur is P:
+                ok = True
+                break
+            if id(cur) in seen:
+                raise _cycle(st)
+            seen.add(id(cur))
+            if cur.attach_type != "scope" or cur.attach_stage is None:
+                break
+            if cur.attach_stage is P:
+                ok = P.leaf_iter_vars.index(cur.attach_ivar) >= pos
+                break
+            if cur.attach_stage is st:
+                raise _cycle(st)
+            cur = cur.attach_stage
+        if not ok:
+            raise ScheduleError(f"compute_at of stage '{st.name}' at loop '{ax.var.name}' of stage '{P.name}': "
+                                f"that loop does not enclose its consumer '{c.name}'")
+
+
+def _accesses(body: tuple, tensors: set) -> list:
+    out = []
+
+    def f(n):
+        if isinstance(n, TensorLoad) and n.tensor in tensors:
+            out.append(n)
+    for b in body:
+        post_order_visit(b, f)
+    return out
+
+
+def _region(st, consumers, infos, loop_extent):
+    """Union of what the consumers read during one iteration of the attach loop."""
+    fixed = {iv.var for _, iv in enclosing_loops(st)}
+    shared = st.scope == "shared"
+    op = st.op
+
+    def relax(v):
+        e = loop_extent.get(v)
+        if e is None:
+            return None
+        stage, iv, ext = e
+        if v in fixed:
+            a = stage.iter_var_attrs.get(iv)
+            if not (shared and a is not None and a.bind is not None and
+                    (a.bind.thread_tag.startswith("threadIdx") or a.bind.thread_tag == "vthread")):
+                return None
+        return (const(0, v.dtype), ext - 1)
+
+    ndim = len(op.axis)
+    lo = [None] * ndim
+    hi = [None] * ndim
+    unknown = [False] * ndim
+    interval = Interval(relax)
+    tensors = set(op.outputs)
+    for c in consumers:
+        cinfo = infos[c]
+        cop = c.op
+        vmap = {}
+        for d, iv in enumerate(cop.axis):
+            vmap[iv.var] = cinfo.root_value(iv, d)
+        for iv in cop.reduce_axis:
+            vmap[iv.var] = cinfo.root_value(iv)
+        for acc in _accesses(cinfo.body, tensors):
+            for d, idx in enumerate(acc.indices):
+                if unknown[d]:
+                    continue
+                r = interval(substitute(idx, vmap))
+                if r is None:
+                    unknown[d] = True
+                    continue
+                a, b = simplify(r[0]), simplify(r[1])
+                lo[d] = a if lo[d] is None else union_min(lo[d], a)
+                hi[d] = b if hi[d] is None else union_max(hi[d], b)
+    mins, exts = [], []
+    for d, iv in enumerate(op.axis):
+        if unknown[d] or lo[d] is None:
+            mins.append(iv.dom.min)
+            exts.append(iv.dom.extent)
+            continue
+        ext = simplify(hi[d] - lo[d] + 1)
+        if not isinstance(ext, Const):
+            # allocate for the largest extent any iteration needs
+            big = Interval(lambda v: (const(0, v.dtype), loop_extent[v][2] - 1) if v in loop_extent else None)(ext)
+            if big is not None and isinstance(simplify(big[1]), Const):
+                ext = simplify(big[1])
+        full = iv.dom.extent
+        if isinstance(ext, Const) and isinstance(full, Const) and ext.value >= full.value:
+            mins.append(iv.dom.min)
+            exts.append(full)
+            continue
+        mins.append(lo[d])
+        exts.append(ext)
+    return mins, exts

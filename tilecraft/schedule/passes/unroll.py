@@ -1,0 +1,59 @@
+"""Unrolling decisions: ``pragma(ax, "auto_unroll_max_step", n)`` marks every serial loop inside
+``ax`` whose subtree has at most ``n`` iterations (constant extents) as unrolled.
+
+Afterwards loops to unroll have kind ``UNROLLED``; the backends unroll them (LLVM with full-unroll
+metadata, CUDA with ``#pragma unroll``).
+"""
+from __future__ import annotations
+
+from ...ir.expr import Const
+from ...ir.functor import IRMutator
+from ...ir.stmt import For, ForKind
+
+
+class _AutoUnroll(IRMutator):
+    def __init__(self):
+        self.limit = None
+
+    def visit_For(self, s):
+        saved = self.limit
+        step = s.annotation("pragma_auto_unroll_max_step")
+        if step is not None:
+            self.limit = int(step)
+        new = super().visit_For(s)
+        self.limit = saved
+        if self.limit and new.kind is ForKind.SERIAL and isinstance(new.extent, Const):
+            n = _trip_count(new)
+            if n is not None and n <= self.limit:
+                return For(new.loop_var, new.min, new.extent, ForKind.UNROLLED, new.body, new.thread_tag,
+                           new.annotations)
+        return new
+
+
+def _trip_count(s) -> int | None:
+    """Iterations of the whole subtree of a loop nest (constant extents only)."""
+    if isinstance(s, For):
+        if not isinstance(s.extent, Const):
+            return None
+        inner = _trip_count(s.body)
+        return None if inner is None else s.extent.value * inner
+    from ...ir.stmt import SeqStmt, IfThenElse, LetStmt, Allocate
+    if isinstance(s, SeqStmt):
+        total = 0
+        for x in s.seq:
+            n = _trip_count(x)
+            if n is None:
+                return None
+            total += n
+        return max(total, 1)
+    if isinstance(s, (LetStmt, Allocate)):
+        return _trip_count(s.body)
+    if isinstance(s, IfThenElse):
+        a = _trip_count(s.then_case)
+        b = _trip_count(s.else_case) if s.else_case is not None else 1
+        return None if a is None or b is None else max(a, b)
+    return 1
+
+
+def unroll_loops(body):
+    return _AutoUnroll().visit_stmt(body)

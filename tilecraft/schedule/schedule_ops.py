@@ -1,0 +1,176 @@
+"""From a schedule and its inferred bounds to one loop nest over buffers.
+
+Afterwards the statement reads and writes ``Buffer``s with one index per dimension (relative to
+the region each buffer holds), every stage's loops appear where it was attached, reductions are
+initialised just outside their outermost reduction loop, and intermediate buffers are allocated
+around the scope that uses them.
+"""
+from __future__ import annotations
+
+from ..ir import dtype as dt
+from ..ir.expr import (BinOp, BufferLoad, Const, IterKind, TensorLoad, Var, binary, convert)
+from ..ir.functor import IRMutator, substitute
+from ..ir.simplify import simplify
+from ..ir.stmt import (Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, LetStmt, seq)
+from ..te.tensor import ComputeOp, PlaceholderOp
+
+
+class _ToBufferLoads(IRMutator):
+    """``T[i, j]`` → ``T_buf[i - min_i, j - min_j]`` for the region T's buffer holds."""
+
+    def __init__(self, buffers: dict, mins: dict):
+        self.buffers, self.mins = buffers, mins
+
+    def visit_TensorLoad(self, e):
+        idx = self._exprs(e.indices)
+        t = e.tensor
+        buf = self.buffers[t]
+        m = self.mins.get(t)
+        if m is not None:
+            idx = tuple(i if _zero(mn) else i - mn for i, mn in zip(idx, m))
+        return BufferLoad(buf, tuple(idx), t.dtype)
+
+
+def _zero(e):
+    return isinstance(e, Const) and e.value == 0
+
+
+def _and_all(conds):
+    out = None
+    for c in conds:
+        out = c if out is None else binary(BinOp.AND, out, c)
+    return out
+
+
+class NestBuilder:
+    def __init__(self, sch, infos: dict, buffers: dict, mins: dict, attached: dict):
+        self.sch, self.infos, self.buffers, self.mins = sch, infos, buffers, mins
+        self.attached = attached          # (stage, IterVar) -> [stages]
+        self.to_loads = _ToBufferLoads(buffers, mins)
+
+    # ------------------------------------------------------------------------------------------
+    def stage_nest(self, st):
+        info = self.infos[st]
+        leaves = st.leaf_iter_vars
+        op = st.op
+        is_reduce = bool(op.reduce_axis)
+        body = self.compute_stmt(st, info)
+        # position of the first loop that depends on a reduction axis
+        first_reduce = next((k for k, iv in enumerate(leaves) if iv.kind is IterKind.REDUCE), None)
+        for k in range(len(leaves) - 1, -1, -1):
+            iv = leaves[k]
+            if is_reduce and k == first_reduce:
+                body = seq(self.init_stmt(st, info, k), self.make_for(st, iv, info, body))
+            else:
+                body = self.make_for(st, iv, info, body)
+        if is_reduce and first_reduce is None:
+            body = seq(self.init_stmt(st, info, len(leaves)), body)
+        return body
+
+    def make_for(self, st, iv, info, body):
+        inner = self.attached.get((st, iv))
+        if inner:
+            allocs = []
+            parts = []
+            for x in inner:
+                parts.append(self.stage_nest(x))
+                allocs.extend(self.buffers[t] for t in x.op.outputs)
+            body = seq(*parts, body)
+            for b in reversed(allocs):
+                body = Allocate(b, body)
+        attr = st.iter_var_attrs.get(iv)
+        kind, tag, ann = ForKind.SERIAL, "", ()
+        if attr is not None:
+            kind = attr.kind
+            if attr.bind is not None:
+                tag = attr.bind.thread_tag
+            if attr.pragmas:
+                ann = tuple(("pragma_" + k, v) for k, v in attr.pragmas)
+        return For(iv.var, convert(0), info.extent[iv], kind, body, tag, ann)
+
+    def _root_map(self, st, info):
+        vmap = {}
+        for d, iv in enumerate(st.op.axis):
+            vmap[iv.var] = info.root_value(iv, d)
+        for iv in st.op.reduce_axis:
+            vmap[iv.var] = info.root_value(iv)
+        return vmap
+
+    def compute_stmt(self, st, info):
+        op = st.op
+        vmap = self._root_map(st, info)
+        idx = tuple(info.value[iv] for iv in op.axis)
+        bufs = [self.buffers[t] for t in op.outputs]
+        conds = info.conditions
+        if not op.reduce_axis:
+            stores = [BufferStore(b, self.to_loads.visit_expr(substitute(e, vmap)), idx)
+                      for b, e in zip(bufs, info.body)]
+            body = seq(*stores)
+        else:
+            red = info.body[0]
+            comb = red.combiner
+            src = [self.to_loads.visit_expr(substitute(s, vmap)) for s in red.source]
+            cur = [BufferLoad(b, idx, b.dtype) for b in bufs]
+            cmap = {**dict(zip(comb.lhs, cur)), **dict(zip(comb.rhs, src))}
+            if len(bufs) == 1:
+                body = BufferStore(bufs[0], substitute(comb.result[0], cmap), idx)
+            else:
+                tmp = [Var(f"{b.name}.next", b.dtype) for b in bufs]
+                stores = seq(*[BufferStore(b, t, idx) for b, t in zip(bufs, tmp)])
+                body = stores
+                for t, r in reversed(list(zip(tmp, comb.result))):
+                    body = LetStmt(t, substitute(r, cmap), body)
+            cond = red.condition
+            if not (isinstance(cond, Const) and cond.value is True):
+                conds = list(conds) + [self.to_loads.visit_expr(substitute(cond, vmap))]
+        c = _and_all(conds)
+        return body if c is None else IfThenElse(c, body)
+
+    def init_stmt(self, st, info, pos: int):
+        """Set the reduction's outputs to the identity over the data axes below ``pos``."""
+        op = st.op
+        comb = info.body[0].combiner
+        leaves = st.leaf_iter_vars
+        inner = [iv for iv in leaves[pos:] if iv.kind is not IterKind.REDUCE]
+        fresh = {iv.var: Var(iv.var.name + ".init", iv.var.dtype) for iv in inner}
+        idx = tuple(substitute(info.value[iv], fresh) for iv in op.axis)
+        bufs = [self.buffers[t] for t in op.outputs]
+        body = seq(*[BufferStore(b, ident, idx) for b, ident in zip(bufs, comb.identity)])
+        reduce_vars = {iv.var for iv in leaves if iv.kind is IterKind.REDUCE}
+        from ..ir.functor import collect_vars
+        conds = [substitute(c, fresh) for c in info.conditions if not (collect_vars(c) & reduce_vars)]
+        c = _and_all(conds)
+        if c is not None:
+            body = IfThenElse(c, body)
+        for iv in reversed(inner):
+            attr = st.iter_var_attrs.get(iv)
+            kind, tag = ForKind.SERIAL, ""
+            if attr is not None:
+                kind = attr.kind
+                if attr.bind is not None:
+                    tag = attr.bind.thread_tag
+            body = For(fresh[iv.var], convert(0), info.extent[iv], kind, body, tag)
+        return body
+
+
+def schedule_ops(sch, infos: dict, buffers: dict, mins: dict, arg_tensors: set):
+    """The whole program: every root stage's nest, in dependency order, with allocations."""
+    attached: dict = {}
+    for st in sch.stages:
+        if st in infos and st.attach_type == "scope" and not st.is_output:
+            attached.setdefault((st.attach_stage, st.attach_ivar), []).append(st)
+    nb = NestBuilder(sch, infos, buffers, mins, attached)
+    parts, allocs = [], []
+    for st in sch.stages:
+        if st not in infos:
+            continue
+        if st.attach_type == "scope" and not st.is_output:
+            continue
+        parts.append(nb.stage_nest(st))
+        for t in st.op.outputs:
+            if t not in arg_tensors:
+                allocs.append(buffers[t])
+    body = seq(*parts)
+    for b in reversed(allocs):
+        body = Allocate(b, body)
+    return body
