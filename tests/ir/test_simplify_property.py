@@ -1,0 +1,170 @@
+"""Differential tests: ``simplify`` never changes the value of an integer expression.
+
+Random int32 expressions over three variables are evaluated by a small reference evaluator
+(below, written from the semantics in ``tilecraft/ir/expr.py``: ``//``/``%`` floor, truncdiv/
+truncmod truncate, int32 wraps) before and after simplification, at random points inside the
+variables' bounds, the bounds being passed to ``simplify``.
+"""
+from fractions import Fraction
+import math
+
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
+
+from tilecraft.ir import Binary, BinOp, Cast, Const, Select, Unary, UnOp, Var
+from tilecraft.ir.simplify import simplify
+
+X, Y, Z = Var("x"), Var("y"), Var("z")
+VARS = (X, Y, Z)
+
+
+class Undefined(Exception):
+    """Division by zero or an out-of-range shift: undefined behaviour, any result is allowed."""
+
+
+def wrap32(v: int) -> int:
+    return (v + 2 ** 31) % 2 ** 32 - 2 ** 31
+
+
+def reference(e, env):
+    """Evaluate with Python integers; everything is evaluated (``select`` is eager)."""
+    t = type(e)
+    if t is Var:
+        return env[e]
+    if t is Const:
+        return e.value
+    if t is Unary:
+        a = reference(e.a, env)
+        return (not a) if e.op is UnOp.NOT else wrap32(-a)
+    if t is Select:
+        c = reference(e.condition, env)
+        a, b = reference(e.true_value, env), reference(e.false_value, env)
+        return a if c else b
+    if t is Cast:
+        v = reference(e.value, env)
+        return bool(v) if e.dtype == "bool" else wrap32(int(v))
+    assert t is Binary, e
+    a, b = reference(e.a, env), reference(e.b, env)
+    op = e.op
+    if op in (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD) and b == 0:
+        raise Undefined
+    r = {
+        BinOp.ADD: lambda: a + b, BinOp.SUB: lambda: a - b, BinOp.MUL: lambda: a * b,
+        BinOp.FLOORDIV: lambda: math.floor(Fraction(a, b or 1)),
+        BinOp.FLOORMOD: lambda: a - b * math.floor(Fraction(a, b or 1)),
+        BinOp.TRUNCDIV: lambda: math.trunc(Fraction(a, b or 1)),
+        BinOp.TRUNCMOD: lambda: a - b * math.trunc(Fraction(a, b or 1)),
+        BinOp.MIN: lambda: min(a, b), BinOp.MAX: lambda: max(a, b),
+        BinOp.EQ: lambda: a == b, BinOp.NE: lambda: a != b, BinOp.LT: lambda: a < b,
+        BinOp.LE: lambda: a <= b, BinOp.GT: lambda: a > b, BinOp.GE: lambda: a >= b,
+        BinOp.AND: lambda: bool(a and b), BinOp.OR: lambda: bool(a or b),
+    }[op]()
+    return r if isinstance(r, bool) else wrap32(r)
+
+
+def i32(v: int) -> Const:
+    return Const(v, "int32")
+
+
+ARITH = (BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MIN, BinOp.MAX)
+DIVMOD = (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD)
+COMPARE = (BinOp.EQ, BinOp.NE, BinOp.LT, BinOp.LE, BinOp.GT, BinOp.GE)
+
+small_consts = st.integers(-40, 40).map(i32)
+edge_consts = st.sampled_from([2 ** 31 - 1, -2 ** 31, 2 ** 30, -2 ** 30 - 7, 65536]).map(i32)
+divisors = st.sampled_from([1, 2, 3, 4, 8, 16, 32, 7, -1, -2, -4, -3]).map(i32)
+leaves = st.one_of(st.sampled_from(VARS), small_consts, small_consts, edge_consts)
+
+
+def _extend(ints):
+    """Build one level of int32 expression over ``ints`` (which are themselves int expressions)."""
+    bools = st.one_of(
+        st.builds(lambda op, a, b: Binary(op, a, b, "bool"), st.sampled_from(COMPARE), ints, ints),
+        st.booleans().map(lambda v: Const(v, "bool")))
+    bools = st.one_of(
+        bools,
+        st.builds(lambda op, a, b: Binary(op, a, b, "bool"),
+                  st.sampled_from((BinOp.AND, BinOp.OR)), bools, bools),
+        bools.map(lambda c: Unary(UnOp.NOT, c, "bool")))
+    return st.one_of(
+        st.builds(lambda op, a, b: Binary(op, a, b, "int32"), st.sampled_from(ARITH), ints, ints),
+        st.builds(lambda op, a, b: Binary(op, a, b, "int32"), st.sampled_from(DIVMOD), ints,
+                  st.one_of(divisors, divisors, ints)),
+        ints.map(lambda a: Unary(UnOp.NEG, a, "int32")),
+        st.builds(lambda c, a, b: Select(c, a, b), bools, ints, ints),
+        st.builds(lambda c: Cast("int32", c), bools),
+    )
+
+
+int_exprs = st.recursive(leaves, _extend, max_leaves=14)
+
+
+def bool_of(ints):
+    return st.builds(lambda op, a, b: Binary(op, a, b, "bool"), st.sampled_from(COMPARE), ints, ints)
+
+
+@st.composite
+def bounded_env(draw):
+    """Per-variable bounds (sometimes none: full int32 range) and a point inside them."""
+    bounds, env = {}, {}
+    for v in VARS:
+        kind = draw(st.sampled_from(["small", "small", "negative", "wide", "none"]))
+        if kind == "none":
+            env[v] = draw(st.one_of(st.integers(-2 ** 31, 2 ** 31 - 1), st.integers(-100, 100)))
+            continue
+        if kind == "small":
+            lo = draw(st.integers(0, 40))
+            hi = lo + draw(st.integers(0, 70))
+        elif kind == "negative":
+            lo = draw(st.integers(-100, 0))
+            hi = lo + draw(st.integers(0, 100))
+        else:
+            lo = draw(st.integers(-2 ** 31, 2 ** 31 - 1))
+            hi = min(2 ** 31 - 1, lo + draw(st.integers(0, 2 ** 31)))
+        bounds[v] = (lo, hi)
+        env[v] = draw(st.integers(lo, hi))
+    return bounds, env
+
+
+def check_same_value(e, bounds, env):
+    try:
+        expected = reference(e, env)
+    except Undefined:
+        assume(False)
+    s = simplify(e, bounds)
+    got = reference(s, env)
+    assert got == expected, f"{e}  ->  {s}  at {({v.name: x for v, x in env.items()})}, bounds {bounds}"
+
+
+SETTINGS = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(int_exprs, bounded_env())
+def test_simplify_preserves_int_value(e, be):
+    check_same_value(e, *be)
+
+
+@SETTINGS
+@given(bool_of(int_exprs), bounded_env())
+def test_simplify_preserves_comparisons(e, be):
+    check_same_value(e, *be)
+
+
+def _affine(coefs, k):
+    e = i32(k)
+    for v, c in zip(VARS, coefs):
+        e = Binary(BinOp.ADD, Binary(BinOp.MUL, v, i32(c), "int32"), e, "int32")
+    return e
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from([0, 1, -1, 2, 4, 8, 16, 32, 33, -32, 64]), min_size=3, max_size=3),
+       st.integers(-70, 70), st.sampled_from(DIVMOD), st.sampled_from([1, 2, 4, 8, 16, 32, 3, 5]),
+       bounded_env())
+def test_affine_divmod_preserves_value(coefs, k, op, c, be):
+    """The shapes lowering produces: (a*xo + b*xi + k) // c and % c, with negative values too."""
+    e = Binary(op, _affine(coefs, k), i32(c), "int32")
+    check_same_value(e, *be)
+    nested = Binary(op, e, i32(c), "int32") if op in (BinOp.FLOORDIV, BinOp.TRUNCDIV) else \
+        Binary(op, Binary(op, _affine(coefs, k), i32(c * 4), "int32"), i32(c), "int32")
+    check_same_value(nested, *be)
