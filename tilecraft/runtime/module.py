@@ -1,0 +1,320 @@
+"""Compiled modules and their checked functions.
+
+A :class:`Module` holds one or more compiled functions (JIT-compiled by the LLVM backend, or
+loaded from a library written by ``export_library``). Calling a :class:`Function` checks its
+arguments against the function's :class:`~tilecraft.runtime.signature.FuncSignature` (count,
+dtype, shape, C-contiguity, outputs not aliasing inputs), derives the symbolic shape parameters
+from the arrays' shapes and calls the C entry point through a cached ctypes prototype.
+
+>>> # mod = tilecraft.build(s, [A, B, C], target="llvm", name="vadd")
+>>> # mod(a, b, c); mod["vadd"](a, b, c); mod.entry_name
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+
+import numpy as np
+
+from .ndarray import NDArray
+from .signature import FuncSignature, dim_str, eval_dim, shape_str
+from .timing import time_evaluator as _time_evaluator
+
+MANIFEST_SYMBOL = "tilecraft_manifest"
+THREADS_SYMBOL = "tilecraft_num_threads"
+MANIFEST_FORMAT = 1
+
+C_SCALAR_TYPES = {
+    "bool": ctypes.c_bool, "int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64, "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16,
+    "uint32": ctypes.c_uint32, "uint64": ctypes.c_uint64, "float16": ctypes.c_uint16,
+    "float32": ctypes.c_float, "float64": ctypes.c_double,
+}
+
+
+class _BufferCheck:
+    """Precomputed checks for one buffer argument."""
+    __slots__ = ("pos", "name", "np_dtype", "static", "shape", "ndim", "written")
+
+    def __init__(self, pos, spec):
+        self.pos = pos
+        self.name = spec.name
+        self.np_dtype = np.dtype(spec.dtype)
+        self.shape = spec.shape
+        self.ndim = len(spec.shape)
+        self.static = spec.shape if all(isinstance(d, int) for d in spec.shape) else None
+        self.written = spec.written
+
+
+class Function:
+    """A compiled function with argument checks: ``f(a, b, c)``; ``f.signature`` says what it takes."""
+
+    def __init__(self, signature: FuncSignature, address: int, keepalive=None):
+        self.signature = signature
+        self.name = signature.name
+        self._keepalive = keepalive
+        ctys = [ctypes.c_void_p if p.kind == "buffer" else C_SCALAR_TYPES[p.dtype] for p in signature.params]
+        self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *ctys)(address)
+        self._bufs = [_BufferCheck(i, p) for i, p in enumerate(signature.buffers)]
+        derived = signature.derived_scalars()
+        self._user = signature.user_params()
+        self._nuser = len(self._user)
+        # how to produce each scalar: ("env", name) or ("arg", position among the user's args)
+        user_pos = {p.name: i for i, p in enumerate(self._user) if p.kind == "scalar"}
+        self._scalars = [("env", s.name) if s.name in derived else ("arg", user_pos[s.name])
+                         for s in signature.scalars]
+        self._all_static = all(b.static is not None for b in self._bufs)
+        self._alias_pairs = [(i, j) for i in range(len(self._bufs)) for j in range(len(self._bufs))
+                             if i != j and self._bufs[i].written and (j > i or not self._bufs[j].written)]
+
+    # --- calling ---------------------------------------------------------------------------
+    def __call__(self, *args):
+        self._check_rc(self._cfunc(*self._prepare(args)))
+
+    def _check_rc(self, rc):
+        if rc != 0:
+            raise RuntimeError(f"{self.name} returned the error code {rc}")
+
+    def _prepare(self, args) -> list:
+        """Check the arguments and return the raw C arguments (pointers, then scalars)."""
+        if len(args) != self._nuser:
+            names = ", ".join(p.name for p in self._user)
+            raise TypeError(f"{self.name} expects {self._nuser} argument{'s' if self._nuser != 1 else ''} "
+                            f"({names}), got {len(args)}")
+        raw = []
+        arrays = []
+        env = None if self._all_static else {}
+        pending = []
+        for chk, a in zip(self._bufs, args):
+            arr = a._array if type(a) is NDArray else a
+            if type(arr) is not np.ndarray:
+                arr = self._coerce(chk, a)
+            if arr.dtype != chk.np_dtype:
+                raise TypeError(f"argument {chk.pos} '{chk.name}': expected dtype {chk.np_dtype.name}, "
+                                f"got {arr.dtype.name}")
+            if chk.static is not None:
+                if arr.shape != chk.static:
+                    raise ValueError(f"argument {chk.pos} '{chk.name}': expected shape "
+                                     f"{shape_str(chk.static)}, got {shape_str(arr.shape)}")
+            else:
+                self._bind(chk, arr.shape, env, pending)
+            if not arr.flags.c_contiguous:
+                raise ValueError(f"argument {chk.pos} '{chk.name}': expected a C-contiguous array, got "
+                                 f"strides {arr.strides}; pass np.ascontiguousarray(...) instead")
+            raw.append(arr.ctypes.data)
+            arrays.append(arr)
+        if pending:
+            self._check_exprs(env, pending)
+        if self._alias_pairs:
+            self._check_aliasing(raw, arrays)
+        for how, key in self._scalars:
+            raw.append(env[key][0] if how == "env" else self._scalar_arg(key, args[key]))
+        return raw
+
+    def _coerce(self, chk, a) -> np.ndarray:
+        if isinstance(a, NDArray):
+            if a.device.kind != "cpu":
+                raise ValueError(f"argument {chk.pos} '{chk.name}': expected an array on cpu(0), "
+                                 f"got one on {a.device}")
+            return a._array
+        if isinstance(a, np.ndarray):
+            return a
+        raise TypeError(f"argument {chk.pos} '{chk.name}': expected a numpy array or tilecraft NDArray, "
+                        f"got {type(a).__name__}")
+
+    def _bind(self, chk, shape, env, pending):
+        if len(shape) != chk.ndim:
+            raise ValueError(f"argument {chk.pos} '{chk.name}': expected a {chk.ndim}-d array of shape "
+                             f"{shape_str(chk.shape)}, got shape {shape_str(shape)}")
+        for d, got in zip(chk.shape, shape):
+            if isinstance(d, int):
+                ok = d == got
+            elif isinstance(d, str):
+                seen = env.get(d)
+                if seen is None:
+                    env[d] = (got, chk)
+                    continue
+                ok = seen[0] == got
+            else:
+                pending.append((chk, shape))  # checked once every name is bound
+                continue
+            if not ok:
+                raise ValueError(f"argument {chk.pos} '{chk.name}': expected shape "
+                                 f"{self._expected(chk.shape, env)}, got {shape_str(shape)}")
+
+    def _expected(self, shape, env) -> str:
+        values = {k: v[0] for k, v in env.items()}
+        names = sorted({d for d in _names(shape)})
+        try:
+            concrete = shape_str(tuple(eval_dim(d, values) for d in shape))
+        except KeyError:
+            return shape_str(shape)
+        where = ", ".join(f"{k} = {values[k]} from argument {env[k][1].pos} '{env[k][1].name}'"
+                          for k in names if k in env)
+        return f"{concrete}" + (f" (that is {shape_str(shape)} with {where})" if where else "")
+
+    def _check_exprs(self, env, pending):
+        values = {k: v[0] for k, v in env.items()}
+        for chk, shape in pending:
+            for d, got in zip(chk.shape, shape):
+                if isinstance(d, tuple) and eval_dim(d, values) != got:
+                    raise ValueError(f"argument {chk.pos} '{chk.name}': expected shape "
+                                     f"{self._expected(chk.shape, env)}, got {shape_str(shape)}")
+
+    def _check_aliasing(self, raw, arrays):
+        for i, j in self._alias_pairs:
+            ai, aj = arrays[i], arrays[j]
+            if ai.nbytes and aj.nbytes and raw[i] < raw[j] + aj.nbytes and raw[j] < raw[i] + ai.nbytes:
+                bi, bj = self._bufs[i], self._bufs[j]
+                raise ValueError(f"arguments {bi.pos} '{bi.name}' and {bj.pos} '{bj.name}' overlap in "
+                                 f"memory, but '{bi.name}' is written: compiled functions assume an "
+                                 f"output aliases no other argument (pass a copy)")
+
+    def _scalar_arg(self, pos, value):
+        spec = self._user[pos]
+        if not isinstance(value, (int, float, np.generic)) or isinstance(value, bool) and spec.dtype != "bool":
+            raise TypeError(f"argument {pos} '{spec.name}': expected a {spec.dtype} scalar, "
+                            f"got {type(value).__name__}")
+        return value
+
+    # --- conveniences ------------------------------------------------------------------------
+    def time_evaluator(self, dev=None, number=10, repeat=1, min_repeat_ms=0):
+        return _time_evaluator(self, dev, number, repeat, min_repeat_ms)
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{p.name}: {p.dtype}{shape_str(p.shape) if p.kind == 'buffer' else ''}"
+                           for p in self.signature.params)
+        return f"<tilecraft.Function {self.name}({params})>"
+
+
+def _names(shape):
+    for d in shape:
+        if isinstance(d, str):
+            yield d
+        elif isinstance(d, tuple):
+            yield from _names(d[1:])
+
+
+class Module:
+    """Compiled functions plus what produced them (``get_source``) and how to export them.
+
+    ``artifact`` provides ``get_source(fmt)`` and ``export_library(module, path)``; the LLVM
+    backend and :func:`load_module` supply one each.
+    """
+
+    def __init__(self, functions: dict, entry_name: str, target: str, artifact, type_key: str = "llvm"):
+        self._functions = functions
+        self.entry_name = entry_name
+        self.target = target
+        self.artifact = artifact
+        self.type_key = type_key
+
+    def __call__(self, *args):
+        return self._functions[self.entry_name](*args)
+
+    def __getitem__(self, name: str) -> Function:
+        return self.get_function(name)
+
+    def get_function(self, name: str) -> Function:
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(f"the module has no function {name!r}; it has: "
+                           f"{', '.join(self._functions)}") from None
+
+    @property
+    def function_names(self) -> list:
+        return list(self._functions)
+
+    @property
+    def signatures(self) -> list:
+        return [f.signature for f in self._functions.values()]
+
+    def get_source(self, fmt: str = "ll") -> str:
+        """``"ll"``: optimised LLVM IR; ``"ll-raw"``: IR as emitted; ``"asm"``: assembly;
+        ``"manifest"``: the JSON manifest embedded by ``export_library``."""
+        if fmt in ("manifest", "json"):
+            return json.dumps(manifest(self), indent=1)
+        return self.artifact.get_source(fmt)
+
+    def time_evaluator(self, func_name: str, dev=None, number: int = 10, repeat: int = 1,
+                       min_repeat_ms: float = 0, cooldown_interval_ms: float = 0):
+        """``mod.time_evaluator(mod.entry_name, dev, number=10)(a, b, c).mean`` (seconds)."""
+        return _time_evaluator(self.get_function(func_name), dev, number, repeat, min_repeat_ms,
+                               cooldown_interval_ms)
+
+    def export_library(self, path) -> str:
+        """Write a shared library with a C entry point per function, plus a C header next to it."""
+        return self.artifact.export_library(self, os.fspath(path))
+
+    def __repr__(self) -> str:
+        return f"<tilecraft.Module {self.type_key} [{', '.join(self._functions)}] target={self.target!r}>"
+
+
+def manifest(module: Module) -> dict:
+    """The JSON-able description embedded in exported libraries."""
+    from . import version
+    return {"format": MANIFEST_FORMAT, "tilecraft_version": version(), "target": module.target,
+            "entry": module.entry_name,
+            "functions": [f.signature.to_json() for f in module._functions.values()]}
+
+
+class _SharedLibrary:
+    """The artifact of a module loaded from an exported library."""
+
+    def __init__(self, path: str, lib, manifest_text: str):
+        self.path, self.lib, self.manifest_text = path, lib, manifest_text
+
+    def get_source(self, fmt: str) -> str:
+        raise ValueError(f"a module loaded from {self.path!r} has no {fmt!r} source; "
+                         "only get_source('manifest') is available")
+
+    def export_library(self, module, path: str) -> str:
+        from ..codegen.export import copy_library
+        return copy_library(self.path, module, path)
+
+
+def load_module(path) -> Module:
+    """Load a library written by ``Module.export_library`` and rebuild its checked functions.
+
+    >>> # mod = tilecraft.runtime.load_module("ops.so"); mod(a, b, c)
+    """
+    p = os.fspath(path)
+    if not os.path.exists(p):
+        raise FileNotFoundError(f"load_module: no such file {p!r}")
+    if os.path.isdir(p):
+        raise IsADirectoryError(f"load_module: {p!r} is a directory, expected a shared library (.so)")
+    try:
+        lib = ctypes.CDLL(os.path.abspath(p))
+    except OSError as e:
+        raise ValueError(f"load_module: {p!r} is not a loadable shared library ({e})") from None
+    try:
+        cell = ctypes.c_char.in_dll(lib, MANIFEST_SYMBOL)
+    except ValueError:
+        raise ValueError(f"load_module: {p!r} has no '{MANIFEST_SYMBOL}' symbol; it was not written "
+                         "by tilecraft's export_library") from None
+    text = ctypes.string_at(ctypes.addressof(cell)).decode("utf-8")
+    try:
+        info = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"load_module: the manifest in {p!r} is not valid JSON ({e})") from None
+    if info.get("format") != MANIFEST_FORMAT:
+        raise ValueError(f"load_module: {p!r} has manifest format {info.get('format')!r}; this "
+                         f"tilecraft reads format {MANIFEST_FORMAT}")
+    artifact = _SharedLibrary(p, lib, text)
+    functions = {}
+    for fj in info["functions"]:
+        sig = FuncSignature.from_json(fj)
+        address = ctypes.cast(getattr(lib, sig.name), ctypes.c_void_p).value
+        functions[sig.name] = Function(sig, address, keepalive=lib)
+    try:
+        threads = ctypes.c_int32.in_dll(lib, THREADS_SYMBOL)
+    except ValueError:
+        pass
+    else:
+        from .threads import register_thread_count_cell
+        register_thread_count_cell(artifact, ctypes.addressof(threads))
+    for f in functions.values():
+        f._keepalive = artifact
+    return Module(functions, info["entry"], info["target"], artifact)

@@ -1,0 +1,89 @@
+"""The CPU thread pool: OpenMP's (libgomp), driven by generated code through ``GOMP_parallel``.
+
+Generated modules that contain parallel loops read their team size from their own global
+``tilecraft_num_threads`` (0 means libgomp's default). This file keeps every live module's copy
+equal to :func:`get_num_threads`, which is read once from ``TILECRAFT_NUM_THREADS`` (default: the
+cores this process may run on) and changed with :func:`set_num_threads`.
+
+>>> set_num_threads(2); get_num_threads()
+2
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+import weakref
+
+_LIBGOMP_CANDIDATES = ("libgomp.so.1", "/lib/x86_64-linux-gnu/libgomp.so.1",
+                       "/usr/lib/x86_64-linux-gnu/libgomp.so.1")
+_lock = threading.Lock()
+_libgomp_path: str | None = None
+_cells: "weakref.WeakKeyDictionary[object, int]" = weakref.WeakKeyDictionary()
+
+
+def _default_threads() -> int:
+    env = os.environ.get("TILECRAFT_NUM_THREADS", "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ValueError(f"TILECRAFT_NUM_THREADS must be a positive integer, got {env!r}") from None
+        if n < 1:
+            raise ValueError(f"TILECRAFT_NUM_THREADS must be a positive integer, got {env!r}")
+        return n
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+_num_threads = _default_threads()
+
+
+def get_num_threads() -> int:
+    """How many threads a parallel loop uses."""
+    return _num_threads
+
+
+def set_num_threads(n: int) -> None:
+    """Set the team size of parallel loops in every module, loaded or built later."""
+    global _num_threads
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"set_num_threads expects a positive int, got {n!r}")
+    with _lock:
+        _num_threads = n
+        for owner, addr in list(_cells.items()):
+            ctypes.c_int32.from_address(addr).value = n
+
+
+def register_thread_count_cell(owner, address: int) -> None:
+    """Keep the int32 at ``address`` (valid while ``owner`` lives) equal to the thread count."""
+    with _lock:
+        ctypes.c_int32.from_address(address).value = _num_threads
+        _cells[owner] = address
+
+
+def libgomp_path() -> str:
+    """Load libgomp into the process with RTLD_GLOBAL (so JIT-ed code resolves GOMP_* symbols)."""
+    global _libgomp_path
+    with _lock:
+        if _libgomp_path is None:
+            errors = []
+            names = list(_LIBGOMP_CANDIDATES)
+            found = ctypes.util.find_library("gomp")
+            if found:
+                names.insert(0, found)
+            for name in names:
+                try:
+                    ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+                except OSError as e:
+                    errors.append(str(e))
+                    continue
+                _libgomp_path = name
+                break
+            else:
+                raise RuntimeError("parallel loops need the OpenMP runtime libgomp.so.1, which could "
+                                   "not be loaded: " + "; ".join(errors))
+    return _libgomp_path
