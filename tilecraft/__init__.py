@@ -1,0 +1,45 @@
+"""tilecraft: a tensor-expression compiler with an auto-tuner.
+
+Declare an operator with ``te.compute``, schedule it, build it for the CPU (LLVM) or an NVIDIA GPU
+(CUDA C), run and time it, tune it, export it::
+
+    import numpy as np, tilecraft as tc
+    from tilecraft import te
+    n = te.var("n")
+    A = te.placeholder((n,), name="A"); B = te.placeholder((n,), name="B")
+    C = te.compute(A.shape, lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], factor=64)
+    s[C].parallel(xo); s[C].vectorize(xi)
+    f = tc.build(s, [A, B, C], target="llvm", name="vadd")
+
+The API follows TVM's, so ``import tilecraft as tvm`` runs TVM scripts written against the
+supported subset.
+"""
+__version__ = "0.1.0"
+
+from . import ir, te, target, tir
+from .ir import DTypeError
+from .te import TEError
+from .schedule import ScheduleError, create_schedule, lower
+from .target import Target
+from .codegen.build import build, BuildError
+from .runtime import nd, cpu, cuda, device, load_module, set_num_threads, get_num_threads
+from . import runtime, testing
+
+
+def __getattr__(name):
+    # heavy or optional parts load on first use
+    if name == "autotune":
+        from . import autotune
+        return autotune
+    if name == "topi":
+        from . import topi
+        return topi
+    if name == "rpc":
+        from . import rpc
+        return rpc
+    if name == "interp":
+        from . import interp
+        return interp
+    raise AttributeError(f"module 'tilecraft' has no attribute {name!r}")

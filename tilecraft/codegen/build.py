@@ -1,0 +1,43 @@
+"""``build``: lower a schedule and generate code for a target, returning a runnable module.
+
+>>> f = tilecraft.build(s, [A, B, C], target="llvm", name="vadd")
+>>> f(a, b, c)
+"""
+from __future__ import annotations
+
+import time
+
+from ..ir.stmt import PrimFunc
+from ..schedule import Schedule, lower
+from ..target import Target
+
+
+class BuildError(RuntimeError):
+    """Code generation or compilation failed; the message says where."""
+
+
+def build(inputs, args=None, target=None, name: str = "default_function", target_host=None,
+          binds=None, print_ir: bool = False):
+    """Compile a schedule (with its argument tensors) or an already lowered ``PrimFunc``.
+
+    ``target`` is ``"llvm"`` (the host CPU with all its features; ``"llvm -mcpu=..."`` to
+    choose), ``"cuda"``, a :class:`Target`, or None for the current target (default ``llvm``).
+    """
+    if target is None:
+        target = Target.current() or Target("llvm")
+    tgt = Target(target)
+    if isinstance(inputs, Schedule):
+        if args is None:
+            raise BuildError("build(s, args): give the argument tensors, e.g. build(s, [A, B, C])")
+        func = lower(inputs, args, name=name, print_ir=print_ir, target=tgt.kind)
+    elif isinstance(inputs, PrimFunc):
+        func = inputs
+    else:
+        raise BuildError(f"build expects a schedule or a lowered function, got {type(inputs).__name__}")
+    if tgt.kind == "llvm":
+        from .llvm import build_llvm
+        return build_llvm([func], tgt)
+    if tgt.kind == "cuda":
+        from .cuda import build_cuda
+        return build_cuda([func], tgt)
+    raise BuildError(f"no code generator for target {tgt}")
