@@ -960,6 +960,7 @@ class LLVMArtifact:
 
     def __init__(self, source: LLVMSource, engine, module):
         self.source, self.engine, self.module = source, engine, module
+        self.has_parallel = source.has_parallel
         self._optimized = None
 
     def get_source(self, fmt: str = "ll") -> str:

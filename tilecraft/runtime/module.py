@@ -256,7 +256,7 @@ def manifest(module: Module) -> dict:
     """The JSON-able description embedded in exported libraries."""
     from . import version
     return {"format": MANIFEST_FORMAT, "tilecraft_version": version(), "target": module.target,
-            "entry": module.entry_name,
+            "entry": module.entry_name, "parallel": bool(getattr(module.artifact, "has_parallel", False)),
             "functions": [f.signature.to_json() for f in module._functions.values()]}
 
 
@@ -265,6 +265,7 @@ class _SharedLibrary:
 
     def __init__(self, path: str, lib, manifest_text: str):
         self.path, self.lib, self.manifest_text = path, lib, manifest_text
+        self.has_parallel = bool(json.loads(manifest_text).get("parallel", False))
 
     def get_source(self, fmt: str) -> str:
         raise ValueError(f"a module loaded from {self.path!r} has no {fmt!r} source; "
