@@ -36,7 +36,7 @@ def build(inputs, args=None, target=None, name: str = "default_function", target
         raise BuildError(f"build expects a schedule or a lowered function, got {type(inputs).__name__}")
     if tgt.kind == "llvm":
         from .llvm import build_llvm
-        return build_llvm([func], tgt)
+        return build_llvm([func], str(tgt))
     if tgt.kind == "cuda":
         from .cuda import build_cuda
         return build_cuda([func], tgt)

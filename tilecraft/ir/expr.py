@@ -111,8 +111,15 @@ class Expr:
     def __le__(self, o): return binary(BinOp.LE, self, o)
     def __gt__(self, o): return binary(BinOp.GT, self, o)
     def __ge__(self, o): return binary(BinOp.GE, self, o)
-    def __eq__(self, o): return binary(BinOp.EQ, self, o)  # type: ignore[override]
-    def __ne__(self, o): return binary(BinOp.NE, self, o)  # type: ignore[override]
+    def __eq__(self, o):  # type: ignore[override]
+        if not isinstance(o, (Expr, numbers.Number, IterVar)):
+            return NotImplemented
+        return binary(BinOp.EQ, self, o)
+
+    def __ne__(self, o):  # type: ignore[override]
+        if not isinstance(o, (Expr, numbers.Number, IterVar)):
+            return NotImplemented
+        return binary(BinOp.NE, self, o)
     def __and__(self, o): return binary(BinOp.AND if dt.is_bool(self.dtype) else BinOp.BITAND, self, o)
     def __rand__(self, o): return binary(BinOp.AND if dt.is_bool(self.dtype) else BinOp.BITAND, o, self)
     def __or__(self, o): return binary(BinOp.OR if dt.is_bool(self.dtype) else BinOp.BITOR, self, o)
@@ -123,6 +130,14 @@ class Expr:
     def __invert__(self): return logical_not(self) if dt.is_bool(self.dtype) else binary(BinOp.BITXOR, self, -1)
 
     def __bool__(self):
+        # `a == b` on nodes is a comparison node; as a Python bool it means "the same node" (as in
+        # TVM), so `v in [x, y]` and dict look-ups on variables work.
+        if type(self) is Binary and self.op is BinOp.EQ:
+            return self.a is self.b
+        if type(self) is Binary and self.op is BinOp.NE:
+            return self.a is not self.b
+        if type(self) is Const:
+            return bool(self.value)
         raise TypeError(f"the symbolic expression `{self}` has no truth value; "
                         "use te.all/te.any/te.if_then_else to combine conditions")
 
