@@ -1,0 +1,296 @@
+"""The reference interpreter: evaluate a tensor-expression graph directly with numpy.
+
+It is the executable form of the semantics in :mod:`tilecraft.ir.expr` and what the tests
+compare compiled code against, so it is written to be obviously correct rather than fast:
+
+* each ``te.compute`` is evaluated at every point of its index grid at once: an axis variable
+  is an ``arange`` shaped to broadcast along its own dimension;
+* integer ``//``/``%`` round towards negative infinity, ``truncdiv``/``truncmod`` towards zero,
+  integer arithmetic wraps (numpy arrays of the exact dtype do both), float16 stays float16;
+* ``te.if_then_else`` (a lazy ``Select``) evaluates each branch under a *mask*: a load only
+  reads where its mask holds, so a guarded out-of-bounds index is never touched. A load that
+  is out of bounds where the mask holds raises :class:`InterpError` naming the tensor;
+* a ``Reduce`` folds its combiner over the reduction points in lexicographic order, starting
+  from the identity; points where ``where=`` fails contribute the identity (their source is
+  evaluated under that mask). Points are evaluated in chunks that fit a memory budget; within a
+  chunk they are combined by an order-preserving pairwise tree (``(v0+v1)+(v2+v3)``), which
+  equals the sequential fold for any associative combiner, so tuple reducers such as argmax keep
+  the first index on ties exactly as a sequential fold does.
+
+>>> import numpy as np
+>>> from tilecraft import te, interp
+>>> A = te.placeholder((3,), name="A")
+>>> B = te.compute((3,), lambda i: A[i] * 2.0, name="B")
+>>> interp.evaluate(B, {A: np.arange(3, dtype="float32")})
+array([0., 2., 4.], dtype=float32)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .ir import dtype as dt
+from .ir.expr import (Binary, BinOp, Call, Cast, Const, Expr, Let, Reduce, Select, TensorLoad,
+                      Unary, UnOp, Var)
+from .te.tensor import ComputeOp, PlaceholderOp, Tensor, post_dfs_order
+
+# Largest number of elements (output points x reduction points) evaluated at once.
+BUDGET = 1 << 22
+
+
+class InterpError(ValueError):
+    """The graph cannot be evaluated: a missing input, a wrong shape, an out-of-bounds read."""
+
+
+def evaluate(outputs, feed: dict, budget: int = BUDGET):
+    """Evaluate ``outputs`` (a Tensor or a list of them) on ``feed``.
+
+    ``feed`` maps each placeholder Tensor to a numpy array and each symbolic ``te.var`` to an int;
+    a variable that is a whole dimension of a fed placeholder's shape is taken from the array.
+    Returns one numpy array per output (a single array for a single Tensor).
+    """
+    single = isinstance(outputs, Tensor)
+    outs = [outputs] if single else list(outputs)
+    scalars, arrays = _split_feed(feed)
+    values: dict = {}   # Tensor -> np.ndarray
+    for op in post_dfs_order([t.op for t in outs]):
+        if isinstance(op, PlaceholderOp):
+            values[op.output(0)] = _fed(op.output(0), arrays, scalars)
+        elif isinstance(op, ComputeOp):
+            for t, v in zip(op.outputs, _compute(op, values, scalars, budget)):
+                values[t] = v
+        else:
+            raise InterpError(f"cannot evaluate operation {op!r}")
+    res = [values[t] for t in outs]
+    return res[0] if single else res
+
+
+# ------------------------------------------------------------------------------------------------
+# inputs and shapes
+
+def _split_feed(feed: dict):
+    scalars, arrays = {}, {}
+    for k, v in feed.items():
+        if isinstance(k, Var):
+            scalars[k] = int(v)
+        elif isinstance(k, Tensor):
+            arrays[k] = np.asarray(v)
+        else:
+            raise InterpError(f"feed keys must be placeholder tensors or te.var's, got {k!r}")
+    # a shape dimension that is a bare variable is known from the fed array
+    for t, a in arrays.items():
+        for d, s in enumerate(t.shape):
+            if isinstance(s, Var) and s not in scalars and d < a.ndim:
+                scalars[s] = a.shape[d]
+    return scalars, arrays
+
+
+def _scalar(e, scalars: dict, what: str) -> int:
+    try:
+        v = _Eval(scalars, {}).ev(e, None)
+    except KeyError as err:
+        raise InterpError(f"{what} `{e}` uses the variable '{err.args[0]}', which is not in the feed") from None
+    return int(v)
+
+
+def _fed(t: Tensor, arrays: dict, scalars: dict) -> np.ndarray:
+    if t not in arrays:
+        raise InterpError(f"no value for placeholder '{t.name}' in the feed")
+    a = arrays[t]
+    shape = tuple(_scalar(s, scalars, f"the shape of '{t.name}'") for s in t.shape)
+    if a.shape != shape or a.dtype != np.dtype(t.dtype):
+        raise InterpError(f"placeholder '{t.name}' expects {t.dtype}{list(shape)}, "
+                          f"got {a.dtype}{list(a.shape)}")
+    return a
+
+
+# ------------------------------------------------------------------------------------------------
+# one compute stage
+
+def _compute(op: ComputeOp, values: dict, scalars: dict, budget: int) -> list:
+    shape = tuple(_scalar(iv.dom.extent, scalars, f"the shape of '{op.name}'") for iv in op.axis)
+    body = op.body[0]
+    if not isinstance(body, Reduce):
+        env = dict(scalars)
+        env.update(_grid(op.axis, shape, extra=0))
+        ev = _Eval(env, values)
+        return [np.array(np.broadcast_to(ev.ev(b, None), shape)) for b in op.body]
+    return _reduce(op, body, shape, values, scalars, budget)
+
+
+def _grid(axis, shape, extra: int) -> dict:
+    """Axis variable -> arange shaped to vary along its own dimension (plus ``extra`` trailing
+    dimensions of size 1)."""
+    nd = len(shape) + extra
+    env = {}
+    for d, (iv, n) in enumerate(zip(axis, shape)):
+        idx = [1] * nd
+        idx[d] = n
+        env[iv.var] = np.arange(n, dtype=iv.var.dtype).reshape(idx)
+    return env
+
+
+def _reduce(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict, budget: int) -> list:
+    comb = r.combiner
+    los = [_scalar(iv.dom.min, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
+    exts = [_scalar(iv.dom.extent, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
+    total = math.prod(exts)
+    identity = [_Eval(scalars, {}).ev(e, None) for e in comb.identity]
+    acc = [np.array(np.broadcast_to(x, shape)) for x in identity]
+    chunk = max(1, budget // max(1, math.prod(shape)))
+    env = dict(scalars)
+    env.update(_grid(op.axis, shape, extra=1))
+    for start in range(0, total, chunk):
+        points = np.arange(start, min(total, start + chunk))
+        full = shape + (len(points),)
+        for iv, lo, coord in zip(r.axis, los, np.unravel_index(points, exts) if exts else ()):
+            env[iv.var] = (coord + lo).astype(iv.var.dtype).reshape((1,) * len(shape) + (-1,))
+        ev = _Eval(env, values)
+        mask = np.broadcast_to(ev.ev(r.condition, None), full)
+        vals = [np.where(mask, ev.ev(s, mask), x) for s, x in zip(r.source, identity)]
+        vals = [np.broadcast_to(v, full).astype(s.dtype, copy=False) for v, s in zip(vals, r.source)]
+        acc = _combine(comb, acc, _fold_last(comb, vals))
+    return acc
+
+
+def _combine(comb, a: list, b: list) -> list:
+    """``comb(a, b)`` elementwise; ``a`` holds the earlier points."""
+    env = dict(zip(comb.lhs, a))
+    env.update(zip(comb.rhs, b))
+    ev = _Eval(env, {})
+    shape = np.broadcast_shapes(*[x.shape for x in a + b])
+    return [np.array(np.broadcast_to(ev.ev(e, None), shape)) for e in comb.result]
+
+
+def _fold_last(comb, vals: list) -> list:
+    """Fold the last axis by an order-preserving pairwise tree."""
+    while vals[0].shape[-1] > 1:
+        n = vals[0].shape[-1]
+        even = n - n % 2
+        merged = _combine(comb, [v[..., 0:even:2] for v in vals], [v[..., 1:even:2] for v in vals])
+        if n % 2:
+            merged = [np.concatenate([m, v[..., -1:]], axis=-1) for m, v in zip(merged, vals)]
+        vals = merged
+    return [v[..., 0] for v in vals]
+
+
+# ------------------------------------------------------------------------------------------------
+# expressions
+
+def _np(dtype: str) -> np.dtype:
+    return np.dtype(dtype)
+
+
+def _truncdiv(a, b):
+    return (a - np.fmod(a, b)) // b
+
+
+_BINARY = {
+    BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply, BinOp.DIV: np.divide,
+    BinOp.FLOORDIV: np.floor_divide, BinOp.FLOORMOD: np.mod,
+    BinOp.TRUNCDIV: _truncdiv, BinOp.TRUNCMOD: np.fmod,
+    BinOp.MIN: np.minimum, BinOp.MAX: np.maximum,
+    BinOp.EQ: np.equal, BinOp.NE: np.not_equal, BinOp.LT: np.less, BinOp.LE: np.less_equal,
+    BinOp.GT: np.greater, BinOp.GE: np.greater_equal,
+    BinOp.AND: np.logical_and, BinOp.OR: np.logical_or,
+    BinOp.BITAND: np.bitwise_and, BinOp.BITOR: np.bitwise_or, BinOp.BITXOR: np.bitwise_xor,
+    BinOp.SHL: np.left_shift, BinOp.SHR: np.right_shift,
+}
+
+
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x
+
+
+_CALLS = {
+    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": _erf,
+    "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
+    "sin": np.sin, "cos": np.cos, "fabs": np.abs, "pow": np.power,
+    "fma": lambda a, b, c: a * b + c,
+}
+
+
+class _Eval:
+    """Evaluates an expression to a numpy array; ``mask`` (None = everywhere) says where the
+    value is needed, so loads outside it are not performed."""
+
+    def __init__(self, env: dict, values: dict):
+        self.env, self.values = env, values
+
+    def ev(self, e: Expr, mask):
+        with np.errstate(all="ignore"):   # wrapping and undefined lanes are not errors here
+            return getattr(self, type(e).__name__)(e, mask)
+
+    def Var(self, e, mask):
+        if e not in self.env:
+            raise KeyError(e.name)
+        return np.asarray(self.env[e], dtype=_np(e.dtype))
+
+    SizeVar = Var
+
+    def Const(self, e, mask):
+        return np.array(e.value, dtype=_np(e.dtype))
+
+    def Binary(self, e, mask):
+        a, b = self.ev(e.a, mask), self.ev(e.b, mask)
+        if e.op in (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD):
+            b = np.where(b == 0, np.ones((), b.dtype), b)   # division by zero is undefined: any value
+        r = _BINARY[e.op](a, b)
+        return np.asarray(r, dtype=_np(e.dtype))
+
+    def Unary(self, e, mask):
+        a = self.ev(e.a, mask)
+        return np.logical_not(a) if e.op is UnOp.NOT else np.negative(a)
+
+    def Cast(self, e, mask):
+        v = self.ev(e.value, mask)
+        if dt.is_bool(e.dtype):
+            return v != 0
+        if dt.is_int(e.dtype) and dt.is_float(e.value.dtype):
+            v = np.trunc(np.nan_to_num(v))   # float -> int truncates towards zero (C)
+        return v.astype(_np(e.dtype))
+
+    def Select(self, e, mask):
+        c = self.ev(e.condition, mask)
+        if not e.lazy:
+            return np.where(c, self.ev(e.true_value, mask), self.ev(e.false_value, mask))
+        m = c if mask is None else (mask & c)
+        t = self.ev(e.true_value, m)
+        f = self.ev(e.false_value, np.logical_not(c) if mask is None else (mask & ~c))
+        return np.where(c, t, f)
+
+    def Call(self, e, mask):
+        fn = _CALLS.get(e.name)
+        if fn is None:
+            raise InterpError(f"the interpreter does not know the intrinsic '{e.name}'")
+        return np.asarray(fn(*[self.ev(a, mask) for a in e.args]), dtype=_np(e.dtype))
+
+    def Let(self, e, mask):
+        inner = _Eval({**self.env, e.var: self.ev(e.value, mask)}, self.values)
+        return inner.ev(e.body, mask)
+
+    def TensorLoad(self, e, mask):
+        t = e.tensor
+        if t not in self.values:
+            raise InterpError(f"tensor '{t.name}' is read before it is computed (not in this graph?)")
+        arr = self.values[t]
+        idx = [self.ev(i, mask).astype(np.int64) for i in e.indices]
+        shapes = [i.shape for i in idx] + ([mask.shape] if mask is not None else [])
+        shape = np.broadcast_shapes(*shapes) if shapes else ()
+        idx = [np.broadcast_to(i, shape) for i in idx]
+        live = np.ones(shape, bool) if mask is None else np.broadcast_to(mask, shape)
+        safe = []
+        for d, (i, n) in enumerate(zip(idx, arr.shape)):
+            bad = live & ((i < 0) | (i >= n))
+            if bad.any():
+                where = tuple(int(x[bad][0]) for x in idx)
+                raise InterpError(f"out-of-bounds read {t.name}[{', '.join(map(str, where))}]: "
+                                  f"dimension {d} has extent {n}")
+            safe.append(np.where(live, i, 0))
+        return arr[tuple(safe)] if safe else arr[()]
+
+    def Reduce(self, e, mask):
+        raise InterpError("a reduction must be the whole body of a te.compute")
