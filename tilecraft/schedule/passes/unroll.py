@@ -1,8 +1,11 @@
-"""Unrolling decisions: ``pragma(ax, "auto_unroll_max_step", n)`` marks every serial loop inside
-``ax`` whose subtree has at most ``n`` iterations (constant extents) as unrolled.
+"""Unrolling: ``pragma(ax, "auto_unroll_max_step", n)`` marks every serial loop inside ``ax``
+whose subtree has at most ``n`` iterations (constant extents) as unrolled, then every unrolled
+loop with a constant extent of at most ``EXPLICIT_UNROLL_LIMIT`` is replaced by copies of its body.
 
-Afterwards loops to unroll have kind ``UNROLLED``; the backends unroll them (LLVM with full-unroll
-metadata, CUDA with ``#pragma unroll``).
+Unrolling here rather than in LLVM matters: LLVM promotes a register tile's accumulators out of
+the reduction loop only if the tile's loop is already unrolled when its loop passes run.
+Afterwards the remaining ``UNROLLED`` loops (long ones) are left to the backends (LLVM full-unroll
+metadata, CUDA ``#pragma unroll``).
 """
 from __future__ import annotations
 
@@ -55,5 +58,23 @@ def _trip_count(s) -> int | None:
     return 1
 
 
+EXPLICIT_UNROLL_LIMIT = 64
+
+
+class _ExplicitUnroll(IRMutator):
+    def visit_For(self, s):
+        s = super().visit_For(s)
+        if s.kind is not ForKind.UNROLLED or not isinstance(s.extent, Const) or not isinstance(s.min, Const):
+            return s
+        n = s.extent.value
+        if n > EXPLICIT_UNROLL_LIMIT:
+            return s
+        from ...ir.expr import const
+        from ...ir.functor import substitute
+        from ...ir.stmt import seq, Evaluate
+        copies = [substitute(s.body, {s.loop_var: const(s.min.value + i, s.loop_var.dtype)}) for i in range(n)]
+        return seq(*copies) or Evaluate(const(0))
+
+
 def unroll_loops(body):
-    return _AutoUnroll().visit_stmt(body)
+    return _ExplicitUnroll().visit_stmt(_AutoUnroll().visit_stmt(body))
