@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from tilecraft import autotune
+import tilecraft.autotune as autotune
 from tilecraft.autotune.measure import BuildResult, MeasureErrorNo, MeasureResult
 
 
@@ -179,3 +179,13 @@ def fake_run_func(inp, br, opts):
         return (), int(MeasureErrorNo.WRONG_ANSWER), "output 0 differs from the reference"
     assert os.path.exists(br.filename)
     return (1e-3 * (1 + inp.config.index),), 0, ""
+
+
+def pool_job(what):
+    if what == "raise":
+        raise ValueError("boom")
+    if what == "hang":
+        time.sleep(60)
+    if what == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return "fine"

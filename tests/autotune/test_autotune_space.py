@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tilecraft import autotune
+import tilecraft.autotune as autotune
 from tilecraft.autotune.space import (AnnotateEntity, ConfigEntity, ConfigSpace, FallbackConfigEntity,
                                       InstantiationError, ReorderEntity, SplitEntity, VirtualAxis,
                                       axis_extent, get_factors)

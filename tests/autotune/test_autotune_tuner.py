@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from tilecraft import autotune
+import tilecraft.autotune as autotune
 from tilecraft.autotune.tuner import (GridSearchTuner, RandomTuner, SimulatedAnnealingOptimizer,
                                       XGBTuner)
 

@@ -44,6 +44,13 @@ class XGBoostCostModel:
         self.extractor = extractor or feature_mod.make_extractor(task, feature_type)
         self.bst = None
         self.base_bst = None   # trained on other tasks' records (transfer), when any
+        # Loop-nest features cost one lowering per config: too slow for the tens of thousands
+        # of points simulated annealing visits. A second booster on knob features guides the
+        # search; the loop-nest booster ranks its proposals (see ModelBasedTuner.retrain).
+        self.knob_extractor = feature_mod.knob_extractor(task.config_space) if feature_type != "knob" else None
+        self.knob_bst = None
+        if self.knob_extractor is None:
+            self.predict_fast = None
 
     def _train(self, x: np.ndarray, y: np.ndarray):
         import xgboost as xgb
@@ -59,6 +66,15 @@ class XGBoostCostModel:
         y = np.asarray(ys, dtype=np.float64)
         valid = np.all(np.isfinite(x), axis=1)
         self.bst = self._train(x[valid], y[valid])
+        if self.knob_extractor is not None:
+            self.knob_bst = self._train(self.knob_extractor(np.asarray(xs, dtype=np.int64)), y)
+
+    def predict_fast(self, xs) -> np.ndarray:
+        """Scores from knob features only (cheap; used to steer simulated annealing)."""
+        if self.knob_bst is None:
+            return self.predict(xs)
+        return np.asarray(self.knob_bst.inplace_predict(self.knob_extractor(np.asarray(xs, dtype=np.int64))),
+                          dtype=np.float64)
 
     def fit_log(self, records, plan_size: int = 64) -> bool:
         """Pre-train on other tasks' records (transfer learning). Only task-independent

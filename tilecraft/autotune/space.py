@@ -763,6 +763,13 @@ class FallbackConfigEntity(ConfigSpace):
     def __setitem__(self, name: str, entity):
         self._entity_map[name] = entity
 
+    def _add(self, name: str, space: KnobSpace):
+        # The same fallback answers every call of a template: keep what the first call defined
+        # (and what fallback_split/__setitem__ chose).
+        if name not in self.space_map:
+            self.space_map[name] = space
+            self._entity_map.setdefault(name, space[0])
+
     def fallback_split(self, name: str, constraints: Sequence[int]):
         """Pick the split of knob ``name`` whose inner sizes are largest within ``constraints``
         (``-1`` for no bound), as TVM's fallback does."""

@@ -37,6 +37,11 @@ def submodular_pick(scores, knobs, n_pick: int, knob_weight: float = 1.0) -> lis
     return picked
 
 
+class _FastView:
+    def __init__(self, predict):
+        self.predict = predict
+
+
 class ModelBasedTuner(Tuner):
     def __init__(self, task, cost_model, model_optimizer, plan_size: int = 64,
                  diversity_filter_ratio: float | None = None, eps: float = 0.05, seed: int | None = None):
@@ -52,6 +57,7 @@ class ModelBasedTuner(Tuner):
         self.ys: list[float] = []
         self.train_ct = 0
         self.flops_max = 0.0
+        self.rerank = 4
 
     def next_batch(self, batch_size):
         batch = []
@@ -88,26 +94,45 @@ class ModelBasedTuner(Tuner):
             self.retrain()
 
     def retrain(self):
-        """Fit the model on every measurement so far and plan the next ``plan_size`` trials."""
+        """Fit the model on every measurement so far and plan the next ``plan_size`` trials.
+
+        A model with a cheap ``predict_fast`` (knob features) next to an expensive ``predict``
+        (loop-nest features, one lowering per config) is searched with the cheap one, and the
+        ``rerank`` × more candidates it proposes are ordered by the expensive one.
+        """
         self.cost_model.fit(self.xs, self.ys, self.plan_size)
-        if self.diversity_filter_ratio:
-            candidates = self.model_optimizer.find_maximums(
-                self.cost_model, int(self.plan_size * self.diversity_filter_ratio), self.visited)
-            scores = np.asarray(self.cost_model.predict(np.array(candidates, dtype=np.int64)))
-            knobs = [self.space.point2knob(int(c)) for c in candidates]
-            pick = submodular_pick(0 * scores, knobs, self.plan_size, knob_weight=1)
-            maximums = [candidates[i] for i in pick]
+        n_cand = int(self.plan_size * (self.diversity_filter_ratio or 1))
+        fast = getattr(self.cost_model, "predict_fast", None)
+        if fast is not None:
+            cands = self.model_optimizer.find_maximums(_FastView(fast), n_cand * self.rerank, self.visited)
+            scores = np.asarray(self.cost_model.predict(np.array(cands, dtype=np.int64)))
+            cands = [cands[i] for i in np.argsort(-scores, kind="stable")[:n_cand]]
         else:
-            maximums = self.model_optimizer.find_maximums(self.cost_model, self.plan_size, self.visited)
-        self.trials = [int(m) for m in maximums]
+            cands = self.model_optimizer.find_maximums(self.cost_model, n_cand, self.visited)
+        if self.diversity_filter_ratio:
+            knobs = [self.space.point2knob(int(c)) for c in cands]
+            pick = submodular_pick(np.zeros(len(cands)), knobs, self.plan_size, knob_weight=1)
+            cands = [cands[i] for i in pick]
+        self.trials = [int(m) for m in cands]
         self.trial_pt = 0
         self.train_ct = len(self.xs) // self.plan_size
 
     def _transfer(self, records):
+        """Pre-train on other tasks' records; plan the first trials from random candidates
+        ranked by that model (its features are loop-nest ones: too slow for a full search)."""
         fit_log = getattr(self.cost_model, "fit_log", None)
-        if fit_log is not None and fit_log(records, self.plan_size):
-            maximums = self.model_optimizer.find_maximums(self.cost_model, self.plan_size, self.visited)
-            self.trials = [int(m) for m in maximums]
+        if fit_log is None or not fit_log(records, self.plan_size):
+            return
+        cands = []
+        for _ in range(self.plan_size * 4):
+            c = self._random_unvisited()
+            if c is None:
+                break
+            cands.append(c)
+        cands = list(dict.fromkeys(cands))
+        if cands:
+            scores = np.asarray(self.cost_model.predict(np.array(cands, dtype=np.int64)))
+            self.trials = [int(cands[i]) for i in np.argsort(-scores, kind="stable")[:self.plan_size]]
             self.trial_pt = 0
 
     def has_next(self):

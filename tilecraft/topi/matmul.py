@@ -1,0 +1,74 @@
+"""Matmul ``C[M, N] = A[M, K] @ B[K, N]``: a tuning template for the CPU (``llvm``).
+
+The schedule packs ``B`` into panels ``[N / bn, K, bn]`` (``bn`` = the innermost x tile, so a
+row of a panel is one contiguous vector load), accumulates a ``yi × xi`` register tile in a
+cache-written stage computed inside the ``(yo, xo, ym, xm)`` blocks, splits ``k`` for the cache,
+and runs the outer blocks on the thread pool.
+
+    from tilecraft import autotune
+    import tilecraft.topi.matmul
+    task = autotune.task.create("topi/matmul.llvm", args=(1024, 1024, 1024, "float32"), target="llvm")
+
+Knobs: ``tile_y`` and ``tile_x`` (3 levels: block, cache tile, register tile), ``tile_k``
+(2 levels), ``order`` of the register-tile loops inside the k loop, ``unroll_k`` (unroll the
+inner k loop or not).
+"""
+from __future__ import annotations
+
+import tilecraft.autotune as autotune
+from tilecraft import te
+
+
+def _register_tile_ok(size, lanes=(8, 16, 32, 48, 64)):
+    return size[-1] in lanes
+
+
+@autotune.template("topi/matmul.llvm")
+def matmul(M: int, N: int, K: int, dtype: str = "float32"):
+    cfg = autotune.get_config()
+    cfg.define_split("tile_y", M, num_outputs=3, filter=lambda e: e.size[-1] <= 16)
+    cfg.define_split("tile_x", N, num_outputs=3,
+                     filter=lambda e: e.size[-1] in (8, 16, 32, 48, 64, 128) or e.size[-1] == N)
+    cfg.define_split("tile_k", K, num_outputs=2, filter=lambda e: e.size[-1] >= 4 or e.size[-1] == K)
+    cfg.define_knob("order", [0, 1])
+    cfg.define_knob("unroll_k", [0, 1])
+    cfg.add_flop(2.0 * M * N * K)
+
+    bn = cfg["tile_x"].size[-1]
+    if cfg.is_fallback:
+        bn = 16 if N % 16 == 0 else 1
+    A = te.placeholder((M, K), name="A", dtype=dtype)
+    B = te.placeholder((K, N), name="B", dtype=dtype)
+    packed = te.compute((N // bn, K, bn), lambda xo, k, xi: B[k, xo * bn + xi], name="packedB")
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * packed[j // bn, k, j % bn], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    if cfg.is_fallback:
+        return s, [A, B, C]
+
+    CC = s.cache_write(C, "global")
+    y, x = s[C].op.axis
+    yo, ym, yi = cfg["tile_y"].apply(s, C, y)
+    xo, xm, xi = cfg["tile_x"].apply(s, C, x)
+    s[C].reorder(yo, xo, ym, xm, yi, xi)
+    s[C].vectorize(xi)
+    fused = s[C].fuse(yo, xo)
+    s[C].parallel(fused)
+    s[CC].compute_at(s[C], xm)
+
+    yc, xc = s[CC].op.axis
+    (kc,) = s[CC].op.reduce_axis
+    ko, ki = cfg["tile_k"].apply(s, CC, kc)
+    if cfg["order"].val == 0:
+        s[CC].reorder(ko, ki, yc, xc)
+    else:
+        s[CC].reorder(ko, yc, ki, xc)
+    s[CC].unroll(yc)
+    s[CC].vectorize(xc)
+    if cfg["unroll_k"].val:
+        s[CC].unroll(ki)
+
+    xo_p, k_p, xi_p = s[packed].op.axis
+    s[packed].vectorize(xi_p)
+    s[packed].parallel(xo_p)
+    return s, [A, B, C]
