@@ -87,7 +87,7 @@ class Function:
         env = None if self._all_static else {}
         pending = []
         for chk, a in zip(self._bufs, args):
-            arr = a._array if type(a) is NDArray else a
+            arr = a._array if type(a) is NDArray and a.device.kind == "cpu" else a
             if type(arr) is not np.ndarray:
                 arr = self._coerce(chk, a)
             if arr.dtype != chk.np_dtype:
