@@ -1,6 +1,6 @@
 """``lower``: the whole pipeline from a schedule to a loop-nest function, one pass at a time.
 
-    inline → bound inference → loop nests → simplify → storage flattening → vectorize
+    inline → bound inference → loop nests → simplify → loop partition → storage flattening → vectorize
            → unroll → simplify → (cuda) thread binding, shared memory, barriers
 
 ``lower(s, args, print_ir=True)`` prints the IR after every pass.
@@ -22,6 +22,7 @@ from .schedule_ops import schedule_ops
 from .passes.storage_flatten import storage_flatten
 from .passes.vectorize import vectorize_loops
 from .passes.unroll import unroll_loops
+from .passes.loop_partition import partition_loops
 
 
 class _Inline(IRMutator):
@@ -168,6 +169,7 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
     show("schedule_ops", body)
     passes = [
         ("simplify", simplify),
+        ("loop_partition", partition_loops),
         ("storage_flatten", lambda b: storage_flatten(b, aligns)),
         ("vectorize", vectorize_loops),
         ("unroll", unroll_loops),

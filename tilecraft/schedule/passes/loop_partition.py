@@ -1,0 +1,149 @@
+"""Loop partitioning: split a loop at the point where a guard inside it stops being always true.
+
+A split whose factor does not divide the extent leaves a guard in the loop body::
+
+    for i.outer in parallel(0, 16):                  # n = 1000, factor 64
+      for i.inner in vectorized(0, 64):
+        if i.outer * 64 + i.inner < n: ...
+
+Afterwards the loop runs in two parts: the iterations where the guard holds for every inner
+iteration, with the guard removed (so the inner loop vectorizes), then the rest with the guard::
+
+    for i.outer in parallel(0, n // 64):             (bounds simplified)
+      for i.inner in vectorized(0, 64): ...          # no guard
+    for i.outer in parallel(n // 64, ...):
+      for i.inner in vectorized(0, 64):
+        if i.outer * 64 + i.inner < n: ...
+
+Only guards of the form ``a*v + rest < E`` with a positive constant ``a`` are used, where ``v``
+is the loop's variable, ``rest`` ranges over loops nested inside, and ``E`` does not depend on
+them. Each loop is partitioned at most once, on its first such guard.
+"""
+from __future__ import annotations
+
+from ...ir.expr import (BinOp, Binary, Const, Var, binary, const, max_expr, min_expr)
+from ...ir.functor import IRMutator, collect_vars, substitute
+from ...ir.simplify import simplify
+from ...ir.stmt import For, ForKind, IfThenElse, LetStmt, seq
+from ..bound import Interval
+
+
+def _conjuncts(c):
+    if isinstance(c, Binary) and c.op is BinOp.AND:
+        return _conjuncts(c.a) + _conjuncts(c.b)
+    return [c]
+
+
+class _FindGuard(IRMutator):
+    """Collects guards and the extents of loops nested in the loop being examined."""
+
+    def __init__(self):
+        self.guards: list = []
+        self.inner: dict = {}
+
+    def visit_For(self, s):
+        self.inner[s.loop_var] = (s.min, s.extent)
+        return super().visit_For(s)
+
+    def visit_IfThenElse(self, s):
+        self.guards.extend(_conjuncts(s.condition))
+        return super().visit_IfThenElse(s)
+
+    # expressions are not searched
+    def visit_expr(self, e):
+        return e
+
+
+class _DropGuard(IRMutator):
+    def __init__(self, guard):
+        self.guard = guard
+
+    def visit_IfThenElse(self, s):
+        s = super().visit_IfThenElse(s)
+        parts = _conjuncts(s.condition)
+        if not any(p is self.guard for p in parts):
+            return s
+        rest = [p for p in parts if p is not self.guard]
+        if not rest:
+            return s.then_case
+        cond = rest[0]
+        for p in rest[1:]:
+            cond = binary(BinOp.AND, cond, p)
+        return IfThenElse(cond, s.then_case, s.else_case)
+
+    def visit_expr(self, e):
+        return e
+
+
+def _split_point(loop: For, guard, inner: dict):
+    """The first iteration at which ``guard`` may fail, or None if the guard doesn't fit."""
+    if not (isinstance(guard, Binary) and guard.op in (BinOp.LT, BinOp.LE)):
+        return None
+    v = loop.loop_var
+    lhs, E = guard.a, guard.b
+    if guard.op is BinOp.LE:
+        E = E + 1
+    if v in collect_vars(E) or collect_vars(E) & set(inner):
+        return None
+    if v not in collect_vars(lhs):
+        return None
+    at0 = simplify(substitute(lhs, {v: const(0, v.dtype)}))
+    at1 = simplify(substitute(lhs, {v: const(1, v.dtype)}))
+    a = simplify(at1 - at0)
+    if not (isinstance(a, Const) and a.value > 0):
+        return None
+    diff = simplify(lhs - (v * a.value + at0))
+    if not (isinstance(diff, Const) and diff.value == 0):
+        return None
+
+    def relax(x):
+        r = inner.get(x)
+        if r is None:
+            return None
+        return (r[0], r[0] + r[1] - 1)
+    rng = Interval(relax)(at0)
+    if rng is None:
+        return None
+    rest_max = simplify(rng[1])
+    if collect_vars(rest_max) & (set(inner) | {v}):
+        return None
+    # a*v + rest_max < E  <=>  v <= (E - rest_max - 1) // a
+    return simplify((E - rest_max - 1) // a.value + 1)
+
+
+class _Partition(IRMutator):
+    def visit_For(self, s):
+        s = super().visit_For(s)
+        if s.kind not in (ForKind.SERIAL, ForKind.PARALLEL) or not (isinstance(s.min, Const) and s.min.value == 0):
+            return s
+        finder = _FindGuard()
+        finder.visit_stmt(s.body)
+        for g in finder.guards:
+            m = _split_point(s, g, finder.inner)
+            if m is None:
+                continue
+            m = simplify(max_expr(const(0, m.dtype), min_expr(m, s.extent)))
+            if isinstance(m, Const) and isinstance(s.extent, Const) and m.value >= s.extent.value:
+                return For(s.loop_var, s.min, s.extent, s.kind, _DropGuard(g).visit_stmt(s.body),
+                           s.thread_tag, s.annotations)
+            if isinstance(m, Const) and m.value <= 0:
+                return s
+            bound = None
+            if not isinstance(m, Const):
+                bound = Var(s.loop_var.name + ".split", m.dtype)
+                bound, m = (bound, m), bound
+            head = For(s.loop_var, s.min, m, s.kind, _DropGuard(g).visit_stmt(s.body), s.thread_tag,
+                       s.annotations)
+            tv = Var(s.loop_var.name, s.loop_var.dtype)
+            tail_body = substitute(s.body, {s.loop_var: tv + m})
+            tail = For(tv, const(0, m.dtype), simplify(s.extent - m), s.kind, tail_body, s.thread_tag,
+                       s.annotations)
+            out = seq(head, tail)
+            if bound is not None:
+                out = LetStmt(bound[0], bound[1], out)
+            return out
+        return s
+
+
+def partition_loops(body):
+    return _Partition().visit_stmt(body)
