@@ -1,0 +1,75 @@
+"""Golden files for the printed loop nests of a few schedules (``tests/golden/*.txt``).
+
+A difference fails the test and shows both texts; when a change is intended, refresh the files
+with ``python3 -m pytest tests/test_golden_ir.py --update-golden`` and review the diff.
+"""
+import tilecraft as tc
+from tilecraft import te
+
+from test_llvm_ops import blocked_matmul, conv2d_nchw, softmax
+
+
+def printed(s, args) -> str:
+    return str(tc.lower(s, args, simple_mode=True))
+
+
+def test_vadd_split_parallel_vectorize(golden):
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute((n,), lambda i: A[i] + B[i], name="C")
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], factor=64)
+    s[C].parallel(xo)
+    s[C].vectorize(xi)
+    golden("vadd_split_parallel_vectorize", printed(s, [A, B, C]))
+
+
+def test_matmul_blocked(golden):
+    s, args = blocked_matmul(64, 64, 64)
+    golden("matmul_blocked", printed(s, args))
+
+
+def test_softmax_compute_at(golden):
+    s, A, out = softmax(16, 32)
+    golden("softmax_compute_at", printed(s, [A, out]))
+
+
+def test_conv2d_pad_inlined(golden):
+    A, Wt, Apad, Out = conv2d_nchw(1, 2, 8, 8, 2, 3, stride=2, pad=1)
+    s = te.create_schedule(Out.op)
+    s[Apad].compute_inline()
+    golden("conv2d_pad_inlined", printed(s, [A, Wt, Out]))
+
+
+def test_cache_read_storage_align_pragma(golden):
+    A = te.placeholder((24, 30), name="A")
+    B = te.compute((24, 30), lambda i, j: A[i, j] * 3.0, name="B")
+    s = te.create_schedule(B.op)
+    AA = s.cache_read(A, "global", [B])
+    s[AA].storage_align(AA.op.axis[0], 16, 1)
+    s[B].pragma(B.op.axis[0], "auto_unroll_max_step", 16)
+    golden("cache_read_storage_align_pragma", printed(s, [A, B]))
+
+
+def test_rfactor_parallel(golden):
+    A = te.placeholder((1024,), name="A")
+    k = te.reduce_axis((0, 1024), name="k")
+    S = te.compute((1,), lambda _: te.sum(A[k], axis=k), name="S")
+    s = te.create_schedule(S.op)
+    ko, ki = s[S].split(k, nparts=8)
+    SF = s.rfactor(S, ko)
+    s[SF].parallel(SF.op.axis[0])
+    golden("rfactor_parallel", printed(s, [A, S]))
+
+
+def test_split_tail_fuse_reorder_unroll(golden):
+    A = te.placeholder((10, 7), name="A")
+    B = te.compute((10, 7), lambda i, j: A[i, j] + 1.0, name="B")
+    s = te.create_schedule(B.op)
+    i, j = B.op.axis
+    jo, ji = s[B].split(j, factor=3)
+    s[B].reorder(jo, i, ji)
+    f = s[B].fuse(jo, i)
+    s[B].unroll(ji)
+    golden("split_tail_fuse_reorder_unroll", printed(s, [A, B]))
