@@ -114,6 +114,19 @@ def test_matmul_blocked_hand_schedule(check_llvm, rand):
     check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b}, rtol=1e-4, atol=1e-4)
 
 
+def test_matmul_bench_hand_schedule(check_llvm, rand):
+    """The schedule ``bench/cpu_gemm.py`` times, at a small size with tails in M and blocks in K."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "cpu_gemm.py"
+    spec = importlib.util.spec_from_file_location("cpu_gemm", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    s, (A, B, C) = bench.hand_schedule(100, 64, 96, mb=32, nb=32, kc=32, mr=4, nr=16)
+    a, b = rand((100, 96)), rand((96, 64))
+    check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b}, rtol=1e-4, atol=1e-4)
+
+
 def test_matmul_cache_read_and_pragma(check_llvm, rand):
     """cache_read attached with compute_at, pragma auto_unroll_max_step, split(nparts)."""
     A, B, C = _matmul(40, 24, 36)
