@@ -20,10 +20,19 @@ class TargetError(ValueError):
     pass
 
 
-class Target:
-    """A parsed target string. Compare targets with ``str(t)``; it is canonical (sorted options)."""
+class TargetKind(str):
+    """The target's kind, a string (``"llvm"``) that also answers ``.name`` as TVM's does."""
 
-    def __init__(self, target: "str | Target"):
+    @property
+    def name(self) -> str:
+        return str(self)
+
+
+class Target:
+    """A parsed target string. Compare targets with ``str(t)``; it is canonical (sorted options).
+    ``host=`` is accepted for TVM compatibility (the host is always the LLVM CPU target)."""
+
+    def __init__(self, target: "str | Target", host=None):
         if isinstance(target, Target):
             self.kind, self.attrs, self.keys = target.kind, dict(target.attrs), target.keys
             return
@@ -41,7 +50,7 @@ class Target:
                 raise TargetError(f"target option {p!r} in {target!r} must look like -key=value")
             key, _, value = p.lstrip("-").partition("=")
             attrs[key] = value if value else "1"
-        self.kind = kind
+        self.kind = TargetKind(kind)
         self.attrs = attrs
         self.keys = ("cpu",) if kind == "llvm" else ("cuda", "gpu")
 

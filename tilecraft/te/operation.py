@@ -40,6 +40,8 @@ def _shape(shape, where: str) -> tuple:
     for d, s in enumerate(shape):
         if isinstance(s, IterVar):
             s = s.var
+        if isinstance(s, float) and s.is_integer():
+            s = int(s)      # TVM scripts write N / bn under Python 3; an integral float is accepted
         if isinstance(s, bool) or not isinstance(s, (numbers.Integral, Expr)):
             raise TEError(f"{where}: dimension {d} of the shape is {s!r} ({type(s).__name__}); "
                           f"shapes must be integral")
