@@ -433,7 +433,14 @@ class LLVMCodegen:
         self.start_block(exit_l)
 
     def parallel_for(self, s: For) -> None:
-        """Outline the loop body into ``void name_parK(ptr closure)`` and run it on libgomp."""
+        """Run the loop on libgomp's thread pool.
+
+        Three pieces: the caller packs the loop bounds and every value the body uses into a
+        closure struct and calls ``GOMP_parallel(@f_parK, closure, threads, 0)``; ``f_parK`` (run by
+        each thread) unpacks it, picks its static chunk and calls ``f_parK_body(start, stop, ...)``,
+        whose buffer parameters are ``noalias`` so that, once inlined, loops in the body vectorize
+        without runtime alias checks.
+        """
         self.has_parallel = True
         for name, decl in (("GOMP_parallel", "declare void @GOMP_parallel(ptr, ptr, i32, i32)"),
                            ("omp_get_thread_num", "declare i32 @omp_get_thread_num()"),
@@ -442,31 +449,52 @@ class LLVMCodegen:
         ity = ll_type(s.loop_var.dtype)
         begin = self.expr(s.min)
         extent = self.expr(s.extent)
-        captured = [(key, self.env[key], ty) for key, ty in self.free_values(s.body)]
-        fields = [("begin", begin, ity), ("extent", extent, ity)] + captured
-        sty = "{" + ", ".join(ty for _, _, ty in fields) + "}"
+        # one field per distinct value: two buffers resolving to one pointer must not both be noalias
+        fields, keys_of = [], {}
+        for key, ty in self.free_values(s.body):
+            value = self.env[key]
+            if value not in keys_of:
+                keys_of[value] = []
+                fields.append((value, ty))
+            keys_of[value].append(key)
+        all_fields = [(begin, ity), (extent, ity)] + fields
+        sty = "{" + ", ".join(ty for _, ty in all_fields) + "}"
         closure = self.alloca(sty, 8)
-        for k, (_, value, ty) in enumerate(fields):
+        for k, (value, ty) in enumerate(all_fields):
             p = self.op(f"getelementptr inbounds {sty}, ptr {closure}, i32 0, i32 {k}")
             self.emit(f"store {ty} {value}, ptr {p}")
+        # never more threads than iterations; 0 (the exported library's default) lets libgomp choose
         nt = self.op(f"load i32, ptr @{THREADS_GLOBAL}, align 4")
-        # never more threads than iterations (0 means libgomp's default)
-        ext32 = extent if ity == "i32" else self.op(f"trunc {ity} {extent} to i32")
-        small = self.op(f"icmp slt i32 {ext32}, {nt}")
-        nt = self.op(f"select i1 {small}, i32 {ext32}, i32 {nt}")
-        nt = self.op(f"call i32 @llvm.smax.i32(i32 {nt}, i32 1)")
+        cap = extent
+        if ity != "i32":
+            cap = self.op(f"call {ity} @llvm.smin.{ity}({ity} {extent}, {ity} 1073741824)")
+            cap = self.op(f"trunc {ity} {cap} to i32")
+        cap = self.op(f"call i32 @llvm.smax.i32(i32 {cap}, i32 1)")
+        capped = self.op(f"call i32 @llvm.smin.i32(i32 {nt}, i32 {cap})")
+        positive = self.op(f"icmp sgt i32 {nt}, 0")
+        nt = self.op(f"select i1 {positive}, i32 {capped}, i32 0")
         outlined = f"{self.fn.name}_par{self.n_outlined}"
         self.n_outlined += 1
         self.emit(f"call void @GOMP_parallel(ptr @{outlined}, ptr {closure}, i32 {nt}, i32 0)")
 
         saved = (self.fn, self.env, self.mask)
-        self.fn, self.env, self.mask, self.in_parallel = _Function(outlined), {}, None, True
+        self.in_parallel = True
+        # the body: parameters (start, stop, fields...)
+        self.fn, self.env, self.mask = _Function(outlined + "_body"), {}, None
+        params = [f"{ity} %start", f"{ity} %stop"]
+        for k, (value, ty) in enumerate(fields):
+            name = f"%c{k}"
+            params.append(f"{ty} noalias {name}" if ty == "ptr" else f"{ty} {name}")
+            for key in keys_of[value]:
+                self.env[key] = name
+        self.loop(s.loop_var, "%start", "%stop", lambda: self.stmt(s.body))
+        self.finish_function(f"define internal void @{outlined}_body({', '.join(params)}) #0", "ret void")
+        # the thread entry: unpack, take this thread's chunk, call the body
+        self.fn, self.env = _Function(outlined), {}
         vals = []
-        for k, (key, _, ty) in enumerate(fields):
+        for k, (_, ty) in enumerate(all_fields):
             p = self.op(f"getelementptr inbounds {sty}, ptr %closure, i32 0, i32 {k}")
             vals.append(self.op(f"load {ty}, ptr {p}"))
-            if key not in ("begin", "extent"):
-                self.env[key] = vals[-1]
         lo, ext = vals[0], vals[1]
         tid = self.op("call i32 @omp_get_thread_num()")
         nth = self.op("call i32 @omp_get_num_threads()")
@@ -480,7 +508,8 @@ class LLVMCodegen:
         stop = self.op(f"call {ity} @llvm.smin.{ity}({ity} {stop}, {ity} {ext})")
         start = self.op(f"add nsw {ity} {start}, {lo}")
         stop = self.op(f"add nsw {ity} {stop}, {lo}")
-        self.loop(s.loop_var, start, stop, lambda: self.stmt(s.body))
+        args = [f"{ity} {start}", f"{ity} {stop}"] + [f"{ty} {v}" for v, (_, ty) in zip(vals[2:], fields)]
+        self.emit(f"call void @{outlined}_body({', '.join(args)})")
         self.finish_function(f"define internal void @{outlined}(ptr noalias %closure) #0", "ret void")
         self.fn, self.env, self.mask = saved
         self.in_parallel = False
