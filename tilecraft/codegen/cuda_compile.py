@@ -1,0 +1,108 @@
+"""nvcc: CUDA C → cubin for one ``sm_XX``, cached on disk by source hash, architecture and nvcc
+version. A compile error quotes the offending lines of the generated source.
+
+>>> # cubin = compile_cuda(src, "sm_90")          # bytes; a second call with the same src is a cache hit
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from functools import lru_cache
+
+NVCC_FLAGS = ("-O3", "-std=c++17")
+DEFAULT_ARCH = "sm_90"
+
+
+class CUDACompileError(RuntimeError):
+    """nvcc rejected the generated CUDA C; the message quotes the lines it complained about."""
+
+
+def find_nvcc() -> str | None:
+    """The nvcc on PATH, else under CUDA_HOME / /usr/local/cuda."""
+    p = shutil.which("nvcc")
+    if p:
+        return p
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.path.exists(os.path.join(root, "bin", "nvcc")):
+            return os.path.join(root, "bin", "nvcc")
+    return None
+
+
+@lru_cache(maxsize=None)
+def nvcc_version(nvcc: str) -> str:
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release ([0-9.]+), (V[0-9.]+)", out)
+    return m.group(2) if m else out.strip().splitlines()[-1] if out.strip() else "unknown"
+
+
+def default_arch() -> str:
+    """The current GPU's ``sm_XX`` when pycuda and a GPU are present, else sm_90."""
+    try:
+        from ..runtime.cuda import device_arch
+        return device_arch() or DEFAULT_ARCH
+    except Exception:
+        return DEFAULT_ARCH
+
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "tilecraft", "cuda")
+
+
+def compile_cuda(src: str, arch: str = DEFAULT_ARCH, use_cache: bool = True) -> bytes:
+    """Compile CUDA C to a cubin for ``arch`` (``"sm_90"``)."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        raise CUDACompileError("nvcc was not found (PATH, CUDA_HOME, /usr/local/cuda): it is needed to "
+                               "compile CUDA kernels; install the CUDA toolkit")
+    if not re.fullmatch(r"sm_\d+a?", arch):
+        raise CUDACompileError(f"the CUDA architecture must look like 'sm_90', got {arch!r}")
+    key = hashlib.sha256("\0".join([src, arch, nvcc_version(nvcc), " ".join(NVCC_FLAGS)]).encode()).hexdigest()
+    path = os.path.join(cache_dir(), key[:2], key + ".cubin")
+    if use_cache and os.path.exists(path):
+        with open(path, "rb") as f:
+            return f.read()
+    with tempfile.TemporaryDirectory(prefix="tilecraft_nvcc_") as tmp:
+        cu = os.path.join(tmp, "kernel.cu")
+        out = os.path.join(tmp, "kernel.cubin")
+        with open(cu, "w") as f:
+            f.write(src)
+        cmd = [nvcc, "-cubin", f"-arch={arch}", *NVCC_FLAGS, "-o", out, cu]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise CUDACompileError(explain_errors(p.stderr, src, " ".join(cmd)))
+        with open(out, "rb") as f:
+            cubin = f.read()
+    if use_cache:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp_path = f"{path}.{os.getpid()}.tmp"
+            with open(tmp_path, "wb") as f:
+                f.write(cubin)
+            os.replace(tmp_path, path)         # atomic: parallel builders never see half a file
+        except OSError:
+            pass
+    return cubin
+
+
+def explain_errors(stderr: str, src: str, cmd: str, context: int = 2) -> str:
+    """nvcc's messages, each followed by the generated lines it points at."""
+    lines = src.splitlines()
+    out = [f"nvcc failed ({cmd}):"]
+    shown = set()
+    for msg in stderr.strip().splitlines():
+        out.append("  " + msg)
+        m = re.search(r"\((\d+)\): (error|warning)", msg)
+        if m and m.group(2) == "error":
+            n = int(m.group(1))
+            if n in shown:
+                continue
+            shown.add(n)
+            for k in range(max(1, n - context), min(len(lines), n + context) + 1):
+                mark = ">>" if k == n else "  "
+                out.append(f"    {mark} {k:5d} | {lines[k - 1]}")
+    return "\n".join(out)

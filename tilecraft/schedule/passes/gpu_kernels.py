@@ -1,0 +1,265 @@
+"""Kernel extraction and launch indices: each root loop nest bound to the grid becomes one kernel.
+
+Afterwards the function body is ``Allocate*(global workspace)`` around a sequence of
+``AttrStmt("cuda_kernel", KernelInfo, launch, body)``, one per kernel, in launch order. Inside a
+kernel body no loop is bound to ``blockIdx.*``/``threadIdx.*`` any more: every such loop is
+replaced by its body with the loop variable replaced by the kernel's one index variable per tag
+(``KernelInfo.index_vars``), after checking that all loops bound to one tag have the same extent.
+Buffers that a schedule left in ``global`` scope but allocated inside a kernel take the scope TVM
+gives them (``local`` under a ``threadIdx`` loop, ``shared`` under ``blockIdx`` only).
+
+>>> # for i.outer in thread_binding(0, 4, "blockIdx.x"): for i.inner in thread_binding(0, 64, "threadIdx.x"): C[i.outer*64+i.inner] = ...
+>>> # becomes: # attr cuda_kernel(main_kernel) = grid(4, 1, 1) block(64, 1, 1)
+>>> #          C[blockIdx.x*64 + threadIdx.x] = ...
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...ir.expr import BufferLoad, Const, Var
+from ...ir.functor import IRMutator, post_order_visit
+from ...ir.simplify import simplify
+from ...ir.stmt import Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, SeqStmt, seq
+
+LAUNCH_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+VIRTUAL_TAGS = ("vthread", "cthread")
+MAX_THREADS_PER_BLOCK = 1024
+MAX_STATIC_SHARED_BYTES = 48 * 1024
+
+
+class GPULoweringError(ValueError):
+    """A CUDA schedule that cannot be lowered; the message names the schedule choice."""
+
+
+@dataclass
+class KernelInfo:
+    """What the renderer and the launcher need to know about one kernel."""
+    name: str
+    index_vars: dict                      # tag -> Var (one per launch index used)
+    extents: dict                         # tag -> Expr (grid) or int (block)
+    bindings: dict                        # tag -> ["loop 'x' of stage 'C'", ...] (for messages)
+    shared: list = field(default_factory=list)       # hoisted __shared__ buffers
+    params: list = field(default_factory=list)       # global Buffers and scalar Vars, in call order
+    double_buffered: dict = field(default_factory=dict)   # Buffer -> loop Var it alternates with
+
+    @property
+    def grid(self) -> tuple:
+        return tuple(self.extents.get(f"blockIdx.{a}", Const(1, "int32")) for a in "xyz")
+
+    @property
+    def block(self) -> tuple:
+        return tuple(int(self.extents.get(f"threadIdx.{a}", 1)) for a in "xyz")
+
+    @property
+    def threads(self) -> int:
+        b = self.block
+        return b[0] * b[1] * b[2]
+
+    def shared_bytes(self) -> int:
+        from ...ir import dtype as dt
+        return sum(int(b.shape[0].value) * dt.nbytes(b.dtype) for b in self.shared)
+
+    def launch_text(self) -> str:
+        g = ", ".join(str(x) for x in self.grid)
+        b = ", ".join(str(x) for x in self.block)
+        return f"grid({g}) block({b})"
+
+    def describe(self, tag: str) -> str:
+        return "; ".join(self.bindings.get(tag, [])) or "nothing"
+
+
+def _writer(stmt) -> str:
+    """The name of the first buffer a statement writes: the stage it belongs to, for messages."""
+    found = []
+    post_order_visit(stmt, lambda n: found.append(n.buffer.name) if isinstance(n, BufferStore) else None)
+    return found[0] if found else "?"
+
+
+def split_kernels(body, func_name: str):
+    """Peel the workspace allocations and return ``(workspace buffers, [(kernel name, stmt)])``."""
+    workspace = []
+    while isinstance(body, Allocate):
+        if body.buffer.scope != "global":
+            raise GPULoweringError(
+                f"stage '{body.buffer.name}' has scope '{body.buffer.scope}' but is not attached inside a "
+                f"kernel: a '{body.buffer.scope}' stage must be placed with s[...].compute_at(...) under the "
+                f"loops bound to blockIdx")
+        workspace.append(body.buffer)
+        body = body.body
+    parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
+    kernels = []
+    for k, part in enumerate(parts):
+        if not (isinstance(part, For) and part.kind is ForKind.THREAD_BINDING
+                and part.thread_tag in LAUNCH_TAGS):
+            loop = f"its outermost loop '{part.loop_var.name}'" if isinstance(part, For) else "it"
+            raise GPULoweringError(
+                f"stage '{_writer(part)}' is not bound to the GPU grid: {loop} is not bound to blockIdx/"
+                f"threadIdx. For target 'cuda' every root stage needs e.g. "
+                f"s[X].bind(xo, te.thread_axis('blockIdx.x')) and s[X].bind(xi, te.thread_axis('threadIdx.x'))")
+        name = func_name + "_kernel" + (str(k) if len(parts) > 1 else "")
+        kernels.append((name, part))
+    return workspace, kernels
+
+
+def collect_launch(stmt, name: str) -> KernelInfo:
+    """Check the extents bound to each launch tag and make the kernel's index variables."""
+    extents: dict = {}
+    bindings: dict = {}
+
+    def visit(n):
+        if isinstance(n, For) and n.kind is ForKind.THREAD_BINDING and n.thread_tag in LAUNCH_TAGS:
+            tag = n.thread_tag
+            what = f"loop '{n.loop_var.name}' of stage '{_writer(n.body)}' (extent {n.extent})"
+            bindings.setdefault(tag, []).append(what)
+            if tag in extents:
+                if not _same(extents[tag], n.extent):
+                    raise GPULoweringError(
+                        f"kernel {name}: {tag} is bound to loops of different extents: "
+                        f"{bindings[tag][0]} and {what}. Every loop bound to one thread index in a kernel "
+                        f"must have the same extent: choose the split factors (or nparts=) so they match")
+            else:
+                extents[tag] = n.extent
+    post_order_visit(stmt, visit)
+    for tag, e in extents.items():
+        if tag.startswith("threadIdx"):
+            if not isinstance(simplify(e), Const):
+                raise GPULoweringError(
+                    f"kernel {name}: {tag} has the symbolic extent `{e}` ({bindings[tag][0]}); the block "
+                    f"size must be a constant: split with a constant factor and bind the inner loop")
+            extents[tag] = int(simplify(e).value)
+        else:
+            extents[tag] = simplify(e)
+    info = KernelInfo(name, {t: Var(t, "int32") for t in extents}, extents, bindings)
+    if info.threads > MAX_THREADS_PER_BLOCK:
+        dims = " × ".join(f"{t}={extents[t]}" for t in extents if t.startswith("threadIdx"))
+        raise GPULoweringError(
+            f"kernel {name} has {info.threads} threads per block ({dims}), more than the "
+            f"{MAX_THREADS_PER_BLOCK} a CUDA block may have; they come from: "
+            + "; ".join(f"{t}: {info.describe(t)}" for t in extents if t.startswith("threadIdx"))
+            + ". Use smaller split factors for the loops bound to threadIdx")
+    return info
+
+
+def _same(a, b) -> bool:
+    d = simplify(a - b)
+    return isinstance(d, Const) and d.value == 0
+
+
+class _Unify(IRMutator):
+    """Replace launch-bound loops by their bodies; infer the scope of in-kernel 'global' buffers."""
+
+    def __init__(self, info: KernelInfo):
+        self.info = info
+        self.vmap: dict = {}
+        self.bufmap: dict = {}
+        self.under_threads = 0
+
+    def visit_Var(self, e):
+        return self.vmap.get(e, e)
+
+    def visit_For(self, s):
+        if s.kind is ForKind.THREAD_BINDING and s.thread_tag in LAUNCH_TAGS:
+            iv = self.info.index_vars[s.thread_tag]
+            self.vmap[s.loop_var] = iv if _is_zero(s.min) else iv + s.min
+            t = s.thread_tag.startswith("threadIdx")
+            self.under_threads += t
+            body = self.visit_stmt(s.body)
+            self.under_threads -= t
+            return body
+        return super().visit_For(s)
+
+    def visit_Allocate(self, s):
+        buf = s.buffer
+        if buf.scope == "global":
+            scope = "local" if self.under_threads else "shared"
+            nb = Buffer(buf.name, buf.shape, buf.dtype, scope)
+            self.bufmap[buf] = nb
+            return Allocate(nb, self.visit_stmt(s.body))
+        return super().visit_Allocate(s)
+
+    def visit_BufferLoad(self, e):
+        idx = self._exprs(e.indices)
+        b = self.bufmap.get(e.buffer, e.buffer)
+        return e if (idx is e.indices and b is e.buffer) else BufferLoad(b, idx, e.dtype)
+
+    def visit_BufferStore(self, s):
+        v, idx = self.visit_expr(s.value), self._exprs(s.indices)
+        b = self.bufmap.get(s.buffer, s.buffer)
+        if v is s.value and idx is s.indices and b is s.buffer:
+            return s
+        return BufferStore(b, v, idx)
+
+
+def _is_zero(e) -> bool:
+    return isinstance(e, Const) and e.value == 0
+
+
+def unify_thread_loops(stmt, info: KernelInfo):
+    return _Unify(info).visit_stmt(stmt)
+
+
+class _Hoist(IRMutator):
+    def __init__(self, info: KernelInfo, double_buffered: set):
+        self.info, self.db = info, double_buffered
+        self.loops: list = []
+        self.rename: dict = {}
+
+    def visit_For(self, s):
+        self.loops.append(s.loop_var)
+        try:
+            return super().visit_For(s)
+        finally:
+            self.loops.pop()
+
+    def visit_Allocate(self, s):
+        buf = s.buffer
+        if buf.scope != "shared":
+            return super().visit_Allocate(s)
+        size = simplify(buf.shape[0])
+        if not isinstance(size, Const):
+            raise GPULoweringError(
+                f"kernel {self.info.name}: the shared buffer '{buf.name}' has the size `{size}`, which is not "
+                f"a constant; its tile depends on a symbolic extent. Use constant split factors for the "
+                f"loops it is attached under (compute_at)")
+        nb = Buffer(buf.name, (size,), buf.dtype, "shared")
+        self.info.shared.append(nb)
+        if buf.name in self.db:
+            if not self.loops:
+                raise GPULoweringError(
+                    f"double_buffer on '{buf.name}': the stage is not attached inside a loop of the kernel, "
+                    f"so there is no next tile to overlap with; compute_at it inside the reduction loop")
+            self.info.double_buffered[nb] = self.loops[-1]
+        self.rename[buf] = nb
+        return self.visit_stmt(s.body)
+
+    def visit_BufferLoad(self, e):
+        idx = self._exprs(e.indices)
+        b = self.rename.get(e.buffer, e.buffer)
+        return e if (idx is e.indices and b is e.buffer) else BufferLoad(b, idx, e.dtype)
+
+    def visit_BufferStore(self, s):
+        v, idx = self.visit_expr(s.value), self._exprs(s.indices)
+        b = self.rename.get(s.buffer, s.buffer)
+        if v is s.value and idx is s.indices and b is s.buffer:
+            return s
+        return BufferStore(b, v, idx)
+
+
+def hoist_shared_allocations(stmt, info: KernelInfo, double_buffered: set = frozenset()):
+    """Remove every shared ``Allocate`` from the kernel body and list it in ``info.shared``
+    (declared once at the top of the kernel). Remembers, for each double-buffered one, the loop
+    it was allocated in."""
+    out = _Hoist(info, set(double_buffered)).visit_stmt(stmt)
+    total = info.shared_bytes()
+    if total > MAX_STATIC_SHARED_BYTES:
+        parts = ", ".join(f"'{b.name}' {int(b.shape[0].value)} × {b.dtype}" for b in info.shared)
+        raise GPULoweringError(
+            f"kernel {info.name} needs {total} bytes of shared memory ({parts}), more than the "
+            f"{MAX_STATIC_SHARED_BYTES} bytes of static shared memory a block may have: make the tiles "
+            f"cached with cache_read(..., 'shared') smaller (the split factors of the loops they are "
+            f"attached under)")
+    return out
+
+
+def kernel_stmt(info: KernelInfo, body):
+    return AttrStmt("cuda_kernel", info, info.launch_text(), body)

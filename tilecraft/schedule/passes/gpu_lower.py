@@ -1,0 +1,118 @@
+"""The GPU part of lowering, one pass per step, run by ``lower(..., target="cuda")``::
+
+    split into kernels → per kernel: launch extents → cross-thread reductions
+        → thread-loop unification → shared allocations hoisted → virtual threads
+        → double buffering → barriers → simplify → kernel parameters
+
+Afterwards the function body is ``Allocate*(global workspace)`` around one
+``AttrStmt("cuda_kernel", KernelInfo, ...)`` per kernel (see ``gpu_kernels.py``), which the CUDA
+renderer (``tilecraft.codegen.cuda``) turns into ``__global__`` functions and the runtime launches
+in order.
+"""
+from __future__ import annotations
+
+from ...ir.expr import BufferLoad, Const, Var
+from ...ir.functor import post_order_visit
+from ...ir.printer import stmt_str
+from ...ir.simplify import simplify
+from ...ir.stmt import Allocate, Buffer, BufferStore, For, LetStmt, seq
+from .gpu_barriers import insert_barriers
+from .gpu_double_buffer import double_buffer
+from .gpu_kernels import (GPULoweringError, KernelInfo, collect_launch, hoist_shared_allocations,
+                          kernel_stmt, split_kernels, unify_thread_loops)
+from .gpu_thread_reduce import lower_thread_reductions
+from .gpu_vthread import inject_virtual_threads
+
+__all__ = ["lower_for_gpu", "GPULoweringError", "KernelInfo", "kernels_of"]
+
+
+def lower_for_gpu(body, params, func_name: str = "main", double_buffered=(), print_ir: bool = False):
+    """Turn a lowered loop nest with thread bindings into kernels. ``double_buffered`` names the
+    buffers of stages marked with ``double_buffer()``."""
+    workspace, kernels = split_kernels(body, func_name)
+    out = []
+    for name, stmt in kernels:
+        info = collect_launch(stmt, name)
+        steps = [
+            ("cross-thread reductions", lambda s: lower_thread_reductions(s, info)),
+            ("thread-loop unification", lambda s: unify_thread_loops(s, info)),
+            ("shared allocations hoisted", lambda s: hoist_shared_allocations(s, info, double_buffered)),
+            ("virtual threads", inject_virtual_threads),
+            ("double buffering", lambda s: double_buffer(s, info)),
+            ("barriers", lambda s: insert_barriers(s, info)),
+            ("simplify", lambda s: simplify(s, _launch_bounds(info))),
+        ]
+        for what, fn in steps:
+            stmt = fn(stmt)
+            if print_ir:
+                print(f"# ---- {name}: after {what} ----")
+                print(stmt_str(stmt))
+        info.params = kernel_params(stmt, params, workspace, info)
+        out.append(kernel_stmt(info, stmt))
+    new = seq(*out)
+    for b in reversed(workspace):
+        new = Allocate(b, new)
+    return new
+
+
+def _launch_bounds(info: KernelInfo) -> dict:
+    bounds = {}
+    for tag, v in info.index_vars.items():
+        e = info.extents[tag]
+        if isinstance(e, int):
+            bounds[v] = (0, e - 1)
+        elif isinstance(e, Const):
+            bounds[v] = (0, int(e.value) - 1)
+    return bounds
+
+
+def kernel_params(stmt, params, workspace, info: KernelInfo) -> list:
+    """The global buffers and scalars a kernel uses, in the function's parameter order
+    (then workspace buffers)."""
+    used_bufs, used_vars, bound = set(), set(), set(info.index_vars.values())
+
+    def f(n):
+        if isinstance(n, (BufferLoad, BufferStore)) and n.buffer.scope == "global":
+            used_bufs.add(n.buffer)
+        elif isinstance(n, Var) and n.dtype != "handle":
+            used_vars.add(n)
+        elif isinstance(n, For):
+            bound.add(n.loop_var)
+        elif isinstance(n, LetStmt):
+            bound.add(n.var)
+    post_order_visit(stmt, f)
+    for e in info.grid:
+        post_order_visit(e, f)
+    out = [p for p in params if isinstance(p, Buffer) and p in used_bufs]
+    out += [b for b in workspace if b in used_bufs]
+    scalars = [p for p in params if isinstance(p, Var) and p in used_vars]
+    for p in params:         # symbolic shapes of the buffers used, as the function has them
+        if isinstance(p, Var) and p not in scalars and any(p in _vars(d) for b in out for d in b.shape):
+            scalars.append(p)
+    free = used_vars - bound - set(scalars)
+    if free:
+        raise GPULoweringError(f"kernel {info.name} uses the variable(s) "
+                               f"{', '.join(sorted(v.name for v in free))}, which are not parameters")
+    return out + scalars
+
+
+def _vars(e):
+    from ...ir.functor import collect_vars
+    return collect_vars(e)
+
+
+def kernels_of(body) -> tuple:
+    """``(workspace buffers, [KernelInfo, kernel body], ...)`` of a body made by lower_for_gpu."""
+    from ...ir.stmt import AttrStmt, SeqStmt
+    workspace = []
+    while isinstance(body, Allocate):
+        workspace.append(body.buffer)
+        body = body.body
+    parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
+    ks = []
+    for p in parts:
+        if not (isinstance(p, AttrStmt) and p.key == "cuda_kernel"):
+            raise GPULoweringError("this function was not lowered for target 'cuda': "
+                                   "use tilecraft.lower(s, args, target='cuda')")
+        ks.append((p.node, p.body))
+    return workspace, ks
