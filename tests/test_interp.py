@@ -245,3 +245,13 @@ def test_feed_errors(rand):
         evaluate(B, {A: rand(4)})
     with pytest.raises(InterpError, match="expects float32"):
         evaluate(B, {A: rand(4, "float64"), m: 4})
+
+
+def test_float_scalar_variable(rand):
+    alpha = te.var("alpha", dtype="float32")
+    A = te.placeholder((5,), name="A")
+    B = te.compute((5,), lambda i: A[i] * alpha, name="B")
+    a = rand(5)
+    out = evaluate(B, {A: a, alpha: 2.5})
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, a * np.float32(2.5), rtol=1e-7)

@@ -46,8 +46,8 @@ class InterpError(ValueError):
 def evaluate(outputs, feed: dict, budget: int = BUDGET):
     """Evaluate ``outputs`` (a Tensor or a list of them) on ``feed``.
 
-    ``feed`` maps each placeholder Tensor to a numpy array and each symbolic ``te.var`` to an int;
-    a variable that is a whole dimension of a fed placeholder's shape is taken from the array.
+    ``feed`` maps each placeholder Tensor to a numpy array and each symbolic ``te.var`` to a number
+    of the variable's dtype (shape extents, scalar arguments); a variable that is a whole dimension of a fed placeholder's shape is taken from the array.
     Returns one numpy array per output (a single array for a single Tensor).
     """
     single = isinstance(outputs, Tensor)
@@ -73,7 +73,7 @@ def _split_feed(feed: dict):
     scalars, arrays = {}, {}
     for k, v in feed.items():
         if isinstance(k, Var):
-            scalars[k] = int(v)
+            scalars[k] = np.asarray(v, dtype=_np(k.dtype))
         elif isinstance(k, Tensor):
             arrays[k] = np.asarray(v)
         else:
