@@ -135,7 +135,7 @@ def check_same_value(e, bounds, env):
     assert got == expected, f"{e}  ->  {s}  at {({v.name: x for v, x in env.items()})}, bounds {bounds}"
 
 
-SETTINGS = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

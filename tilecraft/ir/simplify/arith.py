@@ -19,10 +19,21 @@ Example::
 from __future__ import annotations
 
 from .. import dtype as dt
-from ..expr import BinOp, Binary, Cast, Const, Select, SizeVar, Unary, UnOp, Var, const
-from ..functor import expr_key
+from ..expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Select,
+                    SizeVar, TensorLoad, Unary, UnOp, Var)
+from ..functor import children, expr_key
 
 LINEAR_OPS = (BinOp.ADD, BinOp.SUB, BinOp.MUL)
+
+
+def _linear_parts(e) -> tuple:
+    """The children whose linear forms make up ``e``'s."""
+    t = type(e)
+    if t is Binary and e.op in LINEAR_OPS:
+        return (e.a, e.b)
+    if t is Unary and e.op is UnOp.NEG:
+        return (e.a,)
+    return ()
 
 
 def is_index(e) -> bool:
@@ -109,6 +120,11 @@ class Analyzer:
             self.var_bounds[v] = (int(lo), int(hi))
         self._lin: dict = {}                  # id(e) -> (e, Linear)
         self._bnd: dict = {}                  # id(e) -> (e, (lo, hi))
+        self.canonical: dict = {}             # id(e) -> e, for nodes known to be canonical sums
+
+    def build(self, lin: Linear, d: str):
+        """The canonical expression of ``lin`` (see :func:`build_linear`)."""
+        return build_linear(lin, d, self.canonical)
 
     def invalidate(self) -> None:
         self._bnd.clear()
@@ -118,16 +134,29 @@ class Analyzer:
         hit = self._lin.get(id(e))
         if hit is not None:
             return hit[1]
-        lin = self._linear(e)
-        self._lin[id(e)] = (e, lin)
-        return lin
+        cache = self._lin
+        stack = [e]                      # iterative: sums can be very long chains
+        while stack:
+            n = stack[-1]
+            if id(n) in cache:
+                stack.pop()
+                continue
+            parts = _linear_parts(n)
+            missing = [p for p in parts if id(p) not in cache]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            cache[id(n)] = (n, self._linear(n))
+        return cache[id(e)][1]
 
     def _linear(self, e) -> Linear:
+        """The linear form of ``e`` from those of its parts (already cached)."""
         t, d = type(e), e.dtype
         if t is Const:
             return Linear({}, signed_wrap(e.value, d))
         if t is Binary and e.op in LINEAR_OPS:
-            la, lb = self.linear(e.a), self.linear(e.b)
+            la, lb = self._lin[id(e.a)][1], self._lin[id(e.b)][1]
             if e.op is BinOp.ADD:
                 return la.plus(lb, d)
             if e.op is BinOp.SUB:
@@ -137,7 +166,7 @@ class Analyzer:
             if not la.terms:
                 return lb.scaled(la.const, d)
         elif t is Unary and e.op is UnOp.NEG:
-            return self.linear(e.a).scaled(-1, d)
+            return self._lin[id(e.a)][1].scaled(-1, d)
         return Linear({expr_key(e): (e, 1)}, 0)
 
     def linear_interval(self, lin: Linear) -> tuple[int, int]:
@@ -182,12 +211,44 @@ class Analyzer:
         hit = self._bnd.get(id(e))
         if hit is not None:
             return hit[1]
-        dlo, dhi = dtype_range(e.dtype)
-        lo, hi = self._bound(e)
-        if lo < dlo or hi > dhi or lo > hi:
-            lo, hi = dlo, dhi      # it may wrap: anything in range
-        self._bnd[id(e)] = (e, (lo, hi))
-        return lo, hi
+        cache = self._bnd
+        stack = [e]                      # iterative, like linear()
+        while stack:
+            n = stack[-1]
+            if id(n) in cache:
+                stack.pop()
+                continue
+            missing = [p for p in self._bound_parts(n) if id(p) not in cache]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            dlo, dhi = dtype_range(n.dtype)
+            lo, hi = self._bound(n)
+            if lo < dlo or hi > dhi or lo > hi:
+                lo, hi = dlo, dhi        # it may wrap: anything in range
+            cache[id(n)] = (n, (lo, hi))
+        return cache[id(e)][1]
+
+    def _bound_parts(self, e) -> tuple:
+        """The subexpressions whose intervals ``_bound(e)`` asks for."""
+        t = type(e)
+        if t is Binary:
+            if e.op in LINEAR_OPS:
+                lin = self.linear(e)
+                if len(lin.terms) == 1 and not lin.const and next(iter(lin.terms.values()))[0] is e:
+                    return (e.a, e.b)
+                return tuple(atom for atom, _ in lin.terms.values())
+            if e.op in (BinOp.MIN, BinOp.MAX) or e.op in _DIVMOD:
+                return (e.a, e.b)
+            return ()
+        if t is Unary and e.op is UnOp.NEG:
+            return tuple(atom for atom, _ in self.linear(e).terms.values())
+        if t is Select:
+            return (e.true_value, e.false_value)
+        if t is Cast and is_index(e.value):
+            return (e.value,)
+        return ()
 
     def _bound(self, e) -> tuple[int, int]:
         t = type(e)
@@ -268,39 +329,88 @@ def _divmod_interval(op, a, b, d) -> tuple[int, int]:
     return dtype_range(d)
 
 
-def build_linear(lin: Linear, d: str):
+def build_linear(lin: Linear, d: str, made: dict | None = None):
     """The canonical expression of a linear form: positive terms first (larger coefficients
     first, then by a structural order), then subtracted terms, then the constant.
 
     ``{x: 1}, 7`` → ``x + 7``; ``{xo: 32, xi: 1}, 0`` → ``xo * 32 + xi``; ``{x: -1}, 5`` → ``5 - x``.
+    ``made``, when given, receives every node built (by id): they are canonical already.
     """
     pos, neg = [], []
     for atom, c in lin.terms.values():
         (pos if c > 0 else neg).append((atom, c))
-    pos.sort(key=lambda t: (-t[1], order_key(t[0])))
-    neg.sort(key=lambda t: (t[1], order_key(t[0])))
+    if len(pos) > 1:
+        pos.sort(key=lambda t: (-t[1], order_key(t[0])))
+    if len(neg) > 1:
+        neg.sort(key=lambda t: (t[1], order_key(t[0])))
     k = lin.const
+
+    def node(n):
+        if made is not None:
+            made[id(n)] = n
+        return n
+
+    def c(v):
+        return Const(wrap(v, d), d)
+
     e = None
-    for atom, c in pos:
-        term = atom if c == 1 else Binary(BinOp.MUL, atom, const(c, d), d)
-        e = term if e is None else Binary(BinOp.ADD, e, term, d)
+    for atom, co in pos:
+        term = atom if co == 1 else node(Binary(BinOp.MUL, atom, c(co), d))
+        e = term if e is None else node(Binary(BinOp.ADD, e, term, d))
     if e is None and neg:
         if k > 0:
-            e = const(k, d)
+            e = c(k)
             k = 0
         else:
-            atom, c = neg.pop(0)
-            e = Unary(UnOp.NEG, atom, d) if c == -1 else Binary(BinOp.MUL, atom, const(c, d), d)
-    for atom, c in neg:
-        term = atom if c == -1 else Binary(BinOp.MUL, atom, const(-c, d), d)
-        e = Binary(BinOp.SUB, e, term, d)
+            atom, co = neg.pop(0)
+            e = node(Unary(UnOp.NEG, atom, d) if co == -1 else Binary(BinOp.MUL, atom, c(co), d))
+    for atom, co in neg:
+        term = atom if co == -1 else node(Binary(BinOp.MUL, atom, c(-co), d))
+        e = node(Binary(BinOp.SUB, e, term, d))
     if e is None:
-        return const(k, d)
+        return c(k)
     if k > 0:
-        e = Binary(BinOp.ADD, e, const(k, d), d)
+        e = node(Binary(BinOp.ADD, e, c(k), d))
     elif k < 0:
-        e = Binary(BinOp.SUB, e, const(-k, d), d)
+        e = node(Binary(BinOp.SUB, e, c(-k), d))
     return e
+
+
+def node_key(e, kid_ids: tuple) -> tuple:
+    """A flat key equal for structurally equal nodes whose children have equal numbers."""
+    t = type(e)
+    if t is Binary: return (e.op, e.dtype) + kid_ids
+    if t is Var or t is SizeVar: return ("v", id(e))
+    if t is Const:
+        v = e.value
+        # 0.0 == -0.0 and True == 1 in Python; the dtype and the sign keep them apart
+        return ("c", e.dtype, v, type(v), str(v) if v == 0 else None)
+    if t is Unary: return (e.op, e.dtype) + kid_ids
+    if t is Cast: return ("cast", e.dtype) + kid_ids
+    if t is Select: return ("sel", e.lazy) + kid_ids
+    if t is Call: return ("call", e.name, e.dtype) + kid_ids
+    if t is BufferLoad: return ("ld", id(e.buffer), e.dtype) + kid_ids
+    if t is TensorLoad: return ("tl", id(e.tensor)) + kid_ids
+    if t is Ramp: return ("ramp", e.lanes) + kid_ids
+    if t is Broadcast: return ("bc", e.lanes) + kid_ids
+    if t is Let: return ("let", id(e.var)) + kid_ids
+    return ("id", id(e))        # Reduce and anything unknown: only itself
+
+
+def same_expr(a, b) -> bool:
+    """Structural equality, without recursion (sums can be thousands of terms deep)."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y) or node_key(x, ()) != node_key(y, ()):
+            return False
+        kx, ky = children(x), children(y)
+        if len(kx) != len(ky):
+            return False
+        stack.extend(zip(kx, ky))
+    return True
 
 
 def order_key(e):

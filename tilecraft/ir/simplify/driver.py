@@ -4,11 +4,11 @@ so deep trees do not exhaust Python's stack), and through statements with loop b
 from __future__ import annotations
 
 from ..expr import (Binary, Broadcast, BufferLoad, Call, Cast, Const, Expr, Let, Ramp, Reduce,
-                    Select, TensorLoad, Unary, logical_not)
+                    Select, SizeVar, TensorLoad, Unary, Var, logical_not)
 from ..functor import children, substitute
 from ..stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt,
                     PrimFunc, SeqStmt, Stmt)
-from .arith import Analyzer, is_index
+from .arith import Analyzer, is_index, node_key
 from .rules import rules_for
 
 # A rule's result is simplified again; this caps how often one node may be rewritten in a row,
@@ -61,20 +61,29 @@ def _rebuild(e, kids: tuple):
     raise TypeError(f"cannot rebuild {t.__name__}")
 
 
+_SAME = object()     # in ``by_struct``: "simplifies to itself"
+
+
 class Simplifier:
     """One simplification run: a memo of simplified nodes and the bounds in scope."""
 
     def __init__(self, bounds=None):
         self.an = Analyzer(bounds)
-        self.memo: dict = {}            # id(node) -> (node, simplified); keeps node alive
+        self.memo: dict = {}            # id(node) -> (node, structure number, simplified)
+        self.interned: dict = {}        # flat structural key -> structure number
+        self.by_struct: dict = {}       # structure number -> simplified expression
         self.last_binding: dict = {}    # var -> the bounds it had when last in scope
 
     # expressions --------------------------------------------------------------------------
     def expr(self, root):
+        """The simplified ``root``. Every node is looked up by identity, then by structure
+        (hash-consed: a node's key holds its children's structure numbers, so it is flat), so a
+        subexpression repeated as distinct objects is simplified once."""
         memo = self.memo
         hit = memo.get(id(root))
         if hit is not None:
-            return hit[1]
+            return hit[2]
+        by_struct = self.by_struct
         stack = [root]
         while stack:
             e = stack[-1]
@@ -91,16 +100,37 @@ class Simplifier:
                 continue
             stack.pop()
             if not isinstance(e, Expr):
-                memo[id(e)] = (e, e)
+                memo[id(e)] = (e, self._intern(("o", id(e))), e)
                 continue
-            new = tuple(memo[id(k)][1] for k in kids)
-            n = e
-            if any(a is not b for a, b in zip(kids, new)):
-                n = _rebuild(e, new)
-            r = self._rewrite(n)
-            memo[id(e)] = (e, r)
-            memo[id(r)] = (r, r)
-        return memo[id(root)][1]
+            sid = self._intern(node_key(e, tuple(memo[id(k)][1] for k in kids)))
+            r = by_struct.get(sid)
+            if r is _SAME:
+                r = e               # keep identity: this structure is already simplified
+            elif r is None:
+                new = tuple(memo[id(k)][2] for k in kids)
+                n = e
+                if any(a is not b for a, b in zip(kids, new)):
+                    n = _rebuild(e, new)
+                r = self._rewrite(n)
+                by_struct[sid] = _SAME if r is e else r
+            memo[id(e)] = (e, sid, r)
+            self._fixpoint(r)
+        return memo[id(root)][2]
+
+    def _intern(self, key) -> int:
+        sid = self.interned.get(key)
+        if sid is None:
+            sid = self.interned[key] = len(self.interned)
+        return sid
+
+    def _fixpoint(self, r) -> None:
+        """Record that ``r`` (whose children are all simplified) simplifies to itself."""
+        if id(r) in self.memo:
+            return
+        kids = children(r)
+        sid = self._intern(node_key(r, tuple(self.memo[id(k)][1] for k in kids)))
+        self.memo[id(r)] = (r, sid, r)
+        self.by_struct.setdefault(sid, _SAME)
 
     def _rewrite(self, n):
         """Apply the first rule that fires, simplify what it returns, repeat until none fires."""
@@ -114,7 +144,7 @@ class Simplifier:
                 return n
             hit = memo.get(id(r))
             if hit is not None:
-                return hit[1]
+                return hit[2]
             kids = children(r)
             new = tuple(self.expr(k) for k in kids)
             n = r if all(a is b for a, b in zip(kids, new)) else _rebuild(r, new)
@@ -142,6 +172,8 @@ class Simplifier:
             # the same variable bound again differently (sibling loops): forget what was
             # derived under the old bounds
             self.memo.clear()
+            self.interned.clear()       # its keys hold ids of objects only memo kept alive
+            self.by_struct.clear()
             self.an.invalidate()
         self.last_binding[var] = (lo, hi)
         vb[var] = (lo, hi)

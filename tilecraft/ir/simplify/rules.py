@@ -16,8 +16,7 @@ import numpy as np
 
 from .. import dtype as dt
 from ..expr import BinOp, Binary, Cast, Const, Select, Unary, UnOp, const
-from ..functor import structural_equal
-from .arith import (Linear, build_linear, dtype_range, is_index, truncdiv, truncmod, wrap)
+from .arith import Linear, dtype_range, is_index, same_expr, truncdiv, truncmod, wrap
 
 FLOOR_OPS = (BinOp.FLOORDIV, BinOp.FLOORMOD)
 DIV_OPS = (BinOp.FLOORDIV, BinOp.TRUNCDIV)
@@ -140,10 +139,13 @@ def canonical_linear(e, an):
     """Integer ``+``, ``-``, ``*`` by a constant and negation become one canonical sum:
     ``(x + 3) + 4 → x + 7``, ``x * 1 → x``, ``x * 0 → 0``, ``x - x → 0``,
     ``xo * 32 + 31 - xo * 32 + 1 → 32``, ``(x + 1) * 4 → x * 4 + 4``."""
-    if not is_index(e):
+    if not is_index(e) or id(e) in an.canonical:
         return None
-    new = build_linear(an.linear(e), e.dtype)
-    return None if structural_equal(new, e) else new
+    new = an.build(an.linear(e), e.dtype)
+    if same_expr(new, e):
+        an.canonical[id(e)] = e
+        return None
+    return new
 
 
 def float_mul_one(e, an):
@@ -234,14 +236,14 @@ def affine_divmod(e, an):
     m = rlo // c
     if rhi // c == m:
         if is_div:
-            return build_linear(Linear(q_terms, qk + m), d)
-        return build_linear(Linear(r_terms, rk - m * c), d)
+            return an.build(Linear(q_terms, qk + m), d)
+        return an.build(Linear(r_terms, rk - m * c), d)
     dlo, dhi = dtype_range(d)
     if not q_terms or rlo < dlo or rhi > dhi or (not floor and rlo < 0):
         return None
-    r = Binary(e.op, build_linear(Linear(r_terms, rk), d), e.b, d)
+    r = Binary(e.op, an.build(Linear(r_terms, rk), d), e.b, d)
     if is_div:
-        return Binary(BinOp.ADD, build_linear(Linear(q_terms, qk), d), r, d)
+        return Binary(BinOp.ADD, an.build(Linear(q_terms, qk), d), r, d)
     return r
 
 
@@ -250,7 +252,7 @@ def affine_divmod(e, an):
 
 def minmax_same(e, an):
     """``min(x, x) → x``, ``max(x, x) → x``."""
-    return e.a if structural_equal(e.a, e.b) else None
+    return e.a if same_expr(e.a, e.b) else None
 
 
 def minmax_by_order(e, an):
@@ -268,7 +270,7 @@ def minmax_by_order(e, an):
 
 def compare_same(e, an):
     """``x == x → True``, ``x < x → False`` for integers (not floats: NaN)."""
-    if not is_index(e.a) or not structural_equal(e.a, e.b):
+    if not is_index(e.a) or not same_expr(e.a, e.b):
         return None
     return Const(e.op in (BinOp.EQ, BinOp.LE, BinOp.GE), "bool")
 
@@ -311,7 +313,7 @@ def or_const(e, an):
 
 def logic_same(e, an):
     """``x and x → x``, ``x or x → x``."""
-    return e.a if structural_equal(e.a, e.b) else None
+    return e.a if same_expr(e.a, e.b) else None
 
 
 def not_not(e, an):
@@ -345,7 +347,7 @@ def select_const_condition(e, an):
 
 def select_same_branches(e, an):
     """``select(c, a, a) → a``."""
-    return e.true_value if structural_equal(e.true_value, e.false_value) else None
+    return e.true_value if same_expr(e.true_value, e.false_value) else None
 
 
 # ---------------------------------------------------------------------------------------------
