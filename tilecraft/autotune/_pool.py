@@ -112,6 +112,17 @@ class WorkerPool:
         while len(self._workers) < min(self.n_workers, len(args_list)):
             self._workers.append(self._spawn())
         busy: dict[int, _Worker] = {}
+        retries = [0] * len(args_list)
+
+        def lost_before_start(w, now) -> bool:
+            # A worker that dies or never starts before the job began is not the job's fault:
+            # give the job to a fresh worker (once).
+            if w.started is None and retries[w.job] < 1:
+                retries[w.job] += 1
+                pending.append(w.job)
+                return True
+            return False
+
         while pending or busy:
             for w in list(self._workers):
                 if not pending:
@@ -152,7 +163,8 @@ class WorkerPool:
                         continue
                     if kind == "died":
                         w.proc.join(timeout=5)
-                        outcomes[w.job] = JobOutcome("died", w.proc.exitcode, now - (w.started or now))
+                        if not lost_before_start(w, now):
+                            outcomes[w.job] = JobOutcome("died", w.proc.exitcode, now - (w.started or now))
                         del busy[id(w)]
                         self._replace(w)
                         continue
@@ -161,7 +173,8 @@ class WorkerPool:
                     del busy[id(w)]
                 elif w.proc.sentinel in ready:
                     w.proc.join(timeout=5)
-                    outcomes[w.job] = JobOutcome("died", w.proc.exitcode, now - (w.started or now))
+                    if not lost_before_start(w, now):
+                        outcomes[w.job] = JobOutcome("died", w.proc.exitcode, now - (w.started or now))
                     del busy[id(w)]
                     self._replace(w)
                 elif w.started is not None and now - w.started > timeout:
@@ -169,7 +182,8 @@ class WorkerPool:
                     del busy[id(w)]
                     self._replace(w)
                 elif w.started is None and now - w.sent > self._start_timeout:
-                    outcomes[w.job] = JobOutcome("died", "worker did not start", now - w.sent)
+                    if not lost_before_start(w, now):
+                        outcomes[w.job] = JobOutcome("died", "worker did not start", now - w.sent)
                     del busy[id(w)]
                     self._replace(w)
         return outcomes  # type: ignore[return-value]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 
 from . import record
 
@@ -19,9 +20,12 @@ def log_to_file(path, device: str | None = None):
     if os.path.dirname(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
 
+    run = {"id": uuid.uuid4().hex[:12]}
+
     def _callback(tuner, inputs, results):
         dev = device or getattr(tuner, "device_name", None)
-        lines = "".join(record.encode(inp, res, dev) + "\n" for inp, res in zip(inputs, results))
+        run["tuner"] = type(tuner).__name__
+        lines = "".join(record.encode(inp, res, dev, run) + "\n" for inp, res in zip(inputs, results))
         with open(path, "a", encoding="utf-8") as f:
             f.write(lines)
             f.flush()

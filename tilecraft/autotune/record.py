@@ -65,8 +65,9 @@ def local_device_name(target=None) -> str:
     return name
 
 
-def encode(inp: MeasureInput, res: MeasureResult, device: str | None = None) -> str:
-    """One record as a JSON line (without the newline)."""
+def encode(inp: MeasureInput, res: MeasureResult, device: str | None = None, run: dict | None = None) -> str:
+    """One record as a JSON line (without the newline). ``run`` (optional) names the tuning run
+    it came from: ``{"id": ..., "tuner": ...}`` (what ``tilecraft log plot`` groups curves by)."""
     task = inp.task
     rec = OrderedDict(
         v=FORMAT_VERSION,
@@ -83,6 +84,8 @@ def encode(inp: MeasureInput, res: MeasureResult, device: str | None = None) -> 
         build_time=res.build_time,
         timestamp=res.timestamp,
     )
+    if run:
+        rec["run"] = run
     return json.dumps(rec, separators=(",", ":"))
 
 
@@ -126,8 +129,17 @@ def decode(line: str) -> tuple[MeasureInput, MeasureResult]:
     return MeasureInput(target, task, config), res
 
 
-def iter_file(path) -> Iterator[tuple[MeasureInput, MeasureResult]]:
-    """Records of ``path`` in order, skipping bad lines (one warning at the end counts them)."""
+def run_info(line: str) -> dict:
+    """The ``run`` field of a raw record line ({} when absent or unreadable)."""
+    try:
+        return json.loads(line).get("run") or {}
+    except (json.JSONDecodeError, AttributeError):
+        return {}
+
+
+def iter_file(path, with_run: bool = False) -> Iterator:
+    """Records of ``path`` in order, skipping bad lines (one warning at the end counts them).
+    With ``with_run``, yields ``(inp, res, run)`` where ``run`` is the record's run field."""
     bad = 0
     first_bad = None
     with open(path, "r", encoding="utf-8", errors="replace") as f:
@@ -135,10 +147,12 @@ def iter_file(path) -> Iterator[tuple[MeasureInput, MeasureResult]]:
             if not line.strip():
                 continue
             try:
-                yield decode(line)
+                inp, res = decode(line)
             except RecordError as err:
                 bad += 1
                 first_bad = first_bad or (lineno, str(err))
+                continue
+            yield (inp, res, run_info(line)) if with_run else (inp, res)
     if bad:
         warnings.warn(f"{path}: skipped {bad} corrupt or unreadable line(s) "
                       f"(first: line {first_bad[0]}: {first_bad[1]})", RuntimeWarning, stacklevel=2)
