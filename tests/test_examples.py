@@ -1,0 +1,19 @@
+"""Every script in examples/ runs to completion (each checks its own results against numpy)."""
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py") if not p.name.startswith("tune_"))
+ARGS = {"matmul_cpu.py": ["256"]}
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
+def test_example_runs(script, tmp_path):
+    args = ARGS.get(script.name, [str(tmp_path)] if script.name == "export_library.py" else [])
+    r = subprocess.run([sys.executable, str(script), *args], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, f"{script.name} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
+    assert r.stdout.strip(), f"{script.name} printed nothing"
