@@ -1,0 +1,41 @@
+"""What a device server's child process runs: LocalRunner's own measuring code, given paths.
+
+``tilecraft.autotune.local`` does the work (load with ``load_module``, compare with the saved
+reference outputs, time with ``time_evaluator``); these wrappers only adapt its arguments,
+since a server has a library path and a target string rather than a task.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..autotune.local import default_run_func, prepare_reference
+from ..autotune.measure import BuildResult, MeasureInput
+
+
+@dataclass(frozen=True)
+class _TargetOnly:
+    """What ``default_run_func`` reads of a task: its target."""
+
+    target: str
+
+
+def run_library(path: str, arg_info: tuple, target: str, opts: dict):
+    """Check and time the library at ``path``; ``(costs, error_no, error_msg)``.
+
+    ``opts``: ``number, repeat, min_repeat_ms, flush, seed, rtol, atol, ref_outputs``
+    (the path :func:`prepare_reference_outputs` returned, or ``None`` for no check).
+    """
+    inp = MeasureInput(target, _TargetOnly(target), None)
+    return default_run_func(inp, BuildResult(path, arg_info), opts)
+
+
+def prepare_reference_outputs(reference: str, arg_info: tuple, seed: int, target: str) -> str:
+    """Run the reference library on the seeded inputs once; the path of its saved outputs."""
+    return prepare_reference(reference, arg_info, seed, target)
+
+
+def warm_up() -> bool:
+    """Import the compiler and runtime in a fresh worker before the first candidate arrives."""
+    import tilecraft.runtime  # noqa: F401
+
+    return True

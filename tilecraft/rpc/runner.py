@@ -1,0 +1,198 @@
+"""RPCRunner: the autotune Runner that measures candidates on device servers from a tracker.
+
+For each candidate, a worker thread leases a server of the device key from the tracker,
+uploads the candidate's library (and the reference's, once per server), asks the server to
+check and time it, and releases the lease. A server that refuses the connection, drops it or
+does not answer within ``timeout`` plus slack is reported to the tracker (which drops it) and
+the candidate is tried on another server, at most ``max_retries`` more times; then the result
+is ``RUN_TIMEOUT`` (the server hung) or ``RUNTIME_DEVICE`` (it died).
+
+    runner = RPCRunner("llvm:znver3", "127.0.0.1", 9190, secret=load_secret("SECRET"),
+                       number=5, repeat=3, timeout=10)
+    option = autotune.measure_option(builder=autotune.LocalBuilder(), runner=runner)
+"""
+from __future__ import annotations
+
+import hashlib
+import socket
+import ssl
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+import numpy as np
+import rpyc
+from rpyc.core.async_ import AsyncResultTimeout
+
+from ..autotune.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from .protocol import AuthenticationError, check_secret, connect, load_secret
+from .tracker import Lease, TrackerClient
+
+
+class ServerFailure(Exception):
+    """The leased server could not be used (connection refused or lost, or no answer in time)."""
+
+    def __init__(self, message: str, hung: bool):
+        super().__init__(message)
+        self.hung = hung
+
+
+_NETWORK_ERRORS = (EOFError, OSError, ConnectionError, ssl.SSLError, AuthenticationError)
+
+
+class RPCRunner:
+    """Measure on remote (or local) device servers through a tracker.
+
+    ``key``: the device key servers registered with; ``host``/``port``: the tracker;
+    ``secret``: the shared secret (default: ``load_secret()`` — ``$TILECRAFT_RPC_KEY`` or the
+    per-user key file); ``number``/``repeat``/``min_repeat_ms``/``enable_cpu_cache_flush``/
+    ``check_correctness``/``rtol``/``atol``/``seed`` as ``LocalRunner``; ``timeout``: seconds
+    per candidate on the server (then ``RUN_TIMEOUT``); ``n_parallel``: candidates in flight
+    (default: the servers of ``key`` at ``set_task``); ``slack``: extra seconds before a silent
+    server counts as hung; ``request_timeout``: how long to wait for a free server.
+    """
+
+    def __init__(self, key: str, host: str = "127.0.0.1", port: int = 9190, secret: bytes | None = None,
+                 number: int = 4, repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 10,
+                 n_parallel: int | None = None, enable_cpu_cache_flush: bool = False,
+                 check_correctness: bool = True, rtol: float = 1e-3, atol: float = 1e-3,
+                 seed: int | None = None, max_retries: int = 2, slack: float = 10.0,
+                 request_timeout: float = 120.0, reference_timeout: float = 300.0, ssl_context=None):
+        self.key = key
+        self.host, self.port = host, port
+        self.secret = check_secret(secret) if secret is not None else load_secret(host=host)
+        self.number, self.repeat, self.min_repeat_ms = number, repeat, min_repeat_ms
+        self.timeout = timeout
+        self.enable_cpu_cache_flush = enable_cpu_cache_flush
+        self.check_correctness = check_correctness
+        self.rtol, self.atol = rtol, atol
+        self.max_retries = max_retries
+        self.slack = slack
+        self.request_timeout = request_timeout
+        self.reference_timeout = reference_timeout
+        self.ssl_context = ssl_context
+        self._n_parallel = n_parallel
+        self.n_parallel = n_parallel or 1
+        self._seed = seed
+        self.seed = seed if seed is not None else 0
+        self.task = None
+        self._warned_no_reference = False
+
+    def set_task(self, task):
+        self.task = task
+        self.seed = self._seed if self._seed is not None else int(np.random.SeedSequence().entropy % (2**31))
+        if self._n_parallel is None:
+            with self._tracker() as t:
+                total = t.status().keys().get(self.key, (0, 0))[1]
+            self.n_parallel = max(1, total)
+
+    def _tracker(self) -> TrackerClient:
+        return TrackerClient(self.host, self.port, self.secret, ssl_context=self.ssl_context)
+
+    def run(self, measure_inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult]) -> list[MeasureResult]:
+        jobs = list(zip(measure_inputs, build_results))
+        if self.n_parallel <= 1 or len(jobs) <= 1:
+            return [self._measure_one(inp, br) for inp, br in jobs]
+        with ThreadPoolExecutor(min(self.n_parallel, len(jobs)), thread_name_prefix="tilecraft-rpc") as ex:
+            return list(ex.map(lambda job: self._measure_one(*job), jobs))
+
+    # --- one candidate
+
+    def _measure_one(self, inp: MeasureInput, br: BuildResult) -> MeasureResult:
+        t0 = time.perf_counter()
+        task = inp.task if inp.task is not None else self.task
+        target = str(task.target) if getattr(task, "target", None) is not None else "llvm"
+        try:
+            library = _read(br.filename)
+            reference = _read(br.reference) if self.check_correctness and br.reference else None
+        except OSError as err:
+            return MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE, f"cannot read the library: {err}",
+                                 time.perf_counter() - t0, time.time())
+        if self.check_correctness and reference is None and not self._warned_no_reference:
+            self._warned_no_reference = True
+            warnings.warn("no reference library: candidates' outputs are not checked", RuntimeWarning)
+        failures = []
+        for _ in range(self.max_retries + 1):
+            try:
+                with self._tracker() as tracker:
+                    lease = tracker.request(self.key, self.request_timeout)
+                    if lease is None:
+                        return MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE,
+                                             f"no server for {self.key!r} came free within "
+                                             f"{self.request_timeout} s", time.perf_counter() - t0, time.time())
+                    try:
+                        costs, err, msg = self._on_server(lease, library, reference, br.arg_info, target)
+                    except ServerFailure as failure:
+                        failures.append(failure)
+                        tracker.report_broken(lease)
+                        continue
+                    tracker.release(lease)
+            except _NETWORK_ERRORS + (AsyncResultTimeout,) as err:
+                # the tracker itself: no retry on another tracker
+                return MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE,
+                                     f"tracker {self.host}:{self.port}: {type(err).__name__}: {err}",
+                                     time.perf_counter() - t0, time.time())
+            return MeasureResult(costs, MeasureErrorNo(err), msg, time.perf_counter() - t0, time.time())
+        kind = MeasureErrorNo.RUN_TIMEOUT if failures[-1].hung else MeasureErrorNo.RUNTIME_DEVICE
+        return MeasureResult((), kind, "; ".join(str(f) for f in failures), time.perf_counter() - t0, time.time())
+
+    def _on_server(self, lease: Lease, library: bytes, reference: bytes | None, arg_info, target: str):
+        where = f"server {lease.server_id} ({lease.host}:{lease.port})"
+        arg_info = tuple((tuple(int(d) for d in shape), str(dtype), bool(out)) for shape, dtype, out in arg_info)
+        try:
+            conn = connect(lease.host, lease.port, self.secret, ssl_context=self.ssl_context)
+        except (socket.timeout, *_NETWORK_ERRORS) as err:
+            raise ServerFailure(f"{where}: cannot connect: {type(err).__name__}: {err}", hung=False) from None
+        try:
+            root = conn.root
+            lib_digest = _upload(root, library, self.slack)
+            ref_digest = ""
+            if reference is not None:
+                ref_digest = _upload(root, reference, self.slack)
+                ok, msg = _call(root.prepare_reference, self.reference_timeout + self.slack,
+                                ref_digest, arg_info, target, self.seed, float(self.reference_timeout))
+                if not ok:
+                    if not self._warned_no_reference:
+                        self._warned_no_reference = True
+                        warnings.warn(f"{where}: {msg}; outputs are not checked", RuntimeWarning)
+                    ref_digest = ""
+            return _call(root.measure, self.timeout + self.slack, lib_digest, ref_digest, arg_info, target,
+                         self.seed, int(self.number), int(self.repeat), float(self.min_repeat_ms),
+                         bool(self.enable_cpu_cache_flush), float(self.rtol), float(self.atol),
+                         float(self.timeout))
+        except AsyncResultTimeout:
+            raise ServerFailure(f"{where} did not answer within {self.timeout + self.slack:g} s",
+                                hung=True) from None
+        except _NETWORK_ERRORS as err:
+            raise ServerFailure(f"{where} failed: {type(err).__name__}: {err}", hung=False) from None
+        except Exception as err:  # noqa: BLE001 -- the server refused the request: no retry
+            return (), int(MeasureErrorNo.RUNTIME_DEVICE), f"{where} refused the request: {type(err).__name__}: {err}"
+        finally:
+            try:
+                conn.close()
+            except Exception:
+                pass
+
+    def close(self):
+        pass
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _upload(root, data: bytes, timeout: float) -> str:
+    digest = hashlib.sha256(data).hexdigest()
+    if not _call(root.has_library, timeout, digest):
+        got = _call(root.upload_library, timeout + len(data) / 10e6, data)
+        if got != digest:
+            raise EOFError(f"the server stored the library as {got!r}, expected {digest}")
+    return digest
+
+
+def _call(method, timeout: float, *args):
+    call = rpyc.async_(method)(*args)
+    call.set_expiry(timeout)
+    return call.value

@@ -1,0 +1,315 @@
+"""The device server: receives libraries, checks and times them in a child process, answers numbers.
+
+A client (``RPCRunner``) holding a lease on this server calls, in order::
+
+    has_library(digest) / upload_library(bytes) -> digest      the candidate and the reference
+    prepare_reference(ref_digest, arg_info, target, seed, timeout) -> (ok, message)
+    measure(lib_digest, ref_digest, arg_info, target, ...)    -> (costs, error_no, error_msg)
+
+Libraries are stored by SHA-256 in a private temporary folder (size-limited, least recently
+used evicted). Every load and run happens in a worker process (``autotune._pool.WorkerPool``):
+a candidate that segfaults or hangs costs a fresh worker, never the server. One measurement runs
+at a time. The server registers with a tracker and sends heartbeats; if the tracker drops it or
+goes away, it registers again.
+
+Uploading a library means running its code here: anyone with the secret can do so (see
+docs/rpc.md, "Security model").
+
+>>> # srv = DeviceServer("llvm:znver3", secret=s, tracker=("127.0.0.1", 9190)).start()
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+import rpyc
+
+from ..autotune._pool import WorkerPool, signal_name
+from ..autotune.measure import MeasureErrorNo
+from . import measure as child
+from .protocol import RpcServer, check_secret, connect, generate_secret, is_loopback, plain
+
+_log = logging.getLogger("tilecraft.rpc.server")
+
+DTYPES = frozenset(["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                    "float16", "float32", "float64"])
+MAX_ARGS = 64
+MAX_ARG_ELEMENTS = 1 << 31
+
+
+class LibraryStore:
+    """Uploaded libraries by SHA-256 digest, in a private folder, at most ``max_bytes`` in all."""
+
+    def __init__(self, max_bytes: int, root: str | None = None):
+        self.max_bytes = max_bytes
+        self.root = tempfile.mkdtemp(prefix="tilecraft-rpc-", dir=root)   # mode 0700
+        self._files: dict[str, tuple] = {}   # digest -> (size, last_used)
+        self._lock = threading.Lock()
+
+    def put(self, data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        path = self.path_of(digest)
+        with self._lock:
+            if digest not in self._files:
+                self._evict(len(data))
+                tmp = path + ".part"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            self._files[digest] = (len(data), time.monotonic())
+        return digest
+
+    def get(self, digest: str) -> str | None:
+        with self._lock:
+            if digest not in self._files:
+                return None
+            self._files[digest] = (self._files[digest][0], time.monotonic())
+            return self.path_of(digest)
+
+    def path_of(self, digest: str) -> str:
+        return os.path.join(self.root, digest + ".so")
+
+    def _evict(self, incoming: int):
+        total = sum(size for size, _ in self._files.values()) + incoming
+        for digest, (size, _) in sorted(self._files.items(), key=lambda kv: kv[1][1]):
+            if total <= self.max_bytes:
+                break
+            del self._files[digest]
+            total -= size
+            for name in os.listdir(self.root):    # the library and its saved reference outputs
+                if name.startswith(digest):
+                    try:
+                        os.remove(os.path.join(self.root, name))
+                    except OSError:
+                        pass
+
+    def close(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _digest(value, what: str) -> str:
+    d = plain(value, what, str, 64)
+    if len(d) != 64 or any(c not in "0123456789abcdef" for c in d):
+        raise ValueError(f"{what}: not a SHA-256 hex digest")
+    return d
+
+
+def check_arg_info(value) -> tuple:
+    """``((shape, dtype, is_output), ...)`` as plain, bounded values."""
+    info = plain(value, "arg_info", tuple, MAX_ARGS)
+    out = []
+    for i, arg in enumerate(info):
+        if type(arg) is not tuple or len(arg) != 3:
+            raise ValueError(f"arg_info[{i}]: expected (shape, dtype, is_output)")
+        shape, dtype, is_output = arg
+        if type(shape) is not tuple or len(shape) > 16 or any(type(d) is not int or d < 0 for d in shape):
+            raise ValueError(f"arg_info[{i}]: the shape must be a tuple of non-negative ints")
+        n = 1
+        for d in shape:
+            n *= d
+        if n > MAX_ARG_ELEMENTS:
+            raise ValueError(f"arg_info[{i}]: {n} elements is more than this server allows")
+        if dtype not in DTYPES:
+            raise ValueError(f"arg_info[{i}]: unsupported dtype {dtype!r}")
+        if type(is_output) is not bool:
+            raise ValueError(f"arg_info[{i}]: is_output must be a bool")
+        out.append((shape, dtype, is_output))
+    return tuple(out)
+
+
+class DeviceServerService(rpyc.Service):
+    """What a connection to a device server may call (one instance per connection)."""
+
+    def __init__(self, server: "DeviceServer"):
+        self._server = server
+
+    def exposed_info(self):
+        """``(key, tilecraft_version, max_upload_bytes)``."""
+        from ..runtime import version
+
+        return (self._server.key, version(), self._server.max_upload_bytes)
+
+    def exposed_has_library(self, digest):
+        return self._server.store.get(_digest(digest, "digest")) is not None
+
+    def exposed_upload_library(self, data):
+        data = plain(data, "library", bytes, self._server.max_upload_bytes)
+        return self._server.store.put(data)
+
+    def exposed_prepare_reference(self, ref_digest, arg_info, target, seed, timeout):
+        """Run the reference once on the seeded inputs; ``(ok, message)``."""
+        return self._server.prepare_reference(
+            _digest(ref_digest, "ref_digest"), check_arg_info(arg_info), plain(target, "target", str, 200),
+            plain(seed, "seed", int), plain(timeout, "timeout", float))
+
+    def exposed_measure(self, lib_digest, ref_digest, arg_info, target, seed, number, repeat,
+                        min_repeat_ms, flush, rtol, atol, timeout):
+        """``(costs, error_no, error_msg)``; ``ref_digest`` empty: no correctness check."""
+        ref = plain(ref_digest, "ref_digest", str, 64)
+        opts = {"number": max(1, plain(number, "number", int)), "repeat": max(1, plain(repeat, "repeat", int)),
+                "min_repeat_ms": plain(min_repeat_ms, "min_repeat_ms", float),
+                "flush": plain(flush, "flush", bool), "seed": plain(seed, "seed", int),
+                "rtol": plain(rtol, "rtol", float), "atol": plain(atol, "atol", float)}
+        return self._server.measure(_digest(lib_digest, "lib_digest"), _digest(ref, "ref_digest") if ref else "",
+                                    check_arg_info(arg_info), plain(target, "target", str, 200), opts,
+                                    plain(timeout, "timeout", float))
+
+
+class DeviceServer:
+    """A device server for one device ``key``, served from background threads of this process.
+
+    ``tracker``: ``(host, port)`` to register with (``None``: serve direct connections only);
+    ``secret``: the shared secret (of the tracker too); ``advertise_host``: the address clients
+    should use (default: ``host``, or what the tracker sees when ``host`` is ``0.0.0.0``);
+    ``max_upload_bytes`` per library, ``max_store_bytes`` in all; ``max_timeout`` caps what a
+    client may ask for one candidate.
+    """
+
+    def __init__(self, key: str, host: str = "127.0.0.1", port: int = 0, secret: bytes | None = None,
+                 tracker: tuple | None = None, advertise_host: str | None = None,
+                 heartbeat_interval: float = 2.0, max_upload_bytes: int = 64 << 20,
+                 max_store_bytes: int = 512 << 20, max_timeout: float = 600.0,
+                 ssl_context=None, tracker_ssl_context=None, store_root: str | None = None):
+        if secret is None:
+            if not is_loopback(host):
+                raise ValueError(f"refusing to serve on {host!r} (not loopback) without a shared secret")
+            secret = generate_secret()
+        self.key = key
+        self.secret = check_secret(secret)
+        self.tracker = tracker
+        self.heartbeat_interval = heartbeat_interval
+        self.max_upload_bytes = max_upload_bytes
+        self.max_timeout = max_timeout
+        self.tracker_ssl_context = tracker_ssl_context
+        self.store = LibraryStore(max_store_bytes, store_root)
+        self._rpc = RpcServer(rpyc.utils.helpers.classpartial(DeviceServerService, self), host, port,
+                              self.secret, ssl_context, name="server")
+        self.host, self.port = host, self._rpc.port
+        self.advertise_host = advertise_host or ("" if host in ("0.0.0.0", "::", "") else host)
+        self._pool = WorkerPool(1)
+        self._measure_lock = threading.Lock()
+        self._references: dict = {}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.registered = threading.Event()
+        self.server_id: int | None = None
+
+    # --- life cycle
+
+    def start(self) -> "DeviceServer":
+        self._rpc.start()
+        self._spawn(self._warm_up, "warm-up")
+        if self.tracker is not None:
+            self._spawn(self._register_loop, "register")
+        return self
+
+    def _spawn(self, fn, name):
+        t = threading.Thread(target=fn, name=f"tilecraft-server-{name}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _warm_up(self):
+        with self._measure_lock:
+            self._pool.map(child.warm_up, [()], timeout=120)
+
+    def _register_loop(self):
+        backoff = 0.2
+        while not self._stop.is_set():
+            conn = None
+            try:
+                conn = connect(self.tracker[0], self.tracker[1], self.secret, ssl_context=self.tracker_ssl_context)
+                (sid,) = conn.root.register(self.key, self.advertise_host, self.port)
+                self.server_id = sid
+                self.registered.set()
+                backoff = 0.2
+                _log.info("registered with the tracker %s:%s as server %s", *self.tracker, sid)
+                while not self._stop.wait(self.heartbeat_interval):
+                    beat = rpyc.async_(conn.root.heartbeat)(sid)
+                    beat.set_expiry(max(5.0, 3 * self.heartbeat_interval))
+                    if not beat.value:
+                        _log.warning("the tracker dropped this server; registering again")
+                        break
+            except Exception as err:  # noqa: BLE001 -- the tracker may be down: retry
+                _log.warning("tracker %s:%s: %s: %s", *self.tracker, type(err).__name__, err)
+            finally:
+                self.registered.clear()
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except Exception:
+                        pass
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def serve_forever(self):
+        self.start()
+        try:
+            while not self._stop.wait(1.0):
+                pass
+        finally:
+            self.close()
+
+    def close(self):
+        self._stop.set()
+        self._rpc.close()
+        for t in self._threads:
+            t.join(timeout=5)
+        self._pool.close()
+        self.store.close()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- the work
+
+    def prepare_reference(self, ref_digest: str, arg_info: tuple, target: str, seed: int, timeout: float):
+        path = self.store.get(ref_digest)
+        if path is None:
+            return (False, "the reference library was not uploaded")
+        cache_key = (ref_digest, arg_info, target, seed)
+        done = self._references.get(cache_key)
+        if done is not None and os.path.exists(done):
+            return (True, "")
+        with self._measure_lock:
+            out = self._pool.map(child.prepare_reference_outputs, [(path, arg_info, seed, target)],
+                                 timeout=min(timeout, self.max_timeout))[0]
+        if out.status != "ok":
+            return (False, f"running the reference failed: {out.status} {_outcome_detail(out)}")
+        self._references[cache_key] = out.value
+        return (True, "")
+
+    def measure(self, lib_digest: str, ref_digest: str, arg_info: tuple, target: str, opts: dict,
+                timeout: float):
+        path = self.store.get(lib_digest)
+        if path is None:
+            return ((), int(MeasureErrorNo.RUNTIME_DEVICE), "the library was not uploaded")
+        ref_outputs = None
+        if ref_digest:
+            ref_outputs = self._references.get((ref_digest, arg_info, target, opts["seed"]))
+            if ref_outputs is None or not os.path.exists(ref_outputs):
+                return ((), int(MeasureErrorNo.RUNTIME_DEVICE), "the reference was not prepared")
+        timeout = min(max(timeout, 0.1), self.max_timeout)
+        with self._measure_lock:
+            out = self._pool.map(child.run_library, [(path, arg_info, target, dict(opts, ref_outputs=ref_outputs))],
+                                 timeout=timeout)[0]
+        if out.status == "ok":
+            costs, err, msg = out.value
+            return (tuple(float(c) for c in costs), int(err), str(msg))
+        if out.status == "timeout":
+            return ((), int(MeasureErrorNo.RUN_TIMEOUT), f"run took more than {timeout} s and was killed")
+        if out.status == "died":
+            return ((), int(MeasureErrorNo.RUNTIME_DEVICE), f"the run process died ({signal_name(out.value)})")
+        return ((), int(MeasureErrorNo.RUNTIME_DEVICE), str(out.value))
+
+
+def _outcome_detail(out) -> str:
+    return signal_name(out.value) if out.status == "died" else str(out.value)[-2000:]
