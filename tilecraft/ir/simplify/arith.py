@@ -19,9 +19,8 @@ Example::
 from __future__ import annotations
 
 from .. import dtype as dt
-from ..expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Select,
-                    SizeVar, TensorLoad, Unary, UnOp, Var)
-from ..functor import children, expr_key
+from ..expr import BinOp, Binary, Cast, Const, Select, SizeVar, Unary, UnOp, Var
+from ..functor import expr_key
 
 LINEAR_OPS = (BinOp.ADD, BinOp.SUB, BinOp.MUL)
 
@@ -374,43 +373,6 @@ def build_linear(lin: Linear, d: str, made: dict | None = None):
     elif k < 0:
         e = node(Binary(BinOp.SUB, e, c(-k), d))
     return e
-
-
-def node_key(e, kid_ids: tuple) -> tuple:
-    """A flat key equal for structurally equal nodes whose children have equal numbers."""
-    t = type(e)
-    if t is Binary: return (e.op, e.dtype) + kid_ids
-    if t is Var or t is SizeVar: return ("v", id(e))
-    if t is Const:
-        v = e.value
-        # 0.0 == -0.0 and True == 1 in Python; the dtype and the sign keep them apart
-        return ("c", e.dtype, v, type(v), str(v) if v == 0 else None)
-    if t is Unary: return (e.op, e.dtype) + kid_ids
-    if t is Cast: return ("cast", e.dtype) + kid_ids
-    if t is Select: return ("sel", e.lazy) + kid_ids
-    if t is Call: return ("call", e.name, e.dtype) + kid_ids
-    if t is BufferLoad: return ("ld", id(e.buffer), e.dtype) + kid_ids
-    if t is TensorLoad: return ("tl", id(e.tensor)) + kid_ids
-    if t is Ramp: return ("ramp", e.lanes) + kid_ids
-    if t is Broadcast: return ("bc", e.lanes) + kid_ids
-    if t is Let: return ("let", id(e.var)) + kid_ids
-    return ("id", id(e))        # Reduce and anything unknown: only itself
-
-
-def same_expr(a, b) -> bool:
-    """Structural equality, without recursion (sums can be thousands of terms deep)."""
-    stack = [(a, b)]
-    while stack:
-        x, y = stack.pop()
-        if x is y:
-            continue
-        if type(x) is not type(y) or node_key(x, ()) != node_key(y, ()):
-            return False
-        kx, ky = children(x), children(y)
-        if len(kx) != len(ky):
-            return False
-        stack.extend(zip(kx, ky))
-    return True
 
 
 def order_key(e):

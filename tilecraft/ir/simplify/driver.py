@@ -3,12 +3,12 @@ so deep trees do not exhaust Python's stack), and through statements with loop b
 """
 from __future__ import annotations
 
-from ..expr import (Binary, Broadcast, BufferLoad, Call, Cast, Const, Expr, Let, Ramp, Reduce,
-                    Select, SizeVar, TensorLoad, Unary, Var, logical_not)
+from ..expr import Const, Expr, logical_not
 from ..functor import children, substitute
 from ..stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt,
                     PrimFunc, SeqStmt, Stmt)
-from .arith import Analyzer, is_index, node_key
+from .arith import Analyzer, is_index
+from .structure import node_key, with_children
 from .rules import rules_for
 
 # A rule's result is simplified again; this caps how often one node may be rewritten in a row,
@@ -42,23 +42,6 @@ def simplify(node, bounds=None):
     if isinstance(node, Stmt):
         return s.stmt_or_noop(node)
     raise TypeError(f"simplify expects an Expr, a Stmt or a PrimFunc, got {type(node).__name__}")
-
-
-def _rebuild(e, kids: tuple):
-    """``e`` with new children (in ``functor.children`` order)."""
-    t = type(e)
-    if t is Binary: return Binary(e.op, kids[0], kids[1], e.dtype)
-    if t is Unary: return Unary(e.op, kids[0], e.dtype)
-    if t is Cast: return Cast(e.dtype, kids[0])
-    if t is Select: return Select(kids[0], kids[1], kids[2], e.lazy)
-    if t is Call: return Call(e.name, kids, e.dtype)
-    if t is BufferLoad: return BufferLoad(e.buffer, kids, e.dtype)
-    if t is TensorLoad: return TensorLoad(e.tensor, kids)
-    if t is Reduce: return Reduce(e.combiner, kids[:-1], e.axis, kids[-1], e.value_index)
-    if t is Ramp: return Ramp(kids[0], kids[1], e.lanes)
-    if t is Broadcast: return Broadcast(kids[0], e.lanes)
-    if t is Let: return Let(e.var, kids[0], kids[1])
-    raise TypeError(f"cannot rebuild {t.__name__}")
 
 
 _SAME = object()     # in ``by_struct``: "simplifies to itself"
@@ -110,7 +93,7 @@ class Simplifier:
                 new = tuple(memo[id(k)][2] for k in kids)
                 n = e
                 if any(a is not b for a, b in zip(kids, new)):
-                    n = _rebuild(e, new)
+                    n = with_children(e, new)
                 r = self._rewrite(n)
                 by_struct[sid] = _SAME if r is e else r
             memo[id(e)] = (e, sid, r)
@@ -147,7 +130,7 @@ class Simplifier:
                 return hit[2]
             kids = children(r)
             new = tuple(self.expr(k) for k in kids)
-            n = r if all(a is b for a, b in zip(kids, new)) else _rebuild(r, new)
+            n = r if all(a is b for a, b in zip(kids, new)) else with_children(r, new)
         return n
 
     # statements ---------------------------------------------------------------------------

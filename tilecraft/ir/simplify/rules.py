@@ -16,7 +16,8 @@ import numpy as np
 
 from .. import dtype as dt
 from ..expr import BinOp, Binary, Cast, Const, Select, Unary, UnOp, const
-from .arith import Linear, dtype_range, is_index, same_expr, truncdiv, truncmod, wrap
+from .arith import Linear, dtype_range, is_index, truncdiv, truncmod, wrap
+from .structure import same_expr
 
 FLOOR_OPS = (BinOp.FLOORDIV, BinOp.FLOORMOD)
 DIV_OPS = (BinOp.FLOORDIV, BinOp.TRUNCDIV)
