@@ -1,0 +1,46 @@
+"""Batched matmul ``C[b] = A[b] @ B[b]`` (``A: [batch, M, K]``, ``B: [batch, K, N]``): a
+tuning template for the CPU (``llvm``).
+
+Like ``topi.matmul`` without packing: a ``yi × xi`` register tile vectorized along ``N``,
+accumulated in a cache-written stage, ``k`` split for the cache, batch and row blocks in
+parallel.
+"""
+from __future__ import annotations
+
+import tilecraft.autotune as autotune
+from tilecraft import te
+
+
+@autotune.template("topi/batch_matmul.llvm")
+def batch_matmul(batch, M, N, K, dtype="float32"):
+    cfg = autotune.get_config()
+    A = te.placeholder((batch, M, K), name="A", dtype=dtype)
+    B = te.placeholder((batch, K, N), name="B", dtype=dtype)
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((batch, M, N), lambda b, i, j: te.sum(A[b, i, k] * B[b, k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    cfg.define_split("tile_y", M, num_outputs=2, filter=lambda e: e.size[-1] <= 16)
+    cfg.define_split("tile_x", N, num_outputs=2, filter=lambda e: e.size[-1] in (4, 8, 16, 32, 64) or e.size[-1] == N)
+    cfg.define_split("tile_k", K, num_outputs=2)
+    cfg.define_knob("unroll_k", [0, 1])
+    cfg.add_flop(2.0 * batch * M * N * K)
+    if cfg.is_fallback:
+        return s, [A, B, C]
+
+    CC = s.cache_write(C, "global")
+    b, y, x = s[C].op.axis
+    yo, yi = cfg["tile_y"].apply(s, C, y)
+    xo, xi = cfg["tile_x"].apply(s, C, x)
+    s[C].reorder(b, yo, xo, yi, xi)
+    s[C].vectorize(xi)
+    s[C].parallel(s[C].fuse(b, yo))
+    s[CC].compute_at(s[C], xo)
+    _, yc, xc = s[CC].op.axis
+    (kc,) = s[CC].op.reduce_axis
+    ko, ki = cfg["tile_k"].apply(s, CC, kc)
+    s[CC].reorder(ko, ki, yc, xc)
+    s[CC].unroll(yc)
+    s[CC].vectorize(xc)
+    if cfg["unroll_k"].val:
+        s[CC].unroll(ki)
+    return s, [A, B, C]
