@@ -540,3 +540,52 @@ def test_error_thread_binding_needs_cuda():
     body = For(i, const(0), const(4), ForKind.THREAD_BINDING, st(A, i, const(1.0)), "threadIdx.x")
     with pytest.raises(CodegenError, match="threadIdx.x; thread bindings need the CUDA target"):
         build_llvm(func("f", (A,), body))
+
+
+@pytest.mark.parametrize("dtype,value", [("int8", -5), ("uint8", 200), ("int16", -300), ("bool", True),
+                                         ("int64", -(2 ** 40)), ("float64", -2.25)])
+def test_scalar_parameters_of_every_width(dtype, value):
+    """A scalar parameter that is not a shape: the caller passes it after the arrays."""
+    C = buf("C", (4,), dtype)
+    v = Var("v", dtype)
+    i = Var("i")
+    mod = build_llvm(func("fill", (C, v), loop(i, 4, st(C, i, v))))
+    c = poisoned(4, dtype)
+    mod(c, value)
+    np.testing.assert_array_equal(c, np.full(4, value, dtype))
+
+
+def test_parallel_after_fork_runs_on_one_thread():
+    """libgomp hangs in a child forked after the parent ran a parallel region with >1 thread:
+    the runtime drops such children to one thread (with a warning) instead of hanging."""
+    import os, subprocess, sys, textwrap
+    script = textwrap.dedent("""
+        import os, sys, warnings
+        import numpy as np
+        sys.path.insert(0, %r)
+        from llvm_ir_helpers import buf, func, ld, loop, st
+        from tilecraft.ir import Var, ForKind
+        from tilecraft.codegen.llvm import build_llvm
+        import tilecraft.runtime as rt
+        rt.set_num_threads(2)
+        n = Var("n"); A = buf("A", (n,)); i = Var("i")
+        mod = build_llvm(func("p", (A, n), loop(i, n, st(A, i, ld(A, i) + 1.0), ForKind.PARALLEL)))
+        a = np.zeros(1000, "float32"); mod(a)
+        pid = os.fork()
+        if pid == 0:
+            with warnings.catch_warnings(record=True):
+                b = np.zeros(1000, "float32"); mod(b)
+                ok = b.sum() == 1000 and rt.get_num_threads() == 1
+                try:
+                    rt.set_num_threads(2)
+                except RuntimeError as e:
+                    ok = ok and "spawn" in str(e)
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        print("child status", status)
+    """) % os.path.dirname(__file__)
+    repo = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, PYTHONPATH=repo))
+    assert out.returncode == 0, out.stderr
+    assert "child status 0" in out.stdout, out.stdout + out.stderr

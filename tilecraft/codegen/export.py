@@ -58,14 +58,15 @@ def _llvm_string(data: bytes) -> str:
 
 def export_llvm(source, module, path: str) -> str:
     """Write ``path`` (a shared library) and its header from an LLVM module's source."""
-    from .llvm import parse_and_optimize, target_machine
+    from .llvm import _compile_lock, parse_and_optimize, target_machine
     path = _check_destination(path)
     info = manifest(module)
     data = json.dumps(info, separators=(",", ":")).encode("utf-8") + b"\0"
     extra = (f'\n@{MANIFEST_SYMBOL} = constant [{len(data)} x i8] c"{_llvm_string(data)}", align 1\n')
-    tm = target_machine(source.options, reloc="pic")
-    mod = parse_and_optimize(source, tm, extra)
-    obj = tm.emit_object(mod)
+    with _compile_lock:
+        tm = target_machine(source.options, reloc="pic")
+        mod = parse_and_optimize(source, tm, extra)
+        obj = tm.emit_object(mod)
     cc = shlex.split(os.environ.get("CC", "gcc"))
     if shutil.which(cc[0]) is None:
         raise ExportError(f"export_library links with a C compiler, but {cc[0]!r} was not found; "

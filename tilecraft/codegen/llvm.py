@@ -29,8 +29,8 @@ of at most 64 KiB, else ``aligned_alloc(64, ...)``/``free`` around its body.
 """
 from __future__ import annotations
 
-import os
 import re
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -161,6 +161,10 @@ _MATH_INTRINSICS = {
 # math calls only libm has: name for float64; float32 appends "f"
 _LIBM = {"tanh": "tanh", "erf": "erf"}
 
+# the C ABI widens small integer arguments; LLVM must know how (as clang marks them)
+_ARG_EXTENSION = {"bool": " zeroext", "uint8": " zeroext", "uint16": " zeroext",
+                  "int8": " signext", "int16": " signext"}
+
 # integer ops whose untaken branch could trap (x86 traps on division by zero)
 _TRAPPING = frozenset({BinOp.TRUNCDIV, BinOp.TRUNCMOD, BinOp.FLOORDIV, BinOp.FLOORMOD})
 
@@ -289,7 +293,7 @@ class LLVMCodegen:
                 self.buf_by_name.setdefault(p.name, name)
             elif isinstance(p, Var):
                 name = f"%{_safe(p.name)}_{i}"
-                args.append(f"{ll_type(p.dtype)} {name}")
+                args.append(f"{ll_type(p.dtype)}{_ARG_EXTENSION.get(p.dtype, '')} {name}")
                 self.env[p] = name
             else:
                 raise CodegenError(f"parameter {i} of {func.name} is a {type(p).__name__}; "
@@ -996,15 +1000,16 @@ class LLVMArtifact:
         if fmt == "ll":
             # the JIT-ed module was rewritten by instruction selection; redo the optimisation
             if self._optimized is None:
-                tm = _cached_target_machine(self.source.options, "default")
-                self._optimized = str(parse_and_optimize(self.source, tm))
+                with _compile_lock:
+                    tm = _cached_target_machine(self.source.options, "default")
+                    self._optimized = str(parse_and_optimize(self.source, tm))
             return self._optimized
         if fmt in ("ll-raw", "ll_raw"):
             return self.source.text
         if fmt in ("asm", "s"):
-            llvm = _llvm()
-            m = llvm.parse_assembly(self.get_source("ll"))
-            return target_machine(self.source.options).emit_assembly(m)
+            text = self.get_source("ll")
+            with _compile_lock:
+                return target_machine(self.source.options).emit_assembly(_llvm().parse_assembly(text))
         raise ValueError(f"unknown source format {fmt!r}: expected 'll', 'll-raw', 'asm' or 'manifest'")
 
     def export_library(self, module, path: str) -> str:
@@ -1025,6 +1030,9 @@ def parse_and_optimize(source: LLVMSource, tm, extra_text: str = ""):
     return mod
 
 
+_compile_lock = threading.Lock()   # llvmlite parses into LLVM's global context: one build at a time
+
+
 def compile_llvm(source: LLVMSource):
     """Optimise and JIT-compile; returns a :class:`tilecraft.runtime.Module`."""
     from ..runtime.module import Function, Module
@@ -1032,12 +1040,14 @@ def compile_llvm(source: LLVMSource):
     if source.has_parallel:
         from ..runtime.threads import libgomp_path
         libgomp_path()
-    tm = target_machine(source.options)
-    mod = parse_and_optimize(source, _cached_target_machine(source.options, "default"))
-    engine = llvm.create_mcjit_compiler(mod, tm)
-    engine.finalize_object()
+    with _compile_lock:
+        tm = target_machine(source.options)
+        mod = parse_and_optimize(source, _cached_target_machine(source.options, "default"))
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.finalize_object()
     artifact = LLVMArtifact(source, engine, mod)
-    functions = {sig.name: Function(sig, engine.get_function_address(sig.name), keepalive=artifact)
+    functions = {sig.name: Function(sig, engine.get_function_address(sig.name), keepalive=artifact,
+                                    parallel=source.has_parallel)
                  for sig in source.signatures}
     if source.has_parallel:
         from ..runtime.threads import register_thread_count_cell

@@ -19,6 +19,7 @@ import numpy as np
 
 from .ndarray import NDArray
 from .signature import FuncSignature, dim_str, eval_dim, shape_str
+from .threads import mark_parallel_used
 from .timing import time_evaluator as _time_evaluator
 
 MANIFEST_SYMBOL = "tilecraft_manifest"
@@ -53,8 +54,9 @@ class _BufferCheck:
 class Function:
     """A compiled function with argument checks: ``f(a, b, c)``; ``f.signature`` says what it takes."""
 
-    def __init__(self, signature: FuncSignature, address: int, keepalive=None):
+    def __init__(self, signature: FuncSignature, address: int, keepalive=None, parallel: bool = False):
         self.signature = signature
+        self.parallel = parallel
         self.name = signature.name
         self._keepalive = keepalive
         ctys = [ctypes.c_void_p if p.kind == "buffer" else C_SCALAR_TYPES[p.dtype] for p in signature.params]
@@ -73,6 +75,8 @@ class Function:
 
     # --- calling ---------------------------------------------------------------------------
     def __call__(self, *args):
+        if self.parallel:
+            mark_parallel_used()
         self._check_rc(self._cfunc(*self._prepare(args)))
 
     def _check_rc(self, rc):
@@ -314,7 +318,7 @@ def load_module(path) -> Module:
     for fj in info["functions"]:
         sig = FuncSignature.from_json(fj)
         address = ctypes.cast(getattr(lib, sig.name), ctypes.c_void_p).value
-        functions[sig.name] = Function(sig, address, keepalive=lib)
+        functions[sig.name] = Function(sig, address, keepalive=lib, parallel=artifact.has_parallel)
     try:
         threads = ctypes.c_int32.in_dll(lib, THREADS_SYMBOL)
     except ValueError:

@@ -41,6 +41,36 @@ def _default_threads() -> int:
 
 _num_threads = _default_threads()
 
+# libgomp is not fork-safe: a child forked after its parent ran a parallel region hangs in its
+# first parallel region with more than one thread. Such children run parallel loops on one thread.
+_parallel_used = False
+_forked_after_use = False
+_FORK_MESSAGE = ("this process was forked after its parent ran parallel loops; OpenMP (libgomp) "
+                 "cannot run more than one thread here. Start worker processes with "
+                 "multiprocessing's 'spawn' or 'forkserver' method instead of 'fork'.")
+
+
+def mark_parallel_used() -> None:
+    """Called when a function with parallel loops runs (so forked children know)."""
+    global _parallel_used
+    _parallel_used = True
+
+
+def _after_fork_in_child() -> None:
+    global _num_threads, _forked_after_use
+    if not _parallel_used:
+        return
+    _forked_after_use = True
+    _num_threads = 1
+    for addr in list(_cells.values()):
+        ctypes.c_int32.from_address(addr).value = 1
+    import warnings
+    warnings.warn("parallel loops run on one thread in this process: " + _FORK_MESSAGE, RuntimeWarning)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
 
 def get_num_threads() -> int:
     """How many threads a parallel loop uses."""
@@ -52,6 +82,8 @@ def set_num_threads(n: int) -> None:
     global _num_threads
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"set_num_threads expects a positive int, got {n!r}")
+    if n > 1 and _forked_after_use:
+        raise RuntimeError(_FORK_MESSAGE)
     with _lock:
         _num_threads = n
         for owner, addr in list(_cells.items()):

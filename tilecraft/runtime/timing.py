@@ -55,6 +55,9 @@ def time_evaluator(function, dev=None, number: int = 10, repeat: int = 1, min_re
 
     def evaluate(*args) -> ProfileResult:
         raw = function._prepare(args)
+        if function.parallel:
+            from .threads import mark_parallel_used
+            mark_parallel_used()
         call = function._cfunc
         function._check_rc(call(*raw))          # warm-up, and a check that it runs
         if dev is not None:
