@@ -99,6 +99,9 @@ class CUDARenderer(CStyleRenderer):
             self.uses_half = True
         return super().ctype(dtype)
 
+    def alloc_qualifier(self, b) -> str:
+        return "__align__(16) "          # register arrays are also accessed 16 bytes at a time
+
     def loop_pragma(self, s) -> str:
         if s.kind in (ForKind.UNROLLED, ForKind.VECTORIZED):
             return "#pragma unroll"

@@ -7,12 +7,12 @@ stores where the address is provably aligned (``vector_access``).
 """
 from __future__ import annotations
 
-import math
 import re
 
 from ..ir import dtype as dt
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Select,
                        Unary, UnOp, Var)
+from ..schedule.passes.gpu_vector_index import known_multiple
 from ..ir.stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt,
                        SeqStmt)
 
@@ -32,24 +32,6 @@ INFIX = {
 
 # raw types for 4/8/16-byte vector accesses
 RAW_VECTOR = {4: "unsigned int", 8: "uint2", 16: "uint4"}
-
-
-def known_multiple(e) -> int:
-    """The largest power-of-two-friendly factor ``e`` is provably a multiple of (1 if unknown)."""
-    t = type(e)
-    if t is Const:
-        v = abs(int(e.value))
-        return v if v else 1 << 30
-    if t is Binary:
-        if e.op in (BinOp.ADD, BinOp.SUB):
-            return math.gcd(known_multiple(e.a), known_multiple(e.b))
-        if e.op is BinOp.MUL:
-            return min(known_multiple(e.a) * known_multiple(e.b), 1 << 30)
-        if e.op is BinOp.SHL and isinstance(e.b, Const):
-            return min(known_multiple(e.a) << int(e.b.value), 1 << 30)
-    if t is Cast:
-        return known_multiple(e.value)
-    return 1
 
 
 class CStyleRenderer:
@@ -159,8 +141,15 @@ class CStyleRenderer:
 
     def s_Allocate(self, s: Allocate, d):
         b = s.buffer
+        key = b.data if b.data is not None else b
+        scoped = key in self.names          # the same buffer allocated again (unrolled code)
+        if scoped:
+            self.emit(d, "{")
+            d += 1
         self.emit(d, f"{self.alloc_qualifier(b)}{self.ctype(b.dtype)} {self.buf(b)}[{self.expr(b.shape[0])}];")
         self.stmt(s.body, d)
+        if scoped:
+            self.emit(d - 1, "}")
 
     def alloc_qualifier(self, b) -> str:
         return ""

@@ -88,6 +88,8 @@ class Interval:
             b = self(e.b)
             if b is None:
                 return None
+            if a[0] is e.a and a[1] is e.a and b[0] is e.b and b[1] is e.b:
+                return (e, e)          # nothing relaxed below: a point (keeps fused indices exact)
             if op is BinOp.ADD:
                 return (a[0] + b[0], a[1] + b[1])
             if op is BinOp.SUB:

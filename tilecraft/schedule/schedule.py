@@ -85,7 +85,7 @@ class Stage:
         self.scope = "global"
         self.is_output = False
         self.align: dict[int, tuple[int, int]] = {}
-        self.double_buffer = False
+        self.double_buffered = False
 
     @property
     def name(self) -> str:
@@ -336,7 +336,7 @@ class Stage:
 
     def double_buffer(self):
         """Use two buffers alternately so the next tile's fetch overlaps this tile's use (GPU)."""
-        self.double_buffer = True
+        self.double_buffered = True
         self._record("double_buffer")
 
     def tensorize(self, axis, intrin):
@@ -403,11 +403,16 @@ class Schedule:
                 any(t is tensor for t in st.op.input_tensors)]
 
     def _replace_inputs(self, stages, vmap: dict):
-        for st in stages:
+        # a replaced op has new output tensors: later stages that read it must follow them
+        targets = {id(st) for st in stages}
+        renamed: dict = {}
+        for st in self.stages:
             if not isinstance(st.op, ComputeOp):
                 continue
-            new = _replace_op_inputs(st.op, vmap)
+            m = {**vmap, **renamed} if id(st) in targets else renamed
+            new = _replace_op_inputs(st.op, m) if m else st.op
             if new is not st.op:
+                renamed.update(zip(st.op.outputs, new.outputs))
                 self.stage_map[new] = st
                 st.op = new
 

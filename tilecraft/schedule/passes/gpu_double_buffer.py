@@ -17,6 +17,7 @@ from ...ir.expr import BufferLoad, Const
 from ...ir.functor import IRMutator
 from ...ir.stmt import Buffer, BufferStore
 from .gpu_kernels import KernelInfo
+from .gpu_vthread import offset_index
 
 
 class _Alternate(IRMutator):
@@ -26,12 +27,12 @@ class _Alternate(IRMutator):
     def visit_BufferLoad(self, e):
         e = super().visit_BufferLoad(e)
         hit = self.remap.get(e.buffer)
-        return e if hit is None else BufferLoad(hit[0], (e.indices[0] + hit[1],), e.dtype)
+        return e if hit is None else BufferLoad(hit[0], (offset_index(e.indices[0], hit[1]),), e.dtype)
 
     def visit_BufferStore(self, s):
         s = super().visit_BufferStore(s)
         hit = self.remap.get(s.buffer)
-        return s if hit is None else BufferStore(hit[0], s.value, (s.indices[0] + hit[1],))
+        return s if hit is None else BufferStore(hit[0], s.value, (offset_index(s.indices[0], hit[1]),))
 
 
 def double_buffer(stmt, info: KernelInfo):

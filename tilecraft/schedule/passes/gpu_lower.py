@@ -22,6 +22,7 @@ from .gpu_kernels import (GPULoweringError, KernelInfo, collect_launch, hoist_sh
                           kernel_stmt, split_kernels, unify_thread_loops)
 from .gpu_thread_reduce import lower_thread_reductions
 from .gpu_vthread import inject_virtual_threads
+from .gpu_vector_index import canonicalize_vector_indices
 
 __all__ = ["lower_for_gpu", "GPULoweringError", "KernelInfo", "kernels_of"]
 
@@ -39,6 +40,7 @@ def lower_for_gpu(body, params, func_name: str = "main", double_buffered=(), pri
             ("shared allocations hoisted", lambda s: hoist_shared_allocations(s, info, double_buffered)),
             ("virtual threads", inject_virtual_threads),
             ("double buffering", lambda s: double_buffer(s, info)),
+            ("vector indices", canonicalize_vector_indices),
             ("barriers", lambda s: insert_barriers(s, info)),
             ("simplify", lambda s: simplify(s, _launch_bounds(info))),
         ]

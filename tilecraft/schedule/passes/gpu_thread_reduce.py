@@ -46,9 +46,13 @@ def _update_of(store: BufferStore):
 
 
 def _init_of(stmt):
-    """A statement that stores a constant (the identity) into a buffer → (buffer, const)."""
+    """A statement that stores a constant (the identity) into a buffer, possibly under a guard
+    → (buffer, const, guard or None)."""
+    guard = None
+    if isinstance(stmt, IfThenElse) and stmt.else_case is None:
+        guard, stmt = stmt.condition, stmt.then_case
     if isinstance(stmt, BufferStore) and isinstance(stmt.value, Const):
-        return stmt.buffer, stmt.value
+        return stmt.buffer, stmt.value, guard
     return None
 
 
@@ -103,7 +107,7 @@ class _CrossThreadReduce(IRMutator):
         return seq(*out)
 
     def rewrite(self, init, loop: For):
-        buf, identity = init
+        buf, identity, guard = init
         updates = []
         _find_updates(loop, buf, [], updates)
         if len(updates) != 1:
@@ -146,6 +150,8 @@ class _CrossThreadReduce(IRMutator):
         final = BufferStore(buf, result, store.indices)
         if buf.scope != "local":
             final = IfThenElse(self.info.index_vars["threadIdx.x"] == 0, final)
+        if guard is not None:                 # the data-axis guard of the init (split tails)
+            final = IfThenElse(guard, final)
         call = Call(ALLREDUCE_PREFIX + ALLREDUCE_OPS[op], (acc_load,), buf.dtype)
         return Allocate(acc, seq(BufferStore(acc, identity, zero), body, LetStmt(result, call, final)))
 

@@ -1,0 +1,288 @@
+"""Hand-written GPU schedules used by the CUDA tests, benches and examples.
+
+Each function declares an operator with ``te`` and schedules it for ``target="cuda"``; it returns
+``(schedule, [argument tensors])``. They show the GPU primitives together: ``bind`` to the grid,
+``cache_read(..., "shared")`` fetched cooperatively by all threads of a block, ``cache_write``/
+``cache_read(..., "local")`` register tiles, ``vthread``, ``double_buffer``, ``vectorize`` for
+16-byte accesses, and reductions bound to ``threadIdx.x`` (with and without ``rfactor``).
+
+(These belong in ``tilecraft.topi`` once it grows CUDA schedules.)
+"""
+from __future__ import annotations
+
+from .. import te
+
+bx, by, bz = (lambda: te.thread_axis("blockIdx.x"), lambda: te.thread_axis("blockIdx.y"),
+              lambda: te.thread_axis("blockIdx.z"))
+tx, ty, tz = (lambda: te.thread_axis("threadIdx.x"), lambda: te.thread_axis("threadIdx.y"),
+              lambda: te.thread_axis("threadIdx.z"))
+
+
+def _fetch(s, X, threads: tuple, vec: int):
+    """Split the fused axes of a shared stage over the block's threads, ``vec`` elements each
+    (vectorized): all threads fetch the tile together."""
+    f = s[X].fuse(*s[X].op.axis)
+    f, v = s[X].split(f, factor=vec)
+    if len(threads) == 1:
+        f, t0 = s[X].split(f, factor=threads[0])
+        s[X].bind(t0, tx())
+    else:
+        f, t0 = s[X].split(f, factor=threads[0])
+        f, t1 = s[X].split(f, factor=threads[1])
+        s[X].bind(t1, ty())
+        s[X].bind(t0, tx())
+    s[X].vectorize(v)
+
+
+def elementwise(n=None, dtype="float32", threads=256, vec=4):
+    """``C = exp(A) * B + 1`` over a vector (symbolic length when ``n`` is None)."""
+    n = te.var("n") if n is None else n
+    A = te.placeholder((n,), dtype, name="A")
+    B = te.placeholder((n,), dtype, name="B")
+    C = te.compute((n,), lambda i: te.exp(A[i]) * B[i] + te.const(1, dtype), name="C")
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], factor=vec)
+    b, t = s[C].split(xo, factor=threads)
+    s[C].bind(b, bx())
+    s[C].bind(t, tx())
+    s[C].vectorize(xi)
+    return s, [A, B, C]
+
+
+def matmul(M, N, K, dtype="float32", acc="float32", block=(128, 128), vthreads=(2, 2),
+           threads=(16, 16), k_tile=8, double_buffer=True, unroll=True):
+    """``C[i, j] = sum_k A[i, k] * B[k, j]`` (row-major), the TVM-style SGEMM schedule.
+
+    A block computes a ``block`` tile of C with ``threads`` threads; each thread holds
+    ``block / threads`` accumulators in registers, split into ``vthreads`` interleaved sub-tiles
+    (so neighbouring threads read neighbouring shared-memory words). A is fetched transposed into
+    shared memory (so a thread's column of A is contiguous), B as is; both tiles are
+    ``k_tile`` deep, double-buffered, and read into registers with 16-byte loads.
+    """
+    A = te.placeholder((M, K), dtype, name="A")
+    B = te.placeholder((K, N), dtype, name="B")
+    AT = te.compute((K, M), lambda k, m: A[m, k], name="AT")
+    k = te.reduce_axis((0, K), "k")
+    cast = (lambda x: x) if acc == dtype else (lambda x: x.astype(acc))
+    C = te.compute((M, N), lambda i, j: te.sum(cast(AT[k, i]) * cast(B[k, j]), axis=k), name="C")
+    s = te.create_schedule(C.op)
+    s[AT].set_scope("shared")
+    AS = AT
+    BS = s.cache_read(B, "shared", [C])
+    AL = s.cache_read(AS, "local", [C])
+    BL = s.cache_read(BS, "local", [C])
+    CL = s.cache_write(C, "local")
+
+    bm, bn = block
+    vy, vx = vthreads
+    ty_n, tx_n = threads
+    rm, rn = bm // (vy * ty_n), bn // (vx * tx_n)      # per-thread sub-tile of each virtual thread
+    i, j = s[C].op.axis
+    bi, ii = s[C].split(i, factor=bm)
+    bj, jj = s[C].split(j, factor=bn)
+    vi, ii = s[C].split(ii, nparts=vy)
+    vj, jj = s[C].split(jj, nparts=vx)
+    ti, ii = s[C].split(ii, nparts=ty_n)
+    tj, jj = s[C].split(jj, nparts=tx_n)
+    s[C].reorder(bi, bj, vi, vj, ti, tj, ii, jj)
+    s[C].bind(bi, by())
+    s[C].bind(bj, bx())
+    s[C].bind(vi, te.thread_axis("vthread", name="vy"))
+    s[C].bind(vj, te.thread_axis("vthread", name="vx"))
+    s[C].bind(ti, ty())
+    s[C].bind(tj, tx())
+    if rn in (2, 4) and dtype == "float32":
+        s[C].vectorize(jj)
+    s[CL].compute_at(s[C], tj)
+    ci, cj = s[CL].op.axis
+    ko, ki = s[CL].split(CL.op.reduce_axis[0], factor=k_tile)
+    s[CL].reorder(ko, ki, ci, cj)
+    if unroll:
+        s[CL].unroll(ki)
+        s[CL].unroll(ci)
+        s[CL].unroll(cj)
+    s[AS].compute_at(s[CL], ko)
+    s[BS].compute_at(s[CL], ko)
+    s[AL].compute_at(s[CL], ki)
+    s[BL].compute_at(s[CL], ki)
+    for X in (AL, BL):
+        ax = s[X].op.axis[-1]
+        ext = rm if X is AL else rn
+        if ext in (2, 4, 8) and dtype == "float32":
+            s[X].vectorize(ax) if ext <= 4 else s[X].vectorize(s[X].split(ax, factor=4)[1])
+    nthreads = ty_n * tx_n
+    # AT: each thread reads 4 consecutive k of one row of A (16 bytes) and stores them transposed
+    kk, mm = s[AS].op.axis
+    s[AS].reorder(mm, kk)
+    f = s[AS].fuse(mm, kk)
+    f, v = s[AS].split(f, factor=min(4, k_tile))
+    f, t0 = s[AS].split(f, factor=tx_n)
+    f, t1 = s[AS].split(f, factor=ty_n)
+    s[AS].bind(t1, ty())
+    s[AS].bind(t0, tx())
+    s[AS].vectorize(v)
+    _fetch(s, BS, (tx_n, ty_n), 4)
+    if double_buffer:
+        s[AS].double_buffer()
+        s[BS].double_buffer()
+    return s, [A, B, C]
+
+
+def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32",
+                tile_co=16, tile_y=4, tile_x=8, co_per_thread=4, ci_tile=16):
+    """Direct NCHW convolution, stride 1: ``Out[n, co, y, x] = sum W[co, ci, ry, rx] * Pad[n, ci, y+ry, x+rx]``.
+
+    A block computes ``tile_co`` output channels of a ``tile_y × tile_x`` patch; each thread one
+    pixel for ``co_per_thread`` channels. Per ``ci_tile`` input channels the padded input patch
+    (with its halo) and the weights (transposed so a thread's channels are contiguous) are fetched
+    into shared memory by all threads.
+    """
+    Data = te.placeholder((N, CI, H, W), dtype, name="Data")
+    Wt = te.placeholder((CO, CI, KH, KW), dtype, name="W")
+    OH, OW = H + 2 * pad - KH + 1, W + 2 * pad - KW + 1
+    Pad = te.compute((N, CI, H + 2 * pad, W + 2 * pad),
+                     lambda n, c, y, x: te.if_then_else(
+                         te.all(y >= pad, y < H + pad, x >= pad, x < W + pad),
+                         Data[n, c, y - pad, x - pad], te.const(0, dtype)), name="Pad")
+    WT = te.compute((CI, KH, KW, CO), lambda c, ry, rx, o: Wt[o, c, ry, rx], name="WT")
+    rc = te.reduce_axis((0, CI), "rc")
+    ry = te.reduce_axis((0, KH), "ry")
+    rx = te.reduce_axis((0, KW), "rx")
+    Out = te.compute((N, CO, OH, OW), lambda n, o, y, x: te.sum(
+        Pad[n, rc, y + ry, x + rx] * WT[rc, ry, rx, o], axis=[rc, ry, rx]), name="Out")
+    s = te.create_schedule(Out.op)
+    s[Pad].compute_inline()
+    s[WT].set_scope("shared")
+    PS = s.cache_read(Pad, "shared", [Out])
+    WL = s.cache_read(WT, "local", [Out])
+    OL = s.cache_write(Out, "local")
+
+    n, o, y, x = s[Out].op.axis
+    bo, oi = s[Out].split(o, factor=tile_co)
+    byy, yi = s[Out].split(y, factor=tile_y)
+    bxx, xi = s[Out].split(x, factor=tile_x)
+    to, oi = s[Out].split(oi, factor=co_per_thread)
+    s[Out].reorder(n, bo, byy, bxx, to, yi, xi, oi)
+    blk = s[Out].fuse(n, bo, byy, bxx)
+    s[Out].bind(blk, bx())
+    s[Out].bind(to, tz())
+    s[Out].bind(yi, ty())
+    s[Out].bind(xi, tx())
+    s[OL].compute_at(s[Out], xi)
+    rc, ry, rx = s[OL].op.reduce_axis
+    rco, rci = s[OL].split(rc, factor=ci_tile)
+    s[OL].reorder(rco, rci, ry, rx, *s[OL].op.axis)
+    s[OL].unroll(ry)
+    s[OL].unroll(rx)
+    s[PS].compute_at(s[OL], rco)
+    s[WT].compute_at(s[OL], rco)
+    s[WL].compute_at(s[OL], rx)
+    if co_per_thread in (2, 4):
+        s[WL].vectorize(s[WL].op.axis[-1])
+    threads = (tile_x, tile_y, tile_co // co_per_thread)
+    for X in (PS, WT):
+        f = s[X].fuse(*s[X].op.axis)
+        f, t0 = s[X].split(f, factor=threads[0])
+        f, t1 = s[X].split(f, factor=threads[1])
+        f, t2 = s[X].split(f, factor=threads[2])
+        s[X].reorder(f, t2, t1, t0)
+        s[X].bind(t2, tz())
+        s[X].bind(t1, ty())
+        s[X].bind(t0, tx())
+    return s, [Data, Wt, Out]
+
+
+def softmax(rows, cols, dtype="float32", threads=256, vec=4):
+    """Row softmax in one kernel: a block per row; the row is fetched once into shared memory
+    (16-byte loads), its max and its sum of exponentials are cross-thread reductions over
+    ``threadIdx.x`` kept in registers, and the output is written with 16-byte stores."""
+    X = te.placeholder((rows, cols), dtype, name="X")
+    k1 = te.reduce_axis((0, cols), "k1")
+    k2 = te.reduce_axis((0, cols), "k2")
+    Mx = te.compute((rows,), lambda i: te.max(X[i, k1], axis=k1), name="Mx")
+    Sm = te.compute((rows,), lambda i: te.sum(te.exp(X[i, k2] - Mx[i]), axis=k2), name="Sm")
+    Y = te.compute((rows, cols), lambda i, j: te.exp(X[i, j] - Mx[i]) / Sm[i], name="Y")
+    s = te.create_schedule(Y.op)
+    XS = s.cache_read(X, "shared", [Mx, Sm, Y])
+    s[Mx].set_scope("local")
+    s[Sm].set_scope("local")
+    i, j = s[Y].op.axis
+    s[Y].bind(i, bx())
+    jo, jv = s[Y].split(j, factor=vec)
+    jo, jt = s[Y].split(jo, factor=threads)
+    s[Y].bind(jt, tx())
+    s[Y].vectorize(jv)
+    for R in (Mx, Sm):
+        s[R].compute_at(s[Y], i)
+        ko, kt = s[R].split(s[R].op.reduce_axis[0], factor=threads)
+        s[R].bind(kt, tx())
+    s[XS].compute_at(s[Y], i)
+    _fetch(s, XS, (threads,), vec)
+    return s, [X, Y]
+
+
+def layer_norm(rows, cols, eps=1e-5, dtype="float32", threads=128):
+    """``Y = (X - mean) / sqrt(var + eps) * gamma + beta`` over each row, one kernel, a block per row;
+    mean and mean of squares are cross-thread reductions."""
+    X = te.placeholder((rows, cols), dtype, name="X")
+    G = te.placeholder((cols,), dtype, name="gamma")
+    Bt = te.placeholder((cols,), dtype, name="beta")
+    k1 = te.reduce_axis((0, cols), "k1")
+    k2 = te.reduce_axis((0, cols), "k2")
+    S1 = te.compute((rows,), lambda i: te.sum(X[i, k1], axis=k1), name="S1")
+    S2 = te.compute((rows,), lambda i: te.sum(X[i, k2] * X[i, k2], axis=k2), name="S2")
+    inv = 1.0 / cols
+
+    def f(i, j):
+        mean = S1[i] * inv
+        var = S2[i] * inv - mean * mean
+        return (X[i, j] - mean) * te.rsqrt(var + eps) * G[j] + Bt[j]
+    Y = te.compute((rows, cols), f, name="Y")
+    s = te.create_schedule(Y.op)
+    XS = s.cache_read(X, "shared", [S1, S2, Y])
+    for R in (S1, S2):
+        s[R].set_scope("local")
+    i, j = s[Y].op.axis
+    s[Y].bind(i, bx())
+    jo, jt = s[Y].split(j, factor=threads)
+    s[Y].bind(jt, tx())
+    for R in (S1, S2):
+        s[R].compute_at(s[Y], i)
+        ko, kt = s[R].split(s[R].op.reduce_axis[0], factor=threads)
+        s[R].bind(kt, tx())
+    s[XS].compute_at(s[Y], i)
+    _fetch(s, XS, (threads,), 1)
+    return s, [X, G, Bt, Y]
+
+
+def max_pool2d(N, C, H, W, size=2, stride=2, dtype="float32", threads=128):
+    """NCHW max pooling: one thread per output element, the window reduced serially."""
+    X = te.placeholder((N, C, H, W), dtype, name="X")
+    OH, OW = (H - size) // stride + 1, (W - size) // stride + 1
+    ry = te.reduce_axis((0, size), "ry")
+    rx = te.reduce_axis((0, size), "rx")
+    P = te.compute((N, C, OH, OW), lambda n, c, y, x: te.max(X[n, c, y * stride + ry, x * stride + rx],
+                                                              axis=[ry, rx]), name="P")
+    s = te.create_schedule(P.op)
+    f = s[P].fuse(*s[P].op.axis)
+    b, t = s[P].split(f, factor=threads)
+    s[P].bind(b, bx())
+    s[P].bind(t, tx())
+    return s, [X, P]
+
+
+def row_sum_rfactor(n, m, dtype="float32", threads_x=16, rows_per_block=32):
+    """``B[i] = sum_k A[i, k]`` as in TVM's reduction tutorial: the reduction is split, the inner
+    part factored out with ``rfactor`` and bound to threadIdx.x, rows bound to threadIdx.y."""
+    A = te.placeholder((n, m), dtype, name="A")
+    k = te.reduce_axis((0, m), "k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=threads_x)
+    BF = s.rfactor(B, ki)
+    xo, xi = s[B].split(s[B].op.axis[0], factor=rows_per_block)
+    s[B].bind(xo, bx())
+    s[B].bind(xi, ty())
+    s[B].bind(s[B].op.reduce_axis[0], tx())
+    s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
+    return s, [A, B]
