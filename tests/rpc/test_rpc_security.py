@@ -1,0 +1,199 @@
+"""The security model: the shared secret, the locked-down rpyc, plain values, limits, TLS."""
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+
+import pytest
+import rpyc
+from rpyc.core import consts
+
+from tilecraft.rpc import AuthenticationError, DeviceServer, Tracker, TrackerClient, connect, protocol
+from tilecraft.rpc.protocol import load_secret
+
+SECRET = b"s3cret-s3cret-s3cret-s3cret"
+
+
+@pytest.fixture(scope="module")
+def tracker():
+    with Tracker(port=0, secret=SECRET) as t:
+        yield t
+
+
+def _peer_closed(sock, timeout=3.0) -> bool:
+    sock.settimeout(timeout)
+    try:
+        while True:
+            if not sock.recv(4096):
+                return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_the_right_secret_is_accepted(tracker):
+    with TrackerClient("127.0.0.1", tracker.port, SECRET) as t:
+        assert t.status().servers == ()
+
+
+def test_a_wrong_secret_is_refused_and_the_connection_closed(tracker):
+    with pytest.raises(AuthenticationError, match="refused"):
+        connect("127.0.0.1", tracker.port, b"not-the-secret-at-all-0000")
+    # by hand: a wrong MAC gets no answer but a closed socket
+    sock = socket.create_connection(("127.0.0.1", tracker.port), timeout=3)
+    hello = protocol._recv_exact(sock, len(protocol.MAGIC) + protocol.NONCE_BYTES)
+    assert hello.startswith(protocol.MAGIC)
+    sock.sendall(protocol.MAGIC + os.urandom(32) + os.urandom(32))
+    assert _peer_closed(sock)
+    sock.close()
+
+
+def test_a_client_refuses_a_server_that_does_not_know_the_secret():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def impostor():
+        conn, _ = listener.accept()
+        conn.sendall(protocol.MAGIC + os.urandom(32))
+        protocol._recv_exact(conn, len(protocol.MAGIC) + 64)
+        conn.sendall(os.urandom(32))            # cannot compute the server's MAC
+        conn.close()
+
+    t = threading.Thread(target=impostor, daemon=True)
+    t.start()
+    with pytest.raises(AuthenticationError, match="failed to prove"):
+        connect("127.0.0.1", listener.getsockname()[1], SECRET)
+    t.join(5)
+    listener.close()
+
+
+def test_plain_rpyc_and_classic_clients_get_nothing(tracker, monkeypatch):
+    monkeypatch.setattr(protocol, "HANDSHAKE_TIMEOUT", 0.5)
+    for attempt in (lambda: rpyc.connect("127.0.0.1", tracker.port, config={"sync_request_timeout": 3}).root.status(),
+                    lambda: rpyc.classic.connect("127.0.0.1", tracker.port).modules.os.getcwd()):
+        with pytest.raises(Exception) as err:
+            attempt()
+        assert not isinstance(err.value, AssertionError)
+
+
+def test_classic_mode_pickles_and_private_attributes_are_refused_after_authenticating(tracker):
+    conn = connect("127.0.0.1", tracker.port, SECRET)
+    try:
+        root = conn.root
+        for name in ("getmodule", "eval", "execute", "_pool", "__dict__"):
+            with pytest.raises(AttributeError):
+                getattr(root, name)
+        # asked of the server directly (a proxy answers some dunders locally, about itself)
+        for name in ("__class__", "__init__", "__reduce_ex__", "__new__", "__getattribute__", "__str__"):
+            with pytest.raises(AttributeError):
+                conn.sync_request(consts.HANDLE_GETATTR, root, name)
+        with pytest.raises(AttributeError):
+            conn.sync_request(consts.HANDLE_GETATTR, root.status, "__globals__")
+        with pytest.raises(ValueError, match="pickling is disabled"):
+            conn.sync_request(consts.HANDLE_PICKLE, root, 2)
+        with pytest.raises(ValueError, match="pickling is disabled"):
+            rpyc.classic.obtain(root)
+        assert root.status() == ((), ())           # the connection still works
+    finally:
+        conn.close()
+
+
+def test_references_to_client_objects_are_rejected_untouched(tracker):
+    touched = []
+
+    class Bait:
+        def __str__(self):
+            touched.append("str")
+            return "llvm:x"
+
+        def __getattr__(self, name):
+            touched.append(name)
+            raise AttributeError(name)
+
+    conn = connect("127.0.0.1", tracker.port, SECRET)
+    try:
+        for bad in (Bait(), ["llvm:x"], {"k": 1}):
+            with pytest.raises(Exception, match="expected a plain value"):
+                conn.root.request(bad, 0.0)
+        with pytest.raises(Exception, match="expected str"):
+            conn.root.register(1, "", 5)
+    finally:
+        conn.close()
+    # rpyc's own probes while making the reference (on this side) aside, nothing was used
+    assert [t for t in touched if not t.startswith("____") and t != "__name__"] == []
+
+
+def test_uploads_are_size_limited():
+    with DeviceServer("llvm:test", secret=SECRET, max_upload_bytes=1000) as server:
+        conn = connect("127.0.0.1", server.port, SECRET)
+        try:
+            assert len(conn.root.upload_library(b"x" * 1000)) == 64
+            with pytest.raises(Exception, match="exceeds the limit of 1000"):
+                conn.root.upload_library(b"x" * 1001)
+            with pytest.raises(Exception, match="not a SHA-256"):
+                conn.root.has_library("../../etc/passwd")
+        finally:
+            conn.close()
+
+
+def test_no_secret_no_start_on_a_non_loopback_address(tmp_path):
+    with pytest.raises(ValueError, match="not loopback"):
+        Tracker(host="0.0.0.0", port=0, secret=None)
+    with pytest.raises(ValueError, match="without a shared secret"):
+        load_secret(None, host="0.0.0.0", environ={})
+    with pytest.raises(ValueError, match="at least 16 bytes"):
+        load_secret(None, host="0.0.0.0", environ={"TILECRAFT_RPC_KEY": "short"})
+    assert load_secret(None, host="10.0.0.1", environ={"TILECRAFT_RPC_KEY": "x" * 20}) == b"x" * 20
+    key = tmp_path / "key"
+    key.write_bytes(b"y" * 32 + b"\n")
+    assert load_secret(str(key), host="0.0.0.0", environ={}) == b"y" * 32
+    env = {k: v for k, v in os.environ.items() if k != "TILECRAFT_RPC_KEY"}
+    r = subprocess.run([sys.executable, "-m", "tilecraft.rpc", "tracker", "--host", "0.0.0.0", "--port", "0"],
+                       capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 2 and "without a shared secret" in r.stderr
+
+
+def test_keygen_writes_an_owner_only_secret(tmp_path):
+    from tilecraft.rpc import cli
+
+    path = tmp_path / "k"
+    assert cli.main(["keygen", str(path)]) == 0
+    assert os.stat(path).st_mode & 0o077 == 0
+    assert len(load_secret(str(path), environ={})) == 64
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tls")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    try:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                        "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                        "-out", str(cert)], check=True, capture_output=True, timeout=30)
+    except (OSError, subprocess.CalledProcessError) as err:
+        pytest.skip(f"openssl cannot make a test certificate: {err}")
+    return cert, key
+
+
+def test_tls_wraps_the_handshake_and_the_secret_is_still_required(certificate):
+    cert, key = certificate
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.create_default_context(cafile=str(cert))
+    with Tracker(port=0, secret=SECRET, ssl_context=server_ctx) as tracker:
+        with TrackerClient("127.0.0.1", tracker.port, SECRET, ssl_context=client_ctx) as t:
+            assert t.status().servers == ()
+        with pytest.raises(AuthenticationError):
+            connect("127.0.0.1", tracker.port, b"wrong-secret-wrong-secret", ssl_context=client_ctx)
+        with pytest.raises((AuthenticationError, OSError)):
+            connect("127.0.0.1", tracker.port, SECRET, timeout=0.5)   # plain TCP to a TLS port
+
+
+def test_importing_tilecraft_does_not_import_rpyc():
+    r = subprocess.run([sys.executable, "-c", "import sys, tilecraft; print('rpyc' in sys.modules)"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "False", r.stderr
