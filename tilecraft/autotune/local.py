@@ -44,11 +44,18 @@ def tensor_arg_info(args) -> tuple:
     return tuple(info)
 
 
-def _compile(sch, args, target, path: str):
+def _compile(sch, args, target, path: str) -> tuple:
+    """Lower, compile and export; returns ``(("lower", s), ("compile", s), ("export", s))``."""
     import tilecraft
 
-    mod = tilecraft.build(sch, args, target=target, name="default_function")
+    t0 = time.perf_counter()
+    func = tilecraft.lower(sch, args, name="default_function")
+    t1 = time.perf_counter()
+    mod = tilecraft.build(func, target=target, name="default_function")
+    t2 = time.perf_counter()
     mod.export_library(path)
+    t3 = time.perf_counter()
+    return (("lower", t1 - t0), ("compile", t2 - t1), ("export", t3 - t2))
 
 
 def default_build_func(inp: MeasureInput, path: str) -> BuildResult:
@@ -65,12 +72,14 @@ def default_build_func(inp: MeasureInput, path: str) -> BuildResult:
         return BuildResult(None, (), MeasureErrorNo.INSTANTIATION_ERROR, "; ".join(inp.config.errors),
                            time.perf_counter() - t0)
     target = str(inp.task.target) if inp.task.target is not None else "llvm"
+    t_inst = time.perf_counter() - t0
     try:
-        _compile(sch, args, target, path)
+        phases = _compile(sch, args, target, path)
     except Exception:
         kind = MeasureErrorNo.COMPILE_DEVICE if target.startswith("cuda") else MeasureErrorNo.COMPILE_HOST
         return BuildResult(None, (), kind, traceback.format_exc(limit=10), time.perf_counter() - t0)
-    return BuildResult(path, tensor_arg_info(args), MeasureErrorNo.NO_ERROR, "", time.perf_counter() - t0)
+    return BuildResult(path, tensor_arg_info(args), MeasureErrorNo.NO_ERROR, "", time.perf_counter() - t0,
+                       phases=(("instantiate", t_inst),) + phases)
 
 
 def build_reference_func(task, path: str) -> BuildResult:
@@ -172,7 +181,9 @@ def default_run_func(inp: MeasureInput, br: BuildResult, opts: dict):
     """
     target = str(inp.task.target) if inp.task.target is not None else "llvm"
     arrays = random_inputs(br.arg_info, opts["seed"])
+    t0 = time.perf_counter()
     mod, dev, nd = _call_library(br.filename, arrays, target)
+    first_call = time.perf_counter() - t0
     if opts.get("ref_outputs"):
         ref = _reference_outputs(opts["ref_outputs"])
         for i, (_, _, is_out) in enumerate(br.arg_info):
@@ -186,10 +197,16 @@ def default_run_func(inp: MeasureInput, br: BuildResult, opts: dict):
                     f"max abs error {float(np.nanmax(err)):.3g} at {np.unravel_index(np.nanargmax(err), err.shape)}, "
                     f"{int(np.sum(~np.isclose(got, want, rtol=opts['rtol'], atol=opts['atol'])))} of {err.size} elements differ")
                 return (), int(MeasureErrorNo.WRONG_ANSWER), f"output {i} differs from the reference: {where}"
-    timer = mod.time_evaluator(mod.entry_name, dev, number=opts["number"], repeat=1,
+    number, repeat = opts["number"], opts["repeat"]
+    budget = opts.get("max_timing_s")
+    if budget and first_call * number * repeat > budget:
+        # a slow candidate: fewer runs (it cannot be the best anyway), keeping one timing at least
+        number = 1
+        repeat = max(1, min(repeat, int(budget / max(first_call, 1e-9))))
+    timer = mod.time_evaluator(mod.entry_name, dev, number=number, repeat=1,
                                min_repeat_ms=opts["min_repeat_ms"])
     costs = []
-    for _ in range(opts["repeat"]):
+    for _ in range(repeat):
         if opts["flush"]:
             _flush_cpu_cache()
         costs.append(float(timer(*nd).mean))
@@ -294,13 +311,15 @@ class LocalRunner:
     killed); ``cooldown_interval`` seconds of rest between candidates;
     ``enable_cpu_cache_flush`` evicts caches before each repeat; ``check_correctness``
     compares outputs with the reference (``rtol``/``atol``) on random inputs drawn fresh for
-    each tuning run.
+    each tuning run. ``max_timing_s``: when the first (checking) call shows that
+    ``number × repeat`` runs would take longer than this, time a slow candidate with fewer runs.
     """
 
     def __init__(self, timeout: float = 10, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
                  cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False,
                  check_correctness: bool = True, rtol: float = 1e-3, atol: float = 1e-3,
-                 run_func: Callable | str = "default", seed: int | None = None):
+                 run_func: Callable | str = "default", seed: int | None = None,
+                 max_timing_s: float | None = None):
         self.timeout = timeout
         self.number = number
         self.repeat = repeat
@@ -311,6 +330,7 @@ class LocalRunner:
         self.rtol, self.atol = rtol, atol
         self.run_func = default_run_func if run_func == "default" else run_func
         self.n_parallel = 1
+        self.max_timing_s = max_timing_s
         self._seed = seed
         self._pool: WorkerPool | None = None
         self._prepared: dict = {}
@@ -351,7 +371,8 @@ class LocalRunner:
         for k, (inp, br) in enumerate(zip(measure_inputs, build_results)):
             opts = {"number": self.number, "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
                     "flush": self.enable_cpu_cache_flush, "seed": self.seed, "rtol": self.rtol,
-                    "atol": self.atol, "ref_outputs": self._reference_for(inp, br)}
+                    "atol": self.atol, "ref_outputs": self._reference_for(inp, br),
+                    "max_timing_s": self.max_timing_s}
             t0 = time.perf_counter()
             out = self._pool_().map(self.run_func, [(inp, br, opts)], self.timeout)[0]
             wall = time.perf_counter() - t0

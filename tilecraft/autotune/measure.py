@@ -86,7 +86,8 @@ class MeasureResult:
 class BuildResult:
     """What a builder made of one input: a library file and what its arguments look like.
 
-    ``arg_info``: ``[(shape, dtype, is_output), ...]`` in call order.
+    ``arg_info``: ``[(shape, dtype, is_output), ...]`` in call order; ``phases``: optional
+    ``((name, seconds), ...)`` of the build's steps, for throughput reports.
     """
 
     filename: str | None
@@ -95,6 +96,7 @@ class BuildResult:
     error_msg: str = ""
     time_cost: float = 0.0
     reference: str | None = None
+    phases: tuple = ()
 
 
 class Builder(Protocol):
@@ -142,9 +144,20 @@ class MeasureBatch:
         self.builder.set_task(task)
         self.runner.set_task(task)
         self.n_parallel = max(1, int(getattr(self.builder, "n_parallel", 1)))
+        #: seconds spent per phase, summed over candidates: the builder's phases (in its
+        #: workers, so they overlap), and wall seconds of the build and run calls here
+        self.stats: dict = {}
+
+    def _add(self, key, seconds):
+        self.stats[key] = self.stats.get(key, 0.0) + seconds
 
     def __call__(self, inputs: Sequence[MeasureInput]) -> list[MeasureResult]:
+        t0 = time.perf_counter()
         build_results = self.builder.build(inputs)
+        self._add("build_wall", time.perf_counter() - t0)
+        for br in build_results:
+            for name, sec in br.phases:
+                self._add("build." + name, sec)
         results: list[MeasureResult | None] = [None] * len(inputs)
         ok = []
         for i, br in enumerate(build_results):
@@ -154,7 +167,9 @@ class MeasureBatch:
             else:
                 ok.append(i)
         if ok:
+            t0 = time.perf_counter()
             run_results = self.runner.run([inputs[i] for i in ok], [build_results[i] for i in ok])
+            self._add("run_wall", time.perf_counter() - t0)
             for i, rr in zip(ok, run_results):
                 bt = build_results[i].time_cost
                 results[i] = MeasureResult(rr.costs, rr.error_no, rr.error_msg, rr.all_cost + bt,

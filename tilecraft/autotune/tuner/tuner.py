@@ -41,6 +41,7 @@ class Tuner:
         self.error_count = 0
         self.device_name: str | None = None
         self.finished = False
+        self.measure_stats: dict = {}
 
     # -- strategy interface ----------------------------------------------------------------
     def has_next(self) -> bool:
@@ -182,6 +183,7 @@ class Tuner:
                     log.info("early stopped at trial %d (best at %d)", i, self.best_iter)
                     break
         finally:
+            self.measure_stats = dict(measure_batch.stats)
             self.finished = True
             for callback in callbacks:
                 close = getattr(callback, "close", None)
