@@ -589,3 +589,15 @@ def test_parallel_after_fork_runs_on_one_thread():
                          env=dict(os.environ, PYTHONPATH=repo))
     assert out.returncode == 0, out.stderr
     assert "child status 0" in out.stdout, out.stdout + out.stderr
+
+
+def test_vector_access_at_a_scalar_index():
+    """BufferLoad(A, (i,), "float32x8") with a scalar index means the 8 elements from i on."""
+    from tilecraft.ir import BufferLoad, BufferStore
+    A, C = buf("A", (64,)), buf("C", (64,))
+    i = Var("i")
+    body = loop(i, 8, BufferStore(C, BufferLoad(A, (i * 8,), "float32x8") + 1.0, (i * 8,)))
+    mod = build_llvm(func("sv", (A, C), body))
+    a, c = rand(64), poisoned(64)
+    mod(a, c)
+    np.testing.assert_allclose(c, a + 1, rtol=1e-6)

@@ -364,8 +364,8 @@ class LLVMCodegen:
             p = self.element_ptr(buf, idx)
             self.emit(f"store {mty} {value}, ptr {p}, align {align}")
             return
-        if _is_contiguous(idx, lanes):
-            p = self.element_ptr(buf, idx.base)
+        if _is_contiguous(idx, lanes) or dt.lanes(idx.dtype) == 1:
+            p = self.element_ptr(buf, idx.base if isinstance(idx, Ramp) else idx)
             self.emit(f"store {mty} {value}, ptr {p}, align {align}")
             return
         if dt.lanes(idx.dtype) != lanes:
@@ -771,8 +771,8 @@ class LLVMCodegen:
             if dt.lanes(idx.dtype) != 1:
                 raise CodegenError(f"a scalar {e.dtype} load from {buf.name} with the vector index `{idx}`")
             v = self.op(f"load {mty}, ptr {self.element_ptr(buf, idx)}, align {align}")
-        elif _is_contiguous(idx, lanes):
-            p = self.element_ptr(buf, idx.base)
+        elif _is_contiguous(idx, lanes) or dt.lanes(idx.dtype) == 1:   # a scalar index: lanes from there on
+            p = self.element_ptr(buf, idx.base if isinstance(idx, Ramp) else idx)
             if self.mask is None:
                 v = self.op(f"load {mty}, ptr {p}, align {align}")
             else:
