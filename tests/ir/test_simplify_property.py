@@ -5,9 +5,6 @@ Random int32 expressions over three variables are evaluated by a small reference
 truncmod truncate, int32 wraps) before and after simplification, at random points inside the
 variables' bounds, the bounds being passed to ``simplify``.
 """
-from fractions import Fraction
-import math
-
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from tilecraft.ir import Binary, BinOp, Cast, Const, Select, Unary, UnOp, Var
@@ -17,48 +14,7 @@ X, Y, Z = Var("x"), Var("y"), Var("z")
 VARS = (X, Y, Z)
 
 
-class Undefined(Exception):
-    """Division by zero or an out-of-range shift: undefined behaviour, any result is allowed."""
-
-
-def wrap32(v: int) -> int:
-    return (v + 2 ** 31) % 2 ** 32 - 2 ** 31
-
-
-def reference(e, env):
-    """Evaluate with Python integers; everything is evaluated (``select`` is eager)."""
-    t = type(e)
-    if t is Var:
-        return env[e]
-    if t is Const:
-        return e.value
-    if t is Unary:
-        a = reference(e.a, env)
-        return (not a) if e.op is UnOp.NOT else wrap32(-a)
-    if t is Select:
-        c = reference(e.condition, env)
-        a, b = reference(e.true_value, env), reference(e.false_value, env)
-        return a if c else b
-    if t is Cast:
-        v = reference(e.value, env)
-        return bool(v) if e.dtype == "bool" else wrap32(int(v))
-    assert t is Binary, e
-    a, b = reference(e.a, env), reference(e.b, env)
-    op = e.op
-    if op in (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD) and b == 0:
-        raise Undefined
-    r = {
-        BinOp.ADD: lambda: a + b, BinOp.SUB: lambda: a - b, BinOp.MUL: lambda: a * b,
-        BinOp.FLOORDIV: lambda: math.floor(Fraction(a, b or 1)),
-        BinOp.FLOORMOD: lambda: a - b * math.floor(Fraction(a, b or 1)),
-        BinOp.TRUNCDIV: lambda: math.trunc(Fraction(a, b or 1)),
-        BinOp.TRUNCMOD: lambda: a - b * math.trunc(Fraction(a, b or 1)),
-        BinOp.MIN: lambda: min(a, b), BinOp.MAX: lambda: max(a, b),
-        BinOp.EQ: lambda: a == b, BinOp.NE: lambda: a != b, BinOp.LT: lambda: a < b,
-        BinOp.LE: lambda: a <= b, BinOp.GT: lambda: a > b, BinOp.GE: lambda: a >= b,
-        BinOp.AND: lambda: bool(a and b), BinOp.OR: lambda: bool(a or b),
-    }[op]()
-    return r if isinstance(r, bool) else wrap32(r)
+from ir_reference import Undefined, reference
 
 
 def i32(v: int) -> Const:
