@@ -1,0 +1,73 @@
+"""ResNet-18's 3x3 convolution (64->64 channels, 56x56, batch 1, fp32, stride 1, pad 1) on the GPU:
+tilecraft's hand schedule beside cuDNN (``torch.nn.functional.conv2d``, TF32 off).
+
+    python bench/cuda_conv2d.py
+    python bench/cuda_conv2d.py --batch 8
+
+The schedule (tilecraft/codegen/cuda_schedules.py: conv2d_nchw): a block per (16 output
+channels, 4x8 pixels), one pixel x 4 channels per thread, the padded input patch (with halo) and
+the transposed weights fetched per 16 input channels into shared memory by all threads. Prints
+TFLOP/s medians, the ratio to cuDNN and lower + CUDA C + nvcc + load time.
+"""
+from __future__ import annotations
+
+import argparse
+
+from cuda_common import build_breakdown, device_line, fmt_build, rel_err, tc_time, torch_time
+
+VARIANTS = {
+    "default": dict(),
+    "co32_t8": dict(tile_co=32, co_per_thread=8),
+    "y8x8": dict(tile_y=8, tile_x=8, tile_co=16, co_per_thread=4),
+    "y2x28_co8": dict(tile_y=2, tile_x=28, tile_co=16, co_per_thread=8, ci_tile=8),
+    "ci8": dict(ci_tile=8),
+}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--repeat", type=int, default=9)
+    a = p.parse_args(argv)
+    import torch
+    import torch.nn.functional as F
+    from tilecraft.codegen import cuda_schedules as cs
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    N, CI, H, W, CO = a.batch, 64, 56, 56, 64
+    flops = 2.0 * N * CO * CI * 9 * H * W
+    D = torch.randn(N, CI, H, W, device="cuda")
+    Wt = torch.randn(CO, CI, 3, 3, device="cuda")
+    O = torch.full((N, CO, H, W), float("nan"), device="cuda")
+    ref = F.conv2d(D.double(), Wt.double(), padding=1)
+    t_ref = torch_time(lambda: F.conv2d(D, Wt, padding=1), repeat=a.repeat)
+    print(f"conv2d NCHW fp32 {N}x{CI}x{H}x{W} * {CO}x{CI}x3x3 on {device_line()}")
+    print(f"cuDNN (TF32 off): {flops / t_ref / 1e12:.2f} TFLOP/s ({t_ref*1e6:.1f} us)")
+    rows = []
+    for name in a.variants.split(","):
+        kw = VARIANTS[name]
+        try:
+            build, mod = build_breakdown(lambda: cs.conv2d_nchw(N, CI, H, W, CO, **kw),
+                                         runs=3 if name == "default" else 1)
+        except Exception as e:
+            print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0]}")
+            continue
+        O.fill_(float("nan"))
+        mod(D, Wt, O)
+        err = rel_err(O, ref)
+        t = tc_time(mod, (D, Wt, O), repeat=a.repeat)
+        rows.append((name, flops / t / 1e12, t_ref / t, err, build))
+        print(f"  {name:12s} {flops / t / 1e12:6.2f} TFLOP/s ({t*1e6:.1f} us)  {t_ref / t:6.1%} of cuDNN  "
+              f"rel.err {err:.1e}  build {build['total']*1e3:.0f} ms")
+    best = max(rows, key=lambda r: r[1])
+    print(f"RESULT conv2d batch {N}: tilecraft best '{best[0]}' {best[1]:.2f} TFLOP/s = {best[2]:.1%} of "
+          f"cuDNN {flops / t_ref / 1e12:.2f} TFLOP/s (target >= 50%)")
+    d = [r for r in rows if r[0] == "default"]
+    if d:
+        print(f"RESULT conv2d build (default schedule, median of 3, nvcc cache off): {fmt_build(d[0][4])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""What the CUDA backend says when a schedule or the generated code is wrong, the race checker,
+the nvcc cache, and that building CUDA C needs neither pycuda nor a GPU."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import tilecraft
+from tilecraft import te
+from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.codegen.cuda import generate_cuda
+from tilecraft.codegen.cuda_compile import CUDACompileError, compile_cuda, find_nvcc
+from tilecraft.codegen.cuda_emulate import EmulationError, emulate
+from tilecraft.schedule.passes.gpu_kernels import GPULoweringError
+
+pytestmark = pytest.mark.cuda
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc is absent")
+
+
+def _vadd(n=1024):
+    A = te.placeholder((n,), name="A")
+    C = te.compute((n,), lambda i: A[i] * 2, name="C")
+    return A, C, te.create_schedule(C.op)
+
+
+def test_unbound_stage_is_reported():
+    A, C, s = _vadd()
+    with pytest.raises(GPULoweringError, match=r"stage 'C' is not bound to the GPU grid.*outermost loop 'i'"):
+        tilecraft.lower(s, [A, C], target="cuda")
+
+
+def test_thread_extent_mismatch_names_both_loops():
+    A = te.placeholder((64, 64), name="A")
+    B = te.compute((64, 64), lambda i, j: A[i, j] + 1, name="B")
+    C = te.compute((64, 64), lambda i, j: B[i, j] * 2, name="C")
+    s = te.create_schedule(C.op)
+    s[B].set_scope("shared")
+    i, j = s[C].op.axis
+    s[C].bind(i, te.thread_axis("blockIdx.x"))
+    s[C].bind(j, te.thread_axis("threadIdx.x"))
+    s[B].compute_at(s[C], i)
+    jo, ji = s[B].split(s[B].op.axis[1], factor=32)
+    s[B].bind(ji, te.thread_axis("threadIdx.x"))
+    with pytest.raises(GPULoweringError, match=r"threadIdx.x is bound to loops of different extents.*stage 'B'.*"
+                                               r"stage 'C'.*same extent"):
+        tilecraft.lower(s, [A, C], target="cuda")
+
+
+def test_too_many_threads_per_block():
+    A, C, s = _vadd(4096)
+    o, i = s[C].split(C.op.axis[0], factor=2048)
+    s[C].bind(o, te.thread_axis("blockIdx.x"))
+    s[C].bind(i, te.thread_axis("threadIdx.x"))
+    with pytest.raises(GPULoweringError, match=r"2048 threads per block \(threadIdx.x=2048\).*smaller split"):
+        tilecraft.lower(s, [A, C], target="cuda")
+
+
+def test_shared_memory_too_large_names_the_tiles():
+    s, args = cs.matmul(1024, 1024, 1024, block=(128, 128), k_tile=64)
+    with pytest.raises(GPULoweringError, match=r"bytes of shared memory \('AT'.*'B.shared'.*cache_read"):
+        tilecraft.lower(s, args, target="cuda")
+
+
+def test_shared_stage_outside_kernel():
+    A, C, s = _vadd()
+    B = s.cache_read(A, "shared", [C])
+    o, i = s[C].split(C.op.axis[0], factor=64)
+    s[C].bind(o, te.thread_axis("blockIdx.x"))
+    s[C].bind(i, te.thread_axis("threadIdx.x"))
+    with pytest.raises(GPULoweringError, match=r"'A.shared' has scope 'shared' but is not attached"):
+        tilecraft.lower(s, [A, C], target="cuda")
+
+
+@needs_nvcc
+def test_compile_error_quotes_generated_lines():
+    src = 'extern "C" __global__ void k(float* a) {\n  a[0] = 1.0f;\n  a[1] = undefined_thing;\n}\n'
+    with pytest.raises(CUDACompileError) as e:
+        compile_cuda(src, "sm_90", use_cache=False)
+    msg = str(e.value)
+    assert "undefined_thing" in msg and ">>     3 |   a[1] = undefined_thing;" in msg
+
+
+@needs_nvcc
+def test_cubin_cache_by_source_and_arch(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] = 2.0f; }\n'
+    a = compile_cuda(src, "sm_90")
+    files = [p for p in tmp_path.rglob("*.cubin")]
+    assert len(files) == 1
+    assert compile_cuda(src, "sm_90") == a
+    compile_cuda(src, "sm_80")
+    assert len(list(tmp_path.rglob("*.cubin"))) == 2
+
+
+def test_emulator_finds_a_missing_barrier(monkeypatch):
+    import tilecraft.schedule.passes.gpu_lower as gl
+    monkeypatch.setattr(gl, "insert_barriers", lambda stmt, info: stmt)
+    s, args = cs.matmul(64, 64, 16, block=(32, 32), threads=(4, 4), k_tile=4)
+    f = tilecraft.lower(s, args, target="cuda")
+    a, b = np.ones((64, 16), "float32"), np.ones((16, 64), "float32")
+    with pytest.raises(EmulationError, match="race on shared"):
+        emulate(f, [a, b, np.zeros((64, 64), "float32")])
+
+
+def test_generated_source_features():
+    s, args = cs.matmul(256, 256, 64)
+    src = generate_cuda(tilecraft.lower(s, args, target="cuda"))
+    assert "__launch_bounds__(256)" in src
+    assert "__shared__ __align__(16) float AT[2048];" in src           # 2 x 8 x 128, double-buffered
+    kernel = src.split("__global__ void")[1]
+    assert kernel.count("__syncthreads();") == 1                      # double buffering: one per tile
+    assert "*(const uint4*)(A + " in src and "*(const uint4*)(B_shared + " in src   # 16-byte loads
+    assert "#pragma unroll" in src
+    s, args = cs.elementwise(1024, dtype="float16")
+    src16 = generate_cuda(tilecraft.lower(s, args, target="cuda"))
+    assert "#include <cuda_fp16.h>" in src16 and "half" in src16
+    s, args = cs.softmax(8, 1024)
+    assert "tc_allreduce<float, 256>" in generate_cuda(tilecraft.lower(s, args, target="cuda"))
+
+
+def test_building_cuda_c_needs_no_pycuda():
+    code = ("import sys; sys.modules['pycuda'] = None\n"
+            "import tilecraft\n"
+            "from tilecraft.codegen import cuda_schedules as cs\n"
+            "from tilecraft.codegen.cuda import generate_cuda\n"
+            "s, a = cs.softmax(4, 512)\n"
+            "print(len(generate_cuda(tilecraft.lower(s, a, target='cuda'))) > 0)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "True"
