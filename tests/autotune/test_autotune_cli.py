@@ -1,0 +1,62 @@
+"""The tilecraft command: tune (real, tiny), log summary, log plot."""
+import os
+
+import pytest
+
+import tilecraft.autotune as autotune
+from tilecraft import cli
+from tilecraft.autotune.tuner import RandomTuner
+
+import autotune_fakes as fk
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def fake_log(tmp_path, n=20):
+    log = tmp_path / "t.jsonl"
+    task = autotune.task.create("test/fake_matmul", args=(64, 64, 64), target="llvm")
+    for seed in (0, 1):
+        RandomTuner(task, seed=seed).tune(n, fk.fake_option(fail_tile_x_one=True),
+                                          callbacks=[autotune.callback.log_to_file(log)])
+    return log
+
+
+def test_log_summary(tmp_path, capsys):
+    log = fake_log(tmp_path)
+    assert cli.main(["log", "summary", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "test/fake_matmul[64, 64, 64] on llvm" in out and "trials: 40" in out
+    assert "GFLOP/s" in out and "best config" in out
+
+
+def test_log_plot_one_curve_per_run(tmp_path, capsys):
+    log = fake_log(tmp_path)
+    curves = cli.best_curves(log)
+    assert len(curves) == 2 and all(len(c) == 20 for c in curves.values())
+    assert all(all(a <= b for a, b in zip(c, c[1:])) for c in curves.values())
+    out = tmp_path / "curve.png"
+    assert cli.main(["log", "plot", str(log), "--out", str(out)]) == 0
+    assert out.stat().st_size > 1000
+
+
+def test_tune_unknown_template_is_a_clear_error():
+    with pytest.raises(SystemExit, match="no template"):
+        cli.main(["tune", "no_such_template", "1", "--quiet"])
+
+
+def test_tune_user_module_and_resume(tmp_path, capsys):
+    from test_autotune_real import _core_works
+    if not _core_works():
+        pytest.skip("the compiler core cannot build yet")
+    log = tmp_path / "cli.jsonl"
+    argv = ["tune", "test/real_matmul", "16", "--module", os.path.join(HERE, "autotune_real_templates.py"),
+            "--trials", "4", "--log", str(log), "--tuner", "random", "--quiet", "--number", "1", "--repeat", "1"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "best:" in out and "GFLOP/s" in out
+    assert len(autotune.record.load_from_file(log)) == 4
+    argv[argv.index("--trials") + 1] = "6"
+    assert cli.main(argv) == 0
+    assert "resuming from" in capsys.readouterr().out
+    idx = [inp.config.index for inp, _ in autotune.record.load_from_file(log)]
+    assert len(idx) == 6 and len(set(idx)) == 6
