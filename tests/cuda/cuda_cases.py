@@ -140,6 +140,14 @@ CASES = [
          emu=dict(n=4096), gpu=dict(n=1 << 20), rtol=1e-2, atol=1e-2),
 ]
 
+CASES.append(
+    Case("transpose_storage_align",
+         lambda n, m, **k: cs.transpose(n, m, **k),
+         lambda rng, n, m, **k: [_f32(rng, n, m)],
+         lambda ins, **k: [ins[0].T.copy()],
+         lambda n, m, **k: [((m, n), "float32")],
+         emu=dict(n=64, m=96), gpu=dict(n=2048, m=1000)))
+
 CASE_IDS = [c.name for c in CASES]
 
 

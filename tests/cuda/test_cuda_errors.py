@@ -133,3 +133,59 @@ def test_building_cuda_c_needs_no_pycuda():
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "True"
+
+
+class _FakeFunction:
+    """What pycuda reports for a loaded kernel (registers, shared memory, thread cap)."""
+    def __init__(self, regs, shared=0):
+        self.num_regs, self.shared_size_bytes = regs, shared
+        self.max_threads_per_block = max(32, 65536 // max(regs, 1) // 32 * 32)
+
+
+H100_LIMITS = {"threads": 1024, "shared": 48 * 1024, "regs": 65536}
+
+
+def _matmul_kernel_info():
+    from tilecraft.schedule.passes.gpu_lower import kernels_of
+    s, args = cs.matmul(1024, 1024, 1024, block=(128, 128), threads=(32, 32), vthreads=(1, 1))
+    _, ks = kernels_of(tilecraft.lower(s, args, target="cuda").body)
+    return ks[0][0]
+
+
+def test_register_limit_is_reported_in_words():
+    from tilecraft.runtime.cuda import check_limits
+    info = _matmul_kernel_info()                      # 1024 threads per block
+    check_limits(info, _FakeFunction(64), H100_LIMITS)
+    with pytest.raises(RuntimeError, match=r"128 registers per thread × 1024 threads per block "
+                                           r"\(threadIdx.x=32 × threadIdx.y=32\).*cache_write 'local'.*"
+                                           r"loop 'j.inner.inner.outer' of stage 'C'"):
+        check_limits(info, _FakeFunction(128), H100_LIMITS)
+
+
+def test_shared_limit_at_load_is_reported_in_words():
+    from tilecraft.runtime.cuda import check_limits
+    info = _matmul_kernel_info()
+    with pytest.raises(RuntimeError, match=r"bytes of shared memory per block.*'AT'.*cache_read"):
+        check_limits(info, _FakeFunction(32, shared=64 * 1024), H100_LIMITS)
+
+
+def test_torch_tensors_and_time_evaluator():
+    from .test_cuda_ops import gpu_available
+    why = gpu_available()
+    if why:
+        pytest.skip(why)
+    torch = pytest.importorskip("torch")
+    s, args = cs.softmax(64, 1024)
+    mod = tilecraft.build(s, args, target="cuda")
+    x = torch.randn(64, 1024, device="cuda")
+    y = torch.full_like(x, float("nan"))
+    mod(x, y)                                          # __cuda_array_interface__ objects
+    torch.testing.assert_close(y, torch.softmax(x, 1), rtol=1e-5, atol=1e-6)
+    r = mod.time_evaluator(mod.entry_name, tilecraft.cuda(0), number=5, repeat=3)(x, y)
+    assert len(r.results) == 3 and 0 < r.median < 1
+    with pytest.raises(TypeError, match="expected dtype float32"):
+        mod(x.double(), y)
+    with pytest.raises(ValueError, match="expected shape"):
+        mod(x[:32], y)
+    with pytest.raises(TypeError, match="expected a GPU array"):
+        mod(x.cpu().numpy(), y)

@@ -129,7 +129,7 @@ def matmul(M, N, K, dtype="float32", acc="float32", block=(128, 128), vthreads=(
 
 
 def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32",
-                tile_co=16, tile_y=4, tile_x=8, co_per_thread=4, ci_tile=16):
+                tile_co=16, tile_y=8, tile_x=8, co_per_thread=4, ci_tile=16):
     """Direct NCHW convolution, stride 1: ``Out[n, co, y, x] = sum W[co, ci, ry, rx] * Pad[n, ci, y+ry, x+rx]``.
 
     A block computes ``tile_co`` output channels of a ``tile_y × tile_x`` patch; each thread one
@@ -285,4 +285,32 @@ def row_sum_rfactor(n, m, dtype="float32", threads_x=16, rows_per_block=32):
     s[B].bind(xi, ty())
     s[B].bind(s[B].op.reduce_axis[0], tx())
     s[BF].compute_at(s[B], s[B].op.reduce_axis[0])
+    return s, [A, B]
+
+
+def transpose(n, m, tile=32, rows_per_pass=8, dtype="float32", pad_rows=True):
+    """``B[j, i] = A[i, j]`` through a shared ``tile × tile`` block: coalesced reads of A and
+    coalesced writes of B. ``storage_align`` pads each shared row by one word so that reading a
+    column of the tile hits 32 different banks."""
+    A = te.placeholder((n, m), dtype, name="A")
+    B = te.compute((m, n), lambda j, i: A[i, j], name="B")
+    s = te.create_schedule(B.op)
+    AS = s.cache_read(A, "shared", [B])
+    j, i = s[B].op.axis
+    bj, jj = s[B].split(j, factor=tile)
+    bi, ii = s[B].split(i, factor=tile)
+    s[B].reorder(bj, bi, jj, ii)
+    jo, ji = s[B].split(jj, factor=rows_per_pass)
+    s[B].reorder(bj, bi, jo, ji, ii)
+    s[B].bind(bj, by())
+    s[B].bind(bi, bx())
+    s[B].bind(ji, ty())
+    s[B].bind(ii, tx())
+    s[AS].compute_at(s[B], bi)
+    if pad_rows:
+        s[AS].storage_align(s[AS].op.axis[0], tile, 1)
+    r, c = s[AS].op.axis
+    ro, ri = s[AS].split(r, factor=rows_per_pass)
+    s[AS].bind(ri, ty())
+    s[AS].bind(c, tx())
     return s, [A, B]

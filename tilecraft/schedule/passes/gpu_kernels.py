@@ -69,10 +69,11 @@ class KernelInfo:
 
 
 def _writer(stmt) -> str:
-    """The name of the first buffer a statement writes: the stage it belongs to, for messages."""
+    """The stage a loop belongs to, for messages: the last buffer its body writes (the stages
+    attached inside a loop come before the owner's own statement)."""
     found = []
     post_order_visit(stmt, lambda n: found.append(n.buffer.name) if isinstance(n, BufferStore) else None)
-    return found[0] if found else "?"
+    return found[-1] if found else "?"
 
 
 def split_kernels(body, func_name: str):
@@ -110,7 +111,8 @@ def collect_launch(stmt, name: str) -> KernelInfo:
         if isinstance(n, For) and n.kind is ForKind.THREAD_BINDING and n.thread_tag in LAUNCH_TAGS:
             tag = n.thread_tag
             what = f"loop '{n.loop_var.name}' of stage '{_writer(n.body)}' (extent {n.extent})"
-            bindings.setdefault(tag, []).append(what)
+            if what not in bindings.setdefault(tag, []):
+                bindings[tag].append(what)
             if tag in extents:
                 if not _same(extents[tag], n.extent):
                     raise GPULoweringError(
