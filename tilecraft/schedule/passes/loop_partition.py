@@ -40,10 +40,15 @@ class _FindGuard(IRMutator):
     def __init__(self):
         self.guards: list = []
         self.inner: dict = {}
+        self.lets: set = set()   # bound inside the loop (e.g. inner split points): out of scope outside
 
     def visit_For(self, s):
         self.inner[s.loop_var] = (s.min, s.extent)
         return super().visit_For(s)
+
+    def visit_LetStmt(self, s):
+        self.lets.add(s.var)
+        return super().visit_LetStmt(s)
 
     def visit_IfThenElse(self, s):
         self.guards.extend(_conjuncts(s.condition))
@@ -75,7 +80,7 @@ class _DropGuard(IRMutator):
         return e
 
 
-def _split_point(loop: For, guard, inner: dict):
+def _split_point(loop: For, guard, inner: dict, lets: set = frozenset()):
     """The first iteration at which ``guard`` may fail, or None if the guard doesn't fit."""
     if not (isinstance(guard, Binary) and guard.op in (BinOp.LT, BinOp.LE)):
         return None
@@ -83,7 +88,7 @@ def _split_point(loop: For, guard, inner: dict):
     lhs, E = guard.a, guard.b
     if guard.op is BinOp.LE:
         E = E + 1
-    if v in collect_vars(E) or collect_vars(E) & set(inner):
+    if v in collect_vars(E) or collect_vars(E) & (set(inner) | lets):
         return None
     if v not in collect_vars(lhs):
         return None
@@ -105,7 +110,7 @@ def _split_point(loop: For, guard, inner: dict):
     if rng is None:
         return None
     rest_max = simplify(rng[1])
-    if collect_vars(rest_max) & (set(inner) | {v}):
+    if collect_vars(rest_max) & (set(inner) | {v} | lets):
         return None
     # a*v + rest_max < E  <=>  v <= (E - rest_max - 1) // a
     return simplify((E - rest_max - 1) // a.value + 1)
@@ -119,7 +124,7 @@ class _Partition(IRMutator):
         finder = _FindGuard()
         finder.visit_stmt(s.body)
         for g in finder.guards:
-            m = _split_point(s, g, finder.inner)
+            m = _split_point(s, g, finder.inner, finder.lets)
             if m is None:
                 continue
             m = simplify(max_expr(const(0, m.dtype), min_expr(m, s.extent)))
