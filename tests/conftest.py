@@ -86,11 +86,7 @@ def run_llvm(s, args, inputs: dict, name="f", scalars=None):
     from tilecraft.ir.expr import Var
 
     scalars = scalars or {}
-    try:
-        f = tilecraft.build(s, args, target="llvm", name=name)
-    except Exception as e:
-        _xfail_if_backend(e)
-        raise
+    f = tilecraft.build(s, args, target="llvm", name=name)
     outs = [a for a in args if not isinstance(a, Var) and a not in inputs]
     shapes = evaluate(outs, {**inputs, **scalars})
     call, results = [], {}
@@ -103,26 +99,8 @@ def run_llvm(s, args, inputs: dict, name="f", scalars=None):
             buf = poison(shapes[outs.index(a)].shape, a.dtype)
             results[a] = buf
             call.append(buf)
-    try:
-        f(*call)
-    except Exception as e:
-        _xfail_if_backend(e)
-        raise
+    f(*call)
     return results
-
-
-BACKEND_FILES = ("tilecraft/codegen/llvm", "tilecraft/runtime/")
-
-
-def _xfail_if_backend(e: BaseException):
-    """A crash inside the LLVM backend or the runtime (after lowering succeeded) marks the test
-    as an expected failure naming the place, so lowering bugs and wrong results still fail."""
-    import traceback
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if any(b in f.filename for b in BACKEND_FILES)]
-    if frames:
-        f = frames[-1]
-        where = f"{f.filename.split('tilecraft/', 1)[-1]}:{f.lineno} ({f.name})"
-        pytest.xfail(f"LLVM backend/runtime crash: {type(e).__name__}: {str(e)[:200]} at {where}")
 
 
 @pytest.fixture

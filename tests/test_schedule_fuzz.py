@@ -1,0 +1,84 @@
+"""Random schedules, compiled and compared with the interpreter.
+
+Each case draws a short random sequence of primitives (split by factor or nparts, fuse of
+adjacent axes, reorder, then vectorize/unroll/parallel annotations) for the consumer stage and
+a random placement for the producer (root, inline, or compute_at at any of the consumer's
+loops), builds it for the CPU and checks every output. A failure prints the schedule as Python
+and the seed that replays it.
+"""
+import numpy as np
+import pytest
+
+import tilecraft as tc
+from tilecraft import te
+from tilecraft.ir.expr import Const, IterKind
+
+CASES = 24
+
+
+def stencil():
+    A = te.placeholder((13, 19), name="A")
+    P = te.compute((13, 20), lambda i, j: te.if_then_else(j < 19, A[i, j] * 2.0, 1.0), name="P")
+    C = te.compute((13, 19), lambda i, j: P[i, j] + P[i, j + 1] * A[i, j], name="C")
+    return [A], P, C, True
+
+
+def matmul():
+    A = te.placeholder((11, 9), name="A")
+    B = te.placeholder((9, 14), name="B")
+    P = te.compute((9, 14), lambda k, j: B[k, j] + 1.0, name="P")
+    r = te.reduce_axis((0, 9), name="r")
+    C = te.compute((11, 14), lambda i, j: te.sum(A[i, r] * P[r, j], axis=r), name="C")
+    return [A, B], P, C, True
+
+
+def _const(iv):
+    e = iv.dom.extent if iv.dom is not None else None
+    return e.value if isinstance(e, Const) else None
+
+
+def random_schedule(rng, make):
+    inputs, P, C, inlinable = make()
+    s = te.create_schedule(C.op)
+    st = s[C]
+    for _ in range(rng.integers(1, 5)):
+        leaves = st.leaf_iter_vars
+        what = rng.choice(["split", "split", "nparts", "fuse", "reorder"])
+        if what in ("split", "nparts"):
+            ax = leaves[rng.integers(len(leaves))]
+            amount = int(rng.integers(1, 7))
+            st.split(ax, **({"factor": amount} if what == "split" else {"nparts": amount}))
+        elif what == "fuse":
+            pairs = [(a, b) for a, b in zip(leaves, leaves[1:]) if a.kind == b.kind]
+            if pairs:
+                a, b = pairs[rng.integers(len(pairs))]
+                st.fuse(a, b)
+        else:
+            st.reorder(*[leaves[k] for k in rng.permutation(len(leaves))])
+    leaves = st.leaf_iter_vars
+    inner = leaves[-1]
+    if inner.kind is IterKind.DATA_PAR and _const(inner) and rng.random() < 0.6:
+        st.vectorize(inner)
+    for ax in leaves[:-1]:
+        if _const(ax) and _const(ax) <= 8 and rng.random() < 0.25:
+            st.unroll(ax)
+    data = [ax for ax in leaves[:-1] if ax.kind is IterKind.DATA_PAR]
+    if data and rng.random() < 0.5:
+        st.parallel(data[rng.integers(len(data))])
+    where = rng.integers(0, 3)
+    if where == 1 and inlinable:
+        s[P].compute_inline()
+    elif where == 2:
+        s[P].compute_at(st, leaves[rng.integers(len(leaves))])
+    return s, inputs, C
+
+
+@pytest.mark.parametrize("make", [stencil, matmul], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("case", range(CASES))
+def test_random_schedule(make, case, rng, check_llvm):
+    s, inputs, C = random_schedule(rng, make)
+    feed = {t: rng.uniform(-1, 1, size=[d.value for d in t.shape]).astype("float32") for t in inputs}
+    try:
+        check_llvm(s, inputs + [C], feed, rtol=1e-5, atol=1e-5)
+    except AssertionError as e:
+        raise AssertionError(f"schedule:\n{s.to_python()}\n{tc.lower(s, inputs + [C], simple_mode=True)}\n{e}") from None
