@@ -11,7 +11,7 @@ and runs the outer blocks on the thread pool.
 
 Knobs: ``tile_y`` and ``tile_x`` (3 levels: block, cache tile, register tile), ``tile_k``
 (2 levels), ``order`` of the register-tile loops inside the k loop, ``unroll_k`` (unroll the
-inner k loop or not).
+inner k loop by 1, 4 or 8).
 """
 from __future__ import annotations
 
@@ -19,19 +19,16 @@ import tilecraft.autotune as autotune
 from tilecraft import te
 
 
-def _register_tile_ok(size, lanes=(8, 16, 32, 48, 64)):
-    return size[-1] in lanes
-
-
 @autotune.template("topi/matmul.llvm")
 def matmul(M: int, N: int, K: int, dtype: str = "float32"):
     cfg = autotune.get_config()
-    cfg.define_split("tile_y", M, num_outputs=3, filter=lambda e: e.size[-1] <= 16)
+    # register tile: at most 8 rows of 1-4 vectors of 16 lanes (all that fits in 32 registers)
+    cfg.define_split("tile_y", M, num_outputs=3, filter=lambda e: e.size[-1] <= 8)
     cfg.define_split("tile_x", N, num_outputs=3,
-                     filter=lambda e: e.size[-1] in (8, 16, 32, 48, 64, 128) or e.size[-1] == N)
-    cfg.define_split("tile_k", K, num_outputs=2, filter=lambda e: e.size[-1] >= 4 or e.size[-1] == K)
+                     filter=lambda e: e.size[-1] in (8, 16, 32, 48, 64) or e.size[-1] == N)
+    cfg.define_split("tile_k", K, num_outputs=2, filter=lambda e: e.size[-1] % 8 == 0 or e.size[-1] == K)
     cfg.define_knob("order", [0, 1])
-    cfg.define_knob("unroll_k", [0, 1])
+    cfg.define_knob("unroll_k", [1, 4, 8])
     cfg.add_flop(2.0 * M * N * K)
 
     bn = cfg["tile_x"].size[-1]
@@ -65,8 +62,9 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32"):
         s[CC].reorder(ko, yc, ki, xc)
     s[CC].unroll(yc)
     s[CC].vectorize(xc)
-    if cfg["unroll_k"].val:
-        s[CC].unroll(ki)
+    if cfg["unroll_k"].val > 1:
+        _, kii = s[CC].split(ki, factor=cfg["unroll_k"].val)
+        s[CC].unroll(kii)
 
     xo_p, k_p, xi_p = s[packed].op.axis
     s[packed].vectorize(xi_p)
