@@ -102,6 +102,19 @@ def test_error_output_overlaps_input(vadd):
     assert_allclose(big[100:], 2 * big[:100])
 
 
+def test_error_read_only_output(vadd):
+    c = poisoned(4)
+    c.flags.writeable = False
+    with pytest.raises(ValueError, match="argument 2 'C': the function writes this array, but it is read-only"):
+        vadd(rand(4), rand(4), c)
+    a = rand(4)
+    a.flags.writeable = False                    # read-only inputs are fine
+    c2 = poisoned(4)
+    b = rand(4)
+    vadd(a, b, c2)
+    assert_allclose(c2, a + b)
+
+
 def test_shape_expression_dimensions_and_underived_scalars():
     """B has shape (n - 2,) and k is not a dimension: the caller passes k."""
     n, k = Var("n"), Var("k", "float32")

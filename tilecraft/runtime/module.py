@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from .ndarray import NDArray
-from .signature import FuncSignature, dim_str, eval_dim, shape_str
+from .signature import FuncSignature, eval_dim, shape_str
 from .threads import mark_parallel_used
 from .timing import time_evaluator as _time_evaluator
 
@@ -112,6 +112,9 @@ class Function:
             try:
                 raw.append(_addressof(_c_char.from_buffer(arr)))   # 4x faster than arr.ctypes.data
             except (TypeError, ValueError):                        # read-only or empty arrays
+                if chk.written and not arr.flags.writeable:
+                    raise ValueError(f"argument {chk.pos} '{chk.name}': the function writes this array, "
+                                     "but it is read-only") from None
                 raw.append(arr.ctypes.data)
             arrays.append(arr)
         if pending:
