@@ -521,6 +521,8 @@ def test_error_unknown_buffer_and_bad_names():
         codegen_llvm(func("f", (A,), loop(i, 4, st(A, i, ld(Z, i)))))
     with pytest.raises(CodegenError, match="not a C identifier"):
         codegen_llvm(func("my-func", (A,), loop(i, 4, st(A, i, const(1.0)))))
+    with pytest.raises(CodegenError, match="function name 'expf' would shadow a C library or runtime symbol"):
+        codegen_llvm(func("expf", (A,), loop(i, 4, st(A, i, const(1.0)))))
     with pytest.raises(CodegenError, match="two functions are named 'vadd'"):
         codegen_llvm([vadd_func(4), vadd_func(4)])
 

@@ -193,6 +193,12 @@ class _Function:
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# symbols generated code (or LLVM's lowering of it) may call: a function must not be named so
+_RESERVED_NAMES = frozenset(
+    "main malloc free aligned_alloc memcpy memmove memset abort exit "
+    "exp expf exp2 exp2f log logf log2 log2f log10 log10f sqrt sqrtf pow powf sin sinf cos cosf "
+    "tanh tanhf erf erff fabs fabsf floor floorf ceil ceilf round roundf roundeven roundevenf "
+    "trunc truncf fma fmaf fmod fmodf".split())
 
 
 def _safe(name: str) -> str:
@@ -277,6 +283,9 @@ class LLVMCodegen:
     def add_function(self, func: PrimFunc) -> FuncSignature:
         if not _IDENT.match(func.name):
             raise CodegenError(f"function name {func.name!r} is not a C identifier")
+        if func.name in _RESERVED_NAMES or func.name.startswith(("GOMP_", "omp_", "llvm.", "tilecraft_")):
+            raise CodegenError(f"function name {func.name!r} would shadow a C library or runtime "
+                               "symbol that generated code calls; choose another name")
         sig = signature_of(func)
         self.fn = _Function(func.name)
         self.env: dict = {}
