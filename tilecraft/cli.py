@@ -4,6 +4,7 @@
     tilecraft tune my_conv --module my_templates.py 1 64 56 56 --tuner random
     tilecraft log summary tuning_logs/matmul.jsonl
     tilecraft log plot tuning_logs/matmul.jsonl --out curve.png
+    tilecraft export tuning_logs/matmul.jsonl --out-dir tuned_ops
 
 ``tune`` takes a template from ``tilecraft.topi`` (``matmul``, ``batch_matmul``, ``conv2d``,
 ``softmax``, or a full registered name like ``topi/matmul.llvm``) or from a user's module
@@ -188,6 +189,48 @@ def cmd_log_plot(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    """Build the best logged configuration of every workload and export one library each."""
+    import json
+    import re
+
+    import tilecraft
+    from tilecraft.autotune import apply_history_best, record
+    from tilecraft.autotune.task import TASK_TABLE
+    from tilecraft.target import Target
+
+    best = record.pick_best(args.log)
+    if not best:
+        print(f"{args.log}: no successful record to export")
+        return 1
+    os.makedirs(args.out_dir, exist_ok=True)
+    if args.module:
+        _import_user_module(args.module)
+    manifest = []
+    with apply_history_best(best):
+        for inp, res in best:
+            task = inp.task
+            if task.name not in TASK_TABLE and task.template_module:
+                importlib.import_module(task.template_module)
+            if task.name not in TASK_TABLE:
+                print(f"skipping {task.name}: its template is not importable (give --module)")
+                continue
+            fname = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{task.name}_{'_'.join(map(str, task.args))}")
+            with Target(str(inp.target)):
+                sch, tensors = TASK_TABLE[task.name](*task.args)
+                mod = tilecraft.build(sch, tensors, target=str(inp.target), name=re.sub(r"\W", "_", fname))
+            path = os.path.join(args.out_dir, fname + ".so")
+            mod.export_library(path)
+            gflops = (task.flop or 1.0) / res.mean_cost / 1e9
+            manifest.append({"task": task.name, "args": list(task.args), "target": str(inp.target),
+                             "library": os.path.basename(path), "entry": mod.entry_name,
+                             "config": inp.config.to_json_dict(), "gflops": gflops})
+            print(f"{path}: {task.name}{list(task.args)} {gflops:.2f} GFLOP/s")
+    with open(os.path.join(args.out_dir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tilecraft", description="tilecraft: tune and inspect tensor programs")
     sub = p.add_subparsers(dest="command", required=True)
@@ -216,6 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--verbose", action="store_true", help="print the config space")
     t.set_defaults(func=cmd_tune)
+
+    ex = sub.add_parser("export", help="build the best logged config of each workload into libraries")
+    ex.add_argument("log")
+    ex.add_argument("--out-dir", default="tuned_ops")
+    ex.add_argument("--module", help="a .py file or module that defines the templates")
+    ex.set_defaults(func=cmd_export)
 
     lg = sub.add_parser("log", help="inspect tuning logs")
     lsub = lg.add_subparsers(dest="log_command", required=True)

@@ -60,3 +60,26 @@ def test_tune_user_module_and_resume(tmp_path, capsys):
     assert "resuming from" in capsys.readouterr().out
     idx = [inp.config.index for inp, _ in autotune.record.load_from_file(log)]
     assert len(idx) == 6 and len(set(idx)) == 6
+
+
+def test_export_builds_the_best_config_as_a_library(tmp_path, capsys):
+    import json
+    import numpy as np
+    from test_autotune_real import _core_works
+    if not _core_works():
+        pytest.skip("the compiler core cannot build yet")
+    import tilecraft
+    import autotune_real_templates  # noqa: F401
+    task = autotune.task.create("test/real_matmul", args=(16,), target="llvm")
+    log = tmp_path / "t.jsonl"
+    option = autotune.measure_option(builder=fk.FakeBuilder(), runner=fk.FakeRunner(lambda c: 1e-3 + c.index * 1e-6))
+    RandomTuner(task, seed=0).tune(5, option, callbacks=[autotune.callback.log_to_file(log)])
+    out = tmp_path / "ops"
+    assert cli.main(["export", str(log), "--out-dir", str(out)]) == 0
+    (entry,) = json.loads((out / "manifest.json").read_text())
+    assert entry["task"] == "test/real_matmul" and entry["args"] == [16]
+    mod = tilecraft.runtime.load_module(str(out / entry["library"]))
+    a, b = np.random.rand(16, 16).astype("float32"), np.random.rand(16, 16).astype("float32")
+    c = np.zeros((16, 16), "float32")
+    mod(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
