@@ -112,7 +112,9 @@ def test_generated_source_features():
     assert "__launch_bounds__(256)" in src
     assert "__shared__ __align__(16) float AT[2048];" in src           # 2 x 8 x 128, double-buffered
     kernel = src.split("__global__ void")[1]
-    assert kernel.count("__syncthreads();") == 1                      # double buffering: one per tile
+    # double buffering: the next tiles are loaded into registers before the compute, one barrier
+    # after the prologue and one per tile
+    assert kernel.count("__syncthreads();") == 2 and "AT_stage0[4]" in kernel
     assert "*(const uint4*)(A + " in src and "*(const uint4*)(B_shared + " in src   # 16-byte loads
     assert "#pragma unroll" in src
     s, args = cs.elementwise(1024, dtype="float16")

@@ -205,10 +205,25 @@ def _pow2(node):
     return None
 
 
+def for_gpu(func: PrimFunc) -> PrimFunc:
+    """``func`` itself if it was lowered with ``target="cuda"``, else with the GPU passes run now
+    (TVM's ``tvm.build(tvm.lower(s, args), target="cuda")`` flow; double_buffer marks are lost)."""
+    from ..ir.stmt import Allocate, AttrStmt, SeqStmt
+    from ..schedule.passes.gpu_lower import lower_for_gpu
+    body = func.body
+    while isinstance(body, Allocate):
+        body = body.body
+    first = body.seq[0] if isinstance(body, SeqStmt) else body
+    if isinstance(first, AttrStmt) and first.key == "cuda_kernel":
+        return func
+    return func.with_body(lower_for_gpu(func.body, func.params, func.name))
+
+
 def generate_cuda(funcs) -> str:
     """CUDA C for functions lowered with ``target="cuda"`` (needs neither nvcc nor a GPU)."""
     if isinstance(funcs, PrimFunc):
         funcs = [funcs]
+    funcs = [for_gpu(f) for f in funcs]
     r = CUDARenderer()
     kernels = []
     for f in funcs:
@@ -226,6 +241,7 @@ def build_cuda(funcs, target):
     from ..runtime.cuda import CUDAModule
     from .cuda_compile import compile_cuda, default_arch
     t0 = time.perf_counter()
+    funcs = [for_gpu(f) for f in funcs]
     src = generate_cuda(funcs)
     t1 = time.perf_counter()
     arch = (target.attrs.get("arch") if hasattr(target, "attrs") else None) or default_arch()

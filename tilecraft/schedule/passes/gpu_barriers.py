@@ -24,6 +24,8 @@ from ...ir.stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenEl
 from .gpu_kernels import KernelInfo
 from .gpu_thread_reduce import ALLREDUCE_PREFIX
 
+PIPELINED = "tc_pipelined"          # a loop software-pipelined by gpu_double_buffer
+
 SYNC = "cuda.syncthreads"
 
 
@@ -94,7 +96,10 @@ class _Sync:
         pre = None
         if st.conflicts(reads, writes):
             pre, st = barrier(), _State()
-        if t is For and not self.thread_dependent(s.min) and not self.thread_dependent(s.extent):
+        if t is For and s.annotation(PIPELINED):
+            new = s                   # pipelined by double_buffer: synchronises itself each iteration
+            st = _State()
+        elif t is For and not self.thread_dependent(s.min) and not self.thread_dependent(s.extent):
             new, st = self.visit_loop(s, st)
         elif t is IfThenElse and not self.thread_dependent(s.condition):
             then, a = self.visit(s.then_case, st.copy())

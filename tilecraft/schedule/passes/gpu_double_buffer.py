@@ -1,23 +1,35 @@
-"""Double buffering of shared tiles (``s[AA].double_buffer()``).
+"""Double buffering of shared tiles (``s[AA].double_buffer()``): the next tile's fetch overlaps
+the current tile's compute.
 
-A double-buffered shared buffer gets two copies; iteration ``k`` of the loop it was attached in
-fills and reads copy ``k % 2``. The next iteration's fetch then writes the other copy, which no
-thread still reads, so the barrier that would protect the tile before it is overwritten is not
-needed (``insert_barriers`` is told which loop each buffer alternates with): one barrier per
-iteration instead of two, and warps that finish computing start fetching the next tile while
-the others still compute::
+A double-buffered shared buffer gets two copies. When the loop it was attached in has the usual
+shape — first the statements that fetch the tiles (global → shared, nothing else), then the
+compute (which only reads shared memory) — the loop is software-pipelined through registers::
 
-    for k.outer in range(0, 32):               for k.outer in range(0, 32):
-        A.shared[i] = A[...]            →          A.shared[(k.outer % 2) * 512 + i] = A[...]
-        ... A.shared[j] ...                        ... A.shared[(k.outer % 2) * 512 + j] ...
+    for k in range(0, n):                     AS[0 + i] = A[tile 0]                      (prologue)
+        AS[i] = A[tile k]                     for k in range(0, n):         # pipelined
+        ... compute(AS) ...          →            if k + 1 < n: AS.stage[i] = A[tile k+1]   (loads in flight)
+                                                  ... compute(AS[(k % 2) * size + ...]) ...
+                                                  if k + 1 < n: AS[((k+1) % 2) * size + i] = AS.stage[i]
+                                                  __syncthreads()
+
+The global loads of the next tile are issued before the compute and stored to the other copy
+after it, so their latency hides behind the arithmetic, and one barrier per iteration suffices
+(it orders both this iteration's stores before the next reads and this iteration's reads before
+the stores two iterations later). The loop is marked ``tc_pipelined``; ``insert_barriers`` leaves
+its inside alone. Any other shape falls back to alternating copies (iteration ``k`` fills and reads
+copy ``k % 2``; ``insert_barriers`` then knows that no barrier is needed before the next fetch).
 """
 from __future__ import annotations
 
-from ...ir.expr import BufferLoad, Const
-from ...ir.functor import IRMutator
-from ...ir.stmt import Buffer, BufferStore
+from ...ir.expr import BufferLoad, Const, Ramp, Var, const
+from ...ir.functor import IRMutator, post_order_visit, substitute
+from ...ir.simplify import simplify
+from ...ir.stmt import (Allocate, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt,
+                        seq)
 from .gpu_kernels import KernelInfo
 from .gpu_vthread import offset_index
+
+from .gpu_barriers import PIPELINED
 
 
 class _Alternate(IRMutator):
@@ -35,17 +47,132 @@ class _Alternate(IRMutator):
         return s if hit is None else BufferStore(hit[0], s.value, (offset_index(s.indices[0], hit[1]),))
 
 
+def _shared_access(node):
+    reads, writes = set(), set()
+
+    def f(n):
+        if isinstance(n, BufferLoad) and n.buffer.scope == "shared":
+            reads.add(n.buffer)
+        elif isinstance(n, BufferStore) and n.buffer.scope == "shared":
+            writes.add(n.buffer)
+    post_order_visit(node, f)
+    return reads, writes
+
+
+def _split_fetch(stmt, reg_name: str):
+    """A fetch ``loops(if c: B[idx] = value)`` → (register buffer, ``loops(if c: R[j] = value)``,
+    ``loops(if c: B[idx] = R[j])``), or None if it is not of that shape (constant extents only)."""
+    loops = []
+    s = stmt
+    while isinstance(s, For):
+        if not isinstance(s.extent, Const) or not (isinstance(s.min, Const) and s.min.value == 0):
+            return None
+        loops.append(s)
+        s = s.body
+    cond = None
+    if isinstance(s, IfThenElse) and s.else_case is None:
+        cond, s = s.condition, s.then_case
+    if not isinstance(s, BufferStore):
+        return None
+    from ...ir import dtype as dt
+    lanes = max(dt.lanes(s.value.dtype), dt.lanes(s.indices[0].dtype))
+    count = 1
+    lin = const(0)
+    for lp in reversed(loops):
+        lin = lin + lp.loop_var * (count * lanes)
+        count *= int(lp.extent.value)
+    reg = Buffer(reg_name, (Const(count * lanes, "int32"),), s.buffer.dtype, "local")
+    j = Ramp(simplify(lin), const(1), lanes) if lanes > 1 else simplify(lin)
+    load = BufferStore(reg, s.value, (j,))
+    store = BufferStore(s.buffer, BufferLoad(reg, (j,), s.value.dtype), s.indices)
+
+    def wrap(inner):
+        if cond is not None:
+            inner = IfThenElse(cond, inner)
+        for lp in reversed(loops):
+            inner = For(lp.loop_var, lp.min, lp.extent, ForKind.UNROLLED, inner, lp.thread_tag, lp.annotations)
+        return inner
+    return reg, wrap(load), wrap(store)
+
+
+class _Pipeline(IRMutator):
+    def __init__(self, info: KernelInfo, remap: dict, loops: dict):
+        self.info, self.remap, self.loops = info, remap, loops      # loop var -> {buffers}
+        self.pipelined = set()
+
+    def visit_For(self, s):
+        s = super().visit_For(s)
+        bufs = self.loops.get(s.loop_var)
+        if not bufs:
+            return s
+        return self.pipeline(s, bufs) or s
+
+    def pipeline(self, loop: For, bufs: set):
+        items = list(loop.body.seq) if isinstance(loop.body, SeqStmt) else [loop.body]
+        fetches = []
+        while items:
+            r, w = _shared_access(items[0])
+            if r or not w or not w <= bufs:
+                break
+            fetches.append(items.pop(0))
+        rest = seq(*items)
+        if not fetches or rest is None:
+            return None
+        r, w = _shared_access(rest)
+        if w:                               # the compute writes shared memory: keep it simple
+            return None
+        k = loop.loop_var
+        stages = []
+        for n, f in enumerate(fetches):
+            got = _split_fetch(f, f"{_writes(f)}.stage{n}")
+            if got is None:
+                return None
+            stages.append(got)
+        nxt = {k: k + 1}
+        more = simplify(k + 1 < loop.min + loop.extent)
+        cur = _Alternate({b: (self.remap[b][0], (k % 2) * self.remap[b][2]) for b in bufs})
+        ahead = _Alternate({b: (self.remap[b][0], ((k + 1) % 2) * self.remap[b][2]) for b in bufs})
+        first = _Alternate({b: (self.remap[b][0], const(0)) for b in bufs})
+        prologue = seq(*[first.visit_stmt(substitute(f, {k: loop.min})) for f in fetches])
+        loads = seq(*[substitute(ld, nxt) for _, ld, _ in stages])
+        stores = seq(*[ahead.visit_stmt(substitute(st, nxt)) for _, _, st in stages])
+        body = seq(IfThenElse(more, loads), cur.visit_stmt(rest), IfThenElse(more, stores),
+                   Evaluate(_sync()))
+        for reg, _, _ in reversed(stages):
+            body = Allocate(reg, body)
+        new = For(k, loop.min, loop.extent, loop.kind, body, loop.thread_tag,
+                  loop.annotations + ((PIPELINED, 1),))
+        self.pipelined |= bufs
+        return seq(prologue, new)
+
+
+def _writes(stmt) -> str:
+    out = []
+    post_order_visit(stmt, lambda n: out.append(n.buffer.name) if isinstance(n, BufferStore) else None)
+    return out[0]
+
+
+def _sync():
+    from .gpu_barriers import SYNC
+    from ...ir.expr import Call
+    return Call(SYNC, (), "int32")
+
+
 def double_buffer(stmt, info: KernelInfo):
-    """Give each double-buffered shared buffer of the kernel two alternating copies."""
+    """Give each double-buffered shared buffer two copies, and pipeline its loop where the loop
+    has the fetch-then-compute shape (see the module docstring)."""
     if not info.double_buffered:
         return stmt
-    remap = {}
-    new_db = {}
+    remap, loops = {}, {}
     for buf, loop_var in info.double_buffered.items():
         size = int(buf.shape[0].value)
         nb = Buffer(buf.name, (Const(2 * size, "int32"),), buf.dtype, "shared")
-        remap[buf] = (nb, (loop_var % 2) * size)
-        new_db[nb] = loop_var
+        remap[buf] = (nb, (loop_var % 2) * size, size)
+        loops.setdefault(loop_var, set()).add(buf)
+    p = _Pipeline(info, remap, loops)
+    stmt = p.visit_stmt(stmt)
+    rest = {b: (v[0], v[1]) for b, v in remap.items() if b not in p.pipelined}
+    stmt = _Alternate(rest).visit_stmt(stmt)
     info.shared = [remap[b][0] if b in remap else b for b in info.shared]
-    info.double_buffered = new_db
-    return _Alternate(remap).visit_stmt(stmt)
+    info.double_buffered = {remap[b][0]: lv for b, lv in info.double_buffered.items() if b not in p.pipelined}
+    return stmt
