@@ -191,3 +191,10 @@ def test_torch_tensors_and_time_evaluator():
         mod(x[:32], y)
     with pytest.raises(TypeError, match="expected a GPU array"):
         mod(x.cpu().numpy(), y)
+
+
+def test_function_lowered_without_cuda_target_is_accepted():
+    s, args = cs.softmax(16, 1024)
+    plain = generate_cuda(tilecraft.lower(s, args))          # TVM's tvm.build(tvm.lower(...), "cuda")
+    s, args = cs.softmax(16, 1024)
+    assert plain == generate_cuda(tilecraft.lower(s, args, target="cuda"))
