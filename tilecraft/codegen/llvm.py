@@ -822,8 +822,8 @@ class LLVMCodegen:
 
     def math(self, name: str, args: list, d: str, e) -> str:
         ty = ll_type(d)
-        if name == "exp" and dt.element_of(d) == "float32" and dt.lanes(d) > 1:
-            return self.vector_expf(args[0], d)
+        if dt.element_of(d) == "float32" and dt.lanes(d) > 1 and name in ("exp", "tanh"):
+            return self.vector_expf(args[0], d) if name == "exp" else self.vector_tanhf(args[0], d)
         if name in _MATH_INTRINSICS:
             intr = f"{_MATH_INTRINSICS[name]}.{intrinsic_suffix(d)}"
             self.declare(intr, f"declare {ty} @{intr}({', '.join([ty] * len(args))})")
@@ -879,6 +879,30 @@ class LLVMCodegen:
         y = self.op(f"select {bty} {small}, {ty} {c(0.0)}, {ty} {y}")
         nan = self.op(f"fcmp uno {ty} {x}, {x}")
         return self.op(f"select {bty} {nan}, {ty} {x}, {ty} {y}")
+
+    def vector_tanhf(self, x: str, d: str) -> str:
+        """tanh on float32 vectors (Cephes' tanhf): an odd polynomial below |x| = 0.625, else
+        ``1 - 2 / (exp(2|x|) + 1)`` with x's sign."""
+        lanes = dt.lanes(d)
+        ty, bty = ll_type(d), ll_type(f"boolx{lanes}")
+
+        def c(v):
+            return splat_literal(v, d)
+
+        def f(instr, a, b):
+            return self.op(f"{instr} {ty} {a}, {b}")
+        z = f("fmul", x, x)
+        p = c(-5.70498872745e-3)
+        for k in (2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1):
+            p = f("fadd", f("fmul", p, z), c(k))
+        small = f("fadd", f("fmul", f("fmul", p, z), x), x)
+        ax = self.math("fabs", [x], d, None)
+        e2 = self.vector_expf(f("fmul", ax, c(2.0)), d)
+        big = f("fsub", c(1.0), f("fdiv", c(2.0), f("fadd", e2, c(1.0))))
+        neg = self.op(f"fcmp olt {ty} {x}, {c(0.0)}")
+        big = self.op(f"select {bty} {neg}, {ty} {self.op(f'fneg {ty} {big}')}, {ty} {big}")
+        is_big = self.op(f"fcmp ogt {ty} {ax}, {c(0.625)}")
+        return self.op(f"select {bty} {is_big}, {ty} {big}, {ty} {small}")
 
     def libm(self, fname: str, args: list, d: str) -> str:
         """Call a scalar libm function, lane by lane for vectors."""
