@@ -59,6 +59,12 @@ def _pop(ctx):
         pass
 
 
+def synchronize(index: int = 0) -> None:
+    """Wait until the GPU has finished everything queued (what ``tilecraft.cuda(0).sync()`` should do)."""
+    context(index)
+    driver().Context.synchronize()
+
+
 def device_arch(index: int = 0) -> str | None:
     """``"sm_90"`` for the GPU ``index`` if pycuda and a GPU are present, else None."""
     try:
@@ -320,6 +326,10 @@ class CUDAModule:
                        min_repeat_ms: float = 0, cooldown_interval_ms: float = 0):
         """``mod.time_evaluator(mod.entry_name, tilecraft.cuda(0), number=100)(a, b, c).median``."""
         return _time_evaluator(self.get_function(func_name), number, repeat, min_repeat_ms)
+
+    def export_library(self, path) -> str:
+        raise NotImplementedError("export_library of CUDA modules is not supported yet; "
+                                  "mod.cubin holds the compiled kernels and mod.get_source() the CUDA C")
 
     def __repr__(self) -> str:
         return f"<tilecraft.CUDAModule [{', '.join(self.funcs)}] {self.arch}>"
