@@ -620,3 +620,18 @@ def test_vector_exp_whole_float32_range():
     with np.errstate(over="ignore"):
         ref = np.exp(a.astype("float64")).astype("float32")
     np.testing.assert_allclose(c, ref, rtol=3e-7, atol=1e-44)
+
+
+def test_vector_tanh_whole_float32_range():
+    n = 4096
+    A, C = buf("A", (n,)), buf("C", (n,))
+    i = Var("i")
+    x = ld(A, i * 8, 8)
+    mod = build_llvm(func("vtanh", (A, C), loop(i, n // 8, st(C, i * 8, Call("tanh", (x,), x.dtype), 8))))
+    assert "@tanhf" not in mod.get_source("ll")
+    a = np.concatenate([rand(n // 2, "float32", -12, 12), rand(n // 4, "float32", -1, 1),
+                        (10.0 ** rand(n // 4, "float64", -30, 0)).astype("float32")])
+    a[:8] = [0, 0.625, -0.625, 9, 20, np.inf, -np.inf, np.nan]
+    c = poisoned(n)
+    mod(a, c)
+    np.testing.assert_allclose(c, np.tanh(a.astype("float64")).astype("float32"), rtol=3e-7, atol=0)
