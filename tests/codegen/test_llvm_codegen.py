@@ -545,7 +545,8 @@ def test_error_thread_binding_needs_cuda():
 
 
 @pytest.mark.parametrize("dtype,value", [("int8", -5), ("uint8", 200), ("int16", -300), ("bool", True),
-                                         ("int64", -(2 ** 40)), ("float64", -2.25)])
+                                         ("int64", -(2 ** 40)), ("float64", -2.25), ("float16", 1.5),
+                                         ("float32", 0.1)])
 def test_scalar_parameters_of_every_width(dtype, value):
     """A scalar parameter that is not a shape: the caller passes it after the arrays."""
     C = buf("C", (4,), dtype)

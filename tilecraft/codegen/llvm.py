@@ -300,6 +300,11 @@ class LLVMCodegen:
                 args.append(f"ptr noalias {name}")
                 self.env[p.data] = name
                 self.buf_by_name.setdefault(p.name, name)
+            elif isinstance(p, Var) and p.dtype == "float16":
+                # passed as its bits (uint16_t in the header): C compilers disagree on _Float16
+                name = f"%{_safe(p.name)}_{i}"
+                args.append(f"i16 zeroext {name}")
+                self.env[p] = self.op(f"bitcast i16 {name} to half")
             elif isinstance(p, Var):
                 name = f"%{_safe(p.name)}_{i}"
                 args.append(f"{ll_type(p.dtype)}{_ARG_EXTENSION.get(p.dtype, '')} {name}")

@@ -189,6 +189,8 @@ class Function:
         if not isinstance(value, (int, float, np.generic)) or isinstance(value, bool) and spec.dtype != "bool":
             raise TypeError(f"argument {pos} '{spec.name}': expected a {spec.dtype} scalar, "
                             f"got {type(value).__name__}")
+        if spec.dtype == "float16":
+            return int(np.float16(value).view(np.uint16))   # passed as its bits
         return value
 
     # --- conveniences ------------------------------------------------------------------------
