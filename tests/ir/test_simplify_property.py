@@ -124,3 +124,15 @@ def test_affine_divmod_preserves_value(coefs, k, op, c, be):
     nested = Binary(op, e, i32(c), "int32") if op in (BinOp.FLOORDIV, BinOp.TRUNCDIV) else \
         Binary(op, Binary(op, _affine(coefs, k), i32(c * 4), "int32"), i32(c), "int32")
     check_same_value(nested, *be)
+
+
+@SETTINGS
+@given(int_exprs, st.sampled_from([1, 2, 3, 8, 10]), st.integers(-3, 3),
+       st.sampled_from([(BinOp.FLOORDIV, BinOp.FLOORMOD), (BinOp.TRUNCDIV, BinOp.TRUNCMOD)]),
+       bounded_env())
+def test_div_mod_recombination_preserves_value(x, c, k, ops, be):
+    """x // c * (k*c) + x % c * k, the shape fused loops produce, in any wrap-around case."""
+    div, mod = (Binary(op, x, i32(c), "int32") for op in ops)
+    e = Binary(BinOp.ADD, Binary(BinOp.MUL, div, i32(k * c), "int32"),
+               Binary(BinOp.MUL, mod, i32(k), "int32"), "int32")
+    check_same_value(e, *be)

@@ -153,6 +153,15 @@ def test_nested_div_mod():
     assert s((x % 8) % 32, {x: (-100, 100)}) == "x % 8"   # the bounds of x % 8 do it
 
 
+def test_div_mod_recombine():
+    assert s(x // 8 * 8 + x % 8) == "x"
+    assert s(x % 8 + x // 8 * 8 + y) == "x + y"
+    assert s((x // 10 * 20 + x % 10 * 2)) == "x * 2"
+    assert s(truncdiv(x + 1, 4) * 4 + truncmod(x + 1, 4)) == "x + 1"
+    e = x // 8 * 4 + x % 8
+    assert simplify(e) is e
+
+
 def test_mod_of_bounded_value():
     assert s(j % 32, IJ) == "j"
     assert s((j + 32) % 32, IJ) == "j"

@@ -116,6 +116,7 @@ class Analyzer:
         self.var_bounds: dict = {}
         for v, (lo, hi) in (bounds or {}).items():
             v = getattr(v, "var", v)          # an IterVar stands for its variable
+            lo, hi = getattr(lo, "value", lo), getattr(hi, "value", hi)   # Const bounds too
             self.var_bounds[v] = (int(lo), int(hi))
         self._lin: dict = {}                  # id(e) -> (e, Linear)
         self._bnd: dict = {}                  # id(e) -> (e, (lo, hi))

@@ -16,7 +16,8 @@ import numpy as np
 
 from .. import dtype as dt
 from ..expr import BinOp, Binary, Cast, Const, Select, Unary, UnOp, const
-from .arith import Linear, dtype_range, is_index, truncdiv, truncmod, wrap
+from ..functor import expr_key
+from .arith import Linear, dtype_range, is_index, signed_wrap, truncdiv, truncmod, wrap
 from .structure import same_expr
 
 FLOOR_OPS = (BinOp.FLOORDIV, BinOp.FLOORMOD)
@@ -147,6 +148,32 @@ def canonical_linear(e, an):
         an.canonical[id(e)] = e
         return None
     return new
+
+
+_DIV_OF_MOD = {BinOp.FLOORMOD: BinOp.FLOORDIV, BinOp.TRUNCMOD: BinOp.TRUNCDIV}
+
+
+def divmod_recombine(e, an):
+    """``x // c * c + x % c → x`` (and with any common factor, and for truncdiv/truncmod):
+    ``fused // 10 * 20 + fused % 10 * 2 → fused * 2``."""
+    if not is_index(e):
+        return None
+    lin = an.linear(e)
+    d = e.dtype
+    for key, (atom, k) in lin.terms.items():
+        if type(atom) is not Binary or atom.op not in _DIV_OF_MOD:
+            continue
+        c = _cint(atom.b)
+        if c is None or c <= 0:
+            continue
+        div_key = expr_key(Binary(_DIV_OF_MOD[atom.op], atom.a, atom.b, d))
+        div = lin.terms.get(div_key)
+        if div is None or signed_wrap(div[1] - k * c, d) != 0:
+            continue
+        rest = dict(lin.terms)
+        del rest[key], rest[div_key]
+        return an.build(Linear(rest, lin.const).plus(an.linear(atom.a).scaled(k, d), d), d)
+    return None
 
 
 def float_mul_one(e, an):
@@ -354,7 +381,7 @@ def select_same_branches(e, an):
 # ---------------------------------------------------------------------------------------------
 # The tables the driver reads: which rules run, in order, for which node.
 
-_ARITH = (fold_constants, canonical_linear)
+_ARITH = (fold_constants, divmod_recombine, canonical_linear)
 _DIV = (fold_constants, div_by_one, nested_div, affine_divmod)
 _MOD = (fold_constants, mod_by_one, nested_mod, affine_divmod)
 _MINMAX = (fold_constants, minmax_same, minmax_by_order)
