@@ -188,14 +188,18 @@ def client_handshake(sock, secret: bytes, timeout: float = HANDSHAKE_TIMEOUT) ->
     try:
         hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES)
     except socket.timeout:
-        raise AuthenticationError("the server sent no greeting: not a tilecraft rpc endpoint?") from None
+        # a hung server looks the same as a port that is not ours: the caller decides
+        raise TimeoutError(f"no greeting within {timeout:g} s (a hung server, or not a tilecraft "
+                           f"rpc endpoint)") from None
     if hello[:len(MAGIC)] != MAGIC:
         raise AuthenticationError("the server does not speak tilecraft-rpc/1")
     nonce_s, nonce_c = hello[len(MAGIC):], secrets.token_bytes(NONCE_BYTES)
     sock.sendall(MAGIC + nonce_c + _mac(secret, b"client", nonce_s, nonce_c))
     try:
         mac = _recv_exact(sock, 32)
-    except (AuthenticationError, ConnectionError, socket.timeout):
+    except socket.timeout:
+        raise TimeoutError(f"no answer to the handshake within {timeout:g} s") from None
+    except (AuthenticationError, ConnectionError):
         raise AuthenticationError("the server refused the shared secret") from None
     if not hmac.compare_digest(mac, _mac(secret, b"server", nonce_s, nonce_c)):
         raise AuthenticationError("the server failed to prove it knows the shared secret")
@@ -237,6 +241,21 @@ def connect(host: str, port: int, secret: bytes, *, ssl_context: ssl.SSLContext 
         _close_socket(sock)
         raise
     return rpyc.utils.factory.connect_stream(SocketStream(sock), config=dict(PROTOCOL_CONFIG))
+
+
+def abort(conn) -> None:
+    """Close ``conn`` without waiting for the peer (rpyc's ``close`` waits for a reply that a
+    hung server never sends): cut the socket first, then let rpyc clean up."""
+    try:
+        dup = socket.fromfd(conn.fileno(), socket.AF_INET, socket.SOCK_STREAM)
+    except (OSError, ValueError, EOFError):
+        dup = None
+    if dup is not None:
+        _close_socket(dup)   # shutdown acts on the connection, close only on the duplicate
+    try:
+        conn.close()
+    except Exception:  # noqa: BLE001 -- closing a broken connection may fail in many ways
+        pass
 
 
 class RpcServer:

@@ -14,7 +14,6 @@ is ``RUN_TIMEOUT`` (the server hung) or ``RUNTIME_DEVICE`` (it died).
 from __future__ import annotations
 
 import hashlib
-import socket
 import ssl
 import time
 import warnings
@@ -26,7 +25,7 @@ import rpyc
 from rpyc.core.async_ import AsyncResultTimeout
 
 from ..autotune.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
-from .protocol import AuthenticationError, check_secret, connect, load_secret
+from .protocol import AuthenticationError, abort, check_secret, connect, load_secret
 from .tracker import Lease, TrackerClient
 
 
@@ -141,9 +140,12 @@ class RPCRunner:
         where = f"server {lease.server_id} ({lease.host}:{lease.port})"
         arg_info = tuple((tuple(int(d) for d in shape), str(dtype), bool(out)) for shape, dtype, out in arg_info)
         try:
-            conn = connect(lease.host, lease.port, self.secret, ssl_context=self.ssl_context)
-        except (socket.timeout, *_NETWORK_ERRORS) as err:
-            raise ServerFailure(f"{where}: cannot connect: {type(err).__name__}: {err}", hung=False) from None
+            conn = connect(lease.host, lease.port, self.secret, ssl_context=self.ssl_context,
+                           timeout=self.slack)
+        except _NETWORK_ERRORS as err:
+            raise ServerFailure(f"{where}: cannot connect: {type(err).__name__}: {err}",
+                                hung=isinstance(err, TimeoutError)) from None
+        healthy = False
         try:
             root = conn.root
             lib_digest = _upload(root, library, self.slack)
@@ -157,10 +159,12 @@ class RPCRunner:
                         self._warned_no_reference = True
                         warnings.warn(f"{where}: {msg}; outputs are not checked", RuntimeWarning)
                     ref_digest = ""
-            return _call(root.measure, self.timeout + self.slack, lib_digest, ref_digest, arg_info, target,
-                         self.seed, int(self.number), int(self.repeat), float(self.min_repeat_ms),
-                         bool(self.enable_cpu_cache_flush), float(self.rtol), float(self.atol),
-                         float(self.timeout))
+            answer = _call(root.measure, self.timeout + self.slack, lib_digest, ref_digest, arg_info, target,
+                           self.seed, int(self.number), int(self.repeat), float(self.min_repeat_ms),
+                           bool(self.enable_cpu_cache_flush), float(self.rtol), float(self.atol),
+                           float(self.timeout))
+            healthy = True
+            return answer
         except AsyncResultTimeout:
             raise ServerFailure(f"{where} did not answer within {self.timeout + self.slack:g} s",
                                 hung=True) from None
@@ -169,10 +173,10 @@ class RPCRunner:
         except Exception as err:  # noqa: BLE001 -- the server refused the request: no retry
             return (), int(MeasureErrorNo.RUNTIME_DEVICE), f"{where} refused the request: {type(err).__name__}: {err}"
         finally:
-            try:
+            if healthy:
                 conn.close()
-            except Exception:
-                pass
+            else:
+                abort(conn)
 
     def close(self):
         pass
