@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from ..ir import dtype as dt
-from ..ir.expr import BinOp, BufferLoad, Const
+from ..ir.expr import BinOp, Const
 from ..ir.functor import post_order_visit
 from ..ir.stmt import BufferStore, ForKind, PrimFunc
 from ..schedule.passes.gpu_barriers import SYNC

@@ -13,8 +13,7 @@ from ..ir import dtype as dt
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Select,
                        Unary, UnOp, Var)
 from ..schedule.passes.gpu_vector_index import known_multiple
-from ..ir.stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt,
-                       SeqStmt)
+from ..ir.stmt import Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt
 
 C_TYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",

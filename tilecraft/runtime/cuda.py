@@ -11,7 +11,6 @@ CuPy use, so their tensors can be passed directly (anything with ``__cuda_array_
 from __future__ import annotations
 
 import math
-import statistics
 
 import numpy as np
 

@@ -17,7 +17,7 @@ the thread-bound loops of a schedule guarantee).
 """
 from __future__ import annotations
 
-from ...ir.expr import BufferLoad, Call, Const, Var
+from ...ir.expr import BufferLoad, Call, Var
 from ...ir.functor import post_order_visit
 from ...ir.stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt,
                         SeqStmt, seq)
@@ -109,8 +109,6 @@ class _Sync:
             if self.thread_dependent(s.value):
                 self.varying.add(s.var)
             r, w, _ = _accesses(s.value)
-            if st.conflicts(r, w):      # cannot happen after the check above, kept for clarity
-                pre, st = barrier(), _State()
             st = _State(st.reads | r, st.writes | w)
             body, st = self.visit(s.body, st)
             new = LetStmt(s.var, s.value, body)

@@ -21,7 +21,7 @@ copy ``k % 2``; ``insert_barriers`` then knows that no barrier is needed before 
 """
 from __future__ import annotations
 
-from ...ir.expr import BufferLoad, Const, Ramp, Var, const
+from ...ir.expr import BufferLoad, Const, Ramp, const
 from ...ir.functor import IRMutator, post_order_visit, substitute
 from ...ir.simplify import simplify
 from ...ir.stmt import (Allocate, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt,

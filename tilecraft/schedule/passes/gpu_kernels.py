@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ...ir.expr import BufferLoad, Const, Var
 from ...ir.functor import IRMutator, post_order_visit
 from ...ir.simplify import simplify
-from ...ir.stmt import Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, SeqStmt, seq
+from ...ir.stmt import Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, SeqStmt
 
 LAUNCH_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 VIRTUAL_TAGS = ("vthread", "cthread")
