@@ -50,3 +50,21 @@ def test_topi_template_configs_match_numpy(module, name, args, ref):
         out = np.zeros([int(getattr(d, "value", d)) for d in tensors[-1].shape], "float32")
         mod(*ins, out)
         np.testing.assert_allclose(out, ref(*ins), rtol=1e-4, atol=1e-4)
+
+
+def test_cuda_matmul_template_generates_cuda_for_sampled_configs():
+    import tilecraft
+    import tilecraft.topi.matmul  # noqa: F401
+    from tilecraft.autotune.space import ConfigEntity
+    from tilecraft.codegen.cuda import for_gpu, generate_cuda
+
+    task = autotune.task.create("topi/matmul.cuda", args=(256, 256, 256, "float32"), target="cuda")
+    space = task.config_space
+    assert 0 < len(space) < space.range_length      # the multi_filter removed ill-formed tiles
+    for i in np.random.default_rng(0).choice(len(space), 3, replace=False):
+        cfg = space.get(space.valid_index(int(i)))
+        again = ConfigEntity.from_json_dict(__import__("json").loads(__import__("json").dumps(cfg.to_json_dict())))
+        assert again == cfg                           # tuple-valued knobs survive the log
+        sch, args = task.instantiate(cfg)
+        src = generate_cuda([for_gpu(tilecraft.lower(sch, args, target="cuda"))])
+        assert "__global__" in src and "__shared__" in src

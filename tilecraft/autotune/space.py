@@ -235,7 +235,8 @@ class OtherOptionEntity:
     kind = "ot"
 
     def __init__(self, val):
-        self.val = val
+        # JSON turns tuples into lists: keep one form so logged values compare equal
+        self.val = _tuplify(val)
 
     def to_json(self):
         return self.val
@@ -248,6 +249,10 @@ class OtherOptionEntity:
 
     def __repr__(self):
         return f"ot({self.val!r})"
+
+
+def _tuplify(x):
+    return tuple(_tuplify(a) for a in x) if isinstance(x, (list, tuple)) else x
 
 
 _ENTITY_KINDS = {"sp": SplitEntity, "re": ReorderEntity, "an": AnnotateEntity, "ot": OtherOptionEntity}

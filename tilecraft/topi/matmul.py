@@ -70,3 +70,46 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32"):
     s[packed].vectorize(xi_p)
     s[packed].parallel(xo_p)
     return s, [A, B, C]
+
+
+def _cuda_tiles_ok(M, N, K, bm, bn, vy, vx, ty, tx, kt) -> bool:
+    """Whether a CUDA SGEMM config is well-formed: tiles divide the matrix, each virtual thread
+    owns at least one row and column, the fetches split evenly over the threads."""
+    if M % bm or N % bn or K % kt:
+        return False
+    if bm % (vy * ty) or bn % (vx * tx):
+        return False
+    if ty * tx > 1024 or ty * tx < 32:
+        return False
+    if (bm * kt) % (ty * tx * min(4, kt)) or (bn * kt) % (ty * tx * 4):
+        return False
+    return (bm + bn) * kt * 4 * 2 <= 48 * 1024
+
+
+@autotune.template("topi/matmul.cuda")
+def matmul_cuda(M: int, N: int, K: int, dtype: str = "float32"):
+    """SGEMM for CUDA: the TVM-style schedule of ``tilecraft.codegen.cuda_schedules.matmul``
+    (shared-memory tiles, register sub-tiles split into virtual threads, double buffering) with
+    its sizes as knobs."""
+    from tilecraft.codegen import cuda_schedules
+
+    cfg = autotune.get_config()
+    cfg.define_knob("block_m", [32, 64, 128])
+    cfg.define_knob("block_n", [32, 64, 128])
+    cfg.define_knob("threads", [(8, 8), (8, 16), (16, 8), (16, 16)])
+    cfg.define_knob("vthreads", [(1, 1), (1, 2), (2, 1), (2, 2)])
+    cfg.define_knob("k_tile", [4, 8, 16])
+    cfg.define_knob("double_buffer", [1, 0])
+    cfg.multi_filter(lambda e: _cuda_tiles_ok(M, N, K, e["block_m"].val, e["block_n"].val, *e["vthreads"].val,
+                                              *e["threads"].val, e["k_tile"].val))
+    cfg.add_flop(2.0 * M * N * K)
+    if cfg.is_fallback:
+        return cuda_schedules.matmul(M, N, K, dtype)
+    if not _cuda_tiles_ok(M, N, K, cfg["block_m"].val, cfg["block_n"].val, *cfg["vthreads"].val,
+                          *cfg["threads"].val, cfg["k_tile"].val):
+        # (only reachable while the space is collected: multi_filter keeps such configs out)
+        cfg.raise_error("tile sizes do not divide the problem or the thread block")
+        return cuda_schedules.matmul(M, N, K, dtype)
+    return cuda_schedules.matmul(M, N, K, dtype, block=(cfg["block_m"].val, cfg["block_n"].val),
+                                 vthreads=cfg["vthreads"].val, threads=cfg["threads"].val,
+                                 k_tile=cfg["k_tile"].val, double_buffer=bool(cfg["double_buffer"].val))
