@@ -1,0 +1,106 @@
+"""The tracker over the network (in this process): fair hand-out to clients, sessions, heartbeats,
+and a device server answering directly."""
+import threading
+
+import pytest
+
+from conftest import measure_inputs, wait_until
+from tilecraft.autotune import MeasureErrorNo as E
+from tilecraft.rpc import DeviceServer, RPCRunner, Tracker, TrackerClient, connect
+
+SECRET = b"tracker-secret-tracker-secret"
+
+
+@pytest.fixture
+def tracker():
+    with Tracker(port=0, secret=SECRET, heartbeat_timeout=1.0) as t:
+        yield t
+
+
+def _register(tracker, key, port):
+    """A stand-in server: a registration session that sends no heartbeats unless told."""
+    conn = connect("127.0.0.1", tracker.port, SECRET)
+    (sid,) = conn.root.register(key, "", port)
+    return conn, sid
+
+
+def test_clients_are_served_in_the_order_they_asked(tracker):
+    reg, sid = _register(tracker, "llvm:fair", 4000)
+    holder = TrackerClient("127.0.0.1", tracker.port, SECRET)
+    first = holder.request("llvm:fair", timeout=1)
+    assert first.server_id == sid and (first.host, first.port) == ("127.0.0.1", 4000)
+    order, lock, threads = [], threading.Lock(), []
+
+    def client(i):
+        with TrackerClient("127.0.0.1", tracker.port, SECRET) as t:
+            lease = t.request("llvm:fair", timeout=10)
+            with lock:
+                order.append(i)
+            t.release(lease)
+
+    for i in range(4):
+        th = threading.Thread(target=client, args=(i,))
+        th.start()
+        threads.append(th)
+        wait_until(lambda: tracker.status().queues.get("llvm:fair") == i + 1, 5, f"client {i} queued")
+    reg.root.heartbeat(sid)
+    holder.release(first)
+    for th in threads:
+        th.join(10)
+    assert order == [0, 1, 2, 3]
+    holder.close()
+    reg.close()
+
+
+def test_a_dead_session_or_silence_takes_a_server_out_and_a_dead_client_frees_its_lease(tracker):
+    quiet, _ = _register(tracker, "llvm:a", 4001)
+    gone, _ = _register(tracker, "llvm:b", 4002)
+    assert tracker.status().keys() == {"llvm:a": (1, 1), "llvm:b": (1, 1)}
+    gone.close()
+    wait_until(lambda: "llvm:b" not in tracker.status().keys(), 5, "the closed session's server gone")
+    wait_until(lambda: "llvm:a" not in tracker.status().keys(), 5, "the silent server gone")
+    with pytest.raises(EOFError):                  # its session was cut: it must register again
+        quiet.root.heartbeat(1)
+    quiet.close()
+
+    reg, sid = _register(tracker, "llvm:c", 4003)
+    client = TrackerClient("127.0.0.1", tracker.port, SECRET)
+    assert client.request("llvm:c", timeout=1).server_id == sid
+    client.close()                                  # without releasing
+    reg.root.heartbeat(sid)
+    with TrackerClient("127.0.0.1", tracker.port, SECRET) as other:
+        assert other.request("llvm:c", timeout=2).server_id == sid
+    reg.close()
+
+
+def test_a_request_for_an_unknown_key_times_out_into_an_error_result(tracker, kernels):
+    runner = RPCRunner("llvm:nobody", "127.0.0.1", tracker.port, secret=SECRET, request_timeout=0.2)
+    task, inputs, builds = measure_inputs(kernels, ["good"])
+    runner.set_task(task)
+    (result,) = runner.run(inputs, builds)
+    assert result.error_no == E.RUNTIME_DEVICE and "came free within" in result.error_msg
+
+
+def test_a_device_server_in_this_process_measures_and_registers(tracker, kernels):
+    with DeviceServer("llvm:here", secret=SECRET, tracker=("127.0.0.1", tracker.port),
+                      heartbeat_interval=0.1) as server:
+        assert server.registered.wait(5)
+        runner = RPCRunner("llvm:here", "127.0.0.1", tracker.port, secret=SECRET, number=1, repeat=1)
+        task, inputs, builds = measure_inputs(kernels, ["good", "wrong"], reference=True)
+        runner.set_task(task)
+        assert [r.error_no for r in runner.run(inputs, builds)] == [E.NO_ERROR, E.WRONG_ANSWER]
+        runner.check_correctness = False
+        task, inputs, builds = measure_inputs(kernels, ["wrong"], reference=False)
+        assert [r.error_no for r in runner.run(inputs, builds)] == [E.NO_ERROR]
+        conn = connect("127.0.0.1", server.port, SECRET)
+        try:
+            key, version, limit = conn.root.info()
+            assert key == "llvm:here" and limit == 64 << 20
+            costs, err, msg = conn.root.measure("0" * 64, "", kernels.arg_info, "llvm", 1, 1, 1, 0.0, False,
+                                                1e-3, 1e-3, 1.0)
+            assert costs == () and E(err) == E.RUNTIME_DEVICE and "not uploaded" in msg
+            with pytest.raises(Exception, match="unsupported dtype"):
+                conn.root.measure("0" * 64, "", (((4,), "object", True),), "llvm", 1, 1, 1, 0.0, False,
+                                  1e-3, 1e-3, 1.0)
+        finally:
+            conn.close()
