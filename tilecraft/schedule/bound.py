@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from ..ir import dtype as dt
 from ..ir.expr import (BinOp, Binary, Cast, Const, Expr, IterKind, IterVar, Select, TensorLoad,
                        Unary, UnOp, Var, binary, const, convert, max_expr, min_expr)
-from ..ir.functor import post_order_visit, substitute
+from ..ir.functor import collect_vars, post_order_visit, substitute
 from ..ir.simplify import simplify
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 
@@ -94,24 +94,33 @@ class Interval:
                 return (a[0] + b[0], a[1] + b[1])
             if op is BinOp.SUB:
                 return (a[0] - b[1], a[1] - b[0])
+            # both sides single points (possibly after relaxing): the result is that point, built
+            # from the relaxed operands, never from ``e`` (which still holds relaxed variables)
+            points = a[0] is a[1] and b[0] is b[1]
             if op is BinOp.MUL:
                 c = _const_point(b)
+                x = a
                 if c is None:
-                    c, a = _const_point(a), b
+                    c, x = _const_point(a), b
                 if c is None:
-                    if a[0] is a[1] and b[0] is b[1]:
-                        return (e, e)
+                    if points:
+                        p = binary(op, a[0], b[0])
+                        return (p, p)
                     return None
-                return (a[0] * c, a[1] * c) if c >= 0 else (a[1] * c, a[0] * c)
+                return (x[0] * c, x[1] * c) if c >= 0 else (x[1] * c, x[0] * c)
             if op is BinOp.FLOORDIV or op is BinOp.TRUNCDIV:
                 c = _const_point(b)
                 if c is None or c <= 0:
-                    return (e, e) if (a[0] is a[1] and b[0] is b[1]) else None
+                    if points:
+                        p = binary(op, a[0], b[0])
+                        return (p, p)
+                    return None
                 return (binary(op, a[0], c), binary(op, a[1], c))
             if op is BinOp.FLOORMOD:
                 c = _const_point(b)
-                if a[0] is a[1] and b[0] is b[1]:
-                    return (e, e)
+                if points:
+                    p = binary(op, a[0], b[0])
+                    return (p, p)
                 if c is None or c <= 0:
                     return None
                 return (const(0, e.dtype), const(c - 1, e.dtype))
@@ -364,6 +373,12 @@ def _region(st, consumers, infos, loop_extent):
             big = Interval(lambda v: (const(0, v.dtype), loop_extent[v][2] - 1) if v in loop_extent else None)(ext)
             if big is not None and isinstance(simplify(big[1]), Const):
                 ext = simplify(big[1])
+            elif collect_vars(ext) & set(loop_extent):
+                # the size would vary per iteration (and name loop variables where the buffer is
+                # allocated): allocate the whole dimension instead
+                mins.append(iv.dom.min)
+                exts.append(iv.dom.extent)
+                continue
         full = iv.dom.extent
         if isinstance(ext, Const) and isinstance(full, Const) and ext.value >= full.value:
             mins.append(iv.dom.min)
