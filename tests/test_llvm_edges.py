@@ -212,3 +212,34 @@ def test_cache_write_local_with_tails(check_llvm, rand):
     s[CL].vectorize(s[CL].op.axis[1])
     a = rand((30, 22))
     check_llvm(s, [A, C], {A: a}, {C: a @ a.T}, rtol=1e-5, atol=1e-5)
+
+
+def _fused_symbolic():
+    n = te.var("n")
+    A = te.placeholder((n, 7), name="A")
+    P = te.compute((n, 7), lambda i, j: A[i, j] * 2.0, name="P")
+    C = te.compute((n, 7), lambda i, j: P[i, j] + 1.0, name="C")
+    return A, P, C, te.create_schedule(C.op)
+
+
+def test_compute_at_split_of_fused_symbolic_axis(check_llvm, rand):
+    """Regression: the producer's region varied with the attach loop and its allocation named
+    that loop's variable, which loop partitioning then left dangling in the tail copy."""
+    A, P, C, s = _fused_symbolic()
+    f = s[C].fuse(*C.op.axis)
+    o, i = s[C].split(f, factor=2)
+    s[P].compute_at(s[C], o)
+    a = rand((13, 7))
+    check_llvm(s, [A, C], {A: a}, {C: a * 2 + 1})
+
+
+def test_compute_at_outer_of_nparts_split_of_fused_axis(check_llvm, rand):
+    """Regression: interval arithmetic returned the unrelaxed product ``(oi + oo) * ((7n+2)//3)``,
+    so the producer's allocation named a loop nested inside the attach point."""
+    A, P, C, s = _fused_symbolic()
+    f = s[C].fuse(*C.op.axis)
+    o, i = s[C].split(f, nparts=3)
+    oo, oi = s[C].split(o, factor=1)
+    s[P].compute_at(s[C], oo)
+    a = rand((13, 7))
+    check_llvm(s, [A, C], {A: a}, {C: a * 2 + 1})

@@ -1,9 +1,9 @@
 """Random schedules, compiled and compared with the interpreter.
 
 Each case draws a short random sequence of primitives (split by factor or nparts, fuse of
-adjacent axes, reorder, then vectorize/unroll/parallel annotations) for the consumer stage and
-a random placement for the producer (root, inline, or compute_at at any of the consumer's
-loops), builds it for the CPU and checks every output. A failure prints the schedule as Python
+adjacent axes, reorder, then vectorize/unroll/parallel annotations) for the consumer stage,
+sometimes a write cache attached at one of its loops, and a random placement for the producer
+(root, inline, or compute_at at any loop of the consumer or of its cache), builds it for the CPU and checks every output. A failure prints the schedule as Python
 and the seed that replays it.
 """
 import numpy as np
@@ -13,7 +13,7 @@ import tilecraft as tc
 from tilecraft import te
 from tilecraft.ir.expr import Const, IterKind
 
-CASES = 24
+CASES = 16
 
 
 def stencil():
@@ -32,6 +32,22 @@ def matmul():
     return [A, B], P, C, True
 
 
+def reduce_producer():
+    A = te.placeholder((10, 12, 5), name="A")
+    k = te.reduce_axis((0, 5), name="k")
+    P = te.compute((10, 12), lambda i, j: te.max(A[i, j, k], axis=k), name="P")
+    C = te.compute((10, 11), lambda i, j: P[i, j + 1] - P[i, j] * 0.5, name="C")
+    return [A], P, C, False
+
+
+def symbolic():
+    n = te.var("n")
+    A = te.placeholder((n, 7), name="A")
+    P = te.compute((n, 7), lambda i, j: te.exp(A[i, j]), name="P")
+    C = te.compute((n, 7), lambda i, j: P[i, j] + P[i, 6 - j], name="C")
+    return [A], P, C, True
+
+
 def _const(iv):
     e = iv.dom.extent if iv.dom is not None else None
     return e.value if isinstance(e, Const) else None
@@ -40,6 +56,7 @@ def _const(iv):
 def random_schedule(rng, make):
     inputs, P, C, inlinable = make()
     s = te.create_schedule(C.op)
+    cache = s.cache_write(C, "local") if rng.random() < 0.25 else None
     st = s[C]
     for _ in range(rng.integers(1, 5)):
         leaves = st.leaf_iter_vars
@@ -65,6 +82,10 @@ def random_schedule(rng, make):
     data = [ax for ax in leaves[:-1] if ax.kind is IterKind.DATA_PAR]
     if data and rng.random() < 0.5:
         st.parallel(data[rng.integers(len(data))])
+    if cache is not None:
+        s[cache].compute_at(st, leaves[rng.integers(len(leaves))])
+        st = s[cache]                       # the producer may go inside the cache stage
+        leaves = st.leaf_iter_vars
     where = rng.integers(0, 3)
     if where == 1 and inlinable:
         s[P].compute_inline()
@@ -73,11 +94,12 @@ def random_schedule(rng, make):
     return s, inputs, C
 
 
-@pytest.mark.parametrize("make", [stencil, matmul], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("make", [stencil, matmul, reduce_producer, symbolic], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("case", range(CASES))
 def test_random_schedule(make, case, rng, check_llvm):
     s, inputs, C = random_schedule(rng, make)
-    feed = {t: rng.uniform(-1, 1, size=[d.value for d in t.shape]).astype("float32") for t in inputs}
+    feed = {t: rng.uniform(-1, 1, size=[getattr(d, "value", 13) for d in t.shape]).astype("float32")
+            for t in inputs}
     try:
         check_llvm(s, inputs + [C], feed, rtol=1e-5, atol=1e-5)
     except AssertionError as e:
