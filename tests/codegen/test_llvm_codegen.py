@@ -85,7 +85,7 @@ def test_gather_by_index_vector():
     np.testing.assert_array_equal(c, a[idx])
 
 
-@pytest.mark.parametrize("extent", [1, 2, 3, 7, 1000])
+@pytest.mark.parametrize("extent", [0, 1, 2, 3, 7, 1000])
 @pytest.mark.parametrize("threads", [1, 2, 5])
 def test_parallel_loop(extent, threads):
     """Fewer and more iterations than threads; the body uses a captured scalar and a let value."""
