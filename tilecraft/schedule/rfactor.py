@@ -32,9 +32,9 @@ def rfactor(s, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         raise ScheduleError(f"{what}: axis '{axis.var.name}' is not a reduction axis")
     if any(isinstance(r, Fuse) for r in st.relations):
         raise ScheduleError(f"{what}: rfactor after fuse is not supported")
-    for iv in st.leaf_iter_vars:
-        if iv.dom is None or not isinstance(iv.dom.extent, Const):
-            raise ScheduleError(f"{what}: axis '{iv.var.name}' needs a constant extent")
+    for iv in st.leaf_iter_vars:   # data axes may be symbolic: the new stages keep op.axis
+        if iv.kind is IterKind.REDUCE and (iv.dom is None or not isinstance(iv.dom.extent, Const)):
+            raise ScheduleError(f"{what}: reduction axis '{iv.var.name}' needs a constant extent")
     if not 0 <= factor_axis <= len(op.axis):
         raise ScheduleError(f"{what}: factor_axis must be between 0 and {len(op.axis)}")
 
