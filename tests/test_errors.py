@@ -492,7 +492,7 @@ def test_rfactor_symbolic_extent():
     k = te.reduce_axis((0, n), name="k")
     S = te.compute((1,), lambda _: te.sum(X[k], axis=k), name="S")
     s = te.create_schedule(S.op)
-    with raises(ScheduleError, r"rfactor of 'S': axis 'k' needs a constant extent"):
+    with raises(ScheduleError, r"rfactor of 'S': reduction axis 'k' needs a constant extent"):
         s.rfactor(S, k)
 
 

@@ -243,3 +243,18 @@ def test_compute_at_outer_of_nparts_split_of_fused_axis(check_llvm, rand):
     s[P].compute_at(s[C], oo)
     a = rand((13, 7))
     check_llvm(s, [A, C], {A: a}, {C: a * 2 + 1})
+
+
+def test_rfactor_with_symbolic_rows(check_llvm, rand):
+    """rfactor where only the data axis is symbolic (TVM's reduction tutorial shape)."""
+    n = te.var("n")
+    A = te.placeholder((n, 100), name="A")
+    k = te.reduce_axis((0, 100), "k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+    BF = s.rfactor(B, ki)
+    s[BF].compute_at(s[B], s[B].op.axis[0])
+    s[B].parallel(s[B].op.axis[0])
+    a = rand((13, 100))
+    check_llvm(s, [A, B], {A: a}, {B: a.sum(1)}, rtol=1e-5)
