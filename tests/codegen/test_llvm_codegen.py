@@ -636,3 +636,32 @@ def test_vector_tanh_whole_float32_range():
     c = poisoned(n)
     mod(a, c)
     np.testing.assert_allclose(c, np.tanh(a.astype("float64")).astype("float32"), rtol=3e-7, atol=0)
+
+
+def test_vector_lazy_select_guards_scalar_loads():
+    """C[i*8:(i+1)*8] = lanes < n - i*8 ? A[i + 10**9 * (i >= rows)] (a scalar load) : -1.
+    For blocks where no lane is valid the scalar load would be out of bounds: it must not run."""
+    n = Var("n")
+    A, C = buf("A", (n,)), buf("C", (64,))
+    i = Var("i")
+    lanes = Ramp(i * 8, const(1), 8)
+    far = i + Binary(BinOp.MUL, cast("int32", i >= n), const(1000000000), "int32")
+    value = Select(lanes < Broadcast(n, 8), Broadcast(ld(A, far), 8), splat(const(-1.0), 8), True)
+    mod = build_llvm(func("sl", (A, C, n), loop(i, 8, st(C, lanes, value))))
+    a, c = rand(20), poisoned(64)
+    mod(a, c)
+    expect = np.array([a[k // 8] if k < 20 else -1.0 for k in range(64)], "float32")
+    np.testing.assert_array_equal(c, expect)
+
+
+def test_vector_lazy_select_guards_integer_division():
+    n = 64
+    A, B, C = buf("A", (n,), "int32"), buf("B", (n,), "int32"), buf("C", (n,), "int32")
+    i = Var("i")
+    a_, b_ = ld(A, i * 8, 8), ld(B, i * 8, 8)
+    q = Select(b_ != Broadcast(const(0), 8), Binary(BinOp.FLOORMOD, a_, b_, a_.dtype), splat(const(7), 8), True)
+    mod = build_llvm(func("vdiv", (A, B, C), loop(i, n // 8, st(C, i * 8, q, 8))))
+    a, b, c = rand(n, "int32"), rand(n, "int32"), poisoned(n, "int32")
+    b[::3] = 0
+    mod(a, b, c)
+    np.testing.assert_array_equal(c, np.where(b != 0, a % np.where(b == 0, 1, b), 7))

@@ -290,7 +290,8 @@ class LLVMCodegen:
         self.fn = _Function(func.name)
         self.env: dict = {}
         self.buf_by_name: dict = {}
-        self.mask = None
+        self.mask = None            # the lanes a vector lazy select's side is evaluated for
+        self._mask_type = None
         self.in_parallel = False
         self.n_outlined = 0
         args = []
@@ -623,6 +624,8 @@ class LLVMCodegen:
     def e_Binary(self, e: Binary) -> str:
         special = self._binary_special.get((e.op, kind(e.a.dtype)))
         a, b = self.expr(e.a), self.expr(e.b)
+        if self.mask is not None and e.op in _TRAPPING and not dt.is_float(e.dtype):
+            b = self.safe_divisor(b, e.b.dtype)
         if special is not None:
             return special(self, a, b, e.a.dtype)
         instr = self.binary_table.get((e.op, kind(e.a.dtype)))
@@ -740,10 +743,12 @@ class LLVMCodegen:
         not_c = self.op(f"xor {cty} {c}, {splat_literal(True, e.condition.dtype)}")
         outer = self.mask
         sides = []
+        outer_type = self._mask_type
+        self._mask_type = cty
         for m, side in ((c, e.true_value), (not_c, e.false_value)):
             self.mask = m if outer is None else self.op(f"and {cty} {outer}, {m}")
             sides.append(self.expr(side))
-        self.mask = outer
+        self.mask, self._mask_type = outer, outer_type
         ty = ll_type(e.dtype)
         return self.op(f"select {cty} {c}, {ty} {sides[0]}, {ty} {sides[1]}")
 
@@ -784,7 +789,10 @@ class LLVMCodegen:
         if lanes == 1:
             if dt.lanes(idx.dtype) != 1:
                 raise CodegenError(f"a scalar {e.dtype} load from {buf.name} with the vector index `{idx}`")
-            v = self.op(f"load {mty}, ptr {self.element_ptr(buf, idx)}, align {align}")
+            if self.mask is None:
+                v = self.op(f"load {mty}, ptr {self.element_ptr(buf, idx)}, align {align}")
+            else:
+                v = self.guarded_scalar_load(buf, idx, mty, align)
         elif _is_contiguous(idx, lanes) or dt.lanes(idx.dtype) == 1:   # a scalar index: lanes from there on
             p = self.element_ptr(buf, idx.base if isinstance(idx, Ramp) else idx)
             if self.mask is None:
@@ -802,6 +810,30 @@ class LLVMCodegen:
         if dt.is_bool(e.dtype):
             v = self.op(f"icmp ne {mty} {v}, zeroinitializer")
         return v
+
+    def safe_divisor(self, b: str, dtype: str) -> str:
+        """Under a vector mask, divide by 1 where no lane needs the quotient (x86 traps on 0)."""
+        ty = ll_type(dtype)
+        if dt.lanes(dtype) > 1:
+            return self.op(f"select {self._mask_type} {self.mask}, {ty} {b}, {ty} {splat_literal(1, dtype)}")
+        lanes = self._mask_type[1:].split(" ")[0]
+        anyl = self.op(f"call i1 @llvm.vector.reduce.or.v{lanes}i1({self._mask_type} {self.mask})")
+        return self.op(f"select i1 {anyl}, {ty} {b}, {ty} 1")
+
+    def guarded_scalar_load(self, buf, idx, mty: str, align: int) -> str:
+        """A scalar load inside a masked (vector, lazy) select: load only if some lane needs it."""
+        mty_mask = self._mask_type                    # "<8 x i1>"
+        lanes = mty_mask[1:].split(" ")[0]
+        anyl = self.op(f"call i1 @llvm.vector.reduce.or.v{lanes}i1({mty_mask} {self.mask})")
+        load_l, join = self.label(), self.label()
+        pre = self.fn.block
+        self.emit(f"br i1 {anyl}, label %{load_l}, label %{join}")
+        self.start_block(load_l)
+        v = self.op(f"load {mty}, ptr {self.element_ptr(buf, idx)}, align {align}")
+        loaded = self.fn.block
+        self.emit(f"br label %{join}")
+        self.start_block(join)
+        return self.op(f"phi {mty} [{v}, %{loaded}], [zeroinitializer, %{pre}]")
 
     def e_Call(self, e: Call) -> str:
         name = e.name
