@@ -14,6 +14,7 @@ from __future__ import annotations
 from ..ir.expr import (Const, IterKind, IterVar, Range, Reduce, TensorLoad, Var, binary, BinOp,
                        const, convert)
 from ..ir.functor import substitute
+from ..ir.simplify import simplify
 from ..te.tensor import ComputeOp, Tensor
 from ..te.operation import register_reduce_var
 
@@ -32,25 +33,30 @@ def rfactor(s, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         raise ScheduleError(f"{what}: axis '{axis.var.name}' is not a reduction axis")
     if any(isinstance(r, Fuse) for r in st.relations):
         raise ScheduleError(f"{what}: rfactor after fuse is not supported")
-    for iv in st.leaf_iter_vars:   # data axes may be symbolic: the new stages keep op.axis
-        if iv.kind is IterKind.REDUCE and (iv.dom is None or not isinstance(iv.dom.extent, Const)):
-            raise ScheduleError(f"{what}: reduction axis '{iv.var.name}' needs a constant extent")
     if not 0 <= factor_axis <= len(op.axis):
         raise ScheduleError(f"{what}: factor_axis must be between 0 and {len(op.axis)}")
 
+    # extents of the reduce axes (symbolic ones included), outermost relations first
+    ext = {r: r.dom.extent for r in op.reduce_axis}
+    for rel in st.relations:
+        if isinstance(rel, Split) and rel.parent.kind is IterKind.REDUCE:
+            E = ext[rel.parent]
+            if rel.factor is not None:
+                ext[rel.outer], ext[rel.inner] = simplify((E + rel.factor - 1) // rel.factor), rel.factor
+            else:
+                ext[rel.outer], ext[rel.inner] = rel.nparts, simplify((E + rel.nparts - 1) // rel.nparts)
     # value of each reduce root var in terms of the leaf reduce vars
     value = {iv: iv.var for iv in st.leaf_iter_vars}
     conds = []
     for rel in reversed(st.relations):
         if isinstance(rel, Split) and rel.parent.kind is IterKind.REDUCE:
-            inner_ext = rel.inner.dom.extent
-            value[rel.parent] = value[rel.outer] * inner_ext + value[rel.inner]
-            pe = rel.parent.dom.extent.value
-            if pe % inner_ext.value != 0 or rel.outer.dom.extent.value * inner_ext.value != pe:
-                conds.append(value[rel.parent] < pe)
+            value[rel.parent] = value[rel.outer] * ext[rel.inner] + value[rel.inner]
+            covered = simplify(ext[rel.outer] * ext[rel.inner] - ext[rel.parent])
+            if not (isinstance(covered, Const) and covered.value == 0):
+                conds.append(value[rel.parent] < ext[rel.parent])
     # the new op's axes
     fvar = Var(axis.var.name + ".v", "int32")
-    f_iv = IterVar(Range(const(0), axis.dom.extent), fvar, IterKind.DATA_PAR)
+    f_iv = IterVar(Range(const(0), ext[axis]), fvar, IterKind.DATA_PAR)
     data_axis = [IterVar(iv.dom, Var(iv.var.name, iv.var.dtype), IterKind.DATA_PAR) for iv in op.axis]
     new_axis = data_axis[:factor_axis] + [f_iv] + data_axis[factor_axis:]
     new_reduce = []
@@ -59,7 +65,7 @@ def rfactor(s, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         if iv.kind is IterKind.REDUCE and iv is not axis:
             v = Var(iv.var.name, "int32")
             register_reduce_var(v)
-            nr = IterVar(Range(const(0), iv.dom.extent), v, IterKind.REDUCE)
+            nr = IterVar(Range(const(0), ext[iv]), v, IterKind.REDUCE)
             new_reduce.append(nr)
             leaf_map[iv.var] = v
     vmap = {old.var: new.var for old, new in zip(op.axis, data_axis)}
@@ -81,7 +87,7 @@ def rfactor(s, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
     # the original stage now reduces over the partial results
     kv = Var(axis.var.name + ".v", "int32")
     register_reduce_var(kv)
-    k_iv = IterVar(Range(const(0), axis.dom.extent), kv, IterKind.REDUCE)
+    k_iv = IterVar(Range(const(0), ext[axis]), kv, IterKind.REDUCE)
     out_axis = [IterVar(iv.dom, Var(iv.var.name, iv.var.dtype), IterKind.DATA_PAR) for iv in op.axis]
     idx = [iv.var for iv in out_axis]
     idx = idx[:factor_axis] + [kv] + idx[factor_axis:]
