@@ -486,16 +486,6 @@ def test_rfactor_after_fuse():
         s.rfactor(C, C.op.reduce_axis[0])
 
 
-def test_rfactor_symbolic_extent():
-    n = te.var("n")
-    X = te.placeholder((n,), name="X")
-    k = te.reduce_axis((0, n), name="k")
-    S = te.compute((1,), lambda _: te.sum(X[k], axis=k), name="S")
-    s = te.create_schedule(S.op)
-    with raises(ScheduleError, r"rfactor of 'S': reduction axis 'k' needs a constant extent"):
-        s.rfactor(S, k)
-
-
 def test_rfactor_factor_axis_out_of_range():
     A, B, C, D = matmul()
     s = te.create_schedule(D.op)

@@ -258,3 +258,20 @@ def test_rfactor_with_symbolic_rows(check_llvm, rand):
     s[B].parallel(s[B].op.axis[0])
     a = rand((13, 100))
     check_llvm(s, [A, B], {A: a}, {B: a.sum(1)}, rtol=1e-5)
+
+
+@pytest.mark.parametrize("parallel_rf", [False, True])
+def test_rfactor_symbolic_reduction(check_llvm, rand, parallel_rf):
+    """TVM's reduction tutorial: n and m symbolic, k split by 16 (m not a multiple), rfactor."""
+    n, m = te.var("n"), te.var("m")
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), "k")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=16)
+    BF = s.rfactor(B, ki)
+    if parallel_rf:
+        s[BF].parallel(BF.op.axis[0])
+    for rows, cols in ((7, 50), (3, 16), (5, 3)):
+        a = rand((rows, cols))
+        check_llvm(s, [A, B], {A: a}, {B: a.sum(1)}, rtol=1e-5)
