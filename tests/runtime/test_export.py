@@ -182,3 +182,18 @@ def test_export_errors(tmp_path):
             del os.environ["CC"]
         else:
             os.environ["CC"] = old
+
+
+def test_load_error_library_for_another_cpu(tmp_path, monkeypatch):
+    """A library whose manifest asks for instructions this CPU lacks is refused, not run."""
+    from tilecraft.runtime import module as rt_module
+    n = Var("n")
+    A = buf("A", (n,))
+    i = Var("i")
+    mod = build_llvm(func("inc", (A, n), loop(i, n, st(A, i, ld(A, i) + 1.0))))
+    monkeypatch.setattr(mod.artifact, "machine", {"cpu": "future", "features": "+avx2,+frobnicate-isa"})
+    if shutil.which("gcc") is None:
+        pytest.skip("export links with gcc")
+    path = mod.export_library(str(tmp_path / "future.so"))
+    with pytest.raises(ValueError, match="compiled for cpu 'future' and uses frobnicate-isa, which this CPU lacks"):
+        rt_module.load_module(path)

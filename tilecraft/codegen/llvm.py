@@ -1104,6 +1104,8 @@ class LLVMArtifact:
     def __init__(self, source: LLVMSource, engine, module):
         self.source, self.engine, self.module = source, engine, module
         self.has_parallel = source.has_parallel
+        opts = source.options
+        self.machine = {"triple": opts.triple, "cpu": opts.cpu, "features": opts.features}
         self._optimized = None
 
     def get_source(self, fmt: str = "ll") -> str:

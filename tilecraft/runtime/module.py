@@ -271,6 +271,7 @@ def manifest(module: Module) -> dict:
     """The JSON-able description embedded in exported libraries."""
     from . import version
     return {"format": MANIFEST_FORMAT, "tilecraft_version": version(), "target": module.target,
+            **getattr(module.artifact, "machine", {}),
             "entry": module.entry_name, "parallel": bool(getattr(module.artifact, "has_parallel", False)),
             "functions": [f.signature.to_json() for f in module._functions.values()]}
 
@@ -280,7 +281,9 @@ class _SharedLibrary:
 
     def __init__(self, path: str, lib, manifest_text: str):
         self.path, self.lib, self.manifest_text = path, lib, manifest_text
-        self.has_parallel = bool(json.loads(manifest_text).get("parallel", False))
+        info = json.loads(manifest_text)
+        self.has_parallel = bool(info.get("parallel", False))
+        self.machine = {k: info[k] for k in ("triple", "cpu", "features") if k in info}
 
     def get_source(self, fmt: str) -> str:
         raise ValueError(f"a module loaded from {self.path!r} has no {fmt!r} source; "
@@ -289,6 +292,23 @@ class _SharedLibrary:
     def export_library(self, module, path: str) -> str:
         from ..codegen.export import copy_library
         return copy_library(self.path, module, path)
+
+
+def _check_host_features(path: str, info: dict) -> None:
+    """Refuse a library built for instructions this CPU lacks (it would die of SIGILL)."""
+    wanted = {f[1:] for f in info.get("features", "").split(",") if f.startswith("+")}
+    if not wanted:
+        return
+    try:
+        import llvmlite.binding as llvm
+        host = {f[1:] for f in llvm.get_host_cpu_features().flatten().split(",") if f.startswith("+")}
+    except Exception:       # no llvmlite, or it cannot tell: trust the library
+        return
+    missing = sorted(wanted - host)
+    if missing:
+        raise ValueError(f"load_module: {path!r} was compiled for cpu {info.get('cpu')!r} and uses "
+                         f"{', '.join(missing)}, which this CPU lacks; re-export it with a target like "
+                         "'llvm -mcpu=x86-64-v3'")
 
 
 def load_module(path) -> Module:
@@ -318,6 +338,7 @@ def load_module(path) -> Module:
     if info.get("format") != MANIFEST_FORMAT:
         raise ValueError(f"load_module: {p!r} has manifest format {info.get('format')!r}; this "
                          f"tilecraft reads format {MANIFEST_FORMAT}")
+    _check_host_features(p, info)
     artifact = _SharedLibrary(p, lib, text)
     functions = {}
     for fj in info["functions"]:
