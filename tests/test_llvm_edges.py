@@ -275,3 +275,26 @@ def test_rfactor_symbolic_reduction(check_llvm, rand, parallel_rf):
     for rows, cols in ((7, 50), (3, 16), (5, 3)):
         a = rand((rows, cols))
         check_llvm(s, [A, B], {A: a}, {B: a.sum(1)}, rtol=1e-5)
+
+
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_integer_wraparound_is_not_assumed_away(check_llvm, vectorized):
+    """int32 arithmetic wraps (ir/expr.py): neither the simplifier nor LLVM may fold
+    ``(x * c) // c`` to ``x`` or ``x + 1 > x`` to true; division by constants of both signs."""
+    A = te.placeholder((8,), dtype="int32", name="A")
+    bodies = {
+        "md": lambda i: (A[i] * 1000000) // 1000000, "gt": lambda i: te.select(A[i] + 1 > A[i], 1, 0),
+        "td": lambda i: te.truncdiv(A[i] * 4, 4), "fd4": lambda i: A[i] // 4, "fm4": lambda i: A[i] % 4,
+        "fdm3": lambda i: A[i] // -3, "fmm3": lambda i: A[i] % -3, "tm4": lambda i: te.truncmod(A[i], 4),
+        "neg": lambda i: -A[i], "i8": lambda i: (A[i].astype("int8") * te.const(3, "int8")).astype("int32"),
+    }
+    outs = [te.compute((8,), body, name=name) for name, body in bodies.items()]
+    s = te.create_schedule([o.op for o in outs])
+    if vectorized:
+        for o in outs:
+            s[o].vectorize(o.op.axis[0])
+    a = np.array([5000, 2**31 - 1, -7, -2**31, 7, -1, 100, 2**30], "int32")
+    wrap = lambda v: (np.asarray(v, "int64") + 2**31) % 2**32 - 2**31
+    check_llvm(s, [A] + outs, {A: a}, {outs[0]: wrap(a.astype("int64") * 1000000) // 1000000,
+                                       outs[1]: (wrap(a.astype("int64") + 1) > a).astype("int32")},
+               rtol=0, atol=0)
