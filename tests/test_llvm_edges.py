@@ -298,3 +298,20 @@ def test_integer_wraparound_is_not_assumed_away(check_llvm, vectorized):
     check_llvm(s, [A] + outs, {A: a}, {outs[0]: wrap(a.astype("int64") * 1000000) // 1000000,
                                        outs[1]: (wrap(a.astype("int64") + 1) > a).astype("int32")},
                rtol=0, atol=0)
+
+
+def test_argmax_rfactor_parallel_then_consumer(check_llvm, rand):
+    """A tuple reducer factored with rfactor (partials in parallel), consumed by another stage:
+    the first index of the maximum survives the two-level fold."""
+    argmax = te.comm_reducer(lambda x, y: (te.select(x[1] >= y[1], x[0], y[0]), te.max(x[1], y[1])),
+                             lambda t0, t1: (te.const(-1, t0), te.min_value(t1)), name="argmax")
+    A = te.placeholder((6, 64), name="A")
+    k = te.reduce_axis((0, 64), name="k")
+    I, V = te.compute((6,), lambda i: argmax((k, A[i, k]), axis=k), name="AM")
+    O = te.compute((6,), lambda i: I[i] * 2, name="O")
+    s = te.create_schedule(O.op)
+    ko, ki = s[I].split(s[I].op.reduce_axis[0], nparts=4)
+    RI, RV = s.rfactor(I, ko)
+    s[RI.op].parallel(RI.op.axis[0])
+    a = rand((6, 64), "int32", 0, 3).astype("float32")
+    check_llvm(s, [A, O], {A: a}, {O: a.argmax(1) * 2}, rtol=0, atol=0)
