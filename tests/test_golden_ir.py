@@ -73,3 +73,13 @@ def test_split_tail_fuse_reorder_unroll(golden):
     f = s[B].fuse(jo, i)
     s[B].unroll(ji)
     golden("split_tail_fuse_reorder_unroll", printed(s, [A, B]))
+
+
+def test_pragma_auto_unroll_unrolls_small_inner_loops(golden):
+    """Loops inside the pragma whose whole subtree has at most 4 iterations become copies."""
+    A = te.placeholder((4, 12), name="A")
+    B = te.compute((4, 12), lambda i, j: A[i, j] * 3.0, name="B")
+    s = te.create_schedule(B.op)
+    jo, ji = s[B].split(B.op.axis[1], factor=4)
+    s[B].pragma(B.op.axis[0], "auto_unroll_max_step", 4)
+    golden("pragma_auto_unroll", printed(s, [A, B]))
