@@ -128,7 +128,7 @@ def test_references_to_client_objects_are_rejected_untouched(tracker):
 
 
 def test_uploads_are_size_limited():
-    with DeviceServer("llvm:test", secret=SECRET, max_upload_bytes=1000) as server:
+    with DeviceServer("llvm:test", secret=SECRET, max_upload_bytes=1000, warm_up=False) as server:
         conn = connect("127.0.0.1", server.port, SECRET)
         try:
             assert len(conn.root.upload_library(b"x" * 1000)) == 64
@@ -138,6 +138,24 @@ def test_uploads_are_size_limited():
                 conn.root.has_library("../../etc/passwd")
         finally:
             conn.close()
+
+
+def test_numbers_must_be_finite_and_a_runner_with_the_wrong_secret_gets_an_error_result(tracker, kernels):
+    conn = connect("127.0.0.1", tracker.port, SECRET)
+    try:
+        with pytest.raises(Exception, match="finite"):
+            conn.root.request("llvm:x", float("nan"))
+    finally:
+        conn.close()
+    from conftest import measure_inputs
+    from tilecraft.autotune import MeasureErrorNo
+    from tilecraft.rpc import RPCRunner
+
+    runner = RPCRunner("llvm:x", "127.0.0.1", tracker.port, secret=b"wrong-secret-wrong-secret", n_parallel=1)
+    task, inputs, builds = measure_inputs(kernels, ["good"])
+    runner.set_task(task)
+    (result,) = runner.run(inputs, builds)
+    assert result.error_no == MeasureErrorNo.RUNTIME_DEVICE and "AuthenticationError" in result.error_msg
 
 
 def test_no_secret_no_start_on_a_non_loopback_address(tmp_path):

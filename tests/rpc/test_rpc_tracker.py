@@ -104,3 +104,30 @@ def test_a_device_server_in_this_process_measures_and_registers(tracker, kernels
                                   1e-3, 1e-3, 1.0)
         finally:
             conn.close()
+
+
+class HangingServer(DeviceServer):
+    """A server whose measurements never answer (as if its machine froze mid-run)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.release = threading.Event()
+
+    def measure(self, *args, **kw):
+        self.release.wait(30)
+        return super().measure(*args, **kw)
+
+
+def test_with_one_hung_server_and_no_retries_the_result_is_run_timeout(tracker, kernels):
+    with HangingServer("llvm:hung", secret=SECRET, tracker=("127.0.0.1", tracker.port),
+                       heartbeat_interval=0.1) as server:
+        assert server.registered.wait(5)
+        runner = RPCRunner("llvm:hung", "127.0.0.1", tracker.port, secret=SECRET, number=1, repeat=1,
+                           timeout=0.3, slack=0.3, max_retries=0)
+        task, inputs, builds = measure_inputs(kernels, ["good"])
+        runner.set_task(task)
+        (result,) = runner.run(inputs, builds)
+        server.release.set()
+        assert result.error_no == E.RUN_TIMEOUT and "did not answer within 0.6 s" in result.error_msg
+        # reported: the tracker cut the server's session; the server registers again
+        wait_until(lambda: tracker.status().keys().get("llvm:hung") == (1, 1), 10, "the server back")

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import ssl
 import sys
@@ -161,8 +162,11 @@ def main(argv=None) -> int:
     """``python -m tilecraft.rpc ...``."""
     parser = argparse.ArgumentParser(prog="python -m tilecraft.rpc", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every connection and registration")
     _add_rpc_subcommands(parser.add_subparsers(dest="rpc_command", required=True))
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     try:
         return args.func(args)
     except ValueError as err:   # a missing or short secret, a refused address

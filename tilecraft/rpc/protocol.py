@@ -25,6 +25,7 @@ import hashlib
 import hmac
 import ipaddress
 import logging
+import math
 import os
 import secrets
 import socket
@@ -225,7 +226,8 @@ def connect(host: str, port: int, secret: bytes, *, ssl_context: ssl.SSLContext 
             timeout: float = 10.0, server_hostname: str | None = None):
     """An authenticated rpyc connection to a tracker or device server.
 
-    ``timeout``: seconds to connect and finish the handshake. ``ssl_context``: a client
+    ``timeout``: seconds to connect, to finish the handshake, and for each plain call (use
+    ``rpyc.async_(...)`` with ``set_expiry`` for longer ones). ``ssl_context``: a client
     context (``ssl.create_default_context(cafile=...)``) when the other side uses TLS.
     """
     import rpyc
@@ -240,7 +242,10 @@ def connect(host: str, port: int, secret: bytes, *, ssl_context: ssl.SSLContext 
     except BaseException:
         _close_socket(sock)
         raise
-    return rpyc.utils.factory.connect_stream(SocketStream(sock), config=dict(PROTOCOL_CONFIG))
+    # every plain call (even fetching ``conn.root`` or a method) waits at most ``timeout``;
+    # long calls set their own expiry with ``rpyc.async_``
+    return rpyc.utils.factory.connect_stream(SocketStream(sock),
+                                             config=dict(PROTOCOL_CONFIG, sync_request_timeout=timeout))
 
 
 def abort(conn) -> None:
@@ -325,6 +330,14 @@ def plain(value, what: str, kind=None, max_len: int | None = None):
     if max_len is not None and type(value) in (bytes, str, tuple) and len(value) > max_len:
         raise ProtocolError(f"{what}: {len(value)} exceeds the limit of {max_len}")
     return value
+
+
+def bounded(value, what: str, upper: float) -> float:
+    """A plain, finite number (seconds, milliseconds), clipped to ``[0, upper]``."""
+    value = plain(value, what, float)
+    if not math.isfinite(value):
+        raise ProtocolError(f"{what}: expected a finite number, got {value}")
+    return min(max(value, 0.0), upper)
 
 
 _log = logging.getLogger("tilecraft.rpc")

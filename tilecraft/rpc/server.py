@@ -32,7 +32,7 @@ import rpyc
 from ..autotune._pool import WorkerPool, signal_name
 from ..autotune.measure import MeasureErrorNo
 from . import measure as child
-from .protocol import RpcServer, check_secret, connect, generate_secret, is_loopback, plain
+from .protocol import RpcServer, check_secret, connect, generate_secret, is_loopback, plain, bounded
 
 _log = logging.getLogger("tilecraft.rpc.server")
 
@@ -146,19 +146,19 @@ class DeviceServerService(rpyc.Service):
         """Run the reference once on the seeded inputs; ``(ok, message)``."""
         return self._server.prepare_reference(
             _digest(ref_digest, "ref_digest"), check_arg_info(arg_info), plain(target, "target", str, 200),
-            plain(seed, "seed", int), plain(timeout, "timeout", float))
+            plain(seed, "seed", int), bounded(timeout, "timeout", self._server.max_timeout))
 
     def exposed_measure(self, lib_digest, ref_digest, arg_info, target, seed, number, repeat,
                         min_repeat_ms, flush, rtol, atol, timeout):
         """``(costs, error_no, error_msg)``; ``ref_digest`` empty: no correctness check."""
         ref = plain(ref_digest, "ref_digest", str, 64)
         opts = {"number": max(1, plain(number, "number", int)), "repeat": max(1, plain(repeat, "repeat", int)),
-                "min_repeat_ms": plain(min_repeat_ms, "min_repeat_ms", float),
+                "min_repeat_ms": bounded(min_repeat_ms, "min_repeat_ms", 60_000.0),
                 "flush": plain(flush, "flush", bool), "seed": plain(seed, "seed", int),
                 "rtol": plain(rtol, "rtol", float), "atol": plain(atol, "atol", float)}
         return self._server.measure(_digest(lib_digest, "lib_digest"), _digest(ref, "ref_digest") if ref else "",
                                     check_arg_info(arg_info), plain(target, "target", str, 200), opts,
-                                    plain(timeout, "timeout", float))
+                                    bounded(timeout, "timeout", self._server.max_timeout))
 
 
 class DeviceServer:
@@ -168,14 +168,16 @@ class DeviceServer:
     ``secret``: the shared secret (of the tracker too); ``advertise_host``: the address clients
     should use (default: ``host``, or what the tracker sees when ``host`` is ``0.0.0.0``);
     ``max_upload_bytes`` per library, ``max_store_bytes`` in all; ``max_timeout`` caps what a
-    client may ask for one candidate.
+    client may ask for one candidate; ``warm_up`` starts the measuring process at once (rather
+    than on the first candidate).
     """
 
     def __init__(self, key: str, host: str = "127.0.0.1", port: int = 0, secret: bytes | None = None,
                  tracker: tuple | None = None, advertise_host: str | None = None,
                  heartbeat_interval: float = 2.0, max_upload_bytes: int = 64 << 20,
                  max_store_bytes: int = 512 << 20, max_timeout: float = 600.0,
-                 ssl_context=None, tracker_ssl_context=None, store_root: str | None = None):
+                 ssl_context=None, tracker_ssl_context=None, store_root: str | None = None,
+                 warm_up: bool = True):
         if secret is None:
             if not is_loopback(host):
                 raise ValueError(f"refusing to serve on {host!r} (not loopback) without a shared secret")
@@ -199,12 +201,14 @@ class DeviceServer:
         self._threads: list[threading.Thread] = []
         self.registered = threading.Event()
         self.server_id: int | None = None
+        self._warm_up_on_start = warm_up
 
     # --- life cycle
 
     def start(self) -> "DeviceServer":
         self._rpc.start()
-        self._spawn(self._warm_up, "warm-up")
+        if self._warm_up_on_start:
+            self._spawn(self._warm_up, "warm-up")
         if self.tracker is not None:
             self._spawn(self._register_loop, "register")
         return self
@@ -281,7 +285,7 @@ class DeviceServer:
             return (True, "")
         with self._measure_lock:
             out = self._pool.map(child.prepare_reference_outputs, [(path, arg_info, seed, target)],
-                                 timeout=min(timeout, self.max_timeout))[0]
+                                 timeout=max(timeout, 0.1))[0]
         if out.status != "ok":
             return (False, f"running the reference failed: {out.status} {_outcome_detail(out)}")
         self._references[cache_key] = out.value
@@ -297,7 +301,7 @@ class DeviceServer:
             ref_outputs = self._references.get((ref_digest, arg_info, target, opts["seed"]))
             if ref_outputs is None or not os.path.exists(ref_outputs):
                 return ((), int(MeasureErrorNo.RUNTIME_DEVICE), "the reference was not prepared")
-        timeout = min(max(timeout, 0.1), self.max_timeout)
+        timeout = max(timeout, 0.1)
         with self._measure_lock:
             out = self._pool.map(child.run_library, [(path, arg_info, target, dict(opts, ref_outputs=ref_outputs))],
                                  timeout=timeout)[0]

@@ -23,7 +23,7 @@ from typing import Callable
 
 import rpyc
 
-from .protocol import RpcServer, check_secret, connect, generate_secret, is_loopback, plain
+from .protocol import RpcServer, check_secret, connect, generate_secret, is_loopback, plain, bounded
 
 MAX_KEY_LEN = 200
 MAX_WAIT_S = 3600.0
@@ -301,7 +301,7 @@ class TrackerService(rpyc.Service):
     def exposed_request(self, key, wait_s):
         """``(lease_id, server_id, key, host, port)`` or ``()`` when none came free in time."""
         key = plain(key, "key", str, MAX_KEY_LEN)
-        wait_s = min(max(plain(wait_s, "wait_s", float), 0.0), MAX_WAIT_S)
+        wait_s = bounded(wait_s, "wait_s", MAX_WAIT_S)
         lease = self._pool.request(key, self, wait_s)
         if lease is None:
             return ()
