@@ -189,3 +189,10 @@ def pool_job(what):
     if what == "segv":
         os.kill(os.getpid(), signal.SIGSEGV)
     return "fine"
+
+
+def greedy_run_func(inp, br, opts):
+    """Allocates 8 GiB: under a memory cap this must fail cleanly."""
+    import numpy as np
+    block = np.ones(8 << 30, dtype=np.uint8)
+    return (float(block[0]),), 0, ""

@@ -59,3 +59,15 @@ def test_builder_timeouts_and_crashes_are_recorded():
             builder.close()
         assert [r.error_no for r in res] == [E.NO_ERROR, kind, E.NO_ERROR, kind]
         assert text in res[1].error_msg
+
+
+def test_runner_memory_cap_turns_runaway_allocation_into_an_error():
+    task = autotune.task.create("test/fake_matmul", args=(8, 4, 2), target="llvm")
+    builder = autotune.LocalBuilder(n_parallel=1, build_func=fk.fake_build_func, build_reference=False)
+    runner = autotune.LocalRunner(timeout=20, check_correctness=False, run_func=fk.greedy_run_func,
+                                  max_memory_mb=1024)
+    seen = []
+    GridSearchTuner(task).tune(1, autotune.measure_option(builder=builder, runner=runner),
+                               callbacks=[lambda t, i, r: seen.extend(r)])
+    assert seen[0].error_no == E.RUNTIME_DEVICE
+    assert "MemoryError" in seen[0].error_msg or "died" in seen[0].error_msg

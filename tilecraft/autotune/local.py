@@ -167,6 +167,15 @@ def _reference_outputs(path: str) -> dict:
     return _reference_cache[path]
 
 
+def limit_memory(max_bytes: int | None):
+    """Worker initializer: cap the address space so a candidate that runs away with memory
+    fails there (MemoryError or a crash) instead of pushing the machine into swap."""
+    if max_bytes:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+
+
 def _flush_cpu_cache(_buf=[]):
     # Write a buffer larger than the last-level cache so the next run starts cold.
     if not _buf:
@@ -319,7 +328,7 @@ class LocalRunner:
                  cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False,
                  check_correctness: bool = True, rtol: float = 1e-3, atol: float = 1e-3,
                  run_func: Callable | str = "default", seed: int | None = None,
-                 max_timing_s: float | None = None):
+                 max_timing_s: float | None = None, max_memory_mb: int | None = None):
         self.timeout = timeout
         self.number = number
         self.repeat = repeat
@@ -331,6 +340,7 @@ class LocalRunner:
         self.run_func = default_run_func if run_func == "default" else run_func
         self.n_parallel = 1
         self.max_timing_s = max_timing_s
+        self.max_memory_mb = max_memory_mb
         self._seed = seed
         self._pool: WorkerPool | None = None
         self._prepared: dict = {}
@@ -343,7 +353,8 @@ class LocalRunner:
 
     def _pool_(self) -> WorkerPool:
         if self._pool is None:
-            self._pool = WorkerPool(1)
+            limit = self.max_memory_mb * (1 << 20) if self.max_memory_mb else None
+            self._pool = WorkerPool(1, initializer=limit_memory, initargs=(limit,))
         return self._pool
 
     def _reference_for(self, inp: MeasureInput, br: BuildResult):
