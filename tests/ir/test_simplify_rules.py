@@ -1,7 +1,7 @@
 """One test per simplification rule, checked on the printed IR."""
 import pytest
 
-from tilecraft.ir import (Binary, BinOp, Buffer, BufferLoad, BufferStore, Cast, Const, Evaluate,
+from tilecraft.ir import (Allocate, Binary, BinOp, Buffer, BufferLoad, BufferStore, Cast, Const, Evaluate,
                           For, ForKind, IfThenElse, LetStmt, PrimFunc, SeqStmt, SizeVar, Var,
                           cast, const, logical_not, max_expr, min_expr, select, stmt_str)
 from tilecraft.ir.simplify import simplify
@@ -290,3 +290,10 @@ def test_unchanged_statement_is_the_same_object():
     assert simplify(loop) is loop
     f = PrimFunc("f", (A,), loop)
     assert simplify(f) is f
+
+
+def test_unit_loop_kept_when_an_allocation_shape_uses_its_variable():
+    T = Buffer("T", (i + 1,), "float32", "local")
+    loop = For(i, i32(0), i32(1), ForKind.SERIAL,
+               Allocate(T, BufferStore(T, Const(1.0, "float32"), (i,))))
+    assert simplify(loop) is loop

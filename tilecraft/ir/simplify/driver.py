@@ -4,7 +4,7 @@ so deep trees do not exhaust Python's stack), and through statements with loop b
 from __future__ import annotations
 
 from ..expr import Const, Expr, logical_not
-from ..functor import children, substitute
+from ..functor import children, collect_vars, post_order_visit, substitute
 from ..stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt,
                     PrimFunc, SeqStmt, Stmt)
 from .arith import Analyzer, is_index
@@ -174,7 +174,7 @@ class Simplifier:
         ce = ext.value if type(ext) is Const and is_index(ext) else None
         if ce is not None and ce <= 0:
             return None
-        if ce == 1 and s.kind in _DROPPABLE_UNIT_LOOPS:
+        if ce == 1 and s.kind in _DROPPABLE_UNIT_LOOPS and not _in_buffer_shapes(s.loop_var, s.body):
             return self.stmt(substitute(s.body, {s.loop_var: mn}))
         bound = None
         if cm is not None and ce is not None:
@@ -267,6 +267,17 @@ class Simplifier:
         if body is None:
             return None
         return s if (v is s.value and body is s.body) else AttrStmt(s.key, s.node, v, body)
+
+
+def _in_buffer_shapes(var, body) -> bool:
+    """Whether an allocation's shape mentions ``var`` (substitution cannot reach it there)."""
+    found = []
+
+    def f(n):
+        if type(n) is Allocate and any(var in collect_vars(x) for x in n.buffer.shape):
+            found.append(n)
+    post_order_visit(body, f)
+    return bool(found)
 
 
 def _is_noop(s) -> bool:
