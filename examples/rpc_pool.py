@@ -11,6 +11,7 @@ child process). On real machines the tracker and servers are separate commands:
 
 See docs/rpc.md.
 """
+import os
 import sys
 import tempfile
 
@@ -48,16 +49,18 @@ def main(n_trial: int = 6) -> None:
             task = autotune.task.create("example/rpc_matmul", args=(32,), target="llvm")
             runner = RPCRunner(key, "127.0.0.1", tracker.port, secret=secret, number=3, repeat=2, timeout=10)
             option = autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=2), runner=runner)
-            log = tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False).name
-            tuner = autotune.tuner.RandomTuner(task, seed=0)
-            tuner.tune(n_trial, option, callbacks=[autotune.callback.log_to_file(log)])
+            with tempfile.TemporaryDirectory() as folder:
+                log = os.path.join(folder, "rpc_matmul.jsonl")
+                tuner = autotune.tuner.RandomTuner(task, seed=0)
+                tuner.tune(n_trial, option, callbacks=[autotune.callback.log_to_file(log)])
+                records = autotune.record.load_from_file(log)
+            option["builder"].close()
 
-            for inp, res in autotune.record.load_from_file(log):
+            for inp, res in records:
                 cost = f"{res.mean_cost * 1e6:8.2f} us" if res.ok else res.error_no.name
                 print(f"config {inp.config.index:4d}: {cost}")
-            assert all(res.ok for _, res in autotune.record.load_from_file(log)), "a candidate failed"
-            print(f"\nbest: {tuner.best_config} at {tuner.best_flops / 1e9:.2f} GFLOP/s "
-                  f"(records in {log})")
+            assert all(res.ok for _, res in records), "a candidate failed"
+            print(f"\nbest: {tuner.best_config} at {tuner.best_flops / 1e9:.2f} GFLOP/s")
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ class RPCRunner:
         self.enable_cpu_cache_flush = enable_cpu_cache_flush
         self.check_correctness = check_correctness
         self.rtol, self.atol = rtol, atol
-        self.max_retries = max_retries
+        self.max_retries = max(0, int(max_retries))
         self.slack = slack
         self.request_timeout = request_timeout
         self.reference_timeout = reference_timeout
@@ -145,13 +145,14 @@ class RPCRunner:
         except _NETWORK_ERRORS as err:
             raise ServerFailure(f"{where}: cannot connect: {type(err).__name__}: {err}",
                                 hung=isinstance(err, TimeoutError)) from None
-        healthy = False
+        healthy, stage = False, f"uploading (limit {self.slack:g} s)"
         try:
             root = conn.root
             lib_digest = _upload(root, library, self.slack)
             ref_digest = ""
             if reference is not None:
                 ref_digest = _upload(root, reference, self.slack)
+                stage = f"running the reference (limit {self.reference_timeout + self.slack:g} s)"
                 ok, msg = _call(root.prepare_reference, self.reference_timeout + self.slack,
                                 ref_digest, arg_info, target, self.seed, float(self.reference_timeout))
                 if not ok:
@@ -159,6 +160,7 @@ class RPCRunner:
                         self._warned_no_reference = True
                         warnings.warn(f"{where}: {msg}; outputs are not checked", RuntimeWarning)
                     ref_digest = ""
+            stage = f"the measurement: did not answer within {self.timeout + self.slack:g} s"
             answer = _call(root.measure, self.timeout + self.slack, lib_digest, ref_digest, arg_info, target,
                            self.seed, int(self.number), int(self.repeat), float(self.min_repeat_ms),
                            bool(self.enable_cpu_cache_flush), float(self.rtol), float(self.atol),
@@ -166,8 +168,7 @@ class RPCRunner:
             healthy = True
             return answer
         except AsyncResultTimeout:
-            raise ServerFailure(f"{where} did not answer within {self.timeout + self.slack:g} s",
-                                hung=True) from None
+            raise ServerFailure(f"{where} hung during {stage}", hung=True) from None
         except _NETWORK_ERRORS as err:
             raise ServerFailure(f"{where} failed: {type(err).__name__}: {err}", hung=False) from None
         except Exception as err:  # noqa: BLE001 -- the server refused the request: no retry
