@@ -111,8 +111,8 @@ class _CSE:
         """Replace, largest first, each eligible subexpression that occurs twice or more by a
         new variable. Returns the new roots and ``[(var, value), ...]`` in binding order."""
         picked = []
+        table = _Table(allow_loads)     # numbers persist; only new nodes are numbered again
         while True:
-            table = _Table(allow_loads)
             for r in roots:
                 table.number(r)
             for _, v in picked:
@@ -122,17 +122,21 @@ class _CSE:
                 table.count(r, counts)
             for _, v in picked:
                 table.count(v, counts)
-            best, best_size = None, 1
-            for sid, c in counts.items():
-                if c >= 2 and table.eligible[sid] and table.size[sid] > best_size:
-                    best, best_size = sid, table.size[sid]
-            if best is None:
+            found = [sid for sid, c in counts.items() if c >= 2 and table.eligible[sid]]
+            if not found:
                 break
-            value = table.node[best]
-            var = Var("cse", value.dtype)
-            roots = tuple(table.replace(r, best, var) for r in roots)
-            picked = [(v, table.replace(x, best, var)) for v, x in picked]
-            picked.append((var, value))
+            # largest first; in one round take every candidate that is not inside one already
+            # taken (the counts of those inside change once the outer one is replaced)
+            found.sort(key=lambda sid: -table.size[sid])
+            chosen, covered = {}, set()
+            for sid in found:
+                if sid in covered:
+                    continue
+                chosen[sid] = Var("cse", table.node[sid].dtype)
+                covered |= table.inside(sid)
+            roots = tuple(table.replace(r, chosen) for r in roots)
+            picked = [(v, table.replace(x, chosen)) for v, x in picked]
+            picked.extend((var, table.node[sid]) for sid, var in chosen.items())
         if not picked:
             return roots, []
         # a later pick is smaller and may occur in an earlier pick's value: bind it first, and
@@ -189,26 +193,26 @@ class _Table:
         self.pure: list = []         # no impure call, no Let/Reduce, loads only if allowed
 
     def number(self, root) -> None:
-        stack = [root]
         sid = self.sid
+        if id(root) in sid:
+            return
+        stack = [(root, False)]
         while stack:
-            e = stack[-1]
+            e, ready = stack.pop()
             if id(e) in sid:
-                stack.pop()
                 continue
             kids = children(e)
-            missing = [k for k in kids if id(k) not in sid]
-            if missing:
-                stack.extend(missing)
+            if not ready:
+                stack.append((e, True))
+                stack.extend((k, False) for k in kids if id(k) not in sid)
                 continue
-            stack.pop()
             ks = tuple(sid[id(k)] for k in kids)
             key = node_key(e, ks)
             n = self.interned.get(key)
             if n is None:
                 n = self.interned[key] = len(self.node)
                 t = type(e)
-                pure = all(self.pure[k] for k in ks) and t is not Let and t is not Reduce \
+                pure = t is not Let and t is not Reduce and all(self.pure[k] for k in ks) \
                     and (t is not Call or e.name in PURE_CALLS) \
                     and (self.allow_loads or (t is not BufferLoad and t is not TensorLoad))
                 self.node.append(e)
@@ -235,24 +239,36 @@ class _Table:
                 continue
             stack.extend(children(e))
 
-    def replace(self, root, target: int, var):
-        done: dict = {}
-        stack = [root]
+    def inside(self, n: int) -> set:
+        """The structure numbers of every node of the expression numbered ``n``."""
+        out, stack = set(), [self.node[n]]
         while stack:
-            e = stack[-1]
+            e = stack.pop()
+            k = self.sid[id(e)]
+            if k not in out:
+                out.add(k)
+                stack.extend(children(e))
+        return out
+
+    def replace(self, root, targets: dict):
+        """``root`` with every node whose structure number is in ``targets`` replaced by the
+        variable it maps to."""
+        done: dict = {}
+        sid = self.sid
+        stack = [(root, False)]
+        while stack:
+            e, ready = stack.pop()
             if id(e) in done:
-                stack.pop()
                 continue
-            if self.sid.get(id(e)) == target:
+            var = targets.get(sid.get(id(e)))
+            if var is not None:
                 done[id(e)] = var
-                stack.pop()
                 continue
             kids = children(e)
-            missing = [k for k in kids if id(k) not in done]
-            if missing:
-                stack.extend(missing)
+            if not ready:
+                stack.append((e, True))
+                stack.extend((k, False) for k in kids if id(k) not in done)
                 continue
-            stack.pop()
             new = tuple(done[id(k)] for k in kids)
             done[id(e)] = e if all(a is b for a, b in zip(kids, new)) else with_children(e, new)
         return done[id(root)]
