@@ -1,6 +1,5 @@
 """Tuning logs: round trip, corrupt lines, pick_best, apply_history_best, fallback notice."""
 import json
-import warnings
 
 import pytest
 

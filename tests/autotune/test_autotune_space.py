@@ -1,6 +1,4 @@
 """Config spaces: encoding, every define_* policy, printing, fallbacks."""
-import math
-
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import warnings
-from typing import Iterable
 
 from .space import FallbackConfigEntity
 

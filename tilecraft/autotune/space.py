@@ -23,11 +23,10 @@ A configuration is one mixed-radix integer: knob ``k`` (in definition order) is 
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections import OrderedDict
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import importlib
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

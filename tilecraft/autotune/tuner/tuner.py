@@ -8,7 +8,6 @@ improvement.
 from __future__ import annotations
 
 import logging
-import time
 import warnings
 from typing import Iterable, Sequence
 
