@@ -113,7 +113,8 @@ def cmd_tune(args) -> int:
         builder=autotune.LocalBuilder(timeout=args.build_timeout, n_parallel=args.n_parallel),
         runner=autotune.LocalRunner(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
                                     timeout=args.run_timeout, check_correctness=not args.no_check,
-                                    enable_cpu_cache_flush=args.flush_cache, max_memory_mb=args.max_memory_mb))
+                                    enable_cpu_cache_flush=args.flush_cache, max_memory_mb=args.max_memory_mb,
+                                    max_timing_s=args.max_timing_s or None))
     if remaining:
         tuner.tune(remaining, option, early_stopping=args.early_stopping, callbacks=callbacks)
     if tuner.best_config is None:
@@ -256,6 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-check", action="store_true", help="do not check outputs against the reference")
     t.add_argument("--flush-cache", action="store_true", help="flush CPU caches before each timed repeat")
     t.add_argument("--max-memory-mb", type=int, default=None, help="cap each run process's memory")
+    t.add_argument("--max-timing-s", type=float, default=2.0,
+                   help="time candidates slower than this (number x repeat runs) with fewer runs; 0: off")
     t.add_argument("--seed", type=int, default=None)
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--verbose", action="store_true", help="print the config space")
