@@ -2,13 +2,11 @@
 RPCRunner measuring real kernels through it, servers killed or frozen in the middle of a run."""
 import os
 import signal
-import subprocess
-import sys
 import threading
 
 import pytest
 
-from conftest import ROOT, RpcProcesses, measure_inputs, wait_until
+from conftest import RpcProcesses, measure_inputs, wait_until
 from tilecraft.autotune import MeasureErrorNo as E
 from tilecraft.rpc import RPCRunner, TrackerClient
 
@@ -17,14 +15,14 @@ SECRET = b"pool-secret-pool-secret-0123456789"
 
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory):
-    """A tracker and two servers of ``llvm:rpctest``."""
+    """A tracker and two servers of ``llvm:rpctest``. The tests below run in this order and
+    leave both servers registered, except the last, which kills one."""
     procs = RpcProcesses(tmp_path_factory.mktemp("rpc-pool"), SECRET)
     try:
         _, port = procs.start("tracker", "--port", "0", "--heartbeat-timeout", "1.5")
         servers = [procs.start("server", "--tracker", f"127.0.0.1:{port}", "--key", "llvm:rpctest",
                                "--heartbeat-interval", "0.2", wait=False) for _ in range(2)]
-        for s in servers:
-            procs.port_of(s)
+        procs.servers = [(s, procs.port_of(s)) for s in servers]
         procs.tracker_port = port
         with TrackerClient("127.0.0.1", port, SECRET) as t:
             wait_until(lambda: t.status().keys().get("llvm:rpctest") == (2, 2), 20, "two servers registered")
@@ -43,13 +41,13 @@ def _status(pool):
         return t.status()
 
 
-def test_status_lists_servers_keys_and_queues(pool):
-    r = subprocess.run([sys.executable, "-m", "tilecraft.rpc", "status", "--tracker", f"127.0.0.1:{pool.tracker_port}",
-                        "--key-file", str(pool.key_file)], capture_output=True, text=True, timeout=30, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    head = r.stdout.splitlines()[1].split()
-    assert head == ["llvm:rpctest", "2", "2", "0"]
-    assert r.stdout.count("llvm:rpctest") == 3
+def test_status_lists_servers_keys_and_queues(pool, capsys):
+    from tilecraft.rpc import cli
+
+    assert cli.main(["status", "--tracker", f"127.0.0.1:{pool.tracker_port}", "--key-file", str(pool.key_file)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].split() == ["llvm:rpctest", "2", "2", "0"]
+    assert out.count("llvm:rpctest") == 3
 
 
 def test_runner_measures_real_kernels_and_checks_them_against_the_reference(pool, kernels):
@@ -68,13 +66,11 @@ def test_runner_measures_real_kernels_and_checks_them_against_the_reference(pool
     assert st.keys()["llvm:rpctest"] == (2, 2) and st.queues == {}     # every lease came back
 
 
-def _start_servers(pool, key, n=2):
-    servers = [pool.start("server", "--tracker", f"127.0.0.1:{pool.tracker_port}", "--key", key,
-                          "--heartbeat-interval", "0.2", wait=False) for _ in range(n)]
-    ports = [pool.port_of(s) for s in servers]
-    wait_until(lambda: _status(pool).keys().get(key) == (n, n), 20, f"{n} servers of {key}")
+def _servers(pool, key="llvm:rpctest"):
+    """``[(process, server_id), ...]`` of the fixture's servers, as registered now."""
+    wait_until(lambda: _status(pool).keys().get(key) == (2, 2), 20, f"both servers of {key} registered")
     by_port = {s.port: s.server_id for s in _status(pool).servers if s.key == key}
-    return [(proc, by_port[port]) for proc, port in zip(servers, ports)]
+    return [(proc, by_port[port]) for proc, port in pool.servers]
 
 
 def _when_busy(pool, server_id, action):
@@ -89,9 +85,28 @@ def _when_busy(pool, server_id, action):
     return t
 
 
+def test_a_frozen_server_times_out_is_dropped_and_registers_again_when_it_thaws(pool, kernels):
+    (frozen, frozen_id), (_, other_id) = _servers(pool)
+    runner = _runner(pool, "llvm:rpctest", n_parallel=1, min_repeat_ms=100, max_retries=1, timeout=1, slack=1)
+    task, inputs, builds = measure_inputs(kernels, ["good"] * 3)
+    runner.set_task(task)
+    watcher = _when_busy(pool, frozen_id, lambda: os.kill(frozen.pid, signal.SIGSTOP))
+    results = runner.run(inputs, builds)
+    watcher.join(5)
+    assert [r.error_no for r in results] == [E.NO_ERROR] * 3, results
+    assert [s.server_id for s in _status(pool).servers if s.key == "llvm:rpctest"] == [other_id]
+    os.kill(frozen.pid, signal.SIGCONT)
+    wait_until(lambda: _status(pool).keys().get("llvm:rpctest") == (2, 2), 10, "the thawed server back")
+    # frozen while idle: it misses heartbeats and leaves the pool by itself
+    os.kill(frozen.pid, signal.SIGSTOP)
+    wait_until(lambda: _status(pool).keys().get("llvm:rpctest") == (1, 1), 10, "the idle frozen server dropped")
+    os.kill(frozen.pid, signal.SIGCONT)
+    _servers(pool)     # both back for the next test
+
+
 def test_a_server_killed_mid_queue_is_dropped_and_its_work_done_by_the_other(pool, kernels):
-    (victim, victim_id), (_, survivor_id) = _start_servers(pool, "llvm:kill")
-    runner = _runner(pool, "llvm:kill", n_parallel=1, min_repeat_ms=100, max_retries=2)
+    (victim, victim_id), (_, survivor_id) = _servers(pool)
+    runner = _runner(pool, "llvm:rpctest", n_parallel=1, min_repeat_ms=100, max_retries=2)
     task, inputs, builds = measure_inputs(kernels, ["good"] * 4)
     runner.set_task(task)
     watcher = _when_busy(pool, victim_id, lambda: os.kill(victim.pid, signal.SIGKILL))
@@ -99,22 +114,4 @@ def test_a_server_killed_mid_queue_is_dropped_and_its_work_done_by_the_other(poo
     watcher.join(5)
     assert [r.error_no for r in results] == [E.NO_ERROR] * 4, results
     assert victim.wait(5) == -signal.SIGKILL
-    assert [s.server_id for s in _status(pool).servers if s.key == "llvm:kill"] == [survivor_id]
-
-
-def test_a_frozen_server_times_out_is_dropped_and_registers_again_when_it_thaws(pool, kernels):
-    (frozen, frozen_id), (_, other_id) = _start_servers(pool, "llvm:stop")
-    runner = _runner(pool, "llvm:stop", n_parallel=1, min_repeat_ms=100, max_retries=1, timeout=1, slack=1)
-    task, inputs, builds = measure_inputs(kernels, ["good"] * 3)
-    runner.set_task(task)
-    watcher = _when_busy(pool, frozen_id, lambda: os.kill(frozen.pid, signal.SIGSTOP))
-    results = runner.run(inputs, builds)
-    watcher.join(5)
-    assert [r.error_no for r in results] == [E.NO_ERROR] * 3, results
-    assert [s.server_id for s in _status(pool).servers if s.key == "llvm:stop"] == [other_id]
-    os.kill(frozen.pid, signal.SIGCONT)
-    wait_until(lambda: _status(pool).keys().get("llvm:stop") == (2, 2), 10, "the thawed server back")
-    # frozen while idle: it misses heartbeats and leaves the pool by itself
-    os.kill(frozen.pid, signal.SIGSTOP)
-    wait_until(lambda: _status(pool).keys().get("llvm:stop") == (1, 1), 10, "the idle frozen server dropped")
-    os.kill(frozen.pid, signal.SIGCONT)
+    assert [s.server_id for s in _status(pool).servers if s.key == "llvm:rpctest"] == [survivor_id]

@@ -158,7 +158,7 @@ def test_numbers_must_be_finite_and_a_runner_with_the_wrong_secret_gets_an_error
     assert result.error_no == MeasureErrorNo.RUNTIME_DEVICE and "AuthenticationError" in result.error_msg
 
 
-def test_no_secret_no_start_on_a_non_loopback_address(tmp_path):
+def test_no_secret_no_start_on_a_non_loopback_address(tmp_path, monkeypatch, capsys):
     with pytest.raises(ValueError, match="not loopback"):
         Tracker(host="0.0.0.0", port=0, secret=None)
     with pytest.raises(ValueError, match="without a shared secret"):
@@ -169,10 +169,13 @@ def test_no_secret_no_start_on_a_non_loopback_address(tmp_path):
     key = tmp_path / "key"
     key.write_bytes(b"y" * 32 + b"\n")
     assert load_secret(str(key), host="0.0.0.0", environ={}) == b"y" * 32
-    env = {k: v for k, v in os.environ.items() if k != "TILECRAFT_RPC_KEY"}
-    r = subprocess.run([sys.executable, "-m", "tilecraft.rpc", "tracker", "--host", "0.0.0.0", "--port", "0"],
-                       capture_output=True, text=True, timeout=30, env=env)
-    assert r.returncode == 2 and "without a shared secret" in r.stderr
+    from tilecraft.rpc import cli
+
+    monkeypatch.delenv("TILECRAFT_RPC_KEY", raising=False)
+    assert cli.main(["tracker", "--host", "0.0.0.0", "--port", "0"]) == 2
+    assert "without a shared secret" in capsys.readouterr().err
+    assert cli.main(["server", "--tracker", "10.1.2.3:9190", "--key", "llvm:x"]) == 2
+    assert "without a shared secret" in capsys.readouterr().err
 
 
 def test_keygen_writes_an_owner_only_secret(tmp_path):
