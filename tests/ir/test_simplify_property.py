@@ -91,7 +91,7 @@ def check_same_value(e, bounds, env):
     assert got == expected, f"{e}  ->  {s}  at {({v.name: x for v, x in env.items()})}, bounds {bounds}"
 
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
@@ -136,3 +136,12 @@ def test_div_mod_recombination_preserves_value(x, c, k, ops, be):
     e = Binary(BinOp.ADD, Binary(BinOp.MUL, div, i32(k * c), "int32"),
                Binary(BinOp.MUL, mod, i32(k), "int32"), "int32")
     check_same_value(e, *be)
+
+
+@SETTINGS
+@given(int_exprs, bounded_env())
+def test_simplify_is_idempotent(e, be):
+    """A second simplify finds nothing to do and returns the very same object."""
+    bounds, _ = be
+    once = simplify(e, bounds)
+    assert simplify(once, bounds) is once, f"{e} -> {once} -> {simplify(once, bounds)}"
