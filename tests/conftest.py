@@ -4,9 +4,10 @@
 * ``rng``: a fresh random generator per test. Its seed is printed (shown when the test fails);
   set ``TILECRAFT_TEST_SEED`` to replay a failure.
 * ``rand(shape, dtype, low, high)``: random arrays from ``rng``.
-* ``check_llvm``: build a schedule for the CPU, run it on the given inputs with every output
-  poisoned first (NaN for floats, a sentinel for integers), and compare each output with the
-  reference interpreter and, when given, with a hand-written numpy result.
+* ``check_llvm``: build a schedule for the CPU, run it twice on the given inputs with every
+  output poisoned first (two different sentinels: NaN/1e30 for floats, two integers, False/True),
+  require both runs to agree, and compare each output with the reference interpreter and, when
+  given, with a hand-written numpy result.
 """
 from __future__ import annotations
 
@@ -58,14 +59,16 @@ def golden(request):
     return check
 
 
-def poison(shape, dtype) -> np.ndarray:
-    """An output buffer whose every element fails a comparison unless it is written."""
+def poison(shape, dtype, variant: int = 0) -> np.ndarray:
+    """An output buffer filled with a sentinel (variant 0: NaN / 0x5A / False, variant 1:
+    1e30 / 0x25 / True). A run on each variant that gives the same result has written every
+    element."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
-        return np.full(shape, np.nan, dtype)
+        return np.full(shape, (np.nan, 1e30 if dtype.itemsize > 2 else 6e4)[variant], dtype)
     if dtype.kind == "b":
-        return np.zeros(shape, dtype)   # bool outputs: compare against a reference with True in it
-    return np.full(shape, INT_SENTINEL, dtype)
+        return np.full(shape, bool(variant), dtype)
+    return np.full(shape, (INT_SENTINEL, 0x25)[variant], dtype)
 
 
 def random_array(rng, shape, dtype, low=-1.0, high=1.0) -> np.ndarray:
@@ -89,18 +92,24 @@ def run_llvm(s, args, inputs: dict, name="f", scalars=None):
     f = tilecraft.build(s, args, target="llvm", name=name)
     outs = [a for a in args if not isinstance(a, Var) and a not in inputs]
     shapes = evaluate(outs, {**inputs, **scalars})
-    call, results = [], {}
-    for a in args:
-        if isinstance(a, Var):
-            call.append(scalars[a])
-        elif a in inputs:
-            call.append(inputs[a])
-        else:
-            buf = poison(shapes[outs.index(a)].shape, a.dtype)
-            results[a] = buf
-            call.append(buf)
-    f(*call)
-    return results
+    results = []
+    for variant in (0, 1):      # two different poisons: an unwritten element shows as a difference
+        call, got = [], {}
+        for a in args:
+            if isinstance(a, Var):
+                call.append(scalars[a])
+            elif a in inputs:
+                call.append(inputs[a])
+            else:
+                got[a] = poison(shapes[outs.index(a)].shape, a.dtype, variant)
+                call.append(got[a])
+        f(*call)
+        results.append(got)
+    for t in outs:
+        same = np.array_equal(results[0][t], results[1][t], equal_nan=results[0][t].dtype.kind == "f")
+        assert same, (f"'{t.name}' differs between two runs on differently poisoned outputs: some "
+                      f"elements are not written (or the result is not deterministic)")
+    return results[0]
 
 
 @pytest.fixture
