@@ -218,3 +218,28 @@ def test_importing_tilecraft_does_not_import_rpyc():
     r = subprocess.run([sys.executable, "-c", "import sys, tilecraft; print('rpyc' in sys.modules)"],
                        capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "False", r.stderr
+
+
+def test_on_loopback_the_first_tracker_makes_a_per_user_key_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(protocol, "DEFAULT_KEY_FILE", str(tmp_path / "home" / "rpc.key"))
+    with pytest.raises(ValueError, match="start the tracker"):
+        load_secret(None, host="127.0.0.1", environ={})
+    made = load_secret(None, host="127.0.0.1", create_default=True, environ={})
+    assert os.stat(tmp_path / "home" / "rpc.key").st_mode & 0o077 == 0
+    assert load_secret(None, host="localhost", environ={}) == made      # servers on this machine find it
+    with pytest.raises(ValueError, match="without a shared secret"):
+        load_secret(None, host="192.168.1.2", environ={})               # never for a real network
+
+
+def test_the_library_store_evicts_least_recently_used(tmp_path):
+    from tilecraft.rpc.server import LibraryStore
+
+    store = LibraryStore(max_bytes=250, root=str(tmp_path))
+    a, b = store.put(b"a" * 100), store.put(b"b" * 100)
+    assert store.get(a)                       # a is now the most recently used
+    c = store.put(b"c" * 100)
+    assert store.get(b) is None and store.get(a) and store.get(c)
+    assert sorted(os.listdir(store.root)) == sorted([a + ".so", c + ".so"])
+    assert oct(os.stat(store.root).st_mode & 0o777) == "0o700"
+    store.close()
+    assert not os.path.exists(store.root)
