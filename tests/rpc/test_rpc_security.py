@@ -243,3 +243,15 @@ def test_the_library_store_evicts_least_recently_used(tmp_path):
     assert oct(os.stat(store.root).st_mode & 0o777) == "0o700"
     store.close()
     assert not os.path.exists(store.root)
+
+
+def test_the_commands_plug_into_a_parent_cli(monkeypatch, capsys):
+    import argparse
+
+    from tilecraft.rpc import cli
+
+    parser = argparse.ArgumentParser(prog="tilecraft")
+    cli.add_commands(parser.add_subparsers(dest="command", required=True))
+    monkeypatch.delenv("TILECRAFT_RPC_KEY", raising=False)
+    args = parser.parse_args(["rpc", "tracker", "--host", "0.0.0.0"])
+    assert args.func(args) == 2 and "without a shared secret" in capsys.readouterr().err

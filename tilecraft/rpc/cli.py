@@ -21,10 +21,15 @@ from .protocol import is_loopback, load_secret, write_key_file
 
 
 def add_commands(subparsers) -> None:
-    """Add ``rpc {tracker,server,status,keygen}`` to a parent CLI's ``subparsers``; each sets
-    ``func(args) -> int``."""
+    """Add ``rpc {tracker,server,status,keygen}`` to a parent CLI's ``subparsers``; the parsed
+    arguments' ``func(args) -> int`` runs the command (exit status: 0, or 2 for a refused secret).
+
+    >>> # sub = parser.add_subparsers(dest="command"); add_commands(sub)
+    >>> # args = parser.parse_args(); sys.exit(args.func(args))
+    """
     rpc = subparsers.add_parser("rpc", help="the device pool: tracker, device server, status",
                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    rpc.add_argument("-v", "--verbose", action="store_true", help="log every connection and registration")
     _add_rpc_subcommands(rpc.add_subparsers(dest="rpc_command", required=True))
 
 
@@ -36,7 +41,7 @@ def _add_rpc_subcommands(sub) -> None:
                    help="seconds without a heartbeat before a server leaves the pool")
     _secret_args(p)
     _tls_server_args(p)
-    p.set_defaults(func=run_tracker)
+    p.set_defaults(func=dispatch, rpc_func=run_tracker)
 
     p = sub.add_parser("server", help="run a device server and register it with a tracker")
     p.add_argument("--tracker", required=True, metavar="HOST:PORT")
@@ -49,17 +54,17 @@ def _add_rpc_subcommands(sub) -> None:
     _secret_args(p)
     _tls_server_args(p)
     p.add_argument("--ca-file", default=None, help="verify the tracker's TLS certificate with this CA")
-    p.set_defaults(func=run_server)
+    p.set_defaults(func=dispatch, rpc_func=run_server)
 
     p = sub.add_parser("status", help="list a tracker's servers, keys and queues")
     p.add_argument("--tracker", required=True, metavar="HOST:PORT")
     _secret_args(p)
     p.add_argument("--ca-file", default=None, help="verify the tracker's TLS certificate with this CA")
-    p.set_defaults(func=run_status)
+    p.set_defaults(func=dispatch, rpc_func=run_status)
 
     p = sub.add_parser("keygen", help="write a new random shared secret to FILE (mode 0600)")
     p.add_argument("file")
-    p.set_defaults(func=run_keygen)
+    p.set_defaults(func=dispatch, rpc_func=run_keygen)
 
 
 def _secret_args(p):
@@ -165,10 +170,15 @@ def main(argv=None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="log every connection and registration")
     _add_rpc_subcommands(parser.add_subparsers(dest="rpc_command", required=True))
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+    return args.func(args)
+
+
+def dispatch(args) -> int:
+    """Run the parsed command ``args.rpc_func``: logging set up, a refused secret reported."""
+    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     try:
-        return args.func(args)
+        return args.rpc_func(args)
     except ValueError as err:   # a missing or short secret, a refused address
         print(f"error: {err}", file=sys.stderr)
         return 2
