@@ -1,6 +1,6 @@
 """A reference evaluator for integer/bool IR expressions, written from the semantics stated in
 ``tilecraft/ir/expr.py`` and nothing else: Python integers, ``//``/``%`` floor, truncdiv/truncmod
-truncate (computed with exact fractions), int32 wraps."""
+truncate (computed with exact fractions), integers wrap to their dtype's width."""
 from fractions import Fraction
 import math
 
@@ -15,6 +15,14 @@ def wrap32(v: int) -> int:
     return (v + 2 ** 31) % 2 ** 32 - 2 ** 31
 
 
+def wrap_to(v: int, dtype: str) -> int:
+    """``v`` modulo 2**bits, as the signed or unsigned integer type ``dtype`` holds it."""
+    signed = dtype.startswith("int")
+    bits = int(dtype[3:] if signed else dtype[4:])
+    v %= 2 ** bits
+    return v - 2 ** bits if signed and v >= 2 ** (bits - 1) else v
+
+
 def reference(e, env):
     """Evaluate with Python integers; everything is evaluated (``select`` is eager)."""
     t = type(e)
@@ -24,14 +32,14 @@ def reference(e, env):
         return e.value
     if t is Unary:
         a = reference(e.a, env)
-        return (not a) if e.op is UnOp.NOT else wrap32(-a)
+        return (not a) if e.op is UnOp.NOT else wrap_to(-a, e.dtype)
     if t is Select:
         c = reference(e.condition, env)
         a, b = reference(e.true_value, env), reference(e.false_value, env)
         return a if c else b
     if t is Cast:
         v = reference(e.value, env)
-        return bool(v) if e.dtype == "bool" else wrap32(int(v))
+        return bool(v) if e.dtype == "bool" else wrap_to(int(v), e.dtype)
     assert t is Binary, e
     a, b = reference(e.a, env), reference(e.b, env)
     op = e.op
@@ -48,4 +56,4 @@ def reference(e, env):
         BinOp.LE: lambda: a <= b, BinOp.GT: lambda: a > b, BinOp.GE: lambda: a >= b,
         BinOp.AND: lambda: bool(a and b), BinOp.OR: lambda: bool(a or b),
     }[op]()
-    return r if isinstance(r, bool) else wrap32(r)
+    return r if isinstance(r, bool) else wrap_to(r, e.dtype)

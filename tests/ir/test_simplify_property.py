@@ -145,3 +145,33 @@ def test_simplify_is_idempotent(e, be):
     bounds, _ = be
     once = simplify(e, bounds)
     assert simplify(once, bounds) is once, f"{e} -> {once} -> {simplify(once, bounds)}"
+
+
+def _typed_exprs(d):
+    """Expressions of another integer type (wrap at 8 or 64 bits, unsigned values)."""
+    lo, hi = (0, 255) if d == "uint8" else (-128, 127) if d == "int8" else (-2 ** 63, 2 ** 63 - 1)
+    vs = tuple(Var(n, d) for n in ("p", "q"))
+    leaf = st.one_of(st.sampled_from(vs), st.integers(-9, 9).map(lambda v: Const(v % 256 if d == "uint8" else v, d)),
+                     st.sampled_from([lo, hi, hi // 2 + 1]).map(lambda v: Const(v, d)))
+    ops = ARITH + DIVMOD
+    grow = lambda sub: st.one_of(
+        st.builds(lambda op, a, b: Binary(op, a, b, d), st.sampled_from(ops), sub, sub),
+        st.builds(lambda op, a, c: Binary(op, a, Const(c, d), d), st.sampled_from(DIVMOD), sub,
+                  st.sampled_from([1, 2, 3, 4, 16])),
+        sub.map(lambda a: Unary(UnOp.NEG, a, d)))
+    return st.recursive(leaf, grow, max_leaves=10), vs, (lo, hi)
+
+
+@SETTINGS
+@given(st.sampled_from(["int8", "uint8", "int64"]), st.data())
+def test_simplify_preserves_value_in_other_int_types(d, data):
+    exprs, vs, (lo, hi) = _typed_exprs(d)
+    e = data.draw(exprs)
+    bounds, env = {}, {}
+    for v in vs:
+        a = data.draw(st.integers(lo, hi))
+        b = data.draw(st.integers(a, min(hi, a + data.draw(st.sampled_from([0, 5, 40, hi - lo])))))
+        if data.draw(st.booleans()):
+            bounds[v] = (a, b)
+        env[v] = data.draw(st.integers(a, b))
+    check_same_value(e, bounds, env)
