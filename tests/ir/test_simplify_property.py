@@ -162,7 +162,7 @@ def _typed_exprs(d):
     return st.recursive(leaf, grow, max_leaves=10), vs, (lo, hi)
 
 
-@SETTINGS
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(["int8", "uint8", "int64"]), st.data())
 def test_simplify_preserves_value_in_other_int_types(d, data):
     exprs, vs, (lo, hi) = _typed_exprs(d)
