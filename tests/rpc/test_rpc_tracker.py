@@ -92,6 +92,9 @@ def test_a_device_server_in_this_process_measures_and_registers(tracker, kernels
         runner.check_correctness = False
         task, inputs, builds = measure_inputs(kernels, ["wrong"], reference=False)
         assert [r.error_no for r in runner.run(inputs, builds)] == [E.NO_ERROR]
+        runner.repeat, runner.max_timing_s = 3, 1e-9      # "slow": timed with fewer runs
+        (fast,) = runner.run(inputs, builds)
+        assert fast.error_no == E.NO_ERROR and len(fast.costs) == 1
         conn = connect("127.0.0.1", server.port, SECRET)
         try:
             key, version, limit = conn.root.info()

@@ -51,6 +51,7 @@ def _add_rpc_subcommands(sub) -> None:
     p.add_argument("--advertise-host", default=None, help="address clients use to reach this server")
     p.add_argument("--heartbeat-interval", type=float, default=2.0)
     p.add_argument("--max-upload-mb", type=float, default=64.0, help="largest library accepted")
+    p.add_argument("--max-memory-mb", type=int, default=None, help="cap the measuring process's memory")
     _secret_args(p)
     _tls_server_args(p)
     p.add_argument("--ca-file", default=None, help="verify the tracker's TLS certificate with this CA")
@@ -138,7 +139,7 @@ def run_server(args) -> int:
     secret = load_secret(args.key_file, host=exposed)
     server = DeviceServer(args.key or default_device_key(), args.host, args.port, secret, tracker=tracker,
                           advertise_host=args.advertise_host, heartbeat_interval=args.heartbeat_interval,
-                          max_upload_bytes=int(args.max_upload_mb * (1 << 20)),
+                          max_upload_bytes=int(args.max_upload_mb * (1 << 20)), max_memory_mb=args.max_memory_mb,
                           ssl_context=_server_ssl(args), tracker_ssl_context=_client_ssl(args)).start()
     print(f"tilecraft-rpc server {server.key} listening on {server.host}:{server.port}", flush=True)
     try:

@@ -46,7 +46,7 @@ class RPCRunner:
     ``key``: the device key servers registered with; ``host``/``port``: the tracker;
     ``secret``: the shared secret (default: ``load_secret()`` — ``$TILECRAFT_RPC_KEY`` or the
     per-user key file); ``number``/``repeat``/``min_repeat_ms``/``enable_cpu_cache_flush``/
-    ``check_correctness``/``rtol``/``atol``/``seed`` as ``LocalRunner``; ``timeout``: seconds
+    ``check_correctness``/``rtol``/``atol``/``seed``/``max_timing_s`` as ``LocalRunner``; ``timeout``: seconds
     per candidate on the server (then ``RUN_TIMEOUT``); ``n_parallel``: candidates in flight
     (default: the servers of ``key`` at ``set_task``); ``slack``: extra seconds before a silent
     server counts as hung; ``request_timeout``: how long to wait for a free server.
@@ -57,7 +57,8 @@ class RPCRunner:
                  n_parallel: int | None = None, enable_cpu_cache_flush: bool = False,
                  check_correctness: bool = True, rtol: float = 1e-3, atol: float = 1e-3,
                  seed: int | None = None, max_retries: int = 2, slack: float = 10.0,
-                 request_timeout: float = 120.0, reference_timeout: float = 300.0, ssl_context=None):
+                 request_timeout: float = 120.0, reference_timeout: float = 300.0, ssl_context=None,
+                 max_timing_s: float | None = None):
         self.key = key
         self.host, self.port = host, port
         self.secret = check_secret(secret) if secret is not None else load_secret(host=host)
@@ -71,6 +72,7 @@ class RPCRunner:
         self.request_timeout = request_timeout
         self.reference_timeout = reference_timeout
         self.ssl_context = ssl_context
+        self.max_timing_s = max_timing_s
         self._n_parallel = n_parallel
         self.n_parallel = n_parallel or 1
         self._seed = seed
@@ -164,7 +166,7 @@ class RPCRunner:
             answer = _call(root.measure, self.timeout + self.slack, lib_digest, ref_digest, arg_info, target,
                            self.seed, int(self.number), int(self.repeat), float(self.min_repeat_ms),
                            bool(self.enable_cpu_cache_flush), float(self.rtol), float(self.atol),
-                           float(self.timeout))
+                           float(self.timeout), float(self.max_timing_s or 0.0))
             healthy = True
             return answer
         except AsyncResultTimeout:

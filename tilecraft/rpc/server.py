@@ -30,6 +30,7 @@ import time
 import rpyc
 
 from ..autotune._pool import WorkerPool, signal_name
+from ..autotune.local import limit_memory
 from ..autotune.measure import MeasureErrorNo
 from . import measure as child
 from .protocol import RpcServer, check_secret, connect, generate_secret, is_loopback, plain, bounded
@@ -149,13 +150,15 @@ class DeviceServerService(rpyc.Service):
             plain(seed, "seed", int), bounded(timeout, "timeout", self._server.max_timeout))
 
     def exposed_measure(self, lib_digest, ref_digest, arg_info, target, seed, number, repeat,
-                        min_repeat_ms, flush, rtol, atol, timeout):
-        """``(costs, error_no, error_msg)``; ``ref_digest`` empty: no correctness check."""
+                        min_repeat_ms, flush, rtol, atol, timeout, max_timing_s=0.0):
+        """``(costs, error_no, error_msg)``; ``ref_digest`` empty: no correctness check;
+        ``max_timing_s`` (0: off): fewer runs for a candidate whose first call shows it slow."""
         ref = plain(ref_digest, "ref_digest", str, 64)
         opts = {"number": max(1, plain(number, "number", int)), "repeat": max(1, plain(repeat, "repeat", int)),
                 "min_repeat_ms": bounded(min_repeat_ms, "min_repeat_ms", 60_000.0),
                 "flush": plain(flush, "flush", bool), "seed": plain(seed, "seed", int),
-                "rtol": plain(rtol, "rtol", float), "atol": plain(atol, "atol", float)}
+                "rtol": plain(rtol, "rtol", float), "atol": plain(atol, "atol", float),
+                "max_timing_s": bounded(max_timing_s, "max_timing_s", 3600.0) or None}
         return self._server.measure(_digest(lib_digest, "lib_digest"), _digest(ref, "ref_digest") if ref else "",
                                     check_arg_info(arg_info), plain(target, "target", str, 200), opts,
                                     bounded(timeout, "timeout", self._server.max_timeout))
@@ -169,7 +172,8 @@ class DeviceServer:
     should use (default: ``host``, or what the tracker sees when ``host`` is ``0.0.0.0``);
     ``max_upload_bytes`` per library, ``max_store_bytes`` in all; ``max_timeout`` caps what a
     client may ask for one candidate; ``warm_up`` starts the measuring process at once (rather
-    than on the first candidate).
+    than on the first candidate); ``max_memory_mb`` caps the measuring process's address space
+    (as ``LocalRunner(max_memory_mb=)``).
     """
 
     def __init__(self, key: str, host: str = "127.0.0.1", port: int = 0, secret: bytes | None = None,
@@ -177,7 +181,7 @@ class DeviceServer:
                  heartbeat_interval: float = 2.0, max_upload_bytes: int = 64 << 20,
                  max_store_bytes: int = 512 << 20, max_timeout: float = 600.0,
                  ssl_context=None, tracker_ssl_context=None, store_root: str | None = None,
-                 warm_up: bool = True):
+                 warm_up: bool = True, max_memory_mb: int | None = None):
         if secret is None:
             if not is_loopback(host):
                 raise ValueError(f"refusing to serve on {host!r} (not loopback) without a shared secret")
@@ -194,7 +198,8 @@ class DeviceServer:
                               self.secret, ssl_context, name="server")
         self.host, self.port = host, self._rpc.port
         self.advertise_host = advertise_host or ("" if host in ("0.0.0.0", "::", "") else host)
-        self._pool = WorkerPool(1)
+        limit = int(max_memory_mb) << 20 if max_memory_mb else None
+        self._pool = WorkerPool(1, initializer=limit_memory, initargs=(limit,))
         self._measure_lock = threading.Lock()
         self._references: dict = {}
         self._stop = threading.Event()
