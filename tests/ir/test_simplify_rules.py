@@ -56,6 +56,15 @@ def test_fold_float_in_its_own_precision():
     assert simplify(raw(BinOp.DIV, Const(1.0, "float32"), Const(0.0, "float32"), "float32")).op is BinOp.DIV
 
 
+def test_fold_float16_and_float64():
+    import numpy as np
+    h = raw(BinOp.MUL, Const(0.1, "float16"), Const(3.0, "float16"), "float16")
+    assert simplify(h).value == float(np.float16(0.1) * np.float16(3.0))
+    d = raw(BinOp.SUB, Const(0.3, "float64"), Const(0.1, "float64"), "float64")
+    assert simplify(d).value == 0.3 - 0.1
+    assert s(raw(BinOp.LT, Const(0.1, "float32"), Const(0.2, "float32"), "bool")) == "True"
+
+
 def test_float_identities():
     f = Var("f", "float32")
     assert simplify(f * 1.0) is f
