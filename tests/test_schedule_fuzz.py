@@ -2,8 +2,9 @@
 
 Each case draws a short random sequence of primitives (split by factor or nparts, fuse of
 adjacent axes, reorder, then vectorize/unroll/parallel annotations) for the consumer stage,
-sometimes a write cache attached at one of its loops, and a random placement for the producer
-(root, inline, or compute_at at any loop of the consumer or of its cache), builds it for the CPU and checks every output. A failure prints the schedule as Python
+sometimes a write cache attached at one of its loops, a random placement for the producer
+(root, inline, or compute_at at any loop of the consumer or of its cache), sometimes a read
+cache (maybe storage-aligned) of the producer's input attached inside the producer, builds it for the CPU and checks every output. A failure prints the schedule as Python
 and the seed that replays it.
 """
 import numpy as np
@@ -89,8 +90,18 @@ def random_schedule(rng, make):
     where = rng.integers(0, 3)
     if where == 1 and inlinable:
         s[P].compute_inline()
-    elif where == 2:
+        return s, inputs, C
+    if where == 2:
         s[P].compute_at(st, leaves[rng.integers(len(leaves))])
+    if rng.random() < 0.3:
+        # a cache of P's input, at the root or at one of P's loops, rows maybe padded
+        src = P.op.input_tensors[0]
+        AA = s.cache_read(src, "local", [P])
+        if rng.random() < 0.5:
+            s[AA].storage_align(AA.op.axis[0], 8, int(rng.integers(0, 8)))
+        if rng.random() < 0.7:
+            pl = s[P].leaf_iter_vars
+            s[AA].compute_at(s[P], pl[rng.integers(len(pl))])
     return s, inputs, C
 
 
