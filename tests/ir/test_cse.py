@@ -196,3 +196,11 @@ def test_cse_and_dce_preserve_memory(body, vi, vj):
         run(p, {i: vi, j: vj}, mem)
         results.append(mem)
     assert results[0] == results[1] == results[2], stmt_str(cse(prog))
+
+
+def test_prim_func_bodies():
+    from tilecraft.ir import PrimFunc
+    body = BufferStore(C, load(A, i * 8 + j) + load(B, i * 8 + j), (j,))
+    f = PrimFunc("f", (A, B, C), body)
+    assert stmt_str(cse(f).body).startswith("cse_v1 = i * 8 + j")
+    assert remove_dead_code(f) is f

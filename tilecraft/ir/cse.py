@@ -19,8 +19,8 @@ from . import dtype as dt
 from .expr import (BufferLoad, Call, Const, Let, Reduce, Select, SizeVar, TensorLoad, Var,
                    logical_not)
 from .functor import children, post_order_visit
-from .stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, SeqStmt,
-                   Stmt)
+from .stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
+                   SeqStmt, Stmt)
 from .simplify.structure import node_key, with_children
 
 PURE_CALLS = frozenset({
@@ -42,8 +42,10 @@ def common_subexpression_elimination(stmt: Stmt) -> Stmt:
         cse_v1 = i * 64 + j
         C[cse_v1] = A[cse_v1] + B[cse_v1]
 
-    Returns ``stmt`` itself when there is nothing to share.
+    Returns ``stmt`` itself when there is nothing to share. A ``PrimFunc`` gets a new body.
     """
+    if isinstance(stmt, PrimFunc):
+        return stmt.with_body(common_subexpression_elimination(stmt.body))
     return _CSE().stmt(stmt)
 
 
@@ -292,6 +294,8 @@ def remove_dead_code(stmt: Stmt) -> Stmt:
         # becomes
         B[0] = 1.0
     """
+    if isinstance(stmt, PrimFunc):
+        return stmt.with_body(remove_dead_code(stmt.body))
     cur = stmt
     for _ in range(8):                # removing code can make more code dead; a few rounds do
         uses, read = _uses(cur)
