@@ -665,3 +665,17 @@ def test_vector_lazy_select_guards_integer_division():
     b[::3] = 0
     mod(a, b, c)
     np.testing.assert_array_equal(c, np.where(b != 0, a % np.where(b == 0, 1, b), 7))
+
+
+@pytest.mark.parametrize("kind", [ForKind.SERIAL, ForKind.PARALLEL])
+def test_loop_bounds_of_another_int_type(kind):
+    """An int64 loop variable over int32 bounds: the bounds are widened."""
+    from tilecraft.ir import For
+    n = Var("n")
+    A = buf("A", (n,))
+    i = Var("i", "int64")
+    mod = build_llvm(func("wide", (A, n), For(i, const(0), n, kind, st(A, i, ld(A, i) * 2.0))))
+    a = rand(100)
+    expect = a * 2
+    mod(a)
+    np.testing.assert_array_equal(a, expect)

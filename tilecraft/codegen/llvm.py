@@ -421,9 +421,14 @@ class LLVMCodegen:
             md = self.loop_metadata('!"llvm.loop.unroll.full"')
         elif s.kind is ForKind.VECTORIZED:
             md = self.loop_metadata('!"llvm.loop.vectorize.enable", i1 true')
-        begin = self.expr(s.min)
-        end = self.add(s.loop_var.dtype, begin, self.expr(s.extent))
+        begin, extent = self.loop_bounds(s)
+        end = self.add(s.loop_var.dtype, begin, extent)
         self.loop(s.loop_var, begin, end, lambda: self.stmt(s.body), md)
+
+    def loop_bounds(self, s: For) -> tuple:
+        """min and extent in the loop variable's dtype."""
+        d = s.loop_var.dtype
+        return tuple(self.convert(self.expr(x), x.dtype, d) for x in (s.min, s.extent))
 
     def add(self, dtype: str, a: str, b: str) -> str:
         if a == "0":
@@ -466,8 +471,7 @@ class LLVMCodegen:
                            ("omp_get_num_threads", "declare i32 @omp_get_num_threads()")):
             self.declare(name, decl)
         ity = ll_type(s.loop_var.dtype)
-        begin = self.expr(s.min)
-        extent = self.expr(s.extent)
+        begin, extent = self.loop_bounds(s)
         # one field per distinct value: two buffers resolving to one pointer must not both be noalias
         fields, keys_of = [], {}
         for key, ty in self.free_values(s.body):
