@@ -679,3 +679,13 @@ def test_loop_bounds_of_another_int_type(kind):
     expect = a * 2
     mod(a)
     np.testing.assert_array_equal(a, expect)
+
+
+def test_error_dtype_of_access_differs_from_buffer():
+    from tilecraft.ir import BufferLoad
+    A, C = buf("A", (4,)), buf("C", (4,), "float64")
+    i = Var("i")
+    with pytest.raises(CodegenError, match="storing a float32 value into C, a float64 buffer"):
+        codegen_llvm(func("f", (A, C), loop(i, 4, st(C, i, ld(A, i)))))
+    with pytest.raises(CodegenError, match="a int32 load from A, a float32 buffer"):
+        codegen_llvm(func("g", (A, C), loop(i, 4, st(C, i, cast("float64", BufferLoad(A, (i,), "int32"))))))

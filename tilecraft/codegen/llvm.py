@@ -371,6 +371,8 @@ class LLVMCodegen:
         elem = buf.dtype
         if dt.is_bool(vt):
             value = self.op(f"zext {ll_type(vt)} {value} to {mem_type(vt)}")
+        if dt.element_of(vt) != dt.element_of(elem):
+            raise CodegenError(f"storing a {vt} value into {buf.name}, a {elem} buffer: `{s.value}`")
         mty = mem_type(vt)
         align = dt.nbytes(elem)
         if lanes == 1:
@@ -789,6 +791,8 @@ class LLVMCodegen:
         buf = e.buffer
         idx = self.flat_index(buf, e.indices)
         lanes = dt.lanes(e.dtype)
+        if dt.element_of(e.dtype) != dt.element_of(buf.dtype):
+            raise CodegenError(f"a {e.dtype} load from {buf.name}, a {buf.dtype} buffer: `{e}`")
         mty, align = mem_type(e.dtype), dt.nbytes(buf.dtype)
         if lanes == 1:
             if dt.lanes(idx.dtype) != 1:
