@@ -46,9 +46,11 @@ class InterpError(ValueError):
 def evaluate(outputs, feed: dict, budget: int = BUDGET):
     """Evaluate ``outputs`` (a Tensor or a list of them) on ``feed``.
 
-    ``feed`` maps each placeholder Tensor to a numpy array and each symbolic ``te.var`` to a number
-    of the variable's dtype (shape extents, scalar arguments); a variable that is a whole dimension of a fed placeholder's shape is taken from the array.
-    Returns one numpy array per output (a single array for a single Tensor).
+    ``feed`` maps each placeholder Tensor to a numpy array and each symbolic ``te.var`` to a
+    number of the variable's dtype (shape extents, scalar arguments); a variable that is a whole
+    dimension of a fed placeholder's shape is taken from the array. Returns one numpy array per
+    output (a single array for a single Tensor). ``budget`` bounds the number of elements
+    evaluated at once in a reduction.
     """
     single = isinstance(outputs, Tensor)
     outs = [outputs] if single else list(outputs)
