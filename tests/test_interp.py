@@ -255,3 +255,9 @@ def test_float_scalar_variable(rand):
     out = evaluate(B, {A: a, alpha: 2.5})
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, a * np.float32(2.5), rtol=1e-7)
+
+
+def test_docstring_example():
+    import doctest
+    import tilecraft.interp
+    assert doctest.testmod(tilecraft.interp).failed == 0
