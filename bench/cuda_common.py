@@ -41,7 +41,7 @@ def build_breakdown(make, runs=3) -> dict:
     import tilecraft
     from tilecraft.codegen.cuda import generate_cuda
     from tilecraft.codegen.cuda_compile import compile_cuda
-    from tilecraft.runtime.cuda import CUDAModule
+    from tilecraft.runtime.cuda_runtime import CUDAModule
     t = {"lower": [], "codegen": [], "nvcc": [], "load": []}
     mod = None
     for _ in range(runs):

@@ -155,7 +155,7 @@ def _matmul_kernel_info():
 
 
 def test_register_limit_is_reported_in_words():
-    from tilecraft.runtime.cuda import check_limits
+    from tilecraft.runtime.cuda_runtime import check_limits
     info = _matmul_kernel_info()                      # 1024 threads per block
     check_limits(info, _FakeFunction(64), H100_LIMITS)
     with pytest.raises(RuntimeError, match=r"128 registers per thread × 1024 threads per block "
@@ -165,7 +165,7 @@ def test_register_limit_is_reported_in_words():
 
 
 def test_shared_limit_at_load_is_reported_in_words():
-    from tilecraft.runtime.cuda import check_limits
+    from tilecraft.runtime.cuda_runtime import check_limits
     info = _matmul_kernel_info()
     with pytest.raises(RuntimeError, match=r"bytes of shared memory per block.*'AT'.*cache_read"):
         check_limits(info, _FakeFunction(32, shared=64 * 1024), H100_LIMITS)

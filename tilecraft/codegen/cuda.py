@@ -238,7 +238,7 @@ def generate_cuda(funcs) -> str:
 
 def build_cuda(funcs, target):
     """CUDA C → cubin (nvcc, cached on disk) → a lazily loaded :class:`CUDAModule`."""
-    from ..runtime.cuda import CUDAModule
+    from ..runtime.cuda_runtime import CUDAModule
     from .cuda_compile import compile_cuda, default_arch
     t0 = time.perf_counter()
     funcs = [for_gpu(f) for f in funcs]

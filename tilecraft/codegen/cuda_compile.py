@@ -42,7 +42,7 @@ def nvcc_version(nvcc: str) -> str:
 def default_arch() -> str:
     """The current GPU's ``sm_XX`` when pycuda and a GPU are present, else sm_90."""
     try:
-        from ..runtime.cuda import device_arch
+        from ..runtime.cuda_runtime import device_arch
         return device_arch() or DEFAULT_ARCH
     except Exception:
         return DEFAULT_ARCH

@@ -303,7 +303,7 @@ def _align(a, b):
 
 
 def _const_eval(e, env):
-    from ..runtime.cuda import eval_int
+    from ..runtime.cuda_runtime import eval_int
     return eval_int(e, env)
 
 

@@ -7,12 +7,6 @@
 (3,)
 """
 from . import nd
-try:
-    # the CUDA runtime module is also named ``cuda``: load it before binding the device
-    # constructor below, so that ``runtime.cuda(0)`` stays the function after it is imported
-    from . import cuda as _cuda_runtime  # noqa: F401
-except ImportError:  # pragma: no cover - a tree without the CUDA runtime
-    pass
 from .device import Device, cpu, cuda, device
 from .module import Function, Module, load_module
 from .ndarray import NDArray

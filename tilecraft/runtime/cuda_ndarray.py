@@ -52,7 +52,7 @@ class CUDANDArray:
 
     def numpy(self) -> np.ndarray:
         """Copy the contents to the host."""
-        from .cuda import driver
+        from .cuda_runtime import driver
         out = np.empty(self.shape, self._dtype)
         if self.nbytes:
             driver().memcpy_dtoh(out, self.data_ptr)
@@ -62,7 +62,7 @@ class CUDANDArray:
 
     def copyfrom(self, source) -> "CUDANDArray":
         """Overwrite the contents from a host array of the same shape and dtype."""
-        from .cuda import driver
+        from .cuda_runtime import driver
         src = np.ascontiguousarray(source.numpy() if isinstance(source, CUDANDArray) else source)
         if src.shape != self.shape:
             raise ValueError(f"copyfrom: shape {src.shape} does not match the array's {self.shape}")
@@ -78,7 +78,7 @@ class CUDANDArray:
 
 def empty(shape, dtype="float32", device: Device | None = None) -> CUDANDArray:
     """An uninitialised array in GPU memory."""
-    from .cuda import context, driver
+    from .cuda_runtime import context, driver
     from .device import cuda
     dev = device or cuda(0)
     context(dev.index)

@@ -39,7 +39,11 @@ class Device:
         return self.kind == "cpu" or _cuda_exists()
 
     def sync(self) -> None:
-        """Wait for queued work. CPU calls are synchronous, so this is a no-op there."""
+        """Wait for queued work. CPU calls are synchronous, so this is a no-op there; on a GPU it
+        synchronizes the device's context."""
+        if self.kind == "cuda":
+            from .cuda_runtime import synchronize
+            synchronize(self.index)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Device) and other.kind == self.kind and other.index == self.index

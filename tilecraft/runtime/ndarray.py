@@ -93,7 +93,12 @@ class NDArray:
 
 
 def array(arr, device: Device | None = None, dtype=None) -> NDArray:
-    """Copy ``arr`` (numpy array, list, NDArray) into a new array on ``device`` (default cpu(0))."""
+    """Copy ``arr`` (numpy array, list, NDArray) into a new array on ``device`` (default cpu(0));
+    on ``tilecraft.cuda(i)`` the copy is in GPU memory (needs pycuda and a GPU)."""
+    if isinstance(device, Device) and device.kind == "cuda":
+        from . import cuda_ndarray
+        src = arr.numpy() if hasattr(arr, "numpy") and not isinstance(arr, np.ndarray) else arr
+        return cuda_ndarray.array(src, device, dtype)
     dev = _check_device(device)
     src = arr._array if isinstance(arr, NDArray) else np.asarray(arr, dtype=dtype)
     if dtype is not None:
@@ -105,6 +110,9 @@ def array(arr, device: Device | None = None, dtype=None) -> NDArray:
 
 def empty(shape, dtype="float32", device: Device | None = None) -> NDArray:
     """An uninitialised array: ``nd.empty((1024, 1024), "float32", tilecraft.cpu(0))``."""
+    if isinstance(device, Device) and device.kind == "cuda":
+        from . import cuda_ndarray
+        return cuda_ndarray.empty(shape, dtype, device)
     dev = _check_device(device)
     if isinstance(shape, int):
         shape = (shape,)
