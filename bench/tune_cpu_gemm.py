@@ -79,7 +79,7 @@ def profile_compile(task, n=8, seed=0):
     for i in rng.choice(len(task.config_space), size=n, replace=False):
         sch, args = task.instantiate(task.config_space.get(int(i)))
         t0 = time.perf_counter()
-        func = tilecraft.lower(sch, args)
+        func = tilecraft.lower(sch, args, name="default_function")
         t1 = time.perf_counter()
         src = L.codegen_llvm([func], "llvm")
         t2 = time.perf_counter()
