@@ -4,7 +4,7 @@ truncate (computed with exact fractions), integers wrap to their dtype's width."
 from fractions import Fraction
 import math
 
-from tilecraft.ir import Binary, BinOp, Cast, Const, Select, Unary, UnOp, Var
+from tilecraft.ir import Binary, BinOp, Broadcast, Cast, Const, Ramp, Select, Unary, UnOp, Var
 
 
 class Undefined(Exception):
@@ -17,31 +17,37 @@ def wrap32(v: int) -> int:
 
 def wrap_to(v: int, dtype: str) -> int:
     """``v`` modulo 2**bits, as the signed or unsigned integer type ``dtype`` holds it."""
+    dtype = dtype.partition("x")[0]          # a vector wraps like its lanes
     signed = dtype.startswith("int")
     bits = int(dtype[3:] if signed else dtype[4:])
     v %= 2 ** bits
     return v - 2 ** bits if signed and v >= 2 ** (bits - 1) else v
 
 
-def reference(e, env):
-    """Evaluate with Python integers; everything is evaluated (``select`` is eager)."""
+def reference(e, env, lane=0):
+    """Evaluate with Python integers; everything is evaluated (``select`` is eager). Vector
+    expressions are evaluated at one ``lane``."""
     t = type(e)
+    if t is Ramp:
+        return wrap_to(reference(e.base, env) + lane * reference(e.stride, env), e.base.dtype)
+    if t is Broadcast:
+        return reference(e.value, env)
     if t is Var:
         return env[e]
     if t is Const:
         return e.value
     if t is Unary:
-        a = reference(e.a, env)
+        a = reference(e.a, env, lane)
         return (not a) if e.op is UnOp.NOT else wrap_to(-a, e.dtype)
     if t is Select:
-        c = reference(e.condition, env)
-        a, b = reference(e.true_value, env), reference(e.false_value, env)
+        c = reference(e.condition, env, lane)
+        a, b = reference(e.true_value, env, lane), reference(e.false_value, env, lane)
         return a if c else b
     if t is Cast:
-        v = reference(e.value, env)
+        v = reference(e.value, env, lane)
         return bool(v) if e.dtype == "bool" else wrap_to(int(v), e.dtype)
     assert t is Binary, e
-    a, b = reference(e.a, env), reference(e.b, env)
+    a, b = reference(e.a, env, lane), reference(e.b, env, lane)
     op = e.op
     if op in (BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD) and b == 0:
         raise Undefined

@@ -7,7 +7,7 @@ variables' bounds, the bounds being passed to ``simplify``.
 """
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from tilecraft.ir import Binary, BinOp, Cast, Const, Select, Unary, UnOp, Var
+from tilecraft.ir import Binary, BinOp, Broadcast, Cast, Const, Ramp, Select, Unary, UnOp, Var
 from tilecraft.ir.simplify import simplify
 
 X, Y, Z = Var("x"), Var("y"), Var("z")
@@ -175,3 +175,32 @@ def test_simplify_preserves_value_in_other_int_types(d, data):
             bounds[v] = (a, b)
         env[v] = data.draw(st.integers(a, b))
     check_same_value(e, bounds, env)
+
+
+def _vectors(n=4):
+    scalars = st.recursive(leaves, lambda sub: st.builds(
+        lambda op, a, b: Binary(op, a, b, "int32"), st.sampled_from(ARITH), sub, sub), max_leaves=4)
+    ramps = st.builds(lambda b, s: Ramp(b, s, n), scalars, scalars)
+    bcasts = scalars.map(lambda v: Broadcast(v, n))
+    vd = f"int32x{n}"
+    ops = st.sampled_from((BinOp.ADD, BinOp.SUB, BinOp.MUL, BinOp.MIN, BinOp.FLOORDIV))
+    mixed = st.one_of(                      # the shapes the ramp rules rewrite, in both orders
+        st.builds(lambda op, a, b: Binary(op, a, b, vd), ops, ramps, bcasts),
+        st.builds(lambda op, a, b: Binary(op, a, b, vd), ops, bcasts, ramps))
+    return st.recursive(st.one_of(ramps, bcasts, mixed), lambda sub: st.one_of(
+        st.builds(lambda op, a, b: Binary(op, a, b, vd), ops, sub, sub),
+        sub.map(lambda a: Unary(UnOp.NEG, a, vd))), max_leaves=5)
+
+
+@SETTINGS
+@given(_vectors(), bounded_env())
+def test_simplify_preserves_vector_lanes(e, be):
+    """Ramps and broadcasts after vectorization: every lane keeps its value."""
+    bounds, env = be
+    s = simplify(e, bounds)
+    for lane in range(4):
+        try:
+            want = reference(e, env, lane)
+        except Undefined:
+            return
+        assert reference(s, env, lane) == want, f"{e} -> {s} at lane {lane}"

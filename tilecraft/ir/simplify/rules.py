@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtype as dt
-from ..expr import BinOp, Binary, Cast, Const, Select, Unary, UnOp, const
+from ..expr import BinOp, Binary, Broadcast, Cast, Const, Ramp, Select, Unary, UnOp, const
 from ..functor import expr_key
 from .arith import Linear, dtype_range, is_index, signed_wrap, truncdiv, truncmod, wrap
 from .structure import same_expr
@@ -379,19 +379,68 @@ def select_same_branches(e, an):
 
 
 # ---------------------------------------------------------------------------------------------
+# Vectors (after vectorization): keep index vectors as ramps, so loads stay contiguous
+
+def broadcast_op(e, an):
+    """``broadcast(a, n) op broadcast(b, n) → broadcast(a op b, n)`` (lane by lane the same)."""
+    a, b = e.a, e.b
+    if type(a) is Broadcast and type(b) is Broadcast and a.lanes == b.lanes:
+        return Broadcast(Binary(e.op, a.value, b.value, dt.element_of(e.dtype)), a.lanes)
+    return None
+
+
+def ramp_arith(e, an):
+    """Integer ramps absorb broadcasts and other ramps: ``ramp(b, s, n) + broadcast(x, n) →
+    ramp(b + x, s, n)``, ``ramp(b1, s1, n) - ramp(b2, s2, n) → ramp(b1 - b2, s1 - s2, n)``,
+    ``ramp(b, s, n) * broadcast(c, n) → ramp(b * c, s * c, n)`` (exact: integers wrap)."""
+    a, b, op = e.a, e.b, e.op
+    if not dt.is_int(e.dtype) or (type(a) is not Ramp and type(b) is not Ramp):
+        return None
+    d = dt.element_of(e.dtype)
+
+    def parts(v):             # (base, stride) of a ramp or a broadcast, else None
+        if type(v) is Ramp:
+            return v.base, v.stride
+        if type(v) is Broadcast:
+            return v.value, Const(0, d)
+        return None
+    pa, pb = parts(a), parts(b)
+    if pa is None or pb is None:
+        return None
+    n = a.lanes
+    if op is BinOp.ADD or op is BinOp.SUB:
+        return Ramp(Binary(op, pa[0], pb[0], d), Binary(op, pa[1], pb[1], d), n)
+    if op is BinOp.MUL:
+        if type(b) is Broadcast:
+            return Ramp(Binary(op, pa[0], b.value, d), Binary(op, pa[1], b.value, d), n)
+        if type(a) is Broadcast:
+            return Ramp(Binary(op, a.value, pb[0], d), Binary(op, a.value, pb[1], d), n)
+    return None
+
+
+def neg_ramp(e, an):
+    """``-ramp(b, s, n) → ramp(-b, -s, n)``."""
+    a = e.a
+    if type(a) is Ramp and dt.is_int(e.dtype):
+        d = a.base.dtype
+        return Ramp(Unary(UnOp.NEG, a.base, d), Unary(UnOp.NEG, a.stride, d), a.lanes)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
 # The tables the driver reads: which rules run, in order, for which node.
 
-_ARITH = (fold_constants, divmod_recombine, canonical_linear)
-_DIV = (fold_constants, div_by_one, nested_div, affine_divmod)
-_MOD = (fold_constants, mod_by_one, nested_mod, affine_divmod)
-_MINMAX = (fold_constants, minmax_same, minmax_by_order)
-_CMP = (fold_constants, compare_same, compare_by_bounds)
+_ARITH = (fold_constants, divmod_recombine, canonical_linear, ramp_arith, broadcast_op)
+_DIV = (fold_constants, div_by_one, nested_div, affine_divmod, broadcast_op)
+_MOD = (fold_constants, mod_by_one, nested_mod, affine_divmod, broadcast_op)
+_MINMAX = (fold_constants, minmax_same, minmax_by_order, broadcast_op)
+_CMP = (fold_constants, compare_same, compare_by_bounds, broadcast_op)
 
 BINARY_RULES: dict = {
     BinOp.ADD: _ARITH,
     BinOp.SUB: _ARITH,
-    BinOp.MUL: (fold_constants, float_mul_one, canonical_linear),
-    BinOp.DIV: (fold_constants, float_div_one),
+    BinOp.MUL: (fold_constants, float_mul_one, canonical_linear, ramp_arith, broadcast_op),
+    BinOp.DIV: (fold_constants, float_div_one, broadcast_op),
     BinOp.FLOORDIV: _DIV, BinOp.TRUNCDIV: _DIV,
     BinOp.FLOORMOD: _MOD, BinOp.TRUNCMOD: _MOD,
     BinOp.MIN: _MINMAX, BinOp.MAX: _MINMAX,
@@ -403,7 +452,7 @@ BINARY_RULES: dict = {
 }
 
 UNARY_RULES: dict = {
-    UnOp.NEG: (fold_neg, canonical_linear),
+    UnOp.NEG: (fold_neg, canonical_linear, neg_ramp),
     UnOp.NOT: (fold_not, not_not, not_compare),
 }
 
