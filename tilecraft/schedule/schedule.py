@@ -299,6 +299,13 @@ class Stage:
         k = parent._leaf_index(scope, f"compute_at of stage '{self.name}'")
         if self.is_output:
             raise ScheduleError(f"compute_at of stage '{self.name}': it is an output of the schedule")
+        cur = parent
+        while cur.attach_type == "scope" and cur.attach_stage is not None:
+            if cur.attach_stage is self:
+                raise ScheduleError(f"compute_at of stage '{self.name}' at loop '{parent.leaf_iter_vars[k].var.name}' of "
+                                    f"stage '{parent.name}' makes a cycle of attachments ('{parent.name}' is "
+                                    f"itself computed inside '{self.name}')")
+            cur = cur.attach_stage
         self.attach_type, self.attach_stage, self.attach_ivar = "scope", parent, parent.leaf_iter_vars[k]
         self._record("compute_at", parent.name, parent.leaf_iter_vars[k].var.name)
 
