@@ -198,6 +198,26 @@ def test_power_of_mixed_dtypes():
         te.power(A2[0, 0], H[0])
 
 
+def test_constant_of_a_non_number():
+    with raises(DTypeError, r"cannot make a constant of 'abc'"):
+        te.const("abc")
+
+
+def test_fractional_integer_constant():
+    with raises(DTypeError, r"the constant 1.5 is not an integer but the dtype is int32"):
+        te.const(1.5, "int32")
+
+
+def test_operand_that_is_not_an_expression():
+    with raises(TypeError, r"expected an expression or a number, got str: 'x'"):
+        A2[0, 0] + "x"
+
+
+def test_unsupported_dtype():
+    with raises(DTypeError, r"unsupported dtype 'float8': expected one of bool, int8"):
+        te.placeholder((3,), dtype="float8", name="P")
+
+
 # ----------------------------------------------------------------------------------------------
 # schedule primitives
 
