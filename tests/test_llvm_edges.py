@@ -315,3 +315,14 @@ def test_argmax_rfactor_parallel_then_consumer(check_llvm, rand):
     s[RI.op].parallel(RI.op.axis[0])
     a = rand((6, 64), "int32", 0, 3).astype("float32")
     check_llvm(s, [A, O], {A: a}, {O: a.argmax(1) * 2}, rtol=0, atol=0)
+
+
+def test_tuple_compute_without_reduction(check_llvm, rand):
+    """One op with two outputs, split and vectorized, attached to a consumer of both."""
+    A = te.placeholder((10,), name="A")
+    X, Y = te.compute((10,), lambda i: (A[i] + 1.0, A[i] * 2.0), name="XY")
+    Z = te.compute((10,), lambda i: X[i] - Y[9 - i], name="Z")
+    s = te.create_schedule([X.op, Z.op])
+    s[X].vectorize(s[X].split(X.op.axis[0], factor=4)[1])
+    a = rand(10)
+    check_llvm(s, [A, X, Y, Z], {A: a}, {X: a + 1, Y: 2 * a, Z: (a + 1) - 2 * a[::-1]})
