@@ -1,7 +1,8 @@
 """``lower``: the whole pipeline from a schedule to a loop-nest function, one pass at a time.
 
     inline → bound inference → loop nests → simplify → loop partition → storage flattening → vectorize
-           → unroll → simplify → (cuda) thread binding, shared memory, barriers
+           → unroll → simplify → (target llvm) common subexpressions → dead code
+                               (cuda) kernels, thread binding, shared memory, barriers
 
 ``lower(s, args, print_ir=True)`` prints the IR after every pass.
 """
@@ -23,6 +24,7 @@ from .passes.storage_flatten import storage_flatten
 from .passes.vectorize import vectorize_loops
 from .passes.unroll import unroll_loops
 from .passes.loop_partition import partition_loops
+from ..ir.cse import common_subexpression_elimination, remove_dead_code
 
 
 class _Inline(IRMutator):
@@ -175,6 +177,10 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
         ("unroll", unroll_loops),
         ("simplify", simplify),
     ]
+    if target is not None and str(target).split()[0] == "llvm":
+        # only when building for the CPU: the GPU passes analyse shared-memory reads for
+        # barriers (CSE would move them into lets), and a target-less lower() stays readable
+        passes += [("cse", common_subexpression_elimination), ("remove_dead_code", remove_dead_code)]
     for pname, fn in passes:
         t1 = time.perf_counter()
         body = fn(body)
