@@ -28,18 +28,13 @@ from .runtime import nd, cpu, cuda, device, load_module, set_num_threads, get_nu
 from . import runtime, testing
 
 
+_LAZY = ("autotune", "topi", "rpc", "interp")
+
+
 def __getattr__(name):
-    # heavy or optional parts load on first use
-    if name == "autotune":
-        from . import autotune
-        return autotune
-    if name == "topi":
-        from . import topi
-        return topi
-    if name == "rpc":
-        from . import rpc
-        return rpc
-    if name == "interp":
-        from . import interp
-        return interp
+    # heavy or optional parts load on first use (import_module, not `from . import`, which would
+    # ask this function again for the attribute)
+    if name in _LAZY:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'tilecraft' has no attribute {name!r}")
