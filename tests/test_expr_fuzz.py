@@ -76,9 +76,9 @@ def random_float_expr(rng, X, Y, i, depth):
         return te.if_then_else(a < b, b, a * 0.5)
     if kind == 6:
         f = (te.floor, te.ceil, te.round, te.trunc)[rng.integers(0, 4)]
-        return f(a * 3.0)
+        return f(a * 3.1 + 0.05)     # saturated tanh/sigmoid values must not land on integers
     if kind == 7:
-        return (te.tanh(a) * 100.0).astype("int32").astype("float32")
+        return (a * 37.3 + 0.05).astype("int32").astype("float32")
     if kind == 8:
         return te.sqrt(te.abs(a)) + te.exp(te.tanh(a))
     return te.sigmoid(a) - 0.5
