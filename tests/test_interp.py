@@ -20,9 +20,9 @@ def test_elementwise_symbolic_shape(rand):
     a, b = rand(37), rand(37)
     out = evaluate(C, {A: a, B: b})
     assert out.dtype == np.float32 and out.shape == (37,)
-    np.testing.assert_allclose(out, a * b + 1, rtol=1e-6)
+    np.testing.assert_allclose(out, a * b + 1, rtol=1e-6, atol=1e-6)
     # the extent can also be fed explicitly, and it must agree with the array
-    np.testing.assert_allclose(evaluate(C, {A: a, B: b, n: 37}), a * b + 1, rtol=1e-6)
+    np.testing.assert_allclose(evaluate(C, {A: a, B: b, n: 37}), a * b + 1, rtol=1e-6, atol=1e-6)
     with pytest.raises(InterpError, match="placeholder 'A' expects float32\\[36\\]"):
         evaluate(C, {A: a, B: b[:36], n: 36})
 
@@ -34,7 +34,7 @@ def test_broadcast_transpose_and_index_arithmetic(rand):
     F = te.compute((24,), lambda k: A[k // 6, k % 6], name="F")
     a, bb = rand((4, 6)), rand(6)
     c, f = evaluate([C, F], {A: a, b: bb})
-    np.testing.assert_allclose(c, (a + bb).T, rtol=1e-6)
+    np.testing.assert_allclose(c, (a + bb).T, rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(f, a.reshape(-1))
 
 
@@ -170,7 +170,7 @@ def test_sum_max_min_with_where(rand):
     E = te.compute((6,), lambda i: te.sum(A[i, k], axis=k, where=k > 100), name="E")   # empty: identity
     a = rand((6, 20))
     s, m, mn, e = evaluate([S, M, N, E], {A: a})
-    np.testing.assert_allclose(s, a.sum(1), rtol=1e-5)
+    np.testing.assert_allclose(s, a.sum(1), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(m, a.max(1))
     np.testing.assert_array_equal(mn, a[:, 1::3].min(1))
     np.testing.assert_array_equal(e, np.zeros(6, "float32"))
@@ -182,7 +182,7 @@ def test_where_guards_the_reduction_source(rand):
     k = te.reduce_axis((0, 8), name="k")
     S = te.compute((1,), lambda _: te.sum(A[k], axis=k, where=k < 5), name="S")
     a = rand(5)
-    np.testing.assert_allclose(evaluate(S, {A: a}), [a.sum()], rtol=1e-6)
+    np.testing.assert_allclose(evaluate(S, {A: a}), [a.sum()], rtol=1e-6, atol=1e-6)
 
 
 def test_multi_axis_reduction_and_offset_domain(rand):
@@ -191,7 +191,7 @@ def test_multi_axis_reduction_and_offset_domain(rand):
     c = te.reduce_axis((0, 6), name="c")
     S = te.compute((4,), lambda i: te.sum(A[i, r, c] * 2.0, axis=[r, c]), name="S")
     a = rand((4, 5, 6))
-    np.testing.assert_allclose(evaluate(S, {A: a}), 2 * a[:, 1:, :].sum((1, 2)), rtol=1e-5)
+    np.testing.assert_allclose(evaluate(S, {A: a}), 2 * a[:, 1:, :].sum((1, 2)), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("budget", [1, 7, 1 << 22])
@@ -217,8 +217,8 @@ def test_chunked_reduction_matches_one_chunk(rand):
     k = te.reduce_axis((0, 1000), name="k")
     S = te.compute((3,), lambda i: te.sum(A[i, k], axis=k), name="S")
     a = rand((3, 1000))
-    np.testing.assert_allclose(evaluate(S, {A: a}, budget=64), a.sum(1), rtol=1e-4)
-    np.testing.assert_allclose(evaluate(S, {A: a}), a.sum(1), rtol=1e-4)
+    np.testing.assert_allclose(evaluate(S, {A: a}, budget=64), a.sum(1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(evaluate(S, {A: a}), a.sum(1), rtol=1e-4, atol=1e-4)
 
 
 def test_chained_stages_and_int8_accumulation(rand):
