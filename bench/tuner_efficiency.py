@@ -2,9 +2,14 @@
 
     python bench/tuner_efficiency.py                          # matmul 512^3, 256 trials, 3 seeds
     python bench/tuner_efficiency.py --n 256 --trials 128 --out curve.png
+    TILECRAFT_NUM_THREADS=1 python bench/tuner_efficiency.py   # on a busy machine: see below
+
+On a machine shared with other work, a parallel loop stalls whenever one of its threads is
+descheduled, and timings become bimodal noise that no model can learn; measuring with one
+thread keeps the noise proportional.
 
 Every configuration is measured once and shared by all runs (a measurement cache, itself a
-tuning log: tuning_logs/efficiency_cache_<n>.jsonl, so a second invocation is instant); the
+tuning log: tuning_logs/efficiency_cache_<n>_t<threads>.jsonl, so a second invocation is instant); the
 tuners differ only in which configurations they ask for. Reports, per tuner, the trials needed
 to reach 95% of the best configuration found by either (median over seeds; target: XGBTuner in
 at most half of Random's), plots best-so-far GFLOP/s against trials, and the cost model's
@@ -22,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import tilecraft  # noqa: E402
 import tilecraft.autotune as autotune  # noqa: E402
 from tilecraft.autotune.measure import BuildResult, MeasureErrorNo  # noqa: E402
 
@@ -142,7 +148,7 @@ def main():
     cache = MeasurementCache(
         autotune.measure_option(builder=autotune.LocalBuilder(timeout=20),
                                 runner=autotune.LocalRunner(number=2, repeat=3, timeout=20, max_timing_s=1.0)),
-        f"tuning_logs/efficiency_cache_{n}.jsonl")
+        f"tuning_logs/efficiency_cache_{n}_t{tilecraft.get_num_threads()}.jsonl")
     option = {"builder": cache, "runner": cache}
     print(f"matmul {n}^3 fp32: {len(task.config_space)} configs; {args.trials} trials x {args.seeds} seeds per tuner; "
           f"{len(cache.results)} measurements cached")
