@@ -14,7 +14,7 @@ import tilecraft as tc
 from tilecraft import te
 from tilecraft.ir.expr import Const, IterKind
 
-CASES = 16
+CASES = 14
 
 
 def stencil():
@@ -47,6 +47,17 @@ def symbolic():
     P = te.compute((n, 7), lambda i, j: te.exp(A[i, j]), name="P")
     C = te.compute((n, 7), lambda i, j: P[i, j] + P[i, 6 - j], name="C")
     return [A], P, C, True
+
+
+def conv():
+    A = te.placeholder((9, 11), name="A")
+    W = te.placeholder((3, 4), name="W")
+    P = te.compute((11, 14), lambda h, w: te.if_then_else(te.all(h >= 1, h < 10, w >= 1, w < 12),
+                                                          A[h - 1, w - 1], 0.0), name="P")
+    r = te.reduce_axis((0, 3), name="r")
+    q = te.reduce_axis((0, 4), name="q")
+    C = te.compute((9, 11), lambda i, j: te.sum(P[i + r, j + q] * W[r, q], axis=[r, q]), name="C")
+    return [A, W], P, C, True
 
 
 def _const(iv):
@@ -105,7 +116,7 @@ def random_schedule(rng, make):
     return s, inputs, C
 
 
-@pytest.mark.parametrize("make", [stencil, matmul, reduce_producer, symbolic], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("make", [stencil, matmul, reduce_producer, symbolic, conv], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("case", range(CASES))
 def test_random_schedule(make, case, rng, check_llvm):
     s, inputs, C = random_schedule(rng, make)
