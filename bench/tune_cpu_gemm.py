@@ -5,6 +5,8 @@
     python bench/tune_cpu_gemm.py --conv                # also conv2d 1x64x56x56, 3x3, 64 filters
 
 Every figure is a ratio against a reference measured in this run (median of --repeats timings).
+On a machine shared with other work, compare single-threaded (parallel loops stall when a thread
+is descheduled): ``TILECRAFT_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 python bench/tune_cpu_gemm.py``.
 Also reports tuning throughput (candidates built and measured per minute) and where the
 tuning wall time went (instantiate / lower / compile (codegen + LLVM) / export, in the build
 workers; measuring in the runner). The log lands in tuning_logs/ and resumes when run again.
@@ -110,7 +112,7 @@ def gemm(args):
     print(f"GEMM fp32 {n}x{n}x{n}, threads={tilecraft.get_num_threads()}, device={autotune.record.local_device_name()}")
     print(f"  numpy.dot: {flop / np_s / 1e9:.1f} GFLOP/s (median of {args.repeats})")
     task = autotune.task.create("topi/matmul.llvm", args=(n, n, n, "float32"), target="llvm")
-    log = args.log or f"tuning_logs/bench_gemm_{n}_{args.tuner}.jsonl"
+    log = args.log or f"tuning_logs/bench_gemm_{n}_{args.tuner}_t{tilecraft.get_num_threads()}.jsonl"
     tuner, new, wall = tune(task, args.trials, log, args.tuner, args.seed, args)
     report_throughput(tuner, new, wall)
     if args.profile:
@@ -148,7 +150,7 @@ def conv(args):
         ref_s, ref_out, ref_name = None, None, None
         print("  PyTorch is not installed: no reference ratio")
     task = autotune.task.create("topi/conv2d_nchw.llvm", args=shape, target="llvm")
-    log = args.log_conv or f"tuning_logs/bench_conv2d_{args.tuner}.jsonl"
+    log = args.log_conv or f"tuning_logs/bench_conv2d_{args.tuner}_t{tilecraft.get_num_threads()}.jsonl"
     tuner, new, wall = tune(task, args.trials, log, args.tuner, args.seed, args)
     report_throughput(tuner, new, wall)
     mod, _ = best_module(log, topi_conv.conv2d_nchw, shape)
