@@ -12,7 +12,7 @@ After ``CF = s.rfactor(C, ki)``::
 from __future__ import annotations
 
 from ..ir.expr import (Const, IterKind, IterVar, Range, Reduce, TensorLoad, Var, binary, BinOp,
-                       const, convert)
+                       const, convert, select)
 from ..ir.functor import substitute
 from ..ir.simplify import simplify
 from ..te.tensor import ComputeOp, Tensor
@@ -79,8 +79,14 @@ def rfactor(s, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         cond = substitute(b.condition, vmap)
         for c in cond_extra:
             cond = binary(BinOp.AND, cond, c)
-        new_body.append(Reduce(b.combiner, tuple(substitute(x, vmap) for x in b.source),
-                               tuple(new_reduce), cond, b.value_index))
+        src = tuple(substitute(x, vmap) for x in b.source)
+        if new_reduce:
+            new_body.append(Reduce(b.combiner, src, tuple(new_reduce), cond, b.value_index))
+        else:   # every reduce axis was factored out: a fold over one point, combine(identity, value)
+            comb = b.combiner
+            one = substitute(comb.result[b.value_index], {**dict(zip(comb.lhs, comb.identity)),
+                                                          **dict(zip(comb.rhs, src))})
+            new_body.append(select(cond, one, comb.identity[b.value_index]))
     rf_op = ComputeOp(op.name + ".rf", op.tag, op.attrs, new_axis, tuple(new_reduce), tuple(new_body),
                       tuple(t.name + ".rf" for t in op.outputs) if len(op.outputs) > 1 else None)
 
