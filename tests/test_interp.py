@@ -261,3 +261,14 @@ def test_docstring_example():
     import doctest
     import tilecraft.interp
     assert doctest.testmod(tilecraft.interp).failed == 0
+
+
+@pytest.mark.xfail(strict=True, reason="ir/expr.py: IterVar defines <, <=, >, >= but not == / !=, so "
+                   "`k != 4` on a reduce axis is the Python bool True and `where=k != 4` silently "
+                   "holds everywhere (wrong results, no error)")
+def test_reduce_axis_equality_builds_a_condition(rand):
+    A = te.placeholder((3, 9), name="A")
+    k = te.reduce_axis((0, 9), name="k")
+    S = te.compute((3,), lambda i: te.sum(A[i, k], axis=k, where=k != 4), name="S")
+    a = rand((3, 9))
+    np.testing.assert_allclose(evaluate(S, {A: a}), a.sum(1) - a[:, 4], rtol=1e-5, atol=1e-5)

@@ -326,3 +326,28 @@ def test_tuple_compute_without_reduction(check_llvm, rand):
     s[X].vectorize(s[X].split(X.op.axis[0], factor=4)[1])
     a = rand(10)
     check_llvm(s, [A, X, Y, Z], {A: a}, {X: a + 1, Y: 2 * a, Z: (a + 1) - 2 * a[::-1]})
+
+
+def test_rfactor_of_the_whole_reduction_axis(check_llvm, rand):
+    """Regression: rfactor of an unsplit axis left a Reduce over no axes in the partial stage
+    ('the LLVM backend cannot compile a Reduce expression')."""
+    A = te.placeholder((7, 9), name="A")
+    k = te.reduce_axis((0, 9), name="k")
+    S = te.compute((7,), lambda i: te.sum(A[i, k], axis=k, where=te.any(k < 4, k > 4)), name="S")
+    s = te.create_schedule(S.op)
+    SF = s.rfactor(S, k)
+    s[SF].parallel(SF.op.axis[0])
+    a = rand((7, 9))
+    check_llvm(s, [A, S], {A: a}, {S: a.sum(1) - a[:, 4]}, rtol=1e-5)
+
+
+def test_argmax_rfactor_of_the_whole_axis(check_llvm, rand):
+    argmax = te.comm_reducer(lambda x, y: (te.select(x[1] >= y[1], x[0], y[0]), te.max(x[1], y[1])),
+                             lambda t0, t1: (te.const(-1, t0), te.min_value(t1)), name="argmax")
+    A = te.placeholder((5, 12), name="A")
+    k = te.reduce_axis((0, 12), name="k")
+    I, V = te.compute((5,), lambda i: argmax((k, A[i, k]), axis=k), name="AM")
+    s = te.create_schedule(I.op)
+    s.rfactor(I, k)
+    a = rand((5, 12), "int32", 0, 2).astype("float32")
+    check_llvm(s, [A, I, V], {A: a}, {I: a.argmax(1), V: a.max(1)}, rtol=0, atol=0)

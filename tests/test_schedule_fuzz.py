@@ -2,7 +2,8 @@
 
 Each case draws a short random sequence of primitives (split by factor or nparts, fuse of
 adjacent axes, reorder, then vectorize/unroll/parallel annotations) for the consumer stage,
-sometimes a write cache attached at one of its loops, a random placement for the producer
+sometimes a write cache attached at one of its loops or an rfactor of one of its reduction
+loops (partials maybe in parallel, maybe attached), a random placement for the producer
 (root, inline, or compute_at at any loop of the consumer or of its cache), sometimes a read
 cache (maybe storage-aligned) of the producer's input attached inside the producer, builds it for the CPU and checks every output. A failure prints the schedule as Python
 and the seed that replays it.
@@ -84,6 +85,16 @@ def random_schedule(rng, make):
                 st.fuse(a, b)
         else:
             st.reorder(*[leaves[k] for k in rng.permutation(len(leaves))])
+    reader = None     # the stage that reads P when rfactor moved the reduction out of C
+    from tilecraft.schedule.schedule import Fuse
+    red = [ax for ax in st.leaf_iter_vars if ax.kind is IterKind.REDUCE and _const(ax)]
+    if cache is None and red and not any(isinstance(r, Fuse) for r in st.relations) and rng.random() < 0.25:
+        CF = s.rfactor(C, red[rng.integers(len(red))])
+        reader = s[CF]
+        if rng.random() < 0.5:
+            reader.parallel(CF.op.axis[0])
+        if rng.random() < 0.5:
+            reader.compute_at(st, st.leaf_iter_vars[0])
     leaves = st.leaf_iter_vars
     inner = leaves[-1]
     if inner.kind is IterKind.DATA_PAR and _const(inner) and rng.random() < 0.6:
@@ -98,6 +109,8 @@ def random_schedule(rng, make):
         s[cache].compute_at(st, leaves[rng.integers(len(leaves))])
         st = s[cache]                       # the producer may go inside the cache stage
         leaves = st.leaf_iter_vars
+    if reader is not None:
+        st, leaves = reader, reader.leaf_iter_vars
     where = rng.integers(0, 3)
     if where == 1 and inlinable:
         s[P].compute_inline()
