@@ -263,9 +263,6 @@ def test_docstring_example():
     assert doctest.testmod(tilecraft.interp).failed == 0
 
 
-@pytest.mark.xfail(strict=True, reason="ir/expr.py: IterVar defines <, <=, >, >= but not == / !=, so "
-                   "`k != 4` on a reduce axis is the Python bool True and `where=k != 4` silently "
-                   "holds everywhere (wrong results, no error)")
 def test_reduce_axis_equality_builds_a_condition(rand):
     A = te.placeholder((3, 9), name="A")
     k = te.reduce_axis((0, 9), name="k")

@@ -327,6 +327,23 @@ class IterVar:
     def __gt__(self, o): return self.var > o
     def __ge__(self, o): return self.var >= o
 
+    def __eq__(self, o):  # type: ignore[override]
+        # a comparison node, like Expr's; as a Python bool it means "the same axis"
+        if isinstance(o, IterVar):
+            return self.var == o.var
+        if isinstance(o, (Expr, numbers.Number)):
+            return self.var == o
+        return NotImplemented
+
+    def __ne__(self, o):  # type: ignore[override]
+        if isinstance(o, IterVar):
+            return self.var != o.var
+        if isinstance(o, (Expr, numbers.Number)):
+            return self.var != o
+        return NotImplemented
+
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True, eq=False, slots=True)
 class CommReducer:

@@ -17,7 +17,9 @@ iteration, with the guard removed (so the inner loop vectorizes), then the rest 
 
 Only guards of the form ``a*v + rest < E`` with a positive constant ``a`` are used, where ``v``
 is the loop's variable, ``rest`` ranges over loops nested inside, and ``E`` does not depend on
-them. Each loop is partitioned at most once, on its first such guard.
+them. Each loop is partitioned at most once, on its first such guard, and a loop that contains an
+already partitioned loop is not duplicated again (a guard that always holds is still removed),
+so code size at most doubles.
 """
 from __future__ import annotations
 
@@ -40,10 +42,12 @@ class _FindGuard(IRMutator):
     def __init__(self):
         self.guards: list = []
         self.inner: dict = {}
+        self.loops: list = []
         self.lets: set = set()   # bound inside the loop (e.g. inner split points): out of scope outside
 
     def visit_For(self, s):
         self.inner[s.loop_var] = (s.min, s.extent)
+        self.loops.append(s)
         return super().visit_For(s)
 
     def visit_LetStmt(self, s):
@@ -117,12 +121,17 @@ def _split_point(loop: For, guard, inner: dict, lets: set = frozenset()):
 
 
 class _Partition(IRMutator):
+    def __init__(self):
+        self.made: set = set()     # ids of loops this pass duplicated
+
     def visit_For(self, s):
         s = super().visit_For(s)
         if s.kind not in (ForKind.SERIAL, ForKind.PARALLEL) or not (isinstance(s.min, Const) and s.min.value == 0):
             return s
         finder = _FindGuard()
         finder.visit_stmt(s.body)
+        # at most one duplication per loop nest: code size (and LLVM time) stays within 2x
+        nested_split = any(id(x) in self.made for x in finder.loops)
         for g in finder.guards:
             m = _split_point(s, g, finder.inner, finder.lets)
             if m is None:
@@ -133,6 +142,8 @@ class _Partition(IRMutator):
                            s.thread_tag, s.annotations)
             if isinstance(m, Const) and m.value <= 0:
                 return s
+            if nested_split:
+                continue
             bound = None
             if not isinstance(m, Const):
                 bound = Var(s.loop_var.name + ".split", m.dtype)
@@ -143,6 +154,7 @@ class _Partition(IRMutator):
             tail_body = substitute(s.body, {s.loop_var: tv + m})
             tail = For(tv, const(0, m.dtype), simplify(s.extent - m), s.kind, tail_body, s.thread_tag,
                        s.annotations)
+            self.made.update((id(head), id(tail)))
             out = seq(head, tail)
             if bound is not None:
                 out = LetStmt(bound[0], bound[1], out)
