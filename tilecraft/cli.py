@@ -235,6 +235,8 @@ def cmd_export(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tilecraft", description="tilecraft: tune and inspect tensor programs")
     sub = p.add_subparsers(dest="command", required=True)
+    from .rpc import cli as rpc_cli      # tilecraft rpc {tracker,server,status,keygen}
+    rpc_cli.add_commands(sub)
 
     t = sub.add_parser("tune", help="tune a template on this machine")
     t.add_argument("template", help="topi name (matmul, batch_matmul, conv2d, softmax) or registered template name")
