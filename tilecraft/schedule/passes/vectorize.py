@@ -57,13 +57,13 @@ class _Vectorizer:
             if a is e.a:
                 return e
             if isinstance(a, Ramp):
-                return Ramp(-a.base, -a.stride, a.lanes) if e.op.name == "NEG" else Unary(e.op, self.dense(a), dt.with_lanes(e.dtype, self.n))
+                return Ramp(-a.base, -a.stride, a.lanes) if e.op.name == "NEG" else Unary(e.op, a, dt.with_lanes(e.dtype, self.n))
             return Unary(e.op, a, a.dtype)
         if t is Cast:
             v = self.expr(e.value)
             if v is e.value:
                 return e
-            return Cast(dt.with_lanes(e.dtype, self.n), self.dense(v) if isinstance(v, Ramp) and not dt.is_int(e.dtype) else v)
+            return Cast(dt.with_lanes(e.dtype, self.n), v)
         if t is BufferLoad:
             idx = self.expr(e.indices[0])
             if idx is e.indices[0]:
@@ -73,7 +73,7 @@ class _Vectorizer:
             args = [self.expr(a) for a in e.args]
             if all(a is b for a, b in zip(args, e.args)):
                 return e
-            args = [self.dense(_bcast(a, self.n)) if _lanes(a) == 1 else self.dense(a) for a in args]
+            args = [_bcast(a, self.n) for a in args]
             return Call(e.name, tuple(args), dt.with_lanes(e.dtype, self.n))
         if t is Select:
             c, a, b = self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value)
@@ -83,17 +83,13 @@ class _Vectorizer:
                 raise CannotVectorize("guarded load varies across lanes")
             if _lanes(c) == 1 and (_lanes(a) > 1 or _lanes(b) > 1):
                 c = Broadcast(c, self.n)
-            a, b = self.dense(_bcast(a, self.n)), self.dense(_bcast(b, self.n))
-            return Select(self.dense(c), a, b, False)
+            a, b = _bcast(a, self.n), _bcast(b, self.n)
+            return Select(c, a, b, False)
         if t is Ramp or t is Broadcast:
             raise CannotVectorize("nested vectorization")
         if t is Let:
             raise CannotVectorize("let expression")
         raise CannotVectorize(f"cannot vectorize {t.__name__}")
-
-    def dense(self, e):
-        """Ramps stay symbolic for indices; elsewhere they are just vectors."""
-        return e
 
     def binary(self, op: BinOp, a, b):
         la, lb = _lanes(a), _lanes(b)
@@ -157,16 +153,12 @@ class _VectorizeLoops(IRMutator):
         if s.kind is not ForKind.VECTORIZED or not isinstance(s.extent, Const):
             return s
         lanes = s.extent.value
-        if lanes <= 1:
+        if lanes <= 1 or not (isinstance(s.min, Const) and s.min.value == 0):
             return s
         try:
-            body = _Vectorizer(s.loop_var, lanes).stmt(s.body)
+            return _Vectorizer(s.loop_var, lanes).stmt(s.body)
         except CannotVectorize:
             return s
-        if not (isinstance(s.min, Const) and s.min.value == 0):
-            from ...ir.functor import substitute
-            return s
-        return body
 
 
 def vectorize_loops(body):
