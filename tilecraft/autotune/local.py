@@ -49,13 +49,23 @@ def _compile(sch, args, target, path: str) -> tuple:
     import tilecraft
 
     t0 = time.perf_counter()
-    func = tilecraft.lower(sch, args, name="default_function")
+    func = tilecraft.lower(sch, args, name="default_function",
+                           target="cuda" if _is_cuda(target) else None)
     t1 = time.perf_counter()
     mod = tilecraft.build(func, target=target, name="default_function")
     t2 = time.perf_counter()
     mod.export_library(path)
     t3 = time.perf_counter()
     return (("lower", t1 - t0), ("compile", t2 - t1), ("export", t3 - t2))
+
+
+def _is_cuda(target) -> bool:
+    return str(target).split()[0] == "cuda"
+
+
+def library_suffix(task) -> str:
+    """``.tcuda`` (a CUDA module's archive) for CUDA tasks, ``.so`` otherwise."""
+    return ".tcuda" if task is not None and task.target is not None and _is_cuda(task.target) else ".so"
 
 
 def default_build_func(inp: MeasureInput, path: str) -> BuildResult:
@@ -76,23 +86,29 @@ def default_build_func(inp: MeasureInput, path: str) -> BuildResult:
     try:
         phases = _compile(sch, args, target, path)
     except Exception:
-        kind = MeasureErrorNo.COMPILE_DEVICE if target.startswith("cuda") else MeasureErrorNo.COMPILE_HOST
+        kind = MeasureErrorNo.COMPILE_DEVICE if _is_cuda(target) else MeasureErrorNo.COMPILE_HOST
         return BuildResult(None, (), kind, traceback.format_exc(limit=10), time.perf_counter() - t0)
     return BuildResult(path, tensor_arg_info(args), MeasureErrorNo.NO_ERROR, "", time.perf_counter() - t0,
                        phases=(("instantiate", t_inst),) + phases)
 
 
 def build_reference_func(task, path: str) -> BuildResult:
-    """The naive schedule (``te.create_schedule`` of the outputs, no transformation) of ``task``,
-    exported to ``path``: what candidates' outputs are compared with."""
+    """The naive schedule of ``task``, exported to ``path``: what candidates' outputs are compared
+    with. On the CPU that is ``te.create_schedule`` of the outputs (no transformation); for CUDA,
+    every stage is its own kernel with its output axes spread over threads
+    (``tilecraft.codegen.cuda_schedules.naive``)."""
     from tilecraft import te
 
     t0 = time.perf_counter()
     sch, args = task.instantiate(task_default_config(task))
     info = tensor_arg_info(args)
     outputs = [t for t, (_, _, out) in zip(args, info) if out]
-    naive = te.create_schedule([t.op for t in outputs])
     target = str(task.target) if task.target is not None else "llvm"
+    if _is_cuda(target):
+        from tilecraft.codegen.cuda_schedules import naive as naive_gpu
+        naive = naive_gpu(outputs)
+    else:
+        naive = te.create_schedule([t.op for t in outputs])
     _compile(naive, args, target, path)
     return BuildResult(path, info, MeasureErrorNo.NO_ERROR, "", time.perf_counter() - t0)
 
@@ -124,7 +140,7 @@ def random_inputs(arg_info, seed: int) -> list[np.ndarray]:
 def _device_of(target: str):
     import tilecraft
 
-    return tilecraft.cuda(0) if target.startswith("cuda") else tilecraft.cpu(0)
+    return tilecraft.cuda(0) if _is_cuda(target) else tilecraft.cpu(0)
 
 
 def _call_library(path: str, arrays: list[np.ndarray], target: str):
@@ -263,7 +279,7 @@ class LocalBuilder:
         if self._reference_tried or not self.build_reference:
             return
         self._reference_tried = True
-        path = os.path.join(self.tmp_dir, "reference.so")
+        path = os.path.join(self.tmp_dir, "reference" + library_suffix(self.task))
         out = self._pool_().map(build_reference_func, [(self.task, path)], timeout=max(120.0, self.timeout))[0]
         if out.status == "ok":
             self.reference = path
@@ -277,7 +293,7 @@ class LocalBuilder:
         jobs = []
         for inp in measure_inputs:
             self._counter += 1
-            jobs.append((inp, os.path.join(self.tmp_dir, f"cand{self._counter}.so")))
+            jobs.append((inp, os.path.join(self.tmp_dir, f"cand{self._counter}{library_suffix(self.task)}")))
         outcomes = self._pool_().map(self.build_func, jobs, self.timeout)
         results = []
         for out in outcomes:

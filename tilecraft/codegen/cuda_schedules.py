@@ -34,6 +34,22 @@ def _fetch(s, X, threads: tuple, vec: int):
     s[X].vectorize(v)
 
 
+def naive(outputs, threads: int = 256):
+    """The simplest correct GPU schedule of ``outputs`` (a tensor, an op or a list of them): every
+    computed stage is its own kernel, its fused output axes split over ``threads``-thread blocks,
+    reductions serial in each thread. The tuner's reference for checking CUDA candidates."""
+    from ..te.operation import ComputeOp
+    outs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    s = te.create_schedule([getattr(t, "op", t) for t in outs])
+    for st in s.stages:
+        if isinstance(st.op, ComputeOp) and st.op.axis:
+            fused = st.fuse(*st.op.axis) if len(st.op.axis) > 1 else st.op.axis[0]
+            b, t = st.split(fused, factor=threads)
+            st.bind(b, bx())
+            st.bind(t, tx())
+    return s
+
+
 def elementwise(n=None, dtype="float32", threads=256, vec=4):
     """``C = exp(A) * B + 1`` over a vector (symbolic length when ``n`` is None)."""
     n = te.var("n") if n is None else n

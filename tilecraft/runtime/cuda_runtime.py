@@ -10,7 +10,9 @@ CuPy use, so their tensors can be passed directly (anything with ``__cuda_array_
 """
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -100,18 +102,152 @@ def eval_int(e, env: dict) -> int:
 
 
 # ------------------------------------------------------------------------------------------------
+# Launch plans: everything needed to call a function's kernels, without the IR. A module built
+# from a schedule derives them from the lowered functions; an exported module stores them as
+# JSON beside the cubin, so loading one needs neither the compiler nor the schedule.
+#
+# A dimension (grid size, workspace size, buffer dimension) is an int, the name of a scalar
+# parameter, or ``(op, a, b)`` with ``op`` one of ``+ - * // % truncdiv truncmod min max``
+# (the encoding of ``tilecraft.runtime.signature``).
+
+_DIM_OPS = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.FLOORDIV: "//",
+            BinOp.FLOORMOD: "%", BinOp.TRUNCDIV: "truncdiv", BinOp.TRUNCMOD: "truncmod",
+            BinOp.MIN: "min", BinOp.MAX: "max"}
+
+EXPORT_FORMAT = "tilecraft-cuda"
+EXPORT_VERSION = 1
+
+
+def _dim_of(e, names: dict, what: str):
+    if isinstance(e, int):
+        return e
+    if isinstance(e, Const):
+        return int(e.value)
+    if isinstance(e, Var):
+        if e not in names:
+            raise ValueError(f"{what} uses `{e.name}`, which is not a scalar parameter of the function")
+        return names[e]
+    if isinstance(e, Cast):
+        return _dim_of(e.value, names, what)
+    if isinstance(e, Binary) and e.op in _DIM_OPS:
+        return (_DIM_OPS[e.op], _dim_of(e.a, names, what), _dim_of(e.b, names, what))
+    raise ValueError(f"{what} `{e}` is not an integer expression of the scalar parameters")
+
+
+def _dim_json(d):
+    return [_dim_json(x) for x in d] if isinstance(d, tuple) else d
+
+
+def _dim_unjson(d):
+    return tuple(_dim_unjson(x) for x in d) if isinstance(d, list) else d
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """One kernel: its name in the cubin, grid and block, and where each argument comes from
+    (``("arg", i)``: the function's parameter ``i``; ``("ws", j)``: workspace buffer ``j``)."""
+    name: str
+    grid: tuple
+    block: tuple
+    params: tuple
+    types: str                      # pycuda's prepare() string: "P" per pointer, a numpy char per scalar
+    bindings: tuple = ()            # (("threadIdx.x", "loop 'x' of stage 'C'"), ...), for messages
+    shared: tuple = ()              # (("AS", elements, "float32"), ...): the __shared__ tiles
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    def describe(self, tag: str) -> str:
+        return dict(self.bindings).get(tag, "nothing")
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "grid": [_dim_json(g) for g in self.grid], "block": list(self.block),
+                "params": [list(p) for p in self.params], "types": self.types,
+                "bindings": [list(b) for b in self.bindings], "shared": [list(x) for x in self.shared]}
+
+    @staticmethod
+    def from_json(d: dict) -> "KernelPlan":
+        return KernelPlan(d["name"], tuple(_dim_unjson(g) for g in d["grid"]), tuple(int(b) for b in d["block"]),
+                          tuple((str(k), int(i)) for k, i in d["params"]), d["types"],
+                          tuple((str(t), str(w)) for t, w in d.get("bindings", ())),
+                          tuple((str(n), int(e), str(t)) for n, e, t in d.get("shared", ())))
+
+
+@dataclass(frozen=True)
+class FunctionPlan:
+    """One function: its signature (what callers pass), global workspace, kernels in launch order."""
+    signature: object               # tilecraft.runtime.signature.FuncSignature
+    workspace: tuple                # (("T", "float32", size), ...)
+    kernels: tuple
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    def to_json(self) -> dict:
+        return {"signature": self.signature.to_json(),
+                "workspace": [[n, t, _dim_json(size)] for n, t, size in self.workspace],
+                "kernels": [k.to_json() for k in self.kernels]}
+
+    @staticmethod
+    def from_json(d: dict) -> "FunctionPlan":
+        from .signature import FuncSignature
+        return FunctionPlan(FuncSignature.from_json(d["signature"]),
+                            tuple((str(n), str(t), _dim_unjson(size)) for n, t, size in d["workspace"]),
+                            tuple(KernelPlan.from_json(k) for k in d["kernels"]))
+
+
+def _kernel_view(info, names=None, positions=None) -> KernelPlan:
+    """A :class:`KernelPlan` of a ``KernelInfo`` (``names``/``positions`` map Vars and Buffers to
+    the function's parameters; without them only what messages need is filled in)."""
+    tags = [t for t in ("threadIdx.x", "threadIdx.y", "threadIdx.z") if t in info.extents]
+    bindings = tuple((t, info.describe(t)) for t in tags)
+    shared = tuple((b.name, int(b.shape[0].value), b.dtype) for b in info.shared)
+    if names is None:
+        return KernelPlan(info.name, (), tuple(info.block), (), "", bindings, shared)
+    grid = tuple(_dim_of(g, names, f"kernel {info.name}: the grid size") for g in info.grid)
+    params = tuple(positions[p] for p in info.params)
+    types = "".join("P" if isinstance(p, Buffer) else _NP_CHARS[p.dtype] for p in info.params)
+    return KernelPlan(info.name, grid, tuple(info.block), params, types, bindings, shared)
+
+
+def plan_of(func) -> FunctionPlan:
+    """The launch plan of a function lowered for CUDA."""
+    from ..codegen.llvm import signature_of
+    from ..schedule.passes.gpu_lower import kernels_of
+    sig = signature_of(func)
+    names, positions = {}, {}
+    for i, (p, spec) in enumerate(zip(func.params, sig.params)):
+        if isinstance(p, Var):
+            names[p] = spec.name
+        positions[p] = ("arg", i)
+    workspace, ks = kernels_of(func.body)
+    ws = []
+    for j, w in enumerate(workspace):
+        positions[w] = ("ws", j)
+        ws.append((w.name, w.dtype, _dim_of(w.shape[0], names, f"the size of workspace '{w.name}'")))
+    kernels = []
+    for info, _ in ks:
+        missing = [p for p in info.params if p not in positions]
+        if missing:
+            raise ValueError(f"kernel {info.name} takes {', '.join(getattr(p, 'name', str(p)) for p in missing)}, "
+                             f"which {'is' if len(missing) == 1 else 'are'} not a parameter of {func.name}")
+        kernels.append(_kernel_view(info, names, positions))
+    return FunctionPlan(sig, tuple(ws), tuple(kernels))
+
+
+# ------------------------------------------------------------------------------------------------
 
 class _Kernel:
     """One loaded kernel and how to call it."""
 
-    def __init__(self, info, fn, arg_types: str):
-        self.info = info
+    def __init__(self, plan: KernelPlan, fn):
+        self.plan = plan
         self.fn = fn
-        self.fn.prepare(arg_types)
-        self.block = info.block
-        self.static_grid = None
-        if all(isinstance(g, Const) for g in info.grid):
-            self.static_grid = tuple(int(g.value) for g in info.grid)
+        self.fn.prepare(plan.types)
+        self.block = plan.block
+        self.static_grid = tuple(plan.grid) if all(isinstance(g, int) for g in plan.grid) else None
 
 
 _NP_CHARS = {"int32": "i", "int64": "q", "uint32": "I", "uint64": "Q", "float32": "f", "float64": "d",
@@ -142,17 +278,17 @@ def _c_strides(shape, item):
 
 
 class CUDAFunction:
-    """One lowered function: its kernels launched in order. ``f(a, b, c)``."""
+    """One function: its kernels launched in order. ``f(a, b, c)``; ``f.signature`` says what it takes."""
 
-    def __init__(self, module, func, kernels: list, workspace: list):
-        self.module, self.func, self.name = module, func, func.name
+    def __init__(self, module, plan: FunctionPlan, kernels: list):
+        self.module, self.plan, self.name = module, plan, plan.name
+        self.signature = plan.signature
         self.kernels = kernels
-        self.workspace = workspace
-        self.buffers = [p for p in func.params if isinstance(p, Buffer)]
-        self.scalars = [p for p in func.params if isinstance(p, Var)]
-        dims = {d for b in self.buffers for d in b.shape if isinstance(d, Var)}
-        self.derived = [v for v in self.scalars if v in dims]
-        self.user_scalars = [v for v in self.scalars if v not in dims]
+        sig = plan.signature
+        self.buffers = [(i, p) for i, p in enumerate(sig.params) if p.kind == "buffer"]
+        derived = sig.derived_scalars()
+        self.user_scalars = [(i, p) for i, p in enumerate(sig.params) if p.kind == "scalar" and p.name not in derived]
+        self.scalars = [(i, p) for i, p in enumerate(sig.params) if p.kind == "scalar"]
         self._ws_cache: dict = {}
 
     def __call__(self, *args):
@@ -160,13 +296,15 @@ class CUDAFunction:
 
     def prepare(self, args):
         """Check the arguments; return the per-kernel launch arguments."""
+        from .signature import eval_dim, shape_str
         n_user = len(self.buffers) + len(self.user_scalars)
         if len(args) != n_user:
-            names = ", ".join([b.name for b in self.buffers] + [v.name for v in self.user_scalars])
+            names = ", ".join([b.name for _, b in self.buffers] + [v.name for _, v in self.user_scalars])
             raise TypeError(f"{self.name} expects {n_user} arguments ({names}), got {len(args)}")
         env: dict = {}
         values: dict = {}
-        for pos, (b, a) in enumerate(zip(self.buffers, args)):
+        got_all = []
+        for pos, ((i, b), a) in enumerate(zip(self.buffers, args)):
             got = _array_of(a)
             if got is None:
                 raise TypeError(
@@ -176,39 +314,40 @@ class CUDAFunction:
             if dtype != np.dtype(b.dtype):
                 raise TypeError(f"argument {pos} '{b.name}': expected dtype {b.dtype}, got {dtype.name}")
             if len(shape) != len(b.shape):
-                raise ValueError(f"argument {pos} '{b.name}': expected {len(b.shape)} dimensions, got shape {shape}")
+                raise ValueError(f"argument {pos} '{b.name}': expected {len(b.shape)} dimensions "
+                                 f"{shape_str(b.shape)}, got shape {shape}")
             for d, s in zip(b.shape, shape):
-                if isinstance(d, Var) and d not in env:
+                if isinstance(d, str) and d not in env:
                     env[d] = s
             if not contiguous:
                 raise ValueError(f"argument {pos} '{b.name}': expected a C-contiguous array")
-            values[b] = ptr
-        for v, a in zip(self.user_scalars, args[len(self.buffers):]):
-            env[v] = a
-        for pos, (b, a) in enumerate(zip(self.buffers, args)):
-            want = tuple(eval_int(d, env) for d in b.shape)
-            got = _array_of(a)[1]
-            if want != got:
-                raise ValueError(f"argument {pos} '{b.name}': expected shape {want}, got {got}")
-        for w in self.workspace:
-            values[w] = self._workspace(w, env)
+            values[("arg", i)] = ptr
+            got_all.append(shape)
+        for (i, v), a in zip(self.user_scalars, args[len(self.buffers):]):
+            env[v.name] = a
+        for pos, ((i, b), shape) in enumerate(zip(self.buffers, got_all)):
+            want = tuple(eval_dim(d, env) for d in b.shape)
+            if want != tuple(shape):
+                raise ValueError(f"argument {pos} '{b.name}': expected shape {want}, got {tuple(shape)}")
+        for i, v in self.scalars:
+            values[("arg", i)] = np.dtype(v.dtype).type(env[v.name])
+        for j, (wname, wdtype, size) in enumerate(self.plan.workspace):
+            values[("ws", j)] = self._workspace(j, eval_dim(size, env) * np.dtype(wdtype).itemsize)
         calls = []
         for k in self.kernels:
-            grid = k.static_grid or tuple(eval_int(g, env) for g in k.info.grid)
+            grid = k.static_grid or tuple(eval_dim(g, env) for g in k.plan.grid)
             if grid[0] >= 2**31 or grid[1] > 65535 or grid[2] > 65535:
-                raise ValueError(f"kernel {k.info.name}: grid {grid} exceeds CUDA's limits "
+                raise ValueError(f"kernel {k.plan.name}: grid {grid} exceeds CUDA's limits "
                                  f"(x < 2^31, y and z <= 65535); bind the larger extent to blockIdx.x")
             if min(grid) <= 0:
                 grid = None          # nothing to do
-            kargs = [values[p] if isinstance(p, Buffer) else _scalar(p, env) for p in k.info.params]
-            calls.append((k.fn, grid, k.block, kargs))
+            calls.append((k.fn, grid, k.block, [values[p] for p in k.plan.params]))
         return calls
 
-    def _workspace(self, buf, env):
-        size = eval_int(buf.shape[0], env) * np.dtype(buf.dtype).itemsize
-        hit = self._ws_cache.get((buf, size))
+    def _workspace(self, j, size):
+        hit = self._ws_cache.get((j, size))
         if hit is None:
-            hit = self._ws_cache[(buf, size)] = driver().mem_alloc(max(size, 1))
+            hit = self._ws_cache[(j, size)] = driver().mem_alloc(max(size, 1))
         return int(hit)
 
     @staticmethod
@@ -219,10 +358,6 @@ class CUDAFunction:
 
     def time_evaluator(self, dev=None, number=10, repeat=1, min_repeat_ms=0):
         return _time_evaluator(self, number, repeat, min_repeat_ms)
-
-
-def _scalar(v, env):
-    return np.dtype(v.dtype).type(env[v])
 
 
 def _time_evaluator(f: CUDAFunction, number, repeat, min_repeat_ms, cooldown_interval_ms=0):
@@ -258,14 +393,20 @@ class CUDAModule:
     """Compiled CUDA kernels of one or more functions; loaded onto the GPU on first use.
 
     ``mod(a, b, c)`` runs the entry function; ``mod.get_source()`` is the CUDA C;
-    ``mod.time_evaluator(mod.entry_name, dev, number=..)`` times with CUDA events.
+    ``mod.time_evaluator(mod.entry_name, dev, number=..)`` times with CUDA events;
+    ``mod.export_library("ops.tcuda")`` writes a file that ``tilecraft.runtime.load_module``
+    loads (on any machine with a GPU of the same architecture, without the compiler).
     """
 
     type_key = "cuda"
 
-    def __init__(self, funcs, source: str, cubin: bytes, arch: str, target: str):
-        self.funcs = {f.name: f for f in funcs}
-        self.entry_name = funcs[0].name
+    def __init__(self, funcs, source: str, cubin: bytes, arch: str, target: str, plans=None):
+        self.funcs = {f.name: f for f in funcs}          # the lowered PrimFuncs (none when loaded from a file)
+        plans = list(plans) if plans is not None else [plan_of(f) for f in funcs]
+        if not plans:
+            raise ValueError("a CUDA module needs at least one function")
+        self.plans = {p.name: p for p in plans}
+        self.entry_name = plans[0].name
         self.source, self.cubin, self.arch, self.target = source, cubin, arch, target
         self._loaded = None
         self.build_times: dict = {}
@@ -277,13 +418,14 @@ class CUDAModule:
     def get_source(self, fmt: str = "cuda") -> str:
         if fmt in ("cuda", "cu", ""):
             return self.source
-        raise ValueError(f"a CUDA module has sources 'cuda' (CUDA C); got {fmt!r}")
+        if fmt == "manifest":
+            return json.dumps(self.manifest(), indent=1)
+        raise ValueError(f"a CUDA module has sources 'cuda' (CUDA C) and 'manifest'; got {fmt!r}")
 
     def load(self, index: int = 0) -> dict:
         """Load the cubin into the GPU, check every kernel against the device's limits."""
         if self._loaded is not None:
             return self._loaded
-        from ..schedule.passes.gpu_lower import kernels_of
         drv = driver()
         context(index)
         dev = drv.Device(index)
@@ -297,24 +439,21 @@ class CUDAModule:
                   "shared": dev.get_attribute(A.MAX_SHARED_MEMORY_PER_BLOCK),
                   "regs": dev.get_attribute(A.MAX_REGISTERS_PER_BLOCK)}
         loaded = {}
-        for name, func in self.funcs.items():
-            workspace, ks = kernels_of(func.body)
+        for name, plan in self.plans.items():
             kernels = []
-            for info, _ in ks:
-                fn = mod.get_function(info.name)
-                check_limits(info, fn, limits)
-                types = "".join("P" if isinstance(p, Buffer) else _NP_CHARS[p.dtype] for p in info.params)
-                kernels.append(_Kernel(info, fn, types))
-            loaded[name] = CUDAFunction(self, func, kernels, workspace)
+            for kp in plan.kernels:
+                fn = mod.get_function(kp.name)
+                check_limits(kp, fn, limits)
+                kernels.append(_Kernel(kp, fn))
+            loaded[name] = CUDAFunction(self, plan, kernels)
         self._module = mod
         self._loaded = loaded
         return loaded
 
     def get_function(self, name: str) -> CUDAFunction:
-        fns = self.load()
-        if name not in fns:
-            raise KeyError(f"the module has no function {name!r}; it has: {', '.join(fns)}")
-        return fns[name]
+        if name not in self.plans:
+            raise KeyError(f"the module has no function {name!r}; it has: {', '.join(self.plans)}")
+        return self.load()[name]
 
     __getitem__ = get_function
 
@@ -326,27 +465,104 @@ class CUDAModule:
         """``mod.time_evaluator(mod.entry_name, tilecraft.cuda(0), number=100)(a, b, c).median``."""
         return _time_evaluator(self.get_function(func_name), number, repeat, min_repeat_ms)
 
+    def manifest(self) -> dict:
+        from . import version
+        return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "tilecraft_version": version(),
+                "target": self.target, "arch": self.arch, "entry": self.entry_name,
+                "functions": [p.to_json() for p in self.plans.values()]}
+
     def export_library(self, path) -> str:
-        raise NotImplementedError("export_library of CUDA modules is not supported yet; "
-                                  "mod.cubin holds the compiled kernels and mod.get_source() the CUDA C")
+        """Write the module to ``path`` (a zip archive: ``manifest.json``, ``kernels.cubin``,
+        ``kernels.cu``; no pickles) and return the absolute path. docs/cuda.md describes the
+        manifest, for callers that launch the cubin themselves (C, the CUDA driver API)."""
+        return export_cuda(self, path)
 
     def __repr__(self) -> str:
-        return f"<tilecraft.CUDAModule [{', '.join(self.funcs)}] {self.arch}>"
+        return f"<tilecraft.CUDAModule [{', '.join(self.plans)}] {self.arch}>"
+
+
+def export_cuda(module: CUDAModule, path) -> str:
+    import os
+    import tempfile
+    import zipfile
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise ValueError(f"export_library needs a file path like 'ops.tcuda', got {path!r}")
+    path = os.path.abspath(os.fspath(path))
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"export_library: the folder {folder!r} does not exist")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"export_library: {path!r} is a directory; give a file name like 'ops.tcuda'")
+    fd, tmp = tempfile.mkstemp(prefix=".tilecraft-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+            z.writestr("manifest.json", json.dumps(module.manifest(), indent=1))
+            z.writestr("kernels.cubin", module.cubin)
+            z.writestr("kernels.cu", module.source)
+        os.replace(tmp, path)       # whole file at once
+    except BaseException:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+def is_cuda_library(path) -> bool:
+    """Whether ``path`` starts like a file written by ``CUDAModule.export_library`` (a zip archive)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def load_cuda_module(path) -> CUDAModule:
+    """Read a file written by ``CUDAModule.export_library``; the GPU is touched on first call."""
+    import os
+    import zipfile
+    p = os.fspath(path)
+    try:
+        with zipfile.ZipFile(p) as z:
+            names = set(z.namelist())
+            missing = {"manifest.json", "kernels.cubin"} - names
+            if missing:
+                raise ValueError(f"load_module: {p!r} lacks {', '.join(sorted(missing))}; it was not written "
+                                 "by a CUDA module's export_library")
+            info = json.loads(z.read("manifest.json").decode("utf-8"))
+            cubin = z.read("kernels.cubin")
+            source = z.read("kernels.cu").decode("utf-8") if "kernels.cu" in names else ""
+    except zipfile.BadZipFile as e:
+        raise ValueError(f"load_module: {p!r} is not a valid archive ({e})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"load_module: the manifest in {p!r} is not valid JSON ({e})") from None
+    if info.get("format") != EXPORT_FORMAT or info.get("version") != EXPORT_VERSION:
+        raise ValueError(f"load_module: {p!r} has format {info.get('format')!r} version {info.get('version')!r}; "
+                         f"this tilecraft reads {EXPORT_FORMAT!r} version {EXPORT_VERSION}")
+    try:
+        plans = [FunctionPlan.from_json(f) for f in info["functions"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"load_module: the manifest in {p!r} is malformed ({type(e).__name__}: {e})") from None
+    mod = CUDAModule([], source, cubin, info["arch"], info["target"], plans=plans)
+    mod.entry_name = info.get("entry", mod.entry_name)
+    return mod
 
 
 def check_limits(info, fn, limits: dict) -> None:
-    """Raise, in words naming the schedule choice, when a kernel cannot launch on the device."""
+    """Raise, in words naming the schedule choice, when a kernel cannot launch on the device.
+    ``info`` is a :class:`KernelPlan` (or a lowered kernel's ``KernelInfo``)."""
+    if not isinstance(info, KernelPlan):
+        info = _kernel_view(info)
     threads = info.threads
-    dims = " × ".join(f"{t}={info.extents[t]}" for t in ("threadIdx.x", "threadIdx.y", "threadIdx.z")
-                      if t in info.extents) or "1"
-    where = "; ".join(f"{t} ← {info.describe(t)}" for t in ("threadIdx.x", "threadIdx.y", "threadIdx.z")
-                      if t in info.extents)
+    dims = " × ".join(f"{t}={info.block['xyz'.index(t[-1])]}" for t, _ in info.bindings) or "1"
+    where = "; ".join(f"{t} ← {w}" for t, w in info.bindings)
     if threads > limits["threads"]:
         raise RuntimeError(f"kernel {info.name}: {threads} threads per block ({dims}) but the device allows "
                            f"{limits['threads']}. Bound loops: {where}. Use smaller thread splits")
     shared = fn.shared_size_bytes
     if shared > limits["shared"]:
-        parts = ", ".join(f"'{b.name}' ({int(b.shape[0].value)} × {b.dtype})" for b in info.shared)
+        parts = ", ".join(f"'{n}' ({e} × {t})" for n, e, t in info.shared)
         raise RuntimeError(f"kernel {info.name}: {shared} bytes of shared memory per block but the device "
                            f"allows {limits['shared']}; the shared tiles are {parts}: shrink the tiles "
                            f"cached with cache_read(..., 'shared')")

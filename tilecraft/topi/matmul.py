@@ -72,9 +72,10 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32"):
     return s, [A, B, C]
 
 
-def _cuda_tiles_ok(M, N, K, bm, bn, vy, vx, ty, tx, kt) -> bool:
+def _cuda_tiles_ok(M, N, K, bm, bn, vy, vx, ty, tx, kt, double_buffer=True) -> bool:
     """Whether a CUDA SGEMM config is well-formed: tiles divide the matrix, each virtual thread
-    owns at least one row and column, the fetches split evenly over the threads."""
+    owns at least one row and column, the fetches split evenly over the threads, the shared
+    tiles fit in 48 KB and a thread holds at most 128 accumulators (more spills registers)."""
     if M % bm or N % bn or K % kt:
         return False
     if bm % (vy * ty) or bn % (vx * tx):
@@ -83,30 +84,36 @@ def _cuda_tiles_ok(M, N, K, bm, bn, vy, vx, ty, tx, kt) -> bool:
         return False
     if (bm * kt) % (ty * tx * min(4, kt)) or (bn * kt) % (ty * tx * 4):
         return False
-    return (bm + bn) * kt * 4 * 2 <= 48 * 1024
+    if bm * bn // (ty * tx) > 128:
+        return False
+    return (bm + bn) * kt * 4 * (2 if double_buffer else 1) <= 48 * 1024
 
 
 @autotune.template("topi/matmul.cuda")
 def matmul_cuda(M: int, N: int, K: int, dtype: str = "float32"):
     """SGEMM for CUDA: the TVM-style schedule of ``tilecraft.codegen.cuda_schedules.matmul``
     (shared-memory tiles, register sub-tiles split into virtual threads, double buffering) with
-    its sizes as knobs."""
+    its sizes as knobs: the block tile, the thread grid, the virtual-thread split of each thread's
+    register tile, the depth of the shared tiles, double buffering."""
     from tilecraft.codegen import cuda_schedules
 
     cfg = autotune.get_config()
-    cfg.define_knob("block_m", [32, 64, 128])
-    cfg.define_knob("block_n", [32, 64, 128])
-    cfg.define_knob("threads", [(8, 8), (8, 16), (16, 8), (16, 16)])
-    cfg.define_knob("vthreads", [(1, 1), (1, 2), (2, 1), (2, 2)])
-    cfg.define_knob("k_tile", [4, 8, 16])
+    cfg.define_knob("block_m", [32, 64, 128, 256])
+    cfg.define_knob("block_n", [32, 64, 128, 256])
+    cfg.define_knob("threads", [(8, 8), (8, 16), (16, 8), (16, 16), (8, 32), (32, 8), (16, 32), (32, 16)])
+    cfg.define_knob("vthreads", [(1, 1), (1, 2), (2, 1), (2, 2), (2, 4), (4, 2)])
+    cfg.define_knob("k_tile", [4, 8, 16, 32])
     cfg.define_knob("double_buffer", [1, 0])
-    cfg.multi_filter(lambda e: _cuda_tiles_ok(M, N, K, e["block_m"].val, e["block_n"].val, *e["vthreads"].val,
-                                              *e["threads"].val, e["k_tile"].val))
+
+    def ok(e):
+        return _cuda_tiles_ok(M, N, K, e["block_m"].val, e["block_n"].val, *e["vthreads"].val,
+                              *e["threads"].val, e["k_tile"].val, bool(e["double_buffer"].val))
+
+    cfg.multi_filter(ok)
     cfg.add_flop(2.0 * M * N * K)
     if cfg.is_fallback:
         return cuda_schedules.matmul(M, N, K, dtype)
-    if not _cuda_tiles_ok(M, N, K, cfg["block_m"].val, cfg["block_n"].val, *cfg["vthreads"].val,
-                          *cfg["threads"].val, cfg["k_tile"].val):
+    if not ok(cfg):
         # (only reachable while the space is collected: multi_filter keeps such configs out)
         cfg.raise_error("tile sizes do not divide the problem or the thread block")
         return cuda_schedules.matmul(M, N, K, dtype)
