@@ -3,6 +3,7 @@
     python bench/tune_cpu_gemm.py                       # 1024^3, 256 trials, XGBTuner
     python bench/tune_cpu_gemm.py --n 512 --trials 64   # quicker
     python bench/tune_cpu_gemm.py --conv                # also conv2d 1x64x56x56, 3x3, 64 filters
+    python bench/tune_cpu_gemm.py --conv --no-gemm --log-conv tuning_logs/conv_fresh.jsonl
 
 Every figure is a ratio against a reference measured in this run (median of --repeats timings).
 On a machine shared with other work, compare single-threaded (parallel loops stall when a thread
@@ -129,7 +130,12 @@ def gemm(args):
           f"ratio {np_s / ours:.2f}x numpy (target >= 0.95)")
 
 
+CONV_TEMPLATES = {"nchwc": "topi/conv2d_nchw.llvm", "direct": "topi/conv2d_nchw_direct.llvm"}
+
+
 def conv(args):
+    """Tune conv2d 1x64x56x56, 3x3, 64 filters, then time the best config and PyTorch in turns
+    (--rounds rounds of --repeats timings each) and report the medians."""
     import tilecraft.topi.conv2d as topi_conv
 
     shape = (1, 64, 56, 56, 64, 3, 3, 1, 1, "float32")
@@ -137,32 +143,51 @@ def conv(args):
     x = np.random.default_rng(0).uniform(-1, 1, (N, CI, H, W)).astype("float32")
     w = np.random.default_rng(1).uniform(-1, 1, (CO, CI, KH, KW)).astype("float32")
     flop = 2.0 * N * CO * H * W * CI * KH * KW
-    print(f"conv2d NCHW {shape[:-1]}, fp32, threads={tilecraft.get_num_threads()}")
+    name = CONV_TEMPLATES[args.conv_template]
+    print(f"conv2d NCHW {shape[:-1]}, fp32, template {name}, threads={tilecraft.get_num_threads()}, "
+          f"device={autotune.record.local_device_name()}")
     try:
         import torch
 
         tx, tw = torch.from_numpy(x), torch.from_numpy(w)
-        with torch.no_grad():
-            ref_s = median_seconds(lambda: torch.nn.functional.conv2d(tx, tw, padding=pad), args.repeats)
-            ref_out = torch.nn.functional.conv2d(tx, tw, padding=pad).numpy()
-        ref_name = "PyTorch"
+
+        def torch_conv():
+            with torch.no_grad():
+                return torch.nn.functional.conv2d(tx, tw, padding=pad)
+        ref_out = torch_conv().numpy()
+        print(f"  PyTorch {torch.__version__}, {torch.get_num_threads()} threads")
     except ImportError:
-        ref_s, ref_out, ref_name = None, None, None
+        torch_conv, ref_out = None, None
         print("  PyTorch is not installed: no reference ratio")
-    task = autotune.task.create("topi/conv2d_nchw.llvm", args=shape, target="llvm")
-    log = args.log_conv or f"tuning_logs/bench_conv2d_{args.tuner}_t{tilecraft.get_num_threads()}.jsonl"
+    task = autotune.task.create(name, args=shape, target="llvm")
+    print(f"  config space: {len(task.config_space)} configurations")
+    suffix = "" if args.conv_template == "nchwc" else "_direct"
+    log = args.log_conv or f"tuning_logs/bench_conv2d_nchwc{suffix}_{args.tuner}_t{tilecraft.get_num_threads()}.jsonl"
     tuner, new, wall = tune(task, args.trials, log, args.tuner, args.seed, args)
     report_throughput(tuner, new, wall)
-    mod, _ = best_module(log, topi_conv.conv2d_nchw, shape)
-    out = np.zeros((N, CO, H, W), "float32")
+    template = topi_conv.conv2d_nchw if args.conv_template == "nchwc" else topi_conv.conv2d_nchw_direct
+    mod, _ = best_module(log, template, shape)
+    best = autotune.record.pick_best(log)
+    n_trials = len(autotune.record.load_from_file(log))
+    if best:
+        print(f"  best config of {n_trials} trials: {best[0][0].config}")
+    out = np.full((N, CO, H, W), np.nan, "float32")
     mod(x, w, out)
     if ref_out is not None:
         np.testing.assert_allclose(out, ref_out, rtol=1e-3, atol=1e-2)
-    t = mod.time_evaluator(mod.entry_name, tilecraft.cpu(0), number=3, repeat=args.repeats)(x, w, out)
-    ours = statistics.median(t.results)
+    ours_t, ref_t = [], []
+    for _ in range(args.rounds):     # in turns, so both see the same machine load
+        t = mod.time_evaluator(mod.entry_name, tilecraft.cpu(0), number=3, repeat=args.repeats)(x, w, out)
+        ours_t.append(statistics.median(t.results))
+        if torch_conv is not None:
+            ref_t.append(median_seconds(torch_conv, args.repeats))
+    ours = statistics.median(ours_t)
     line = f"  tuned tilecraft: {flop / ours / 1e9:.1f} GFLOP/s"
-    if ref_s:
-        line += f"; {ref_name} {flop / ref_s / 1e9:.1f} GFLOP/s; ratio {ref_s / ours:.2f}x (target >= 1.0)"
+    if ref_t:
+        ref_s = statistics.median(ref_t)
+        line += (f"; PyTorch {flop / ref_s / 1e9:.1f} GFLOP/s; ratio {ref_s / ours:.2f}x (target >= 1.0); "
+                 f"median of {args.rounds} rounds of {args.repeats} timings, per round: "
+                 + " ".join(f"{r / o:.2f}" for o, r in zip(ours_t, ref_t)))
     print(line)
 
 
@@ -181,6 +206,9 @@ def main():
     p.add_argument("--log")
     p.add_argument("--log-conv")
     p.add_argument("--conv", action="store_true", help="also tune conv2d")
+    p.add_argument("--conv-template", choices=sorted(CONV_TEMPLATES), default="nchwc",
+                   help="conv2d template: nchwc (packed NCHW[x]c, the default) or direct")
+    p.add_argument("--rounds", type=int, default=5, help="conv2d: rounds of timings, ours and PyTorch's in turns")
     p.add_argument("--no-gemm", action="store_true")
     p.add_argument("--profile", action="store_true", help="split codegen from LLVM on a sample")
     args = p.parse_args()
