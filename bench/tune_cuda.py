@@ -98,7 +98,7 @@ def gemm(a, rows):
         t = tc_time(mod, (x, y, z), repeat=a.repeat, number=10)
         ref2 = torch_time(lambda: torch.mm(x, y), repeat=a.repeat, number=10)
         r = min(ref, ref2)
-        rows.append((f"SGEMM {n}^3 {name}", flop / t / 1e12, flop / r / 1e12, r / t, "cuBLAS", 0.85))
+        report(rows, (f"SGEMM {n}^3 {name}", flop / t / 1e12, flop / r / 1e12, r / t, "cuBLAS", 0.85))
     del cuda_ndarray, dev
 
 
@@ -128,7 +128,18 @@ def conv(a, rows):
             t = tc_time(mod, (x, w, out), repeat=a.repeat, number=50)
             ref2 = torch_time(lambda: F.conv2d(x, w, padding=1), repeat=a.repeat, number=50)
             r = min(ref, ref2)
-            rows.append((f"conv {c}x{h}x{h} 3x3 b1 {name}", flop / t / 1e12, flop / r / 1e12, r / t, "cuDNN", 1.0))
+            report(rows, (f"conv {c}x{h}x{h} 3x3 b1 {name}", flop / t / 1e12, flop / r / 1e12, r / t, "cuDNN", 1.0))
+
+
+def row_text(row) -> str:
+    what, ours, ref, ratio, name, target = row
+    mark = "ok" if ratio >= target else "below"
+    return f"{what:38s} {ours:10.2f} {ref:10.2f} {ratio:6.2f}x  vs {name}, target >= {target:.2f}: {mark}"
+
+
+def report(rows, row):
+    rows.append(row)
+    print("RESULT " + row_text(row), flush=True)
 
 
 def main(argv=None):
@@ -156,9 +167,8 @@ def main(argv=None):
         conv(a, rows)
     print(device_line())
     print(f"{'what':38s} {'tilecraft':>10s} {'reference':>10s} {'ratio':>7s}  (TFLOP/s, medians of {a.repeat})")
-    for what, ours, ref, ratio, name, target in rows:
-        mark = "ok" if ratio >= target else "below"
-        print(f"{what:38s} {ours:10.2f} {ref:10.2f} {ratio:6.2f}x  vs {name}, target >= {target:.2f}: {mark}")
+    for row in rows:
+        print(row_text(row))
 
 
 if __name__ == "__main__":

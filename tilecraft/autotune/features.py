@@ -10,9 +10,15 @@ length, so a model never sees mismatched columns.
 """
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import numpy as np
+
+# Loop-nest features need each config instantiated and lowered (10-100 ms). When many are missing
+# at once (the annealer's first plans) and the machine has cores to spare, they are computed in
+# worker processes: TILECRAFT_FEATURE_WORKERS sets how many (1: never).
+PARALLEL_MIN_CONFIGS = 64
 
 
 def knob_tables(space) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
@@ -51,11 +57,16 @@ class CachedExtractor:
         self.feature_type = feature_type
         self.cache: dict[int, np.ndarray | None] = {}
         self.length = length
+        self._executor = None
+        self._workers = _feature_workers()
 
     def __call__(self, indices: np.ndarray) -> np.ndarray:
-        missing = [int(i) for i in indices if int(i) not in self.cache]
+        missing = list(dict.fromkeys(int(i) for i in indices if int(i) not in self.cache))
+        if len(missing) >= PARALLEL_MIN_CONFIGS and self._workers > 1:
+            self._compute_parallel(missing)
+            missing = [i for i in missing if i not in self.cache]
         if missing:
-            configs = [self.task.config_space.get(i) for i in dict.fromkeys(missing)]
+            configs = [self.task.config_space.get(i) for i in missing]
             for cfg, f in zip(configs, features_of_configs(self.task, configs, self.feature_type)):
                 self.cache[cfg.index] = f
         if self.length is None:
@@ -66,6 +77,48 @@ class CachedExtractor:
             if f is not None:
                 out[r] = f
         return out
+
+
+    def _compute_parallel(self, missing: list) -> None:
+        """Fill the cache for ``missing`` in worker processes; on any trouble with the pool,
+        leave the rest to the serial path."""
+        import concurrent.futures as cf
+        import multiprocessing
+        import weakref
+        try:
+            if self._executor is None:
+                self._executor = cf.ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("spawn"))
+                weakref.finalize(self, self._executor.shutdown, wait=False, cancel_futures=True)
+            step = max(8, -(-len(missing) // (4 * self._workers)))
+            space = self.task.config_space
+            chunks = [[space.get(i) for i in missing[k:k + step]] for k in range(0, len(missing), step)]
+            for part in self._executor.map(_features_chunk, [self.task] * len(chunks), chunks,
+                                           [self.feature_type] * len(chunks)):
+                for i, f in part:
+                    self.cache[i] = f
+        except Exception:
+            self._workers = 1              # the serial path computes what is left
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+
+def _feature_workers() -> int:
+    env = os.environ.get("TILECRAFT_FEATURE_WORKERS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"TILECRAFT_FEATURE_WORKERS must be an integer, got {env!r}") from None
+    cores = os.cpu_count() or 1
+    return cores if cores >= 4 else 1     # on two cores the build workers need them
+
+
+def _features_chunk(task, configs, feature_type):
+    # (an unpickled task has no config space: the configs travel whole)
+    return [(c.index, f) for c, f in zip(configs, features_of_configs(task, configs, feature_type))]
 
 
 def make_extractor(task, feature_type: str):
