@@ -29,6 +29,8 @@ CASES = [
     ("tilecraft.topi.batch_matmul", "topi/batch_matmul.llvm", (2, 16, 32, 8, "float32"), lambda a, b: a @ b),
     ("tilecraft.topi.conv2d", "topi/conv2d_nchw.llvm", (1, 8, 10, 10, 8, 3, 3, 1, 1, "float32"),
      lambda x, w: _np_conv2d(x, w, 1, 1)),
+    ("tilecraft.topi.conv2d", "topi/conv2d_nchw_direct.llvm", (1, 8, 10, 10, 8, 3, 3, 1, 1, "float32"),
+     lambda x, w: _np_conv2d(x, w, 1, 1)),
     ("tilecraft.topi.softmax", "topi/softmax.llvm", (8, 64, "float32"), _softmax),
 ]
 

@@ -158,12 +158,15 @@ def _conv2d_nchwc(data, kernel, stride, padding, ic_bn, oc_bn):
 
 def _schedule_nchwc(s, data_vec, kernel_vec, conv, out, reg_n, unroll_kw):
     oc_bn = int(getattr(conv.shape[-1], "value", conv.shape[-1]))
+    # with zero filters padding CO, the last block's lanes are guarded: left scalar
+    whole_blocks = int(getattr(out.shape[1], "value", out.shape[1])) % oc_bn == 0
     n, C, h, w, c = s[data_vec].op.axis
     s[data_vec].parallel(s[data_vec].fuse(n, C, h))
 
     O, C, _, _, _, co = s[kernel_vec].op.axis
     s[kernel_vec].parallel(s[kernel_vec].fuse(O, C))
-    s[kernel_vec].vectorize(co)
+    if whole_blocks:
+        s[kernel_vec].vectorize(co)
 
     # the output: one (n, O, y) row of the packed convolution, then its unpacking
     n, c, y, x = s[out].op.axis
@@ -171,7 +174,8 @@ def _schedule_nchwc(s, data_vec, kernel_vec, conv, out, reg_n, unroll_kw):
     s[out].reorder(n, co, y, x, ci)
     row = s[out].fuse(n, co, y)
     s[out].parallel(row)
-    s[out].vectorize(ci)
+    if whole_blocks:
+        s[out].vectorize(ci)
     s[conv].compute_at(s[out], row)
 
     # the row: reg_n × oc_bn register tiles
