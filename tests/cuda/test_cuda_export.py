@@ -139,6 +139,26 @@ def test_conv2d_cuda_template_configs_in_the_emulator(seed):
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
+@pytest.mark.parametrize("xpt,cpt", [(2, 4), (4, 1)])
+def test_conv2d_schedule_with_several_pixels_per_thread(xpt, cpt):
+    rng = np.random.default_rng()
+    s, args = cs.conv2d_nchw(1, 8, 8, 8, 16, 3, 3, 1, tile_co=8, tile_y=4, tile_x=8, co_per_thread=cpt,
+                             ci_tile=4, x_per_thread=xpt)
+    f = tilecraft.lower(s, args, target="cuda")
+    d = rng.uniform(-1, 1, (1, 8, 8, 8)).astype("float32")
+    w = rng.uniform(-1, 1, (16, 8, 3, 3)).astype("float32")
+    out = np.full((1, 16, 8, 8), np.nan, "float32")
+    emulate(f, [d, w, out])
+    pad = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(np.einsum("nchw,oc->nohw", pad[:, :, ry:ry + 8, rx:rx + 8], w[:, :, ry, rx])
+               for ry in range(3) for rx in range(3))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    if find_nvcc() is not None:
+        from tilecraft.codegen.cuda import generate_cuda
+        from tilecraft.codegen.cuda_compile import compile_cuda
+        assert compile_cuda(generate_cuda(f), "sm_90")
+
+
 @needs_nvcc
 def test_builder_writes_loadable_cuda_candidates(tmp_path):
     task = autotune.task.create("topi/matmul.cuda", args=(128, 128, 128, "float32"), target="cuda -arch=sm_90")

@@ -145,13 +145,14 @@ def matmul(M, N, K, dtype="float32", acc="float32", block=(128, 128), vthreads=(
 
 
 def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32",
-                tile_co=16, tile_y=8, tile_x=8, co_per_thread=4, ci_tile=16):
+                tile_co=16, tile_y=8, tile_x=8, co_per_thread=4, ci_tile=16, x_per_thread=1):
     """Direct NCHW convolution, stride 1: ``Out[n, co, y, x] = sum W[co, ci, ry, rx] * Pad[n, ci, y+ry, x+rx]``.
 
-    A block computes ``tile_co`` output channels of a ``tile_y × tile_x`` patch; each thread one
-    pixel for ``co_per_thread`` channels. Per ``ci_tile`` input channels the padded input patch
-    (with its halo) and the weights (transposed so a thread's channels are contiguous) are fetched
-    into shared memory by all threads.
+    A block computes ``tile_co`` output channels of a ``tile_y × tile_x`` patch; each thread
+    ``x_per_thread`` neighbouring pixels of a row for ``co_per_thread`` channels (its register
+    tile). Per ``ci_tile`` input channels the padded input patch (with its halo) and the weights
+    (transposed so a thread's channels are contiguous) are fetched into shared memory by all
+    threads.
     """
     Data = te.placeholder((N, CI, H, W), dtype, name="Data")
     Wt = te.placeholder((CO, CI, KH, KW), dtype, name="W")
@@ -178,24 +179,29 @@ def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32
     byy, yi = s[Out].split(y, factor=tile_y)
     bxx, xi = s[Out].split(x, factor=tile_x)
     to, oi = s[Out].split(oi, factor=co_per_thread)
-    s[Out].reorder(n, bo, byy, bxx, to, yi, xi, oi)
+    txx, xv = s[Out].split(xi, factor=x_per_thread)
+    s[Out].reorder(n, bo, byy, bxx, to, yi, txx, oi, xv)
     blk = s[Out].fuse(n, bo, byy, bxx)
     s[Out].bind(blk, bx())
     s[Out].bind(to, tz())
     s[Out].bind(yi, ty())
-    s[Out].bind(xi, tx())
-    s[OL].compute_at(s[Out], xi)
+    s[Out].bind(txx, tx())
+    s[OL].compute_at(s[Out], txx)
     rc, ry, rx = s[OL].op.reduce_axis
     rco, rci = s[OL].split(rc, factor=ci_tile)
+    _, oo, yy, xx = s[OL].op.axis
     s[OL].reorder(rco, rci, ry, rx, *s[OL].op.axis)
     s[OL].unroll(ry)
     s[OL].unroll(rx)
+    if x_per_thread > 1:
+        s[OL].unroll(oo)
+        s[OL].unroll(xx)
     s[PS].compute_at(s[OL], rco)
     s[WT].compute_at(s[OL], rco)
     s[WL].compute_at(s[OL], rx)
     if co_per_thread in (2, 4):
         s[WL].vectorize(s[WL].op.axis[-1])
-    threads = (tile_x, tile_y, tile_co // co_per_thread)
+    threads = (tile_x // x_per_thread, tile_y, tile_co // co_per_thread)
     for X in (PS, WT):
         f = s[X].fuse(*s[X].op.axis)
         f, t0 = s[X].split(f, factor=threads[0])
