@@ -175,14 +175,15 @@ def main():
     # Random's median may be censored ("not reached within --trials"): then all that is known is
     # that it needs more than --trials, and XGBTuner meets the target only within half of that.
     if reach["xgb"] == float("inf"):
-        verdict = "misses"
+        verdict = "misses the target (at most half)"
     elif reach["random"] == float("inf"):
-        verdict = (f"meets (Random needs more than {args.trials} trials; XGBTuner needs at most half of that)"
+        verdict = (f"meets the target (at most half): Random needs more than {args.trials} trials"
                    if reach["xgb"] <= args.trials / 2 else
                    f"cannot tell (Random needs more than {args.trials} trials): run more --trials")
     else:
-        verdict = "meets" if reach["xgb"] <= reach["random"] / 2 else "misses"
-    print(f"XGBTuner needs {reach['xgb']} vs Random {reach['random']} (median): {verdict} the target (at most half)")
+        verdict = "meets the target (at most half)" if reach["xgb"] <= reach["random"] / 2 else \
+            "misses the target (at most half)"
+    print(f"XGBTuner needs {reach['xgb']} vs Random {reach['random']} (median): {verdict}")
 
     q = ranking_quality(task, cache.results, n_train=min(256, len(cache.results) // 2), seed=0,
                         feature_type=args.feature_type)
