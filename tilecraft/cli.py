@@ -109,12 +109,15 @@ def cmd_tune(args) -> int:
         callbacks.append(autotune.callback.log_to_file(args.log))
     if not args.quiet:
         callbacks.append(autotune.callback.progress_bar(remaining, prefix=name))
+    if args.tracker:
+        runner = _rpc_runner(args)
+    else:
+        runner = autotune.LocalRunner(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                                      timeout=args.run_timeout, check_correctness=not args.no_check,
+                                      enable_cpu_cache_flush=args.flush_cache, max_memory_mb=args.max_memory_mb,
+                                      max_timing_s=args.max_timing_s or None)
     option = autotune.measure_option(
-        builder=autotune.LocalBuilder(timeout=args.build_timeout, n_parallel=args.n_parallel),
-        runner=autotune.LocalRunner(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                                    timeout=args.run_timeout, check_correctness=not args.no_check,
-                                    enable_cpu_cache_flush=args.flush_cache, max_memory_mb=args.max_memory_mb,
-                                    max_timing_s=args.max_timing_s or None))
+        builder=autotune.LocalBuilder(timeout=args.build_timeout, n_parallel=args.n_parallel), runner=runner)
     if remaining:
         tuner.tune(remaining, option, early_stopping=args.early_stopping, callbacks=callbacks)
     if tuner.best_config is None:
@@ -128,6 +131,26 @@ def cmd_tune(args) -> int:
     if args.log:
         print(f"log: {args.log}  (use it with autotune.apply_history_best)")
     return 0
+
+
+def _rpc_runner(args):
+    """An RPCRunner for ``--tracker HOST:PORT --key KEY`` (measure on the device pool)."""
+    from tilecraft.rpc import RPCRunner
+    from tilecraft.rpc.protocol import load_secret
+    host, sep, port = args.tracker.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise SystemExit(f"--tracker expects HOST:PORT (e.g. 127.0.0.1:9190), got {args.tracker!r}")
+    if not args.key:
+        raise SystemExit("--tracker needs --key, the device key the servers registered with "
+                         "(e.g. llvm:znver3; `tilecraft rpc status --tracker HOST:PORT` lists them)")
+    try:
+        secret = load_secret(args.key_file, host=host)
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"tilecraft tune --tracker: {e}") from None
+    return RPCRunner(args.key, host, int(port), secret=secret, number=args.number, repeat=args.repeat,
+                     min_repeat_ms=args.min_repeat_ms, timeout=args.run_timeout,
+                     check_correctness=not args.no_check, enable_cpu_cache_flush=args.flush_cache,
+                     max_timing_s=args.max_timing_s or None)
 
 
 def cmd_log_summary(args) -> int:
@@ -262,6 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--max-timing-s", type=float, default=2.0,
                    help="time candidates slower than this (number x repeat runs) with fewer runs; 0: off")
     t.add_argument("--seed", type=int, default=None)
+    t.add_argument("--tracker", metavar="HOST:PORT",
+                   help="measure on the device pool of this tracker (see docs/rpc.md) instead of locally")
+    t.add_argument("--key", help="with --tracker: the device key to measure on (e.g. llvm:znver3)")
+    t.add_argument("--key-file", help="with --tracker: the pool's shared secret (default: $TILECRAFT_RPC_KEY, "
+                                      "or on loopback ~/.tilecraft/rpc.key)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--verbose", action="store_true", help="print the config space")
     t.set_defaults(func=cmd_tune)

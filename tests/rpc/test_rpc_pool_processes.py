@@ -50,6 +50,37 @@ def test_status_lists_servers_keys_and_queues(pool, capsys):
     assert out.count("llvm:rpctest") == 3
 
 
+def test_tilecraft_tune_measures_on_the_pool(pool, tmp_path, capsys):
+    """`tilecraft tune --tracker ... --key ...`: builds here, measures on the pool's servers."""
+    import json
+
+    from tilecraft import cli
+
+    log = tmp_path / "mm.jsonl"
+    rc = cli.main(["tune", "matmul", "64", "64", "64", "float32", "--trials", "6", "--tuner", "random",
+                   "--seed", "1", "--log", str(log), "--quiet", "--n-parallel", "2",
+                   "--tracker", f"127.0.0.1:{pool.tracker_port}", "--key", "llvm:rpctest",
+                   "--key-file", str(pool.key_file)])
+    assert rc == 0, capsys.readouterr()
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(records) == 6
+    assert sum(r["error"] == "NO_ERROR" for r in records) >= 1
+    assert not [r for r in records if r["error"] == "WRONG_ANSWER"]
+
+
+def test_tilecraft_tune_tracker_errors_are_plain(pool, tmp_path, monkeypatch):
+    from tilecraft import cli
+
+    monkeypatch.delenv("TILECRAFT_RPC_KEY", raising=False)
+    base = ["tune", "matmul", "64", "64", "64", "float32", "--trials", "1", "--quiet"]
+    with pytest.raises(SystemExit, match=r"--tracker expects HOST:PORT"):
+        cli.main(base + ["--tracker", "localhost", "--key", "llvm:rpctest"])
+    with pytest.raises(SystemExit, match=r"--tracker needs --key"):
+        cli.main(base + ["--tracker", f"127.0.0.1:{pool.tracker_port}"])
+    with pytest.raises(SystemExit, match=r"without a shared secret"):
+        cli.main(base + ["--tracker", "10.1.2.3:9190", "--key", "llvm:x"])
+
+
 def test_runner_measures_real_kernels_and_checks_them_against_the_reference(pool, kernels):
     runner = _runner(pool, "llvm:rpctest")
     task, inputs, builds = measure_inputs(kernels, ["good", "wrong", "good", "hang"])
