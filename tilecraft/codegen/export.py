@@ -2,8 +2,9 @@
 header next to it, and an embedded JSON manifest so ``tilecraft.runtime.load_module`` can rebuild
 the checked Python callables in another process.
 
-The LLVM module is optimised again for position-independent code, emitted as an object file and
-linked with ``$CC -shared`` (default ``gcc``), adding ``-lgomp`` when it has parallel loops. The
+The module's object file (position-independent, generated once from the IR optimised at build
+time, and shared with the JIT: see ``LLVMArtifact``) is linked with a one-symbol object holding the
+manifest by ``$CC -shared`` (default ``gcc``), adding ``-lgomp`` when it has parallel loops. The
 manifest is the NUL-terminated string ``const char tilecraft_manifest[]``; libraries with parallel
 loops also export ``int32_t tilecraft_num_threads`` (0: OpenMP's default team size).
 
@@ -56,28 +57,38 @@ def _llvm_string(data: bytes) -> str:
     return "".join(chr(b) if 32 <= b < 127 and b not in (34, 92) else f"\\{b:02X}" for b in data)
 
 
-def export_llvm(source, module, path: str) -> str:
-    """Write ``path`` (a shared library) and its header from an LLVM module's source."""
-    from .llvm import _compile_lock, parse_and_optimize, target_machine
-    path = _check_destination(path)
-    info = manifest(module)
+def manifest_object(info: dict, options) -> bytes:
+    """An object file defining only ``const char tilecraft_manifest[]`` (the JSON of ``info``)."""
+    from .llvm import _cached_target_machine, _compile_lock, _llvm
     data = json.dumps(info, separators=(",", ":")).encode("utf-8") + b"\0"
-    extra = (f'\n@{MANIFEST_SYMBOL} = constant [{len(data)} x i8] c"{_llvm_string(data)}", align 1\n')
+    text = (f'target triple = "{options.triple}"\n'
+            f'@{MANIFEST_SYMBOL} = constant [{len(data)} x i8] c"{_llvm_string(data)}", align 1\n')
     with _compile_lock:
-        tm = target_machine(source.options, reloc="pic")
-        mod = parse_and_optimize(source, tm, extra)
-        obj = tm.emit_object(mod)
+        tm = _cached_target_machine(options, "pic")
+        mod = _llvm().parse_assembly(text)
+        mod.data_layout = str(tm.target_data)
+        return tm.emit_object(mod)
+
+
+def export_llvm(artifact, module, path: str) -> str:
+    """Write ``path`` (a shared library) and its header from an LLVM module's artifact."""
+    path = _check_destination(path)
     cc = shlex.split(os.environ.get("CC", "gcc"))
     if shutil.which(cc[0]) is None:
         raise ExportError(f"export_library links with a C compiler, but {cc[0]!r} was not found; "
                           "install gcc or set CC")
+    info = manifest(module)
+    objects = {"module.o": artifact.object_code(),
+               "manifest.o": manifest_object(info, artifact.source.options)}
     with tempfile.TemporaryDirectory(prefix="tilecraft-export-") as tmp:
-        obj_path = os.path.join(tmp, "module.o")
-        with open(obj_path, "wb") as f:
-            f.write(obj)
+        paths = []
+        for name, data in objects.items():
+            paths.append(os.path.join(tmp, name))
+            with open(paths[-1], "wb") as f:
+                f.write(data)
         out_tmp = os.path.join(tmp, "lib.so")
-        cmd = cc + ["-shared", "-fPIC", "-o", out_tmp, obj_path, "-lm"]
-        if source.has_parallel:
+        cmd = cc + ["-shared", "-fPIC", "-o", out_tmp, *paths, "-lm"]
+        if artifact.has_parallel:
             cmd.append("-lgomp")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:

@@ -12,6 +12,7 @@ from the arrays' shapes and calls the C entry point through a cached ctypes prot
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import os
 
@@ -54,13 +55,18 @@ class _BufferCheck:
 class Function:
     """A compiled function with argument checks: ``f(a, b, c)``; ``f.signature`` says what it takes."""
 
-    def __init__(self, signature: FuncSignature, address: int, keepalive=None, parallel: bool = False):
+    def __init__(self, signature: FuncSignature, address, keepalive=None, parallel: bool = False):
+        """``address``: the C entry point, or a function returning it, called when the function
+        is first needed (the LLVM backend generates machine code then)."""
         self.signature = signature
         self.parallel = parallel
         self.name = signature.name
         self._keepalive = keepalive
         ctys = [ctypes.c_void_p if p.kind == "buffer" else C_SCALAR_TYPES[p.dtype] for p in signature.params]
-        self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *ctys)(address)
+        self._prototype = ctypes.CFUNCTYPE(ctypes.c_int32, *ctys)
+        self._address = address
+        if not callable(address):
+            self._cfunc = self._prototype(address)
         self._bufs = [_BufferCheck(i, p) for i, p in enumerate(signature.buffers)]
         derived = signature.derived_scalars()
         self._user = signature.user_params()
@@ -72,6 +78,17 @@ class Function:
         self._all_static = all(b.static is not None for b in self._bufs)
         self._alias_pairs = [(i, j) for i in range(len(self._bufs)) for j in range(len(self._bufs))
                              if i != j and self._bufs[i].written and (j > i or not self._bufs[j].written)]
+
+    @functools.cached_property
+    def _cfunc(self):
+        """The ctypes function; looked up (and the address resolved) on first use, then a plain
+        attribute, so calls pay nothing for the laziness."""
+        return self._prototype(self._address())
+
+    def resolve(self) -> "Function":
+        """Make sure the machine code exists now (it is otherwise made on the first call)."""
+        self._cfunc
+        return self
 
     # --- calling ---------------------------------------------------------------------------
     def __call__(self, *args):
