@@ -243,7 +243,8 @@ def cmd_export(args) -> int:
             with Target(str(inp.target)):
                 sch, tensors = TASK_TABLE[task.name](*task.args)
                 mod = tilecraft.build(sch, tensors, target=str(inp.target), name=re.sub(r"\W", "_", fname))
-            path = os.path.join(args.out_dir, fname + ".so")
+            suffix = ".tcuda" if Target(str(inp.target)).kind == "cuda" else ".so"   # a CUDA archive
+            path = os.path.join(args.out_dir, fname + suffix)
             mod.export_library(path)
             gflops = (task.flop or 1.0) / res.mean_cost / 1e9
             manifest.append({"task": task.name, "args": list(task.args), "target": str(inp.target),

@@ -180,6 +180,22 @@ def test_builder_writes_loadable_cuda_candidates(tmp_path):
         builder.close()
 
 
+@needs_nvcc
+def test_cli_exports_the_best_cuda_configs_as_archives(tmp_path, capsys):
+    """`tilecraft export` on a GPU tuning log (the one bench/tune_cuda.py wrote on the device
+    machine) writes one loadable .tcuda archive per workload."""
+    from tilecraft import cli
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    log = os.path.join(root, "bench", "results", "cuda_tuning", "cuda_conv2d_c512.jsonl")
+    assert cli.main(["export", log, "--out-dir", str(tmp_path)]) == 0
+    info = json.loads((tmp_path / "manifest.json").read_text())
+    assert len(info) == 1 and info[0]["library"].endswith(".tcuda")
+    mod = tilecraft.runtime.load_module(str(tmp_path / info[0]["library"]))
+    assert isinstance(mod, CUDAModule) and mod.entry_name == info[0]["entry"]
+    assert "__shared__" in mod.get_source()
+    assert "topi/conv2d_nchw.cuda[1, 512, 7, 7, 512" in capsys.readouterr().out
+
+
 # ---------------------------------------------------------------------------------------------
 # on a GPU
 
