@@ -163,8 +163,11 @@ def conv(args):
     print(f"  config space: {len(task.config_space)} configurations")
     suffix = "" if args.conv_template == "nchwc" else "_direct"
     log = args.log_conv or f"tuning_logs/bench_conv2d_nchwc{suffix}_{args.tuner}_t{tilecraft.get_num_threads()}.jsonl"
-    tuner, new, wall = tune(task, args.trials, log, args.tuner, args.seed, args)
-    report_throughput(tuner, new, wall)
+    before = len(autotune.record.load_from_file(log)) if os.path.exists(log) else 0
+    # a conv2d candidate runs in ~2 ms: more timings per candidate cost little and steady the choice
+    tune_args = argparse.Namespace(**{**vars(args), "number": args.conv_number, "runs": args.conv_runs})
+    tuner, _, wall = tune(task, args.trials, log, args.tuner, args.seed, tune_args)
+    report_throughput(tuner, len(autotune.record.load_from_file(log)) - before, wall)
     template = topi_conv.conv2d_nchw if args.conv_template == "nchwc" else topi_conv.conv2d_nchw_direct
     mod, _ = best_module(log, template, shape)
     best = autotune.record.pick_best(log)
@@ -209,6 +212,8 @@ def main():
     p.add_argument("--conv-template", choices=sorted(CONV_TEMPLATES), default="nchwc",
                    help="conv2d template: nchwc (packed NCHW[x]c, the default) or direct")
     p.add_argument("--rounds", type=int, default=5, help="conv2d: rounds of timings, ours and PyTorch's in turns")
+    p.add_argument("--conv-number", type=int, default=4, help="conv2d: calls per timing while tuning")
+    p.add_argument("--conv-runs", type=int, default=5, help="conv2d: timings per candidate while tuning")
     p.add_argument("--no-gemm", action="store_true")
     p.add_argument("--profile", action="store_true", help="split codegen from LLVM on a sample")
     args = p.parse_args()

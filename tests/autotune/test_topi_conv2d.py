@@ -47,7 +47,8 @@ def _run(sch, args, x, w, ref):
 
 
 def _knobs(cfg):
-    return (cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1], cfg["unroll_kw"].val)
+    return (cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1], cfg["unroll_kw"].val,
+            cfg["ic_outer"].val)
 
 
 def _fallback_schedule(shape):
@@ -68,16 +69,19 @@ def test_fallback_matches_numpy(shape):
 
 
 def _some_configs(space):
-    """Per tile_oc, the widest register tile with unroll_kw; the widest without; the smallest
-    input-channel block."""
+    """Per tile_oc, the widest register tile with unroll_kw, ic_outer alternating; the widest
+    without unroll_kw (both ic_outer); the smallest input-channel block."""
     configs = [space.get(space.valid_index(i)) for i in range(len(space))]
+    ocs = sorted({_knobs(c)[1] for c in configs})
     widest = {}
     for cfg in configs:
-        ic, oc, ow, unroll = _knobs(cfg)
-        if unroll and (oc not in widest or ow > _knobs(widest[oc])[2]):
+        ic, oc, ow, unroll, ic_outer = _knobs(cfg)
+        if unroll and ic_outer == (ocs.index(oc) % 2 == 1) and (oc not in widest or ow > _knobs(widest[oc])[2]):
             widest[oc] = cfg
     picked = list(widest.values())
-    picked.append(max((c for c in configs if not _knobs(c)[3]), key=lambda c: _knobs(c)[2]))
+    for ic_outer in (False, True):
+        picked.append(max((c for c in configs if not _knobs(c)[3] and _knobs(c)[4] == ic_outer),
+                          key=lambda c: _knobs(c)[2]))
     picked.append(min(configs, key=lambda c: _knobs(c)[0]))
     return list({c.index: c for c in picked}.values())
 
@@ -98,13 +102,13 @@ def test_config_space_keeps_register_tiles_that_fit():
     assert 16 <= len(space) <= 256                                  # small enough to tune in 256 trials
     seen = set()
     for i in range(len(space)):
-        ic, oc, ow, unroll = _knobs(space.get(space.valid_index(i)))
-        seen.add((ic, oc, ow, unroll))
+        ic, oc, ow, unroll, ic_outer = _knobs(space.get(space.valid_index(i)))
+        seen.add((ic, oc, ow, unroll, ic_outer))
         vecs = oc // lanes
         assert oc % lanes == 0 and 64 % ic == 0 and 56 % ow == 0
         assert ow * vecs + vecs + 1 <= nregs                      # accumulators + a kernel row + a broadcast
         assert ow * vecs >= 4                                     # enough independent FMA chains
-    assert (16, 2 * lanes, max(ow for _, o, ow, _ in seen if o == 2 * lanes), True) in seen
+    assert (16, 2 * lanes, max(ow for _, o, ow, _, _ in seen if o == 2 * lanes), True, True) in seen   # the fallback
 
 
 def test_explicit_config_on_the_resnet_layer_matches_numpy():

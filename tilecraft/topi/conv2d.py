@@ -77,7 +77,7 @@ def _fallback_config(CI, CO, OW, lanes, nregs):
     ocs = _oc_blocks(CO, lanes)
     oc_bn = ocs[1] if len(ocs) > 1 else ocs[0]
     reg_n = max(d for d in range(1, OW + 1) if OW % d == 0 and _tile_fits(d, oc_bn, lanes, nregs))
-    return ic_bn, oc_bn, reg_n, True
+    return ic_bn, oc_bn, reg_n, True, True
 
 
 @autotune.template("topi/conv2d_nchw.llvm")
@@ -95,22 +95,23 @@ def conv2d_nchw(N, CI, H, W, CO, KH, KW, stride, padding, dtype="float32"):
     cfg.define_split("tile_ow", OW, num_outputs=2, policy="factors",
                      filter=lambda e: _tile_fits(e.size[-1], lanes, lanes, nregs))
     cfg.define_knob("unroll_kw", [True, False])
+    cfg.define_knob("ic_outer", [False, True])
     cfg.multi_filter(lambda e: _tile_fits(e["tile_ow"].size[-1], e["tile_oc"].size[-1], lanes, nregs)
                      and (e["tile_ow"].size[-1] * e["tile_oc"].size[-1] >= 4 * lanes
                           or e["tile_ow"].size[-1] == OW))
     cfg.add_flop(2.0 * N * CO * OH * OW * CI * KH * KW)
 
     if cfg.is_fallback:
-        ic_bn, oc_bn, reg_n, unroll_kw = _fallback_config(CI, CO, OW, lanes, nregs)
+        ic_bn, oc_bn, reg_n, unroll_kw, ic_outer = _fallback_config(CI, CO, OW, lanes, nregs)
     else:
         ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
-        reg_n, unroll_kw = cfg["tile_ow"].size[-1], cfg["unroll_kw"].val
+        reg_n, unroll_kw, ic_outer = cfg["tile_ow"].size[-1], cfg["unroll_kw"].val, cfg["ic_outer"].val
 
     data = te.placeholder((N, CI, H, W), name="data", dtype=dtype)
     kernel = te.placeholder((CO, CI, KH, KW), name="kernel", dtype=dtype)
     out, (data_vec, kernel_vec, conv) = _conv2d_nchwc(data, kernel, stride, padding, ic_bn, oc_bn)
     s = te.create_schedule(out.op)
-    _schedule_nchwc(s, data_vec, kernel_vec, conv, out, reg_n, unroll_kw)
+    _schedule_nchwc(s, data_vec, kernel_vec, conv, out, reg_n, unroll_kw, ic_outer)
     return s, [data, kernel, out]
 
 
@@ -156,7 +157,7 @@ def _conv2d_nchwc(data, kernel, stride, padding, ic_bn, oc_bn):
     return out, (data_vec, kernel_vec, conv)
 
 
-def _schedule_nchwc(s, data_vec, kernel_vec, conv, out, reg_n, unroll_kw):
+def _schedule_nchwc(s, data_vec, kernel_vec, conv, out, reg_n, unroll_kw, ic_outer):
     oc_bn = int(getattr(conv.shape[-1], "value", conv.shape[-1]))
     # with zero filters padding CO, the last block's lanes are guarded: left scalar
     whole_blocks = int(getattr(out.shape[1], "value", out.shape[1])) % oc_bn == 0
@@ -168,34 +169,47 @@ def _schedule_nchwc(s, data_vec, kernel_vec, conv, out, reg_n, unroll_kw):
     if whole_blocks:
         s[kernel_vec].vectorize(co)
 
-    # the output: one (n, O, y) row of the packed convolution, then its unpacking
+    # the output: one (n, O, y) row of the packed convolution, then its unpacking; the channels
+    # are unrolled, not vectorized: LLVM then reads the row as interleaved vectors and stores
+    # whole rows of the output (3x faster than a scatter per column)
     n, c, y, x = s[out].op.axis
     co, ci = s[out].split(c, factor=oc_bn)
     s[out].reorder(n, co, y, x, ci)
     row = s[out].fuse(n, co, y)
     s[out].parallel(row)
-    if whole_blocks:
-        s[out].vectorize(ci)
+    s[out].unroll(ci)
     s[conv].compute_at(s[out], row)
 
-    # the row: reg_n × oc_bn register tiles
-    CC = s.cache_write(conv, "global")
-    _, _, _, x, co = s[conv].op.axis
-    xo, xi = s[conv].split(x, factor=reg_n)
-    s[conv].reorder(xo, xi, co)
-    s[conv].vectorize(co)
-    s[CC].compute_at(s[conv], xo)
-
-    # the tile: accumulate over input-channel blocks, kernel rows, channels, kernel columns
-    _, _, _, xc, coc = s[CC].op.axis
-    icc, kh, kw, icb = s[CC].op.reduce_axis
-    if unroll_kw:
-        s[CC].reorder(icc, kh, icb, kw, xc, coc)
-        s[CC].unroll(kw)
+    if ic_outer:
+        # the row accumulates in place, one input-channel block at a time: each block of the
+        # kernel (ic_bn × KH × KW × oc_bn) stays in the L1 cache while it sweeps the row's tiles
+        _, _, _, x, co = s[conv].op.axis
+        icc, kh, kw, icb = s[conv].op.reduce_axis
+        xo, xi = s[conv].split(x, factor=reg_n)
+        _reorder_tile(s, conv, [icc, xo], kh, kw, icb, xi, co, unroll_kw)
     else:
-        s[CC].reorder(icc, kh, kw, icb, xc, coc)
-    s[CC].unroll(xc)
-    s[CC].vectorize(coc)
+        # each reg_n × oc_bn tile accumulates over all input channels in a cache-written stage
+        CC = s.cache_write(conv, "global")
+        _, _, _, x, co = s[conv].op.axis
+        xo, xi = s[conv].split(x, factor=reg_n)
+        s[conv].reorder(xo, xi, co)
+        s[conv].vectorize(co)
+        s[CC].compute_at(s[conv], xo)
+        _, _, _, xc, coc = s[CC].op.axis
+        icc, kh, kw, icb = s[CC].op.reduce_axis
+        _reorder_tile(s, CC, [icc], kh, kw, icb, xc, coc, unroll_kw)
+
+
+def _reorder_tile(s, stage, outer, kh, kw, icb, x, co, unroll_kw):
+    """The register tile's loops: kernel rows, channels of the block and kernel columns (or
+    columns, then channels) around the unrolled reg_n columns × vectorized oc_bn channels."""
+    if unroll_kw:
+        s[stage].reorder(*outer, kh, icb, kw, x, co)
+        s[stage].unroll(kw)
+    else:
+        s[stage].reorder(*outer, kh, kw, icb, x, co)
+    s[stage].unroll(x)
+    s[stage].vectorize(co)
 
 
 @autotune.template("topi/conv2d_nchw_direct.llvm")
