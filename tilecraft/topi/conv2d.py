@@ -13,19 +13,22 @@ NCHW-in, NCHW-out interface. One call runs four stages, all of them inside the t
 2. ``kernel_vec[O, C, kh, kw, ci, co] = kernel[O*oc_bn + co, C*ic_bn + ci, kh, kw]``: the kernel
    packed so that ``oc_bn`` output channels are one contiguous vector (the kernel is packed on
    every call: 37 k floats for a 64→64 3×3 layer, under 1% of the time);
-3. ``conv_NCHWc[n, O, y, x, co]``: a register tile of ``reg_n`` output columns × ``oc_bn``
-   output channels accumulates in a cache-written stage; its innermost step is one broadcast
-   input scalar times an ``oc_bn``-wide kernel vector (FMA), over input-channel blocks, kernel
-   rows, input channels of the block and (unrolled or not) kernel columns;
-4. the NCHW output, one ``(n, O, y)`` row of ``OW × oc_bn`` values at a time, right after the
-   row is computed (so it is still in the L1 cache).
+3. ``conv_NCHWc[n, O, y, x, co]``, one ``(n, O, y)`` row of ``OW × oc_bn`` values at a time, in
+   register tiles of ``reg_n`` output columns × ``oc_bn`` output channels; the innermost step is
+   one broadcast input scalar times an ``oc_bn``-wide kernel vector (FMA), over kernel rows,
+   the input channels of a block and (unrolled or not) kernel columns. With ``ic_outer`` off,
+   each tile accumulates over all input-channel blocks in a cache-written stage; with it on,
+   the row accumulates in place one input-channel block at a time, so that block of the kernel
+   stays in the L1 cache while it sweeps the row;
+4. the NCHW output, unpacked from the row right after it is computed (still in the L1 cache).
 
 Stages 3 and 4 run in parallel over ``(n, O, y)``; 1 and 2 over their outer axes. Knobs:
 ``tile_ic`` (``ic_bn``, a divisor of CI), ``tile_oc`` (``oc_bn``: 1, 2 or 4 vector registers;
 CO is padded with zero filters up to a multiple of it), ``tile_ow`` (``reg_n``, a divisor of
-OW; only tiles whose accumulators fit the vector registers are kept), ``unroll_kw``. The
-fallback (nothing tuned) picks ``ic_bn`` ≤ 16, ``oc_bn`` = two vectors and the widest
-``reg_n`` that fits, as TVM's ``_get_default_config`` does.
+OW; only tiles whose accumulators fit the vector registers are kept), ``unroll_kw``,
+``ic_outer``. The fallback (nothing tuned) picks ``ic_bn`` ≤ 16, ``oc_bn`` = two vectors, the
+widest ``reg_n`` that fits, ``unroll_kw`` and ``ic_outer``, as TVM's ``_get_default_config``
+picks its defaults.
 
 ``topi/conv2d_nchw_direct.llvm`` is the earlier direct schedule (no packing; the output is
 tiled over channel, row and column, vectorized along the columns), kept for comparison.
