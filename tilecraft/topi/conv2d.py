@@ -76,10 +76,13 @@ def _tile_fits(reg_n: int, oc_bn: int, lanes: int, nregs: int) -> bool:
 
 
 def _fallback_config(CI, CO, OW, lanes, nregs):
+    """ic_bn ≤ 16; the register tile with the most accumulators up to 8 (FMA latency × FMAs per
+    cycle), then two vectors of channels, then fewer registers; unroll_kw and ic_outer."""
     ic_bn = max([d for d in _ic_blocks(CI) if d <= 16] or [min(_ic_blocks(CI))])
-    ocs = _oc_blocks(CO, lanes)
-    oc_bn = ocs[1] if len(ocs) > 1 else ocs[0]
-    reg_n = max(d for d in range(1, OW + 1) if OW % d == 0 and _tile_fits(d, oc_bn, lanes, nregs))
+    tiles = [(min(reg_n * (oc_bn // lanes), 8), oc_bn == 2 * lanes, -reg_n * (oc_bn // lanes), reg_n, oc_bn)
+             for oc_bn in _oc_blocks(CO, lanes) for reg_n in range(1, OW + 1)
+             if OW % reg_n == 0 and _tile_fits(reg_n, oc_bn, lanes, nregs)]
+    *_, reg_n, oc_bn = max(tiles)
     return ic_bn, oc_bn, reg_n, True, True
 
 
