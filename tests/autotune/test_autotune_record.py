@@ -122,3 +122,32 @@ def test_summary_counts_errors(task, tmp_path):
     (key, s), = record.summarize(log).items()
     assert s["trials"] == 24 and s["best"] is not None
     assert sum(s["errors"].values()) == sum(1 for _, r in record.load_from_file(log) if not r.ok)
+
+
+def _rename_knob(log, old, new):
+    """The log as an older template version would have written it (a knob with another name)."""
+    lines = []
+    for line in log.read_text().splitlines():
+        rec = json.loads(line)
+        rec["config"]["knobs"] = [[new if k == old else k, t, v] for k, t, v in rec["config"]["knobs"]]
+        lines.append(json.dumps(rec))
+    log.write_text("\n".join(lines) + "\n")
+
+
+def test_records_of_an_older_template_fall_back_with_a_warning(task, tmp_path):
+    log = tmp_path / "t.jsonl"
+    tune_to_log(task, log, n=10, option=fk.fake_option())
+    _rename_knob(log, "tile_y", "tile_rows")
+    with autotune.apply_history_best(log):
+        with Target("llvm"):
+            with pytest.warns(UserWarning, match=r"does not fit template 'test/fake_matmul'.*no knob "
+                                                 r"'tile_y'.*fallback") as w:
+                s, _ = fk.fake_matmul(64, 64, 64)
+                fk.fake_matmul(64, 64, 64)
+    assert len([x for x in w if "does not fit" in str(x.message)]) == 1
+    assert s.log == [("split", "y", 1), ("split", "x", 1)]   # the fallback schedule
+    # resuming from such a log measures everything again, and says why
+    tuner = GridSearchTuner(task)
+    with pytest.warns(UserWarning, match=r"10 record\(s\) of task test/fake_matmul do not fit"):
+        assert tuner.load_history(record.load_from_file(log)) == 0
+    assert not tuner.visited

@@ -31,6 +31,11 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 
+class StaleConfigError(LookupError):
+    """A logged configuration lacks a knob the template asks for: it was tuned with another
+    version of the template."""
+
+
 class InstantiationError(ValueError):
     """A configuration that cannot be applied (bad vector width, too large an unroll, ...).
 
@@ -692,6 +697,14 @@ class ConfigEntity(ConfigSpace):
         self.code_hash = code_hash
         self._entity_map = OrderedDict(entity_map)
         self._collect = False
+
+    def __getitem__(self, name: str):
+        try:
+            return self._entity_map[name]
+        except KeyError:
+            raise StaleConfigError(
+                f"the configuration has no knob {name!r} (its knobs: {', '.join(self._entity_map) or 'none'}); "
+                "it was logged for another version of the template") from None
 
     @property
     def dims(self):

@@ -36,7 +36,9 @@ import numpy as np
 from tilecraft.target import Target
 
 from .dispatch import ApplyConfig, DispatchContext
-from .space import ConfigSpace
+from .space import ConfigEntity, ConfigSpace, FallbackConfigEntity, StaleConfigError
+
+_stale_warned: set = set()
 
 #: Template name → decorated template function. Filled by ``@template`` when a module that
 #: defines templates is imported (tilecraft.topi, or the user's own module).
@@ -97,9 +99,23 @@ def template(task_name: str, func: Callable | None = None):
                 raise TypeError(f"template {task_name!r} takes positional arguments only "
                                 "(they form the workload that identifies the task)")
             workload = args_to_workload(args, task_name)
-            cfg = DispatchContext.current().query(Target.current(), workload)
-            with ApplyConfig(cfg):
-                return f(*args)
+            target = Target.current()
+            cfg = DispatchContext.current().query(target, workload)
+            try:
+                with ApplyConfig(cfg):
+                    return f(*args)
+            except StaleConfigError as err:
+                if not isinstance(cfg, ConfigEntity):
+                    raise
+                # a log written for an older version of the template: say so, use the fallback
+                key = (str(target), workload)
+                if key not in _stale_warned:
+                    _stale_warned.add(key)
+                    warnings.warn(f"the tuned configuration for workload {list(workload)!r} does not fit "
+                                  f"template {task_name!r} any more ({err}): using the fallback "
+                                  "configuration. Tune this workload again.", UserWarning, stacklevel=2)
+                with ApplyConfig(FallbackConfigEntity()):
+                    return f(*args)
 
         wrapper.template_name = task_name
         TASK_TABLE[task_name] = wrapper

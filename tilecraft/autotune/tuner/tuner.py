@@ -96,10 +96,12 @@ class Tuner:
         best; a model-based tuner also trains on them (and on similar tasks' records). Returns
         the number of records of this task."""
         same_inputs, same_results, others = [], [], []
+        stale = 0
         for inp, res in records:
             if self._same_task(inp):
                 idx = self.index_in_space(inp.config)
                 if idx is None:
+                    stale += 1
                     continue
                 config = self.space.get(idx)
                 inp = MeasureInput(inp.target, self.task, config)
@@ -113,6 +115,9 @@ class Tuner:
                         self.best_measure_pair = (inp, res)
             else:
                 others.append((inp, res))
+        if stale:
+            warnings.warn(f"{stale} record(s) of task {self.task.name} do not fit the template's knobs "
+                          "(logged for another version of it) and were ignored", UserWarning, stacklevel=2)
         if same_inputs:
             self.update(same_inputs, same_results)
         if others:
