@@ -12,8 +12,9 @@ events beside PyTorch (cuBLAS / cuDNN, TF32 off, cudnn.benchmark on) in the same
 --repeat timings. The hand-written default schedule (the template's fallback) is timed too.
 Logs go to --log-dir and resume when run again.
 
-The conv layers are ResNet-18's stride-1 3x3 convolutions at batch 1: 64x56x56, 128x28x28,
-256x14x14, 512x7x7 (input channels = output channels, pad 1).
+The conv layers are ResNet-18's 3x3 convolutions at batch 1, pad 1: the stride-1 ones (c64:
+64->64 at 56x56, c128, c256, c512) and the stride-2 ones that open stages 2-4 (c64s2: 64->128
+from 56x56, c128s2, c256s2).
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ import time
 
 from cuda_common import device_line, tc_time, torch_time
 
-CONV_LAYERS = {"c64": (64, 56), "c128": (128, 28), "c256": (256, 14), "c512": (512, 7)}
+# name: (input channels, output channels, input size, stride)
+CONV_LAYERS = {"c64": (64, 64, 56, 1), "c128": (128, 128, 28, 1), "c256": (256, 256, 14, 1), "c512": (512, 512, 7, 1),
+               "c64s2": (64, 128, 56, 2), "c128s2": (128, 256, 28, 2), "c256s2": (256, 512, 14, 2)}
 
 
 def tune(task, trials, log, seed, early_stopping, parallel):
@@ -109,26 +112,28 @@ def conv(a, rows):
     import tilecraft.autotune as autotune
     from tilecraft.topi.conv2d_cuda import conv2d_nchw_cuda
     for key in a.layers.split(","):
-        c, h = CONV_LAYERS[key]
-        targs = (1, c, h, h, c, 3, 3, 1, "float32")
+        ci, c, h, stride = CONV_LAYERS[key]
+        oh = (h + 2 - 3) // stride + 1
+        targs = (1, ci, h, h, c, 3, 3, stride, 1, "float32")
         task = autotune.task.create("topi/conv2d_nchw.cuda", args=targs, target="cuda")
         log = os.path.join(a.log_dir, f"cuda_conv2d_{key}.jsonl")
         tune(task, min(a.conv_trials, len(task.config_space)), log, a.seed, a.early_stopping, a.parallel)
-        x = torch.rand(1, c, h, h, device="cuda") * 2 - 1
-        w = (torch.rand(c, c, 3, 3, device="cuda") * 2 - 1) / 10
-        out = torch.full((1, c, h, h), float("nan"), device="cuda")
-        flop = 2.0 * c * c * 9 * h * h
-        ref = torch_time(lambda: F.conv2d(x, w, padding=1), repeat=a.repeat, number=50)
+        x = torch.rand(1, ci, h, h, device="cuda") * 2 - 1
+        w = (torch.rand(c, ci, 3, 3, device="cuda") * 2 - 1) / 10
+        out = torch.full((1, c, oh, oh), float("nan"), device="cuda")
+        flop = 2.0 * c * ci * 9 * oh * oh
+        conv = lambda: F.conv2d(x, w, padding=1, stride=stride)   # noqa: E731
+        ref = torch_time(conv, repeat=a.repeat, number=50)
         for name, mod in (("tuned", best_module(log, conv2d_nchw_cuda, targs)),
                           ("hand (default)", fallback_module(conv2d_nchw_cuda, targs))):
             out.fill_(float("nan"))
             mod(x, w, out)
-            err = (out - F.conv2d(x, w, padding=1)).abs().max().item()
+            err = (out - conv()).abs().max().item()
             assert err < 1e-3, f"{name} conv {key} differs from cuDNN by {err}"
             t = tc_time(mod, (x, w, out), repeat=a.repeat, number=50)
-            ref2 = torch_time(lambda: F.conv2d(x, w, padding=1), repeat=a.repeat, number=50)
+            ref2 = torch_time(conv, repeat=a.repeat, number=50)
             r = min(ref, ref2)
-            report(rows, (f"conv {c}x{h}x{h} 3x3 b1 {name}", flop / t / 1e12, flop / r / 1e12, r / t, "cuDNN", 1.0))
+            report(rows, (f"conv {ci}->{c} {h}x{h} s{stride} 3x3 b1 {name}", flop / t / 1e12, flop / r / 1e12, r / t, "cuDNN", 1.0))
 
 
 def row_text(row) -> str:

@@ -122,7 +122,7 @@ def test_naive_gpu_schedule_is_correct_in_the_emulator():
 def test_conv2d_cuda_template_configs_in_the_emulator(seed):
     """Random valid configs of topi/conv2d_nchw.cuda compute the convolution (emulated)."""
     rng = np.random.default_rng(seed)
-    task = autotune.task.create("topi/conv2d_nchw.cuda", args=(1, 8, 8, 8, 16, 3, 3, 1, "float32"),
+    task = autotune.task.create("topi/conv2d_nchw.cuda", args=(1, 8, 8, 8, 16, 3, 3, 1, 1, "float32"),
                                 target="cuda")
     space = task.config_space
     assert 0 < len(space) < space.range_length
@@ -157,6 +157,28 @@ def test_conv2d_schedule_with_several_pixels_per_thread(xpt, cpt):
         from tilecraft.codegen.cuda import generate_cuda
         from tilecraft.codegen.cuda_compile import compile_cuda
         assert compile_cuda(generate_cuda(f), "sm_90")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_conv2d_cuda_template_stride_2(seed):
+    """Stride 2 with more output than input channels (ResNet's downsampling 3×3 layers), in the
+    emulator: a random valid config and the fallback."""
+    rng = np.random.default_rng(seed)
+    targs = (1, 8, 12, 12, 16, 3, 3, 2, 1, "float32")
+    task = autotune.task.create("topi/conv2d_nchw.cuda", args=targs, target="cuda")
+    space = task.config_space
+    d = rng.uniform(-1, 1, (1, 8, 12, 12)).astype("float32")
+    w = rng.uniform(-1, 1, (16, 8, 3, 3)).astype("float32")
+    pad = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(np.einsum("nchw,oc->nohw", pad[:, :, ry:ry + 12:2, rx:rx + 12:2], w[:, :, ry, rx])
+               for ry in range(3) for rx in range(3))
+    assert want.shape == (1, 16, 6, 6)
+    from tilecraft.autotune.space import FallbackConfigEntity
+    for cfg in (space.get(space.valid_index(int(rng.integers(len(space))))), FallbackConfigEntity()):
+        sch, args = task.instantiate(cfg)
+        out = np.full((1, 16, 6, 6), np.nan, "float32")
+        emulate(tilecraft.lower(sch, args, target="cuda"), [d, w, out])
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
 @needs_nvcc

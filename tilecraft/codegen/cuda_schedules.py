@@ -145,8 +145,9 @@ def matmul(M, N, K, dtype="float32", acc="float32", block=(128, 128), vthreads=(
 
 
 def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32",
-                tile_co=16, tile_y=8, tile_x=8, co_per_thread=4, ci_tile=16, x_per_thread=1):
-    """Direct NCHW convolution, stride 1: ``Out[n, co, y, x] = sum W[co, ci, ry, rx] * Pad[n, ci, y+ry, x+rx]``.
+                tile_co=16, tile_y=8, tile_x=8, co_per_thread=4, ci_tile=16, x_per_thread=1, stride=1):
+    """Direct NCHW convolution:
+    ``Out[n, co, y, x] = sum W[co, ci, ry, rx] * Pad[n, ci, y*stride + ry, x*stride + rx]``.
 
     A block computes ``tile_co`` output channels of a ``tile_y × tile_x`` patch; each thread
     ``x_per_thread`` neighbouring pixels of a row for ``co_per_thread`` channels (its register
@@ -156,7 +157,7 @@ def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32
     """
     Data = te.placeholder((N, CI, H, W), dtype, name="Data")
     Wt = te.placeholder((CO, CI, KH, KW), dtype, name="W")
-    OH, OW = H + 2 * pad - KH + 1, W + 2 * pad - KW + 1
+    OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
     Pad = te.compute((N, CI, H + 2 * pad, W + 2 * pad),
                      lambda n, c, y, x: te.if_then_else(
                          te.all(y >= pad, y < H + pad, x >= pad, x < W + pad),
@@ -166,7 +167,7 @@ def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32
     ry = te.reduce_axis((0, KH), "ry")
     rx = te.reduce_axis((0, KW), "rx")
     Out = te.compute((N, CO, OH, OW), lambda n, o, y, x: te.sum(
-        Pad[n, rc, y + ry, x + rx] * WT[rc, ry, rx, o], axis=[rc, ry, rx]), name="Out")
+        Pad[n, rc, y * stride + ry, x * stride + rx] * WT[rc, ry, rx, o], axis=[rc, ry, rx]), name="Out")
     s = te.create_schedule(Out.op)
     s[Pad].compute_inline()
     s[WT].set_scope("shared")

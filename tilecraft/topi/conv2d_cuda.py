@@ -1,8 +1,11 @@
-"""2-D convolution, NCHW data and OIHW kernel, stride 1: a tuning template for CUDA.
+"""2-D convolution, NCHW data and OIHW kernel: a tuning template for CUDA.
 
     import tilecraft.topi
     task = autotune.task.create("topi/conv2d_nchw.cuda",
-                                args=(1, 64, 56, 56, 64, 3, 3, 1, "float32"), target="cuda")
+                                args=(1, 64, 56, 56, 64, 3, 3, 1, 1, "float32"), target="cuda")
+
+The arguments are those of ``topi/conv2d_nchw.llvm``: ``N, CI, H, W, CO, KH, KW, stride,
+padding, dtype``.
 
 The schedule is ``tilecraft.codegen.cuda_schedules.conv2d_nchw`` (direct convolution: a block
 computes ``tile_co`` output channels of a ``tile_y × tile_x`` patch, each thread ``x_per_thread``
@@ -20,7 +23,7 @@ def _divisors(n: int, at_most: int) -> list:
     return [d for d in range(1, min(n, at_most) + 1) if n % d == 0]
 
 
-def conv_tiles_ok(CI, OH, OW, CO, KH, KW, tile_co, tile_y, tile_x, cpt, ci_tile, xpt=1) -> bool:
+def conv_tiles_ok(CI, OH, OW, CO, KH, KW, tile_co, tile_y, tile_x, cpt, ci_tile, xpt=1, stride=1) -> bool:
     """Whether a configuration of the CUDA conv2d schedule is well-formed."""
     if CO % tile_co or tile_co % cpt or OH % tile_y or OW % tile_x or CI % ci_tile or tile_x % xpt:
         return False
@@ -30,16 +33,30 @@ def conv_tiles_ok(CI, OH, OW, CO, KH, KW, tile_co, tile_y, tile_x, cpt, ci_tile,
     threads = tile_x // xpt * tile_y * tz
     if not 32 <= threads <= 1024 or tz > 64:
         return False
-    shared = ci_tile * ((tile_y + KH - 1) * (tile_x + KW - 1) + KH * KW * tile_co) * 4
+    patch = ((tile_y - 1) * stride + KH) * ((tile_x - 1) * stride + KW)
+    shared = ci_tile * (patch + KH * KW * tile_co) * 4
     return shared <= 48 * 1024
 
 
+def _fallback_tiles(CI, OH, OW, CO, KH, KW, stride) -> dict:
+    """The hand schedule's tiles (16 channels × 8 × 8 pixels, 4 channels per thread) where they
+    fit the layer, else the nearest that do (divisors of the output, smaller channel tiles)."""
+    def best_div(n, want):
+        return max(d for d in range(1, min(n, want) + 1) if n % d == 0)
+    tile_y, tile_x = best_div(OH, 8), best_div(OW, 8)
+    for tile_co, cpt in ((16, 4), (8, 4), (8, 2), (4, 1), (2, 1), (1, 1)):
+        for ci_tile in (16, 8, 4, 2, 1):
+            if conv_tiles_ok(CI, OH, OW, CO, KH, KW, tile_co, tile_y, tile_x, cpt, ci_tile, 1, stride) or (
+                    tile_co == 1 and ci_tile == 1):
+                return dict(tile_co=tile_co, tile_y=tile_y, tile_x=tile_x, co_per_thread=cpt, ci_tile=ci_tile)
+
+
 @autotune.template("topi/conv2d_nchw.cuda")
-def conv2d_nchw_cuda(N, CI, H, W, CO, KH, KW, padding, dtype="float32"):
+def conv2d_nchw_cuda(N, CI, H, W, CO, KH, KW, stride, padding, dtype="float32"):
     from tilecraft.codegen import cuda_schedules
 
     cfg = autotune.get_config()
-    OH, OW = H + 2 * padding - KH + 1, W + 2 * padding - KW + 1
+    OH, OW = (H + 2 * padding - KH) // stride + 1, (W + 2 * padding - KW) // stride + 1
     cfg.define_knob("tile_co", [8, 16, 32, 64])
     cfg.define_knob("co_per_thread", [1, 2, 4, 8])
     cfg.define_knob("tile_y", _divisors(OH, 16))
@@ -49,16 +66,17 @@ def conv2d_nchw_cuda(N, CI, H, W, CO, KH, KW, padding, dtype="float32"):
 
     def ok(e):
         return conv_tiles_ok(CI, OH, OW, CO, KH, KW, e["tile_co"].val, e["tile_y"].val, e["tile_x"].val,
-                             e["co_per_thread"].val, e["ci_tile"].val, e["x_per_thread"].val)
+                             e["co_per_thread"].val, e["ci_tile"].val, e["x_per_thread"].val, stride)
 
     cfg.multi_filter(ok)
     cfg.add_flop(2.0 * N * CO * OH * OW * CI * KH * KW)
     if cfg.is_fallback:
-        return cuda_schedules.conv2d_nchw(N, CI, H, W, CO, KH, KW, padding, dtype)
+        return cuda_schedules.conv2d_nchw(N, CI, H, W, CO, KH, KW, padding, dtype, **_fallback_tiles(
+            CI, OH, OW, CO, KH, KW, stride), stride=stride)
     if not ok(cfg):
         cfg.raise_error("tile sizes do not divide the output or do not fit a thread block")
-        return cuda_schedules.conv2d_nchw(N, CI, H, W, CO, KH, KW, padding, dtype)
-    return cuda_schedules.conv2d_nchw(N, CI, H, W, CO, KH, KW, padding, dtype,
+        return cuda_schedules.conv2d_nchw(N, CI, H, W, CO, KH, KW, padding, dtype, stride=stride)
+    return cuda_schedules.conv2d_nchw(N, CI, H, W, CO, KH, KW, padding, dtype, stride=stride,
                                       tile_co=cfg["tile_co"].val, tile_y=cfg["tile_y"].val,
                                       tile_x=cfg["tile_x"].val, co_per_thread=cfg["co_per_thread"].val,
                                       ci_tile=cfg["ci_tile"].val, x_per_thread=cfg["x_per_thread"].val)
