@@ -48,7 +48,7 @@ def tune(task, trials, log, seed, early_stopping, parallel):
     for _, r in recs:
         if r.error_no != 0:
             errors[r.error_no.name] = errors.get(r.error_no.name, 0) + 1
-    print(f"  {task.name}{list(task.args)}: {len(recs)} trials in the log ({remaining} new, {wall:.0f} s), "
+    print(f"  {task.name}{list(task.args)}: {len(recs)} trials in the log ({len(recs) - done} new, {wall:.0f} s), "
           f"errors {errors or 'none'}")
     return recs
 

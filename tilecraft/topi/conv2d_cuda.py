@@ -57,7 +57,7 @@ def conv2d_nchw_cuda(N, CI, H, W, CO, KH, KW, stride, padding, dtype="float32"):
 
     cfg = autotune.get_config()
     OH, OW = (H + 2 * padding - KH) // stride + 1, (W + 2 * padding - KW) // stride + 1
-    cfg.define_knob("tile_co", [8, 16, 32, 64])
+    cfg.define_knob("tile_co", [2, 4, 8, 16, 32, 64])   # few channels per block: more blocks for small images
     cfg.define_knob("co_per_thread", [1, 2, 4, 8])
     cfg.define_knob("tile_y", _divisors(OH, 16))
     cfg.define_knob("tile_x", _divisors(OW, 32))
