@@ -181,6 +181,26 @@ def test_conv2d_cuda_template_stride_2(seed):
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
+def test_conv2d_schedule_split_over_input_channels():
+    """k_split: partial sums over input-channel parts in separate blocks, then a sum kernel."""
+    rng = np.random.default_rng()
+    s, args = cs.conv2d_nchw(1, 8, 12, 12, 16, 3, 3, 1, tile_co=8, tile_y=3, tile_x=6, co_per_thread=2,
+                             ci_tile=2, stride=2, k_split=2)
+    f = tilecraft.lower(s, args, target="cuda")
+    plan = plan_of(f)
+    assert len(plan.kernels) == 2 and [w[0] for w in plan.workspace] == ["Partial"]
+    d = rng.uniform(-1, 1, (1, 8, 12, 12)).astype("float32")
+    w = rng.uniform(-1, 1, (16, 8, 3, 3)).astype("float32")
+    out = np.full((1, 16, 6, 6), np.nan, "float32")
+    emulate(f, [d, w, out])
+    pad = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = sum(np.einsum("nchw,oc->nohw", pad[:, :, ry:ry + 12:2, rx:rx + 12:2], w[:, :, ry, rx])
+               for ry in range(3) for rx in range(3))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match=r"k_split=3 does not divide the 8 input channels"):
+        cs.conv2d_nchw(1, 8, 12, 12, 16, 3, 3, 1, k_split=3)
+
+
 @needs_nvcc
 def test_builder_writes_loadable_cuda_candidates(tmp_path):
     task = autotune.task.create("topi/matmul.cuda", args=(128, 128, 128, "float32"), target="cuda -arch=sm_90")
@@ -208,14 +228,14 @@ def test_cli_exports_the_best_cuda_configs_as_archives(tmp_path, capsys):
     machine) writes one loadable .tcuda archive per workload."""
     from tilecraft import cli
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    log = os.path.join(root, "bench", "results", "cuda_tuning", "cuda_conv2d_c512.jsonl")
+    log = os.path.join(root, "bench", "results", "cuda_tuning", "cuda_conv2d_c256.jsonl")
     assert cli.main(["export", log, "--out-dir", str(tmp_path)]) == 0
     info = json.loads((tmp_path / "manifest.json").read_text())
     assert len(info) == 1 and info[0]["library"].endswith(".tcuda")
     mod = tilecraft.runtime.load_module(str(tmp_path / info[0]["library"]))
     assert isinstance(mod, CUDAModule) and mod.entry_name == info[0]["entry"]
     assert "__shared__" in mod.get_source()
-    assert "topi/conv2d_nchw.cuda[1, 512, 7, 7, 512" in capsys.readouterr().out
+    assert "topi/conv2d_nchw.cuda[1, 256, 14, 14, 256" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -145,7 +145,8 @@ def matmul(M, N, K, dtype="float32", acc="float32", block=(128, 128), vthreads=(
 
 
 def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32",
-                tile_co=16, tile_y=8, tile_x=8, co_per_thread=4, ci_tile=16, x_per_thread=1, stride=1):
+                tile_co=16, tile_y=8, tile_x=8, co_per_thread=4, ci_tile=16, x_per_thread=1, stride=1,
+                k_split=1):
     """Direct NCHW convolution:
     ``Out[n, co, y, x] = sum W[co, ci, ry, rx] * Pad[n, ci, y*stride + ry, x*stride + rx]``.
 
@@ -153,8 +154,11 @@ def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32
     ``x_per_thread`` neighbouring pixels of a row for ``co_per_thread`` channels (its register
     tile). Per ``ci_tile`` input channels the padded input patch (with its halo) and the weights
     (transposed so a thread's channels are contiguous) are fetched into shared memory by all
-    threads.
+    threads. ``k_split > 1`` splits the input channels into that many parts computed by separate
+    blocks (``Partial[k, ...]``, more blocks for small images), summed by a second kernel.
     """
+    if CI % k_split:
+        raise ValueError(f"k_split={k_split} does not divide the {CI} input channels")
     Data = te.placeholder((N, CI, H, W), dtype, name="Data")
     Wt = te.placeholder((CO, CI, KH, KW), dtype, name="W")
     OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
@@ -163,34 +167,42 @@ def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32
                          te.all(y >= pad, y < H + pad, x >= pad, x < W + pad),
                          Data[n, c, y - pad, x - pad], te.const(0, dtype)), name="Pad")
     WT = te.compute((CI, KH, KW, CO), lambda c, ry, rx, o: Wt[o, c, ry, rx], name="WT")
-    rc = te.reduce_axis((0, CI), "rc")
+    cs = CI // k_split
+    rc = te.reduce_axis((0, cs), "rc")
     ry = te.reduce_axis((0, KH), "ry")
     rx = te.reduce_axis((0, KW), "rx")
-    Out = te.compute((N, CO, OH, OW), lambda n, o, y, x: te.sum(
-        Pad[n, rc, y * stride + ry, x * stride + rx] * WT[rc, ry, rx, o], axis=[rc, ry, rx]), name="Out")
+    if k_split == 1:
+        Out = Acc = te.compute((N, CO, OH, OW), lambda n, o, y, x: te.sum(
+            Pad[n, rc, y * stride + ry, x * stride + rx] * WT[rc, ry, rx, o], axis=[rc, ry, rx]), name="Out")
+    else:
+        Acc = te.compute((k_split, N, CO, OH, OW), lambda k, n, o, y, x: te.sum(
+            Pad[n, k * cs + rc, y * stride + ry, x * stride + rx] * WT[k * cs + rc, ry, rx, o],
+            axis=[rc, ry, rx]), name="Partial")
+        kk = te.reduce_axis((0, k_split), "kk")
+        Out = te.compute((N, CO, OH, OW), lambda n, o, y, x: te.sum(Acc[kk, n, o, y, x], axis=kk), name="Out")
     s = te.create_schedule(Out.op)
     s[Pad].compute_inline()
     s[WT].set_scope("shared")
-    PS = s.cache_read(Pad, "shared", [Out])
-    WL = s.cache_read(WT, "local", [Out])
-    OL = s.cache_write(Out, "local")
+    PS = s.cache_read(Pad, "shared", [Acc])
+    WL = s.cache_read(WT, "local", [Acc])
+    OL = s.cache_write(Acc, "local")
 
-    n, o, y, x = s[Out].op.axis
-    bo, oi = s[Out].split(o, factor=tile_co)
-    byy, yi = s[Out].split(y, factor=tile_y)
-    bxx, xi = s[Out].split(x, factor=tile_x)
-    to, oi = s[Out].split(oi, factor=co_per_thread)
-    txx, xv = s[Out].split(xi, factor=x_per_thread)
-    s[Out].reorder(n, bo, byy, bxx, to, yi, txx, oi, xv)
-    blk = s[Out].fuse(n, bo, byy, bxx)
-    s[Out].bind(blk, bx())
-    s[Out].bind(to, tz())
-    s[Out].bind(yi, ty())
-    s[Out].bind(txx, tx())
-    s[OL].compute_at(s[Out], txx)
+    *ks, n, o, y, x = s[Acc].op.axis
+    bo, oi = s[Acc].split(o, factor=tile_co)
+    byy, yi = s[Acc].split(y, factor=tile_y)
+    bxx, xi = s[Acc].split(x, factor=tile_x)
+    to, oi = s[Acc].split(oi, factor=co_per_thread)
+    txx, xv = s[Acc].split(xi, factor=x_per_thread)
+    s[Acc].reorder(*ks, n, bo, byy, bxx, to, yi, txx, oi, xv)
+    blk = s[Acc].fuse(*ks, n, bo, byy, bxx)
+    s[Acc].bind(blk, bx())
+    s[Acc].bind(to, tz())
+    s[Acc].bind(yi, ty())
+    s[Acc].bind(txx, tx())
+    s[OL].compute_at(s[Acc], txx)
     rc, ry, rx = s[OL].op.reduce_axis
     rco, rci = s[OL].split(rc, factor=ci_tile)
-    _, oo, yy, xx = s[OL].op.axis
+    *_, oo, yy, xx = s[OL].op.axis
     s[OL].reorder(rco, rci, ry, rx, *s[OL].op.axis)
     s[OL].unroll(ry)
     s[OL].unroll(rx)
@@ -212,6 +224,11 @@ def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32
         s[X].bind(t2, tz())
         s[X].bind(t1, ty())
         s[X].bind(t0, tx())
+    if k_split > 1:
+        f = s[Out].fuse(*s[Out].op.axis)
+        b, t = s[Out].split(f, factor=128)
+        s[Out].bind(b, bx())
+        s[Out].bind(t, tx())
     return s, [Data, Wt, Out]
 
 

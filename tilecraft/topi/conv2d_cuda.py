@@ -9,7 +9,8 @@ padding, dtype``.
 
 The schedule is ``tilecraft.codegen.cuda_schedules.conv2d_nchw`` (direct convolution: a block
 computes ``tile_co`` output channels of a ``tile_y × tile_x`` patch, each thread ``x_per_thread``
-neighbouring pixels for ``co_per_thread`` channels; per ``ci_tile`` input channels all threads fetch the padded input patch
+neighbouring pixels for ``co_per_thread`` channels; on outputs of at most 8×8 pixels,
+``k_split`` parts of the input channels go to separate blocks and a second kernel sums them; per ``ci_tile`` input channels all threads fetch the padded input patch
 with its halo and the transposed weights into shared memory). Its sizes are the knobs; the filter
 keeps configurations that divide the output, fit the 48 KB of static shared memory and launch
 32 to 1024 threads per block.
@@ -23,9 +24,12 @@ def _divisors(n: int, at_most: int) -> list:
     return [d for d in range(1, min(n, at_most) + 1) if n % d == 0]
 
 
-def conv_tiles_ok(CI, OH, OW, CO, KH, KW, tile_co, tile_y, tile_x, cpt, ci_tile, xpt=1, stride=1) -> bool:
+def conv_tiles_ok(CI, OH, OW, CO, KH, KW, tile_co, tile_y, tile_x, cpt, ci_tile, xpt=1, stride=1,
+                  k_split=1) -> bool:
     """Whether a configuration of the CUDA conv2d schedule is well-formed."""
-    if CO % tile_co or tile_co % cpt or OH % tile_y or OW % tile_x or CI % ci_tile or tile_x % xpt:
+    if CO % tile_co or tile_co % cpt or OH % tile_y or OW % tile_x or tile_x % xpt:
+        return False
+    if CI % (ci_tile * k_split):
         return False
     if cpt * xpt > 32:                       # accumulators per thread
         return False
@@ -63,10 +67,18 @@ def conv2d_nchw_cuda(N, CI, H, W, CO, KH, KW, stride, padding, dtype="float32"):
     cfg.define_knob("tile_x", _divisors(OW, 32))
     cfg.define_knob("ci_tile", [c for c in (4, 8, 16, 32) if CI % c == 0] or [1])
     cfg.define_knob("x_per_thread", [1, 2, 4])
+    # split the input channels over blocks when the image is small (few blocks otherwise)
+    small = OH * OW <= 64
+    if small:
+        cfg.define_knob("k_split", [1, 2, 4, 8])
+
+    def k_split(e):
+        return e["k_split"].val if small else 1
 
     def ok(e):
         return conv_tiles_ok(CI, OH, OW, CO, KH, KW, e["tile_co"].val, e["tile_y"].val, e["tile_x"].val,
-                             e["co_per_thread"].val, e["ci_tile"].val, e["x_per_thread"].val, stride)
+                             e["co_per_thread"].val, e["ci_tile"].val, e["x_per_thread"].val, stride,
+                             k_split(e))
 
     cfg.multi_filter(ok)
     cfg.add_flop(2.0 * N * CO * OH * OW * CI * KH * KW)
@@ -79,4 +91,5 @@ def conv2d_nchw_cuda(N, CI, H, W, CO, KH, KW, stride, padding, dtype="float32"):
     return cuda_schedules.conv2d_nchw(N, CI, H, W, CO, KH, KW, padding, dtype, stride=stride,
                                       tile_co=cfg["tile_co"].val, tile_y=cfg["tile_y"].val,
                                       tile_x=cfg["tile_x"].val, co_per_thread=cfg["co_per_thread"].val,
-                                      ci_tile=cfg["ci_tile"].val, x_per_thread=cfg["x_per_thread"].val)
+                                      ci_tile=cfg["ci_tile"].val, x_per_thread=cfg["x_per_thread"].val,
+                                      k_split=k_split(cfg))
