@@ -78,15 +78,12 @@ def fallback_module(template, targs):
 def gemm(a, rows):
     import torch
 
-    import tilecraft
     import tilecraft.autotune as autotune
-    from tilecraft.runtime import cuda_ndarray
     from tilecraft.topi.matmul import matmul_cuda
     n = a.n
     task = autotune.task.create("topi/matmul.cuda", args=(n, n, n, "float32"), target="cuda")
     log = os.path.join(a.log_dir, f"cuda_sgemm_{n}.jsonl")
     tune(task, a.trials, log, a.seed, a.early_stopping, a.parallel)
-    dev = tilecraft.cuda(0)
     x = torch.rand(n, n, device="cuda") * 2 - 1
     y = torch.rand(n, n, device="cuda") * 2 - 1
     z = torch.full((n, n), float("nan"), device="cuda")
@@ -102,7 +99,6 @@ def gemm(a, rows):
         ref2 = torch_time(lambda: torch.mm(x, y), repeat=a.repeat, number=10)
         r = min(ref, ref2)
         report(rows, (f"SGEMM {n}^3 {name}", flop / t / 1e12, flop / r / 1e12, r / t, "cuBLAS", 0.85))
-    del cuda_ndarray, dev
 
 
 def conv(a, rows):

@@ -220,6 +220,7 @@ def cmd_export(args) -> int:
 
     import tilecraft
     from tilecraft.autotune import apply_history_best, record
+    from tilecraft.autotune.local import library_suffix
     from tilecraft.autotune.task import TASK_TABLE
     from tilecraft.target import Target
 
@@ -243,8 +244,7 @@ def cmd_export(args) -> int:
             with Target(str(inp.target)):
                 sch, tensors = TASK_TABLE[task.name](*task.args)
                 mod = tilecraft.build(sch, tensors, target=str(inp.target), name=re.sub(r"\W", "_", fname))
-            suffix = ".tcuda" if Target(str(inp.target)).kind == "cuda" else ".so"   # a CUDA archive
-            path = os.path.join(args.out_dir, fname + suffix)
+            path = os.path.join(args.out_dir, fname + library_suffix(task))
             mod.export_library(path)
             gflops = (task.flop or 1.0) / res.mean_cost / 1e9
             manifest.append({"task": task.name, "args": list(task.args), "target": str(inp.target),

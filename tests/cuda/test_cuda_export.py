@@ -16,7 +16,6 @@ import pytest
 import tilecraft
 import tilecraft.autotune as autotune
 import tilecraft.topi  # noqa: F401  (registers the templates)
-from tilecraft import te
 from tilecraft.codegen import cuda_schedules as cs
 from tilecraft.codegen.cuda_compile import find_nvcc
 from tilecraft.codegen.cuda_emulate import emulate
@@ -33,6 +32,14 @@ def _needs_gpu():
     why = gpu_available()
     if why:
         pytest.skip(why)
+
+
+def _conv_ref(d, w, stride=1):
+    """NCHW convolution, 3×3, pad 1, in numpy (float64 sums)."""
+    h = d.shape[2]
+    pad = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    return sum(np.einsum("nchw,oc->nohw", pad[:, :, ry:ry + h:stride, rx:rx + h:stride], w[:, :, ry, rx])
+               for ry in range(3) for rx in range(3))
 
 
 def _build(make, target="cuda -arch=sm_90"):
@@ -110,11 +117,7 @@ def test_naive_gpu_schedule_is_correct_in_the_emulator():
     w = rng.uniform(-1, 1, (8, 8, 3, 3)).astype("float32")
     out = np.full((1, 8, 10, 10), np.nan, "float32")
     emulate(f, [d, w, out])
-    pad = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    want = np.zeros_like(out, dtype="float64")
-    for ry in range(3):
-        for rx in range(3):
-            want += np.einsum("nchw,oc->nohw", pad[:, :, ry:ry + 10, rx:rx + 10], w[:, :, ry, rx])
+    want = _conv_ref(d, w)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
@@ -133,9 +136,7 @@ def test_conv2d_cuda_template_configs_in_the_emulator(seed):
     w = rng.uniform(-1, 1, (16, 8, 3, 3)).astype("float32")
     out = np.full((1, 16, 8, 8), np.nan, "float32")
     emulate(f, [d, w, out])
-    pad = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    want = sum(np.einsum("nchw,oc->nohw", pad[:, :, ry:ry + 8, rx:rx + 8], w[:, :, ry, rx])
-               for ry in range(3) for rx in range(3))
+    want = _conv_ref(d, w)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
@@ -149,9 +150,7 @@ def test_conv2d_schedule_with_several_pixels_per_thread(xpt, cpt):
     w = rng.uniform(-1, 1, (16, 8, 3, 3)).astype("float32")
     out = np.full((1, 16, 8, 8), np.nan, "float32")
     emulate(f, [d, w, out])
-    pad = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    want = sum(np.einsum("nchw,oc->nohw", pad[:, :, ry:ry + 8, rx:rx + 8], w[:, :, ry, rx])
-               for ry in range(3) for rx in range(3))
+    want = _conv_ref(d, w)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
     if find_nvcc() is not None:
         from tilecraft.codegen.cuda import generate_cuda
@@ -169,9 +168,7 @@ def test_conv2d_cuda_template_stride_2(seed):
     space = task.config_space
     d = rng.uniform(-1, 1, (1, 8, 12, 12)).astype("float32")
     w = rng.uniform(-1, 1, (16, 8, 3, 3)).astype("float32")
-    pad = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    want = sum(np.einsum("nchw,oc->nohw", pad[:, :, ry:ry + 12:2, rx:rx + 12:2], w[:, :, ry, rx])
-               for ry in range(3) for rx in range(3))
+    want = _conv_ref(d, w, 2)
     assert want.shape == (1, 16, 6, 6)
     from tilecraft.autotune.space import FallbackConfigEntity
     for cfg in (space.get(space.valid_index(int(rng.integers(len(space))))), FallbackConfigEntity()):
@@ -193,9 +190,7 @@ def test_conv2d_schedule_split_over_input_channels():
     w = rng.uniform(-1, 1, (16, 8, 3, 3)).astype("float32")
     out = np.full((1, 16, 6, 6), np.nan, "float32")
     emulate(f, [d, w, out])
-    pad = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    want = sum(np.einsum("nchw,oc->nohw", pad[:, :, ry:ry + 12:2, rx:rx + 12:2], w[:, :, ry, rx])
-               for ry in range(3) for rx in range(3))
+    want = _conv_ref(d, w, 2)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match=r"k_split=3 does not divide the 8 input channels"):
         cs.conv2d_nchw(1, 8, 12, 12, 16, 3, 3, 1, k_split=3)
@@ -265,9 +260,7 @@ def test_gpu_loaded_module_runs(tmp_path):
     w = rng.uniform(-1, 1, (16, 16, 3, 3)).astype("float32")
     out = cuda_ndarray.array(np.full((1, 16, 12, 12), np.nan, "float32"), dev)
     conv(cuda_ndarray.array(d, dev), cuda_ndarray.array(w, dev), out)
-    pad = np.pad(d, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    want = sum(np.einsum("nchw,oc->nohw", pad[:, :, ry:ry + 12, rx:rx + 12], w[:, :, ry, rx])
-               for ry in range(3) for rx in range(3))
+    want = _conv_ref(d, w)
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
 
 

@@ -485,14 +485,9 @@ def export_cuda(module: CUDAModule, path) -> str:
     import os
     import tempfile
     import zipfile
-    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
-        raise ValueError(f"export_library needs a file path like 'ops.tcuda', got {path!r}")
-    path = os.path.abspath(os.fspath(path))
+    from ..codegen.export import _check_destination
+    path = _check_destination(os.fspath(path) if isinstance(path, os.PathLike) else path)
     folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"export_library: the folder {folder!r} does not exist")
-    if os.path.isdir(path):
-        raise IsADirectoryError(f"export_library: {path!r} is a directory; give a file name like 'ops.tcuda'")
     fd, tmp = tempfile.mkstemp(prefix=".tilecraft-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
