@@ -148,6 +148,28 @@ CASES.append(
          lambda n, m, **k: [((m, n), "float32")],
          emu=dict(n=64, m=96), gpu=dict(n=2048, m=1000)))
 
+
+
+def _cast_f64_f16(n, **k):
+    from tilecraft import te
+    A = te.placeholder((n,), "float64", name="A")
+    C = te.compute((n,), lambda i: A[i].astype("float16"), name="C")
+    return cs.naive(C), [A, C]
+
+
+def _near_half_ties(rng, n, **k):
+    """float64 values a hair either side of float16 halfway points: rounding twice gets them wrong."""
+    h = (rng.standard_normal(n) * 100).astype("float16")
+    mid = (h.astype("float64") + np.nextafter(h, np.float16(np.inf)).astype("float64")) / 2
+    return [mid + rng.choice([-1.0, 0.0, 1.0], n) * np.abs(mid) * 2.0 ** -40]
+
+
+CASES.append(
+    Case("cast_float64_to_float16", _cast_f64_f16, _near_half_ties,
+         lambda ins, **k: [ins[0].astype("float16")],
+         lambda n, **k: [((n,), "float16")],
+         emu=dict(n=2000), gpu=dict(n=1 << 20), rtol=0, atol=0))
+
 CASE_IDS = [c.name for c in CASES]
 
 

@@ -16,6 +16,7 @@ from tilecraft.codegen.cuda import generate_cuda
 from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
 from tilecraft.codegen.cuda_emulate import emulate
 
+from . import cuda_cases
 from .cuda_cases import CASE_IDS, CASES, check_outputs, make_arrays
 
 pytestmark = pytest.mark.cuda
@@ -74,3 +75,10 @@ def test_gpu(case, rng):
         d_outs = [cuda_ndarray.array(a, dev) for a in outs]
         mod(*d_ins, *d_outs)
         check_outputs(case, ins, [d.numpy() for d in d_outs], case.gpu, "gpu")
+
+
+def test_float64_to_float16_rounds_once_in_cuda_c():
+    # through float the value would be rounded twice; the emulator runs the IR, so check the C
+    s, args = cuda_cases._cast_f64_f16(64)
+    src = generate_cuda(tilecraft.lower(s, args, target="cuda"))
+    assert "__double2half(" in src and "(float)" not in src

@@ -149,6 +149,8 @@ class CUDARenderer(CStyleRenderer):
         dst, src = dt.element_of(dst), dt.element_of(src)
         if dst == "float16":
             self.uses_half = True
+            if src == "float64":        # one rounding: through float would round twice
+                return f"__double2half({v})"
             return f"__float2half((float)({v}))" if src != "float16" else v
         if src == "float16":
             return f"(({self.ctype(dst)})__half2float({v}))"

@@ -704,6 +704,8 @@ class LLVMCodegen:
             return self.op(f"{'uitofp' if dt.is_float(dst) else 'zext'} {ll_type(src)} {v} to {ll_type(dst)}")
         # float16 from anything but float32 goes through float32: LLVM would call compiler-rt
         # helpers (__truncdfhf2, ...) that a JIT process may not have
+        if dt.element_of(dst) == "float16" and dt.element_of(src) == "float64":
+            return self.convert(self.float64_to_float32_odd(v, src), dt.with_lanes("float32", dt.lanes(src)), dst)
         if dt.element_of(dst) == "float16" and dt.element_of(src) != "float32":
             mid = dt.with_lanes("float32", dt.lanes(src))
             return self.convert(self.convert(v, src, mid), mid, dst)
@@ -714,6 +716,40 @@ class LLVMCodegen:
         if not instr:
             return v
         return self.op(f"{instr} {ll_type(src)} {v} to {ll_type(dst)}")
+
+    def float64_to_float32_odd(self, v: str, src: str) -> str:
+        """float64 -> float32 rounded to odd, so that a second rounding to float16 is exact.
+
+        Rounding twice to nearest (double -> float -> half) can be off by one half ulp; rounding the
+        first step to odd keeps a sticky bit, and float32's 13 extra bits make the second rounding
+        the correctly rounded one. An inexact nearest result with an even mantissa is replaced by
+        its odd neighbour on the other side of the exact value (one integer step in its bits).
+        """
+        n = dt.lanes(src)
+        f32, f64 = ll_type(dt.with_lanes("float32", n)), ll_type(src)
+        i32 = ll_type(dt.with_lanes("int32", n))
+        i1 = "i1" if n == 1 else f"<{n} x i1>"
+
+        def splat(ty: str, c: str) -> str:
+            return c if n == 1 else "<" + ", ".join([f"{ty} {c}"] * n) + ">"
+
+        near = self.op(f"fptrunc {f64} {v} to {f32}")
+        back = self.op(f"fpext {f32} {near} to {f64}")
+        inexact = self.op(f"fcmp one {f64} {back}, {v}")
+        bits = self.op(f"bitcast {f32} {near} to {i32}")
+        low = self.op(f"and {i32} {bits}, {splat('i32', '1')}")
+        even = self.op(f"icmp eq {i32} {low}, {splat('i32', '0')}")
+        fix = self.op(f"and {i1} {inexact}, {even}")
+        # bits grow with magnitude: step down when the nearest value overshot |v|, else up
+        fabs = f"llvm.fabs.{intrinsic_suffix(src)}"
+        self.declare(fabs, f"declare {f64} @{fabs}({f64})")
+        abs_back = self.op(f"call {f64} @{fabs}({f64} {back})")
+        abs_v = self.op(f"call {f64} @{fabs}({f64} {v})")
+        over = self.op(f"fcmp ogt {f64} {abs_back}, {abs_v}")
+        step = self.op(f"select {i1} {over}, {i32} {splat('i32', '-1')}, {i32} {splat('i32', '1')}")
+        moved = self.op(f"add {i32} {bits}, {step}")
+        odd = self.op(f"select {i1} {fix}, {i32} {moved}, {i32} {bits}")
+        return self.op(f"bitcast {i32} {odd} to {f32}")
 
     def e_Select(self, e: Select) -> str:
         ty = ll_type(e.dtype)
