@@ -37,7 +37,7 @@ def matmul(N, L, M, dtype):
     return s, [A, B, C]
 
 
-if __name__ == "__main__":   # the build and run workers import this file: keep tuning under the guard
+if __name__ == "__main__":   # good practice; the workers do not import this file, so it is not required
     n, log = 256, "tuning_logs/example_matmul.jsonl"
     task = autotune.task.create("example/matmul", args=(n, n, n, "float32"), target="llvm")
     print(task.config_space)

@@ -101,3 +101,70 @@ def test_xgb_tuner_with_itervar_features_on_real_task():
     tuner = autotune.tuner.XGBTuner(task, plan_size=16, feature_type="itervar", seed=0)
     tuner.tune(48, option)
     assert tuner.best_config["tile_x"].size[-1] >= 16
+
+
+def test_loop_features_from_worker_processes_match_in_process_ones():
+    import autotune_real_templates  # noqa: F401
+    from tilecraft.autotune.features import PARALLEL_MIN_CONFIGS, CachedExtractor
+
+    task = autotune.task.create("test/real_matmul", args=(32,), target="llvm")
+    idx = np.arange(len(task.config_space))
+    assert len(idx) >= PARALLEL_MIN_CONFIGS      # else the workers would not be used
+    serial = CachedExtractor(task, "itervar")
+    serial._workers = 1
+    pooled = CachedExtractor(task, "itervar")
+    pooled._workers = 2
+    try:
+        got = pooled(idx)
+        assert pooled._executor is not None and pooled._workers == 2   # the pool did the work
+    finally:
+        pooled.close()
+    want = serial(idx)
+    np.testing.assert_array_equal(got, want)
+    assert np.isfinite(want).all()
+
+
+UNGUARDED_SCRIPT = '''
+import sys
+import tilecraft.autotune as autotune
+from tilecraft import te
+
+SCALE = 2.0          # a global of the script, which the template needs in the workers
+
+def scaled(x):
+    return x * SCALE
+
+@autotune.template("script/scaled_matmul")
+def scaled_matmul(n):
+    A = te.placeholder((n, n), name="A")
+    B = te.placeholder((n, n), name="B")
+    k = te.reduce_axis((0, n), name="k")
+    C = te.compute((n, n), lambda i, j: te.sum(scaled(A[i, k]) * B[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    cfg = autotune.get_config()
+    cfg.define_split("tile_x", C.op.axis[1], num_outputs=2)
+    cfg["tile_x"].apply(s, C, C.op.axis[1])
+    return s, [A, B, C]
+
+print("TOP LEVEL RAN")
+task = autotune.task.create("script/scaled_matmul", args=(24,), target="llvm")
+option = autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=2),
+                                 runner=autotune.LocalRunner(number=2, repeat=1))
+tuner = autotune.tuner.RandomTuner(task)
+tuner.tune(5, option, callbacks=[autotune.callback.log_to_file(sys.argv[1])])
+print("errors", tuner.error_count)
+'''
+
+
+def test_a_script_that_tunes_at_top_level_without_a_main_guard(tmp_path):
+    # TVM scripts tune at top level; the workers must neither run the script again nor lose its
+    # template (defined in __main__, with a helper and a global of the script)
+    script, log = tmp_path / "unguarded.py", tmp_path / "log.jsonl"
+    script.write_text(UNGUARDED_SCRIPT)
+    r = subprocess.run([sys.executable, str(script), str(log)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("TOP LEVEL RAN") == 1, r.stdout
+    assert "errors 0" in r.stdout and "Traceback" not in r.stderr, r.stderr[-3000:]
+    recs = autotune.record.load_from_file(log)
+    assert len(recs) == 5 and all(res.error_no == E.NO_ERROR for _, res in recs)

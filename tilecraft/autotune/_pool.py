@@ -4,14 +4,20 @@
 tuner needs both: a candidate that hangs is killed after its timeout, one that crashes is
 reported with the signal that killed it, and the next job gets a fresh worker.
 
-Workers are started with ``spawn`` (a clean interpreter: no inherited threads from XGBoost or a
-CPU runtime pool), once, and reused; the functions sent to them must be importable by name.
+Workers are fresh interpreters (``python -c``, no inherited threads from XGBoost or a CPU runtime
+pool), started once and reused. Unlike ``multiprocessing``'s ``spawn``, they do not import the
+parent's ``__main__``: a user's script that tunes at top level, without an
+``if __name__ == "__main__":`` guard, is not run again in every worker. The functions sent to them
+must be importable by name (a task whose template lives in ``__main__`` carries it by value, see
+``Task``). Parent and worker talk over a private socket pair; nothing else can reach it.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
 import signal
+import subprocess
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -67,12 +73,65 @@ def _worker_main(conn, initializer, initargs):
             conn.send(("error", traceback.format_exc(limit=5)))
 
 
+_BOOT = "import sys; from tilecraft.autotune._pool import _boot; _boot(int(sys.argv[1]))"
+
+
+def _boot(fd: int) -> None:
+    """A worker's entry point: take the parent's import path, then serve jobs."""
+    from multiprocessing.connection import Connection
+    conn = Connection(fd)
+    path, cwd, initializer, initargs = conn.recv()
+    sys.path[:] = path
+    if cwd and os.path.isdir(cwd):
+        os.chdir(cwd)
+    _worker_main(conn, initializer, initargs)
+
+
+class _Process:
+    """The worker's process, with the parts of ``multiprocessing.Process`` the pool uses:
+    ``exitcode`` is negative for a signal, ``sentinel`` becomes ready when it exits."""
+
+    def __init__(self, child_fd: int):
+        env = dict(os.environ)
+        env.pop("PYTHONSTARTUP", None)
+        self.popen = subprocess.Popen([sys.executable, "-c", _BOOT, str(child_fd)], pass_fds=(child_fd,),
+                                      stdin=subprocess.DEVNULL, env=env)
+        try:
+            self.sentinel = os.pidfd_open(self.popen.pid)
+        except (AttributeError, OSError):       # no pidfd: the socket's EOF tells of a death
+            self.sentinel = None
+
+    @property
+    def exitcode(self):
+        return self.popen.poll()
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+
+    def join(self, timeout=None) -> None:
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        if self.sentinel is not None:
+            os.close(self.sentinel)
+            self.sentinel = None
+
+
 class _Worker:
-    def __init__(self, ctx, initializer, initargs):
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, initializer, initargs), daemon=True)
-        self.proc.start()
-        child.close()
+    def __init__(self, initializer, initargs):
+        self.conn, child = mp.Pipe()
+        try:
+            self.proc = _Process(child.fileno())
+        finally:
+            child.close()
+        self.conn.send((list(sys.path), os.getcwd(), initializer, initargs))
         self.job: int | None = None
         self.started: float | None = None  # when the worker began the job (not when it was sent)
         self.sent: float | None = None
@@ -81,6 +140,7 @@ class _Worker:
         if self.proc.is_alive():
             self.proc.kill()
         self.proc.join(timeout=5)
+        self.proc.close()
         self.conn.close()
 
 
@@ -95,14 +155,13 @@ class WorkerPool:
     def __init__(self, n_workers: int, initializer: Callable | None = None, initargs: Sequence = (),
                  start_timeout: float = 120.0):
         self.n_workers = max(1, int(n_workers))
-        self._ctx = mp.get_context("spawn")
         self._initializer = initializer
         self._initargs = tuple(initargs)
         self._start_timeout = start_timeout
         self._workers: list[_Worker] = []
 
     def _spawn(self) -> _Worker:
-        return _Worker(self._ctx, self._initializer, self._initargs)
+        return _Worker(self._initializer, self._initargs)
 
     def map(self, fn: Callable, args_list: Sequence[tuple], timeout: float) -> list[JobOutcome]:
         """Run ``fn(*args)`` for each ``args``; each job may take ``timeout`` seconds once its
@@ -149,7 +208,8 @@ class WorkerPool:
                     deadlines.append(w.started + timeout - now)
                 else:
                     deadlines.append(w.sent + self._start_timeout - now)
-            ready = wait([w.conn for w in busy.values()] + [w.proc.sentinel for w in busy.values()],
+            ready = wait([w.conn for w in busy.values()]
+                         + [w.proc.sentinel for w in busy.values() if w.proc.sentinel is not None],
                          timeout=max(0.0, min(deadlines)))
             now = time.monotonic()
             for w in list(busy.values()):
@@ -171,7 +231,7 @@ class WorkerPool:
                     outcomes[w.job] = JobOutcome(kind, value, now - (w.started or now))
                     w.job = None
                     del busy[id(w)]
-                elif w.proc.sentinel in ready:
+                elif w.proc.sentinel is not None and w.proc.sentinel in ready:
                     w.proc.join(timeout=5)
                     if not lost_before_start(w, now):
                         outcomes[w.job] = JobOutcome("died", w.proc.exitcode, now - (w.started or now))

@@ -16,9 +16,10 @@ from typing import Callable
 import numpy as np
 
 # Loop-nest features need each config instantiated and lowered (10-100 ms). When many are missing
-# at once (the annealer's first plans) and the machine has cores to spare, they are computed in
-# worker processes: TILECRAFT_FEATURE_WORKERS sets how many (1: never).
+# at once (each retraining ranks a few hundred new candidates), they are computed in worker
+# processes, one per core: TILECRAFT_FEATURE_WORKERS sets how many (1: never).
 PARALLEL_MIN_CONFIGS = 64
+CHUNK_TIMEOUT = 600.0       # seconds for one worker's share; past it, the serial path takes over
 
 
 def knob_tables(space) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
@@ -80,28 +81,26 @@ class CachedExtractor:
 
 
     def _compute_parallel(self, missing: list) -> None:
-        """Fill the cache for ``missing`` in worker processes; on any trouble with the pool,
-        leave the rest to the serial path."""
-        import concurrent.futures as cf
-        import multiprocessing
-        import weakref
-        try:
-            if self._executor is None:
-                self._executor = cf.ProcessPoolExecutor(self._workers, mp_context=multiprocessing.get_context("spawn"))
-                weakref.finalize(self, self._executor.shutdown, wait=False, cancel_futures=True)
-            step = max(8, -(-len(missing) // (4 * self._workers)))
-            space = self.task.config_space
-            chunks = [[space.get(i) for i in missing[k:k + step]] for k in range(0, len(missing), step)]
-            for part in self._executor.map(_features_chunk, [self.task] * len(chunks), chunks,
-                                           [self.feature_type] * len(chunks)):
-                for i, f in part:
+        """Fill the cache for ``missing`` in worker processes; what a worker cannot deliver is
+        left to the serial path."""
+        from ._pool import WorkerPool
+        if self._executor is None:
+            self._executor = WorkerPool(self._workers)
+        step = max(8, -(-len(missing) // (4 * self._workers)))
+        space = self.task.config_space
+        chunks = [[space.get(i) for i in missing[k:k + step]] for k in range(0, len(missing), step)]
+        outcomes = self._executor.map(_features_chunk, [(self.task, c, self.feature_type) for c in chunks],
+                                      timeout=CHUNK_TIMEOUT)
+        for o in outcomes:
+            if o.status == "ok":
+                for i, f in o.value:
                     self.cache[i] = f
-        except Exception:
-            self._workers = 1              # the serial path computes what is left
+            else:
+                self._workers = 1          # a broken pool: the serial path from now on
 
     def close(self) -> None:
         if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor.close()
             self._executor = None
 
 
@@ -112,8 +111,8 @@ def _feature_workers() -> int:
             return max(1, int(env))
         except ValueError:
             raise ValueError(f"TILECRAFT_FEATURE_WORKERS must be an integer, got {env!r}") from None
-    cores = os.cpu_count() or 1
-    return cores if cores >= 4 else 1     # on two cores the build workers need them
+    # the tuner retrains between batches, while the build workers wait: all cores are free
+    return os.cpu_count() or 1
 
 
 def _features_chunk(task, configs, feature_type):

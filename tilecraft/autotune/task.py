@@ -130,6 +130,10 @@ def get_config():
     return DispatchContext.current().query(Target.current(), None)
 
 
+# modules that are a running script: another process cannot import them by name
+_SCRIPT_MODULES = ("__main__", "__mp_main__")
+
+
 class FlopCountError(ValueError):
     pass
 
@@ -142,7 +146,10 @@ class Task:
     ``task.instantiate(config)`` → ``(schedule, args)``.
 
     A task is pickled by reference (name, arguments, target, template module): the process that
-    unpickles it imports the module to find the template again.
+    unpickles it imports the module to find the template again. A template defined in the
+    running script (``__main__``), which another process cannot import, travels by value
+    (cloudpickle, only ever between this process and its own workers; the device pool receives
+    names and numbers, never pickles).
     """
 
     def __init__(self, name: str, args, target=None, func: Callable | None = None,
@@ -181,13 +188,30 @@ class Task:
             return self.func(*self.args)
 
     def __getstate__(self):
-        return {"name": self.name, "args": self.args,
-                "target": str(self.target) if self.target is not None else None,
-                "template_module": self.template_module, "flop": self.flop}
+        state = {"name": self.name, "args": self.args,
+                 "target": str(self.target) if self.target is not None else None,
+                 "template_module": self.template_module, "flop": self.flop}
+        if self.template_module in _SCRIPT_MODULES:
+            state["template_by_value"] = self._template_bytes()
+        return state
 
     def __setstate__(self, state):
-        self.__init__(state["name"], state["args"], state["target"], None, state["template_module"])
+        func = None
+        blob = state.get("template_by_value")
+        if blob is not None:
+            import cloudpickle
+            func = cloudpickle.loads(blob)
+            TASK_TABLE.setdefault(state["name"], func)
+        self.__init__(state["name"], state["args"], state["target"], func, state["template_module"])
         self.flop = state["flop"]
+        self._template_blob = blob
+
+    def _template_bytes(self) -> bytes:
+        blob = getattr(self, "_template_blob", None)
+        if blob is None:
+            import cloudpickle
+            blob = self._template_blob = cloudpickle.dumps(self.func)
+        return blob
 
     def __repr__(self) -> str:
         return f"Task(name={self.name!r}, args={self.args!r}, target={str(self.target)!r})"
