@@ -40,7 +40,7 @@ from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, 
 from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                        LetStmt, PrimFunc, SeqStmt)
-from ..runtime.signature import FuncSignature, ParamSpec
+from ..runtime.signature import FuncSignature, ParamSpec, dim_of_expr
 from .llvm_types import (cast_instruction, const_literal, intrinsic_suffix, kind, ll_type, mem_type,
                          splat_literal, zero)
 
@@ -1048,11 +1048,6 @@ def _may_fault(e) -> bool:
 # ------------------------------------------------------------------------------------------------
 # Signatures (what the runtime checks and the exported header declares)
 
-_SHAPE_OPS = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.FLOORDIV: "//",
-              BinOp.FLOORMOD: "%", BinOp.TRUNCDIV: "truncdiv", BinOp.TRUNCMOD: "truncmod",
-              BinOp.MIN: "min", BinOp.MAX: "max"}
-
-
 def signature_of(func: PrimFunc) -> FuncSignature:
     """The parameters of a PrimFunc as a :class:`FuncSignature` (symbolic names made unique)."""
     names: dict = {}
@@ -1066,18 +1061,8 @@ def signature_of(func: PrimFunc) -> FuncSignature:
         return names[v]
 
     def dim(d):
-        if isinstance(d, int):
-            return d
-        if isinstance(d, Const):
-            return int(d.value)
-        if isinstance(d, Var):
-            return var_name(d)
-        if isinstance(d, Binary) and d.op in _SHAPE_OPS:
-            return (_SHAPE_OPS[d.op], dim(d.a), dim(d.b))
-        if isinstance(d, Cast):
-            return dim(d.value)
-        raise CodegenError(f"{func.name}: the buffer dimension `{d}` is not an integer expression of "
-                           "the shape parameters")
+        return dim_of_expr(d, var_name, lambda bad: CodegenError(
+            f"{func.name}: the buffer dimension `{bad}` is not an integer expression of the shape parameters"))
 
     written = set()
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.expr import BinOp, Binary, Cast, Const, Var
+from ..ir.expr import Var
 from ..ir.stmt import Buffer
+from .signature import dim_of_expr, eval_dim
 from .timing import ProfileResult
 
 _driver = None
@@ -81,24 +82,10 @@ def device_arch(index: int = 0) -> str | None:
 # ------------------------------------------------------------------------------------------------
 # integer expressions of the scalar parameters (grid sizes, workspace sizes, shapes)
 
-_OPS = {BinOp.ADD: lambda a, b: a + b, BinOp.SUB: lambda a, b: a - b, BinOp.MUL: lambda a, b: a * b,
-        BinOp.FLOORDIV: lambda a, b: a // b, BinOp.FLOORMOD: lambda a, b: a % b,
-        BinOp.TRUNCDIV: lambda a, b: int(a / b), BinOp.TRUNCMOD: lambda a, b: a - int(a / b) * b,
-        BinOp.MIN: min, BinOp.MAX: max}
-
-
 def eval_int(e, env: dict) -> int:
-    if isinstance(e, int):
-        return e
-    if isinstance(e, Const):
-        return int(e.value)
-    if isinstance(e, Var):
-        return int(env[e])
-    if isinstance(e, Cast):
-        return eval_int(e.value, env)
-    if isinstance(e, Binary) and e.op in _OPS:
-        return _OPS[e.op](eval_int(e.a, env), eval_int(e.b, env))
-    raise ValueError(f"cannot evaluate `{e}` on the host")
+    """The value of an IR integer expression given its variables' values (``env``: Var -> int)."""
+    return eval_dim(dim_of_expr(e, lambda v: v, lambda bad: ValueError(f"cannot evaluate `{bad}` on the host")),
+                    env)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -110,28 +97,17 @@ def eval_int(e, env: dict) -> int:
 # parameter, or ``(op, a, b)`` with ``op`` one of ``+ - * // % truncdiv truncmod min max``
 # (the encoding of ``tilecraft.runtime.signature``).
 
-_DIM_OPS = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.FLOORDIV: "//",
-            BinOp.FLOORMOD: "%", BinOp.TRUNCDIV: "truncdiv", BinOp.TRUNCMOD: "truncmod",
-            BinOp.MIN: "min", BinOp.MAX: "max"}
-
 EXPORT_FORMAT = "tilecraft-cuda"
 EXPORT_VERSION = 1
 
 
 def _dim_of(e, names: dict, what: str):
-    if isinstance(e, int):
-        return e
-    if isinstance(e, Const):
-        return int(e.value)
-    if isinstance(e, Var):
-        if e not in names:
-            raise ValueError(f"{what} uses `{e.name}`, which is not a scalar parameter of the function")
-        return names[e]
-    if isinstance(e, Cast):
-        return _dim_of(e.value, names, what)
-    if isinstance(e, Binary) and e.op in _DIM_OPS:
-        return (_DIM_OPS[e.op], _dim_of(e.a, names, what), _dim_of(e.b, names, what))
-    raise ValueError(f"{what} `{e}` is not an integer expression of the scalar parameters")
+    def var_name(v):
+        if v not in names:
+            raise ValueError(f"{what} uses `{v.name}`, which is not a scalar parameter of the function")
+        return names[v]
+    return dim_of_expr(e, var_name, lambda bad: ValueError(
+        f"{what} `{e}` is not an integer expression of the scalar parameters"))
 
 
 def _dim_json(d):
@@ -296,7 +272,7 @@ class CUDAFunction:
 
     def prepare(self, args):
         """Check the arguments; return the per-kernel launch arguments."""
-        from .signature import eval_dim, shape_str
+        from .signature import shape_str
         n_user = len(self.buffers) + len(self.user_scalars)
         if len(args) != n_user:
             names = ", ".join([b.name for _, b in self.buffers] + [v.name for _, v in self.user_scalars])

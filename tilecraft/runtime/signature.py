@@ -15,12 +15,43 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+def _truncdiv(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
 _SHAPE_OPS = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "//": lambda a, b: a // b, "%": lambda a, b: a % b,
-    "truncdiv": lambda a, b: int(a / b), "truncmod": lambda a, b: a - int(a / b) * b,
+    "truncdiv": _truncdiv, "truncmod": lambda a, b: a - _truncdiv(a, b) * b,
     "min": min, "max": max,
 }
+
+
+def dim_of_expr(e, var_name, fail):
+    """A dimension (int, name, or ``(op, a, b)``) from an IR integer expression of variables.
+
+    ``var_name(v)`` names a variable (or raises to refuse it); ``fail(e)`` makes the exception
+    raised for a node that is not an integer expression of them (a load, a call, ...).
+    """
+    from ..ir.expr import BinOp, Binary, Cast, Const, Var   # (the runtime loads without the IR)
+    ops = {BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.FLOORDIV: "//", BinOp.FLOORMOD: "%",
+           BinOp.TRUNCDIV: "truncdiv", BinOp.TRUNCMOD: "truncmod", BinOp.MIN: "min", BinOp.MAX: "max"}
+
+    def dim(d):
+        if isinstance(d, int):
+            return d
+        if isinstance(d, Const):
+            return int(d.value)
+        if isinstance(d, Var):
+            return var_name(d)
+        if isinstance(d, Cast):
+            return dim(d.value)
+        if isinstance(d, Binary) and d.op in ops:
+            return (ops[d.op], dim(d.a), dim(d.b))
+        raise fail(d)
+    return dim(e)
+
 
 
 @dataclass(frozen=True)
@@ -100,10 +131,11 @@ def dim_str(d) -> str:
 
 
 def eval_dim(d, env: dict) -> int:
-    """The value of a dimension given the scalar parameters' values."""
+    """The value of a dimension given the scalar parameters' values (``env`` maps the leaves:
+    names, or whatever ``dim_of_expr``'s ``var_name`` returned)."""
     if isinstance(d, int):
         return d
-    if isinstance(d, str):
-        return env[d]
-    op, a, b = d
-    return _SHAPE_OPS[op](eval_dim(a, env), eval_dim(b, env))
+    if isinstance(d, tuple):
+        op, a, b = d
+        return _SHAPE_OPS[op](eval_dim(a, env), eval_dim(b, env))
+    return int(env[d])
