@@ -158,6 +158,8 @@ _MATH_INTRINSICS = {
     "ceil": "llvm.ceil", "round": "llvm.roundeven", "trunc": "llvm.trunc", "sin": "llvm.sin",
     "cos": "llvm.cos", "pow": "llvm.pow", "fma": "llvm.fma", "nearbyint": "llvm.roundeven",
 }
+# float32 vector math computed inline (LLVM would call libm once per lane): name -> method
+_VECTOR_F32 = {"exp": "vector_expf", "tanh": "vector_tanhf", "log": "vector_logf"}
 # math calls only libm has: name for float64; float32 appends "f"
 _LIBM = {"tanh": "tanh", "erf": "erf"}
 
@@ -903,8 +905,8 @@ class LLVMCodegen:
 
     def math(self, name: str, args: list, d: str, e) -> str:
         ty = ll_type(d)
-        if dt.element_of(d) == "float32" and dt.lanes(d) > 1 and name in ("exp", "tanh"):
-            return self.vector_expf(args[0], d) if name == "exp" else self.vector_tanhf(args[0], d)
+        if dt.element_of(d) == "float32" and dt.lanes(d) > 1 and name in _VECTOR_F32:
+            return getattr(self, _VECTOR_F32[name])(args[0], d)
         if name in _MATH_INTRINSICS:
             intr = f"{_MATH_INTRINSICS[name]}.{intrinsic_suffix(d)}"
             self.declare(intr, f"declare {ty} @{intr}({', '.join([ty] * len(args))})")
@@ -960,6 +962,51 @@ class LLVMCodegen:
         y = self.op(f"select {bty} {small}, {ty} {c(0.0)}, {ty} {y}")
         nan = self.op(f"fcmp uno {ty} {x}, {x}")
         return self.op(f"select {bty} {nan}, {ty} {x}, {ty} {y}")
+
+    def vector_logf(self, x: str, d: str) -> str:
+        """log on float32 vectors (Cephes' logf): x = m * 2**e with m in [sqrt(1/2), sqrt(2)) read
+        off the bits (subnormals scaled by 2**23 first), log(m) by a degree-8 polynomial in m - 1,
+        plus e * ln2 in two parts. About 1 ulp; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf."""
+        lanes = dt.lanes(d)
+        ty, bty = ll_type(d), ll_type(f"boolx{lanes}")
+        i32 = f"int32x{lanes}"
+        ity = ll_type(i32)
+
+        def c(v):
+            return splat_literal(v, d)
+
+        def ci(v):
+            return splat_literal(v, i32)
+
+        def f(instr, a, b):
+            return self.op(f"{instr} {ty} {a}, {b}")
+
+        def sel(cond, a, b, t=ty):
+            return self.op(f"select {bty} {cond}, {t} {a}, {t} {b}")
+        tiny = self.op(f"fcmp olt {ty} {x}, {c(1.1754943508222875e-38)}")
+        xs = sel(tiny, f("fmul", x, c(8388608.0)), x)
+        bits = self.op(f"bitcast {ty} {xs} to {ity}")
+        e = self.op(f"sub {ity} {self.op(f'lshr {ity} {bits}, {ci(23)}')}, {ci(126)}")
+        e = sel(tiny, self.op(f"sub {ity} {e}, {ci(23)}"), e, ity)
+        mbits = self.op(f"or {ity} {self.op(f'and {ity} {bits}, {ci(0x007FFFFF)}')}, {ci(0x3F000000)}")
+        m = self.op(f"bitcast {ity} {mbits} to {ty}")              # in [0.5, 1)
+        low = self.op(f"fcmp olt {ty} {m}, {c(0.707106781186547524)}")
+        e = sel(low, self.op(f"sub {ity} {e}, {ci(1)}"), e, ity)
+        m = sel(low, f("fsub", f("fadd", m, m), c(1.0)), f("fsub", m, c(1.0)))
+        fe = self.op(f"sitofp {ity} {e} to {ty}")
+        z = f("fmul", m, m)
+        p = c(7.0376836292e-2)
+        for k in (-1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+                  -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1):
+            p = f("fadd", f("fmul", p, m), c(k))
+        y = f("fmul", f("fmul", p, m), z)
+        y = f("fadd", y, f("fmul", fe, c(-2.12194440e-4)))
+        y = f("fsub", y, f("fmul", z, c(0.5)))
+        y = f("fadd", f("fadd", m, y), f("fmul", fe, c(0.693359375)))
+        # the ends: inf stays, 0 gives -inf, negatives and NaN give NaN
+        y = sel(self.op(f"fcmp oeq {ty} {x}, {c(float('inf'))}"), x, y)
+        y = sel(self.op(f"fcmp oeq {ty} {x}, {c(0.0)}"), c(float("-inf")), y)
+        return sel(self.op(f"fcmp ult {ty} {x}, {c(0.0)}"), c(float("nan")), y)
 
     def vector_tanhf(self, x: str, d: str) -> str:
         """tanh on float32 vectors (Cephes' tanhf): an odd polynomial below |x| = 0.625, else
