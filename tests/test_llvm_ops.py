@@ -445,3 +445,18 @@ def test_intrinsics_compiled(check_llvm, rand):
         s[o].vectorize(o.op.axis[0])
     a = rand(64, low=0.1, high=3.0)
     check_llvm(s, [A] + outs, {A: a}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "tanh", "sigmoid"])
+def test_math_bench_schedules(name, check_llvm, rng):
+    """The schedules ``bench/cpu_math.py`` times (vector + parallel, with a tail), against numpy."""
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "bench" / "cpu_math.py"
+    spec = importlib.util.spec_from_file_location("cpu_math", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    n = 8 * 64 * 3 + 13
+    s, (A, C) = bench.schedule(name, n)
+    a = bench.inputs(name, n, rng)
+    check_llvm(s, [A, C], {A: a}, {C: bench.reference(name, a).astype("float32")}, rtol=1e-6, atol=1e-7)
