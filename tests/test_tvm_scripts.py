@@ -1,5 +1,6 @@
 """TVM TE scripts run unchanged after ``import tilecraft as tvm``: fragments of TVM's tutorials
 (get started, matmul on CPU, reductions), checked against numpy."""
+import pathlib
 import subprocess
 import sys
 
@@ -97,3 +98,12 @@ def test_from_tilecraft_import_autotune():
     r = subprocess.run([sys.executable, "-c", "from tilecraft import autotune as autotvm, interp"],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr[-500:]
+
+
+def test_autotvm_style_script_tunes_at_top_level(tmp_path):
+    script = pathlib.Path(__file__).parent / "tvm_scripts" / "autotvm_matmul.py"
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "mm.log")], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.count("ConfigSpace") == 1 and r.stdout.strip().endswith("OK"), r.stdout[-2000:]
+    assert "Traceback" not in r.stderr, r.stderr[-3000:]
