@@ -168,3 +168,18 @@ def test_a_script_that_tunes_at_top_level_without_a_main_guard(tmp_path):
     assert "errors 0" in r.stdout and "Traceback" not in r.stderr, r.stderr[-3000:]
     recs = autotune.record.load_from_file(log)
     assert len(recs) == 5 and all(res.error_no == E.NO_ERROR for _, res in recs)
+
+
+def test_a_script_template_that_cannot_be_pickled_is_named_in_the_error():
+    import pickle
+    import threading
+
+    from tilecraft.autotune.task import Task, TemplateTransferError
+    lock = threading.Lock()
+
+    def template(n):                     # captures a lock: cannot reach a worker process
+        with lock:
+            return None
+    task = Task("script/locked", (4,), "llvm", func=template, template_module="__main__")
+    with pytest.raises(TemplateTransferError, match=r"'script/locked' is defined in the running script.*pickled"):
+        pickle.dumps(task)

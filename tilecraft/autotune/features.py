@@ -89,8 +89,12 @@ class CachedExtractor:
         step = max(8, -(-len(missing) // (4 * self._workers)))
         space = self.task.config_space
         chunks = [[space.get(i) for i in missing[k:k + step]] for k in range(0, len(missing), step)]
-        outcomes = self._executor.map(_features_chunk, [(self.task, c, self.feature_type) for c in chunks],
-                                      timeout=CHUNK_TIMEOUT)
+        try:
+            outcomes = self._executor.map(_features_chunk, [(self.task, c, self.feature_type) for c in chunks],
+                                          timeout=CHUNK_TIMEOUT)
+        except Exception:                  # e.g. the task cannot be sent: compute in this process
+            self._workers = 1
+            return
         for o in outcomes:
             if o.status == "ok":
                 for i, f in o.value:

@@ -138,6 +138,10 @@ class FlopCountError(ValueError):
     pass
 
 
+class TemplateTransferError(TypeError):
+    """A template defined in the running script cannot be sent to the worker processes."""
+
+
 class Task:
     """A template with fixed arguments, on one target.
 
@@ -210,7 +214,14 @@ class Task:
         blob = getattr(self, "_template_blob", None)
         if blob is None:
             import cloudpickle
-            blob = self._template_blob = cloudpickle.dumps(self.func)
+            try:
+                blob = self._template_blob = cloudpickle.dumps(self.func)
+            except Exception as err:
+                raise TemplateTransferError(
+                    f"the template {self.name!r} is defined in the running script and must be sent to "
+                    f"the build and run worker processes, but it cannot be pickled: {err}. It (or a "
+                    "global it uses) holds something like a lock, an open file or a socket; create "
+                    "that inside the template, or move the template into a module") from err
         return blob
 
     def __repr__(self) -> str:
