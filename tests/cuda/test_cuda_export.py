@@ -42,6 +42,17 @@ def _conv_ref(d, w, stride=1):
                for ry in range(3) for rx in range(3))
 
 
+def _check_emulated_conv(f, rng, ci, co, hw, stride=1, err_msg=""):
+    """Run the lowered 3×3 pad-1 conv ``f`` in the emulator on fresh random data (output poisoned
+    with NaN) and compare it with numpy."""
+    d = rng.uniform(-1, 1, (1, ci, hw, hw)).astype("float32")
+    w = rng.uniform(-1, 1, (co, ci, 3, 3)).astype("float32")
+    o = (hw - 1) // stride + 1
+    out = np.full((1, co, o, o), np.nan, "float32")
+    emulate(f, [d, w, out])
+    np.testing.assert_allclose(out, _conv_ref(d, w, stride), rtol=1e-4, atol=1e-4, err_msg=err_msg)
+
+
 def _build(make, target="cuda -arch=sm_90"):
     s, args = make()
     return tilecraft.build(s, args, target=target), args
@@ -113,12 +124,7 @@ def test_naive_gpu_schedule_is_correct_in_the_emulator():
     rng = np.random.default_rng()
     s, args = cs.conv2d_nchw(1, 8, 10, 10, 8, 3, 3, 1)
     f = tilecraft.lower(cs.naive(args[-1], 64), args, target="cuda")
-    d = rng.uniform(-1, 1, (1, 8, 10, 10)).astype("float32")
-    w = rng.uniform(-1, 1, (8, 8, 3, 3)).astype("float32")
-    out = np.full((1, 8, 10, 10), np.nan, "float32")
-    emulate(f, [d, w, out])
-    want = _conv_ref(d, w)
-    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    _check_emulated_conv(f, rng, 8, 8, 10)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -132,12 +138,7 @@ def test_conv2d_cuda_template_configs_in_the_emulator(seed):
     cfg = space.get(space.valid_index(int(rng.integers(len(space)))))
     sch, args = task.instantiate(cfg)
     f = tilecraft.lower(sch, args, target="cuda")
-    d = rng.uniform(-1, 1, (1, 8, 8, 8)).astype("float32")
-    w = rng.uniform(-1, 1, (16, 8, 3, 3)).astype("float32")
-    out = np.full((1, 16, 8, 8), np.nan, "float32")
-    emulate(f, [d, w, out])
-    want = _conv_ref(d, w)
-    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+    _check_emulated_conv(f, rng, 8, 16, 8, err_msg=str(cfg))
 
 
 @pytest.mark.parametrize("xpt,cpt", [(2, 4), (4, 1)])
@@ -146,12 +147,7 @@ def test_conv2d_schedule_with_several_pixels_per_thread(xpt, cpt):
     s, args = cs.conv2d_nchw(1, 8, 8, 8, 16, 3, 3, 1, tile_co=8, tile_y=4, tile_x=8, co_per_thread=cpt,
                              ci_tile=4, x_per_thread=xpt)
     f = tilecraft.lower(s, args, target="cuda")
-    d = rng.uniform(-1, 1, (1, 8, 8, 8)).astype("float32")
-    w = rng.uniform(-1, 1, (16, 8, 3, 3)).astype("float32")
-    out = np.full((1, 16, 8, 8), np.nan, "float32")
-    emulate(f, [d, w, out])
-    want = _conv_ref(d, w)
-    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    _check_emulated_conv(f, rng, 8, 16, 8)
     if find_nvcc() is not None:
         from tilecraft.codegen.cuda import generate_cuda
         from tilecraft.codegen.cuda_compile import compile_cuda
@@ -186,12 +182,7 @@ def test_conv2d_schedule_split_over_input_channels():
     f = tilecraft.lower(s, args, target="cuda")
     plan = plan_of(f)
     assert len(plan.kernels) == 2 and [w[0] for w in plan.workspace] == ["Partial"]
-    d = rng.uniform(-1, 1, (1, 8, 12, 12)).astype("float32")
-    w = rng.uniform(-1, 1, (16, 8, 3, 3)).astype("float32")
-    out = np.full((1, 16, 6, 6), np.nan, "float32")
-    emulate(f, [d, w, out])
-    want = _conv_ref(d, w, 2)
-    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    _check_emulated_conv(f, rng, 8, 16, 12, stride=2)
     with pytest.raises(ValueError, match=r"k_split=3 does not divide the 8 input channels"):
         cs.conv2d_nchw(1, 8, 12, 12, 16, 3, 3, 1, k_split=3)
 

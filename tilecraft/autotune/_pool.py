@@ -92,10 +92,8 @@ class _Process:
     ``exitcode`` is negative for a signal, ``sentinel`` becomes ready when it exits."""
 
     def __init__(self, child_fd: int):
-        env = dict(os.environ)
-        env.pop("PYTHONSTARTUP", None)
         self.popen = subprocess.Popen([sys.executable, "-c", _BOOT, str(child_fd)], pass_fds=(child_fd,),
-                                      stdin=subprocess.DEVNULL, env=env)
+                                      stdin=subprocess.DEVNULL)
         try:
             self.sentinel = os.pidfd_open(self.popen.pid)
         except (AttributeError, OSError):       # no pidfd: the socket's EOF tells of a death

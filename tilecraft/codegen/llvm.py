@@ -728,27 +728,25 @@ class LLVMCodegen:
         its odd neighbour on the other side of the exact value (one integer step in its bits).
         """
         n = dt.lanes(src)
-        f32, f64 = ll_type(dt.with_lanes("float32", n)), ll_type(src)
-        i32 = ll_type(dt.with_lanes("int32", n))
-        i1 = "i1" if n == 1 else f"<{n} x i1>"
+        i32d = dt.with_lanes("int32", n)
+        f32, f64, i32, i1 = (ll_type(dt.with_lanes("float32", n)), ll_type(src), ll_type(i32d),
+                             ll_type(dt.with_lanes("bool", n)))
 
-        def splat(ty: str, c: str) -> str:
-            return c if n == 1 else "<" + ", ".join([f"{ty} {c}"] * n) + ">"
+        def ci(v: int) -> str:
+            return splat_literal(v, i32d) if n > 1 else const_literal(v, i32d)
 
         near = self.op(f"fptrunc {f64} {v} to {f32}")
         back = self.op(f"fpext {f32} {near} to {f64}")
         inexact = self.op(f"fcmp one {f64} {back}, {v}")
         bits = self.op(f"bitcast {f32} {near} to {i32}")
-        low = self.op(f"and {i32} {bits}, {splat('i32', '1')}")
-        even = self.op(f"icmp eq {i32} {low}, {splat('i32', '0')}")
+        low = self.op(f"and {i32} {bits}, {ci(1)}")
+        even = self.op(f"icmp eq {i32} {low}, {ci(0)}")
         fix = self.op(f"and {i1} {inexact}, {even}")
         # bits grow with magnitude: step down when the nearest value overshot |v|, else up
-        fabs = f"llvm.fabs.{intrinsic_suffix(src)}"
-        self.declare(fabs, f"declare {f64} @{fabs}({f64})")
-        abs_back = self.op(f"call {f64} @{fabs}({f64} {back})")
-        abs_v = self.op(f"call {f64} @{fabs}({f64} {v})")
+        abs_back = self.math("fabs", [back], src, None)
+        abs_v = self.math("fabs", [v], src, None)
         over = self.op(f"fcmp ogt {f64} {abs_back}, {abs_v}")
-        step = self.op(f"select {i1} {over}, {i32} {splat('i32', '-1')}, {i32} {splat('i32', '1')}")
+        step = self.op(f"select {i1} {over}, {i32} {ci(-1)}, {i32} {ci(1)}")
         moved = self.op(f"add {i32} {bits}, {step}")
         odd = self.op(f"select {i1} {fix}, {i32} {moved}, {i32} {bits}")
         return self.op(f"bitcast {i32} {odd} to {f32}")
