@@ -123,7 +123,8 @@ class RPCRunner:
                                              f"no server for {self.key!r} came free within "
                                              f"{self.request_timeout} s", time.perf_counter() - t0, time.time())
                     try:
-                        costs, err, msg = self._on_server(lease, library, reference, br.arg_info, target)
+                        costs, err, msg = self._on_server(lease, library, reference, br.arg_info, target,
+                                                          alive=lambda: _registered(tracker, lease))
                     except ServerFailure as failure:
                         failures.append(failure)
                         tracker.report_broken(lease)
@@ -138,7 +139,11 @@ class RPCRunner:
         kind = MeasureErrorNo.RUN_TIMEOUT if failures[-1].hung else MeasureErrorNo.RUNTIME_DEVICE
         return MeasureResult((), kind, "; ".join(str(f) for f in failures), time.perf_counter() - t0, time.time())
 
-    def _on_server(self, lease: Lease, library: bytes, reference: bytes | None, arg_info, target: str):
+    def _on_server(self, lease: Lease, library: bytes, reference: bytes | None, arg_info, target: str,
+                   alive=None):
+        """Measure on the leased server. ``alive()`` says whether the tracker still has it; it is
+        asked during the long reference run, so a server that stops (missed heartbeats) is given
+        up then rather than after ``reference_timeout``."""
         where = f"server {lease.server_id} ({lease.host}:{lease.port})"
         arg_info = tuple((tuple(int(d) for d in shape), str(dtype), bool(out)) for shape, dtype, out in arg_info)
         try:
@@ -156,7 +161,8 @@ class RPCRunner:
                 ref_digest = _upload(root, reference, self.slack)
                 stage = f"running the reference (limit {self.reference_timeout + self.slack:g} s)"
                 ok, msg = _call(root.prepare_reference, self.reference_timeout + self.slack,
-                                ref_digest, arg_info, target, self.seed, float(self.reference_timeout))
+                                ref_digest, arg_info, target, self.seed, float(self.reference_timeout),
+                                alive=alive)
                 if not ok:
                     if not self._warned_no_reference:
                         self._warned_no_reference = True
@@ -171,6 +177,8 @@ class RPCRunner:
             return answer
         except AsyncResultTimeout:
             raise ServerFailure(f"{where} hung during {stage}", hung=True) from None
+        except _LeftPool:
+            raise ServerFailure(f"{where} left the pool (missed heartbeats) during {stage}", hung=True) from None
         except _NETWORK_ERRORS as err:
             raise ServerFailure(f"{where} failed: {type(err).__name__}: {err}", hung=False) from None
         except Exception as err:  # noqa: BLE001 -- the server refused the request: no retry
@@ -199,7 +207,29 @@ def _upload(root, data: bytes, timeout: float) -> str:
     return digest
 
 
-def _call(method, timeout: float, *args):
+class _LeftPool(Exception):
+    """The tracker dropped the server while a call to it was waiting."""
+
+
+def _call(method, timeout: float, *args, alive=None, every: float = 2.0):
+    """Call ``method`` and wait up to ``timeout`` seconds for its answer; with ``alive``, ask it
+    every ``every`` seconds of waiting whether the server is still worth waiting for."""
     call = rpyc.async_(method)(*args)
-    call.set_expiry(timeout)
-    return call.value
+    if alive is None:
+        call.set_expiry(timeout)
+        return call.value
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        call.set_expiry(max(0.0, min(every, left)))
+        try:
+            return call.value
+        except AsyncResultTimeout:
+            if left <= every:
+                raise
+            if not alive():
+                raise _LeftPool() from None
+
+
+def _registered(tracker: TrackerClient, lease: Lease) -> bool:
+    return any(s.server_id == lease.server_id for s in tracker.status().servers)
