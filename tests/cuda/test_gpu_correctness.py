@@ -203,6 +203,14 @@ def _layer_norm_case(name, emu, gpu):
                 emu=emu, gpu=gpu, rtol=1e-4, atol=1e-4)
 
 
+def _matmul_case(name, emu, gpu, **kw):
+    return Case(name, lambda M, N, K, **k: cs.matmul(M, N, K, **kw),
+                lambda rng, M, N, K, **k: [_f32(rng, M, K), _f32(rng, K, N)],
+                lambda ins, **k: [ins[0].astype("float64") @ ins[1]],
+                lambda M, N, **k: [((M, N), "float32")],
+                emu=emu, gpu=gpu, rtol=1e-4, atol=1e-4)
+
+
 CASES = [
     # 1. thread-bound reductions with a tail
     _row_sum_case("row_sum_global_tail", lambda rows, cols, threads: row_sum_tail(rows, cols, threads),
@@ -242,6 +250,13 @@ CASES = [
     _row_sum_case("library_row_sum_rfactor_tail", lambda rows, cols, **k: cs.row_sum_rfactor(rows, cols, **k),
                   emu=dict(rows=7, cols=1000, threads_x=32, rows_per_block=4),
                   gpu=dict(rows=1000, cols=1000, threads_x=32, rows_per_block=8)),
+    # 2. double buffering when loop partitioning peels the last tile
+    _matmul_case("matmul_double_buffer_peeled_tile",
+                 emu=dict(M=64, N=64, K=32), gpu=dict(M=64, N=64, K=32),
+                 block=(16, 16), vthreads=(2, 2), threads=(4, 4), k_tile=2, double_buffer=True),
+    _matmul_case("matmul_double_buffer_k_tail",
+                 emu=dict(M=64, N=64, K=30), gpu=dict(M=256, N=256, K=1002),
+                 block=(32, 32), vthreads=(1, 1), threads=(8, 8), k_tile=4, double_buffer=True),
 ]
 CASE_IDS = [c.name for c in CASES]
 
@@ -459,4 +474,21 @@ def test_cross_thread_reduction_with_a_data_loop_inside_is_refused():
     s[B].bind(ki, tx())
     with pytest.raises(GPULoweringError, match=r"reduction of stage 'B' is bound to threadIdx.x but some of its "
                                                r"data loops sit inside its reduction loops; reorder"):
+        tilecraft.lower(s, [A, B], target="cuda")
+
+
+def test_double_buffer_outside_any_loop_is_refused():
+    # the shared tile is attached at the block loop: no loop of tiles to pipeline
+    A = te.placeholder((64, 64), name="A")
+    B = te.compute((64, 64), lambda i, j: A[i, j] * 2, name="B")
+    s = te.create_schedule(B.op)
+    AS = s.cache_read(A, "shared", [B])
+    i, j = B.op.axis
+    s[B].bind(i, bx())
+    s[B].bind(j, tx())
+    s[AS].compute_at(s[B], i)
+    s[AS].bind(s[AS].op.axis[1], tx())
+    s[AS].double_buffer()
+    with pytest.raises(GPULoweringError, match=r"double_buffer on 'A.shared': the stage is not attached inside a "
+                                               r"loop of the kernel"):
         tilecraft.lower(s, [A, B], target="cuda")
