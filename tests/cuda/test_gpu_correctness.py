@@ -211,6 +211,14 @@ def _matmul_case(name, emu, gpu, **kw):
                 emu=emu, gpu=gpu, rtol=1e-4, atol=1e-4)
 
 
+def _transpose_case(name, emu, gpu):
+    return Case(name, lambda n, m, **k: cs.transpose(n, m, **k),
+                lambda rng, n, m, **k: [_f32(rng, n, m)],
+                lambda ins, **k: [ins[0].T.copy()],
+                lambda n, m, **k: [((m, n), "float32")],
+                emu=emu, gpu=gpu, rtol=0, atol=0)
+
+
 CASES = [
     # 1. thread-bound reductions with a tail
     _row_sum_case("row_sum_global_tail", lambda rows, cols, threads: row_sum_tail(rows, cols, threads),
@@ -257,6 +265,11 @@ CASES = [
     _matmul_case("matmul_double_buffer_k_tail",
                  emu=dict(M=64, N=64, K=30), gpu=dict(M=256, N=256, K=1002),
                  block=(32, 32), vthreads=(1, 1), threads=(8, 8), k_tile=4, double_buffer=True),
+    # 3. transposes of matrices smaller than the tile or not a multiple of it
+    _transpose_case("transpose_smaller_than_tile", emu=dict(n=24, m=12, tile=32), gpu=dict(n=24, m=12, tile=32)),
+    _transpose_case("transpose_one_column", emu=dict(n=100, m=1, tile=32), gpu=dict(n=1000, m=1, tile=32)),
+    _transpose_case("transpose_not_multiple_of_tile", emu=dict(n=33, m=65, tile=16, rows_per_pass=4),
+                    gpu=dict(n=1000, m=999, tile=32)),
 ]
 CASE_IDS = [c.name for c in CASES]
 
