@@ -27,7 +27,8 @@ from tilecraft.codegen.cuda import generate_cuda
 from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
 from tilecraft.codegen.cuda_emulate import emulate
 from tilecraft.ir.expr import BinOp, Binary, BufferLoad, Call, Var
-from tilecraft.ir.stmt import BufferStore, For, IfThenElse, LetStmt, SeqStmt, Allocate, AttrStmt
+from tilecraft.ir.functor import post_order_visit
+from tilecraft.ir.stmt import Allocate, AttrStmt, BufferStore, For, IfThenElse, LetStmt, SeqStmt
 from tilecraft.schedule.passes.gpu_kernels import GPULoweringError
 from tilecraft.schedule.passes.gpu_lower import kernels_of
 from tilecraft.schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
@@ -348,7 +349,7 @@ def test_global_output_written_once_by_thread0_after_allreduce(make):
     func = tilecraft.lower(s, args, target="cuda")
     out = args[-1].name
     _, kernels = kernels_of(func.body)
-    info, body = kernels[-1]
+    _, body = kernels[-1]
     order = _walk(body, [], [])
     stores = [(k, st, c) for k, (st, c) in enumerate(order) if isinstance(st, BufferStore) and st.buffer.name == out]
     reduces = [k for k, (st, _) in enumerate(order) if _allreduce_in(st)]
@@ -359,7 +360,6 @@ def test_global_output_written_once_by_thread0_after_allreduce(make):
     assert isinstance(store.value, Var) and store.value.name.endswith(".red_result"), store
     # no read-modify-write of the output anywhere in the kernel: the tail is folded in the register
     loads = []
-    from tilecraft.ir.functor import post_order_visit
     post_order_visit(body, lambda n: loads.append(n) if isinstance(n, BufferLoad) and n.buffer.name == out else None)
     assert not loads, f"the kernel reads '{out}' (a read-modify-write after the all-reduce)"
 
@@ -367,7 +367,7 @@ def test_global_output_written_once_by_thread0_after_allreduce(make):
 def test_tail_guard_sits_inside_the_per_thread_fold():
     s, args = row_sum_tail(4, 1000, 128)
     func = tilecraft.lower(s, args, target="cuda")
-    _, [(info, body)] = kernels_of(func.body)
+    _, [(_, body)] = kernels_of(func.body)
     order = _walk(body, [], [])
     red = [k for k, (st, _) in enumerate(order) if _allreduce_in(st)][0]
     folds = [(k, c) for k, (st, c) in enumerate(order)
@@ -404,13 +404,10 @@ def test_cross_thread_reduction_with_no_element_writes_the_identity():
 
 # ---- errors -------------------------------------------------------------------------------------
 
-def _row_reduce(combine=None, n=4, m=256):
+def _row_reduce(n=4, m=256):
     A = te.placeholder((n, m), name="A")
     k = te.reduce_axis((0, m), "k")
-    if combine is None:
-        B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
-    else:
-        B = te.compute((n,), lambda i: combine(A[i, k], axis=k), name="B")
+    B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
     return A, B, te.create_schedule(B.op)
 
 
