@@ -318,7 +318,7 @@ def _accesses(body: tuple, tensors: set) -> list:
     return out
 
 
-def thread_bound_roots(stage) -> set:
+def _thread_bound_roots(stage) -> set:
     """The axes of ``stage`` whose extent sets the extent of a loop bound to a thread index
     (``bind``): the bound loops themselves, the parent of a split whose bound outer part has the
     extent ``ceil(E / factor)`` (or inner part ``ceil(E / nparts)``), both parts of a bound fusion.
@@ -354,7 +354,7 @@ def _region(st, consumers, infos, loop_extent):
                 return None
         return (const(0, v.dtype), ext - 1)
 
-    bound_roots = thread_bound_roots(st)
+    bound_roots = _thread_bound_roots(st)
     ndim = len(op.axis)
     lo = [None] * ndim
     hi = [None] * ndim
