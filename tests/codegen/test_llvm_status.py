@@ -173,3 +173,17 @@ def test_a_status_without_a_message():
         raise_for_status("f", STATUS_OUT_OF_MEMORY, None)
     with pytest.raises(KernelError, match=re.escape("g returned the error code 77 (an unknown failure)")):
         raise_for_status("g", 77, b"")
+
+
+def test_time_evaluator_reports_a_failure_after_the_warm_up():
+    """The warm-up call succeeds; from the 3rd call on the scratch size is huge: reported."""
+    mod = scratch_module()
+    f = mod["scaled"]
+    real, calls = f._cfunc, []
+
+    def growing(a, c, n, m):
+        calls.append(1)
+        return real(a, c, n, HUGE if len(calls) >= 3 else m)
+    f._cfunc = growing
+    with pytest.raises(KernelMemoryError, match=_oom("T", HUGE * 4, "scaled")):
+        f.time_evaluator(number=5)(rand(16), poisoned(16), 4)
