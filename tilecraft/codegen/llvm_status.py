@@ -201,10 +201,9 @@ def jit_error_message() -> bytes | None:
 
 
 def getter_name(library_stem: str) -> str:
-    """``libops`` or ``ops`` → ``ops_last_error`` (a C identifier)."""
+    """``ops`` (of ``libops.so``) → ``ops_last_error`` (a C identifier)."""
     import re
-    stem = library_stem[3:] if library_stem.startswith("lib") and len(library_stem) > 3 else library_stem
-    name = re.sub(r"\W", "_", stem)
+    name = re.sub(r"\W", "_", library_stem)
     return ("_" + name if name[:1].isdigit() else name) + "_last_error"
 
 

@@ -309,6 +309,7 @@ class _SharedLibrary:
         self.has_parallel = bool(info.get("parallel", False))
         self.machine = {k: info[k] for k in ("triple", "cpu", "features") if k in info}
         self.error_getter = info.get("error_getter")   # absent in libraries of older versions
+        self.soname = info.get("soname")
         self.error_message = None
         if self.error_getter:
             self.error_message = ctypes.CFUNCTYPE(ctypes.c_char_p)(
