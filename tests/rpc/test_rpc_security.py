@@ -140,7 +140,7 @@ def test_uploads_are_size_limited():
             conn.close()
 
 
-def test_numbers_must_be_finite_and_a_runner_with_the_wrong_secret_gets_an_error_result(tracker, kernels):
+def test_numbers_must_be_finite_and_a_runner_with_the_wrong_secret_stops(tracker, kernels):
     conn = connect("127.0.0.1", tracker.port, SECRET)
     try:
         with pytest.raises(Exception, match="finite"):
@@ -148,14 +148,13 @@ def test_numbers_must_be_finite_and_a_runner_with_the_wrong_secret_gets_an_error
     finally:
         conn.close()
     from conftest import measure_inputs
-    from tilecraft.autotune import MeasureErrorNo
-    from tilecraft.rpc import RPCRunner
+    from tilecraft.rpc import PoolUnavailableError, RPCRunner
 
     runner = RPCRunner("llvm:x", "127.0.0.1", tracker.port, secret=b"wrong-secret-wrong-secret", n_parallel=1)
     task, inputs, builds = measure_inputs(kernels, ["good"])
     runner.set_task(task)
-    (result,) = runner.run(inputs, builds)
-    assert result.error_no == MeasureErrorNo.RUNTIME_DEVICE and "AuthenticationError" in result.error_msg
+    with pytest.raises(PoolUnavailableError, match="refused the shared secret"):
+        runner.run(inputs, builds)          # every candidate would fail: not the candidates' fault
 
 
 def test_no_secret_no_start_on_a_non_loopback_address(tmp_path, monkeypatch, capsys):
