@@ -254,3 +254,36 @@ def test_the_commands_plug_into_a_parent_cli(monkeypatch, capsys):
     monkeypatch.delenv("TILECRAFT_RPC_KEY", raising=False)
     args = parser.parse_args(["rpc", "tracker", "--host", "0.0.0.0"])
     assert args.func(args) == 2 and "without a shared secret" in capsys.readouterr().err
+
+
+def test_the_handshake_has_one_deadline_however_slowly_the_client_drips(monkeypatch):
+    """A client that sends its reply one byte at a time, each byte well within the deadline, is
+    cut off when the whole handshake's deadline passes (before, the limit applied to each read:
+    80 bytes at 4 s each held a connection and a thread for five minutes)."""
+    import time
+    monkeypatch.setattr(protocol, "HANDSHAKE_TIMEOUT", 1.0)
+    with Tracker(port=0, secret=SECRET) as t:
+        sock = socket.create_connection(("127.0.0.1", t.port), timeout=3)
+        protocol._recv_exact(sock, len(protocol.MAGIC) + protocol.NONCE_BYTES)
+        reply = protocol.MAGIC + os.urandom(64)
+        sent, closed, t0 = 0, False, time.monotonic()
+        sock.settimeout(0.3)           # one byte every 0.3 s: each read alone would be in time
+        for byte in reply:
+            try:
+                if sock.recv(1) == b"":
+                    closed = True
+                    break
+            except socket.timeout:
+                pass
+            except ConnectionError:
+                closed = True
+                break
+            try:
+                sock.send(bytes([byte]))
+            except OSError:
+                closed = True
+                break
+            sent += 1
+        sock.close()
+    assert closed, f"the server still listened after {time.monotonic() - t0:.1f} s and {sent} bytes"
+    assert sent < 10           # about 1.0 / 0.3 bytes; all 80 before

@@ -7,7 +7,9 @@ challenge–response, on the raw socket, before rpyc reads a single byte::
     client -> server   MAGIC | nonce_c (32 bytes) | HMAC(secret, "client" | nonce_s | nonce_c)
     server -> client   HMAC(secret, "server" | nonce_s | nonce_c)
 
-The server closes the socket when the client's MAC is wrong or late (``HANDSHAKE_TIMEOUT``);
+The server closes the socket when the client's MAC is wrong or late: the whole handshake (TLS
+included) must be over within ``HANDSHAKE_TIMEOUT`` seconds of the connection, however the
+client paces its bytes;
 the client refuses a server whose MAC is wrong, so neither side talks rpyc to a peer that does
 not know the secret. The secret is never sent. With ``ssl_context`` the handshake runs inside
 TLS (which also protects what follows from being read or hijacked on the way).
@@ -31,6 +33,7 @@ import secrets
 import socket
 import ssl
 import threading
+import time
 from dataclasses import dataclass
 
 MAGIC = b"tilecraft-rpc/1\n"
@@ -141,14 +144,26 @@ def _mac(secret: bytes, role: bytes, nonce_s: bytes, nonce_c: bytes) -> bytes:
     return hmac.new(secret, role + b"|" + nonce_s + b"|" + nonce_c, hashlib.sha256).digest()
 
 
-def _recv_exact(sock, n: int) -> bytes:
+def _recv_exact(sock, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes; with ``deadline`` (``time.monotonic()``), all of them by then (a peer that
+    sends one byte at a time cannot stretch the wait)."""
     buf = b""
     while len(buf) < n:
+        if deadline is not None:
+            _time_left(sock, deadline)
         chunk = sock.recv(n - len(buf))
         if not chunk:
             raise AuthenticationError("the peer closed the connection during the handshake")
         buf += chunk
     return buf
+
+
+def _time_left(sock, deadline: float) -> None:
+    """Make the socket's next operation end by ``deadline`` (raise ``socket.timeout`` if past)."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("the handshake took too long")
+    sock.settimeout(left)
 
 
 @dataclass(frozen=True)
@@ -162,16 +177,19 @@ class Peer:
 def server_handshake(sock, secret: bytes, ssl_context: ssl.SSLContext | None = None):
     """rpyc authenticator: prove both sides know ``secret``; returns ``(sock, Peer)``."""
     address = sock.getpeername()
+    deadline = time.monotonic() + HANDSHAKE_TIMEOUT      # for all of it, not for each read
     try:
-        sock.settimeout(HANDSHAKE_TIMEOUT)
+        _time_left(sock, deadline)
         if ssl_context is not None:
-            sock = ssl_context.wrap_socket(sock, server_side=True)
+            sock = ssl_context.wrap_socket(sock, server_side=True)   # the TLS handshake, by the deadline
         nonce_s = secrets.token_bytes(NONCE_BYTES)
+        _time_left(sock, deadline)
         sock.sendall(MAGIC + nonce_s)
-        reply = _recv_exact(sock, len(MAGIC) + NONCE_BYTES + 32)
+        reply = _recv_exact(sock, len(MAGIC) + NONCE_BYTES + 32, deadline)
         magic, nonce_c, mac = reply[:len(MAGIC)], reply[len(MAGIC):-32], reply[-32:]
         if magic != MAGIC or not hmac.compare_digest(mac, _mac(secret, b"client", nonce_s, nonce_c)):
             raise AuthenticationError(f"{address} does not know the shared secret")
+        _time_left(sock, deadline)
         sock.sendall(_mac(secret, b"server", nonce_s, nonce_c))
         sock.settimeout(None)
     except (OSError, ssl.SSLError, AuthenticationError) as err:
@@ -184,10 +202,11 @@ def server_handshake(sock, secret: bytes, ssl_context: ssl.SSLContext | None = N
 
 
 def client_handshake(sock, secret: bytes, timeout: float = HANDSHAKE_TIMEOUT) -> None:
-    """The client's half of the handshake; raises :class:`AuthenticationError`."""
-    sock.settimeout(timeout)
+    """The client's half of the handshake, within ``timeout`` seconds in all; raises
+    :class:`AuthenticationError` (or ``TimeoutError``)."""
+    deadline = time.monotonic() + timeout
     try:
-        hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES)
+        hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
     except socket.timeout:
         # a hung server looks the same as a port that is not ours: the caller decides
         raise TimeoutError(f"no greeting within {timeout:g} s (a hung server, or not a tilecraft "
@@ -195,9 +214,13 @@ def client_handshake(sock, secret: bytes, timeout: float = HANDSHAKE_TIMEOUT) ->
     if hello[:len(MAGIC)] != MAGIC:
         raise AuthenticationError("the server does not speak tilecraft-rpc/1")
     nonce_s, nonce_c = hello[len(MAGIC):], secrets.token_bytes(NONCE_BYTES)
-    sock.sendall(MAGIC + nonce_c + _mac(secret, b"client", nonce_s, nonce_c))
     try:
-        mac = _recv_exact(sock, 32)
+        _time_left(sock, deadline)
+        sock.sendall(MAGIC + nonce_c + _mac(secret, b"client", nonce_s, nonce_c))
+    except socket.timeout:
+        raise TimeoutError(f"the handshake did not go out within {timeout:g} s") from None
+    try:
+        mac = _recv_exact(sock, 32, deadline)
     except socket.timeout:
         raise TimeoutError(f"no answer to the handshake within {timeout:g} s") from None
     except (AuthenticationError, ConnectionError):
