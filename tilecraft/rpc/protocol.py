@@ -34,7 +34,12 @@ import socket
 import ssl
 import threading
 import time
+import zlib
 from dataclasses import dataclass
+
+import rpyc
+from rpyc.core.channel import Channel
+from rpyc.lib import hybridmethod
 
 MAGIC = b"tilecraft-rpc/1\n"
 NONCE_BYTES = 32
@@ -284,6 +289,56 @@ def abort(conn) -> None:
         conn.close()
     except Exception:  # noqa: BLE001 -- closing a broken connection may fail in many ways
         pass
+
+
+class MessageTooLarge(EOFError):
+    """A peer announced a message over the connection's limit; the connection is closed."""
+
+
+class LimitedChannel(Channel):
+    """rpyc's channel, refusing any message whose announced (or decompressed) size is over
+    ``max_bytes`` *before* reading it: an upload over the limit costs the server nothing."""
+
+    __slots__ = ("max_bytes", "peer")
+
+    def __init__(self, stream, max_bytes: int, peer=None):
+        super().__init__(stream)
+        self.max_bytes, self.peer = max_bytes, peer
+
+    def recv(self):
+        header = self.stream.read(self.FRAME_HEADER.size)
+        length, compressed = self.FRAME_HEADER.unpack(header)
+        if length > self.max_bytes:
+            self._refuse(length)
+        data = self.stream.read(length + len(self.FLUSHER))[:-len(self.FLUSHER)]
+        if compressed:
+            unzip = zlib.decompressobj()
+            data = unzip.decompress(data, self.max_bytes + 1)
+            if len(data) > self.max_bytes or unzip.unconsumed_tail:
+                self._refuse(f"more than {self.max_bytes} (once decompressed)")
+        return data
+
+    def _refuse(self, size):
+        _log.warning("closing the connection from %s: a message of %s bytes, over the limit of %d",
+                     self.peer, size, self.max_bytes)
+        self.close()
+        raise MessageTooLarge(f"a message of {size} bytes is over the limit of {self.max_bytes}")
+
+
+class LimitedService(rpyc.Service):
+    """Base of the services: each connection's messages are at most ``max_message_bytes()``,
+    checked from each message's header before its body is read (:class:`LimitedChannel`)."""
+
+    def max_message_bytes(self) -> int:
+        return 1 << 20
+
+    @hybridmethod
+    def _connect(self, channel, config={}):
+        if isinstance(self, type):       # rpyc's server calls this on the class
+            self = self()
+        peer = getattr(config.get("credentials"), "address", None)
+        channel = LimitedChannel(channel.stream, self.max_message_bytes(), peer)
+        return super(LimitedService, self)._connect(channel, config)
 
 
 class RpcServer:

@@ -181,6 +181,13 @@ class RPCRunner:
         healthy, stage = False, f"uploading (limit {self.slack:g} s)"
         try:
             root = conn.root
+            limit = int(_call(root.info, self.slack)[2])
+            for what, data in (("library", library), ("reference library", reference)):
+                if data is not None and len(data) > limit:   # the server would close the connection
+                    healthy = True
+                    return ((), int(MeasureErrorNo.RUNTIME_DEVICE),
+                            f"{where}: the {what} is {len(data)} bytes, over the server's upload limit of "
+                            f"{limit} (its --max-upload-mb)")
             lib_digest = _upload(root, library, self.slack)
             ref_digest = ""
             if reference is not None:

@@ -33,7 +33,8 @@ from ..autotune._pool import WorkerPool, signal_name
 from ..autotune.local import limit_memory
 from ..autotune.measure import MeasureErrorNo
 from . import measure as child
-from .protocol import RpcServer, check_secret, connect, generate_secret, is_loopback, plain, bounded
+from .protocol import (LimitedService, RpcServer, bounded, check_secret, connect, generate_secret, is_loopback,
+                       plain)
 
 _log = logging.getLogger("tilecraft.rpc.server")
 
@@ -124,11 +125,16 @@ def check_arg_info(value) -> tuple:
     return tuple(out)
 
 
-class DeviceServerService(rpyc.Service):
-    """What a connection to a device server may call (one instance per connection)."""
+class DeviceServerService(LimitedService):
+    """What a connection to a device server may call (one instance per connection). A message
+    may be as large as the upload limit plus 64 KiB for the rest of the request; a larger one is
+    refused from its header, before the server reads (and holds) its body."""
 
     def __init__(self, server: "DeviceServer"):
         self._server = server
+
+    def max_message_bytes(self) -> int:
+        return self._server.max_upload_bytes + (64 << 10)
 
     def exposed_info(self):
         """``(key, tilecraft_version, max_upload_bytes)``."""

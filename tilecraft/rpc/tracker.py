@@ -23,7 +23,8 @@ from typing import Callable
 
 import rpyc
 
-from .protocol import RpcServer, check_secret, connect, generate_secret, is_loopback, plain, bounded
+from .protocol import (LimitedService, RpcServer, bounded, check_secret, connect, generate_secret, is_loopback,
+                       plain)
 
 MAX_KEY_LEN = 200
 MAX_WAIT_S = 3600.0
@@ -258,12 +259,16 @@ class DevicePool:
 # The rpyc service (one instance per connection) and the tracker process.
 
 
-class TrackerService(rpyc.Service):
-    """What a connection to the tracker may call. Every argument is checked with ``plain``."""
+class TrackerService(LimitedService):
+    """What a connection to the tracker may call. Every argument is checked with ``plain``;
+    no message may exceed 64 KiB (they are a few hundred bytes)."""
 
     def __init__(self, pool: DevicePool):
         self._pool = pool
         self._peer = None
+
+    def max_message_bytes(self) -> int:
+        return 64 << 10
 
     def on_connect(self, conn):
         self._peer = conn._config.get("credentials")  # rpyc's documented place for it
