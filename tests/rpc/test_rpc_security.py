@@ -287,3 +287,19 @@ def test_the_handshake_has_one_deadline_however_slowly_the_client_drips(monkeypa
         sock.close()
     assert closed, f"the server still listened after {time.monotonic() - t0:.1f} s and {sent} bytes"
     assert sent < 10           # about 1.0 / 0.3 bytes; all 80 before
+
+
+@pytest.mark.parametrize("mode, who", [(0o644, "other users"), (0o640, "its group"), (0o604, "other users")])
+def test_a_key_file_others_can_read_is_warned_about(tmp_path, mode, who):
+    import re
+    import warnings
+    key = tmp_path / "key"
+    key.write_bytes(b"z" * 32 + b"\n")
+    os.chmod(key, mode)
+    with pytest.warns(RuntimeWarning, match=re.escape(f"the key file {str(key)!r} is open to {who} "
+                                                      f"(mode {mode:04o})") + ".*chmod 600"):
+        assert load_secret(str(key), environ={}) == b"z" * 32
+    os.chmod(key, 0o600)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_secret(str(key), environ={}) == b"z" * 32

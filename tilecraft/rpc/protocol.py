@@ -103,8 +103,17 @@ def write_key_file(path: str, secret: bytes | None = None) -> bytes:
 
 
 def read_key_file(path: str) -> bytes:
-    with open(os.path.expanduser(path), "rb") as f:
+    """The secret in ``path``; warns when other users may read or change the file."""
+    full = os.path.expanduser(path)
+    with open(full, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode & 0o777
         secret = f.read().strip()
+    if mode & 0o077:
+        import warnings
+        who = "other users" if mode & 0o007 else "its group"
+        warnings.warn(f"the key file {path!r} is open to {who} (mode {mode:04o}): whoever reads it can "
+                      f"run code on every server of the pool; make it private with `chmod 600 {path}`",
+                      RuntimeWarning, stacklevel=2)
     return check_secret(secret, f"the key file {path!r}")
 
 
