@@ -167,6 +167,7 @@ def test_no_secret_no_start_on_a_non_loopback_address(tmp_path, monkeypatch, cap
     assert load_secret(None, host="10.0.0.1", environ={"TILECRAFT_RPC_KEY": "x" * 20}) == b"x" * 20
     key = tmp_path / "key"
     key.write_bytes(b"y" * 32 + b"\n")
+    os.chmod(key, 0o600)
     assert load_secret(str(key), host="0.0.0.0", environ={}) == b"y" * 32
     from tilecraft.rpc import cli
 
@@ -303,3 +304,54 @@ def test_a_key_file_others_can_read_is_warned_about(tmp_path, mode, who):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_secret(str(key), environ={}) == b"z" * 32
+
+
+def test_a_connection_reveals_no_internals(tracker):
+    """dir, inspect, repr and str of the root object name only the exposed methods (rpyc's own
+    answers list private attributes such as '_pool', class paths and memory addresses)."""
+    conn = connect("127.0.0.1", tracker.port, SECRET)
+    try:
+        root = conn.root
+        names = conn.sync_request(consts.HANDLE_DIR, root)
+        assert names == ("get_service_aliases", "get_service_name", "heartbeat", "register", "release",
+                         "report_broken", "request", "status")
+        inspected = conn.sync_request(consts.HANDLE_INSPECT, root.____id_pack__)
+        assert [n for n, _ in inspected] == list(names)
+        for handler in (consts.HANDLE_REPR, consts.HANDLE_STR):
+            assert conn.sync_request(handler, root) == "<tilecraft rpc object>"
+            assert conn.sync_request(handler, root.status) == "<tilecraft rpc object>"
+        assert root.status() == ((), ())
+    finally:
+        conn.close()
+
+
+def test_errors_name_no_server_internals(caplog):
+    """A wrong call gets the method's public signature; a failure inside the server gets one line
+    (the details, traceback and paths, stay in the server's log); a candidate that fails to load
+    gets the exception's message without traceback or server folders."""
+    import shutil
+    with DeviceServer("llvm:test", secret=SECRET, warm_up=False) as server:
+        conn = connect("127.0.0.1", server.port, SECRET)
+        try:
+            with pytest.raises(Exception) as err:
+                conn.root.measure("0" * 64)
+            text = str(err.value)
+            assert "measure(lib_digest, ref_digest, arg_info, target, seed, number, repeat, min_repeat_ms, " \
+                   "flush, rtol, atol, timeout, max_timing_s) takes 12 to 13 positional arguments, got 1" in text
+            assert "Service" not in text and "exposed_" not in text
+            junk = conn.root.upload_library(b"not a shared library")
+            costs, error_no, msg = conn.root.measure(junk, "", (((4,), "float32", True),), "llvm", 1, 1, 1, 0.0,
+                                                     False, 1e-3, 1e-3, 30.0)
+            assert costs == () and "is not a loadable shared library" in msg
+            for leak in ("Traceback", 'File "', server.store.root, "site-packages"):
+                assert leak not in msg
+            shutil.rmtree(server.store.root)           # the server's own folder vanishes
+            with caplog.at_level("ERROR", logger="tilecraft.rpc"):
+                with pytest.raises(Exception) as err:
+                    conn.root.upload_library(b"more bytes")
+            text = str(err.value)
+            assert "upload_library failed on the server (FileNotFoundError); the server's log has the details" in text
+            assert server.store.root not in text and "Traceback" not in text.split("Remote Traceback")[0]
+            assert "FileNotFoundError" in caplog.text and server.store.root in caplog.text
+        finally:
+            conn.close()

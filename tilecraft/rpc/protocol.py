@@ -23,8 +23,10 @@ values that rpyc copies by value (bytes, str, int, float, bool, None and tuples 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import inspect
 import ipaddress
 import logging
 import math
@@ -113,7 +115,7 @@ def read_key_file(path: str) -> bytes:
         who = "other users" if mode & 0o007 else "its group"
         warnings.warn(f"the key file {path!r} is open to {who} (mode {mode:04o}): whoever reads it can "
                       f"run code on every server of the pool; make it private with `chmod 600 {path}`",
-                      RuntimeWarning, stacklevel=2)
+                      RuntimeWarning, stacklevel=3)
     return check_secret(secret, f"the key file {path!r}")
 
 
@@ -334,9 +336,39 @@ class LimitedChannel(Channel):
         raise MessageTooLarge(f"a message of {size} bytes is over the limit of {self.max_bytes}")
 
 
-class LimitedService(rpyc.Service):
-    """Base of the services: each connection's messages are at most ``max_message_bytes()``,
-    checked from each message's header before its body is read (:class:`LimitedChannel`)."""
+class RemoteError(RuntimeError):
+    """What a client gets when a service failed on its side (the details stay in the server's log)."""
+
+
+class GuardedConnection(rpyc.Connection):
+    """rpyc's connection, telling a peer nothing it does not need: ``dir`` lists the exposed
+    methods only, ``inspect`` their names and docstrings only, ``repr``/``str`` a fixed text
+    (rpyc's own would list private attributes, class paths and memory addresses)."""
+
+    def _handle_dir(self, obj):
+        return tuple(sorted(_exposed(obj)))
+
+    def _handle_inspect(self, id_pack):
+        obj = self._local_objects[id_pack]
+        return tuple((name, inspect.getdoc(method)) for name, method in sorted(_exposed(obj).items()))
+
+    def _handle_repr(self, obj):
+        return "<tilecraft rpc object>"
+
+    _handle_str = _handle_repr
+
+
+def _exposed(obj) -> dict:
+    return {name[len("exposed_"):]: getattr(obj, name) for name in dir(type(obj)) if name.startswith("exposed_")}
+
+
+class GuardedService(rpyc.Service):
+    """Base of the tracker's and the device server's services: each connection's messages are at
+    most ``max_message_bytes()``, checked from each message's header before its body is read
+    (:class:`LimitedChannel`), and the connection reveals no internals (:class:`GuardedConnection`;
+    exposed methods wear :func:`remote`)."""
+
+    _protocol = GuardedConnection
 
     def max_message_bytes(self) -> int:
         return 1 << 20
@@ -347,7 +379,38 @@ class LimitedService(rpyc.Service):
             self = self()
         peer = getattr(config.get("credentials"), "address", None)
         channel = LimitedChannel(channel.stream, self.max_message_bytes(), peer)
-        return super(LimitedService, self)._connect(channel, config)
+        return super(GuardedService, self)._connect(channel, config)
+
+
+def remote(method):
+    """Decorate an exposed method: a client's mistake (:class:`ProtocolError`, e.g. from
+    :func:`plain`, or a wrong number of arguments) goes back with its message; any other failure
+    is logged here with its traceback and answered with one line that names no file, class or
+    attribute of the server.
+
+    >>> # @remote
+    >>> # def exposed_status(self): ...
+    """
+    name = method.__name__[len("exposed_"):] if method.__name__.startswith("exposed_") else method.__name__
+    params = list(inspect.signature(method).parameters.values())[1:]
+    least = sum(p.default is p.empty for p in params)
+    names = ", ".join(p.name for p in params)
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        if kwargs or not least <= len(args) <= len(params):
+            expected = str(least) if least == len(params) else f"{least} to {len(params)}"
+            raise ProtocolError(f"{name}({names}) takes {expected} positional arguments, got {len(args)}"
+                                + (" and keyword arguments" if kwargs else ""))
+        try:
+            return method(self, *args)
+        except ProtocolError:
+            raise
+        except Exception as err:  # noqa: BLE001 -- the client learns that it failed, the log why
+            _log.exception("%s failed", name)
+            raise RemoteError(f"{name} failed on the server ({type(err).__name__}); "
+                              "the server's log has the details") from None
+    return call
 
 
 class RpcServer:
