@@ -23,11 +23,11 @@ import re
 import shlex
 import shutil
 import subprocess
-import tempfile
 
 from ..runtime.module import MANIFEST_SYMBOL, THREADS_SYMBOL, manifest
 from ..runtime.signature import shape_str
 from ..runtime.status import STATUS_CODES
+from ..runtime.tempdirs import owned_temp_dir
 from .llvm_status import getter_name
 
 C_TYPES = {
@@ -115,7 +115,8 @@ def export_llvm(artifact, module, path: str) -> str:
                           "have the name of one of its functions; choose another file name")
     objects = {"module.o": artifact.object_code(),
                "manifest.o": manifest_object(info, artifact.source.options)}
-    with tempfile.TemporaryDirectory(prefix="tilecraft-export-") as tmp:
+    tmp = owned_temp_dir("tilecraft-export-")      # a killed run's folder goes at the next start
+    try:
         paths = []
         for name, data in objects.items():
             paths.append(os.path.join(tmp, name))
@@ -131,6 +132,8 @@ def export_llvm(artifact, module, path: str) -> str:
         if proc.returncode != 0:
             raise ExportError(f"linking {path!r} failed: {' '.join(cmd)}\n{proc.stderr}")
         shutil.move(out_tmp, path)   # whole file at once: a loaded old copy is never half-written
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     write_header(header_path(path), info, path)
     return path
 

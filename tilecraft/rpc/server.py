@@ -23,7 +23,6 @@ import hashlib
 import logging
 import os
 import shutil
-import tempfile
 import threading
 import time
 
@@ -32,6 +31,7 @@ import rpyc
 from ..autotune._pool import WorkerPool, signal_name
 from ..autotune.local import limit_memory
 from ..autotune.measure import MeasureErrorNo
+from ..runtime.tempdirs import owned_temp_dir
 from . import measure as child
 from .protocol import (GuardedService, ProtocolError, RpcServer, bounded, check_secret, connect, generate_secret,
                        is_loopback, plain, remote)
@@ -49,7 +49,8 @@ class LibraryStore:
 
     def __init__(self, max_bytes: int, root: str | None = None):
         self.max_bytes = max_bytes
-        self.root = tempfile.mkdtemp(prefix="tilecraft-rpc-", dir=root)   # mode 0700
+        # mode 0700, named after this process: a killed server's folder goes when the next starts
+        self.root = owned_temp_dir("tilecraft-rpc-", root)
         self._files: dict[str, tuple] = {}   # digest -> (size, last_used)
         self._lock = threading.Lock()
 
