@@ -146,3 +146,27 @@ def test_cli_export_names_libraries_without_dots(tmp_path):
     mod(x, y)
     e = np.exp(x - x.max(1, keepdims=True))
     np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_error_getter_name_taken_by_a_function(tmp_path):
+    from tilecraft.codegen.llvm import build_llvm
+    from tilecraft.ir import Var
+    sys.path.insert(0, os.path.join(REPO, "tests", "codegen"))
+    from llvm_ir_helpers import buf, func, ld, loop, st
+    n, i = Var("n"), Var("i")
+    A = buf("A", (n,))
+    mod = build_llvm(func("ops_last_error", (A, n), loop(i, n, st(A, i, ld(A, i) + 1.0))))
+    with pytest.raises(ExportError, match=re.escape("export_library: the library's error getter 'ops_last_error' "
+                                                    "would have the name of one of its functions; choose another "
+                                                    "file name")):
+        mod.export_library(str(tmp_path / "libops.so"))
+    assert load_ok(mod.export_library(str(tmp_path / "libother.so")))
+
+
+def load_ok(path):
+    from tilecraft.runtime import load_module
+    m = load_module(path)
+    a = np.random.default_rng().standard_normal(9).astype("float32")
+    b = a.copy()
+    m(b)
+    return bool(np.array_equal(b, a + 1))
