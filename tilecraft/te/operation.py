@@ -17,6 +17,7 @@ from ..ir.dtype import DTypeError
 from ..ir.expr import (BinOp, Call, CommReducer, Const, Expr, IterKind, IterVar, Range, Reduce,
                        SizeVar, TensorLoad, Var, binary, cast, const, convert, logical_not, select)
 from ..ir.functor import post_order_visit, collect_vars
+from ..ir.simplify import simplify
 from .tensor import (ComputeOp, PlaceholderOp, TEError, Tensor, is_reduce_var,
                      register_reduce_var)
 
@@ -69,7 +70,8 @@ def reduce_axis(dom, name: str = "rv") -> IterVar:
         for x in (lo, hi):
             if not dt.is_int(x.dtype):
                 raise TEError(f"reduce_axis '{name}': bounds must be integers, got `{x}` ({x.dtype})")
-        rng = Range(lo, binary(BinOp.SUB, hi, lo))
+        # (0, n) has extent n, not `n - 0`: it shows in shapes made from the axis (rfactor)
+        rng = Range(lo, hi if isinstance(lo, Const) and lo.value == 0 else simplify(hi - lo))
     else:
         raise TEError(f"reduce_axis '{name}': expected (lo, hi), got {dom!r}")
     v = Var(name, rng.extent.dtype)
