@@ -142,8 +142,11 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
                 if t not in arg_set:
                     raise ScheduleError(f"the output '{t.name}' is not in the argument list")
 
+    if target is not None and str(target).split()[0] == "cuda":
+        from .passes.gpu_attached_args import check_attached_arguments
+        check_attached_arguments(sch, arg_set)
     loop_extent: dict = {}
-    infos = infer_bounds(sch, bodies, consumers, loop_extent)
+    infos = infer_bounds(sch, bodies, consumers, loop_extent, arg_set)
     timings["bound"] = time.perf_counter() - t0
 
     mins = {}
