@@ -11,8 +11,8 @@ compare compiled code against, so it is written to be obviously correct rather t
   reads where its mask holds, so a guarded out-of-bounds index is never touched. A load that
   is out of bounds where the mask holds raises :class:`InterpError` naming the tensor;
 * a ``Reduce`` folds its combiner over the reduction points in lexicographic order, starting
-  from the identity; points where ``where=`` fails contribute the identity (their source is
-  evaluated under that mask). Points are evaluated in chunks that fit a memory budget; within a
+  from ``init=`` (evaluated at each output point) or else the identity; points where ``where=``
+  fails contribute the identity (their source is evaluated under that mask). Points are evaluated in chunks that fit a memory budget; within a
   chunk they are combined by an order-preserving pairwise tree (``(v0+v1)+(v2+v3)``), which
   equals the sequential fold for any associative combiner, so tuple reducers such as argmax keep
   the first index on ties exactly as a sequential fold does.
@@ -139,7 +139,12 @@ def _reduce(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict,
     exts = [_scalar(iv.dom.extent, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
     total = math.prod(exts)
     identity = [_Eval(scalars, {}).ev(e, None) for e in comb.identity]
-    acc = [np.array(np.broadcast_to(x, shape)) for x in identity]
+    start = identity
+    if r.init:
+        env = dict(scalars)
+        env.update(_grid(op.axis, shape, extra=0))
+        start = [_Eval(env, values).ev(e, None) for e in r.init]
+    acc = [np.array(np.broadcast_to(x, shape), dtype=s.dtype) for x, s in zip(start, r.source)]
     chunk = max(1, budget // max(1, math.prod(shape)))
     env = dict(scalars)
     env.update(_grid(op.axis, shape, extra=1))

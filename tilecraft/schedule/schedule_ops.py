@@ -137,15 +137,20 @@ class NestBuilder:
         return body if c is None else IfThenElse(c, body)
 
     def init_stmt(self, st, info, pos: int):
-        """Set the reduction's outputs to the identity over the data axes below ``pos``."""
+        """Set the reduction's outputs to their start values (``init=`` or the identity) over the
+        data axes below ``pos``."""
         op = st.op
-        comb = info.body[0].combiner
+        red = info.body[0]
         leaves = st.leaf_iter_vars
         inner = [iv for iv in leaves[pos:] if iv.kind is not IterKind.REDUCE]
         fresh = {iv.var: Var(iv.var.name + ".init", iv.var.dtype) for iv in inner}
+        starts = red.combiner.identity
+        if red.init:
+            vmap = self._root_map(st, info)
+            starts = [self.to_loads.visit_expr(substitute(substitute(x, vmap), fresh)) for x in red.init]
         bufs = [self.buffers[t] for t in op.outputs]
-        body = seq(*[BufferStore(b, ident, tuple(substitute(i, fresh) for i in self.store_index(st, info, t)))
-                     for b, t, ident in zip(bufs, op.outputs, comb.identity)])
+        body = seq(*[BufferStore(b, v, tuple(substitute(i, fresh) for i in self.store_index(st, info, t)))
+                     for b, t, v in zip(bufs, op.outputs, starts)])
         reduce_vars = {iv.var for iv in leaves if iv.kind is IterKind.REDUCE}
         from ..ir.functor import collect_vars
         conds = [substitute(c, fresh) for c in info.conditions if not (collect_vars(c) & reduce_vars)]

@@ -19,11 +19,14 @@ output) writes the result::
 
 The loops stay in place (thread-loop unification runs next). Works with and without ``rfactor``.
 Supported combiners: sum, prod, min, max (the reducer's combine must be one of ``+ * min max``).
+A reduction that starts from something other than the identity (``init=``) folds from the
+identity in each thread and combines the start value once, into the result.
 """
 from __future__ import annotations
 
-from ...ir.expr import BinOp, Binary, BufferLoad, Call, Const, Var, binary
-from ...ir.functor import IRMutator, collect_vars, structural_equal
+from ...ir import dtype as dt
+from ...ir.expr import BinOp, Binary, BufferLoad, Call, Const, Var, binary, const
+from ...ir.functor import IRMutator, collect_vars, post_order_visit, structural_equal
 from ...ir.stmt import (Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, LetStmt, SeqStmt,
                         seq)
 from .gpu_kernels import GPULoweringError, KernelInfo
@@ -46,14 +49,28 @@ def _update_of(store: BufferStore):
 
 
 def _init_of(stmt):
-    """A statement that stores a constant (the identity) into a buffer, possibly under a guard
-    → (buffer, const, guard or None)."""
+    """A statement that stores a reduction's start value (the identity or ``init=``) into a
+    buffer, possibly under a guard → (buffer, value, guard or None)."""
     guard = None
     if isinstance(stmt, IfThenElse) and stmt.else_case is None:
         guard, stmt = stmt.condition, stmt.then_case
-    if isinstance(stmt, BufferStore) and isinstance(stmt.value, Const):
+    if isinstance(stmt, BufferStore) and not _reads(stmt.value, stmt.buffer):
         return stmt.buffer, stmt.value, guard
     return None
+
+
+def _reads(e, buf) -> bool:
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, BufferLoad) and n.buffer is buf else None)
+    return bool(found)
+
+
+def _identity(op: BinOp, dtype: str) -> Const:
+    if op is BinOp.ADD:
+        return const(0, dtype)
+    if op is BinOp.MUL:
+        return const(1, dtype)
+    return const(dt.max_value(dtype) if op is BinOp.MIN else dt.min_value(dtype), dtype)
 
 
 def _find_updates(stmt, buf, path, out):
@@ -107,7 +124,7 @@ class _CrossThreadReduce(IRMutator):
         return seq(*out)
 
     def rewrite(self, init, loop: For):
-        buf, identity, guard = init
+        buf, start, guard = init
         updates = []
         _find_updates(loop, buf, [], updates)
         if len(updates) != 1:
@@ -147,7 +164,11 @@ class _CrossThreadReduce(IRMutator):
         acc_load = BufferLoad(acc, zero, buf.dtype)
         body = _Replace(store, BufferStore(acc, binary(op, acc_load, value), zero)).visit_stmt(loop)
         result = Var(buf.name + ".red_result", buf.dtype)
-        final = BufferStore(buf, result, store.indices)
+        identity = _identity(op, buf.dtype)
+        if structural_equal(start, identity):
+            final = BufferStore(buf, result, store.indices)
+        else:                                 # init=: every thread folds from the identity
+            final = BufferStore(buf, binary(op, start, result), store.indices)
         if buf.scope != "local":
             final = IfThenElse(self.info.index_vars["threadIdx.x"] == 0, final)
         if guard is not None:                 # the data-axis guard of the init (split tails)
