@@ -1,6 +1,6 @@
 """CUDA: reductions with ``init=`` across threads (``gpu_thread_reduce``): each thread folds from
 the identity and the start value is combined once into the block's result. Emulated against
-numpy; the CUDA C is compiled with nvcc where it is installed."""
+numpy; the CUDA C is compiled with nvcc where it is installed and run where there is a GPU."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,14 +12,26 @@ from tilecraft.codegen.cuda import generate_cuda
 from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
 from tilecraft.codegen.cuda_emulate import emulate
 
+from .test_cuda_ops import gpu_available
+
 pytestmark = pytest.mark.cuda
 
 
 def _run(s, args, arrays):
+    """Emulate (arrays written in place), compile with nvcc, and on a GPU run the kernel too and
+    require the same outputs as the emulator (within float rounding)."""
     func = tilecraft.lower(s, args, target="cuda")
+    inputs = [a.copy() for a in arrays]
     emulate(func, arrays)
     if find_nvcc() is not None:
         assert len(compile_cuda(generate_cuda(func), "sm_90")) > 0
+    if gpu_available() is None:
+        from tilecraft.runtime import cuda_ndarray
+        dev = tilecraft.cuda(0)
+        d = [cuda_ndarray.array(a, dev) for a in inputs]
+        tilecraft.build(s, args, target="cuda")(*d)
+        for got, want in zip(d, arrays):
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("output", ["global", "attached"])
