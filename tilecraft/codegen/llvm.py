@@ -29,7 +29,9 @@ Statements map to LLVM as follows: ``For`` is a counted loop (``unrolled`` adds
 thread pool), each thread taking one static chunk; parallel loops nested in a parallel loop run
 serially. ``Allocate`` is an ``alloca`` in the function's entry block when its size is a constant
 of at most 64 KiB, else ``aligned_alloc(64, ...)``/``free`` around its body; a NULL from
-``aligned_alloc`` returns ``STATUS_OUT_OF_MEMORY`` naming the buffer and the bytes.
+``aligned_alloc`` returns ``STATUS_OUT_OF_MEMORY`` naming the buffer and the bytes. Under
+``PassContext(config={"tir.instrument_bound_checkers": True})`` every load and store is checked
+against its buffer first (``llvm_bounds.py``).
 """
 from __future__ import annotations
 
@@ -46,6 +48,7 @@ from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, F
                        LetStmt, PrimFunc, SeqStmt)
 from ..runtime.signature import FuncSignature, ParamSpec, dim_of_expr
 from ..runtime.status import STATUS_OUT_OF_MEMORY
+from .llvm_bounds import BoundChecks
 from .llvm_status import (ERROR_BUFFER_SYMBOL, StatusEmitter, jit_error_message, jit_error_support,
                           printf_escape)
 from .llvm_types import (cast_instruction, const_literal, intrinsic_suffix, kind, ll_type, mem_type,
@@ -217,14 +220,15 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]", "_", name)
 
 
-class LLVMCodegen(StatusEmitter):
+class LLVMCodegen(StatusEmitter, BoundChecks):
     """Emits one LLVM module for a list of PrimFuncs. Expressions and statements are dispatched
     by node class through the ``_EXPR``/``_STMT`` tables; binary operators through ``_BINARY``
     plus the few overrides in ``_binary_special``; failure points through ``fail_if``
     (:class:`~tilecraft.codegen.llvm_status.StatusEmitter`)."""
 
-    def __init__(self, opts: LLVMOptions):
+    def __init__(self, opts: LLVMOptions, bound_checks: bool = False):
         self.opts = opts
+        self.bound_checks = bound_checks      # check every access (llvm_bounds.py)
         fm = " fast" if opts.fast_math else " contract"
         self.binary_table = {k: v.format(fm=fm) for k, v in _BINARY.items()}
         self.fm = fm
@@ -392,16 +396,16 @@ class LLVMCodegen(StatusEmitter):
         if lanes == 1:
             if dt.lanes(idx.dtype) != 1:
                 raise CodegenError(f"storing the scalar {vt} value `{s.value}` to the vector index `{idx}`")
-            p = self.element_ptr(buf, idx)
+            p = self.element_ptr(buf, idx, store=True)
             self.emit(f"store {mty} {value}, ptr {p}, align {align}")
             return
         if _is_contiguous(idx, lanes) or dt.lanes(idx.dtype) == 1:
-            p = self.element_ptr(buf, idx.base if isinstance(idx, Ramp) else idx)
+            p = self.element_ptr(buf, idx.base if isinstance(idx, Ramp) else idx, lanes, store=True)
             self.emit(f"store {mty} {value}, ptr {p}, align {align}")
             return
         if dt.lanes(idx.dtype) != lanes:
             raise CodegenError(f"store of {vt} to {buf.name} with index `{idx}` of {idx.dtype}")
-        ptrs = self.vector_ptrs(buf, idx)
+        ptrs = self.vector_ptrs(buf, idx, store=True)
         self.emit(f"call void @llvm.masked.scatter.v{lanes}{_elem_suffix(mty)}.v{lanes}p0({mty} {value}, "
                   f"<{lanes} x ptr> {ptrs}, i32 {align}, <{lanes} x i1> {splat_literal(True, f'boolx{lanes}')})")
 
@@ -591,6 +595,9 @@ class LLVMCodegen(StatusEmitter):
                     seen[n] = ll_type(n.dtype) if n.dtype != "handle" else "ptr"
             elif t is BufferLoad or t is BufferStore:
                 self._capture_buffer(n.buffer, seen)
+                if self.bound_checks:           # the checks read the buffer's extent
+                    for d in n.buffer.shape:
+                        post_order_visit(d, visit)
             elif t is Allocate:
                 for d in n.buffer.shape:
                     if not isinstance(d, int):
@@ -634,18 +641,25 @@ class LLVMCodegen(StatusEmitter):
         return self.op(f"{'zext' if dt.is_uint(e.dtype) or dt.is_bool(e.dtype) else 'sext'} "
                        f"{ll_type(e.dtype)} {v} to i64")
 
-    def element_ptr(self, buf, index) -> str:
+    def element_ptr(self, buf, index, lanes: int = 1, store: bool = False) -> str:
+        """The address of element ``index`` of ``buf`` (the first of ``lanes`` contiguous ones)."""
         base = self.buffer_ptr(buf)
+        if self.bound_checks:
+            i = self.index_i64(index)
+            self.check_contiguous(buf, i, lanes, store)
+            return base if i == "0" else self.op(f"getelementptr inbounds {mem_type(buf.dtype)}, ptr {base}, i64 {i}")
         if isinstance(index, Const) and index.value == 0:
             return base
         return self.op(f"getelementptr inbounds {mem_type(buf.dtype)}, ptr {base}, i64 {self.index_i64(index)}")
 
-    def vector_ptrs(self, buf, index) -> str:
+    def vector_ptrs(self, buf, index, store: bool = False) -> str:
         lanes = dt.lanes(index.dtype)
         v = self.expr(index)
         if dt.element_of(index.dtype) not in ("int64", "uint64"):
             ext = "zext" if dt.is_uint(index.dtype) else "sext"
             v = self.op(f"{ext} {ll_type(index.dtype)} {v} to <{lanes} x i64>")
+        if self.bound_checks:
+            self.check_lanes(buf, v, lanes, None if store else self.mask, store)
         return self.op(f"getelementptr inbounds {mem_type(buf.dtype)}, ptr {self.buffer_ptr(buf)}, "
                        f"<{lanes} x i64> {v}")
 
@@ -877,7 +891,7 @@ class LLVMCodegen(StatusEmitter):
             else:
                 v = self.guarded_scalar_load(buf, idx, mty, align)
         elif _is_contiguous(idx, lanes) or dt.lanes(idx.dtype) == 1:   # a scalar index: lanes from there on
-            p = self.element_ptr(buf, idx.base if isinstance(idx, Ramp) else idx)
+            p = self.element_ptr(buf, idx.base if isinstance(idx, Ramp) else idx, lanes)
             if self.mask is None:
                 v = self.op(f"load {mty}, ptr {p}, align {align}")
             else:
@@ -1188,8 +1202,10 @@ def _dim_names(d):
 # ------------------------------------------------------------------------------------------------
 # Entry points
 
-def codegen_llvm(funcs, target="llvm", entry_name: str | None = None) -> LLVMSource:
-    """Emit the LLVM IR text of one module holding ``funcs`` (PrimFuncs)."""
+def codegen_llvm(funcs, target="llvm", entry_name: str | None = None,
+                 bound_checks: bool | None = None) -> LLVMSource:
+    """Emit the LLVM IR text of one module holding ``funcs`` (PrimFuncs). ``bound_checks``
+    (default: the current PassContext's ``tir.instrument_bound_checkers``) checks every access."""
     if isinstance(funcs, PrimFunc):
         funcs = [funcs]
     funcs = list(funcs)
@@ -1203,7 +1219,10 @@ def codegen_llvm(funcs, target="llvm", entry_name: str | None = None) -> LLVMSou
             raise CodegenError(f"two functions are named {f.name!r}")
         seen.add(f.name)
     opts = target if isinstance(target, LLVMOptions) else parse_target(target)
-    cg = LLVMCodegen(opts)
+    if bound_checks is None:
+        from ..transform import PassContext
+        bound_checks = PassContext.current().get("tir.instrument_bound_checkers")
+    cg = LLVMCodegen(opts, bound_checks)
     sigs = tuple(cg.add_function(f) for f in funcs)
     entry = entry_name or funcs[0].name
     if entry not in seen:
