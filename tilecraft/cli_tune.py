@@ -126,8 +126,8 @@ def default_log_path(shown_name: str, args) -> str:
 
 
 def check_log_writable(path: str) -> bool:
-    """Make the log's folder and check the log can be appended to; True when it exists
-    already (with content)."""
+    """Make the log's folder and check the log can be appended to (a new log is not left
+    behind); True when it exists already, with content."""
     folder = os.path.dirname(path)
     try:
         if folder:
@@ -137,6 +137,8 @@ def check_log_writable(path: str) -> bool:
             raise IsADirectoryError(f"{path!r} is a directory")
         with open(path, "a", encoding="utf-8"):
             pass
+        if not existed and os.path.getsize(path) == 0:
+            os.remove(path)                 # made again by the first record
     except OSError as err:
         raise CLIError(f"cannot write the log {path}: {err.strerror or err}") from None
     return existed
@@ -373,7 +375,7 @@ def cmd_tune(args) -> int:
             raise CLIError(f"--transfer {extra}: no such log")
     try:
         task = autotune.task.create(name, args=template_args, target=str(target))
-    except Exception as err:           # the template rejects these arguments: say it in one line
+    except Exception as err:           # the template rejects these arguments (or has a bug): one line
         raise CLIError(f"cannot create the task {name}{list(template_args)} on {target}: "
                        f"{type(err).__name__}: {err}") from None
     print(f"task {name}{list(template_args)} on {target}: {len(task.config_space)} configs, "
