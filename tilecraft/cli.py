@@ -342,7 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--log", help="JSON-lines log to append to and resume from "
                                  "(default: tuning_logs/TEMPLATE_ARGS.jsonl)")
     t.add_argument("--early-stopping", type=int, default=DEFAULT_EARLY_STOPPING, metavar="N",
-                   help="stop after N trials in a row without a better config (logged ones count); 0: never")
+                   help="stop after N trials in a row without a better config (logged ones count; with xgb, "
+                        "not before 2 x --plan-size trials, when the model has proposed a plan); 0: never")
     t.add_argument("--tuner", choices=("xgb", "random", "grid"), default="xgb",
                    help="search strategy: XGBoost cost model + simulated annealing, random, or grid")
     t.add_argument("--feature-type", choices=("itervar", "knob", "curve"), default="itervar",

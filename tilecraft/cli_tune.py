@@ -26,7 +26,8 @@ import sys
 import time
 import warnings
 
-#: ``--early-stopping`` default: one plan of the XGBoost tuner (it retrains every 64 trials)
+#: ``--early-stopping`` default: one plan of the XGBoost tuner (it retrains every 64 trials); with
+#: xgb it applies from ``2 * --plan-size`` trials on, once the model has proposed a plan
 DEFAULT_EARLY_STOPPING = 64
 DEFAULT_LOG_DIR = "tuning_logs"
 
@@ -308,6 +309,12 @@ def print_verdict(task, config) -> None:
 # ---------------------------------------------------------------------------------------------
 # The command.
 
+def min_trials_before_stopping(args) -> int:
+    """Early stopping waits until the xgb tuner's cost model has proposed one plan of its own
+    (its first ``plan_size`` trials are random): ``2 * --plan-size`` trials in all."""
+    return 2 * args.plan_size if args.tuner == "xgb" else 0
+
+
 def _make_tuner(args, task):
     import tilecraft.autotune as autotune
 
@@ -389,7 +396,8 @@ def cmd_tune(args) -> int:
     # a model-free tuner reads the log first: an "already tuned" answer trains no model
     seen = autotune.tuner.GridSearchTuner(task)
     done = seen.load_history(history)
-    if done >= args.trials or (done and early and seen.trials_since_best >= early):
+    if done >= args.trials or (done >= min_trials_before_stopping(args) and early
+                               and seen.trials_since_best >= early):
         why = (f"--trials {args.trials} reached" if done >= args.trials else
                f"no better config in the last {seen.trials_since_best}, --early-stopping {early}")
         print(f"already tuned: {done} trials in {log}, best {seen.best_flops / 1e9:.2f} GFLOP/s ({why}); "
@@ -411,13 +419,14 @@ def cmd_tune(args) -> int:
         callbacks.append(autotune.callback.progress_bar(remaining, prefix=name))
     started = time.perf_counter()
     try:
-        tuner.tune(remaining, _measure_option(args), early_stopping=early, callbacks=callbacks)
+        tuner.tune(remaining, _measure_option(args), early_stopping=early, callbacks=callbacks,
+                   min_trials=min_trials_before_stopping(args))
     except KeyboardInterrupt:
         print(f"tilecraft tune: interrupted; the {counter.n} trial(s) measured in this run are in {log}: "
               "run the same command to go on from there", file=sys.stderr)
         return 130
     wall = time.perf_counter() - started
-    stop = (f"; stopped early: no better config in {tuner.trials_since_best} trials (--early-stopping {early})"
+    stop = (f"; stopped early: no better config in the last {tuner.trials_since_best} (--early-stopping {early})"
             if tuner.stopped_early else "")
     print(f"measured {counter.n} configs in {wall:.0f} s, {tuner.error_count} errors{stop}")
     return _finish(args, task, tuner, log, done + counter.n)

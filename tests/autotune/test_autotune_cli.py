@@ -210,6 +210,31 @@ def test_tune_default_log_resume_and_already_tuned(tmp_path):
     assert len(idx) == 5 and len(set(idx)) == 5
 
 
+def test_tune_says_already_tuned_when_the_log_ends_with_early_stopping_trials(tmp_path):
+    import autotune_real_templates  # noqa: F401
+    task = autotune.task.create("test/real_matmul", args=(16,), target="llvm")
+    log = tmp_path / "t.jsonl"
+    first = {}
+
+    def cost(config):         # the first config measured is the best, by far (no real run beats it)
+        first.setdefault("index", config.index)
+        return 1e-8 if config.index == first["index"] else 1e-3
+    option = autotune.measure_option(builder=fk.FakeBuilder(), runner=fk.FakeRunner(cost))
+    RandomTuner(task, seed=0).tune(6, option, callbacks=[autotune.callback.log_to_file(log)])
+    args = ["tune", "test/real_matmul", "16", "--module", REAL, "--log", log, "--trials", "100", "--no-verdict"]
+    p = run_tilecraft(*args, "--early-stopping", "5", *QUICK, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (f"already tuned: 6 trials in {log}, best " in p.stdout
+            and "(no better config in the last 5, --early-stopping 5)" in p.stdout), p.stdout
+    assert len(autotune.record.load_from_file(log)) == 6
+    # with xgb, early stopping waits for the model's first plan (2 x --plan-size trials)
+    p = run_tilecraft(*args, "--early-stopping", "5", "--tuner", "xgb", "--plan-size", "4", "--quiet",
+                      "--number", "1", "--repeat", "1", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "resuming: 6 trials" in p.stdout and "stopped early" in p.stdout
+    assert 8 <= len(autotune.record.load_from_file(log)) <= 10        # 6 logged + batches up to 8 in all
+
+
 @needs_core
 def test_tune_duplicate_records_do_not_count_toward_trials(tmp_path):
     log = tmp_path / "dup.jsonl"

@@ -66,6 +66,13 @@ def test_early_stopping(task):
     assert tuner.stopped_early and tuner.trials_since_best == 20
 
 
+def test_early_stopping_waits_for_min_trials(task):
+    option = fk.fake_option()
+    tuner = GridSearchTuner(task)
+    tuner.tune(n_trial=600, measure_option=option, early_stopping=5, min_trials=100)
+    assert 100 <= len(option["runner"].ran) < 600 and tuner.stopped_early
+
+
 def test_early_stopping_counts_the_logged_trials_after_the_best(task, tmp_path):
     """A resumed run goes on counting from the log: the trials after the logged best count."""
     log = tmp_path / "t.jsonl"

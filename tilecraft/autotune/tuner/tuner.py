@@ -133,13 +133,15 @@ class Tuner:
 
     # -- the loop --------------------------------------------------------------------------
     def tune(self, n_trial: int, measure_option: dict, early_stopping: int | None = None,
-             callbacks: Sequence = (), si_prefix: str = "G"):
+             callbacks: Sequence = (), si_prefix: str = "G", min_trials: int = 0):
         """Measure up to ``n_trial`` new configurations.
 
         ``measure_option``: from ``autotune.measure_option``; ``early_stopping``: stop when this
         many trials pass without improvement (trials loaded by ``load_history`` after the best
         one count too, so a resumed run goes on counting); ``callbacks``: ``f(tuner, inputs,
-        results)`` after each batch (``progress_bar``, ``log_to_file``).
+        results)`` after each batch (``progress_bar``, ``log_to_file``); ``min_trials``: never
+        stop early before this many configs of the task are measured in all (loaded ones count),
+        e.g. before a cost model has proposed a plan of its own.
         """
         measure_batch = create_measure_batch(self.task, measure_option)
         runner = measure_option["runner"]
@@ -186,7 +188,7 @@ class Tuner:
                     warnings.warn(f"{consecutive_errors} measurements in a row failed; the last: "
                                   f"{last.error_no.name}: {last.error_msg[-2000:]}", RuntimeWarning)
                 self.update(inputs, results)
-                stale = self.trials_since_best
+                stale = self.trials_since_best if len(self.visited) >= min_trials else 0
                 if i >= n_trial or stale >= early_stopping or not self.has_next():
                     self.finished = True
                 for callback in callbacks:
