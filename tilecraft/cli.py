@@ -119,7 +119,7 @@ def cmd_log_summary(args) -> int:
         print(f"{workload[0]}{list(workload[1:])} on {target}")
         dup = f" ({s['records']} records)" if s["records"] != s["configs"] else ""
         errors = sum(s["errors"].values())
-        print(f"  trials: {s['configs']} configs{dup}, {s['configs'] and s['records'] - errors} ok, {errors} errors")
+        print(f"  trials: {s['configs']} configs{dup}, {s['records'] - errors} ok, {errors} errors")
         for kind, n in sorted(s["errors"].items(), key=lambda kv: -kv[1]):
             print(f"  {kind} x{n}:")
             messages = sorted(s["messages"][kind].items(), key=lambda kv: -kv[1])
