@@ -198,11 +198,13 @@ def timing_child() -> None:
     runs in its own process, as the tuner's runner does, so neither's thread pool (libgomp,
     OpenBLAS) competes with the other's or with the tuner's."""
     import json
+    import signal
 
     import numpy as np
 
     from tilecraft.autotune.local import random_inputs
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the parent's: it closes our stdin
     mode, what, info, seed = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
     arrays = random_inputs([(tuple(shape), dtype, out) for shape, dtype, out in info], seed)
     inputs = [a for a, (_, _, out) in zip(arrays, info) if not out]
@@ -257,8 +259,11 @@ def compare_with_numpy(task, config, rounds: int = 5, seconds_each: float = 0.05
         lib = mod.export_library(os.path.join(tmp, "best.so"))
         sides = {"tilecraft": child + ["tilecraft", lib, info, seed, task.name],
                  "numpy": child + ["numpy", task.name, info, seed]}
-        procs = {k: subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                 for k, cmd in sides.items()}
+        # the children import this very tilecraft (they start in the empty temporary folder)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            filter(None, [os.path.dirname(os.path.dirname(tilecraft.__file__)), os.environ.get("PYTHONPATH")])))
+        procs = {k: subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+                                     cwd=tmp) for k, cmd in sides.items()}
         try:
             number, times, error = {}, {k: [] for k in procs}, 0.0
             for k, p in procs.items():
