@@ -56,7 +56,11 @@ NUMPY_EQUIVALENTS = {
 # Checks made before any work.
 
 def template_params(func) -> list[inspect.Parameter]:
-    """The parameters of a template (the decorated function's, through ``functools.wraps``)."""
+    """The parameters of a template (the decorated function's, through ``functools.wraps``).
+
+    >>> [p.name for p in template_params(TASK_TABLE["topi/matmul.llvm"])]
+    ['M', 'N', 'K', 'dtype']
+    """
     return list(inspect.signature(func).parameters.values())
 
 
@@ -68,7 +72,11 @@ def _type_name(p: inspect.Parameter) -> str | None:
 
 
 def usage_of(func) -> str:
-    """``M:int N:int K:int [dtype:str=float32]``: a template's arguments as the CLI takes them."""
+    """A template's arguments as the CLI takes them.
+
+    >>> usage_of(TASK_TABLE["topi/matmul.llvm"])
+    'M:int N:int K:int [dtype:str=float32]'
+    """
     parts = []
     for p in template_params(func):
         text = p.name + (f":{_type_name(p)}" if _type_name(p) else "")
@@ -87,7 +95,11 @@ def _parse_value(text: str):
 
 def bind_arguments(name: str, func, texts) -> tuple:
     """The template's arguments from the command line's words, checked against its signature:
-    their number, declared types (``int``/``float``/``str`` annotations) and ``dtype``."""
+    their number, declared types (``int``/``float``/``str`` annotations) and ``dtype``.
+
+    >>> bind_arguments("matmul", TASK_TABLE["topi/matmul.llvm"], ["64", "64", "64"])
+    (64, 64, 64)
+    """
     from tilecraft.ir import dtype as dt
 
     params = template_params(func)
@@ -121,14 +133,22 @@ def bind_arguments(name: str, func, texts) -> tuple:
 
 
 def default_log_path(shown_name: str, args) -> str:
-    """``tuning_logs/<template>_<args>.jsonl``: where ``tilecraft tune`` logs without ``--log``."""
+    """Where ``tilecraft tune`` logs without ``--log``.
+
+    >>> default_log_path("matmul", (1024, 1024, 1024, "float32"))
+    'tuning_logs/matmul_1024_1024_1024_float32.jsonl'
+    """
     stem = "_".join([shown_name.replace("/", "_")] + [str(a) for a in args])
     return os.path.join(DEFAULT_LOG_DIR, re.sub(r"[^A-Za-z0-9_.-]+", "_", stem) + ".jsonl")
 
 
 def check_log_writable(path: str) -> bool:
     """Make the log's folder and check the log can be appended to (a new log is not left
-    behind); True when it exists already, with content."""
+    behind); True when it exists already, with content. Raises ``CLIError`` otherwise.
+
+    >>> check_log_writable("tuning_logs/matmul_64_64_64.jsonl")
+    False
+    """
     folder = os.path.dirname(path)
     try:
         if folder:
@@ -167,7 +187,11 @@ def check_cuda_locally(args) -> None:
 # The verdict: the tuned operator and numpy's equivalent, measured now, in turns.
 
 def blas_name() -> str:
-    """The BLAS numpy was built with, as a reader knows it (``OpenBLAS``, ``MKL``, ...)."""
+    """The BLAS numpy was built with, as a reader knows it.
+
+    >>> blas_name()
+    'OpenBLAS'
+    """
     import numpy as np
 
     try:
@@ -182,7 +206,11 @@ def blas_name() -> str:
 
 
 def blas_threads() -> int:
-    """How many threads numpy's BLAS uses: its environment variable, else one per usable core."""
+    """How many threads numpy's BLAS uses: its environment variable, else one per usable core.
+
+    >>> blas_threads()      # OPENBLAS_NUM_THREADS=1 → 1
+    2
+    """
     for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS"):
         value = os.environ.get(var, "")
         if value.split(",")[0].strip().isdigit():
@@ -286,7 +314,10 @@ def compare_with_numpy(task, config, rounds: int = 5, seconds_each: float = 0.05
 
 
 def print_verdict(task, config) -> None:
-    """The verdict line: the tuned config against numpy, both measured now."""
+    """The verdict line: the tuned config against numpy, both measured now.
+
+    >>> print_verdict(task, tuner.best_config)   # verdict: 1.42× numpy (OpenBLAS) on this machine, 2 threads: ...
+    """
     from tilecraft.runtime.threads import get_num_threads
 
     equivalent = NUMPY_EQUIVALENTS.get(task.name)
@@ -316,7 +347,11 @@ def print_verdict(task, config) -> None:
 
 def min_trials_before_stopping(args) -> int:
     """Early stopping waits until the xgb tuner's cost model has proposed one plan of its own
-    (its first ``plan_size`` trials are random): ``2 * --plan-size`` trials in all."""
+    (its first ``plan_size`` trials are random): ``2 * --plan-size`` trials in all.
+
+    >>> min_trials_before_stopping(argparse.Namespace(tuner="xgb", plan_size=64))
+    128
+    """
     return 2 * args.plan_size if args.tuner == "xgb" else 0
 
 

@@ -289,7 +289,10 @@ def load_from_file(path) -> list[tuple[MeasureInput, MeasureResult]]:
 def append_lines(path, text: str) -> None:
     """Append ``text`` (whole lines) to the log at ``path``, flushed and fsynced. A last line left
     torn by a killed run is closed first, so the new records start on a line of their own (the
-    torn line stays one unreadable line, and no new record is glued to it)."""
+    torn line stays one unreadable line, and no new record is glued to it).
+
+    >>> append_lines("tuning_logs/matmul.jsonl", encode(inp, res) + "\n")
+    """
     with open(path, "a+b") as f:
         f.seek(0, os.SEEK_END)
         if f.tell() > 0:
@@ -302,7 +305,10 @@ def append_lines(path, text: str) -> None:
 
 
 def save_to_file(records: Iterable[tuple[MeasureInput, MeasureResult]], path, device: str | None = None):
-    """Append ``records`` to the log at ``path`` (see ``append_lines``)."""
+    """Append ``records`` to the log at ``path`` (see ``append_lines``).
+
+    >>> save_to_file(load_from_file("old.jsonl")[:10], "new.jsonl")
+    """
     append_lines(path, "".join(encode(inp, res, device) + "\n" for inp, res in records))
 
 

@@ -595,7 +595,11 @@ class ConfigSpace:
     def mismatch(self, config) -> str | None:
         """Why ``config`` (e.g. a logged ``ConfigEntity``) is not a point of this space — other
         knob names or order (another version of the template), a value the knob does not
-        offer, or a ``multi_filter`` that rejects it — or None when it is one."""
+        offer, or a ``multi_filter`` that rejects it — or None when it is one.
+
+        >>> space.mismatch(logged_config)
+        "knob 'tile_y' = sp[-1, 13] is not one of the values the template offers now"
+        """
         return self._match(config)[1]
 
     def index_of(self, config) -> int | None:
