@@ -81,10 +81,12 @@ class _Vectorizer:
                 return e
             if e.lazy and _lanes(c) > 1 and (_has_load(e.true_value) or _has_load(e.false_value)):
                 raise CannotVectorize("guarded load varies across lanes")
-            if _lanes(c) == 1 and (_lanes(a) > 1 or _lanes(b) > 1):
-                c = Broadcast(c, self.n)
             a, b = _bcast(a, self.n), _bcast(b, self.n)
-            return Select(c, a, b, False)
+            if _lanes(c) == 1 and not e.lazy:
+                c = Broadcast(c, self.n)
+            # a lazy select stays lazy (it may guard an out-of-bounds load); with a condition
+            # that is the same in every lane it keeps that scalar condition: one branch
+            return Select(c, a, b, e.lazy)
         if t is Ramp or t is Broadcast:
             raise CannotVectorize("nested vectorization")
         if t is Let:
