@@ -7,7 +7,10 @@
 * ``check_llvm``: build a schedule for the CPU, run it twice on the given inputs with every
   output poisoned first (two different sentinels: NaN/1e30 for floats, two integers, False/True),
   require both runs to agree, and compare each output with the reference interpreter and, when
-  given, with a hand-written numpy result.
+  given, with a hand-written numpy result. Before that, when the loop nest is small
+  (``PASS_CHECK_BUDGET`` loop iterations; ``passes=True`` always), it runs the lowered-IR
+  interpreter after every pass of ``lower()`` and fails with "wrong after <pass>" and the IR
+  before and after that pass (``check_passes``).
 """
 from __future__ import annotations
 
@@ -19,6 +22,9 @@ import pytest
 
 GOLDEN_DIR = pathlib.Path(__file__).parent / "golden"
 INT_SENTINEL = 0x5A   # fits every integer dtype, unlikely as a result
+# check_llvm runs the lowered-IR interpreter after every pass when the loop nest runs at most
+# this many iterations (about a microsecond each, per pass)
+PASS_CHECK_BUDGET = 20_000
 
 
 def pytest_addoption(parser):
@@ -81,15 +87,18 @@ def random_array(rng, shape, dtype, low=-1.0, high=1.0) -> np.ndarray:
     return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
 
 
-def run_llvm(s, args, inputs: dict, name="f", scalars=None):
-    """Build ``s`` for ``llvm`` and run it; returns {output tensor: array} for every argument
-    that is not an input."""
+def run_llvm(s, args, inputs: dict, name="f", scalars=None, lowered=None):
+    """Build ``s`` for ``llvm`` (or the already ``lowered`` function) and run it; returns
+    {output tensor: array} for every argument that is not an input."""
     import tilecraft
     from tilecraft.interp import evaluate
     from tilecraft.ir.expr import Var
 
     scalars = scalars or {}
-    f = tilecraft.build(s, args, target="llvm", name=name)
+    if lowered is not None:
+        f = tilecraft.build(lowered, target="llvm")
+    else:
+        f = tilecraft.build(s, args, target="llvm", name=name)
     outs = [a for a in args if not isinstance(a, Var) and a not in inputs]
     shapes = evaluate(outs, {**inputs, **scalars})
     results = []
@@ -112,16 +121,43 @@ def run_llvm(s, args, inputs: dict, name="f", scalars=None):
     return results[0]
 
 
+def check_passes(s, args, inputs: dict, reference: dict, scalars=None, rtol=1e-5, atol=1e-5,
+                 budget=PASS_CHECK_BUDGET, name="f"):
+    """Lower ``s`` for ``llvm`` and run the lowered-IR interpreter after every pass on
+    ``inputs``, comparing each output with ``reference`` ({tensor: array}); a pass whose output
+    differs fails the test as "wrong after <pass>" with the IR before and after it. Returns the
+    lowered function and the checker (``checker.checked``: the passes run; ``checker.stopped``:
+    why it stopped early, when the first run needed more than ``budget`` iterations)."""
+    import tilecraft
+    from tilecraft.interp_lowered import PassChecker
+    from tilecraft.ir.expr import Var
+
+    tensors = [a for a in args if not isinstance(a, Var)]
+    arrays = [inputs.get(t) for t in tensors]
+    expected = {k: reference[t] for k, t in enumerate(tensors) if t not in inputs}
+    checker = PassChecker(arrays, expected, scalars=scalars, rtol=rtol, atol=atol, budget=budget)
+    func = tilecraft.lower(s, args, name=name, target="llvm", after_pass=checker)
+    return func, checker
+
+
 @pytest.fixture
 def check_llvm():
-    """``check_llvm(s, args, inputs, expected={T: numpy_result}, rtol=, atol=)``: build, run on
-    poisoned outputs, compare every output with the interpreter and with ``expected``."""
+    """``check_llvm(s, args, inputs, expected={T: numpy_result}, rtol=, atol=, passes="auto")``:
+    check every pass with the lowered-IR interpreter (``passes``: "auto" for small loop nests,
+    True always, False never), build, run on poisoned outputs, compare every output with the
+    interpreter and with ``expected``."""
     from tilecraft.interp import evaluate
+    from tilecraft.ir.expr import Var
 
-    def check(s, args, inputs, expected=None, rtol=1e-5, atol=1e-5, scalars=None, name="f"):
-        got = run_llvm(s, args, inputs, name=name, scalars=scalars)
-        outs = list(got)
+    def check(s, args, inputs, expected=None, rtol=1e-5, atol=1e-5, scalars=None, name="f",
+              passes="auto"):
+        outs = [a for a in args if not isinstance(a, Var) and a not in inputs]
         ref = dict(zip(outs, evaluate(outs, {**inputs, **(scalars or {})})))
+        lowered = None
+        if passes:
+            lowered, _ = check_passes(s, args, inputs, ref, scalars=scalars, rtol=rtol, atol=atol,
+                                      name=name, budget=PASS_CHECK_BUDGET if passes == "auto" else None)
+        got = run_llvm(s, args, inputs, name=name, scalars=scalars, lowered=lowered)
         for t in outs:
             np.testing.assert_allclose(got[t], ref[t], rtol=rtol, atol=atol, equal_nan=False,
                                        err_msg=f"compiled '{t.name}' differs from the interpreter")
