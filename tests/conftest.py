@@ -20,8 +20,9 @@ import pathlib
 import numpy as np
 import pytest
 
+from tilecraft.testing import INT_SENTINEL, poison, random_array  # noqa: F401 -- the suite's helpers
+
 GOLDEN_DIR = pathlib.Path(__file__).parent / "golden"
-INT_SENTINEL = 0x5A   # fits every integer dtype, unlikely as a result
 # check_llvm runs the lowered-IR interpreter after every pass when the loop nest runs at most
 # this many iterations (about a microsecond each, per pass)
 PASS_CHECK_BUDGET = 20_000
@@ -63,28 +64,6 @@ def golden(request):
         assert text == expected, (f"printed IR differs from {path} (refresh with --update-golden "
                                   f"if the change is intended)\n--- got ---\n{text}--- expected ---\n{expected}")
     return check
-
-
-def poison(shape, dtype, variant: int = 0) -> np.ndarray:
-    """An output buffer filled with a sentinel (variant 0: NaN / 0x5A / False, variant 1:
-    1e30 / 0x25 / True). A run on each variant that gives the same result has written every
-    element."""
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return np.full(shape, (np.nan, 1e30 if dtype.itemsize > 2 else 6e4)[variant], dtype)
-    if dtype.kind == "b":
-        return np.full(shape, bool(variant), dtype)
-    return np.full(shape, (INT_SENTINEL, 0x25)[variant], dtype)
-
-
-def random_array(rng, shape, dtype, low=-1.0, high=1.0) -> np.ndarray:
-    """Random values that are never all zeros: floats in [low, high), ints in [low, high]."""
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return rng.uniform(low, high, size=shape).astype(dtype)
-    if dtype.kind == "b":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
 
 
 def run_llvm(s, args, inputs: dict, name="f", scalars=None, lowered=None):

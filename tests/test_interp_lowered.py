@@ -25,7 +25,7 @@ from tilecraft.ir.expr import Broadcast, Cast, Let
 from tilecraft.ir.functor import IRMutator
 from tilecraft.ir.stmt import LetStmt, PrimFunc
 
-from conftest import poison, random_array
+from tilecraft.testing import poison, random_array
 from test_golden_ir import GOLDEN
 
 LOWER = importlib.import_module("tilecraft.schedule.lower")   # the module (the package exports the function)

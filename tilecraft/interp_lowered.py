@@ -14,7 +14,8 @@ What it runs, following the semantics stated in :mod:`tilecraft.ir.expr` and
   against the buffer's size); a vector access has a ``Ramp`` or vector index, or a scalar index
   from which its lanes run contiguously, as in the LLVM backend;
 * ``Allocate`` makes a fresh buffer each time it runs, filled with poison (NaN for floats, 0x5A
-  for integers), so a read of an element that was not written shows in the result;
+  for integers: ``tilecraft.testing.poison``), so a read of an element that was not written
+  shows in the result;
 * ``LetStmt``, ``IfThenElse``, ``AttrStmt`` (annotations: the body runs), ``Evaluate``;
 * ``Ramp``/``Broadcast`` vectors are numpy arrays of their lanes; ``Select(lazy=True)`` evaluates
   only the chosen side (per lane for a vector condition: a load on the other side touches only
@@ -55,8 +56,8 @@ from .ir.expr import BinOp, Const, UnOp, Var
 from .ir.printer import stmt_str
 from .ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                       LetStmt, PrimFunc, SeqStmt)
+from .testing import poison
 
-INT_POISON = 0x5A
 # Python refuses more than 20 nested loops and 100 indentation levels in one function: a deeper
 # statement becomes a function of its own.
 _MAX_LOOPS, _MAX_INDENT = 16, 60
@@ -250,11 +251,7 @@ def _alloc(size, dtype):
     size = int(size)
     if size < 0:
         raise LoweredInterpError(f"allocation of {size} elements")
-    if dtype.kind == "f":
-        return np.full(size, np.nan, dtype)
-    if dtype.kind == "b":
-        return np.ones(size, dtype)
-    return np.full(size, INT_POISON, dtype)
+    return poison(size, dtype)
 
 
 def _check_div(b, mask=None):
@@ -825,9 +822,7 @@ class PassChecker:
     def _poisoned(self, k, a, buf):
         if k not in self.expected:
             return np.array(a, copy=True)
-        out = np.empty(np.shape(self.expected[k]), _np(buf.dtype))
-        out.fill(np.nan if out.dtype.kind == "f" else True if out.dtype.kind == "b" else INT_POISON)
-        return out
+        return poison(np.shape(self.expected[k]), _np(buf.dtype))
 
     def _report(self, pass_name, func, prev, what) -> str:
         before = (f"--- IR before {pass_name} (after {prev[0]}) ---\n{prev[1]}\n" if prev is not None
