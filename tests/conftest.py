@@ -1,6 +1,7 @@
 """Shared test machinery.
 
 * ``--update-golden`` rewrites the golden files under ``tests/golden/`` instead of comparing.
+* ``--fuzz-cases N`` runs N random cases per program in the CPU fuzzers (a big run).
 * ``rng``: a fresh random generator per test. Its seed is printed (shown when the test fails);
   set ``TILECRAFT_TEST_SEED`` to replay a failure.
 * ``rand(shape, dtype, low, high)``: random arrays from ``rng``.
@@ -31,6 +32,9 @@ PASS_CHECK_BUDGET = 20_000
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite tests/golden/*.txt from the current output instead of comparing")
+    parser.addoption("--fuzz-cases", type=int, default=None, metavar="N",
+                     help="random cases per program in the CPU fuzzers (test_schedule_fuzz.py, "
+                          "test_expr_fuzz.py) instead of their default slice")
 
 
 @pytest.fixture

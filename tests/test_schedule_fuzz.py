@@ -17,7 +17,8 @@ import tilecraft as tc
 from tilecraft import te
 from tilecraft.ir.expr import Const, IterKind
 
-CASES = 14
+CASES = 14       # per program (--fuzz-cases N for more); the first FAST_CASES are in the inner loop
+FAST_CASES = 4
 
 
 def stencil():
@@ -131,8 +132,14 @@ def random_schedule(rng, make):
     return s, inputs, C
 
 
+def pytest_generate_tests(metafunc):
+    if metafunc.function.__name__ == "test_random_schedule":
+        n = metafunc.config.getoption("--fuzz-cases") or CASES
+        metafunc.parametrize("case", [pytest.param(k, marks=[pytest.mark.slow] if k >= FAST_CASES else [])
+                                      for k in range(n)])
+
+
 @pytest.mark.parametrize("make", [stencil, matmul, reduce_producer, symbolic, conv], ids=lambda f: f.__name__)
-@pytest.mark.parametrize("case", range(CASES))
 def test_random_schedule(make, case, rng, check_llvm):
     s, inputs, C = random_schedule(rng, make)
     feed = {t: rng.uniform(-1, 1, size=[getattr(d, "value", 13) for d in t.shape]).astype("float32")

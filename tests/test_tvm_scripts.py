@@ -100,6 +100,7 @@ def test_from_tilecraft_import_autotune():
     assert r.returncode == 0, r.stderr[-500:]
 
 
+@pytest.mark.slow
 def test_autotvm_style_script_tunes_at_top_level(tmp_path):
     script = pathlib.Path(__file__).parent / "tvm_scripts" / "autotvm_matmul.py"
     r = subprocess.run([sys.executable, str(script), str(tmp_path / "mm.log")], cwd=tmp_path,

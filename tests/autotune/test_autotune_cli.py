@@ -44,6 +44,7 @@ def test_tune_unknown_template_is_a_clear_error():
         cli.main(["tune", "no_such_template", "1", "--quiet"])
 
 
+@pytest.mark.slow
 def test_tune_user_module_and_resume(tmp_path, capsys):
     log = tmp_path / "cli.jsonl"
     argv = ["tune", "test/real_matmul", "16", "--module", os.path.join(HERE, "autotune_real_templates.py"),

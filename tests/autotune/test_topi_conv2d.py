@@ -85,6 +85,7 @@ def _some_configs(space):
     return list({c.index: c for c in picked}.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES, ids=_ids(SHAPES))
 def test_explicit_configs_match_numpy(shape):
     x, w, ref = _inputs(shape, seed=1)
