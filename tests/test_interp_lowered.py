@@ -9,6 +9,7 @@
 * each of its error messages.
 """
 import importlib
+import re
 
 import numpy as np
 import pytest
@@ -410,3 +411,24 @@ def test_error_gpu_loops_and_unknown_intrinsics_are_refused():
     f = PrimFunc("f", (C,), BufferStore(C, Call("frobnicate", (), "float32"), (Const(0, "int32"),)))
     with pytest.raises(LoweredInterpError, match="the interpreter does not know the intrinsic 'frobnicate'"):
         run(f, [np.zeros(1, "float32")])
+
+
+def test_error_malformed_ir_is_named():
+    """IR no pass should make: each is refused with what is wrong, before anything runs."""
+    from tilecraft.ir.stmt import IfThenElse
+    C = Buffer("C", (Const(4, "int32"),), "float32")
+    T = Buffer("T", (Const(4, "int32"),), "float32")
+    M = Buffer("M", (Const(2, "int32"), Const(2, "int32")), "float32")
+    zero, one = Const(0, "int32"), Const(1.0, "float32")
+    lanes = Ramp(zero, Const(1, "int32"), 4)
+    cases = {
+        "an if with the vector condition": IfThenElse(lanes < Broadcast(Const(2, "int32"), 4),
+                                                      BufferStore(C, one, (zero,))),
+        "buffer 'T' is neither a parameter nor allocated where it is used": BufferStore(C, BufferLoad(T, (zero,), "float32"), (zero,)),
+        "'M' has 2 dimensions but is accessed with 3 indices": BufferStore(M, one, (zero, zero, zero)),
+        "a vector index into the 2-d buffer 'M'": BufferStore(M, Broadcast(one, 4), (zero, lanes)),
+        "the variable 'x' is used outside the loop or let that binds it": BufferStore(C, one, (Var("x"),)),
+    }
+    for msg, body in cases.items():
+        with pytest.raises(LoweredInterpError, match=re.escape(msg)):
+            run(PrimFunc("f", (C, M), body), [np.zeros(4, "float32"), np.zeros((2, 2), "float32")])

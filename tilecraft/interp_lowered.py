@@ -485,8 +485,7 @@ class _Gen:
             if isinstance(k, Buffer) and k.name == b.name:
                 return self.buf_info[k]
         raise LoweredInterpError(f"buffer '{b.name}' is neither a parameter nor allocated "
-                                     f"where it is used")
-        return info
+                                 f"where it is used")
 
     # --- statements -----------------------------------------------------------------------
     def stmt(self, s):
@@ -513,7 +512,10 @@ class _Gen:
             saved = len(self.scope)
             b = s.buffer
             name = self.bind(b, b.name)
-            size = " * ".join(f"({self.expr(d)})" for d in b.shape) or "1"
+            if b.strides is not None and b.shape:     # explicit (padded) strides: row 0's stride
+                size = f"({self.expr(b.strides[0])}) * ({self.expr(b.shape[0])})"
+            else:
+                size = " * ".join(f"({self.expr(d)})" for d in b.shape) or "1"
             self.line(f"{name} = _alloc({size}, {self.dtype_name(b.dtype)})", s)
             self.line(f"{name}_n = {name}.size")
             self.declare_buffer(b, name, from_shape=False)
