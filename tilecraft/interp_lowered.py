@@ -96,12 +96,18 @@ def run(func: PrimFunc, arrays, scalars: dict | None = None, budget: int | None 
 
 
 def python_source(func: PrimFunc) -> str:
-    """The Python code :func:`run` executes for ``func`` (for reading when a check fails)."""
+    """The Python code :func:`run` executes for ``func`` (for reading when a check fails).
+
+    >>> print(python_source(tc.lower(s, [A, B])))
+    """
     return compile_lowered(func).source
 
 
 def compile_lowered(func: PrimFunc) -> "_Program":
-    """Translate ``func`` once; the result can be called like :func:`run` many times."""
+    """Translate ``func`` once; the result can be called like :func:`run` many times.
+
+    >>> prog = compile_lowered(f); prog([a, b]); prog([a2, b2])
+    """
     return _Gen(func).program()
 
 
