@@ -86,8 +86,12 @@ def _resolve_args(sch: Schedule, args) -> tuple[list, list]:
 
 
 def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, binds=None,
-          print_ir: bool = False, target: str | None = None) -> PrimFunc:
+          print_ir: bool = False, target: str | None = None, after_pass=None) -> PrimFunc:
     """Lower a schedule to a ``PrimFunc`` over the given argument tensors.
+
+    ``after_pass(pass_name, func)``, when given, is called with the function after
+    ``schedule_ops`` and after each pass of the common pipeline (tests run the lowered-IR
+    interpreter there: ``tilecraft.interp_lowered.PassChecker``).
 
     >>> print(tilecraft.lower(s, [A, B, C], simple_mode=True))
     """
@@ -102,6 +106,8 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
         if print_ir:
             print(f"# ---- after {what} ----")
             print(func_str(PrimFunc(name, tuple(params), body)))
+        if after_pass is not None:
+            after_pass(what, PrimFunc(name, tuple(params), body))
 
     arg_tensors, arg_scalars = _resolve_args(sch, args)
     check_indices(sch)
