@@ -8,6 +8,11 @@ local buffers one per thread. While it runs it checks what a GPU would not:
 * every access lies inside its buffer (an out-of-bounds index raises ``EmulationError``);
 * no thread reads a shared element that another thread of its block wrote, or writes one that
   another thread read or wrote, since the last barrier (a missing ``__syncthreads()``);
+* no thread reads or writes a global element that a thread of another block wrote (or writes
+  one that a thread of another block read) during the same kernel, or that another thread of its
+  own block wrote (read) since the last barrier; and no store statement has several threads
+  writing one element (``B[i] = B[i] + x`` run by every thread). Kernels of one function run
+  in order, so a kernel may read what an earlier one wrote;
 * every barrier is reached by all threads of the block (no barrier in divergent code).
 
 It is the executable check of the GPU lowering on machines without a GPU, not a fast simulator:
@@ -22,6 +27,7 @@ import numpy as np
 from ..ir import dtype as dt
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Ramp, Select, Unary,
                        UnOp, Var)
+from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt,
                        SeqStmt)
 from ..schedule.passes.gpu_barriers import SYNC
@@ -72,9 +78,33 @@ class _Shared:
         self.reader.fill(-1)
 
 
+class _Global:
+    """Who touched each element of a global buffer that the kernel writes, for the race check.
+    Threads are lanes (``block * threads_per_block + thread``); -1 is nobody.
+
+    * ``writer``/``w_epoch``: the last thread that wrote the element, and its block's barrier
+      count then (a later access by another thread of that block is ordered only if the count
+      has moved on; one by another block never is);
+    * ``r_first``/``r_other``: the first thread that read it, and the first reader from a block
+      other than ``r_first``'s (so a write can name a reader of another block, exactly);
+    * ``r_cur``/``r_cur2``/``r_epoch``: up to two different threads that read it since the last
+      barrier of ``r_cur``'s block (a write by a third thread of that block names one of them).
+    """
+
+    def __init__(self, n: int):
+        self.writer = np.full(n, -1, np.int64)
+        self.w_epoch = np.zeros(n, np.int64)
+        self.r_first = np.full(n, -1, np.int64)
+        self.r_other = np.full(n, -1, np.int64)
+        self.r_cur = np.full(n, -1, np.int64)
+        self.r_cur2 = np.full(n, -1, np.int64)
+        self.r_epoch = np.zeros(n, np.int64)
+
+
 class _Kernel:
-    def __init__(self, info, body, globals_: dict, env: dict, check_races: bool):
+    def __init__(self, info, body, globals_: dict, env: dict, check_races: bool, shapes: dict | None = None):
         self.info, self.body, self.globals, self.check = info, body, globals_, check_races
+        self.shapes = shapes or {}
         grid = [int(_const_eval(g, env)) for g in info.grid]
         block = info.block
         self.nblocks = grid[0] * grid[1] * grid[2]
@@ -96,6 +126,15 @@ class _Kernel:
         self.shared = {buf: _Shared(buf, self.nblocks) for buf in info.shared}
         self.local: dict = {}
         self.L = L
+        self.grid, self.block = grid, block
+        self.epoch = np.zeros(self.nblocks, np.int64)        # barriers each block has passed
+        # only global buffers this kernel writes can race; reads of the others are not tracked
+        self.tracked: dict = {}
+        if check_races:
+            written = set()
+            post_order_visit(body, lambda n: written.add(n.buffer) if type(n) is BufferStore else None)
+            self.tracked = {b: _Global(globals_[b].size) for b in written
+                            if b in globals_ and b.scope == "global"}
 
     # --- statements -----------------------------------------------------------------------
     def run(self):
@@ -149,6 +188,7 @@ class _Kernel:
         if np.any((per_block != 0) & (per_block != self.nthreads)):
             raise EmulationError(f"kernel {self.info.name}: __syncthreads() reached by only some threads of "
                                  f"a block (a barrier in divergent code)")
+        self.epoch[per_block != 0] += 1
         for sh in self.shared.values():
             sh.reset()
 
@@ -177,6 +217,8 @@ class _Kernel:
         idx_m, val_m = idx[lanes], val[lanes]
         if kind == "global":
             self._check_bounds(s.buffer, idx, mask, where.size)
+            if s.buffer in self.tracked:
+                self._global_write(s.buffer, idx_m, lanes)
             where[idx_m] = val_m
         elif kind == "local":
             self._check_bounds(s.buffer, idx, mask, where.shape[1])
@@ -234,7 +276,9 @@ class _Kernel:
                 return self.expr(e.value, mask).astype(_np(e.dtype))
         if t is Select:
             c = self.expr(e.condition, mask).astype(bool)
-            a, b = self.expr(e.true_value, mask & c if c.ndim == 1 else mask), self.expr(e.false_value, mask)
+            # C's ?: evaluates one side per thread: only its loads are accesses
+            a = self.expr(e.true_value, mask & c if c.ndim == 1 else mask)
+            b = self.expr(e.false_value, mask & ~c if c.ndim == 1 else mask)
             c, a = _align(c, a)
             a, b = _align(a, b)
             c, b = _align(c, b)
@@ -263,6 +307,9 @@ class _Kernel:
         safe = np.where(m, idx, 0)
         if kind == "global":
             self._check_bounds(e.buffer, idx, mask, where.size)
+            if e.buffer in self.tracked:
+                lanes = np.nonzero(mask)[0]
+                self._global_read(e.buffer, idx[lanes], lanes)
             return where[safe]
         if kind == "local":
             self._check_bounds(e.buffer, idx, mask, where.shape[1])
@@ -283,6 +330,99 @@ class _Kernel:
             t_m = tid[m]
             where.reader[blk[m], safe[m]] = np.where((r == -1) | (r == t_m), t_m, -2)
         return where.data[blk, safe]
+
+    # --- the global-memory race check ------------------------------------------------------
+    def _thread(self, lane) -> str:
+        lane = int(lane)
+        b, t = lane // self.nthreads, lane % self.nthreads
+        gx, gy, _ = self.grid
+        bx, by, _ = self.block
+        return (f"thread ({t % bx}, {t // bx % by}, {t // (bx * by)}) of block "
+                f"({b % gx}, {b // gx % gy}, {b // (gx * gy)})")
+
+    def _element(self, buf, flat) -> str:
+        flat = int(flat)
+        shape = self.shapes.get(buf)
+        at = np.unravel_index(flat, shape) if shape is not None else (flat,)
+        return f"global '{buf.name}' at flat index {flat} ({buf.name}[{', '.join(str(int(i)) for i in at)}])"
+
+    def _race(self, buf, flat, me, mine: str, other, theirs: str):
+        same = int(me) // self.nthreads == int(other) // self.nthreads
+        why = ("with no __syncthreads() between" if same else
+               "in another block (blocks of one kernel are not ordered: only a later kernel may read "
+               "what a block wrote)")
+        raise EmulationError(f"kernel {self.info.name}: race on {self._element(buf, flat)}: {self._thread(me)} "
+                             f"{mine} it and {self._thread(other)} {theirs} it, {why}")
+
+    def _unordered(self, other, lanes, blk, ep, other_epoch):
+        """Accesses by ``other`` that are not ordered before the current accesses by ``lanes``:
+        another thread, of another block or of this block since its last barrier."""
+        return (other >= 0) & (other != lanes) & ((other // self.nthreads != blk) | (other_epoch == ep))
+
+    def _global_read(self, buf, idx, lanes):
+        if idx.ndim == 2:
+            lanes = np.repeat(lanes[:, None], idx.shape[1], 1).reshape(-1)
+            idx = idx.reshape(-1)
+        g = self.tracked[buf]
+        blk = lanes // self.nthreads
+        ep = self.epoch[blk]
+        w = g.writer[idx]
+        bad = self._unordered(w, lanes, blk, ep, g.w_epoch[idx])
+        if bad.any():
+            k = np.argmax(bad)
+            self._race(buf, idx[k], lanes[k], "reads", w[k], "writes")
+        # first reader, and the first from another block
+        first = g.r_first[idx]
+        new = first == -1
+        g.r_first[idx[new]] = lanes[new]
+        first = g.r_first[idx]
+        far = (first // self.nthreads != blk) & (g.r_other[idx] == -1)
+        g.r_other[idx[far]] = lanes[far]
+        # readers since the last barrier of the current reader's block
+        cur = g.r_cur[idx]
+        live = (cur >= 0) & (cur // self.nthreads == blk) & (g.r_epoch[idx] == ep)
+        fresh = idx[~live]
+        g.r_cur2[fresh] = -1
+        g.r_cur[fresh] = lanes[~live]
+        g.r_epoch[fresh] = ep[~live]
+        cur = g.r_cur[idx]                      # several fresh readers of one element: one won
+        second = (cur != lanes) & (cur // self.nthreads == blk) & (g.r_cur2[idx] == -1)
+        g.r_cur2[idx[second]] = lanes[second]
+
+    def _global_write(self, buf, idx, lanes):
+        if idx.ndim == 2:
+            lanes = np.repeat(lanes[:, None], idx.shape[1], 1).reshape(-1)
+            idx = idx.reshape(-1)
+        g = self.tracked[buf]
+        blk = lanes // self.nthreads
+        ep = self.epoch[blk]
+        w = g.writer[idx]
+        bad = self._unordered(w, lanes, blk, ep, g.w_epoch[idx])
+        if bad.any():
+            k = np.argmax(bad)
+            self._race(buf, idx[k], lanes[k], "writes", w[k], "writes")
+        first, other = g.r_first[idx], g.r_other[idx]
+        far = np.where((first >= 0) & (first // self.nthreads != blk), first,
+                       np.where((other >= 0) & (other // self.nthreads != blk), other, -1))
+        if (far >= 0).any():
+            k = np.argmax(far >= 0)
+            self._race(buf, idx[k], lanes[k], "writes", far[k], "reads")
+        cur, cur2 = g.r_cur[idx], g.r_cur2[idx]
+        live = (cur >= 0) & (cur // self.nthreads == blk) & (g.r_epoch[idx] == ep)
+        near = np.where(live & (cur != lanes), cur, np.where(live & (cur2 >= 0) & (cur2 != lanes), cur2, -1))
+        if (near >= 0).any():
+            k = np.argmax(near >= 0)
+            self._race(buf, idx[k], lanes[k], "writes", near[k], "reads")
+        g.writer[idx] = lanes
+        won = g.writer[idx]
+        dup = won != lanes
+        if dup.any():
+            k = np.argmax(dup)
+            raise EmulationError(
+                f"kernel {self.info.name}: several threads store to {self._element(buf, idx[k])} in one "
+                f"statement: {self._thread(lanes[k])} and {self._thread(won[k])} (a race: which value "
+                f"lands is undefined)")
+        g.w_epoch[idx] = ep
 
     def allreduce(self, e, mask):
         self.barrier(mask)
@@ -315,6 +455,7 @@ def emulate(func, args, check_races: bool = True) -> None:
         raise TypeError(f"{func.name} expects {len(buffers)} arrays")
     env: dict = {}
     globals_: dict = {}
+    shapes: dict = {}
     for b, a in zip(buffers, args):
         if a.dtype != _np(b.dtype):
             raise TypeError(f"'{b.name}': expected {b.dtype}, got {a.dtype}")
@@ -322,6 +463,7 @@ def emulate(func, args, check_races: bool = True) -> None:
             if isinstance(d, Var):
                 env[d] = s
         globals_[b] = a.reshape(-1)
+        shapes[b] = a.shape
     extra = list(args[len(buffers):])
     for v in scalars:
         if v not in env:
@@ -330,4 +472,4 @@ def emulate(func, args, check_races: bool = True) -> None:
     for w in workspace:
         globals_[w] = np.zeros(_const_eval(w.shape[0], env), _np(w.dtype))
     for info, body in kernels:
-        _Kernel(info, body, globals_, env, check_races).run()
+        _Kernel(info, body, globals_, env, check_races, shapes).run()
