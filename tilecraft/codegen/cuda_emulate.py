@@ -22,6 +22,8 @@ use small shapes.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ir import dtype as dt
@@ -52,11 +54,24 @@ _BIN = {
     BinOp.SHR: np.right_shift, BinOp.FLOORDIV: np.floor_divide, BinOp.FLOORMOD: np.mod,
 }
 
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x
+
+
+def _fma(a, b, c):
+    # one rounding, as fmaf: a float32 product is exact in float64
+    if a.dtype.itemsize <= 4:
+        return (a.astype(np.float64) * b + c).astype(a.dtype)
+    return a * b + c
+
+
+# the intrinsics of the CUDA backend (``cuda.MATH`` and ``sigmoid``); float16 computes in
+# float32 and rounds once, as the generated code does (``Call`` below)
 _MATH = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
-    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "floor": np.floor,
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "erf": _erf, "floor": np.floor,
     "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "sin": np.sin, "cos": np.cos,
-    "fabs": np.abs, "pow": np.power, "fma": lambda a, b, c: a * b + c, "isnan": np.isnan,
+    "fabs": np.abs, "pow": np.power, "fma": _fma, "isnan": np.isnan,
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
 }
 
@@ -294,9 +309,15 @@ class _Kernel:
         if t is Call:
             if e.name.startswith(ALLREDUCE_PREFIX):
                 return self.allreduce(e, mask)
+            fn = _MATH.get(e.name)
+            if fn is None:
+                raise EmulationError(f"kernel {self.info.name}: the emulator does not know the intrinsic "
+                                     f"'{e.name}' (in `{e}`)")
             args = [self.expr(a, mask) for a in e.args]
+            if any(a.dtype == np.float16 for a in args):
+                args = [a.astype(np.float32) for a in args]
             with np.errstate(all="ignore"):
-                out = _MATH[e.name](*args)
+                out = fn(*args)
             return out.astype(_np(e.dtype))
         raise EmulationError(f"cannot emulate {t.__name__}")
 
