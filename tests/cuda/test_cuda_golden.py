@@ -10,6 +10,8 @@ import tilecraft
 from tilecraft.codegen import cuda_schedules as cs
 from tilecraft.codegen.cuda import generate_cuda
 
+from .test_gpu_correctness import row_sum_tail
+
 pytestmark = pytest.mark.cuda
 HERE = pathlib.Path(__file__).parent / "golden"
 
@@ -34,6 +36,9 @@ CASES = {
     "softmax_block": lambda: cs.softmax(64, 1024, threads=128),
     "matmul_vthread_db": lambda: cs.matmul(256, 256, 64, block=(64, 64), threads=(8, 8)),
     "transpose_padded": lambda: cs.transpose(64, 64),
+    # split tails of thread-bound reductions: the tail is folded before the all-reduce (issue 8)
+    "row_sum_tail": lambda: row_sum_tail(4, 1000, 128),
+    "softmax_tail": lambda: cs.softmax(2, 1000, threads=256),
 }
 
 

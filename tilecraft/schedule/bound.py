@@ -318,6 +318,24 @@ def _accesses(body: tuple, tensors: set) -> list:
     return out
 
 
+def _thread_bound_roots(stage) -> set:
+    """The axes of ``stage`` whose extent sets the extent of a loop bound to a thread index
+    (``bind``): the bound loops themselves, the parent of a split whose bound outer part has the
+    extent ``ceil(E / factor)`` (or inner part ``ceil(E / nparts)``), both parts of a bound fusion.
+    A split's ``factor`` (or ``nparts``) part does not depend on the parent's extent."""
+    from .schedule import Split
+    bound = {iv for iv, a in stage.iter_var_attrs.items() if a.bind is not None}
+    if not bound:
+        return bound
+    for rel in reversed(stage.relations):
+        if isinstance(rel, Split):
+            if (rel.outer in bound and rel.factor is not None) or (rel.inner in bound and rel.factor is None):
+                bound.add(rel.parent)
+        elif rel.fused in bound:
+            bound.update((rel.outer, rel.inner))
+    return bound
+
+
 def _region(st, consumers, infos, loop_extent):
     """Union of what the consumers read during one iteration of the attach loop."""
     fixed = {iv.var for _, iv in enclosing_loops(st)}
@@ -336,6 +354,7 @@ def _region(st, consumers, infos, loop_extent):
                 return None
         return (const(0, v.dtype), ext - 1)
 
+    bound_roots = _thread_bound_roots(st)
     ndim = len(op.axis)
     lo = [None] * ndim
     hi = [None] * ndim
@@ -381,9 +400,13 @@ def _region(st, consumers, infos, loop_extent):
                 continue
         full = iv.dom.extent
         if isinstance(ext, Const) and isinstance(full, Const) and ext.value >= full.value:
-            mins.append(iv.dom.min)
-            exts.append(full)
-            continue
+            if ext.value == full.value or iv not in bound_roots:
+                mins.append(iv.dom.min)
+                exts.append(full)
+                continue
+            # a tile larger than the tensor, on an axis whose extent is that of a loop bound to a
+            # thread index: that loop keeps the tile's extent (the launch size the other stages
+            # of the kernel bind too); the points outside the tensor are guarded (infer_bounds)
         mins.append(lo[d])
         exts.append(ext)
     return mins, exts

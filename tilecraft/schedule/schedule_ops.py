@@ -4,6 +4,13 @@ Afterwards the statement reads and writes ``Buffer``s with one index per dimensi
 the region each buffer holds), every stage's loops appear where it was attached, reductions are
 initialised just outside their outermost reduction loop, and intermediate buffers are allocated
 around the scope that uses them.
+
+A reduction with a reduction loop bound to a GPU launch index (``threadIdx.*``/``blockIdx.*``) is
+a *cross-thread reduction*: its initialisation and its reduction loops are wrapped in
+``AttrStmt("cross_thread_reduction", stage name, "threadIdx.x", ...)`` (the tags of those loops,
+comma-separated). Later passes keep everything that belongs to the reduction inside that scope
+(loop partitioning splits loops in place), and ``gpu_thread_reduce`` turns the scope into a
+per-thread fold, one all-reduce and one write.
 """
 from __future__ import annotations
 
@@ -11,8 +18,11 @@ from ..ir import dtype as dt
 from ..ir.expr import (BinOp, BufferLoad, Const, IterKind, TensorLoad, Var, binary, convert)
 from ..ir.functor import IRMutator, substitute
 from ..ir.simplify import simplify
-from ..ir.stmt import (Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, LetStmt, seq)
+from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, IfThenElse, LetStmt, seq)
 from ..te.tensor import ComputeOp, PlaceholderOp
+
+CROSS_THREAD_REDUCTION = "cross_thread_reduction"
+_LAUNCH_PREFIXES = ("threadIdx.", "blockIdx.")
 
 
 class _ToBufferLoads(IRMutator):
@@ -61,6 +71,9 @@ class NestBuilder:
             iv = leaves[k]
             if is_reduce and k == first_reduce:
                 body = seq(self.init_stmt(st, info, k), self.make_for(st, iv, info, body))
+                tags = _launch_bound_reduce_tags(st, leaves[k:])
+                if tags:
+                    body = AttrStmt(CROSS_THREAD_REDUCTION, st.op.name, ",".join(tags), body)
             else:
                 body = self.make_for(st, iv, info, body)
         if is_reduce and first_reduce is None:
@@ -151,6 +164,19 @@ class NestBuilder:
                     tag = attr.bind.thread_tag
             body = For(fresh[iv.var], convert(0), info.extent[iv], kind, body, tag)
         return body
+
+
+def _launch_bound_reduce_tags(st, leaves) -> list:
+    """The launch tags (threadIdx.x, ...) that the stage's reduction loops among ``leaves`` are
+    bound to, in loop order."""
+    tags = []
+    for iv in leaves:
+        attr = st.iter_var_attrs.get(iv)
+        if iv.kind is IterKind.REDUCE and attr is not None and attr.bind is not None:
+            tag = attr.bind.thread_tag
+            if tag.startswith(_LAUNCH_PREFIXES) and tag not in tags:
+                tags.append(tag)
+    return tags
 
 
 def schedule_ops(sch, infos: dict, buffers: dict, mins: dict, arg_tensors: set):

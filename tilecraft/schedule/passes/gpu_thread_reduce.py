@@ -1,31 +1,41 @@
 """Cross-thread reduction: a reduction whose axis is bound to ``threadIdx.x``.
 
-Before this pass such a reduction is a data race: every thread updates the same element::
+``schedule_ops`` marks such a reduction: its initialisation and its reduction loops sit in an
+``AttrStmt("cross_thread_reduction", stage, tags)``. Loop partitioning may have split loops inside
+that scope (a split tail peeled off), so the scope may hold several updates, some guarded::
 
+    # attr cross_thread_reduction(C) = 'threadIdx.x'
     C[i] = 0
-    for k.outer in range(0, 4):
-        for k.inner in thread_binding(0, 256, "threadIdx.x"):
-            C[i] = C[i] + A[i, k.outer*256 + k.inner]
+    for k.outer in range(0, 7):
+        for k.inner in thread_binding(0, 128, "threadIdx.x"):
+            C[i] = C[i] + A[i, k.outer*128 + k.inner]
+    for k.inner in thread_binding(0, 128, "threadIdx.x"):       # the peeled tail
+        if k.inner + 896 < 1000: C[i] = C[i] + A[i, k.inner + 896]
 
-Afterwards each thread folds its share into a register, the block combines the registers with
-warp shuffles and (past 32 threads) shared memory, and one thread (every thread, for a ``local``
-output) writes the result::
+As it stands that is a data race: every thread updates the same element. Afterwards each thread
+folds its share into a register, every update (tail included, under its guard) before the
+all-reduce; the block combines the registers with warp shuffles and (past 32 threads) shared
+memory, and one thread (every thread, for a ``local`` output) writes the result; no marker is left::
 
     C.red = allocate(float32[1], "local")
     C.red[0] = 0
-    for k.outer ...: for k.inner ...: C.red[0] = C.red[0] + A[i, k.outer*256 + k.inner]
+    for k.outer ...: for k.inner ...: C.red[0] = C.red[0] + A[i, k.outer*128 + k.inner]
+    for k.inner ...: if k.inner + 896 < 1000: C.red[0] = C.red[0] + A[i, k.inner + 896]
     C.red_result = tc_allreduce_sum(C.red[0])          -- contains __syncthreads()
     if threadIdx.x == 0: C[i] = C.red_result
 
 The loops stay in place (thread-loop unification runs next). Works with and without ``rfactor``.
-Supported combiners: sum, prod, min, max (the reducer's combine must be one of ``+ * min max``).
+Supported: one output, combiners sum, prod, min, max (each update ``X = X op v`` with ``op`` one of
+``+ * min max``), reduction loops bound to threadIdx.x only; anything else is refused with a
+``GPULoweringError`` naming the stage.
 """
 from __future__ import annotations
 
 from ...ir.expr import BinOp, Binary, BufferLoad, Call, Const, Var, binary
-from ...ir.functor import IRMutator, collect_vars, structural_equal
+from ...ir.functor import IRMutator, collect_vars, post_order_visit, structural_equal
 from ...ir.stmt import (Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, LetStmt, SeqStmt,
                         seq)
+from ..schedule_ops import CROSS_THREAD_REDUCTION
 from .gpu_kernels import GPULoweringError, KernelInfo
 
 ALLREDUCE_OPS = {BinOp.ADD: "sum", BinOp.MUL: "prod", BinOp.MIN: "min", BinOp.MAX: "max"}
@@ -47,12 +57,12 @@ def _update_of(store: BufferStore):
 
 def _init_of(stmt):
     """A statement that stores a constant (the identity) into a buffer, possibly under a guard
-    → (buffer, const, guard or None)."""
+    → (store, guard or None)."""
     guard = None
     if isinstance(stmt, IfThenElse) and stmt.else_case is None:
         guard, stmt = stmt.condition, stmt.then_case
     if isinstance(stmt, BufferStore) and isinstance(stmt.value, Const):
-        return stmt.buffer, stmt.value, guard
+        return stmt, guard
     return None
 
 
@@ -77,83 +87,121 @@ def _find_updates(stmt, buf, path, out):
 
 
 class _Replace(IRMutator):
-    def __init__(self, old, new):
-        self.old, self.new = old, new
+    """Replace the given statements (by identity) with new ones."""
+
+    def __init__(self, new_of: dict):
+        self.new_of = new_of           # id(old store) -> new store
 
     def visit_BufferStore(self, s):
-        return self.new if s is self.old else s
+        return self.new_of.get(id(s), s)
+
+
+def _guarded_inits(stmt) -> bool:
+    """``if c: X0[i] = id0; X1[i] = id1`` (the guarded init of a reduction with several outputs)."""
+    return (isinstance(stmt, IfThenElse) and isinstance(stmt.then_case, SeqStmt)
+            and all(_init_of(x) is not None for x in stmt.then_case.seq))
+
+
+def _flatten(stmt) -> list:
+    return list(stmt.seq) if isinstance(stmt, SeqStmt) else [stmt]
+
+
+def _store_names(stmt) -> list:
+    names = []
+    post_order_visit(stmt, lambda n: names.append(n.buffer.name) if isinstance(n, BufferStore) else None)
+    return names
 
 
 class _CrossThreadReduce(IRMutator):
     def __init__(self, info: KernelInfo):
         self.info = info
 
-    def visit_SeqStmt(self, s):
-        items = [self.visit_stmt(x) for x in s.seq]
-        out = []
-        k = 0
-        while k < len(items):
-            x = items[k]
-            if k + 1 < len(items) and isinstance(items[k + 1], For):
-                init = _init_of(x)
-                if init is not None:
-                    new = self.rewrite(init, items[k + 1])
-                    if new is not None:
-                        out.append(new)
-                        k += 2
-                        continue
-            out.append(x)
-            k += 1
-        return seq(*out)
+    def visit_AttrStmt(self, s):
+        s = super().visit_AttrStmt(s)
+        if s.key != CROSS_THREAD_REDUCTION:
+            return s
+        return self.rewrite(s.node, s.value.split(","), s.body)
 
-    def rewrite(self, init, loop: For):
-        buf, identity, guard = init
-        updates = []
-        _find_updates(loop, buf, [], updates)
-        if len(updates) != 1:
-            return None
-        store, path = updates[0]
-        path = [loop] + path
-        idx_vars = set().union(*[collect_vars(i) for i in store.indices])
-        reduce_threads = [f for f in path if f.kind is ForKind.THREAD_BINDING
-                          and f.thread_tag.startswith("threadIdx") and f.loop_var not in idx_vars]
-        if not reduce_threads:
-            return None
-        upd = _update_of(store)
-        if upd is None:
+    def rewrite(self, stage: str, tags: list, body):
+        """``init; reduction loops`` of stage ``stage`` (reduction loops bound to ``tags``) →
+        per-thread fold into a register, all-reduce, one guarded write."""
+        if any(t.startswith("blockIdx") for t in tags):
             raise GPULoweringError(
-                f"the reduction into '{buf.name}' has its reduction axis bound to "
-                f"{reduce_threads[0].thread_tag}, but its combiner is not one of sum/prod/min/max; "
-                f"cross-thread reductions support those (or keep the reduction axis serial)")
-        tags = {f.thread_tag for f in reduce_threads}
-        if tags != {"threadIdx.x"}:
+                f"the reduction of stage '{stage}' has a reduction axis bound to "
+                f"{next(t for t in tags if t.startswith('blockIdx'))}: blocks cannot combine partial "
+                f"results within one kernel. Bind it to threadIdx.x, or rfactor it into a stage of its "
+                f"own whose data axis is bound to blockIdx and sum that stage in a second kernel")
+        if set(tags) != {"threadIdx.x"}:
             raise GPULoweringError(
-                f"the reduction into '{buf.name}' is bound to {', '.join(sorted(tags))}: cross-thread "
+                f"the reduction of stage '{stage}' is bound to {', '.join(sorted(tags))}: cross-thread "
                 f"reductions are supported over threadIdx.x only")
-        for f in path:
-            if f.loop_var in idx_vars and f.kind is not ForKind.THREAD_BINDING:
+        parts = _flatten(body)
+        inits = []
+        while parts and _init_of(parts[0]) is not None:
+            inits.append(parts.pop(0))
+        if len(inits) > 1 or (not inits and _guarded_inits(parts[0])):
+            names = [n for x in (inits or parts[:1]) for n in _store_names(x)]
+            raise GPULoweringError(
+                f"the reduction of stage '{stage}' has its reduction axis bound to threadIdx.x, but it has "
+                f"several outputs ({', '.join(dict.fromkeys(names))}); cross-thread reductions support one "
+                f"output with a sum/prod/min/max combiner (or keep the reduction axis serial)")
+        if not inits:       # schedule_ops initialises the outputs first, over the data loops inside
+            raise GPULoweringError(
+                f"the reduction of stage '{stage}' is bound to threadIdx.x but some of its data loops sit "
+                f"inside its reduction loops; reorder so the reduction loops are innermost, or "
+                f"cache_write the stage")
+        init_store, guard = _init_of(inits[0])
+        buf, identity = init_store.buffer, init_store.value
+        rest = seq(*parts)
+        updates = []
+        if rest is not None:
+            _find_updates(rest, buf, [], updates)
+        ops = set()
+        for store, path in updates:
+            upd = _update_of(store)
+            if upd is None:
                 raise GPULoweringError(
-                    f"the reduction into '{buf.name}' is bound to threadIdx.x but the data loop "
-                    f"'{f.loop_var.name}' sits inside its reduction loops; reorder so the reduction "
-                    f"loops are innermost, or cache_write the stage")
+                    f"the reduction of stage '{stage}' has its reduction axis bound to threadIdx.x, but "
+                    f"its combiner is not one of sum/prod/min/max; cross-thread reductions support those "
+                    f"(or keep the reduction axis serial)")
+            ops.add(upd[0])
+            idx_vars = set().union(*[collect_vars(i) for i in store.indices])
+            for f in path:
+                if f.loop_var in idx_vars and f.kind is not ForKind.THREAD_BINDING:
+                    raise GPULoweringError(
+                        f"the reduction of stage '{stage}' is bound to threadIdx.x but the data loop "
+                        f"'{f.loop_var.name}' sits inside its reduction loops; reorder so the reduction "
+                        f"loops are innermost, or cache_write the stage")
+        if len(ops) > 1:        # one combiner per stage: two ops mean a pattern we misread
+            raise GPULoweringError(f"internal: the reduction of stage '{stage}' updates '{buf.name}' with "
+                                   f"different operators")
+        final_index = init_store.indices
+        if not updates:          # the simplifier proved that no element passes the reduction's guards
+            return _guarded(BufferStore(buf, identity, final_index), buf, guard, self.info)
         bdx = int(self.info.extents["threadIdx.x"])
         if bdx & (bdx - 1):
             raise GPULoweringError(
-                f"the reduction into '{buf.name}' runs across threadIdx.x with {bdx} threads; a "
+                f"the reduction of stage '{stage}' runs across threadIdx.x with {bdx} threads; a "
                 f"cross-thread reduction needs a power of two (split the reduction axis with factor=32, 64, ...)")
-        op, value = upd
+        op = ops.pop()
         acc = Buffer(buf.name + ".red", (Const(1, "int32"),), buf.dtype, "local")
         zero = (Const(0, "int32"),)
         acc_load = BufferLoad(acc, zero, buf.dtype)
-        body = _Replace(store, BufferStore(acc, binary(op, acc_load, value), zero)).visit_stmt(loop)
+        new_of = {id(st): BufferStore(acc, binary(op, acc_load, _update_of(st)[1]), zero) for st, _ in updates}
+        folds = _Replace(new_of).visit_stmt(rest) if rest is not None else None
         result = Var(buf.name + ".red_result", buf.dtype)
-        final = BufferStore(buf, result, store.indices)
-        if buf.scope != "local":
-            final = IfThenElse(self.info.index_vars["threadIdx.x"] == 0, final)
-        if guard is not None:                 # the data-axis guard of the init (split tails)
-            final = IfThenElse(guard, final)
+        final = _guarded(BufferStore(buf, result, final_index), buf, guard, self.info)
         call = Call(ALLREDUCE_PREFIX + ALLREDUCE_OPS[op], (acc_load,), buf.dtype)
-        return Allocate(acc, seq(BufferStore(acc, identity, zero), body, LetStmt(result, call, final)))
+        return Allocate(acc, seq(BufferStore(acc, identity, zero), folds, LetStmt(result, call, final)))
+
+
+def _guarded(final, buf, guard, info: KernelInfo):
+    """The write of the reduced value: by thread 0 (every thread, for a ``local`` output), under
+    the data-axis guard of the init (split tails)."""
+    tid = info.index_vars.get("threadIdx.x")      # absent when the reduction's loops were removed
+    if buf.scope != "local" and tid is not None:
+        final = IfThenElse(tid == 0, final)
+    return final if guard is None else IfThenElse(guard, final)
 
 
 def lower_thread_reductions(stmt, info: KernelInfo):

@@ -20,6 +20,11 @@ is the loop's variable, ``rest`` ranges over loops nested inside, and ``E`` does
 them. Each loop is partitioned at most once, on its first such guard, and a loop that contains an
 already partitioned loop is not duplicated again (a guard that always holds is still removed),
 so code size at most doubles.
+
+Cross-thread reductions (``AttrStmt("cross_thread_reduction")``, see ``schedule_ops``): a loop
+inside one is split in place, so the peeled iterations stay inside the reduction, before its
+all-reduce. A loop that contains one is not split at a point that depends on a ``threadIdx``
+loop: every thread of a block must reach the all-reduce (a block barrier) equally often.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from ...ir.functor import IRMutator, collect_vars, substitute
 from ...ir.simplify import simplify
 from ...ir.stmt import For, ForKind, IfThenElse, LetStmt, seq
 from ..bound import Interval
+from ..schedule_ops import CROSS_THREAD_REDUCTION
 
 
 def _conjuncts(c):
@@ -44,6 +50,7 @@ class _FindGuard(IRMutator):
         self.inner: dict = {}
         self.loops: list = []
         self.lets: set = set()   # bound inside the loop (e.g. inner split points): out of scope outside
+        self.cross_thread = False   # the loop contains a cross-thread reduction
 
     def visit_For(self, s):
         self.inner[s.loop_var] = (s.min, s.extent)
@@ -57,6 +64,10 @@ class _FindGuard(IRMutator):
     def visit_IfThenElse(self, s):
         self.guards.extend(_conjuncts(s.condition))
         return super().visit_IfThenElse(s)
+
+    def visit_AttrStmt(self, s):
+        self.cross_thread = self.cross_thread or s.key == CROSS_THREAD_REDUCTION
+        return super().visit_AttrStmt(s)
 
     # expressions are not searched
     def visit_expr(self, e):
@@ -123,9 +134,15 @@ def _split_point(loop: For, guard, inner: dict, lets: set = frozenset()):
 class _Partition(IRMutator):
     def __init__(self):
         self.made: set = set()     # ids of loops this pass duplicated
+        self.thread_vars: set = set()   # variables of the enclosing loops bound to threadIdx
 
     def visit_For(self, s):
+        threaded = s.kind is ForKind.THREAD_BINDING and s.thread_tag.startswith("threadIdx")
+        if threaded:
+            self.thread_vars.add(s.loop_var)
         s = super().visit_For(s)
+        if threaded:
+            self.thread_vars.discard(s.loop_var)
         if s.kind not in (ForKind.SERIAL, ForKind.PARALLEL) or not (isinstance(s.min, Const) and s.min.value == 0):
             return s
         finder = _FindGuard()
@@ -143,6 +160,8 @@ class _Partition(IRMutator):
             if isinstance(m, Const) and m.value <= 0:
                 return s
             if nested_split:
+                continue
+            if finder.cross_thread and collect_vars(m) & self.thread_vars:
                 continue
             bound = None
             if not isinstance(m, Const):
