@@ -395,6 +395,18 @@ def run_many(tasks, jobs: int = 1, timeout: float = 120.0, device: str | None = 
     return [results[k] for k in range(len(tasks))]
 
 
+def selftest_check(kind: str, arg: int, device=None) -> Result:
+    """Stand-in cases for testing ``run_many`` itself: ``ok`` passes, ``sleep`` sleeps ``arg``
+    seconds, ``crash`` kills its process, ``fatal`` reports a GPU fault."""
+    if kind == "sleep":
+        time.sleep(arg)
+    elif kind == "crash":
+        os._exit(3)
+    elif kind == "fatal":
+        return Result(kind, arg, "failed", "gpu", "pycuda._driver.LaunchError: an illegal memory access", fatal=True)
+    return Result(kind, arg, "passed")
+
+
 # ------------------------------------------------------------------------------------------------
 # reporting
 

@@ -5,9 +5,11 @@ random GPU schedule of it (``s``, ``args``), and, as numpy source, its float64 r
 source rather than calling the API directly makes every case its own reproducer: the text that
 ran is the text a failure prints.
 
-Families: ``elementwise`` (1-D/2-D, float and int dtypes, tails, vectors, shared tiles, producer
-stages), ``row_reduce`` (rows over blockIdx/threadIdx, the reduction over threadIdx.x with and
-without tails, or serial; outputs global or local under compute_at), ``rfactor`` (rfactor +
+Families: ``elementwise`` (1-D/2-D, float and int dtypes, symbolic lengths, tails, vectors,
+shared tiles, producer stages), ``stencil`` (windows over a haloed shared tile, zero padding
+inlined), ``row_reduce`` (rows over blockIdx/threadIdx, the reduction over threadIdx.x with and
+without tails, or serial; outputs global or local under compute_at; column reductions and
+reductions over two fused axes), ``rfactor`` (rfactor +
 cross-thread reduction, or the partials as their own kernel), ``softmax_layernorm`` (multi-kernel
 and single-kernel row softmax and layer norm), ``matmul_shared`` (cache_read shared + compute_at
 + cooperative fetch, vthread, cache_write local, local caches, double buffering) and ``library``
@@ -135,6 +137,9 @@ def gen_elementwise(rng) -> Program:
         shape, idx = (rows, cols), "i, j"
     else:
         shape, idx = (_extent(rng, 1, 3000, 64),), "i"
+    sizes, symbolic = {}, not two_d and rng.random() < 0.3
+    if symbolic:                                        # a length known only at run time
+        sizes = {"n": shape[0]}
     transposed = two_d and rng.random() < 0.25         # B is stored transposed
     b_shape = (shape[1], shape[0]) if transposed else shape
     b_idx, b_np = ("j, i", "B.T") if transposed else (idx, "B")
@@ -142,17 +147,20 @@ def gen_elementwise(rng) -> Program:
     a_leaf = ("P[%s]" % idx, "P") if producer else ("A[%s]" % idx, "A")
     leaves = [a_leaf, (f"B[{b_idx}]", b_np)]
     if is_float:
-        leaves.append(("1.5", "1.5"))
+        leaves.append((f"te.const(1.5, {dtype!r})", "1.5"))
         expr = _float_expr(rng, leaves, 1 if dtype == "float16" else 2)
     else:
         small = dtype in ("int8", "uint8")
-        leaves.append(("3", "3"))
+        leaves.append((f"te.const(3, {dtype!r})", "3"))
         expr = _int_expr(rng, leaves, 2, small)
     for leaf in leaves[:2]:                             # every input is read
         if leaf[0] not in expr[0]:
             expr = (f"te.max({expr[0]}, {leaf[0]})", f"np.maximum({expr[1]}, {leaf[1]})")
-    lines = [f"A = te.placeholder({shape}, {dtype!r}, name='A')",
-             f"B = te.placeholder({b_shape}, {dtype!r}, name='B')"]
+    lines = ["n = te.var('n')"] if symbolic else []
+    if symbolic:
+        shape = b_shape = "(n,)"
+    lines += [f"A = te.placeholder({shape}, {dtype!r}, name='A')",
+              f"B = te.placeholder({b_shape}, {dtype!r}, name='B')"]
     ref = ["def reference(A, B):"]
     if producer:
         p_te, p_np = (("te.exp(A[%s]) * 0.5" % idx, "np.exp(A) * 0.5") if is_float else
@@ -222,7 +230,68 @@ def gen_elementwise(rng) -> Program:
     rng_a = (-2.0, 2.0) if is_float else ((0, 30) if dtype == "uint8" else (-20, 20) if small_int else (-100, 100))
     tol = {"float16": 2e-3, "float32": 1e-5, "float64": 1e-12}.get(dtype, 0.0)
     lines += ["args = [A, B, C]"]
-    return Program(_code(lines), _code(ref), rtol=tol, atol=tol * 10, ranges={"A": rng_a, "B": rng_a})
+    return Program(_code(lines), _code(ref), rtol=tol, atol=tol * 10, ranges={"A": rng_a, "B": rng_a}, sizes=sizes)
+
+
+# ------------------------------------------------------------------------------------------------
+# stencils: halos in shared tiles, padding by if_then_else, small serial windows
+
+def gen_stencil(rng) -> Program:
+    rows, cols = _extent(rng, 1, 30, 8), _extent(rng, 1, 100, 32)
+    r = _pick(rng, [1, 2])                               # window radius
+    w = 2 * r + 1
+    padded = rng.random() < 0.5                          # zero padding inlined (conv style), same size
+    lines = [f"A = te.placeholder(({rows}, {cols}), name='A')" if padded else
+             f"A = te.placeholder(({rows + 2 * r}, {cols + 2 * r}), name='A')",
+             f"W = te.placeholder(({w}, {w}), name='W')"]
+    ref = ["def reference(A, W):"]
+    if padded:
+        lines += [f"P = te.compute(({rows + 2 * r}, {cols + 2 * r}), lambda y, x: te.if_then_else("
+                  f"te.all(y >= {r}, y < {rows + r}, x >= {r}, x < {cols + r}), A[y - {r}, x - {r}], 0.0), name='P')"]
+        ref += [f"    P = np.pad(A, {r})"]
+        src = "P"
+    else:
+        ref += ["    P = A"]
+        src = "A"
+    lines += [f"ry, rx = te.reduce_axis((0, {w}), 'ry'), te.reduce_axis((0, {w}), 'rx')",
+              f"C = te.compute(({rows}, {cols}), lambda i, j: te.sum({src}[i + ry, j + rx] * W[ry, rx], "
+              f"axis=[ry, rx]), name='C')",
+              "s = te.create_schedule(C.op)"]
+    ref += ["    out = np.zeros((%d, %d))" % (rows, cols),
+            f"    for dy in range({w}):",
+            f"        for dx in range({w}):",
+            f"            out += P[dy:dy + {rows}, dx:dx + {cols}] * W[dy, dx]",
+            "    return [out]"]
+    if padded:
+        lines += ["s[P].compute_inline()"]
+    ty, tx = _pick(rng, [1, 2, 4, 8]), _pick(rng, [4, 8, 16, 32])
+    lines += ["i, j = s[C].op.axis",
+              f"io, jo, ti, tj = s[C].tile(i, j, {ty}, {tx})",
+              "s[C].bind(io, te.thread_axis('blockIdx.y'))",
+              "s[C].bind(jo, te.thread_axis('blockIdx.x'))",
+              "s[C].bind(ti, te.thread_axis('threadIdx.y'))",
+              "s[C].bind(tj, te.thread_axis('threadIdx.x'))"]
+    if rng.random() < 0.5:
+        lines += ["ry, rx = s[C].op.reduce_axis", "s[C].unroll(rx)"]
+    if rng.random() < 0.7:                                 # the tile and its halo in shared memory
+        lines += [f"AS = s.cache_read({src}, 'shared', [C])",
+                  "s[AS].compute_at(s[C], jo)",
+                  "f = s[AS].fuse(*s[AS].op.axis)",
+                  f"f, t0 = s[AS].split(f, factor={tx})",
+                  f"f, t1 = s[AS].split(f, factor={ty})",
+                  "s[AS].bind(t0, te.thread_axis('threadIdx.x'))",
+                  "s[AS].bind(t1, te.thread_axis('threadIdx.y'))"]
+        if rng.random() < 0.3:
+            lines += [f"s[AS].storage_align(s[AS].op.axis[0], {_pick(rng, [4, 8, 16])}, 1)"]
+    if rng.random() < 0.4:                                 # the weights too, by one thread row
+        lines += ["WS = s.cache_read(W, 'shared', [C])",
+                  "s[WS].compute_at(s[C], jo)",
+                  "wf = s[WS].fuse(*s[WS].op.axis)",
+                  f"wf, wt = s[WS].split(wf, factor={tx})",
+                  "s[WS].bind(wt, te.thread_axis('threadIdx.x'))"]
+    lines += ["args = [A, W, C]"]
+    return Program(_code(lines), _code(ref), rtol=1e-5, atol=1e-5 * w * w,
+                   ranges={"A": (-1.0, 1.0), "W": (-1.0, 1.0)})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -267,7 +336,41 @@ def _schedule_reduction(rng, R: str, rows_ax: str, k: str, lines, threads=None, 
     return "serial"
 
 
+def _gen_other_reduce(rng) -> Program:
+    """Reductions over columns (threads along the kept axis) and over two axes at once."""
+    rows, cols = _extent(rng, 1, 200, 16), _extent(rng, 1, 300, 32)
+    if rng.random() < 0.5:                              # B[j] = sum_i A[i, j]
+        lines = [f"A = te.placeholder(({rows}, {cols}), name='A')",
+                 f"r = te.reduce_axis((0, {rows}), 'r')",
+                 f"B = te.compute(({cols},), lambda j: te.sum(A[r, j], axis=r), name='B')",
+                 "s = te.create_schedule(B.op)",
+                 f"jb, jt = s[B].split(B.op.axis[0], factor={_pick(rng, [16, 32, 64, 128])})",
+                 "s[B].bind(jb, te.thread_axis('blockIdx.x'))",
+                 "s[B].bind(jt, te.thread_axis('threadIdx.x'))"]
+        if rng.random() < 0.4:
+            lines += [f"ro, ri = s[B].split(r, factor={_pick(rng, [2, 4, 8])})", "s[B].unroll(ri)"]
+        ref = ["def reference(A):", "    return [A.sum(0)]"]
+        n = rows
+    else:                                               # B[i] = sum_{p, q} A[i, p, q]
+        p, q = _i(rng, 1, 24), _i(rng, 1, 24)
+        rows = _i(rng, 1, 6)
+        lines = [f"A = te.placeholder(({rows}, {p}, {q}), name='A')",
+                 f"rp, rq = te.reduce_axis((0, {p}), 'rp'), te.reduce_axis((0, {q}), 'rq')",
+                 "B = te.compute((%d,), lambda i: te.sum(A[i, rp, rq], axis=[rp, rq]), name='B')" % rows,
+                 "s = te.create_schedule(B.op)",
+                 "s[B].bind(B.op.axis[0], te.thread_axis('blockIdx.x'))",
+                 "rf = s[B].fuse(rp, rq)",
+                 f"ro, rt = s[B].split(rf, factor={_pick(rng, [16, 32, 64, 128])})",
+                 "s[B].bind(rt, te.thread_axis('threadIdx.x'))"]
+        ref = ["def reference(A):", "    return [A.sum((1, 2))]"]
+        n = p * q
+    lines += ["args = [A, B]"]
+    return Program(_code(lines), _code(ref), rtol=1e-5, atol=4e-6 * n, ranges={"A": (-1.0, 1.0)})
+
+
 def gen_row_reduce(rng) -> Program:
+    if rng.random() < 0.2:
+        return _gen_other_reduce(rng)
     red = _pick(rng, ["sum", "sum", "max", "min"])
     dtype = _pick(rng, ["float32", "float32", "float64"] + (["int32"] if red != "prod" else [])
                   + (["float16"] if red in ("max", "min") else []))
@@ -613,6 +716,7 @@ def gen_library(rng) -> Program:
 
 FAMILIES = {
     "elementwise": gen_elementwise,
+    "stencil": gen_stencil,
     "row_reduce": gen_row_reduce,
     "rfactor": gen_rfactor,
     "softmax_layernorm": gen_softmax_layernorm,
