@@ -87,9 +87,10 @@ def kernel_params(stmt, params, workspace, info: KernelInfo) -> list:
         post_order_visit(e, f)
     out = [p for p in params if isinstance(p, Buffer) and p in used_bufs]
     out += [b for b in workspace if b in used_bufs]
+    # sets, never lists: `v in [...]` compares Vars with `==`, which is an error between dtypes
     scalars = [p for p in params if isinstance(p, Var) and p in used_vars]
     for p in params:         # symbolic shapes of the buffers used, as the function has them
-        if isinstance(p, Var) and p not in scalars and any(p in _vars(d) for b in out for d in b.shape):
+        if isinstance(p, Var) and p not in set(scalars) and any(p in _vars(d) for b in out for d in b.shape):
             scalars.append(p)
     free = used_vars - bound - set(scalars)
     if free:
