@@ -321,19 +321,23 @@ def _worker(conn, device_name, check):
 
 
 def run_many(tasks, jobs: int = 1, timeout: float = 120.0, device: str | None = None, on_result=None,
-             check=run_case) -> list:
+             check=run_case, max_seconds: float | None = None) -> list:
     """Run ``check(family, seed, device=...)`` for every task; ``jobs`` <= 1 runs in this process
     (no time limit), otherwise in ``jobs`` worker processes with ``timeout`` seconds per case.
-    ``on_result(result)`` is called as results arrive; returns the results in task order."""
+    ``on_result(result)`` is called as results arrive. After ``max_seconds`` no new case starts.
+    Returns the results of the cases that ran, in task order."""
     tasks = list(tasks)
     results: dict = {}
+    stop_at = time.monotonic() + max_seconds if max_seconds else float("inf")
     if jobs <= 1:
         dev = DEVICES[device]() if device else None
         for k, task in enumerate(tasks):
+            if time.monotonic() >= stop_at:
+                break
             results[k] = check(*task, device=dev)
             if on_result:
                 on_result(results[k])
-        return [results[k] for k in range(len(tasks))]
+        return [results[k] for k in sorted(results)]
     from multiprocessing.connection import wait
     ctx = multiprocessing.get_context("spawn")
     pending = collections.deque(enumerate(tasks))
@@ -354,12 +358,16 @@ def run_many(tasks, jobs: int = 1, timeout: float = 120.0, device: str | None = 
 
     try:
         while pending or busy:
+            if time.monotonic() >= stop_at:
+                pending.clear()
             while pending and len(busy) < jobs:
                 conn, p = idle.pop() if idle else start()
                 k, task = pending.popleft()
                 conn.send(task)
                 busy[conn] = [p, k, time.monotonic() + timeout]
             now = time.monotonic()
+            if not busy:
+                break
             ready = wait(list(busy), timeout=max(0.0, min(d for _, _, d in busy.values()) - now))
             for conn in ready:
                 p, k, _ = busy.pop(conn)
@@ -392,7 +400,7 @@ def run_many(tasks, jobs: int = 1, timeout: float = 120.0, device: str | None = 
             p.join(5)
         for conn, (p, _, _) in busy.items():
             p.kill()
-    return [results[k] for k in range(len(tasks))]
+    return [results[k] for k in sorted(results)]
 
 
 def selftest_check(kind: str, arg: int, device=None) -> Result:
@@ -410,22 +418,24 @@ def selftest_check(kind: str, arg: int, device=None) -> Result:
 # ------------------------------------------------------------------------------------------------
 # reporting
 
-def summary(results, seconds: float, what: str) -> str:
-    """A table of passed / rejected / failed by family, the reproducers of the failures and one
-    summary line."""
+def summary(results, seconds: float, what: str, not_run: int = 0) -> str:
+    """The reproducers of the failures, then a table of passed / rejected / failed by family and
+    one summary line (last, so that the tail of a long log has them)."""
+    lines = []
+    for r in results:
+        if r.status == "failed":
+            lines += ["=" * 100, r.reproducer(), ""]
     by = collections.OrderedDict((f, collections.Counter()) for f in sorted({r.family for r in results}))
     for r in results:
         by[r.family][r.status] += 1
-    lines = [f"{'family':20s} {'passed':>7s} {'rejected':>9s} {'failed':>7s}"]
+    lines += [f"{'family':20s} {'passed':>7s} {'rejected':>9s} {'failed':>7s}"]
     for f, c in by.items():
         lines.append(f"{f:20s} {c['passed']:7d} {c['rejected']:9d} {c['failed']:7d}")
     total = collections.Counter(r.status for r in results)
     lines.append(f"{'all':20s} {total['passed']:7d} {total['rejected']:9d} {total['failed']:7d}")
-    failed = [r for r in results if r.status == "failed"]
-    for r in failed:
-        lines += ["", "=" * 100, r.reproducer()]
+    skipped = f"; {not_run} not run (--max-seconds)" if not_run else ""
     lines += ["", f"gpu_fuzz: {len(results)} cases ({what}): {total['passed']} passed, {total['rejected']} rejected, "
-                  f"{total['failed']} failed in {seconds:.1f} s"]
+                  f"{total['failed']} failed in {seconds:.1f} s{skipped}"]
     return "\n".join(lines)
 
 
@@ -446,6 +456,8 @@ def main(argv=None) -> int:
     ap.add_argument("--families", help=f"comma-separated subset of {', '.join(FAMILIES)}")
     ap.add_argument("--replay", metavar="FAMILY:SEED", help="run one case and print its program and IR")
     ap.add_argument("--reasons", action="store_true", help="also print the most common rejection reasons")
+    ap.add_argument("--max-seconds", type=float, help="start no case after this many seconds (then summarise)")
+    ap.add_argument("--out", help="also write the report to this file")
     a = ap.parse_args(argv)
     device = a.device or ("gpu" if a.gpu else None)
     if a.replay:
@@ -473,11 +485,15 @@ def main(argv=None) -> int:
         elif done[0] % 50 == 0:
             print(f"[{done[0]}/{len(tasks)}] {time.perf_counter() - t0:.0f} s", flush=True)
 
-    results = run_many(tasks, a.jobs, a.timeout, device, progress)
-    what = f"seed {a.seed}, emulator" + (f" + {device}" if device else "")
-    print(summary(results, time.perf_counter() - t0, what))
+    results = run_many(tasks, a.jobs, a.timeout, device, progress, max_seconds=a.max_seconds)
+    what = f"seed {a.seed}, emulator" + (f" + {device}" if device else "") + f", {max(a.jobs, 1)} jobs"
+    report = summary(results, time.perf_counter() - t0, what, len(tasks) - len(results))
     if a.reasons:
-        print("\nmost common rejections:\n" + rejection_reasons(results))
+        report = "most common rejections:\n" + rejection_reasons(results) + "\n\n" + report
+    print(report)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(report + "\n")
     return 1 if any(r.status == "failed" for r in results) else 0
 
 

@@ -171,6 +171,10 @@ def test_worker_pool_survives_hangs_crashes_and_gpu_faults():
     assert results[1].message == "the case took more than 4 s"
     assert results[2].message == "the worker process died (exit code 3)"
     assert len(seen) == len(tasks)
+    # after max_seconds no case starts: the ones under way finish, the rest are left out
+    some = run_many([("ok", 1), ("ok", 2), ("ok", 3), ("ok", 4)], jobs=2, timeout=30,
+                    check=gpu_fuzz.selftest_check, max_seconds=0.01)
+    assert [(r.seed, r.status) for r in some] == [(1, "passed"), (2, "passed")]
 
 
 def test_summary_counts_by_family():
@@ -179,7 +183,10 @@ def test_summary_counts_by_family():
     text = gpu_fuzz.summary(results, 1.5, "seed 0, emulator")
     assert re.search(r"^a\s+1\s+1\s+0$", text, re.M) and re.search(r"^b\s+0\s+0\s+1$", text, re.M)
     assert "--replay b:3" in text and "cs.softmax(2, 3)" in text
+    assert text.index("cs.softmax(2, 3)") < text.index("family")         # the table comes last
     assert text.endswith("gpu_fuzz: 3 cases (seed 0, emulator): 1 passed, 1 rejected, 1 failed in 1.5 s")
+    assert gpu_fuzz.summary(results[:1], 2, "x", not_run=4).endswith(
+        "1 passed, 0 rejected, 0 failed in 2.0 s; 4 not run (--max-seconds)")
 
 
 def test_command_line():
@@ -189,7 +196,7 @@ def test_command_line():
                        capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert re.search(r"^elementwise\s+\d+\s+\d+\s+0$", p.stdout, re.M)
-    assert "gpu_fuzz: 8 cases (seed 3, emulator): " in p.stdout
+    assert "gpu_fuzz: 8 cases (seed 3, emulator, 2 jobs): " in p.stdout
     bad = subprocess.run([sys.executable, os.path.join(HERE, "gpu_fuzz.py"), "--families", "nope"],
                          capture_output=True, text=True, env=env, timeout=300)
     assert bad.returncode == 2 and "unknown family 'nope'" in bad.stderr
