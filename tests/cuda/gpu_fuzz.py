@@ -153,10 +153,34 @@ def poison_value(dtype):
     return np.iinfo(dtype).min if dtype.kind == "i" else np.iinfo(dtype).max
 
 
-def make_arrays(prog: Program, args, rng):
-    """Random inputs (``prog.ranges``, never all zeros) and poisoned outputs, in argument order."""
-    ins, outs = [], []
+@dataclass
+class CaseData:
+    """The arrays of one run: one per tensor argument (inputs random, outputs poisoned) in
+    argument order, and the values of the scalar arguments."""
+    tensors: list
+    arrays: list
+    scalars: list
+
+    def inputs(self) -> list:
+        return [a for t, a in zip(self.tensors, self.arrays) if _is_input(t)]
+
+    def outputs(self, arrays) -> list:
+        return [(t.name, a) for t, a in zip(self.tensors, arrays) if not _is_input(t)]
+
+    def fresh(self) -> list:
+        """Copies of the arrays (outputs still poisoned) for one run."""
+        return [a.copy() for a in self.arrays]
+
+
+def make_arrays(prog: Program, args, rng) -> CaseData:
+    """Random inputs (``prog.ranges``, never all zeros), poisoned outputs, scalar values
+    (``prog.scalars``)."""
+    from tilecraft.ir.expr import Var
+    tensors, arrays, scalars = [], [], []
     for t in args:
+        if isinstance(t, Var):
+            scalars.append(np.dtype(t.dtype).type(prog.scalars[t.name]))
+            continue
         shape, dtype = _shape(t, prog.sizes), np.dtype(t.dtype)
         if _is_input(t):
             lo, hi = prog.ranges.get(t.name, (-1.0, 1.0) if dtype.kind == "f" else (-50, 50))
@@ -165,19 +189,21 @@ def make_arrays(prog: Program, args, rng):
                 a[np.abs(a) < 1e-3] = 0.5                # never (nearly) zero
             else:
                 a = rng.integers(int(lo), int(hi) + 1, shape)
-            ins.append(a.astype(dtype))
+            a = a.astype(dtype)
         else:
-            outs.append(np.full(shape, poison_value(dtype), dtype))
-    return ins, outs
+            a = np.full(shape, poison_value(dtype), dtype)
+        tensors.append(t)
+        arrays.append(a)
+    return CaseData(tensors, arrays, scalars)
 
 
-def compare(prog: Program, args, ins, outs, where: str):
-    """Check every output against the float64 reference; raise _Stop("failed") otherwise."""
+def compare(prog: Program, data: CaseData, arrays, where: str):
+    """Check every output in ``arrays`` (after a run) against the float64 reference; raise
+    _Stop("failed") otherwise."""
     ns: dict = {"np": np}
     exec(prog.reference, ns)
-    want = ns["reference"](*[a.astype(np.float64) for a in ins])
-    names = [t.name for t in args if not _is_input(t)]
-    for name, got, ref in zip(names, outs, want):
+    want = ns["reference"](*[a.astype(np.float64) for a in data.inputs()], *[float(v) for v in data.scalars])
+    for (name, got), ref in zip(data.outputs(arrays), want):
         ref = np.broadcast_to(np.asarray(ref, np.float64), got.shape)
         g = got.astype(np.float64)
         pv = poison_value(got.dtype)
@@ -208,18 +234,17 @@ def check_program(prog: Program, family: str = "?", seed: int = 0, device=None, 
         except Exception as e:
             raise _Stop("failed", "codegen", f"internal error: {type(e).__name__}: {e}\n{_where(e)}") from None
         rng = np.random.default_rng(seed if data_seed is None else data_seed)
-        ins, outs = make_arrays(prog, args, rng)
-        emu_outs = [o.copy() for o in outs]
+        data = make_arrays(prog, args, rng)
+        arrays = data.fresh()
         try:
-            emulate(func, ins + emu_outs)
+            emulate(func, arrays + data.scalars)
         except EmulationError as e:
             raise _Stop("failed", "emulate", f"EmulationError: {e}") from None
         except Exception as e:
             raise _Stop("failed", "emulate", f"internal error: {type(e).__name__}: {e}\n{_where(e)}") from None
-        compare(prog, args, ins, emu_outs, "emulator")
+        compare(prog, data, arrays, "emulator")
         if device is not None:
-            gpu_outs = device.run(s, args, ins, [o.copy() for o in outs])
-            compare(prog, args, ins, gpu_outs, device.name)
+            compare(prog, data, device.run(s, args, data.fresh(), data.scalars), device.name)
     except _Stop as stop:
         res.status, res.stage, res.message, res.fatal = stop.status, stop.stage, stop.message, stop.fatal
     except Exception as e:                      # the fuzzer's own machinery: report, never stop the run
@@ -256,19 +281,20 @@ class CUDADevice:
         except CUDACompileError as e:
             raise _Stop("failed", "nvcc", f"CUDACompileError: {e}") from None
 
-    def execute(self, mod, arrays):
+    def execute(self, mod, arrays, scalars):
         import tilecraft
         from tilecraft.runtime import cuda_ndarray, cuda_runtime
         dev = tilecraft.cuda(self.index)
         d = [cuda_ndarray.array(a, dev) for a in arrays]
-        mod(*d)
+        mod(*d, *scalars)
         cuda_runtime.synchronize(self.index)
         return [x.numpy() for x in d]
 
-    def run(self, s, args, ins, outs):
+    def run(self, s, args, arrays, scalars):
+        """``arrays`` (one per tensor argument) after running the built function on the device."""
         mod = self.build(s, args)
         try:
-            got = self.execute(mod, ins + outs)
+            return self.execute(mod, arrays, scalars)
         except RuntimeError as e:
             if "pycuda" not in type(e).__module__ and _is_limit_error(e):
                 raise _Stop("rejected", "gpu", f"{type(e).__name__}: {e}") from None
@@ -277,7 +303,6 @@ class CUDADevice:
         except Exception as e:
             raise _Stop("failed", "gpu", f"{type(e).__module__}.{type(e).__name__}: {e}",
                         fatal="pycuda" in type(e).__module__) from None
-        return got[len(ins):]
 
 
 def _is_limit_error(e) -> bool:
@@ -292,10 +317,10 @@ class EmulatedDevice(CUDADevice):
     path on machines without one."""
     name = "emulated-gpu"
 
-    def execute(self, mod, arrays):
+    def execute(self, mod, arrays, scalars):
         from tilecraft.codegen.cuda_emulate import emulate
         arrays = [a.copy() for a in arrays]
-        emulate(mod.funcs[mod.entry_name], arrays)
+        emulate(mod.funcs[mod.entry_name], arrays + list(scalars))
         return arrays
 
 

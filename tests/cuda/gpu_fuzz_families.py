@@ -28,9 +28,11 @@ class Program:
     """One fuzz case before it runs.
 
     ``source`` defines ``s`` and ``args`` (the schedule and its argument tensors); ``reference``
-    defines ``reference(*inputs) -> [outputs]`` in float64 numpy; ``ranges`` gives the input
+    defines ``reference(*inputs, *scalars) -> [outputs]`` in float64 numpy; ``ranges`` gives the input
     values (``name -> (low, high)``); ``sizes`` the symbolic extents (``name -> int``).
-    ``must_build``: a refusal is a failure (the library's schedules promise any size)."""
+    ``scalars`` the values of scalar arguments (``name -> number``; the reference gets them after
+    the inputs). ``must_build``: a refusal is a failure (the library's schedules promise any
+    size)."""
     source: str
     reference: str
     rtol: float = 1e-5
@@ -38,6 +40,7 @@ class Program:
     ranges: dict = field(default_factory=dict)
     sizes: dict = field(default_factory=dict)
     must_build: bool = False
+    scalars: dict = field(default_factory=dict)
 
 
 def _i(rng, lo, hi) -> int:
@@ -144,7 +147,11 @@ def gen_elementwise(rng) -> Program:
     b_shape = (shape[1], shape[0]) if transposed else shape
     b_idx, b_np = ("j, i", "B.T") if transposed else (idx, "B")
     producer = rng.random() < 0.3                       # C reads P = f(A), not A
-    a_leaf = ("P[%s]" % idx, "P") if producer else ("A[%s]" % idx, "A")
+    # A may come in another dtype, converted in the expression
+    a_dtype = _pick(rng, ["float16", "int32", "float32"]) if dtype in ("float32", "float64") and rng.random() < 0.25 \
+        else dtype
+    a_read = f"A[{idx}]" if a_dtype == dtype else f"A[{idx}].astype({dtype!r})"
+    a_leaf = ("P[%s]" % idx, "P") if producer else (a_read, "A")
     leaves = [a_leaf, (f"B[{b_idx}]", b_np)]
     if is_float:
         leaves.append((f"te.const(1.5, {dtype!r})", "1.5"))
@@ -156,15 +163,21 @@ def gen_elementwise(rng) -> Program:
     for leaf in leaves[:2]:                             # every input is read
         if leaf[0] not in expr[0]:
             expr = (f"te.max({expr[0]}, {leaf[0]})", f"np.maximum({expr[1]}, {leaf[1]})")
+    scalars = {}
+    if dtype in ("float16", "float32", "float64", "int32") and rng.random() < 0.25:     # a scalar argument
+        scalars = {"alpha": float(_pick(rng, [-1.75, 0.5, 2.25])) if is_float else _pick(rng, [-3, 2, 5])}
+        expr = (f"({expr[0]}) * alpha", f"({expr[1]}) * alpha")
     lines = ["n = te.var('n')"] if symbolic else []
     if symbolic:
         shape = b_shape = "(n,)"
-    lines += [f"A = te.placeholder({shape}, {dtype!r}, name='A')",
+    if scalars:
+        lines += [f"alpha = te.var('alpha', {dtype!r})"]
+    lines += [f"A = te.placeholder({shape}, {a_dtype!r}, name='A')",
               f"B = te.placeholder({b_shape}, {dtype!r}, name='B')"]
-    ref = ["def reference(A, B):"]
+    ref = ["def reference(A, B, alpha=None):"]
     if producer:
-        p_te, p_np = (("te.exp(A[%s]) * 0.5" % idx, "np.exp(A) * 0.5") if is_float else
-                      ("A[%s] + A[%s]" % (idx, idx), "A + A"))
+        p_te, p_np = ((f"te.exp({a_read}) * 0.5", "np.exp(A) * 0.5") if is_float else
+                      (f"{a_read} + {a_read}", "A + A"))
         lines += [f"P = te.compute({shape}, lambda {idx}: {p_te}, name='P')"]
         ref += [f"    P = {p_np}"]
     lines += [f"C = te.compute({shape}, lambda {idx}: {expr[0]}, name='C')",
@@ -229,8 +242,17 @@ def gen_elementwise(rng) -> Program:
     small_int = dtype in ("int8", "uint8")
     rng_a = (-2.0, 2.0) if is_float else ((0, 30) if dtype == "uint8" else (-20, 20) if small_int else (-100, 100))
     tol = {"float16": 2e-3, "float32": 1e-5, "float64": 1e-12}.get(dtype, 0.0)
-    lines += ["args = [A, B, C]"]
-    return Program(_code(lines), _code(ref), rtol=tol, atol=tol * 10, ranges={"A": rng_a, "B": rng_a}, sizes=sizes)
+    if a_dtype != dtype:
+        tol = max(tol, 1e-3) if dtype != "float64" else 1e-3 if a_dtype == "float16" else tol
+    if scalars:                                         # anywhere among the arguments
+        args = ["A", "B", "C"]
+        args.insert(_i(rng, 0, 3), "alpha")
+        lines += [f"args = [{', '.join(args)}]"]
+    else:
+        lines += ["args = [A, B, C]"]
+    a_range = rng_a if a_dtype == dtype else ((-3, 3) if a_dtype == "int32" else (-2.0, 2.0))
+    return Program(_code(lines), _code(ref), rtol=tol, atol=tol * 10, ranges={"A": a_range, "B": rng_a}, sizes=sizes,
+                   scalars=scalars)
 
 
 # ------------------------------------------------------------------------------------------------

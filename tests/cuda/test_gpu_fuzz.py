@@ -100,17 +100,19 @@ def test_unwritten_outputs_fail():
     from tilecraft import te
     A = te.placeholder((4,), name="A")
     C = te.compute((4,), lambda i: A[i] * 2, name="C")
-    a = np.arange(1, 5, dtype="float32")
-    out = a * 2
+    data = gpu_fuzz.make_arrays(prog, [A, C], np.random.default_rng(1))
+    out = data.arrays[0] * 2
     out[2] = np.nan
     with pytest.raises(gpu_fuzz._Stop, match=r"'C' has 1 of 4 elements never written \(still poisoned\), the first at \(2,\)"):
-        gpu_fuzz.compare(prog, [A, C], [a], [out], "gpu")
+        gpu_fuzz.compare(prog, data, [data.arrays[0], out], "gpu")
     B = te.placeholder((3,), "int32", name="B")
     D = te.compute((3,), lambda i: B[i] + 1, name="D")
-    b = np.array([5, -2, 7], "int32")
+    data = gpu_fuzz.make_arrays(prog, [B, D], np.random.default_rng(1))
+    assert (data.arrays[1] == np.iinfo("int32").min).all()          # poisoned with INT_MIN
+    got = data.arrays[0] + 1
+    got[1] = np.iinfo("int32").min
     with pytest.raises(gpu_fuzz._Stop, match=r"'D' has 1 of 3 elements never written"):
-        gpu_fuzz.compare(Program("", "def reference(B):\n    return [B + 1]\n"), [B, D], [b],
-                         [np.array([6, np.iinfo("int32").min, 8], "int32")], "emulator")
+        gpu_fuzz.compare(Program("", "def reference(B):\n    return [B + 1]\n"), data, [data.arrays[0], got], "emulator")
 
 
 def test_emulator_errors_fail(monkeypatch):
@@ -212,8 +214,8 @@ def test_gpu_path_with_the_launch_emulated():
     wrong = Program(_MATMUL.source, "def reference(A, B):\n    return [A @ B]\n", 1e-5, 1e-4)
 
     class Corrupting(gpu_fuzz.EmulatedDevice):
-        def execute(self, mod, arrays):
-            out = super().execute(mod, arrays)
+        def execute(self, mod, arrays, scalars):
+            out = super().execute(mod, arrays, scalars)
             out[-1][0, 0] += 1.0
             return out
     r = check_program(wrong, "test", 1, device=Corrupting())

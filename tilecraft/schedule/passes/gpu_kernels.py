@@ -272,5 +272,20 @@ def hoist_shared_allocations(stmt, info: KernelInfo, double_buffered: set = froz
     return out
 
 
+def check_local_sizes(stmt, info: KernelInfo) -> None:
+    """Every ``local`` array of the kernel has a constant size (CUDA keeps them in registers or
+    stack frames sized at compile time); a size that depends on a symbolic extent is refused,
+    naming the stage, rather than rendered as a variable-length array nvcc rejects."""
+    def visit(n):
+        if isinstance(n, Allocate) and n.buffer.scope == "local" and not isinstance(n.buffer.shape[0], Const):
+            b = n.buffer
+            raise GPULoweringError(
+                f"kernel {info.name}: the local buffer '{b.name}' has the size `{b.shape[0]}`, which is not a "
+                f"constant; a local array needs a size known when the kernel is compiled. It comes from the "
+                f"extents of the loops stage '{b.name}' is attached under (compute_at): split them with "
+                f"constant factors, or attach the stage at an inner loop")
+    post_order_visit(stmt, visit)
+
+
 def kernel_stmt(info: KernelInfo, body):
     return AttrStmt("cuda_kernel", info, info.launch_text(), body)

@@ -18,8 +18,8 @@ from ...ir.simplify import simplify
 from ...ir.stmt import Allocate, Buffer, BufferStore, For, LetStmt, seq
 from .gpu_barriers import insert_barriers
 from .gpu_double_buffer import double_buffer
-from .gpu_kernels import (GPULoweringError, KernelInfo, collect_launch, hoist_shared_allocations,
-                          kernel_stmt, split_kernels, unify_thread_loops)
+from .gpu_kernels import (GPULoweringError, KernelInfo, check_local_sizes, collect_launch,
+                          hoist_shared_allocations, kernel_stmt, split_kernels, unify_thread_loops)
 from .gpu_thread_reduce import lower_thread_reductions
 from .gpu_vthread import inject_virtual_threads
 from .gpu_vector_index import canonicalize_vector_indices
@@ -49,6 +49,7 @@ def lower_for_gpu(body, params, func_name: str = "main", double_buffered=(), pri
             if print_ir:
                 print(f"# ---- {name}: after {what} ----")
                 print(stmt_str(stmt))
+        check_local_sizes(stmt, info)
         info.params = kernel_params(stmt, params, workspace, info)
         out.append(kernel_stmt(info, stmt))
     new = seq(*out)
