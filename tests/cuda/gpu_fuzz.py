@@ -280,6 +280,8 @@ class CUDADevice:
             return tilecraft.build(s, args, target="cuda")
         except CUDACompileError as e:
             raise _Stop("failed", "nvcc", f"CUDACompileError: {e}") from None
+        except Exception as e:
+            raise _Stop("failed", "build", f"internal error: {type(e).__name__}: {e}\n{_where(e)}") from None
 
     def execute(self, mod, arrays, scalars):
         import tilecraft
