@@ -485,9 +485,16 @@ def gen_rfactor(rng) -> Program:
 # ------------------------------------------------------------------------------------------------
 # softmax and layer norm, as several kernels or one
 
-def _schedule_rowwise(rng, Y: str, lines, threads: int):
-    """Y[i, j]: a row per block, columns over ``threads`` threads (maybe vectorized)."""
-    lines += [f"yi, yj = s[{Y}].op.axis", f"s[{Y}].bind(yi, te.thread_axis('blockIdx.x'))"]
+def _schedule_rowwise(rng, Y: str, lines, threads: int, rows_per_block: int = 1):
+    """Y[i, j]: a row per block (or ``rows_per_block`` rows over threadIdx.y), columns over
+    ``threads`` threads (maybe vectorized). The loop of one row is ``yi``."""
+    lines += [f"yi, yj = s[{Y}].op.axis"]
+    if rows_per_block > 1:
+        lines += [f"yb, yi = s[{Y}].split(yi, factor={rows_per_block})",
+                  f"s[{Y}].bind(yb, te.thread_axis('blockIdx.x'))",
+                  f"s[{Y}].bind(yi, te.thread_axis('threadIdx.y'))"]
+    else:
+        lines += [f"s[{Y}].bind(yi, te.thread_axis('blockIdx.x'))"]
     if rng.random() < 0.3:
         v = _pick(rng, [2, 4])
         lines += [f"yj, yv = s[{Y}].split(yj, factor={v})", f"s[{Y}].vectorize(yv)"]
@@ -527,7 +534,9 @@ def gen_softmax_layernorm(rng) -> Program:
         ranges, tol = {"X": (-1.0, 3.0), "G": (0.5, 1.5), "Bt": (-1.0, 1.0)}, (2e-5, 2e-5)
     one_kernel = rng.random() < 0.4
     t = _pick(rng, [32, 64, 128, 256])
-    _schedule_rowwise(rng, "Y", lines, t)
+    # several rows per block over threadIdx.y: one all-reduce per row of threads
+    rows_per_block = _pick(rng, [1, 1, 2, 4]) if one_kernel and t <= 128 else 1
+    _schedule_rowwise(rng, "Y", lines, t, rows_per_block)
     for n, R in enumerate(stages):
         if one_kernel:                                   # local, attached to Y's block, like the library
             lines += [f"s[{R}].set_scope('local')", f"s[{R}].compute_at(s[Y], yi)",
@@ -538,10 +547,13 @@ def gen_softmax_layernorm(rng) -> Program:
                                 prefix=R.lower() + "_")
     if one_kernel and rng.random() < 0.5:
         lines += ["XS = s.cache_read(X, 'shared', [%s])" % ", ".join(stages + ["Y"]),
-                  "s[XS].compute_at(s[Y], yi)",
-                  "xf = s[XS].fuse(*s[XS].op.axis)",
-                  f"xo, xt = s[XS].split(xf, factor={t})",
-                  "s[XS].bind(xt, te.thread_axis('threadIdx.x'))"]
+                  "s[XS].compute_at(s[Y], yi)"]
+        if rows_per_block > 1:                          # the row each threadIdx.y row reads
+            lines += ["s[XS].bind(s[XS].op.axis[0], te.thread_axis('threadIdx.y'))",
+                      f"xo, xt = s[XS].split(s[XS].op.axis[1], factor={t})"]
+        else:
+            lines += ["xf = s[XS].fuse(*s[XS].op.axis)", f"xo, xt = s[XS].split(xf, factor={t})"]
+        lines += ["s[XS].bind(xt, te.thread_axis('threadIdx.x'))"]
     lines += ["args = [X, Y]" if softmax else "args = [X, G, Bt, Y]"]
     return Program(_code(lines), _code(ref), rtol=tol[0], atol=tol[1], ranges=ranges)
 
@@ -559,10 +571,14 @@ def gen_matmul_shared(rng) -> Program:
     kt = _pick(rng, [1, 2, 4, 8])
     cache_write = rng.random() < 0.6
     local_reads = cache_write and rng.random() < 0.5
-    lines = [f"A = te.placeholder(({M}, {K}), name='A')",
-             f"B = te.placeholder(({K}, {N}), name='B')",
+    fp16 = rng.random() < 0.2                           # float16 inputs, float32 sums
+    bt = rng.random() < 0.25                            # B stored transposed
+    dt, cast = ("'float16'", ".astype('float32')") if fp16 else ("'float32'", "")
+    b_read = "B[j, k]" if bt else "B[k, j]"
+    lines = [f"A = te.placeholder(({M}, {K}), {dt}, name='A')",
+             f"B = te.placeholder({(N, K) if bt else (K, N)}, {dt}, name='B')",
              f"k = te.reduce_axis((0, {K}), 'k')",
-             f"C = te.compute(({M}, {N}), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name='C')",
+             f"C = te.compute(({M}, {N}), lambda i, j: te.sum(A[i, k]{cast} * {b_read}{cast}, axis=k), name='C')",
              "s = te.create_schedule(C.op)",
              "AS = s.cache_read(A, 'shared', [C])",
              "BS = s.cache_read(B, 'shared', [C])"]
@@ -615,7 +631,7 @@ def gen_matmul_shared(rng) -> Program:
     if rng.random() < 0.4:
         lines += ["s[AS].double_buffer()", "s[BS].double_buffer()"]
     lines += ["args = [A, B, C]"]
-    ref = ["def reference(A, B):", "    return [A @ B]"]
+    ref = ["def reference(A, B):", f"    return [A @ {'B.T' if bt else 'B'}]"]
     return Program(_code(lines), _code(ref), rtol=1e-5, atol=1e-5 * max(K, 1), ranges={"A": (-1.0, 1.0), "B": (-1.0, 1.0)})
 
 
