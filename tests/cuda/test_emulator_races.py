@@ -276,3 +276,30 @@ def test_serial_reduction_in_global_memory(rng):
     b = np.full(100, np.nan, "float32")
     emulate(tilecraft.lower(cs.naive(B, threads=32), [A, B], target="cuda"), [a, b])
     np.testing.assert_allclose(b, a.sum(1), rtol=1e-5, atol=1e-5)
+
+
+# --- vector alignment ---------------------------------------------------------------------
+
+def _shifted_copy():
+    """C[4t .. 4t+3] = A[4t+2 .. 4t+5]: the load is not 16-byte aligned."""
+    A, C = _buf("A", 72), _buf("C", 64)
+    return _kernel([A, C], 1, 16, lambda bx, tx, by: BufferStore(
+        C, BufferLoad(A, (Ramp(tx * 4 + 2, _c(1), 4),), "float32x4"), (Ramp(tx * 4, _c(1), 4),)))
+
+
+def test_unaligned_vector_load_is_read_lane_by_lane(arrays):
+    a, c = arrays(72, 64)
+    emulate(_shifted_copy(), [a, c])
+    np.testing.assert_array_equal(c, a[2:66])
+
+
+def test_wrong_alignment_proof_is_reported(arrays, monkeypatch):
+    # a renderer that wrongly believes `4t + 2` a multiple of 4 would load 16 bytes from a
+    # misaligned address (a fault on the GPU); the emulator checks the belief
+    import tilecraft.codegen.cuda_cstyle as cstyle
+    monkeypatch.setattr(cstyle, "known_multiple", lambda e: 4)
+    a, c = arrays(72, 64)
+    with pytest.raises(EmulationError, match=r"misaligned vector access: the CUDA C loads global 'A' 16 bytes at "
+                                             r"a time, believing the index `threadIdx.x \* 4 \+ 2` a multiple of 4, "
+                                             r"but thread \(0, 0, 0\) of block \(0, 0, 0\) reaches element 2"):
+        emulate(_shifted_copy(), [a, c])

@@ -13,7 +13,9 @@ local buffers one per thread. While it runs it checks what a GPU would not:
   own block wrote (read) since the last barrier; and no store statement has several threads
   writing one element (``B[i] = B[i] + x`` run by every thread). Kernels of one function run
   in order, so a kernel may read what an earlier one wrote;
-* every barrier is reached by all threads of the block (no barrier in divergent code).
+* every barrier is reached by all threads of the block (no barrier in divergent code);
+* every vector access the CUDA C makes 4, 8 or 16 bytes wide starts at a multiple of its width
+  (the renderer proves it from the index; a wrong proof is a misaligned-address fault on a GPU).
 
 It is the executable check of the GPU lowering on machines without a GPU, not a fast simulator:
 use small shapes.
@@ -35,6 +37,7 @@ from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, I
 from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
+from .cuda_cstyle import wide_access_bytes
 
 
 class EmulationError(RuntimeError):
@@ -143,6 +146,7 @@ class _Kernel:
         self.L = L
         self.grid, self.block = grid, block
         self.epoch = np.zeros(self.nblocks, np.int64)        # barriers each block has passed
+        self.wide: dict = {}                                   # (buffer, index) -> bytes per wide access
         # only global buffers this kernel writes can race; reads of the others are not tracked
         self.tracked: dict = {}
         if check_races:
@@ -225,6 +229,8 @@ class _Kernel:
     def store(self, s, mask):
         val = self.expr(s.value, mask)
         idx = self.expr(s.indices[0], mask).astype(np.int64)
+        if idx.ndim == 2:
+            self._check_alignment(s.buffer, s.indices[0], idx, mask, "stores")
         if val.ndim < idx.ndim:
             val = np.broadcast_to(val[:, None], idx.shape)
         kind, where = self._where(s.buffer)
@@ -323,6 +329,8 @@ class _Kernel:
 
     def load(self, e, mask):
         idx = self.expr(e.indices[0], mask).astype(np.int64)
+        if idx.ndim == 2:
+            self._check_alignment(e.buffer, e.indices[0], idx, mask, "loads")
         kind, where = self._where(e.buffer)
         m = mask if idx.ndim == 1 else np.repeat(mask[:, None], idx.shape[1], 1)
         safe = np.where(m, idx, 0)
@@ -351,6 +359,22 @@ class _Kernel:
             t_m = tid[m]
             where.reader[blk[m], safe[m]] = np.where((r == -1) | (r == t_m), t_m, -2)
         return where.data[blk, safe]
+
+    def _check_alignment(self, buf, node, idx, mask, what: str):
+        lanes = idx.shape[1]
+        key = (buf, node)
+        width = self.wide.get(key)
+        if width is None:
+            width = self.wide[key] = wide_access_bytes(buf, node, lanes)
+        if not width:
+            return
+        bad = mask & (idx[:, 0] % lanes != 0)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise EmulationError(
+                f"kernel {self.info.name}: misaligned vector access: the CUDA C {what} {buf.scope} '{buf.name}' "
+                f"{width} bytes at a time, believing the index `{node.base}` a multiple of {lanes}, but "
+                f"{self._thread(k)} reaches element {int(idx[k, 0])}")
 
     # --- the global-memory race check ------------------------------------------------------
     def _thread(self, lane) -> str:
