@@ -233,3 +233,23 @@ def test_shared_stage_of_symbolic_size():
     with pytest.raises(GPULoweringError, match=r"the shared buffer 'A.shared' has the size `.*n.*`, which is not "
                                                r"a constant.*Use constant split factors"):
         tilecraft.lower(s, [A, C], target="cuda")
+
+
+def test_double_buffer_outside_any_loop():
+    # a shared tile attached at the block's own loop has no sequence of tiles to alternate
+    A = te.placeholder((64, 64), name="A")
+    C = te.compute((64, 64), lambda i, j: A[i, j] * 2, name="C")
+    s = te.create_schedule(C.op)
+    AS = s.cache_read(A, "shared", [C])
+    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 8, 8)
+    s[C].bind(io, te.thread_axis("blockIdx.y"))
+    s[C].bind(jo, te.thread_axis("blockIdx.x"))
+    s[C].bind(ii, te.thread_axis("threadIdx.y"))
+    s[C].bind(ji, te.thread_axis("threadIdx.x"))
+    s[AS].compute_at(s[C], jo)
+    s[AS].bind(s[AS].op.axis[0], te.thread_axis("threadIdx.y"))
+    s[AS].bind(s[AS].op.axis[1], te.thread_axis("threadIdx.x"))
+    s[AS].double_buffer()
+    with pytest.raises(GPULoweringError, match=r"double_buffer on 'A.shared': the stage is not attached inside a "
+                                               r"loop of the kernel, so there is no next tile to overlap with"):
+        tilecraft.lower(s, [A, C], target="cuda")

@@ -29,11 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Failures the fuzzer finds that are reported and not fixed yet: (family, regex on the message,
 # why). A slice whose only failures match one of these is an expected failure (xfail, shown as
 # such); any other failure fails the test.
-KNOWN_FAILURES = [
-    ("library", r"double_buffer on '\w+': the stage is not attached inside a loop",
-     "double_buffer is refused when the shared tile's loop has one iteration (K <= k_tile), "
-     "e.g. cs.matmul(16, 16, 8, block=(16, 16), threads=(4, 4), vthreads=(1, 1), k_tile=8)"),
-]
+KNOWN_FAILURES: list = []
 
 
 def _slice(family):

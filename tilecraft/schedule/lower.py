@@ -195,12 +195,22 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
     # ---- GPU hook (owned by the CUDA backend): kernels, launch indices, shared memory, barriers ----
     if target is not None and str(target).split()[0] == "cuda":
         from .passes.gpu_lower import lower_for_gpu
-        db = {buffers[t].name for st in sch.stages if getattr(st, "double_buffered", False)
+        db = {buffers[t].name for st in sch.stages if _alternates(st, loop_extent)
               for t in st.op.outputs if t in buffers}
         body = lower_for_gpu(body, params, name, double_buffered=db, print_ir=print_ir)
     # ---- end of GPU hook ----
     func = PrimFunc(name, tuple(params), body, (("lower_time", time.perf_counter() - t0),))
     return func
+
+
+def _alternates(st, loop_extent: dict) -> bool:
+    """Whether a stage marked with double_buffer() gets two buffers: not when the loop it is
+    attached at runs once (K <= k_tile): there is no next tile to overlap with."""
+    if not getattr(st, "double_buffered", False):
+        return False
+    at = st.attach_ivar
+    ext = simplify(loop_extent[at.var][2]) if at is not None and at.var in loop_extent else None
+    return not (isinstance(ext, Const) and ext.value == 1)
 
 
 def _free_scalars(body, params) -> set:

@@ -1,5 +1,7 @@
-"""Scalar parameters of CUDA functions: a float scalar beside a symbolic length (found by the GPU
-fuzzer: lowering compared the two variables with ``==`` and failed with an internal DTypeError)."""
+"""What the GPU schedule fuzzer (``gpu_fuzz.py``) found, one test each: scalar parameters of CUDA
+functions (a float scalar beside a symbolic length failed in lowering with an internal DTypeError;
+a float16 scalar had no type character for the launch), and double buffering of a tile whose loop
+runs once (refused). The local stage of symbolic size is in ``test_cuda_errors.py``."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +11,7 @@ import tilecraft
 from tilecraft import te
 from tilecraft.codegen.cuda import generate_cuda
 from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
+from tilecraft.codegen import cuda_schedules as cs
 from tilecraft.codegen.cuda_emulate import emulate
 
 pytestmark = pytest.mark.cuda
@@ -92,3 +95,23 @@ def test_float16_scalar_is_passed_as_its_bits():
     c = np.full(100, np.nan, "float16")
     emulate(func, [a, c, np.float16(-1.5)])
     np.testing.assert_array_equal(c, a * np.float16(-1.5))
+
+
+@pytest.mark.parametrize("K", [8, 5])
+def test_double_buffer_with_a_single_tile(rng, K):
+    # K <= k_tile: the loop the shared tiles alternate with runs once, so there is nothing to
+    # overlap; the tiles keep one buffer (was: "double_buffer on 'AT': the stage is not attached
+    # inside a loop of the kernel")
+    from tilecraft.schedule.passes.gpu_lower import kernels_of
+    s, args = cs.matmul(16, 24, K, block=(16, 16), threads=(4, 4), vthreads=(1, 1), k_tile=8, double_buffer=True)
+    func = tilecraft.lower(s, args, target="cuda")
+    (info, _), = kernels_of(func.body)[1]
+    assert {b.name: int(b.shape[0].value) for b in info.shared} == {"AT": K * 16, "B.shared": K * 16}
+    a, b = rng.standard_normal((16, K)).astype("float32"), rng.standard_normal((K, 24)).astype("float32")
+    c = np.full((16, 24), np.nan, "float32")
+    emulate(func, [a, b, c])
+    np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=1e-5, atol=1e-5)
+    # two tiles or more: double-buffered as before
+    s, args = cs.matmul(16, 24, 9, block=(16, 16), threads=(4, 4), vthreads=(1, 1), k_tile=8, double_buffer=True)
+    (info, _), = kernels_of(tilecraft.lower(s, args, target="cuda").body)[1]
+    assert {b.name: int(b.shape[0].value) for b in info.shared} == {"AT": 2 * 8 * 16, "B.shared": 2 * 8 * 16}
