@@ -4,10 +4,12 @@
 * ``rng``: a fresh random generator per test. Its seed is printed (shown when the test fails);
   set ``TILECRAFT_TEST_SEED`` to replay a failure.
 * ``rand(shape, dtype, low, high)``: random arrays from ``rng``.
-* ``check_llvm``: build a schedule for the CPU, run it twice on the given inputs with every
-  output poisoned first (two different sentinels: NaN/1e30 for floats, two integers, False/True),
+* ``check_llvm``: build a schedule for the CPU with bound checks (an out-of-bounds access
+  raises instead of reading garbage), run it twice on the given inputs with every output
+  poisoned first (two different sentinels: NaN/1e30 for floats, two integers, False/True),
   require both runs to agree, and compare each output with the reference interpreter and, when
-  given, with a hand-written numpy result.
+  given, with a hand-written numpy result; the build without checks (what users run) is run
+  once and compared with the interpreter too.
 """
 from __future__ import annotations
 
@@ -82,18 +84,23 @@ def random_array(rng, shape, dtype, low=-1.0, high=1.0) -> np.ndarray:
 
 
 def run_llvm(s, args, inputs: dict, name="f", scalars=None):
-    """Build ``s`` for ``llvm`` and run it; returns {output tensor: array} for every argument
-    that is not an input."""
+    """Build ``s`` for ``llvm`` twice, bounds-checked (``tir.instrument_bound_checkers``: an
+    out-of-bounds access raises ``KernelIndexError``) and as users build it. The checked build
+    runs on both poisons, which must agree exactly; the plain one on the first poison. Returns
+    ``({output tensor: array} of the checked build, the same of the plain build)`` for every
+    argument that is not an input."""
     import tilecraft
     from tilecraft.interp import evaluate
     from tilecraft.ir.expr import Var
 
     scalars = scalars or {}
-    f = tilecraft.build(s, args, target="llvm", name=name)
+    with tilecraft.transform.PassContext(config={"tir.instrument_bound_checkers": True}):
+        checked = tilecraft.build(s, args, target="llvm", name=name)
+    plain = tilecraft.build(s, args, target="llvm", name=name)
     outs = [a for a in args if not isinstance(a, Var) and a not in inputs]
     shapes = evaluate(outs, {**inputs, **scalars})
     results = []
-    for variant in (0, 1):      # two different poisons: an unwritten element shows as a difference
+    for f, variant in ((checked, 0), (checked, 1), (plain, 0)):
         call, got = [], {}
         for a in args:
             if isinstance(a, Var):
@@ -109,7 +116,7 @@ def run_llvm(s, args, inputs: dict, name="f", scalars=None):
         same = np.array_equal(results[0][t], results[1][t], equal_nan=results[0][t].dtype.kind == "f")
         assert same, (f"'{t.name}' differs between two runs on differently poisoned outputs: some "
                       f"elements are not written (or the result is not deterministic)")
-    return results[0]
+    return results[0], results[2]
 
 
 @pytest.fixture
@@ -119,12 +126,15 @@ def check_llvm():
     from tilecraft.interp import evaluate
 
     def check(s, args, inputs, expected=None, rtol=1e-5, atol=1e-5, scalars=None, name="f"):
-        got = run_llvm(s, args, inputs, name=name, scalars=scalars)
+        got, plain = run_llvm(s, args, inputs, name=name, scalars=scalars)
         outs = list(got)
         ref = dict(zip(outs, evaluate(outs, {**inputs, **(scalars or {})})))
         for t in outs:
             np.testing.assert_allclose(got[t], ref[t], rtol=rtol, atol=atol, equal_nan=False,
                                        err_msg=f"compiled '{t.name}' differs from the interpreter")
+            np.testing.assert_allclose(plain[t], ref[t], rtol=rtol, atol=atol, equal_nan=False,
+                                       err_msg=f"compiled '{t.name}' (without bound checks) differs "
+                                               f"from the interpreter")
         for t, want in (expected or {}).items():
             np.testing.assert_allclose(ref[t], want, rtol=rtol, atol=atol, equal_nan=False,
                                        err_msg=f"interpreter's '{t.name}' differs from numpy")

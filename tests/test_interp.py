@@ -152,6 +152,19 @@ def test_if_then_else_never_reads_out_of_bounds(rand):
         evaluate(R, {A: a})
 
 
+def test_out_of_bounds_read_names_the_stage_the_index_and_the_point(rand):
+    n = te.var("n")
+    A = te.placeholder((n, 4), name="A")
+    C = te.compute((n, 4), lambda i, j: A[i, j + 1], name="C")
+    with pytest.raises(InterpError, match=r"compute 'C': out-of-bounds read A\[0, 4\] \(index 1 is `j \+ 1`, "
+                                          r"dimension 1 of 'A' has extent 4\) where i=0, j=3"):
+        evaluate(C, {A: rand((3, 4))})
+    k = te.reduce_axis((0, 5), name="k")
+    S = te.compute((2,), lambda r: te.sum(A[r, k], axis=k), name="S")
+    with pytest.raises(InterpError, match=r"compute 'S': out-of-bounds read A\[0, 4\] .* where r=0, k=4"):
+        evaluate(S, {A: rand((3, 4))})
+
+
 def test_gather(rand):
     A = te.placeholder((10, 3), name="A")
     idx = te.placeholder((6,), dtype="int32", name="idx")

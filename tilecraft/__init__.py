@@ -18,7 +18,7 @@ supported subset.
 """
 __version__ = "0.1.0"
 
-from . import ir, te, target, tir
+from . import ir, te, target, tir, transform
 from .ir import DTypeError
 from .te import TEError
 from .schedule import ScheduleError, create_schedule, lower

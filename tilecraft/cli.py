@@ -240,11 +240,13 @@ def cmd_export(args) -> int:
             if task.name not in TASK_TABLE:
                 print(f"skipping {task.name}: its template is not importable (give --module)")
                 continue
-            fname = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{task.name}_{'_'.join(map(str, task.args))}")
+            # no dots before the suffix (the dynamic linker reads them as versions); lib*.so links with -l
+            fname = re.sub(r"[^A-Za-z0-9_-]+", "_", f"{task.name}_{'_'.join(map(str, task.args))}")
             with Target(str(inp.target)):
                 sch, tensors = TASK_TABLE[task.name](*task.args)
                 mod = tilecraft.build(sch, tensors, target=str(inp.target), name=re.sub(r"\W", "_", fname))
-            path = os.path.join(args.out_dir, fname + library_suffix(task))
+            suffix = library_suffix(task)
+            path = os.path.join(args.out_dir, ("lib" if suffix == ".so" else "") + fname + suffix)
             mod.export_library(path)
             gflops = (task.flop or 1.0) / res.mean_cost / 1e9
             manifest.append({"task": task.name, "args": list(task.args), "target": str(inp.target),

@@ -9,10 +9,11 @@ compare compiled code against, so it is written to be obviously correct rather t
   integer arithmetic wraps (numpy arrays of the exact dtype do both), float16 stays float16;
 * ``te.if_then_else`` (a lazy ``Select``) evaluates each branch under a *mask*: a load only
   reads where its mask holds, so a guarded out-of-bounds index is never touched. A load that
-  is out of bounds where the mask holds raises :class:`InterpError` naming the tensor;
+  is out of bounds where the mask holds raises :class:`InterpError` naming the stage, the
+  element read, the index expression, the extent and the axes' values at the first such point;
 * a ``Reduce`` folds its combiner over the reduction points in lexicographic order, starting
-  from the identity; points where ``where=`` fails contribute the identity (their source is
-  evaluated under that mask). Points are evaluated in chunks that fit a memory budget; within a
+  from ``init=`` (evaluated at each output point) or else the identity; points where ``where=``
+  fails contribute the identity (their source is evaluated under that mask). Points are evaluated in chunks that fit a memory budget; within a
   chunk they are combined by an order-preserving pairwise tree (``(v0+v1)+(v2+v3)``), which
   equals the sequential fold for any associative combiner, so tuple reducers such as argmax keep
   the first index on ties exactly as a sequential fold does.
@@ -116,7 +117,7 @@ def _compute(op: ComputeOp, values: dict, scalars: dict, budget: int) -> list:
     if not isinstance(body, Reduce):
         env = dict(scalars)
         env.update(_grid(op.axis, shape, extra=0))
-        ev = _Eval(env, values)
+        ev = _Eval(env, values, op.name)
         return [np.array(np.broadcast_to(ev.ev(b, None), shape)) for b in op.body]
     return _reduce(op, body, shape, values, scalars, budget)
 
@@ -139,7 +140,12 @@ def _reduce(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict,
     exts = [_scalar(iv.dom.extent, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
     total = math.prod(exts)
     identity = [_Eval(scalars, {}).ev(e, None) for e in comb.identity]
-    acc = [np.array(np.broadcast_to(x, shape)) for x in identity]
+    start = identity
+    if r.init:
+        env = dict(scalars)
+        env.update(_grid(op.axis, shape, extra=0))
+        start = [_Eval(env, values, op.name).ev(e, None) for e in r.init]
+    acc = [np.array(np.broadcast_to(x, shape), dtype=s.dtype) for x, s in zip(start, r.source)]
     chunk = max(1, budget // max(1, math.prod(shape)))
     env = dict(scalars)
     env.update(_grid(op.axis, shape, extra=1))
@@ -148,7 +154,7 @@ def _reduce(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict,
         full = shape + (len(points),)
         for iv, lo, coord in zip(r.axis, los, np.unravel_index(points, exts) if exts else ()):
             env[iv.var] = (coord + lo).astype(iv.var.dtype).reshape((1,) * len(shape) + (-1,))
-        ev = _Eval(env, values)
+        ev = _Eval(env, values, op.name)
         mask = np.broadcast_to(ev.ev(r.condition, None), full)
         vals = [np.where(mask, ev.ev(s, mask), x) for s, x in zip(r.source, identity)]
         vals = [np.broadcast_to(v, full).astype(s.dtype, copy=False) for v, s in zip(vals, r.source)]
@@ -228,8 +234,8 @@ class _Eval:
     """Evaluates an expression to a numpy array; ``mask`` (None = everywhere) says where the
     value is needed, so loads outside it are not performed."""
 
-    def __init__(self, env: dict, values: dict):
-        self.env, self.values = env, values
+    def __init__(self, env: dict, values: dict, stage: str = ""):
+        self.env, self.values, self.stage = env, values, stage   # stage: for messages
 
     def ev(self, e: Expr, mask):
         with np.errstate(all="ignore"):   # wrapping and undefined lanes are not errors here
@@ -283,7 +289,7 @@ class _Eval:
         return np.asarray(fn(*args), dtype=_np(e.dtype))
 
     def Let(self, e, mask):
-        inner = _Eval({**self.env, e.var: self.ev(e.value, mask)}, self.values)
+        inner = _Eval({**self.env, e.var: self.ev(e.value, mask)}, self.values, self.stage)
         return inner.ev(e.body, mask)
 
     def TensorLoad(self, e, mask):
@@ -301,10 +307,22 @@ class _Eval:
             bad = live & ((i < 0) | (i >= n))
             if bad.any():
                 where = tuple(int(x[bad][0]) for x in idx)
-                raise InterpError(f"out-of-bounds read {t.name}[{', '.join(map(str, where))}]: "
-                                  f"dimension {d} has extent {n}")
+                raise InterpError(f"compute '{self.stage}': out-of-bounds read {t.name}[{', '.join(map(str, where))}] "
+                                  f"(index {d} is `{e.indices[d]}`, dimension {d} of '{t.name}' has extent {n})"
+                                  f"{self._point(bad)}")
             safe.append(np.where(live, i, 0))
         return arr[tuple(safe)] if safe else arr[()]
+
+    def _point(self, bad) -> str:
+        """`` where i=3, k=8``: the axes at the first point where ``bad`` holds."""
+        if not bad.ndim:
+            return ""
+        pos = tuple(np.argwhere(bad)[0])
+        axes = []
+        for v, a in self.env.items():
+            if isinstance(v, Var) and isinstance(a, np.ndarray) and 1 <= a.ndim <= bad.ndim:
+                axes.append(f"{v.name}={int(np.broadcast_to(a, bad.shape)[pos])}")
+        return f" where {', '.join(axes)}" if axes else ""
 
     def Reduce(self, e, mask):
         raise InterpError("a reduction must be the whole body of a te.compute")

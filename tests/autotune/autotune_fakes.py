@@ -191,6 +191,12 @@ def pool_job(what):
     return "fine"
 
 
+def spin_forever():
+    """A job that never ends and keeps a core busy."""
+    while True:
+        pass
+
+
 def greedy_run_func(inp, br, opts):
     """Allocates 8 GiB: under a memory cap this must fail cleanly."""
     import numpy as np

@@ -1,5 +1,6 @@
 """Templates compiled for real (by the LLVM backend), some of whose configs misbehave on purpose:
-segfault (reads 4 GiB past an input), hang (a 2^31-step reduction per element), or compute the
+segfault (reads 4 GiB past an input, through ``i % n``, which lower's static index check does
+not follow), hang (a 2^31-step reduction per element), or compute the
 wrong thing. The fallback config (behaviour "ok") is what the reference is built from."""
 import tilecraft.autotune as autotune
 from tilecraft import te
@@ -14,7 +15,7 @@ def misbehaving_vadd(n):
     B = te.placeholder((n,), name="B")
     b = cfg["behaviour"].val
     if b == "segfault":
-        C = te.compute((n,), lambda i: A[i + (1 << 30)] + B[i], name="C")
+        C = te.compute((n,), lambda i: A[i % n + (1 << 30)] + B[i], name="C")
     elif b == "hang":
         k = te.reduce_axis((0, (1 << 31) - 1), name="k")
         C = te.compute((n,), lambda i: te.sum(A[(i + k) % n] * B[i], axis=k), name="C")

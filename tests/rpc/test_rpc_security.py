@@ -140,7 +140,7 @@ def test_uploads_are_size_limited():
             conn.close()
 
 
-def test_numbers_must_be_finite_and_a_runner_with_the_wrong_secret_gets_an_error_result(tracker, kernels):
+def test_numbers_must_be_finite_and_a_runner_with_the_wrong_secret_stops(tracker, kernels):
     conn = connect("127.0.0.1", tracker.port, SECRET)
     try:
         with pytest.raises(Exception, match="finite"):
@@ -148,14 +148,13 @@ def test_numbers_must_be_finite_and_a_runner_with_the_wrong_secret_gets_an_error
     finally:
         conn.close()
     from conftest import measure_inputs
-    from tilecraft.autotune import MeasureErrorNo
-    from tilecraft.rpc import RPCRunner
+    from tilecraft.rpc import PoolUnavailableError, RPCRunner
 
     runner = RPCRunner("llvm:x", "127.0.0.1", tracker.port, secret=b"wrong-secret-wrong-secret", n_parallel=1)
     task, inputs, builds = measure_inputs(kernels, ["good"])
     runner.set_task(task)
-    (result,) = runner.run(inputs, builds)
-    assert result.error_no == MeasureErrorNo.RUNTIME_DEVICE and "AuthenticationError" in result.error_msg
+    with pytest.raises(PoolUnavailableError, match="refused the shared secret"):
+        runner.run(inputs, builds)          # every candidate would fail: not the candidates' fault
 
 
 def test_no_secret_no_start_on_a_non_loopback_address(tmp_path, monkeypatch, capsys):
@@ -168,6 +167,7 @@ def test_no_secret_no_start_on_a_non_loopback_address(tmp_path, monkeypatch, cap
     assert load_secret(None, host="10.0.0.1", environ={"TILECRAFT_RPC_KEY": "x" * 20}) == b"x" * 20
     key = tmp_path / "key"
     key.write_bytes(b"y" * 32 + b"\n")
+    os.chmod(key, 0o600)
     assert load_secret(str(key), host="0.0.0.0", environ={}) == b"y" * 32
     from tilecraft.rpc import cli
 
@@ -255,3 +255,103 @@ def test_the_commands_plug_into_a_parent_cli(monkeypatch, capsys):
     monkeypatch.delenv("TILECRAFT_RPC_KEY", raising=False)
     args = parser.parse_args(["rpc", "tracker", "--host", "0.0.0.0"])
     assert args.func(args) == 2 and "without a shared secret" in capsys.readouterr().err
+
+
+def test_the_handshake_has_one_deadline_however_slowly_the_client_drips(monkeypatch):
+    """A client that sends its reply one byte at a time, each byte well within the deadline, is
+    cut off when the whole handshake's deadline passes (before, the limit applied to each read:
+    80 bytes at 4 s each held a connection and a thread for five minutes)."""
+    import time
+    monkeypatch.setattr(protocol, "HANDSHAKE_TIMEOUT", 1.0)
+    with Tracker(port=0, secret=SECRET) as t:
+        sock = socket.create_connection(("127.0.0.1", t.port), timeout=3)
+        protocol._recv_exact(sock, len(protocol.MAGIC) + protocol.NONCE_BYTES)
+        reply = protocol.MAGIC + os.urandom(64)
+        sent, closed, t0 = 0, False, time.monotonic()
+        sock.settimeout(0.3)           # one byte every 0.3 s: each read alone would be in time
+        for byte in reply:
+            try:
+                if sock.recv(1) == b"":
+                    closed = True
+                    break
+            except socket.timeout:
+                pass
+            except ConnectionError:
+                closed = True
+                break
+            try:
+                sock.send(bytes([byte]))
+            except OSError:
+                closed = True
+                break
+            sent += 1
+        sock.close()
+    assert closed, f"the server still listened after {time.monotonic() - t0:.1f} s and {sent} bytes"
+    assert sent < 10           # about 1.0 / 0.3 bytes; all 80 before
+
+
+@pytest.mark.parametrize("mode, who", [(0o644, "other users"), (0o640, "its group"), (0o604, "other users")])
+def test_a_key_file_others_can_read_is_warned_about(tmp_path, mode, who):
+    import re
+    import warnings
+    key = tmp_path / "key"
+    key.write_bytes(b"z" * 32 + b"\n")
+    os.chmod(key, mode)
+    with pytest.warns(RuntimeWarning, match=re.escape(f"the key file {str(key)!r} is open to {who} "
+                                                      f"(mode {mode:04o})") + ".*chmod 600"):
+        assert load_secret(str(key), environ={}) == b"z" * 32
+    os.chmod(key, 0o600)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_secret(str(key), environ={}) == b"z" * 32
+
+
+def test_a_connection_reveals_no_internals(tracker):
+    """dir, inspect, repr and str of the root object name only the exposed methods (rpyc's own
+    answers list private attributes such as '_pool', class paths and memory addresses)."""
+    conn = connect("127.0.0.1", tracker.port, SECRET)
+    try:
+        root = conn.root
+        names = conn.sync_request(consts.HANDLE_DIR, root)
+        assert names == ("get_service_aliases", "get_service_name", "heartbeat", "register", "release",
+                         "report_broken", "request", "status")
+        inspected = conn.sync_request(consts.HANDLE_INSPECT, root.____id_pack__)
+        assert [n for n, _ in inspected] == list(names)
+        for handler in (consts.HANDLE_REPR, consts.HANDLE_STR):
+            assert conn.sync_request(handler, root) == "<tilecraft rpc object>"
+            assert conn.sync_request(handler, root.status) == "<tilecraft rpc object>"
+        assert root.status() == ((), ())
+    finally:
+        conn.close()
+
+
+def test_errors_name_no_server_internals(caplog):
+    """A wrong call gets the method's public signature; a failure inside the server gets one line
+    (the details, traceback and paths, stay in the server's log); a candidate that fails to load
+    gets the exception's message without traceback or server folders."""
+    import shutil
+    with DeviceServer("llvm:test", secret=SECRET, warm_up=False) as server:
+        conn = connect("127.0.0.1", server.port, SECRET)
+        try:
+            with pytest.raises(Exception) as err:
+                conn.root.measure("0" * 64)
+            text = str(err.value)
+            assert "measure(lib_digest, ref_digest, arg_info, target, seed, number, repeat, min_repeat_ms, " \
+                   "flush, rtol, atol, timeout, max_timing_s) takes 12 to 13 positional arguments, got 1" in text
+            assert "Service" not in text and "exposed_" not in text
+            junk = conn.root.upload_library(b"not a shared library")
+            costs, error_no, msg = conn.root.measure(junk, "", (((4,), "float32", True),), "llvm", 1, 1, 1, 0.0,
+                                                     False, 1e-3, 1e-3, 30.0)
+            assert costs == () and "is not a loadable shared library" in msg
+            for leak in ("Traceback", 'File "', server.store.root, "site-packages"):
+                assert leak not in msg
+            shutil.rmtree(server.store.root)           # the server's own folder vanishes
+            with caplog.at_level("ERROR", logger="tilecraft.rpc"):
+                with pytest.raises(Exception) as err:
+                    conn.root.upload_library(b"more bytes")
+            text = str(err.value)
+            assert "upload_library failed on the server (FileNotFoundError); the server's log has the details" in text
+            assert server.store.root not in text and "Traceback" not in text.split("Remote Traceback")[0]
+            assert "FileNotFoundError" in caplog.text and server.store.root in caplog.text
+        finally:
+            conn.close()

@@ -73,12 +73,14 @@ def test_a_dead_session_or_silence_takes_a_server_out_and_a_dead_client_frees_it
     reg.close()
 
 
-def test_a_request_for_an_unknown_key_times_out_into_an_error_result(tracker, kernels):
+def test_a_request_for_an_unknown_key_stops_tuning_instead_of_recording_an_error(tracker, kernels):
+    """No server for the key is the pool's failure, not the candidate's: nothing is recorded."""
+    from tilecraft.rpc import PoolUnavailableError
     runner = RPCRunner("llvm:nobody", "127.0.0.1", tracker.port, secret=SECRET, request_timeout=0.2)
     task, inputs, builds = measure_inputs(kernels, ["good"])
     runner.set_task(task)
-    (result,) = runner.run(inputs, builds)
-    assert result.error_no == E.RUNTIME_DEVICE and "came free within" in result.error_msg
+    with pytest.raises(PoolUnavailableError, match=r"no server of 'llvm:nobody' came free within 0.2 s"):
+        runner.run(inputs, builds)
 
 
 def test_a_device_server_in_this_process_measures_and_registers(tracker, kernels):

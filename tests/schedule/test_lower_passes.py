@@ -142,3 +142,30 @@ def test_lower_does_not_change_the_schedule():
     s[B].split(B.op.axis[0], factor=16)
     first = str(tc.lower(s, [A, B]))
     assert str(tc.lower(s, [A, B])) == first
+
+
+def test_vectorized_lazy_select_with_a_uniform_condition_stays_lazy(check_llvm, rand):
+    """Found by the bounds-checked schedule fuzzer: vectorizing i under a guard on j turned
+    if_then_else(j + 1 < 19, A[.., j + 1], 1) into an eager select of a broadcast condition,
+    so the vector load read A[12, 19] (one past the end) at j = 18. The guard must stay lazy."""
+    from tilecraft.ir import Select
+    A = te.placeholder((13, 19), name="A")
+    P = te.compute((13, 20), lambda i, j: te.if_then_else(j < 19, A[i, j] * 2.0, 1.0), name="P")
+    C = te.compute((13, 19), lambda i, j: P[i, j] + P[i, j + 1] * A[i, j], name="C")
+    X = te.placeholder((13, 6), dtype="int32", name="X")
+    D = te.compute((13, 6), lambda i, j: te.if_then_else(j > 0, X[i, j] // j, 0), name="D")
+    s = te.create_schedule([C.op, D.op])
+    for T in (C, D):
+        io, ii = s[T].split(T.op.axis[0], factor=3)
+        s[T].reorder(T.op.axis[1], ii, io)
+        s[T].vectorize(io)
+    s[P].compute_inline()
+    selects = []
+    post_order_visit(tc.lower(s, [A, X, C, D]).body,
+                     lambda n: selects.append(n) if isinstance(n, Select) and n.dtype.endswith("x5") else None)
+    assert selects and all(x.lazy and x.condition.dtype == "bool" for x in selects)
+    a, x = rand((13, 19)), rand((13, 6), "int32", -50, 50)
+    p = np.concatenate([a * 2, np.ones((13, 1), "float32")], axis=1)
+    j = np.arange(6)
+    check_llvm(s, [A, X, C, D], {A: a, X: x},
+               {C: p[:, :-1] + p[:, 1:] * a, D: np.where(j > 0, x // np.maximum(j, 1), 0).astype("int32")})

@@ -10,6 +10,13 @@ parent's ``__main__``: a user's script that tunes at top level, without an
 ``if __name__ == "__main__":`` guard, is not run again in every worker. The functions sent to them
 must be importable by name (a task whose template lives in ``__main__`` carries it by value, see
 ``Task``). Parent and worker talk over a private socket pair; nothing else can reach it.
+
+Workers die with their parent, even in the middle of a job that hangs in compiled code: each
+holds the read end of a pipe whose write end only the parent has, and a watchdog thread kills the
+worker when that pipe reports end-of-file (the parent exited, however: kill -9, SIGTERM, a crash).
+Workers started from the parent's main thread also ask the kernel for SIGKILL when it exits
+(``PR_SET_PDEATHSIG``), which needs no Python thread to run; the kernel ties that signal to the
+*thread* that started the process, so workers started from other threads rely on the pipe alone.
 """
 from __future__ import annotations
 
@@ -73,11 +80,14 @@ def _worker_main(conn, initializer, initargs):
             conn.send(("error", traceback.format_exc(limit=5)))
 
 
-_BOOT = "import sys; from tilecraft.autotune._pool import _boot; _boot(int(sys.argv[1]))"
+_BOOT = ("import sys; from tilecraft.autotune._pool import _boot; "
+         "_boot(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == '1')")
+PR_SET_PDEATHSIG = 1
 
 
-def _boot(fd: int) -> None:
-    """A worker's entry point: take the parent's import path, then serve jobs."""
+def _boot(fd: int, alive_fd: int, parent_pid: int, pdeathsig: bool) -> None:
+    """A worker's entry point: arrange to die with the parent, take its import path, serve jobs."""
+    _die_with_parent(alive_fd, parent_pid, pdeathsig)
     from multiprocessing.connection import Connection
     conn = Connection(fd)
     path, cwd, initializer, initargs = conn.recv()
@@ -87,13 +97,50 @@ def _boot(fd: int) -> None:
     _worker_main(conn, initializer, initargs)
 
 
+def _die_with_parent(alive_fd: int, parent_pid: int, pdeathsig: bool) -> None:
+    if pdeathsig and sys.platform.startswith("linux"):
+        import ctypes
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:          # the parent died before we got here
+        os._exit(1)
+    import threading
+    threading.Thread(target=_watch_parent, args=(alive_fd,), name="tilecraft-parent-watch", daemon=True).start()
+
+
+def _watch_parent(alive_fd: int) -> None:
+    """Block until the parent's end of the pipe closes (it never writes), then die at once: the
+    main thread may be stuck in a job, and nothing it holds needs cleaning up."""
+    while True:
+        try:
+            if os.read(alive_fd, 1) == b"":
+                break
+        except InterruptedError:
+            continue
+        except OSError:
+            break
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 class _Process:
     """The worker's process, with the parts of ``multiprocessing.Process`` the pool uses:
     ``exitcode`` is negative for a signal, ``sentinel`` becomes ready when it exits."""
 
     def __init__(self, child_fd: int):
-        self.popen = subprocess.Popen([sys.executable, "-c", _BOOT, str(child_fd)], pass_fds=(child_fd,),
-                                      stdin=subprocess.DEVNULL)
+        import threading
+        alive_r, self.alive_w = os.pipe()      # the parent keeps the write end while the worker lives
+        pdeathsig = threading.current_thread() is threading.main_thread()
+        try:
+            self.popen = subprocess.Popen([sys.executable, "-c", _BOOT, str(child_fd), str(alive_r),
+                                           str(os.getpid()), "1" if pdeathsig else "0"],
+                                          pass_fds=(child_fd, alive_r), stdin=subprocess.DEVNULL)
+        except BaseException:
+            os.close(self.alive_w)
+            raise
+        finally:
+            os.close(alive_r)
         try:
             self.sentinel = os.pidfd_open(self.popen.pid)
         except (AttributeError, OSError):       # no pidfd: the socket's EOF tells of a death
@@ -120,6 +167,9 @@ class _Process:
         if self.sentinel is not None:
             os.close(self.sentinel)
             self.sentinel = None
+        if self.alive_w is not None:
+            os.close(self.alive_w)
+            self.alive_w = None
 
 
 class _Worker:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 import traceback
 import warnings
@@ -280,8 +279,12 @@ class LocalBuilder:
         self._counter = 0
 
     def set_task(self, task):
+        from ..runtime.tempdirs import owned_temp_dir
         self.task = task
-        self.tmp_dir = tempfile.mkdtemp(prefix="tilecraft-tune-", dir=self._tmp_root)
+        if self.tmp_dir:                 # the previous task's candidates and reference
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        # named after this process: a killed run's folder is removed at the next start
+        self.tmp_dir = owned_temp_dir("tilecraft-tune-", self._tmp_root)
         self.reference = None
         self._reference_tried = False
 

@@ -10,8 +10,9 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from functools import lru_cache
+
+from ..runtime.tempdirs import owned_temp_dir
 
 NVCC_FLAGS = ("-O3", "-std=c++17")
 DEFAULT_ARCH = "sm_90"
@@ -66,7 +67,8 @@ def compile_cuda(src: str, arch: str = DEFAULT_ARCH, use_cache: bool = True) -> 
     if use_cache and os.path.exists(path):
         with open(path, "rb") as f:
             return f.read()
-    with tempfile.TemporaryDirectory(prefix="tilecraft_nvcc_") as tmp:
+    tmp = owned_temp_dir("tilecraft_nvcc_")      # a killed run's folder goes at the next start
+    try:
         cu = os.path.join(tmp, "kernel.cu")
         out = os.path.join(tmp, "kernel.cubin")
         with open(cu, "w") as f:
@@ -77,6 +79,8 @@ def compile_cuda(src: str, arch: str = DEFAULT_ARCH, use_cache: bool = True) -> 
             raise CUDACompileError(explain_errors(p.stderr, src, " ".join(cmd)))
         with open(out, "rb") as f:
             cubin = f.read()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     if use_cache:
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -12,7 +12,10 @@ fast because the tuner builds thousands of candidates.
 
 Calling convention (C ABI; the exported header declares the same)::
 
-    int32_t name(T0* buf0, T1* buf1, ..., <scalar params in their dtype>);   /* returns 0 */
+    int32_t name(T0* buf0, T1* buf1, ..., <scalar params in their dtype>);   /* returns a status */
+
+The status is 0, or a code of ``tilecraft.runtime.status`` after the code wrote a message to the
+thread's error buffer (``llvm_status.py``: the one mechanism for every failure point).
 
 Buffer pointers are ``noalias`` (the runtime refuses outputs that overlap other arguments) and
 only element-aligned (numpy data may be 16-byte aligned). Floating-point instructions carry the
@@ -25,7 +28,10 @@ Statements map to LLVM as follows: ``For`` is a counted loop (``unrolled`` adds
 ``For`` is outlined into ``void body(void* closure)`` and run by ``GOMP_parallel`` (libgomp's
 thread pool), each thread taking one static chunk; parallel loops nested in a parallel loop run
 serially. ``Allocate`` is an ``alloca`` in the function's entry block when its size is a constant
-of at most 64 KiB, else ``aligned_alloc(64, ...)``/``free`` around its body.
+of at most 64 KiB, else ``aligned_alloc(64, ...)``/``free`` around its body; a NULL from
+``aligned_alloc`` returns ``STATUS_OUT_OF_MEMORY`` naming the buffer and the bytes. Under
+``PassContext(config={"tir.instrument_bound_checkers": True})`` every load and store is checked
+against its buffer first (``llvm_bounds.py``).
 """
 from __future__ import annotations
 
@@ -41,6 +47,10 @@ from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                        LetStmt, PrimFunc, SeqStmt)
 from ..runtime.signature import FuncSignature, ParamSpec, dim_of_expr
+from ..runtime.status import STATUS_OUT_OF_MEMORY
+from .llvm_bounds import BoundChecks
+from .llvm_status import (ERROR_BUFFER_SYMBOL, StatusEmitter, jit_error_message, jit_error_support,
+                          printf_escape)
 from .llvm_types import (cast_instruction, const_literal, intrinsic_suffix, kind, ll_type, mem_type,
                          splat_literal, zero)
 
@@ -182,6 +192,7 @@ class LLVMSource:
     options: LLVMOptions
     entry_name: str
     has_parallel: bool
+    can_fail: bool = False         # some function has a failure point (see llvm_status.py)
 
 
 class _Function:
@@ -192,6 +203,8 @@ class _Function:
         self.lines: list[str] = []
         self.allocas: list[str] = []
         self.block = "entry"
+        self.heap: list[str] = []   # live aligned_alloc pointers, freed by a failure return
+        self.can_fail = False       # a failure point returns a status from this function
 
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -207,13 +220,15 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]", "_", name)
 
 
-class LLVMCodegen:
+class LLVMCodegen(StatusEmitter, BoundChecks):
     """Emits one LLVM module for a list of PrimFuncs. Expressions and statements are dispatched
     by node class through the ``_EXPR``/``_STMT`` tables; binary operators through ``_BINARY``
-    plus the few overrides in ``_binary_special``."""
+    plus the few overrides in ``_binary_special``; failure points through ``fail_if``
+    (:class:`~tilecraft.codegen.llvm_status.StatusEmitter`)."""
 
-    def __init__(self, opts: LLVMOptions):
+    def __init__(self, opts: LLVMOptions, bound_checks: bool = False):
         self.opts = opts
+        self.bound_checks = bound_checks      # check every access (llvm_bounds.py)
         fm = " fast" if opts.fast_math else " contract"
         self.binary_table = {k: v.format(fm=fm) for k, v in _BINARY.items()}
         self.fm = fm
@@ -289,6 +304,7 @@ class LLVMCodegen:
             raise CodegenError(f"function name {func.name!r} would shadow a C library or runtime "
                                "symbol that generated code calls; choose another name")
         sig = signature_of(func)
+        self.func_name = func.name
         self.fn = _Function(func.name)
         self.env: dict = {}
         self.buf_by_name: dict = {}
@@ -380,16 +396,16 @@ class LLVMCodegen:
         if lanes == 1:
             if dt.lanes(idx.dtype) != 1:
                 raise CodegenError(f"storing the scalar {vt} value `{s.value}` to the vector index `{idx}`")
-            p = self.element_ptr(buf, idx)
+            p = self.element_ptr(buf, idx, store=True)
             self.emit(f"store {mty} {value}, ptr {p}, align {align}")
             return
         if _is_contiguous(idx, lanes) or dt.lanes(idx.dtype) == 1:
-            p = self.element_ptr(buf, idx.base if isinstance(idx, Ramp) else idx)
+            p = self.element_ptr(buf, idx.base if isinstance(idx, Ramp) else idx, lanes, store=True)
             self.emit(f"store {mty} {value}, ptr {p}, align {align}")
             return
         if dt.lanes(idx.dtype) != lanes:
             raise CodegenError(f"store of {vt} to {buf.name} with index `{idx}` of {idx.dtype}")
-        ptrs = self.vector_ptrs(buf, idx)
+        ptrs = self.vector_ptrs(buf, idx, store=True)
         self.emit(f"call void @llvm.masked.scatter.v{lanes}{_elem_suffix(mty)}.v{lanes}p0({mty} {value}, "
                   f"<{lanes} x ptr> {ptrs}, i32 {align}, <{lanes} x i1> {splat_literal(True, f'boolx{lanes}')})")
 
@@ -411,7 +427,13 @@ class LLVMCodegen:
         self.declare("aligned_alloc", "declare noalias ptr @aligned_alloc(i64, i64)")
         self.declare("free", "declare void @free(ptr)")
         p = self.op(f"call noalias ptr @aligned_alloc(i64 64, i64 {rounded})")
+        self.fail_if(self.op(f"icmp eq ptr {p}, null"), STATUS_OUT_OF_MEMORY,
+                     f"out of memory: could not allocate %lld bytes for buffer "
+                     f"'{printf_escape(buf.name)}' in function '{printf_escape(self.func_name)}'",
+                     [("i64", nbytes)])
+        self.fn.heap.append(p)
         self.bind(buf.data, p, lambda: self.stmt(s.body))
+        self.fn.heap.pop()
         self.emit(f"call void @free(ptr {p})")
 
     def s_For(self, s: For) -> None:
@@ -484,7 +506,31 @@ class LLVMCodegen:
                 keys_of[value] = []
                 fields.append((value, ty))
             keys_of[value].append(key)
+        outlined = f"{self.fn.name}_par{self.n_outlined}"
+        self.n_outlined += 1
+
+        saved = (self.fn, self.env, self.mask)
+        self.in_parallel = True
+        # the body: parameters (start, stop, fields...); returns a status if it has failure points
+        self.fn, self.env, self.mask = _Function(outlined + "_body"), {}, None
+        params = [f"{ity} %start", f"{ity} %stop"]
+        for k, (value, ty) in enumerate(fields):
+            name = f"%c{k}"
+            params.append(f"{ty} noalias {name}" if ty == "ptr" else f"{ty} {name}")
+            for key in keys_of[value]:
+                self.env[key] = name
+        self.loop(s.loop_var, "%start", "%stop", lambda: self.stmt(s.body))
+        can_fail = self.fn.can_fail
+        self.finish_function(f"define internal {'i32' if can_fail else 'void'} @{outlined}_body"
+                             f"({', '.join(params)}) #0", "ret i32 0" if can_fail else "ret void")
+        self.fn, self.env, self.mask = saved
+        self.in_parallel = False
+
+        # the caller: closure = (begin, extent, fields..., [status, message of the first failure])
         all_fields = [(begin, ity), (extent, ity)] + fields
+        n_in = len(all_fields)
+        if can_fail:
+            all_fields += [("0", "i32"), ("null", "ptr")]
         sty = "{" + ", ".join(ty for _, ty in all_fields) + "}"
         closure = self.alloca(sty, 8)
         for k, (value, ty) in enumerate(all_fields):
@@ -500,26 +546,18 @@ class LLVMCodegen:
         capped = self.op(f"call i32 @llvm.smin.i32(i32 {nt}, i32 {cap})")
         positive = self.op(f"icmp sgt i32 {nt}, 0")
         nt = self.op(f"select i1 {positive}, i32 {capped}, i32 0")
-        outlined = f"{self.fn.name}_par{self.n_outlined}"
-        self.n_outlined += 1
         self.emit(f"call void @GOMP_parallel(ptr @{outlined}, ptr {closure}, i32 {nt}, i32 0)")
+        if can_fail:
+            status_p = self.op(f"getelementptr inbounds {sty}, ptr {closure}, i32 0, i32 {n_in}")
+            message_p = self.op(f"getelementptr inbounds {sty}, ptr {closure}, i32 0, i32 {n_in + 1}")
+            status = self.op(f"load i32, ptr {status_p}")
+            self.fail_with_status(status, self.op(f"load ptr, ptr {message_p}"))
 
-        saved = (self.fn, self.env, self.mask)
-        self.in_parallel = True
-        # the body: parameters (start, stop, fields...)
-        self.fn, self.env, self.mask = _Function(outlined + "_body"), {}, None
-        params = [f"{ity} %start", f"{ity} %stop"]
-        for k, (value, ty) in enumerate(fields):
-            name = f"%c{k}"
-            params.append(f"{ty} noalias {name}" if ty == "ptr" else f"{ty} {name}")
-            for key in keys_of[value]:
-                self.env[key] = name
-        self.loop(s.loop_var, "%start", "%stop", lambda: self.stmt(s.body))
-        self.finish_function(f"define internal void @{outlined}_body({', '.join(params)}) #0", "ret void")
         # the thread entry: unpack, take this thread's chunk, call the body
+        saved = (self.fn, self.env)
         self.fn, self.env = _Function(outlined), {}
         vals = []
-        for k, (_, ty) in enumerate(all_fields):
+        for k, (_, ty) in enumerate(all_fields[:n_in]):
             p = self.op(f"getelementptr inbounds {sty}, ptr %closure, i32 0, i32 {k}")
             vals.append(self.op(f"load {ty}, ptr {p}"))
         lo, ext = vals[0], vals[1]
@@ -536,10 +574,15 @@ class LLVMCodegen:
         start = self.op(f"add nsw {ity} {start}, {lo}")
         stop = self.op(f"add nsw {ity} {stop}, {lo}")
         args = [f"{ity} {start}", f"{ity} {stop}"] + [f"{ty} {v}" for v, (_, ty) in zip(vals[2:], fields)]
-        self.emit(f"call void @{outlined}_body({', '.join(args)})")
+        if can_fail:
+            rc = self.op(f"call i32 @{outlined}_body({', '.join(args)})")
+            self.record_first_failure(
+                rc, self.op(f"getelementptr inbounds {sty}, ptr %closure, i32 0, i32 {n_in}"),
+                self.op(f"getelementptr inbounds {sty}, ptr %closure, i32 0, i32 {n_in + 1}"))
+        else:
+            self.emit(f"call void @{outlined}_body({', '.join(args)})")
         self.finish_function(f"define internal void @{outlined}(ptr noalias %closure) #0", "ret void")
-        self.fn, self.env, self.mask = saved
-        self.in_parallel = False
+        self.fn, self.env = saved
 
     def free_values(self, body) -> list:
         """(key, LLVM type) of every bound variable and buffer pointer that ``body`` uses."""
@@ -552,6 +595,9 @@ class LLVMCodegen:
                     seen[n] = ll_type(n.dtype) if n.dtype != "handle" else "ptr"
             elif t is BufferLoad or t is BufferStore:
                 self._capture_buffer(n.buffer, seen)
+                if self.bound_checks:           # the checks read the buffer's extent
+                    for d in n.buffer.shape:
+                        post_order_visit(d, visit)
             elif t is Allocate:
                 for d in n.buffer.shape:
                     if not isinstance(d, int):
@@ -595,18 +641,25 @@ class LLVMCodegen:
         return self.op(f"{'zext' if dt.is_uint(e.dtype) or dt.is_bool(e.dtype) else 'sext'} "
                        f"{ll_type(e.dtype)} {v} to i64")
 
-    def element_ptr(self, buf, index) -> str:
+    def element_ptr(self, buf, index, lanes: int = 1, store: bool = False) -> str:
+        """The address of element ``index`` of ``buf`` (the first of ``lanes`` contiguous ones)."""
         base = self.buffer_ptr(buf)
+        if self.bound_checks:
+            i = self.index_i64(index)
+            self.check_contiguous(buf, i, lanes, store)
+            return base if i == "0" else self.op(f"getelementptr inbounds {mem_type(buf.dtype)}, ptr {base}, i64 {i}")
         if isinstance(index, Const) and index.value == 0:
             return base
         return self.op(f"getelementptr inbounds {mem_type(buf.dtype)}, ptr {base}, i64 {self.index_i64(index)}")
 
-    def vector_ptrs(self, buf, index) -> str:
+    def vector_ptrs(self, buf, index, store: bool = False) -> str:
         lanes = dt.lanes(index.dtype)
         v = self.expr(index)
         if dt.element_of(index.dtype) not in ("int64", "uint64"):
             ext = "zext" if dt.is_uint(index.dtype) else "sext"
             v = self.op(f"{ext} {ll_type(index.dtype)} {v} to <{lanes} x i64>")
+        if self.bound_checks:
+            self.check_lanes(buf, v, lanes, None if store else self.mask, store)
         return self.op(f"getelementptr inbounds {mem_type(buf.dtype)}, ptr {self.buffer_ptr(buf)}, "
                        f"<{lanes} x i64> {v}")
 
@@ -838,7 +891,7 @@ class LLVMCodegen:
             else:
                 v = self.guarded_scalar_load(buf, idx, mty, align)
         elif _is_contiguous(idx, lanes) or dt.lanes(idx.dtype) == 1:   # a scalar index: lanes from there on
-            p = self.element_ptr(buf, idx.base if isinstance(idx, Ramp) else idx)
+            p = self.element_ptr(buf, idx.base if isinstance(idx, Ramp) else idx, lanes)
             if self.mask is None:
                 v = self.op(f"load {mty}, ptr {p}, align {align}")
             else:
@@ -1149,8 +1202,10 @@ def _dim_names(d):
 # ------------------------------------------------------------------------------------------------
 # Entry points
 
-def codegen_llvm(funcs, target="llvm", entry_name: str | None = None) -> LLVMSource:
-    """Emit the LLVM IR text of one module holding ``funcs`` (PrimFuncs)."""
+def codegen_llvm(funcs, target="llvm", entry_name: str | None = None,
+                 bound_checks: bool | None = None) -> LLVMSource:
+    """Emit the LLVM IR text of one module holding ``funcs`` (PrimFuncs). ``bound_checks``
+    (default: the current PassContext's ``tir.instrument_bound_checkers``) checks every access."""
     if isinstance(funcs, PrimFunc):
         funcs = [funcs]
     funcs = list(funcs)
@@ -1164,12 +1219,16 @@ def codegen_llvm(funcs, target="llvm", entry_name: str | None = None) -> LLVMSou
             raise CodegenError(f"two functions are named {f.name!r}")
         seen.add(f.name)
     opts = target if isinstance(target, LLVMOptions) else parse_target(target)
-    cg = LLVMCodegen(opts)
+    if bound_checks is None:
+        from ..transform import PassContext
+        bound_checks = PassContext.current().get("tir.instrument_bound_checkers")
+    cg = LLVMCodegen(opts, bound_checks)
     sigs = tuple(cg.add_function(f) for f in funcs)
     entry = entry_name or funcs[0].name
     if entry not in seen:
         raise CodegenError(f"entry function {entry!r} is not among {sorted(seen)}")
-    return LLVMSource(cg.module_text(), sigs, opts, entry, cg.has_parallel)
+    return LLVMSource(cg.module_text(), sigs, opts, entry, cg.has_parallel,
+                      can_fail=ERROR_BUFFER_SYMBOL in cg.declares)
 
 
 class LLVMArtifact:
@@ -1233,6 +1292,8 @@ class LLVMArtifact:
         with _compile_lock:
             if self._engine is not None:
                 return
+            if self.source.can_fail:        # its failure points call tilecraft_error_buffer()
+                jit_error_support(llvm, target_machine(self.source.options))
             engine = llvm.create_mcjit_compiler(self._take_module(), target_machine(self.source.options))
             engine.finalize_object()
             if self.has_parallel:
@@ -1289,7 +1350,7 @@ def compile_llvm(source: LLVMSource, lazy: bool = False):
         optimized = parse_and_optimize(source, _cached_target_machine(source.options, "pic"))
     artifact = LLVMArtifact(source, optimized)
     functions = {sig.name: Function(sig, partial(artifact.function_address, sig.name), keepalive=artifact,
-                                    parallel=source.has_parallel)
+                                    parallel=source.has_parallel, error_message=jit_error_message)
                  for sig in source.signatures}
     if not lazy:
         for f in functions.values():

@@ -16,10 +16,12 @@ Semantics (stated once; every pass and backend follows them)
 * Expressions are pure: evaluation order is unobservable, except that ``Select(lazy=True)``
   (``te.if_then_else``) evaluates only the branch its condition picks, so it may guard loads that
   would be out of bounds. ``Select(lazy=False)`` (``te.select``) may evaluate both.
-* ``Reduce(combiner, source, axis, condition)`` is the fold of ``combiner`` over every point of the
-  reduction domain ``axis`` where ``condition`` holds, starting from ``combiner.identity``; the
-  order of the fold is unspecified (combiners are commutative and associative). A ``Reduce`` may
-  only appear at the top of a ``te.compute`` body.
+* ``Reduce(combiner, source, axis, condition, value_index, init)`` is the fold of ``combiner`` over
+  every point of the reduction domain ``axis`` where ``condition`` holds, starting from ``init``
+  (one value per source, in the output's data axes) or, when ``init`` is empty, from
+  ``combiner.identity``; an empty domain gives that start value. The order of the fold is
+  unspecified (combiners are commutative and associative). A ``Reduce`` may only appear at the
+  top of a ``te.compute`` body.
 * ``Ramp(base, stride, lanes)`` is the vector ``[base, base+stride, ...]``; ``Broadcast(v, lanes)``
   repeats a scalar. They only appear after vectorization.
 
@@ -31,7 +33,7 @@ Grammar (fields in order)::
           | Call(name, args, dtype)
           | TensorLoad(tensor, indices)        -- before lowering: an element of a te.Tensor
           | BufferLoad(buffer, indices)        -- after lowering: an element of a Buffer
-          | Reduce(combiner, source, axis, condition, value_index)
+          | Reduce(combiner, source, axis, condition, value_index, init)
           | Ramp(base, stride, lanes) | Broadcast(value, lanes) | Let(var, value, body)
 
 Nodes are immutable; identity is object identity (``Var`` objects are the variables themselves),
@@ -362,6 +364,7 @@ class Reduce(Expr):
     axis: tuple
     condition: Expr
     value_index: int = 0
+    init: tuple = ()              # start values (TVM's Reduce.init); () = the combiner's identity
 
     @property
     def dtype(self) -> str:  # type: ignore[override]

@@ -72,9 +72,10 @@ class IRMutator:
     def visit_Reduce(self, e):
         src = self._exprs(e.source)
         cond = self.visit_expr(e.condition)
-        if src is e.source and cond is e.condition:
+        init = self._exprs(e.init)
+        if src is e.source and cond is e.condition and init is e.init:
             return e
-        return Reduce(e.combiner, src, e.axis, cond, e.value_index)
+        return Reduce(e.combiner, src, e.axis, cond, e.value_index, init)
 
     def visit_Ramp(self, e):
         b, s = self.visit_expr(e.base), self.visit_expr(e.stride)
@@ -142,7 +143,7 @@ def children(node) -> tuple:
     if t is Select: return (node.condition, node.true_value, node.false_value)
     if t is Call: return node.args
     if t is TensorLoad or t is BufferLoad: return node.indices
-    if t is Reduce: return node.source + (node.condition,)
+    if t is Reduce: return node.source + node.init + (node.condition,)
     if t is Ramp: return (node.base, node.stride)
     if t is Broadcast: return (node.value,)
     if t is Let: return (node.value, node.body)
@@ -242,7 +243,8 @@ def structural_equal(a, b) -> bool:
         return a.lanes == b.lanes and structural_equal(a.value, b.value)
     if ta is Reduce:
         return (a.combiner is b.combiner and a.value_index == b.value_index and a.axis == b.axis
-                and _seq_eq(a.source, b.source) and structural_equal(a.condition, b.condition))
+                and _seq_eq(a.source, b.source) and structural_equal(a.condition, b.condition)
+                and _seq_eq(a.init, b.init))
     if ta is Let:
         return a.var is b.var and structural_equal(a.value, b.value) and structural_equal(a.body, b.body)
     return False

@@ -86,6 +86,9 @@ class Printer:
             extra = ""
             if not (isinstance(e.condition, Const) and e.condition.value is True):
                 extra = f", where={self.expr(e.condition)}"
+            if e.init:
+                init = ", ".join(self.expr(x) for x in e.init)
+                extra += f", init={init if len(e.init) == 1 else '(' + init + ')'}"
             sel = f"[{e.value_index}]" if len(e.source) > 1 else ""
             return f"{e.combiner.name}({src}, axis=[{axes}]{extra}){sel}", _ATOM
         if t is Ramp:

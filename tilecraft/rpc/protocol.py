@@ -7,7 +7,9 @@ challenge–response, on the raw socket, before rpyc reads a single byte::
     client -> server   MAGIC | nonce_c (32 bytes) | HMAC(secret, "client" | nonce_s | nonce_c)
     server -> client   HMAC(secret, "server" | nonce_s | nonce_c)
 
-The server closes the socket when the client's MAC is wrong or late (``HANDSHAKE_TIMEOUT``);
+The server closes the socket when the client's MAC is wrong or late: the whole handshake (TLS
+included) must be over within ``HANDSHAKE_TIMEOUT`` seconds of the connection, however the
+client paces its bytes;
 the client refuses a server whose MAC is wrong, so neither side talks rpyc to a peer that does
 not know the secret. The secret is never sent. With ``ssl_context`` the handshake runs inside
 TLS (which also protects what follows from being read or hijacked on the way).
@@ -21,8 +23,10 @@ values that rpyc copies by value (bytes, str, int, float, bool, None and tuples 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import inspect
 import ipaddress
 import logging
 import math
@@ -31,7 +35,13 @@ import secrets
 import socket
 import ssl
 import threading
+import time
+import zlib
 from dataclasses import dataclass
+
+import rpyc
+from rpyc.core.channel import Channel
+from rpyc.lib import hybridmethod
 
 MAGIC = b"tilecraft-rpc/1\n"
 NONCE_BYTES = 32
@@ -95,8 +105,17 @@ def write_key_file(path: str, secret: bytes | None = None) -> bytes:
 
 
 def read_key_file(path: str) -> bytes:
-    with open(os.path.expanduser(path), "rb") as f:
+    """The secret in ``path``; warns when other users may read or change the file."""
+    full = os.path.expanduser(path)
+    with open(full, "rb") as f:
+        mode = os.fstat(f.fileno()).st_mode & 0o777
         secret = f.read().strip()
+    if mode & 0o077:
+        import warnings
+        who = "other users" if mode & 0o007 else "its group"
+        warnings.warn(f"the key file {path!r} is open to {who} (mode {mode:04o}): whoever reads it can "
+                      f"run code on every server of the pool; make it private with `chmod 600 {path}`",
+                      RuntimeWarning, stacklevel=3)
     return check_secret(secret, f"the key file {path!r}")
 
 
@@ -141,14 +160,26 @@ def _mac(secret: bytes, role: bytes, nonce_s: bytes, nonce_c: bytes) -> bytes:
     return hmac.new(secret, role + b"|" + nonce_s + b"|" + nonce_c, hashlib.sha256).digest()
 
 
-def _recv_exact(sock, n: int) -> bytes:
+def _recv_exact(sock, n: int, deadline: float | None = None) -> bytes:
+    """``n`` bytes; with ``deadline`` (``time.monotonic()``), all of them by then (a peer that
+    sends one byte at a time cannot stretch the wait)."""
     buf = b""
     while len(buf) < n:
+        if deadline is not None:
+            _time_left(sock, deadline)
         chunk = sock.recv(n - len(buf))
         if not chunk:
             raise AuthenticationError("the peer closed the connection during the handshake")
         buf += chunk
     return buf
+
+
+def _time_left(sock, deadline: float) -> None:
+    """Make the socket's next operation end by ``deadline`` (raise ``socket.timeout`` if past)."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("the handshake took too long")
+    sock.settimeout(left)
 
 
 @dataclass(frozen=True)
@@ -162,16 +193,19 @@ class Peer:
 def server_handshake(sock, secret: bytes, ssl_context: ssl.SSLContext | None = None):
     """rpyc authenticator: prove both sides know ``secret``; returns ``(sock, Peer)``."""
     address = sock.getpeername()
+    deadline = time.monotonic() + HANDSHAKE_TIMEOUT      # for all of it, not for each read
     try:
-        sock.settimeout(HANDSHAKE_TIMEOUT)
+        _time_left(sock, deadline)
         if ssl_context is not None:
-            sock = ssl_context.wrap_socket(sock, server_side=True)
+            sock = ssl_context.wrap_socket(sock, server_side=True)   # the TLS handshake, by the deadline
         nonce_s = secrets.token_bytes(NONCE_BYTES)
+        _time_left(sock, deadline)
         sock.sendall(MAGIC + nonce_s)
-        reply = _recv_exact(sock, len(MAGIC) + NONCE_BYTES + 32)
+        reply = _recv_exact(sock, len(MAGIC) + NONCE_BYTES + 32, deadline)
         magic, nonce_c, mac = reply[:len(MAGIC)], reply[len(MAGIC):-32], reply[-32:]
         if magic != MAGIC or not hmac.compare_digest(mac, _mac(secret, b"client", nonce_s, nonce_c)):
             raise AuthenticationError(f"{address} does not know the shared secret")
+        _time_left(sock, deadline)
         sock.sendall(_mac(secret, b"server", nonce_s, nonce_c))
         sock.settimeout(None)
     except (OSError, ssl.SSLError, AuthenticationError) as err:
@@ -184,10 +218,11 @@ def server_handshake(sock, secret: bytes, ssl_context: ssl.SSLContext | None = N
 
 
 def client_handshake(sock, secret: bytes, timeout: float = HANDSHAKE_TIMEOUT) -> None:
-    """The client's half of the handshake; raises :class:`AuthenticationError`."""
-    sock.settimeout(timeout)
+    """The client's half of the handshake, within ``timeout`` seconds in all; raises
+    :class:`AuthenticationError` (or ``TimeoutError``)."""
+    deadline = time.monotonic() + timeout
     try:
-        hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES)
+        hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
     except socket.timeout:
         # a hung server looks the same as a port that is not ours: the caller decides
         raise TimeoutError(f"no greeting within {timeout:g} s (a hung server, or not a tilecraft "
@@ -195,9 +230,13 @@ def client_handshake(sock, secret: bytes, timeout: float = HANDSHAKE_TIMEOUT) ->
     if hello[:len(MAGIC)] != MAGIC:
         raise AuthenticationError("the server does not speak tilecraft-rpc/1")
     nonce_s, nonce_c = hello[len(MAGIC):], secrets.token_bytes(NONCE_BYTES)
-    sock.sendall(MAGIC + nonce_c + _mac(secret, b"client", nonce_s, nonce_c))
     try:
-        mac = _recv_exact(sock, 32)
+        _time_left(sock, deadline)
+        sock.sendall(MAGIC + nonce_c + _mac(secret, b"client", nonce_s, nonce_c))
+    except socket.timeout:
+        raise TimeoutError(f"the handshake did not go out within {timeout:g} s") from None
+    try:
+        mac = _recv_exact(sock, 32, deadline)
     except socket.timeout:
         raise TimeoutError(f"no answer to the handshake within {timeout:g} s") from None
     except (AuthenticationError, ConnectionError):
@@ -261,6 +300,117 @@ def abort(conn) -> None:
         conn.close()
     except Exception:  # noqa: BLE001 -- closing a broken connection may fail in many ways
         pass
+
+
+class MessageTooLarge(EOFError):
+    """A peer announced a message over the connection's limit; the connection is closed."""
+
+
+class LimitedChannel(Channel):
+    """rpyc's channel, refusing any message whose announced (or decompressed) size is over
+    ``max_bytes`` *before* reading it: an upload over the limit costs the server nothing."""
+
+    __slots__ = ("max_bytes", "peer")
+
+    def __init__(self, stream, max_bytes: int, peer=None):
+        super().__init__(stream)
+        self.max_bytes, self.peer = max_bytes, peer
+
+    def recv(self):
+        header = self.stream.read(self.FRAME_HEADER.size)
+        length, compressed = self.FRAME_HEADER.unpack(header)
+        if length > self.max_bytes:
+            self._refuse(length)
+        data = self.stream.read(length + len(self.FLUSHER))[:-len(self.FLUSHER)]
+        if compressed:
+            unzip = zlib.decompressobj()
+            data = unzip.decompress(data, self.max_bytes + 1)
+            if len(data) > self.max_bytes or unzip.unconsumed_tail:
+                self._refuse(f"more than {self.max_bytes} (once decompressed)")
+        return data
+
+    def _refuse(self, size):
+        _log.warning("closing the connection from %s: a message of %s bytes, over the limit of %d",
+                     self.peer, size, self.max_bytes)
+        self.close()
+        raise MessageTooLarge(f"a message of {size} bytes is over the limit of {self.max_bytes}")
+
+
+class RemoteError(RuntimeError):
+    """What a client gets when a service failed on its side (the details stay in the server's log)."""
+
+
+class GuardedConnection(rpyc.Connection):
+    """rpyc's connection, telling a peer nothing it does not need: ``dir`` lists the exposed
+    methods only, ``inspect`` their names and docstrings only, ``repr``/``str`` a fixed text
+    (rpyc's own would list private attributes, class paths and memory addresses)."""
+
+    def _handle_dir(self, obj):
+        return tuple(sorted(_exposed(obj)))
+
+    def _handle_inspect(self, id_pack):
+        obj = self._local_objects[id_pack]
+        return tuple((name, inspect.getdoc(method)) for name, method in sorted(_exposed(obj).items()))
+
+    def _handle_repr(self, obj):
+        return "<tilecraft rpc object>"
+
+    _handle_str = _handle_repr
+
+
+def _exposed(obj) -> dict:
+    return {name[len("exposed_"):]: getattr(obj, name) for name in dir(type(obj)) if name.startswith("exposed_")}
+
+
+class GuardedService(rpyc.Service):
+    """Base of the tracker's and the device server's services: each connection's messages are at
+    most ``max_message_bytes()``, checked from each message's header before its body is read
+    (:class:`LimitedChannel`), and the connection reveals no internals (:class:`GuardedConnection`;
+    exposed methods wear :func:`remote`)."""
+
+    _protocol = GuardedConnection
+
+    def max_message_bytes(self) -> int:
+        return 1 << 20
+
+    @hybridmethod
+    def _connect(self, channel, config={}):
+        if isinstance(self, type):       # rpyc's server calls this on the class
+            self = self()
+        peer = getattr(config.get("credentials"), "address", None)
+        channel = LimitedChannel(channel.stream, self.max_message_bytes(), peer)
+        return super(GuardedService, self)._connect(channel, config)
+
+
+def remote(method):
+    """Decorate an exposed method: a client's mistake (:class:`ProtocolError`, e.g. from
+    :func:`plain`, or a wrong number of arguments) goes back with its message; any other failure
+    is logged here with its traceback and answered with one line that names no file, class or
+    attribute of the server.
+
+    >>> # @remote
+    >>> # def exposed_status(self): ...
+    """
+    name = method.__name__[len("exposed_"):] if method.__name__.startswith("exposed_") else method.__name__
+    params = list(inspect.signature(method).parameters.values())[1:]
+    least = sum(p.default is p.empty for p in params)
+    names = ", ".join(p.name for p in params)
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        if kwargs or not least <= len(args) <= len(params):
+            expected = str(least) if least == len(params) else f"{least} to {len(params)}"
+            raise ProtocolError(f"{name}({names}) takes {expected} positional arguments, got {len(args)}"
+                                + (" and keyword arguments" if kwargs else ""))
+        try:
+            return method(self, *args)
+        except ProtocolError:
+            raise
+        except Exception as err:  # noqa: BLE001 -- the client learns that it failed, the log why
+            _log.exception("%s failed", name)
+            raise RemoteError(f"{name} failed on the server ({type(err).__name__}); "
+                              "the server's log has the details") from None
+    return call
 
 
 class RpcServer:

@@ -7,6 +7,13 @@ does not answer within ``timeout`` plus slack is reported to the tracker (which 
 the candidate is tried on another server, at most ``max_retries`` more times; then the result
 is ``RUN_TIMEOUT`` (the server hung) or ``RUNTIME_DEVICE`` (it died).
 
+Failures of the pool itself are never recorded as the candidate's: a tracker that cannot be
+reached (restarting, say) is tried again with growing pauses (0.2 s doubling to 5 s) for up to
+``tracker_retry_s`` seconds, and a pool that stays unusable (the tracker still away, no server
+of the key free within ``request_timeout``, a wrong secret) stops tuning with
+:class:`PoolUnavailableError` instead of filling the log with errors. A measurement that finished
+is kept even if the tracker went away meanwhile.
+
     runner = RPCRunner("llvm:znver3", "127.0.0.1", 9190, secret=load_secret("SECRET"),
                        number=5, repeat=3, timeout=10)
     option = autotune.measure_option(builder=autotune.LocalBuilder(), runner=runner)
@@ -25,8 +32,14 @@ import rpyc
 from rpyc.core.async_ import AsyncResultTimeout
 
 from ..autotune.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
-from .protocol import AuthenticationError, abort, check_secret, connect, load_secret
+from .protocol import ENV_SECRET, AuthenticationError, abort, check_secret, connect, load_secret
 from .tracker import Lease, TrackerClient
+
+
+class PoolUnavailableError(RuntimeError):
+    """The device pool cannot measure anything now (the tracker is unreachable, no server of the
+    key came free, or the secret is refused). Tuning stops; the log keeps what was measured, and
+    running the same command again resumes."""
 
 
 class ServerFailure(Exception):
@@ -49,7 +62,9 @@ class RPCRunner:
     ``check_correctness``/``rtol``/``atol``/``seed``/``max_timing_s`` as ``LocalRunner``; ``timeout``: seconds
     per candidate on the server (then ``RUN_TIMEOUT``); ``n_parallel``: candidates in flight
     (default: the servers of ``key`` at ``set_task``); ``slack``: extra seconds before a silent
-    server counts as hung; ``request_timeout``: how long to wait for a free server.
+    server counts as hung; ``request_timeout``: how long to wait for a free server;
+    ``tracker_retry_s``: how long to keep trying an unreachable tracker before
+    :class:`PoolUnavailableError`.
     """
 
     def __init__(self, key: str, host: str = "127.0.0.1", port: int = 9190, secret: bytes | None = None,
@@ -58,7 +73,7 @@ class RPCRunner:
                  check_correctness: bool = True, rtol: float = 1e-3, atol: float = 1e-3,
                  seed: int | None = None, max_retries: int = 2, slack: float = 10.0,
                  request_timeout: float = 120.0, reference_timeout: float = 300.0, ssl_context=None,
-                 max_timing_s: float | None = None):
+                 max_timing_s: float | None = None, tracker_retry_s: float = 120.0):
         self.key = key
         self.host, self.port = host, port
         self.secret = check_secret(secret) if secret is not None else load_secret(host=host)
@@ -73,6 +88,7 @@ class RPCRunner:
         self.reference_timeout = reference_timeout
         self.ssl_context = ssl_context
         self.max_timing_s = max_timing_s
+        self.tracker_retry_s = tracker_retry_s
         self._n_parallel = n_parallel
         self.n_parallel = n_parallel or 1
         self._seed = seed
@@ -113,31 +129,41 @@ class RPCRunner:
         if self.check_correctness and reference is None and not self._warned_no_reference:
             self._warned_no_reference = True
             warnings.warn("no reference library: candidates' outputs are not checked", RuntimeWarning)
-        failures = []
-        for _ in range(self.max_retries + 1):
+        failures = []            # servers that failed this candidate
+        outage = _Backoff(self.tracker_retry_s)
+        while True:
             try:
-                with self._tracker() as tracker:
-                    lease = tracker.request(self.key, self.request_timeout)
-                    if lease is None:
-                        return MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE,
-                                             f"no server for {self.key!r} came free within "
-                                             f"{self.request_timeout} s", time.perf_counter() - t0, time.time())
-                    try:
-                        costs, err, msg = self._on_server(lease, library, reference, br.arg_info, target,
-                                                          alive=lambda: _registered(tracker, lease))
-                    except ServerFailure as failure:
-                        failures.append(failure)
-                        tracker.report_broken(lease)
-                        continue
-                    tracker.release(lease)
+                tracker = self._tracker()
+            except AuthenticationError as err:
+                raise PoolUnavailableError(f"tracker {self.host}:{self.port} refused the shared secret "
+                                           f"({err}): check --key-file or ${ENV_SECRET}") from None
             except _NETWORK_ERRORS + (AsyncResultTimeout,) as err:
-                # the tracker itself: no retry on another tracker
-                return MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE,
-                                     f"tracker {self.host}:{self.port}: {type(err).__name__}: {err}",
-                                     time.perf_counter() - t0, time.time())
-            return MeasureResult(costs, MeasureErrorNo(err), msg, time.perf_counter() - t0, time.time())
-        kind = MeasureErrorNo.RUN_TIMEOUT if failures[-1].hung else MeasureErrorNo.RUNTIME_DEVICE
-        return MeasureResult((), kind, "; ".join(str(f) for f in failures), time.perf_counter() - t0, time.time())
+                outage.wait_or_give_up(f"tracker {self.host}:{self.port}", err)
+                continue
+            with tracker:
+                try:
+                    lease = tracker.request(self.key, self.request_timeout)
+                except _NETWORK_ERRORS + (AsyncResultTimeout,) as err:
+                    outage.wait_or_give_up(f"tracker {self.host}:{self.port}", err)
+                    continue
+                outage.reset()
+                if lease is None:
+                    raise PoolUnavailableError(f"no server of {self.key!r} came free within "
+                                               f"{self.request_timeout:g} s (tracker {self.host}:{self.port}); "
+                                               "`tilecraft rpc status` lists the pool")
+                try:
+                    costs, err, msg = self._on_server(lease, library, reference, br.arg_info, target,
+                                                      alive=lambda: _registered(tracker, lease))
+                except ServerFailure as failure:
+                    failures.append(failure)
+                    _quietly(tracker.report_broken, lease)   # a tracker that went away forgot it anyway
+                    if len(failures) > self.max_retries:
+                        kind = MeasureErrorNo.RUN_TIMEOUT if failure.hung else MeasureErrorNo.RUNTIME_DEVICE
+                        return MeasureResult((), kind, "; ".join(str(f) for f in failures),
+                                             time.perf_counter() - t0, time.time())
+                    continue
+                _quietly(tracker.release, lease)             # measured: keep it whatever the tracker does
+                return MeasureResult(costs, MeasureErrorNo(err), msg, time.perf_counter() - t0, time.time())
 
     def _on_server(self, lease: Lease, library: bytes, reference: bytes | None, arg_info, target: str,
                    alive=None):
@@ -155,6 +181,13 @@ class RPCRunner:
         healthy, stage = False, f"uploading (limit {self.slack:g} s)"
         try:
             root = conn.root
+            limit = int(_call(root.info, self.slack)[2])
+            for what, data in (("library", library), ("reference library", reference)):
+                if data is not None and len(data) > limit:   # the server would close the connection
+                    healthy = True
+                    return ((), int(MeasureErrorNo.RUNTIME_DEVICE),
+                            f"{where}: the {what} is {len(data)} bytes, over the server's upload limit of "
+                            f"{limit} (its --max-upload-mb)")
             lib_digest = _upload(root, library, self.slack)
             ref_digest = ""
             if reference is not None:
@@ -232,4 +265,38 @@ def _call(method, timeout: float, *args, alive=None, every: float = 2.0):
 
 
 def _registered(tracker: TrackerClient, lease: Lease) -> bool:
-    return any(s.server_id == lease.server_id for s in tracker.status().servers)
+    """Whether the tracker still lists the leased server (True when the tracker cannot say)."""
+    try:
+        return any(s.server_id == lease.server_id for s in tracker.status().servers)
+    except _NETWORK_ERRORS + (AsyncResultTimeout,):
+        return True
+
+
+def _quietly(method, *args):
+    """A call to the tracker whose failure changes nothing for the candidate."""
+    try:
+        method(*args)
+    except _NETWORK_ERRORS + (AsyncResultTimeout,):
+        pass
+
+
+class _Backoff:
+    """Pauses between tries at an unreachable tracker: 0.2 s doubling to 5 s, for ``budget`` s."""
+
+    def __init__(self, budget: float):
+        self.budget = budget
+        self.reset()
+
+    def reset(self):
+        self.since, self.pause = None, 0.2
+
+    def wait_or_give_up(self, what: str, err: BaseException):
+        now = time.monotonic()
+        if self.since is None:
+            self.since = now
+        if now - self.since >= self.budget:
+            raise PoolUnavailableError(f"{what} unreachable for {now - self.since:.0f} s "
+                                       f"({type(err).__name__}: {err}); stopping here, the log keeps what "
+                                       "was measured: run the same command again to resume") from None
+        time.sleep(min(self.pause, max(0.0, self.budget - (now - self.since))))
+        self.pause = min(self.pause * 2, 5.0)

@@ -23,7 +23,6 @@ import hashlib
 import logging
 import os
 import shutil
-import tempfile
 import threading
 import time
 
@@ -32,8 +31,10 @@ import rpyc
 from ..autotune._pool import WorkerPool, signal_name
 from ..autotune.local import limit_memory
 from ..autotune.measure import MeasureErrorNo
+from ..runtime.tempdirs import owned_temp_dir
 from . import measure as child
-from .protocol import RpcServer, check_secret, connect, generate_secret, is_loopback, plain, bounded
+from .protocol import (GuardedService, ProtocolError, RpcServer, bounded, check_secret, connect, generate_secret,
+                       is_loopback, plain, remote)
 
 _log = logging.getLogger("tilecraft.rpc.server")
 
@@ -48,7 +49,8 @@ class LibraryStore:
 
     def __init__(self, max_bytes: int, root: str | None = None):
         self.max_bytes = max_bytes
-        self.root = tempfile.mkdtemp(prefix="tilecraft-rpc-", dir=root)   # mode 0700
+        # mode 0700, named after this process: a killed server's folder goes when the next starts
+        self.root = owned_temp_dir("tilecraft-rpc-", root)
         self._files: dict[str, tuple] = {}   # digest -> (size, last_used)
         self._lock = threading.Lock()
 
@@ -97,7 +99,7 @@ class LibraryStore:
 def _digest(value, what: str) -> str:
     d = plain(value, what, str, 64)
     if len(d) != 64 or any(c not in "0123456789abcdef" for c in d):
-        raise ValueError(f"{what}: not a SHA-256 hex digest")
+        raise ProtocolError(f"{what}: not a SHA-256 hex digest")
     return d
 
 
@@ -107,48 +109,58 @@ def check_arg_info(value) -> tuple:
     out = []
     for i, arg in enumerate(info):
         if type(arg) is not tuple or len(arg) != 3:
-            raise ValueError(f"arg_info[{i}]: expected (shape, dtype, is_output)")
+            raise ProtocolError(f"arg_info[{i}]: expected (shape, dtype, is_output)")
         shape, dtype, is_output = arg
         if type(shape) is not tuple or len(shape) > 16 or any(type(d) is not int or d < 0 for d in shape):
-            raise ValueError(f"arg_info[{i}]: the shape must be a tuple of non-negative ints")
+            raise ProtocolError(f"arg_info[{i}]: the shape must be a tuple of non-negative ints")
         n = 1
         for d in shape:
             n *= d
         if n > MAX_ARG_ELEMENTS:
-            raise ValueError(f"arg_info[{i}]: {n} elements is more than this server allows")
+            raise ProtocolError(f"arg_info[{i}]: {n} elements is more than this server allows")
         if dtype not in DTYPES:
-            raise ValueError(f"arg_info[{i}]: unsupported dtype {dtype!r}")
+            raise ProtocolError(f"arg_info[{i}]: unsupported dtype {dtype!r}")
         if type(is_output) is not bool:
-            raise ValueError(f"arg_info[{i}]: is_output must be a bool")
+            raise ProtocolError(f"arg_info[{i}]: is_output must be a bool")
         out.append((shape, dtype, is_output))
     return tuple(out)
 
 
-class DeviceServerService(rpyc.Service):
-    """What a connection to a device server may call (one instance per connection)."""
+class DeviceServerService(GuardedService):
+    """What a connection to a device server may call (one instance per connection). A message
+    may be as large as the upload limit plus 64 KiB for the rest of the request; a larger one is
+    refused from its header, before the server reads (and holds) its body."""
 
     def __init__(self, server: "DeviceServer"):
         self._server = server
 
+    def max_message_bytes(self) -> int:
+        return self._server.max_upload_bytes + (64 << 10)
+
+    @remote
     def exposed_info(self):
         """``(key, tilecraft_version, max_upload_bytes)``."""
         from ..runtime import version
 
         return (self._server.key, version(), self._server.max_upload_bytes)
 
+    @remote
     def exposed_has_library(self, digest):
         return self._server.store.get(_digest(digest, "digest")) is not None
 
+    @remote
     def exposed_upload_library(self, data):
         data = plain(data, "library", bytes, self._server.max_upload_bytes)
         return self._server.store.put(data)
 
+    @remote
     def exposed_prepare_reference(self, ref_digest, arg_info, target, seed, timeout):
         """Run the reference once on the seeded inputs; ``(ok, message)``."""
         return self._server.prepare_reference(
             _digest(ref_digest, "ref_digest"), check_arg_info(arg_info), plain(target, "target", str, 200),
             plain(seed, "seed", int), bounded(timeout, "timeout", self._server.max_timeout))
 
+    @remote
     def exposed_measure(self, lib_digest, ref_digest, arg_info, target, seed, number, repeat,
                         min_repeat_ms, flush, rtol, atol, timeout, max_timing_s=0.0):
         """``(costs, error_no, error_msg)``; ``ref_digest`` empty: no correctness check;
@@ -292,7 +304,7 @@ class DeviceServer:
             out = self._pool.map(child.prepare_reference_outputs, [(path, arg_info, seed, target)],
                                  timeout=max(timeout, 0.1))[0]
         if out.status != "ok":
-            return (False, f"running the reference failed: {out.status} {_outcome_detail(out)}")
+            return (False, f"running the reference failed: {out.status} {self._for_client(out)}")
         self._references[cache_key] = out.value
         return (True, "")
 
@@ -317,8 +329,22 @@ class DeviceServer:
             return ((), int(MeasureErrorNo.RUN_TIMEOUT), f"run took more than {timeout} s and was killed")
         if out.status == "died":
             return ((), int(MeasureErrorNo.RUNTIME_DEVICE), f"the run process died ({signal_name(out.value)})")
-        return ((), int(MeasureErrorNo.RUNTIME_DEVICE), str(out.value))
+        return ((), int(MeasureErrorNo.RUNTIME_DEVICE), self._for_client(out))
 
-
-def _outcome_detail(out) -> str:
-    return signal_name(out.value) if out.status == "died" else str(out.value)[-2000:]
+    def _for_client(self, out) -> str:
+        """A worker's failure as the client may see it: the exception's own lines (what went
+        wrong), without the traceback and with this server's folders left out; the whole
+        traceback goes to the log."""
+        if out.status == "died":
+            return signal_name(out.value)
+        text = str(out.value)
+        if out.status == "error":
+            _log.warning("a measurement failed here:\n%s", text)
+            lines = text.rstrip().splitlines()
+            tail = []
+            for line in reversed(lines):
+                if line.startswith((" ", "Traceback ")) or not line:
+                    break
+                tail.append(line)
+            text = "\n".join(reversed(tail)) or "the worker failed"
+        return text.replace(self.store.root + os.sep, "")[-2000:]

@@ -23,7 +23,8 @@ from typing import Callable
 
 import rpyc
 
-from .protocol import RpcServer, check_secret, connect, generate_secret, is_loopback, plain, bounded
+from .protocol import (GuardedService, ProtocolError, RpcServer, bounded, check_secret, connect, generate_secret,
+                       is_loopback, plain, remote)
 
 MAX_KEY_LEN = 200
 MAX_WAIT_S = 3600.0
@@ -258,12 +259,16 @@ class DevicePool:
 # The rpyc service (one instance per connection) and the tracker process.
 
 
-class TrackerService(rpyc.Service):
-    """What a connection to the tracker may call. Every argument is checked with ``plain``."""
+class TrackerService(GuardedService):
+    """What a connection to the tracker may call. Every argument is checked with ``plain``;
+    no message may exceed 64 KiB (they are a few hundred bytes)."""
 
     def __init__(self, pool: DevicePool):
         self._pool = pool
         self._peer = None
+
+    def max_message_bytes(self) -> int:
+        return 64 << 10
 
     def on_connect(self, conn):
         self._peer = conn._config.get("credentials")  # rpyc's documented place for it
@@ -282,22 +287,25 @@ class TrackerService(rpyc.Service):
 
     # --- servers
 
+    @remote
     def exposed_register(self, key, host, port):
         """``(server_id,)``. An empty ``host`` means "the address you see me at"."""
         key = plain(key, "key", str, MAX_KEY_LEN)
         host = plain(host, "host", str, 255)
         port = plain(port, "port", int)
         if not key or not 0 < port < 65536:
-            raise ValueError("register: a key and a port in 1..65535 are needed")
+            raise ProtocolError("register: a key and a port in 1..65535 are needed")
         if not host:
             host = self._peer.address[0] if self._peer else "127.0.0.1"
         return (self._pool.register(key, host, port, self, self._cut),)
 
+    @remote
     def exposed_heartbeat(self, server_id):
         return self._pool.heartbeat(plain(server_id, "server_id", int), self)
 
     # --- clients
 
+    @remote
     def exposed_request(self, key, wait_s):
         """``(lease_id, server_id, key, host, port)`` or ``()`` when none came free in time."""
         key = plain(key, "key", str, MAX_KEY_LEN)
@@ -307,12 +315,15 @@ class TrackerService(rpyc.Service):
             return ()
         return (lease.lease_id, lease.server_id, lease.key, lease.host, lease.port)
 
+    @remote
     def exposed_release(self, lease_id):
         return self._pool.release(plain(lease_id, "lease_id", int), self)
 
+    @remote
     def exposed_report_broken(self, lease_id):
         return self._pool.report_broken(plain(lease_id, "lease_id", int), self)
 
+    @remote
     def exposed_status(self):
         """``(servers, queues)``: ``((server_id, key, host, port, busy, heartbeat_age), ...)``
         and ``((key, waiting), ...)``."""

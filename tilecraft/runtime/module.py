@@ -20,6 +20,7 @@ import numpy as np
 
 from .ndarray import NDArray
 from .signature import FuncSignature, eval_dim, shape_str
+from .status import raise_for_status
 from .threads import mark_parallel_used
 from .timing import time_evaluator as _time_evaluator
 
@@ -55,10 +56,13 @@ class _BufferCheck:
 class Function:
     """A compiled function with argument checks: ``f(a, b, c)``; ``f.signature`` says what it takes."""
 
-    def __init__(self, signature: FuncSignature, address, keepalive=None, parallel: bool = False):
+    def __init__(self, signature: FuncSignature, address, keepalive=None, parallel: bool = False,
+                 error_message=None):
         """``address``: the C entry point, or a function returning it, called when the function
-        is first needed (the LLVM backend generates machine code then)."""
+        is first needed (the LLVM backend generates machine code then). ``error_message``: a
+        function returning the calling thread's error message (bytes) after a non-zero status."""
         self.signature = signature
+        self._error_message = error_message
         self.parallel = parallel
         self.name = signature.name
         self._keepalive = keepalive
@@ -98,7 +102,8 @@ class Function:
 
     def _check_rc(self, rc):
         if rc != 0:
-            raise RuntimeError(f"{self.name} returned the error code {rc}")
+            message = self._error_message() if self._error_message is not None else None
+            raise_for_status(self.name, rc, message)
 
     def _prepare(self, args) -> list:
         """Check the arguments and return the raw C arguments (pointers, then scalars)."""
@@ -290,7 +295,9 @@ def manifest(module: Module) -> dict:
     return {"format": MANIFEST_FORMAT, "tilecraft_version": version(), "target": module.target,
             **getattr(module.artifact, "machine", {}),
             "entry": module.entry_name, "parallel": bool(getattr(module.artifact, "has_parallel", False)),
-            "functions": [f.signature.to_json() for f in module._functions.values()]}
+            "functions": [f.signature.to_json() for f in module._functions.values()],
+            **({"error_getter": module.artifact.error_getter}
+               if getattr(module.artifact, "error_getter", None) else {})}
 
 
 class _SharedLibrary:
@@ -301,6 +308,12 @@ class _SharedLibrary:
         info = json.loads(manifest_text)
         self.has_parallel = bool(info.get("parallel", False))
         self.machine = {k: info[k] for k in ("triple", "cpu", "features") if k in info}
+        self.error_getter = info.get("error_getter")   # absent in libraries of older versions
+        self.soname = info.get("soname")
+        self.error_message = None
+        if self.error_getter:
+            self.error_message = ctypes.CFUNCTYPE(ctypes.c_char_p)(
+                ctypes.cast(getattr(lib, self.error_getter), ctypes.c_void_p).value)
 
     def get_source(self, fmt: str) -> str:
         raise ValueError(f"a module loaded from {self.path!r} has no {fmt!r} source; "
@@ -361,7 +374,8 @@ def load_module(path) -> Module:
     for fj in info["functions"]:
         sig = FuncSignature.from_json(fj)
         address = ctypes.cast(getattr(lib, sig.name), ctypes.c_void_p).value
-        functions[sig.name] = Function(sig, address, keepalive=lib, parallel=artifact.has_parallel)
+        functions[sig.name] = Function(sig, address, keepalive=lib, parallel=artifact.has_parallel,
+                                       error_message=artifact.error_message)
     try:
         threads = ctypes.c_int32.in_dll(lib, THREADS_SYMBOL)
     except ValueError:

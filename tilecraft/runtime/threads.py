@@ -5,6 +5,14 @@ Generated modules that contain parallel loops read their team size from their ow
 equal to :func:`get_num_threads`, which is read once from ``TILECRAFT_NUM_THREADS`` (default: the
 cores this process may run on) and changed with :func:`set_num_threads`.
 
+How idle pool threads wait is libgomp's *wait policy*, read from the environment once, when
+libgomp is loaded. Its default spins ~300,000 iterations after every parallel loop before
+sleeping: on a machine shared with other work those spinning threads take the cores the others
+(and this process's own next call) need. When this module is imported, and unless the user set
+``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``, it sets :data:`DEFAULT_WAIT_POLICY` in ``os.environ``
+(so child processes inherit it); ``bench/thread_policy.py`` measured the choice.
+:func:`wait_policy` says what is in effect.
+
 >>> set_num_threads(2); get_num_threads()
 2
 """
@@ -40,6 +48,43 @@ def _default_threads() -> int:
 
 
 _num_threads = _default_threads()
+
+# --- libgomp's wait policy -----------------------------------------------------------------
+WAIT_POLICY_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+DEFAULT_WAIT_POLICY = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def _libgomp_loaded() -> bool:
+    try:
+        ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def _set_default_wait_policy() -> str:
+    """Put DEFAULT_WAIT_POLICY into os.environ unless the user chose a policy; say who decided."""
+    if any(v in os.environ for v in WAIT_POLICY_VARIABLES):
+        return "user"
+    loaded_before = _libgomp_loaded()
+    os.environ.update(DEFAULT_WAIT_POLICY)
+    # libgomp already read its environment (another library loaded it first): only children see ours
+    return "libgomp (loaded before tilecraft)" if loaded_before else "tilecraft"
+
+
+_wait_policy_source = _set_default_wait_policy()
+
+
+def wait_policy() -> dict:
+    """The wait-policy variables in this process's environment and who chose them: ``"user"``,
+    ``"tilecraft"`` (its default), or ``"libgomp (loaded before tilecraft)"`` when another library
+    loaded libgomp before tilecraft was imported (libgomp then uses its own default here).
+
+    >>> wait_policy()["source"] in ("user", "tilecraft", "libgomp (loaded before tilecraft)")
+    True
+    """
+    return {"source": _wait_policy_source,
+            **{v: os.environ[v] for v in WAIT_POLICY_VARIABLES if v in os.environ}}
 
 # libgomp is not fork-safe: a child forked after its parent ran a parallel region hangs in its
 # first parallel region with more than one thread. Such children run parallel loops on one thread.

@@ -71,8 +71,10 @@ def time_evaluator(function, dev=None, number: int = 10, repeat: int = 1, min_re
             while True:
                 t0 = clock()
                 for _ in range(n):
-                    call(*raw)
+                    rc = call(*raw)
                 elapsed = clock() - t0
+                if rc:                          # the last call's status (a store costs nothing)
+                    function._check_rc(rc)
                 if elapsed * 1e3 >= min_repeat_ms:
                     break
                 per_call_ms = max(elapsed * 1e3 / n, 1e-6)

@@ -211,11 +211,13 @@ def leaf_values(info: StageInfo, stage) -> None:
         info.conditions.append(val[parent] < E)
 
 
-def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict) -> dict:
+def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=frozenset()) -> dict:
     """Compute a StageInfo for every compute stage that is not inlined.
 
     ``bodies`` maps stage → its body after inlining, ``consumers`` maps stage → stages reading
     it. ``loop_extent`` is filled with every loop variable's extent (used to relax loops).
+    ``args`` are the tensors passed as arguments: an attached stage among them must still
+    write every element (its consumers must read all of it).
     """
     from .schedule import ScheduleError
     infos: dict = {}
@@ -227,6 +229,8 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict) -> dict:
         if st.attach_type == "scope" and not st.is_output:
             _check_attach(st, consumers[st])
             mins, exts = _region(st, consumers[st], infos, loop_extent)
+            if any(t in args for t in op.outputs):
+                _check_covered(st, consumers[st], infos, loop_extent)
             info.root_min, info.root_extent = mins, exts
         else:
             info.root_min = [iv.dom.min for iv in op.axis]
@@ -336,25 +340,10 @@ def _thread_bound_roots(stage) -> set:
     return bound
 
 
-def _region(st, consumers, infos, loop_extent):
-    """Union of what the consumers read during one iteration of the attach loop."""
-    fixed = {iv.var for _, iv in enclosing_loops(st)}
-    shared = st.scope == "shared"
+def _read_box(st, consumers, infos, relax):
+    """Per dimension of ``st``'s outputs, the ``[lo, hi]`` its consumers read while the loop
+    variables that ``relax`` names range over their extents (None where unknown: gathers)."""
     op = st.op
-
-    def relax(v):
-        e = loop_extent.get(v)
-        if e is None:
-            return None
-        stage, iv, ext = e
-        if v in fixed:
-            a = stage.iter_var_attrs.get(iv)
-            if not (shared and a is not None and a.bind is not None and
-                    (a.bind.thread_tag.startswith("threadIdx") or a.bind.thread_tag == "vthread")):
-                return None
-        return (const(0, v.dtype), ext - 1)
-
-    bound_roots = _thread_bound_roots(st)
     ndim = len(op.axis)
     lo = [None] * ndim
     hi = [None] * ndim
@@ -380,9 +369,50 @@ def _region(st, consumers, infos, loop_extent):
                 a, b = simplify(r[0]), simplify(r[1])
                 lo[d] = a if lo[d] is None else union_min(lo[d], a)
                 hi[d] = b if hi[d] is None else union_max(hi[d], b)
+    return [None if u else x for x, u in zip(lo, unknown)], [None if u else x for x, u in zip(hi, unknown)]
+
+
+def _check_covered(st, consumers, infos, loop_extent) -> None:
+    """An attached stage that is an argument writes only what its consumers read: refuse it when
+    that provably leaves elements out (the box of all reads, every loop relaxed, misses some)."""
+    from .schedule import ScheduleError
+    lo, hi = _read_box(st, consumers, infos,
+                       lambda v: (const(0, v.dtype), loop_extent[v][2] - 1) if v in loop_extent else None)
+    for d, iv in enumerate(st.op.axis):
+        if lo[d] is None:
+            continue
+        if _provably(lo[d] > iv.dom.min) or _provably(hi[d] + 1 < iv.dom.min + iv.dom.extent):
+            name = st.op.outputs[0].name
+            raise ScheduleError(
+                f"stage '{st.name}' is an argument but is computed at loop '{st.attach_ivar.var.name}' of "
+                f"stage '{st.attach_stage.name}', which reads only {name}[{lo[d]}:{simplify(hi[d] + 1)}] "
+                f"in dimension {d} (extent {iv.dom.extent}): the rest of {name} would never be written; "
+                f"compute it at the root (compute_root) or leave it out of the arguments")
+
+
+def _region(st, consumers, infos, loop_extent):
+    """Union of what the consumers read during one iteration of the attach loop."""
+    fixed = {iv.var for _, iv in enclosing_loops(st)}
+    shared = st.scope == "shared"
+    op = st.op
+
+    def relax(v):
+        e = loop_extent.get(v)
+        if e is None:
+            return None
+        stage, iv, ext = e
+        if v in fixed:
+            a = stage.iter_var_attrs.get(iv)
+            if not (shared and a is not None and a.bind is not None and
+                    (a.bind.thread_tag.startswith("threadIdx") or a.bind.thread_tag == "vthread")):
+                return None
+        return (const(0, v.dtype), ext - 1)
+
+    bound_roots = _thread_bound_roots(st)
+    lo, hi = _read_box(st, consumers, infos, relax)
     mins, exts = [], []
     for d, iv in enumerate(op.axis):
-        if unknown[d] or lo[d] is None:
+        if lo[d] is None:
             mins.append(iv.dom.min)
             exts.append(iv.dom.extent)
             continue

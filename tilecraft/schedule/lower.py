@@ -1,6 +1,6 @@
 """``lower``: the whole pipeline from a schedule to a loop-nest function, one pass at a time.
 
-    inline → bound inference → loop nests → simplify → loop partition → storage flattening → vectorize
+    index check → inline → bound inference → loop nests → simplify → loop partition → storage flattening → vectorize
            → unroll → simplify → (target llvm) common subexpressions → dead code
                                (cuda) kernels, thread binding, shared memory, barriers
 
@@ -18,6 +18,7 @@ from ..ir.simplify import simplify
 from ..ir.stmt import Buffer, PrimFunc
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from .bound import infer_bounds
+from .check_indices import check_indices
 from .schedule import Schedule, ScheduleError
 from .schedule_ops import schedule_ops
 from .passes.storage_flatten import storage_flatten
@@ -103,6 +104,7 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
             print(func_str(PrimFunc(name, tuple(params), body)))
 
     arg_tensors, arg_scalars = _resolve_args(sch, args)
+    check_indices(sch)
     bodies = inline_stages(sch)
 
     # who reads whom (after inlining)
@@ -142,8 +144,11 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
                 if t not in arg_set:
                     raise ScheduleError(f"the output '{t.name}' is not in the argument list")
 
+    if target is not None and str(target).split()[0] == "cuda":
+        from .passes.gpu_attached_args import check_attached_arguments
+        check_attached_arguments(sch, arg_set)
     loop_extent: dict = {}
-    infos = infer_bounds(sch, bodies, consumers, loop_extent)
+    infos = infer_bounds(sch, bodies, consumers, loop_extent, arg_set)
     timings["bound"] = time.perf_counter() - t0
 
     mins = {}

@@ -8,6 +8,8 @@ After ``CF = s.rfactor(C, ki)``::
 
     CF[ki, i] = sum(A[i, ko*4 + ki], axis=[ko])     # ki is now a data-parallel axis of CF
     C[i]      = sum(CF[ki', i], axis=[ki'])
+
+A reduction with ``init=`` keeps it in the final stage; the partials start from the identity.
 """
 from __future__ import annotations
 
@@ -99,7 +101,8 @@ def rfactor(s, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
     idx = idx[:factor_axis] + [kv] + idx[factor_axis:]
     comb = body0[0].combiner
     srcs = tuple(TensorLoad(t, tuple(idx)) for t in rf_op.outputs)
-    final_body = tuple(Reduce(comb, srcs, (k_iv,), convert(True), i) for i in range(len(srcs)))
+    init = tuple(substitute(x, {o.var: n.var for o, n in zip(op.axis, out_axis)}) for x in body0[0].init)
+    final_body = tuple(Reduce(comb, srcs, (k_iv,), convert(True), i, init) for i in range(len(srcs)))
     final_op = ComputeOp(op.name, op.tag, op.attrs, out_axis, (k_iv,), final_body,
                          tuple(t.name for t in op.outputs))
 

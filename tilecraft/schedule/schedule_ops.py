@@ -3,7 +3,9 @@
 Afterwards the statement reads and writes ``Buffer``s with one index per dimension (relative to
 the region each buffer holds), every stage's loops appear where it was attached, reductions are
 initialised just outside their outermost reduction loop, and intermediate buffers are allocated
-around the scope that uses them.
+around the scope that uses them. A stage that is attached with ``compute_at`` but is also an
+argument of the function writes its region into the argument's buffer (the whole tensor, at
+absolute indices) and allocates nothing, as TVM does.
 
 A reduction with a reduction loop bound to a GPU launch index (``threadIdx.*``/``blockIdx.*``) is
 a *cross-thread reduction*: its initialisation and its reduction loops are wrapped in
@@ -53,10 +55,18 @@ def _and_all(conds):
 
 
 class NestBuilder:
-    def __init__(self, sch, infos: dict, buffers: dict, mins: dict, attached: dict):
+    def __init__(self, sch, infos: dict, buffers: dict, mins: dict, attached: dict, args: set):
         self.sch, self.infos, self.buffers, self.mins = sch, infos, buffers, mins
         self.attached = attached          # (stage, IterVar) -> [stages]
+        self.args = args                  # tensors whose buffers are function arguments
         self.to_loads = _ToBufferLoads(buffers, mins)
+
+    def store_index(self, st, info, t) -> tuple:
+        """Where the stage's output ``t`` is written: relative to the computed region in a buffer
+        that holds only that region, absolute in an argument's buffer (the whole tensor)."""
+        if t in self.args:
+            return tuple(info.root_value(iv, d) for d, iv in enumerate(st.op.axis))
+        return tuple(info.value[iv] for iv in st.op.axis)
 
     # ------------------------------------------------------------------------------------------
     def stage_nest(self, st):
@@ -87,7 +97,7 @@ class NestBuilder:
             parts = []
             for x in inner:
                 parts.append(self.stage_nest(x))
-                allocs.extend(self.buffers[t] for t in x.op.outputs)
+                allocs.extend(self.buffers[t] for t in x.op.outputs if t not in self.args)
             body = seq(*parts, body)
             for b in reversed(allocs):
                 body = Allocate(b, body)
@@ -112,24 +122,24 @@ class NestBuilder:
     def compute_stmt(self, st, info):
         op = st.op
         vmap = self._root_map(st, info)
-        idx = tuple(info.value[iv] for iv in op.axis)
+        idxs = [self.store_index(st, info, t) for t in op.outputs]
         bufs = [self.buffers[t] for t in op.outputs]
         conds = info.conditions
         if not op.reduce_axis:
             stores = [BufferStore(b, self.to_loads.visit_expr(substitute(e, vmap)), idx)
-                      for b, e in zip(bufs, info.body)]
+                      for b, e, idx in zip(bufs, info.body, idxs)]
             body = seq(*stores)
         else:
             red = info.body[0]
             comb = red.combiner
             src = [self.to_loads.visit_expr(substitute(s, vmap)) for s in red.source]
-            cur = [BufferLoad(b, idx, b.dtype) for b in bufs]
+            cur = [BufferLoad(b, idx, b.dtype) for b, idx in zip(bufs, idxs)]
             cmap = {**dict(zip(comb.lhs, cur)), **dict(zip(comb.rhs, src))}
             if len(bufs) == 1:
-                body = BufferStore(bufs[0], substitute(comb.result[0], cmap), idx)
+                body = BufferStore(bufs[0], substitute(comb.result[0], cmap), idxs[0])
             else:
                 tmp = [Var(f"{b.name}.next", b.dtype) for b in bufs]
-                stores = seq(*[BufferStore(b, t, idx) for b, t in zip(bufs, tmp)])
+                stores = seq(*[BufferStore(b, t, idx) for b, t, idx in zip(bufs, tmp, idxs)])
                 body = stores
                 for t, r in reversed(list(zip(tmp, comb.result))):
                     body = LetStmt(t, substitute(r, cmap), body)
@@ -140,15 +150,20 @@ class NestBuilder:
         return body if c is None else IfThenElse(c, body)
 
     def init_stmt(self, st, info, pos: int):
-        """Set the reduction's outputs to the identity over the data axes below ``pos``."""
+        """Set the reduction's outputs to their start values (``init=`` or the identity) over the
+        data axes below ``pos``."""
         op = st.op
-        comb = info.body[0].combiner
+        red = info.body[0]
         leaves = st.leaf_iter_vars
         inner = [iv for iv in leaves[pos:] if iv.kind is not IterKind.REDUCE]
         fresh = {iv.var: Var(iv.var.name + ".init", iv.var.dtype) for iv in inner}
-        idx = tuple(substitute(info.value[iv], fresh) for iv in op.axis)
+        starts = red.combiner.identity
+        if red.init:
+            vmap = self._root_map(st, info)
+            starts = [self.to_loads.visit_expr(substitute(substitute(x, vmap), fresh)) for x in red.init]
         bufs = [self.buffers[t] for t in op.outputs]
-        body = seq(*[BufferStore(b, ident, idx) for b, ident in zip(bufs, comb.identity)])
+        body = seq(*[BufferStore(b, v, tuple(substitute(i, fresh) for i in self.store_index(st, info, t)))
+                     for b, t, v in zip(bufs, op.outputs, starts)])
         reduce_vars = {iv.var for iv in leaves if iv.kind is IterKind.REDUCE}
         from ..ir.functor import collect_vars
         conds = [substitute(c, fresh) for c in info.conditions if not (collect_vars(c) & reduce_vars)]
@@ -185,7 +200,7 @@ def schedule_ops(sch, infos: dict, buffers: dict, mins: dict, arg_tensors: set):
     for st in sch.stages:
         if st in infos and st.attach_type == "scope" and not st.is_output:
             attached.setdefault((st.attach_stage, st.attach_ivar), []).append(st)
-    nb = NestBuilder(sch, infos, buffers, mins, attached)
+    nb = NestBuilder(sch, infos, buffers, mins, attached, arg_tensors)
     parts, allocs = [], []
     for st in sch.stages:
         if st not in infos:

@@ -17,6 +17,7 @@ from ..ir.dtype import DTypeError
 from ..ir.expr import (BinOp, Call, CommReducer, Const, Expr, IterKind, IterVar, Range, Reduce,
                        SizeVar, TensorLoad, Var, binary, cast, const, convert, logical_not, select)
 from ..ir.functor import post_order_visit, collect_vars
+from ..ir.simplify import simplify
 from .tensor import (ComputeOp, PlaceholderOp, TEError, Tensor, is_reduce_var,
                      register_reduce_var)
 
@@ -69,7 +70,8 @@ def reduce_axis(dom, name: str = "rv") -> IterVar:
         for x in (lo, hi):
             if not dt.is_int(x.dtype):
                 raise TEError(f"reduce_axis '{name}': bounds must be integers, got `{x}` ({x.dtype})")
-        rng = Range(lo, binary(BinOp.SUB, hi, lo))
+        # (0, n) has extent n, not `n - 0`: it shows in shapes made from the axis (rfactor)
+        rng = Range(lo, hi if isinstance(lo, Const) and lo.value == 0 else simplify(hi - lo))
     else:
         raise TEError(f"reduce_axis '{name}': expected (lo, hi), got {dom!r}")
     v = Var(name, rng.extent.dtype)
@@ -145,18 +147,23 @@ def _check_body(bodies: tuple, axis: tuple, name: str) -> tuple:
     if reduces:
         first = reduces[0]
         for r in reduces[1:]:
-            if r.combiner is not first.combiner or r.axis != first.axis:
+            if r.combiner is not first.combiner or r.axis != first.axis or r.init is not first.init:
                 raise TEError(f"compute '{name}': the outputs of a tuple reduction must come from one reducer call")
         r_axes = first.axis
+        for x in first.init:
+            for v in collect_vars(x):
+                if is_reduce_var(v):
+                    raise TEError(f"compute '{name}': init `{x}` of te.{first.combiner.name} uses the reduce "
+                                  f"axis '{v.name}'; init is one value per output element (use the output's axes)")
     inner = [s for r in reduces for s in r.source] + [r.condition for r in reduces[:1]]
-    outer = [] if reduces else list(bodies)
+    outer = list(reduces[0].init) if reduces else list(bodies)
 
     for b in bodies:
         def nested(n, _b=b):
             if isinstance(n, Reduce) and n is not _b:
                 raise TEError(f"compute '{name}': a reduction (te.sum/max/min) must be the whole body, "
                               f"not part of an expression; compute it in its own stage and combine after")
-        for part in ([b] if not isinstance(b, Reduce) else list(b.source) + [b.condition]):
+        for part in ([b] if not isinstance(b, Reduce) else list(b.source) + list(b.init) + [b.condition]):
             post_order_visit(part, nested)
 
     allowed = {iv.var for iv in axis} | {iv.var for iv in r_axes}
@@ -173,7 +180,12 @@ def _check_body(bodies: tuple, axis: tuple, name: str) -> tuple:
 # Reducers
 
 class Reducer:
-    """A reduction built by ``comm_reducer``; call it as ``r(expr, axis=k, where=cond)``."""
+    """A reduction built by ``comm_reducer``; call it as ``r(expr, axis=k, where=cond, init=v)``.
+
+    ``init`` (TVM's ``Reduce.init``) is the value the fold starts from instead of the identity:
+    a number or an expression of the output's axes (``init=I[i, j]``), one per value of a tuple
+    reducer. ``te.sum(A[k], axis=k, init=10.0)`` over ``ones(16)`` is 26.
+    """
 
     def __init__(self, fcombine, fidentity, name: str):
         self.fcombine, self.fidentity, self.name = fcombine, fidentity, name
@@ -213,8 +225,27 @@ class Reducer:
         if not dt.is_bool(cond.dtype):
             raise DTypeError(f"te.{self.name}: `where` must be a bool condition, got {cond.dtype}")
         comb = self._combiner(tuple(s.dtype for s in srcs))
-        outs = tuple(Reduce(comb, srcs, axes, cond, i) for i in range(len(srcs)))
+        inits = () if init is None else self._init(init, srcs)
+        outs = tuple(Reduce(comb, srcs, axes, cond, i, inits) for i in range(len(srcs)))
         return outs if len(outs) > 1 else outs[0]
+
+    def _init(self, init, srcs: tuple) -> tuple:
+        vals = tuple(init) if isinstance(init, (list, tuple)) else (init,)
+        if len(vals) != len(srcs):
+            raise TEError(f"te.{self.name}: init has {len(vals)} value(s) but the reduction has {len(srcs)}")
+        out = []
+        for v, s in zip(vals, srcs):
+            if isinstance(v, Tensor):
+                raise TEError(f"te.{self.name}: init is a whole tensor '{v.name}'; index it, e.g. {v.name}[i]")
+            try:
+                e = v if isinstance(v, Expr) else convert(v, s.dtype)
+            except (TypeError, DTypeError) as err:
+                raise TEError(f"te.{self.name}: init {v!r} is not a value of the reduction's dtype "
+                              f"{s.dtype} ({err})") from None
+            if e.dtype != s.dtype:
+                raise DTypeError(f"te.{self.name}: init `{e}` is {e.dtype} but the reduction is {s.dtype}")
+            out.append(e)
+        return tuple(out)
 
 
 def comm_reducer(fcombine, fidentity, name: str = "reduce") -> Reducer:
@@ -232,15 +263,17 @@ _max_reducer = comm_reducer(lambda x, y: binary(BinOp.MAX, x, y), lambda t: cons
 _min_reducer = comm_reducer(lambda x, y: binary(BinOp.MIN, x, y), lambda t: const(dt.max_value(t), t), name="min")
 
 
-def max(expr, axis=None, where=None, *rest):  # noqa: A001 - TVM's name
-    """``te.max(expr, axis=k)`` reduces; ``te.max(a, b)`` is the elementwise maximum."""
+def max(expr, axis=None, where=None, init=None, *rest):  # noqa: A001 - TVM's name
+    """``te.max(expr, axis=k)`` (``where=``, ``init=`` as for ``te.sum``) reduces;
+    ``te.max(a, b)`` is the elementwise maximum."""
     if axis is not None and not isinstance(axis, (IterVar, list, tuple)):
         return binary(BinOp.MAX, expr, axis)
-    return _max_reducer(expr, axis, where)
+    return _max_reducer(expr, axis, where, init)
 
 
-def min(expr, axis=None, where=None, *rest):  # noqa: A001
-    """``te.min(expr, axis=k)`` reduces; ``te.min(a, b)`` is the elementwise minimum."""
+def min(expr, axis=None, where=None, init=None, *rest):  # noqa: A001
+    """``te.min(expr, axis=k)`` (``where=``, ``init=`` as for ``te.sum``) reduces;
+    ``te.min(a, b)`` is the elementwise minimum."""
     if axis is not None and not isinstance(axis, (IterVar, list, tuple)):
         return binary(BinOp.MIN, expr, axis)
-    return _min_reducer(expr, axis, where)
+    return _min_reducer(expr, axis, where, init)

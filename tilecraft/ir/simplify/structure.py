@@ -54,7 +54,9 @@ def with_children(e, kids: tuple):
     if t is Call: return Call(e.name, kids, e.dtype)
     if t is BufferLoad: return BufferLoad(e.buffer, kids, e.dtype)
     if t is TensorLoad: return TensorLoad(e.tensor, kids)
-    if t is Reduce: return Reduce(e.combiner, kids[:-1], e.axis, kids[-1], e.value_index)
+    if t is Reduce:
+        n = len(e.source)
+        return Reduce(e.combiner, kids[:n], e.axis, kids[-1], e.value_index, kids[n:-1])
     if t is Ramp: return Ramp(kids[0], kids[1], e.lanes)
     if t is Broadcast: return Broadcast(kids[0], e.lanes)
     if t is Let: return Let(e.var, kids[0], kids[1])

@@ -28,10 +28,13 @@ The loops stay in place (thread-loop unification runs next). Works with and with
 Supported: one output, combiners sum, prod, min, max (each update ``X = X op v`` with ``op`` one of
 ``+ * min max``), reduction loops bound to threadIdx.x only; anything else is refused with a
 ``GPULoweringError`` naming the stage.
+A reduction that starts from something other than the identity (``init=``) folds from the
+identity in each thread and combines the start value once, into the result.
 """
 from __future__ import annotations
 
-from ...ir.expr import BinOp, Binary, BufferLoad, Call, Const, Var, binary
+from ...ir import dtype as dt
+from ...ir.expr import BinOp, Binary, BufferLoad, Call, Const, Var, binary, const
 from ...ir.functor import IRMutator, collect_vars, post_order_visit, structural_equal
 from ...ir.stmt import (Allocate, Buffer, BufferStore, For, ForKind, IfThenElse, LetStmt, SeqStmt,
                         seq)
@@ -56,14 +59,28 @@ def _update_of(store: BufferStore):
 
 
 def _init_of(stmt):
-    """A statement that stores a constant (the identity) into a buffer, possibly under a guard
-    → (store, guard or None)."""
+    """A statement that stores a reduction's start value (the identity or ``init=``) into a
+    buffer, possibly under a guard → (store, guard or None)."""
     guard = None
     if isinstance(stmt, IfThenElse) and stmt.else_case is None:
         guard, stmt = stmt.condition, stmt.then_case
-    if isinstance(stmt, BufferStore) and isinstance(stmt.value, Const):
+    if isinstance(stmt, BufferStore) and not _reads(stmt.value, stmt.buffer):
         return stmt, guard
     return None
+
+
+def _reads(e, buf) -> bool:
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, BufferLoad) and n.buffer is buf else None)
+    return bool(found)
+
+
+def _identity(op: BinOp, dtype: str) -> Const:
+    if op is BinOp.ADD:
+        return const(0, dtype)
+    if op is BinOp.MUL:
+        return const(1, dtype)
+    return const(dt.max_value(dtype) if op is BinOp.MIN else dt.min_value(dtype), dtype)
 
 
 def _find_updates(stmt, buf, path, out):
@@ -151,7 +168,7 @@ class _CrossThreadReduce(IRMutator):
                 f"inside its reduction loops; reorder so the reduction loops are innermost, or "
                 f"cache_write the stage")
         init_store, guard = _init_of(inits[0])
-        buf, identity = init_store.buffer, init_store.value
+        buf, start = init_store.buffer, init_store.value
         rest = seq(*parts)
         updates = []
         if rest is not None:
@@ -177,7 +194,7 @@ class _CrossThreadReduce(IRMutator):
                                    f"different operators")
         final_index = init_store.indices
         if not updates:          # the simplifier proved that no element passes the reduction's guards
-            return _guarded(BufferStore(buf, identity, final_index), buf, guard, self.info)
+            return _guarded(BufferStore(buf, start, final_index), buf, guard, self.info)
         bdx = int(self.info.extents["threadIdx.x"])
         if bdx & (bdx - 1):
             raise GPULoweringError(
@@ -190,7 +207,9 @@ class _CrossThreadReduce(IRMutator):
         new_of = {id(st): BufferStore(acc, binary(op, acc_load, _update_of(st)[1]), zero) for st, _ in updates}
         folds = _Replace(new_of).visit_stmt(rest) if rest is not None else None
         result = Var(buf.name + ".red_result", buf.dtype)
-        final = _guarded(BufferStore(buf, result, final_index), buf, guard, self.info)
+        identity = _identity(op, buf.dtype)
+        value = result if structural_equal(start, identity) else binary(op, start, result)   # init=
+        final = _guarded(BufferStore(buf, value, final_index), buf, guard, self.info)
         call = Call(ALLREDUCE_PREFIX + ALLREDUCE_OPS[op], (acc_load,), buf.dtype)
         return Allocate(acc, seq(BufferStore(acc, identity, zero), folds, LetStmt(result, call, final)))
 

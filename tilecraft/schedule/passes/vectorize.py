@@ -5,7 +5,9 @@ are affine in it become ``Ramp(base, stride, L)``; the rest are built lane-wise)
 that did not stay scalar and are ``Broadcast`` where they meet a vector. A loop whose body cannot
 be vectorized safely (a store that all lanes would write to one address, a condition that varies
 across lanes, a guarded load, nested loops or allocations) stays a ``vectorized`` loop, which the
-backends run as a scalar loop with a vectorization hint.
+backends run as a scalar loop with a vectorization hint. A lazy select (``if_then_else``) whose
+condition is the same for every lane stays lazy, with that scalar condition, when a side may
+fault (a load, an integer division): only the side it picks is evaluated.
 """
 from __future__ import annotations
 
@@ -79,11 +81,16 @@ class _Vectorizer:
             c, a, b = self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value)
             if c is e.condition and a is e.true_value and b is e.false_value:
                 return e
-            if e.lazy and _lanes(c) > 1 and (_has_load(e.true_value) or _has_load(e.false_value)):
+            guarded = e.lazy and (_may_fault(e.true_value) or _may_fault(e.false_value))
+            if guarded and _lanes(c) > 1:
                 raise CannotVectorize("guarded load varies across lanes")
-            if _lanes(c) == 1 and (_lanes(a) > 1 or _lanes(b) > 1):
-                c = Broadcast(c, self.n)
             a, b = _bcast(a, self.n), _bcast(b, self.n)
+            if guarded:
+                # one condition for every lane: still evaluate only the side it picks (the other
+                # may read out of bounds or divide by zero)
+                return Select(c, a, b, True)
+            if _lanes(c) == 1:
+                c = Broadcast(c, self.n)
             return Select(c, a, b, False)
         if t is Ramp or t is Broadcast:
             raise CannotVectorize("nested vectorization")
@@ -141,9 +148,14 @@ class _Vectorizer:
         raise CannotVectorize(f"{t.__name__} inside a vectorized loop")
 
 
-def _has_load(e) -> bool:
+_TRAPPING = frozenset({BinOp.TRUNCDIV, BinOp.TRUNCMOD, BinOp.FLOORDIV, BinOp.FLOORMOD})
+
+
+def _may_fault(e) -> bool:
+    """Whether evaluating ``e`` where it is not needed could fault: a load, an integer division."""
     found = []
-    post_order_visit(e, lambda n: found.append(1) if isinstance(n, BufferLoad) else None)
+    post_order_visit(e, lambda n: found.append(1) if isinstance(n, BufferLoad) or (
+        isinstance(n, Binary) and n.op in _TRAPPING and not dt.is_float(n.dtype)) else None)
     return bool(found)
 
 
