@@ -169,8 +169,8 @@ def test_blocks_storing_one_element_in_one_statement(arrays):
     A, C = _buf("A", 64), _buf("C", 32)
     f = _kernel([A, C], 2, 32, lambda bx, tx, by: _store(C, tx, _load(A, bx * 32 + tx)))
     a, c = arrays(64, 32)
-    with pytest.raises(EmulationError, match=r"several threads store to global 'C' at flat index 0 \(C\[0\]\) "
-                                             r"in one statement: thread \(0, 0, 0\) of block \(\d, 0, 0\) and "
+    with pytest.raises(EmulationError, match=r"several threads store different values to global 'C' at flat "
+                                             r"index 0 \(C\[0\]\) in one statement: thread \(0, 0, 0\) of block \(\d, 0, 0\) and "
                                              r"thread \(0, 0, 0\) of block \(\d, 0, 0\)"):
         emulate(f, [a, c])
 
@@ -179,10 +179,33 @@ def test_several_threads_store_one_element(arrays):
     A, C = _buf("A", 32), _buf("C", 4, 8)
     f = _kernel([A, C], 1, 32, lambda bx, tx, by: _store(C, _c(13), _load(A, tx)))
     a, c = arrays(32, (4, 8))
-    with pytest.raises(EmulationError, match=r"several threads store to global 'C' at flat index 13 "
-                                             r"\(C\[1, 5\]\) in one statement: thread \(\d+, 0, 0\) of block "
+    with pytest.raises(EmulationError, match=r"several threads store different values to global 'C' at flat "
+                                             r"index 13 \(C\[1, 5\]\) in one statement: thread \(\d+, 0, 0\) of block "
                                              r"\(0, 0, 0\) and thread \(\d+, 0, 0\)"):
         emulate(f, [a, c])
+
+
+def test_every_thread_storing_the_same_value_is_harmless(arrays):
+    # a stage computed redundantly by every thread of a block (not bound to threadIdx) stores
+    # one value from all of them; reading it back in the block is reading one's own store
+    A, C, D = _buf("A", 4), _buf("C", 2), _buf("D", 64)
+    f = _kernel([A, C, D], 2, 32, lambda bx, tx, by: seq(_store(C, bx, _load(A, bx) * 2.0),
+                                                         _store(D, bx * 32 + tx, _load(C, bx) + 1.0)))
+    a, c, d = arrays(4, 2, 64)
+    emulate(f, [a, c, d])
+    np.testing.assert_array_equal(c, a[:2] * 2)
+    np.testing.assert_array_equal(d, np.repeat(a[:2] * 2 + 1, 32))
+
+
+def test_redundant_accumulation_is_a_race(arrays):
+    # ... but every thread accumulating into it is not: a warp a step ahead reads a sum that a
+    # slower warp then overwrites with an older one
+    A, C = _buf("A", 8), _buf("C", 1)
+    body = lambda bx, tx, by: seq(_store(C, _c(0), _load(A, _c(0))), _store(C, _c(0), _load(C, _c(0)) + _load(A, _c(1))))
+    a, c = arrays(8, 1)
+    with pytest.raises(EmulationError, match=r"race on global 'C' at flat index 0 .* writes it and thread .* writes "
+                                             r"it, with no __syncthreads"):
+        emulate(_kernel([A, C], 1, 32, body), [a, c])
 
 
 def test_every_thread_accumulating_into_one_element(arrays):
@@ -202,7 +225,7 @@ def test_overlapping_vector_stores(arrays):
     f = _kernel([A, C], 1, 16, lambda bx, tx, by: BufferStore(
         C, BufferLoad(A, (Ramp(tx * 4, _c(1), 4),), "float32x4"), (Ramp(tx * 2, _c(1), 4),)))
     a, c = arrays(64, 64)
-    with pytest.raises(EmulationError, match=r"several threads store to global 'C'"):
+    with pytest.raises(EmulationError, match=r"several threads store different values to global 'C'"):
         emulate(f, [a, c])
     ok = _kernel([A, C], 1, 16, lambda bx, tx, by: BufferStore(
         C, BufferLoad(A, (Ramp(tx * 4, _c(1), 4),), "float32x4"), (Ramp(tx * 4, _c(1), 4),)))
@@ -215,7 +238,8 @@ def test_block_index_names_all_dimensions(arrays):
     f = _kernel([A, C], 2, 32, lambda bx, tx, by: _store(C, tx, _load(A, by * 32 + tx)), grid_y=2)
     a, c = arrays(64, 32)
     # four blocks (2 x 2) store C[0]: the last of them is block (1, 1, 0)
-    with pytest.raises(EmulationError, match=r"several threads store to global 'C' at flat index 0 .*: thread "
+    with pytest.raises(EmulationError, match=r"several threads store different values to global 'C' at flat "
+                                             r"index 0 .*: thread "
                                              r"\(0, 0, 0\) of block \(0, 0, 0\) and thread \(0, 0, 0\) of block "
                                              r"\(1, 1, 0\)"):
         emulate(f, [a, c])
@@ -264,6 +288,24 @@ def test_cross_thread_reduction_written_by_thread_zero(rng):
     b = np.full(6, np.nan, "float32")
     emulate(tilecraft.lower(s, [A, B], target="cuda"), [a, b])
     np.testing.assert_allclose(b, a.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_stage_computed_by_every_thread(rng):
+    # TVM-style: C bound to blocks only, the reduction it reads over threadIdx.x: every thread
+    # of a block stores the same C[i]
+    A = te.placeholder((4, 256), name="A")
+    k = te.reduce_axis((0, 256), "k")
+    B = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    C = te.compute((4,), lambda i: B[i] * 2, name="C")
+    s = te.create_schedule(C.op)
+    s[C].bind(C.op.axis[0], te.thread_axis("blockIdx.x"))
+    s[B].compute_at(s[C], C.op.axis[0])
+    ko, ki = s[B].split(B.op.reduce_axis[0], factor=64)
+    s[B].bind(ki, te.thread_axis("threadIdx.x"))
+    a = rng.standard_normal((4, 256)).astype("float32")
+    c = np.full(4, np.nan, "float32")
+    emulate(tilecraft.lower(s, [A, C], target="cuda"), [a, c])
+    np.testing.assert_allclose(c, 2 * a.sum(1), rtol=1e-5, atol=1e-5)
 
 
 def test_serial_reduction_in_global_memory(rng):

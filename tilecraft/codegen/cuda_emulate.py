@@ -11,8 +11,9 @@ local buffers one per thread. While it runs it checks what a GPU would not:
 * no thread reads or writes a global element that a thread of another block wrote (or writes
   one that a thread of another block read) during the same kernel, or that another thread of its
   own block wrote (read) since the last barrier; and no store statement has several threads
-  writing one element (``B[i] = B[i] + x`` run by every thread). Kernels of one function run
-  in order, so a kernel may read what an earlier one wrote;
+  writing different values to one element (``B[i] = B[i] + x`` run by every thread; the same
+  value stored by every thread, a stage computed redundantly, is harmless). Kernels of one
+  function run in order, so a kernel may read what an earlier one wrote;
 * every barrier is reached by all threads of the block (no barrier in divergent code);
 * every vector access the CUDA C makes 4, 8 or 16 bytes wide starts at a multiple of its width
   (the renderer proves it from the index; a wrong proof is a misaligned-address fault on a GPU).
@@ -102,7 +103,9 @@ class _Global:
 
     * ``writer``/``w_epoch``: the last thread that wrote the element, and its block's barrier
       count then (a later access by another thread of that block is ordered only if the count
-      has moved on; one by another block never is);
+      has moved on; one by another block never is); ``w_all``: that store was one statement of
+      several threads storing the same value (a stage computed redundantly by every thread),
+      so a thread of the block reading it back reads its own value;
     * ``r_first``/``r_other``: the first thread that read it, and the first reader from a block
       other than ``r_first``'s (so a write can name a reader of another block, exactly);
     * ``r_cur``/``r_cur2``/``r_epoch``: up to two different threads that read it since the last
@@ -112,6 +115,7 @@ class _Global:
     def __init__(self, n: int):
         self.writer = np.full(n, -1, np.int64)
         self.w_epoch = np.zeros(n, np.int64)
+        self.w_all = np.zeros(n, bool)          # the last store was by several threads, one value
         self.r_first = np.full(n, -1, np.int64)
         self.r_other = np.full(n, -1, np.int64)
         self.r_cur = np.full(n, -1, np.int64)
@@ -239,7 +243,7 @@ class _Kernel:
         if kind == "global":
             self._check_bounds(s.buffer, idx, mask, where.size)
             if s.buffer in self.tracked:
-                self._global_write(s.buffer, idx_m, lanes)
+                self._global_write(s.buffer, idx_m, lanes, val_m)
             where[idx_m] = val_m
         elif kind == "local":
             self._check_bounds(s.buffer, idx, mask, where.shape[1])
@@ -412,7 +416,7 @@ class _Kernel:
         blk = lanes // self.nthreads
         ep = self.epoch[blk]
         w = g.writer[idx]
-        bad = self._unordered(w, lanes, blk, ep, g.w_epoch[idx])
+        bad = self._unordered(w, lanes, blk, ep, g.w_epoch[idx]) & ~(g.w_all[idx] & (w // self.nthreads == blk))
         if bad.any():
             k = np.argmax(bad)
             self._race(buf, idx[k], lanes[k], "reads", w[k], "writes")
@@ -434,10 +438,10 @@ class _Kernel:
         second = (cur != lanes) & (cur // self.nthreads == blk) & (g.r_cur2[idx] == -1)
         g.r_cur2[idx[second]] = lanes[second]
 
-    def _global_write(self, buf, idx, lanes):
+    def _global_write(self, buf, idx, lanes, vals):
         if idx.ndim == 2:
             lanes = np.repeat(lanes[:, None], idx.shape[1], 1).reshape(-1)
-            idx = idx.reshape(-1)
+            idx, vals = idx.reshape(-1), vals.reshape(-1)
         g = self.tracked[buf]
         blk = lanes // self.nthreads
         ep = self.epoch[blk]
@@ -461,12 +465,18 @@ class _Kernel:
         g.writer[idx] = lanes
         won = g.writer[idx]
         dup = won != lanes
+        g.w_all[idx] = False
         if dup.any():
-            k = np.argmax(dup)
-            raise EmulationError(
-                f"kernel {self.info.name}: several threads store to {self._element(buf, idx[k])} in one "
-                f"statement: {self._thread(lanes[k])} and {self._thread(won[k])} (a race: which value "
-                f"lands is undefined)")
+            # several threads store one element in this statement: harmless if they all store the
+            # same value (a stage computed redundantly by every thread), a race otherwise
+            same = _same_as_landed(idx, vals)
+            if not same.all():
+                k = int(np.argmax(~same))
+                raise EmulationError(
+                    f"kernel {self.info.name}: several threads store different values to "
+                    f"{self._element(buf, idx[k])} in one statement: {self._thread(lanes[k])} and "
+                    f"{self._thread(won[k])} (a race: which value lands is undefined)")
+            g.w_all[idx[dup]] = True
         g.w_epoch[idx] = ep
 
     def allreduce(self, e, mask):
@@ -477,6 +487,19 @@ class _Kernel:
         groups = v.reshape(-1, bx)
         r = op.reduce(groups, axis=1).astype(v.dtype)
         return np.repeat(r, bx)
+
+
+def _same_as_landed(idx, vals):
+    """Per store position: whether its value equals the one that lands in its element (the last
+    of the positions storing that element, as numpy's scatter does)."""
+    _, inv = np.unique(idx, return_inverse=True)
+    landed = np.empty(inv.max() + 1, vals.dtype)
+    landed[inv] = vals
+    got = landed[inv]
+    same = got == vals
+    if vals.dtype.kind == "f":
+        same |= np.isnan(got) & np.isnan(vals)
+    return same
 
 
 def _align(a, b):
