@@ -401,16 +401,35 @@ def gen_row_reduce(rng) -> Program:
     rows, cols = _i(rng, 1, 9), _extent(rng, 1, 1100, 64)
     elems = _ELEMS if dtype.startswith("float") and red != "prod" else _ELEMS[:1]
     e_te, e_np = _pick(rng, elems)
+    init, init_np = "", ""
+    if rng.random() < 0.25:                             # a starting value (TVM's init=)
+        v = _pick(rng, [0.5, -0.75, 3.0]) if dtype.startswith("float") else _pick(rng, [7, -20])
+        init = f", init=te.const({v}, {dtype!r})"
+        init_np = {"sum": f" + {v}", "max": f", {v})", "min": f", {v})"}[red]
     lines = [f"A = te.placeholder(({rows}, {cols}), {dtype!r}, name='A')",
              f"k = te.reduce_axis((0, {cols}), 'k')",
-             f"B = te.compute(({rows},), lambda i: te.{red}({e_te.format(k='k')}, axis=k), name='B')"]
-    ref = ["def reference(A):", f"    B = {_REDUCERS[red]}({e_np}, axis=1)"]
+             f"B = te.compute(({rows},), lambda i: te.{red}({e_te.format(k='k')}, axis=k{init}), name='B')"]
+    b_np = f"{_REDUCERS[red]}({e_np}, axis=1)"
+    if init and red != "sum":
+        b_np = f"np.{'maximum' if red == 'max' else 'minimum'}({b_np}{init_np}"
+    else:
+        b_np += init_np
+    ref = ["def reference(A):", f"    B = {b_np}"]
     consumer = rng.random()
     if consumer < 0.45:                                 # B is the output
         lines += ["s = te.create_schedule(B.op)"]
         _schedule_reduction(rng, "B", "B.op.axis[0]", "B.op.reduce_axis[0]", lines)
         ref += ["    return [B]"]
         lines += ["args = [A, B]"]
+    elif consumer < 0.55:                               # under a consumer bound to blocks only:
+        lines += [f"C = te.compute(({rows},), lambda i: B[i] * 2 + A[i, 0], name='C')",   # every thread stores C
+                  "s = te.create_schedule(C.op)",
+                  "s[C].bind(C.op.axis[0], te.thread_axis('blockIdx.x'))",
+                  "s[B].compute_at(s[C], C.op.axis[0])",
+                  f"ko, ki = s[B].split(B.op.reduce_axis[0], factor={_pick(rng, [32, 64, 128])})",
+                  "s[B].bind(ki, te.thread_axis('threadIdx.x'))"]
+        ref += ["    return [B * 2 + A[:, 0]]"]
+        lines += ["args = [A, C]"]
     elif consumer < 0.8:                                # B local, under a softmax-like consumer
         t = _pick(rng, [32, 64, 128, 256])
         lines += [f"C = te.compute(({rows}, {cols}), lambda i, j: A[i, j] - B[i], name='C')",
