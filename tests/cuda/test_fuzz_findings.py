@@ -1,7 +1,7 @@
 """What the GPU schedule fuzzer (``gpu_fuzz.py``) found, one test each: scalar parameters of CUDA
 functions (a float scalar beside a symbolic length failed in lowering with an internal DTypeError;
-a float16 scalar had no type character for the launch), and double buffering of a tile whose loop
-runs once (refused). The local stage of symbolic size is in ``test_cuda_errors.py``."""
+a float16 scalar had no type character for the launch), and double buffering of tiles left outside
+any loop, the loop running once or all its iterations peeled off (refused). The local stage of symbolic size is in ``test_cuda_errors.py``."""
 from __future__ import annotations
 
 import numpy as np
@@ -115,3 +115,17 @@ def test_double_buffer_with_a_single_tile(rng, K):
     s, args = cs.matmul(16, 24, 9, block=(16, 16), threads=(4, 4), vthreads=(1, 1), k_tile=8, double_buffer=True)
     (info, _), = kernels_of(tilecraft.lower(s, args, target="cuda").body)[1]
     assert {b.name: int(b.shape[0].value) for b in info.shared} == {"AT": 2 * 8 * 16, "B.shared": 2 * 8 * 16}
+
+
+def test_double_buffer_with_every_tile_peeled(rng):
+    # two k tiles, the B tile guarded: loop partitioning peels both iterations off, so no copy of
+    # the double-buffered tiles is left inside a loop (was refused as "not attached inside a loop")
+    s, args = cs.matmul(64, 16, 8, block=(64, 16), vthreads=(2, 1), threads=(2, 16), k_tile=4,
+                        double_buffer=True, unroll=False)
+    func = tilecraft.lower(s, args, target="cuda")
+    a, b = rng.standard_normal((64, 8)).astype("float32"), rng.standard_normal((8, 16)).astype("float32")
+    c = np.full((64, 16), np.nan, "float32")
+    emulate(func, [a, b, c])
+    np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=1e-5, atol=1e-5)
+    if find_nvcc() is not None:
+        assert len(compile_cuda(generate_cuda(func), "sm_90")) > 0
