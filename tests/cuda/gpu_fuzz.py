@@ -477,7 +477,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", type=int, default=200, help="number of cases (default 200)")
     ap.add_argument("--seed", type=int, default=0, help="run seed (default 0)")
     ap.add_argument("--gpu", action="store_true", help="also build with nvcc and run on the GPU (pycuda)")
-    ap.add_argument("--device", choices=sorted(DEVICES), help=argparse.SUPPRESS)
+    ap.add_argument("--device", choices=sorted(DEVICES),
+                    help="gpu (= --gpu), or emulated-gpu: the --gpu path with the launch emulated (no GPU needed)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (default 1: in this process)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per case with --jobs > 1 (default 120)")
     ap.add_argument("--families", help=f"comma-separated subset of {', '.join(FAMILIES)}")
