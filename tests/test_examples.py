@@ -20,3 +20,17 @@ def test_example_runs(script, tmp_path):
                        timeout=120)
     assert r.returncode == 0, f"{script.name} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     assert r.stdout.strip(), f"{script.name} printed nothing"
+
+
+def test_tune_matmul_example_prints_the_figure_the_tuner_measured(tmp_path):
+    """One GFLOP/s figure, the log's best (it printed 9.3 in its bar and 2.5 on its last line)."""
+    import json
+    log = tmp_path / "mm.jsonl"
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "tune_matmul.py"), "64", "8", str(log)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    last = r.stdout.strip().splitlines()[-1]
+    best = max(2 * 64 ** 3 / (sum(rec["costs"]) / len(rec["costs"])) / 1e9
+               for rec in map(json.loads, log.read_text().splitlines()) if rec["error"] == "NO_ERROR")
+    assert last.startswith(f"best: {best:.1f} GFLOP/s = 2*64^3 FLOP / "), (last, best)
+    assert last.count("GFLOP/s") == 1

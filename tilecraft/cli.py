@@ -1,16 +1,17 @@
 """The ``tilecraft`` command.
 
-    tilecraft tune matmul 1024 1024 1024 float32 --trials 256 --log tuning_logs/matmul.jsonl
+    tilecraft tune matmul 1024 1024 1024 float32          # logs to tuning_logs/matmul_1024_1024_1024_float32.jsonl
     tilecraft tune my_conv --module my_templates.py 1 64 56 56 --tuner random
-    tilecraft log summary tuning_logs/matmul.jsonl
-    tilecraft log plot tuning_logs/matmul.jsonl --out curve.png
-    tilecraft export tuning_logs/matmul.jsonl --out-dir tuned_ops
+    tilecraft templates                                   # every template, its arguments and defaults
+    tilecraft log summary tuning_logs/matmul_1024_1024_1024_float32.jsonl
+    tilecraft log plot tuning_logs/matmul_1024_1024_1024_float32.jsonl --out curve.png
+    tilecraft export tuning_logs/matmul_1024_1024_1024_float32.jsonl --out-dir tuned_ops
 
 ``tune`` takes a template from ``tilecraft.topi`` (``matmul``, ``batch_matmul``, ``conv2d``,
 ``softmax``, or a full registered name like ``topi/matmul.llvm``) or from a user's module
 (``--module path.py`` or ``--module package.module``), the template's arguments, and tunes it on
-the local machine. Running it again with the same ``--log`` resumes: configs already in the log
-are not measured again and count towards ``--trials``.
+the local machine (``tilecraft/cli_tune.py``). Bad input is one line on stderr and exit status 2,
+before any work; warnings are one line each; Ctrl-C is one line and status 130.
 """
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ import importlib
 import importlib.util
 import os
 import sys
+import time
+import warnings
 
+from .cli_tune import DEFAULT_EARLY_STOPPING, CLIError, cmd_tune, usage_of
+
+TOPI_MODULES = ("tilecraft.topi.matmul", "tilecraft.topi.batch_matmul", "tilecraft.topi.conv2d",
+                "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax")
 TOPI_TEMPLATES = {
     "matmul": ("tilecraft.topi.matmul", "topi/matmul.{kind}"),
     "batch_matmul": ("tilecraft.topi.batch_matmul", "topi/batch_matmul.{kind}"),
@@ -27,15 +34,6 @@ TOPI_TEMPLATES = {
     "conv2d_nchw": ("tilecraft.topi.conv2d", "topi/conv2d_nchw.{kind}"),
     "softmax": ("tilecraft.topi.softmax", "topi/softmax.{kind}"),
 }
-
-
-def _parse_value(text: str):
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
 
 
 def _import_user_module(spec: str):
@@ -55,7 +53,10 @@ def resolve_template(name: str, module: str | None, target_kind: str) -> str:
     from tilecraft.autotune.task import TASK_TABLE
 
     if module:
-        _import_user_module(module)
+        try:
+            _import_user_module(module)
+        except Exception as err:
+            raise CLIError(f"--module {module}: cannot import it ({type(err).__name__}: {err})") from None
     elif name in TOPI_TEMPLATES:
         mod, pattern = TOPI_TEMPLATES[name]
         importlib.import_module(mod)
@@ -67,120 +68,102 @@ def resolve_template(name: str, module: str | None, target_kind: str) -> str:
             importlib.import_module(TOPI_TEMPLATES[base][0])
     if name not in TASK_TABLE:
         known = ", ".join(sorted(TASK_TABLE)) or "none"
-        raise SystemExit(f"tilecraft tune: no template {name!r} (registered: {known}; "
-                         f"topi shortcuts: {', '.join(TOPI_TEMPLATES)})")
+        raise CLIError(f"no template {name!r} (registered: {known}; topi shortcuts: "
+                       f"{', '.join(TOPI_TEMPLATES)}; `tilecraft templates` lists them with their arguments)")
     return name
 
 
-def cmd_tune(args) -> int:
-    import tilecraft.autotune as autotune
-    from tilecraft.target import Target
+def tracker_address(args) -> tuple[str, int, bytes]:
+    """``(host, port, secret)`` of ``--tracker HOST:PORT --key KEY [--key-file F]``, checked
+    before any work (``CLIError`` otherwise).
 
-    target = Target(args.target)
-    name = resolve_template(args.template, args.module, target.kind)
-    template_args = tuple(_parse_value(a) for a in args.args)
-    task = autotune.task.create(name, args=template_args, target=str(target))
-    print(f"task {name}{list(template_args)} on {target}: {len(task.config_space)} configs, "
-          f"{task.flop / 1e9:.3f} GFLOP per run")
-    if args.verbose:
-        print(task.config_space)
-
-    if args.tuner == "xgb":
-        tuner = autotune.tuner.XGBTuner(task, plan_size=args.plan_size, feature_type=args.feature_type,
-                                        seed=args.seed)
-    elif args.tuner == "random":
-        tuner = autotune.tuner.RandomTuner(task, seed=args.seed)
-    elif args.tuner == "grid":
-        tuner = autotune.tuner.GridSearchTuner(task)
-    else:
-        raise SystemExit(f"unknown tuner {args.tuner!r}")
-
-    done = 0
-    if args.log and os.path.exists(args.log):
-        done = tuner.load_history(autotune.record.load_from_file(args.log))
-        if done:
-            print(f"resuming from {args.log}: {done} configs already measured "
-                  f"(best so far {tuner.best_flops / 1e9:.2f} GFLOP/s)")
-    for extra in args.transfer or ():
-        tuner.load_history(autotune.record.load_from_file(extra))
-    remaining = max(0, args.trials - done)
-    callbacks = []
-    if args.log:
-        callbacks.append(autotune.callback.log_to_file(args.log))
-    if not args.quiet:
-        callbacks.append(autotune.callback.progress_bar(remaining, prefix=name))
-    if args.tracker:
-        runner = _rpc_runner(args)
-    else:
-        runner = autotune.LocalRunner(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                                      timeout=args.run_timeout, check_correctness=not args.no_check,
-                                      enable_cpu_cache_flush=args.flush_cache, max_memory_mb=args.max_memory_mb,
-                                      max_timing_s=args.max_timing_s or None)
-    option = autotune.measure_option(
-        builder=autotune.LocalBuilder(timeout=args.build_timeout, n_parallel=args.n_parallel), runner=runner)
-    if remaining:
-        tuner.tune(remaining, option, early_stopping=args.early_stopping, callbacks=callbacks)
-    if tuner.best_config is None:
-        print("no configuration ran successfully; see the errors in the log "
-              f"(tilecraft log summary {args.log})" if args.log else "no configuration ran successfully")
-        return 1
-    inp, res = tuner.best_measure_pair
-    print(f"best: {tuner.best_flops / 1e9:.2f} GFLOP/s ({res.mean_cost * 1e3:.3f} ms) "
-          f"after {len(tuner.visited)} configs, {tuner.error_count} errors this run")
-    print(f"best config: {tuner.best_config}")
-    if args.log:
-        print(f"log: {args.log}  (use it with autotune.apply_history_best)")
-    return 0
-
-
-def _rpc_runner(args):
-    """An RPCRunner for ``--tracker HOST:PORT --key KEY`` (measure on the device pool)."""
-    from tilecraft.rpc import RPCRunner
+    >>> tracker_address(build_parser().parse_args(["tune", "matmul", "--tracker", "127.0.0.1:9190", "--key", "k"]))
+    ('127.0.0.1', 9190, b'...')
+    """
     from tilecraft.rpc.protocol import load_secret
     host, sep, port = args.tracker.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise SystemExit(f"--tracker expects HOST:PORT (e.g. 127.0.0.1:9190), got {args.tracker!r}")
+        raise CLIError(f"--tracker expects HOST:PORT (e.g. 127.0.0.1:9190), got {args.tracker!r}")
     if not args.key:
-        raise SystemExit("--tracker needs --key, the device key the servers registered with "
-                         "(e.g. llvm:znver3; `tilecraft rpc status --tracker HOST:PORT` lists them)")
+        raise CLIError("--tracker needs --key, the device key the servers registered with "
+                       "(e.g. llvm:znver3; `tilecraft rpc status --tracker HOST:PORT` lists them)")
     try:
         secret = load_secret(args.key_file, host=host)
     except (OSError, ValueError) as e:
-        raise SystemExit(f"tilecraft tune --tracker: {e}") from None
-    return RPCRunner(args.key, host, int(port), secret=secret, number=args.number, repeat=args.repeat,
+        raise CLIError(f"--tracker: {e}") from None
+    return host, int(port), secret
+
+
+def rpc_runner(args):
+    """An RPCRunner for ``--tracker HOST:PORT --key KEY`` (measure on the device pool)."""
+    from tilecraft.rpc import RPCRunner
+    host, port, secret = tracker_address(args)
+    return RPCRunner(args.key, host, port, secret=secret, number=args.number, repeat=args.repeat,
                      min_repeat_ms=args.min_repeat_ms, timeout=args.run_timeout,
                      check_correctness=not args.no_check, enable_cpu_cache_flush=args.flush_cache,
                      max_timing_s=args.max_timing_s or None)
 
 
+def _existing_log(path: str) -> str:
+    if not os.path.exists(path):
+        raise CLIError(f"no such log: {path}")
+    if os.path.isdir(path):
+        raise CLIError(f"{path} is a folder, not a log")
+    return path
+
+
 def cmd_log_summary(args) -> int:
     from tilecraft.autotune import record
 
-    summary = record.summarize(args.log)
+    summary = record.summarize(_existing_log(args.log))
     if not summary:
-        print(f"{args.log}: no records")
+        print(f"{args.log}: no valid records")
         return 1
     for (target, workload), s in summary.items():
         print(f"{workload[0]}{list(workload[1:])} on {target}")
-        print(f"  trials: {s['trials']}, errors: "
-              + (", ".join(f"{k} {v}" for k, v in sorted(s["errors"].items())) or "none"))
+        dup = f" ({s['records']} records)" if s["records"] != s["configs"] else ""
+        errors = sum(s["errors"].values())
+        print(f"  trials: {s['configs']} configs{dup}, {s['records'] - errors} ok, {errors} errors")
+        for kind, n in sorted(s["errors"].items(), key=lambda kv: -kv[1]):
+            print(f"  {kind} x{n}:")
+            messages = sorted(s["messages"][kind].items(), key=lambda kv: -kv[1])
+            for msg, count in messages[:3]:
+                print(f"    x{count}  {msg}")
+            if len(messages) > 3:
+                print(f"    ... and {len(messages) - 3} other message(s)")
         if s["best"] is not None:
             gflops = (s["flop"] or 1.0) / s["best_cost"] / 1e9
-            print(f"  best: {gflops:.2f} GFLOP/s ({s['best_cost'] * 1e3:.3f} ms)")
+            print(f"  best: {gflops:.2f} GFLOP/s ({s['best_cost'] * 1e3:.3f} ms per run), found at trial "
+                  f"{s['best_record']} of {s['configs']}")
             print(f"  best config: {s['best']}")
     return 0
 
 
 def best_curves(path) -> dict:
     """``{label: [best GFLOP/s after trial 1, 2, ...]}``, one curve per tuning run (and
-    workload, when the log has several)."""
+    workload, when the log has several); a label names the tuner, and the run's start time
+    when several runs used the same tuner. Invalid records are skipped (one warning).
+
+    >>> best_curves("tuning_logs/matmul_1024_1024_1024_float32.jsonl")
+    {'XGBTuner': [24.3, 36.1, 36.1, ...]}
+    """
     from tilecraft.autotune import record
 
-    rows = list(record.iter_file(path, with_run=True))
+    rows = record.read_valid(path, with_run=True)
     several = len({inp.task.workload for inp, _, _ in rows}) > 1
+    runs: dict = {}
+    for inp, res, run in rows:
+        runs.setdefault(run.get("id", ""), (run.get("tuner", "unknown tuner"), res.timestamp))
+    tuners = [t for t, _ in runs.values()]
+    labels = {}
+    for run_id, (tuner, started) in runs.items():
+        labels[run_id] = tuner
+        if tuners.count(tuner) > 1:
+            nth = sum(1 for t, _ in list(runs.values())[: len(labels)] if t == tuner)
+            labels[run_id] += f" #{nth} ({time.strftime('%b %d %H:%M', time.localtime(started))})"
     curves: dict = {}
     for inp, res, run in rows:
-        label = f"{run.get('tuner', 'unknown')} {run.get('id', '')[:6]}".strip()
+        label = labels[run.get("id", "")]
         if several:
             label = f"{inp.task.name}{list(inp.task.args)} {label}"
         gflops = (inp.task.flop or 1.0) / res.mean_cost / 1e9 if res.ok else 0.0
@@ -189,32 +172,74 @@ def best_curves(path) -> dict:
     return curves
 
 
-def cmd_log_plot(args) -> int:
-    import matplotlib
+def plot_figure(path: str):
+    """The tuning-curve figure of a log: best GFLOP/s so far against trials, one curve per run
+    labelled with its tuner; the title names the task (and the device), the y axis starts at 0.
+    Needs matplotlib (the ``plot`` extra).
 
+    >>> plot_figure("tuning_logs/matmul_1024_1024_1024_float32.jsonl").savefig("curve.png")
+    """
+    from tilecraft.autotune import record
+
+    try:
+        import matplotlib
+    except ImportError:
+        raise CLIError("plots need matplotlib, which is not installed: python3 -m pip install 'tilecraft[plot]' "
+                       "(from the repository: python3 -m pip install -e '.[plot]')") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = best_curves(args.log)
+    curves = best_curves(path)
     if not curves:
-        print(f"{args.log}: no records")
-        return 1
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")            # said once already, by best_curves
+        tasks = sorted({f"{inp.task.name}{list(inp.task.args)} on {inp.target}"
+                        for inp, _ in record.read_valid(path, check_templates=False)})
+    devices = sorted(_devices(path))
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, curve in curves.items():
         ax.plot(range(1, len(curve) + 1), curve, label=label)
-    ax.set_xlabel("trials")
-    ax.set_ylabel("best GFLOP/s so far")
-    ax.set_title(os.path.basename(args.log))
+    ax.set_xlabel("trials (configs measured)")
+    ax.set_ylabel("best throughput so far (GFLOP/s)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0, top=max(max(c) for c in curves.values()) * 1.08 or 1.0)
+    title = tasks[0] if len(tasks) == 1 else f"{len(tasks)} tasks"
+    ax.set_title(title + (f"\n{', '.join(devices)}" if devices else ""), fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8, title="tuner")
     fig.tight_layout()
+    return fig
+
+
+def cmd_log_plot(args) -> int:
+    fig = plot_figure(_existing_log(args.log))
+    if fig is None:
+        print(f"{args.log}: no valid records")
+        return 1
     fig.savefig(args.out, dpi=120)
-    print(f"wrote {args.out} ({len(curves)} curve(s))")
+    print(f"wrote {args.out} ({len(fig.axes[0].get_lines())} curve(s))")
     return 0
 
 
+def _devices(path) -> set:
+    """The device names of a log's records (quietly: the records were checked already)."""
+    import json
+
+    names = set()
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                dev = json.loads(line).get("device")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(dev, str):
+                names.add(dev)
+    return names
+
+
 def cmd_export(args) -> int:
-    """Build the best logged configuration of every workload and export one library each."""
+    """Build the best valid logged configuration of every workload and export one library each."""
     import json
     import re
 
@@ -224,19 +249,25 @@ def cmd_export(args) -> int:
     from tilecraft.autotune.task import TASK_TABLE
     from tilecraft.target import Target
 
-    best = record.pick_best(args.log)
+    if args.module:
+        try:
+            _import_user_module(args.module)
+        except Exception as err:
+            raise CLIError(f"--module {args.module}: cannot import it ({type(err).__name__}: {err})") from None
+    best = record.pick_best(_existing_log(args.log))
     if not best:
-        print(f"{args.log}: no successful record to export")
+        print(f"{args.log}: no successful, valid record to export")
         return 1
     os.makedirs(args.out_dir, exist_ok=True)
-    if args.module:
-        _import_user_module(args.module)
     manifest = []
     with apply_history_best(best):
         for inp, res in best:
             task = inp.task
             if task.name not in TASK_TABLE and task.template_module:
-                importlib.import_module(task.template_module)
+                try:
+                    importlib.import_module(task.template_module)
+                except ImportError:
+                    pass
             if task.name not in TASK_TABLE:
                 print(f"skipping {task.name}: its template is not importable (give --module)")
                 continue
@@ -252,42 +283,104 @@ def cmd_export(args) -> int:
             manifest.append({"task": task.name, "args": list(task.args), "target": str(inp.target),
                              "library": os.path.basename(path), "entry": mod.entry_name,
                              "config": inp.config.to_json_dict(), "gflops": gflops})
-            print(f"{path}: {task.name}{list(task.args)} {gflops:.2f} GFLOP/s")
+            print(f"{path}: {task.name}{list(task.args)} {gflops:.2f} GFLOP/s (as measured while tuning)")
     with open(os.path.join(args.out_dir, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     return 0
 
 
+def template_listing() -> str:
+    """Every registered template (the topi ones and any imported), with its arguments, their
+    types and defaults: what ``tilecraft templates`` and ``tilecraft tune --help`` print.
+
+    >>> print(template_listing())       #   topi/matmul.llvm   (tilecraft tune matmul)
+    ...                                 #       args: M:int N:int K:int [dtype:str=float32]
+    """
+    from tilecraft.autotune.task import TASK_TABLE
+
+    for mod in TOPI_MODULES:
+        importlib.import_module(mod)
+    shortcut = {}
+    for short, (_, pattern) in TOPI_TEMPLATES.items():
+        for kind in ("llvm", "cuda"):
+            shortcut.setdefault(pattern.format(kind=kind), short)
+    lines = []
+    for name in sorted(TASK_TABLE):
+        func = TASK_TABLE[name]
+        short = shortcut.get(name)
+        doc = (func.__doc__ or "").strip().splitlines()
+        head = f"  {name}" + (f"   (tilecraft tune {short}" + (" --target cuda" if name.endswith(".cuda") else "")
+                               + ")" if short else "")
+        lines.append(head)
+        lines.append(f"      args: {usage_of(func)}")
+        if doc:
+            lines.append(f"      {doc[0]}")
+    return "\n".join(lines)
+
+
+def cmd_templates(args) -> int:
+    print("templates (tilecraft tune NAME ARGS...; [x=default] may be left out):")
+    print(template_listing())
+    return 0
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help text with each option's default, where it has one."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("%(default)" not in text and action.default not in (None, False, argparse.SUPPRESS)
+                and action.option_strings):
+            text += " (default: %(default)s)"
+        return text
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tilecraft", description="tilecraft: tune and inspect tensor programs")
+    p = argparse.ArgumentParser(prog="tilecraft", description="tilecraft: tune and inspect tensor programs",
+                                formatter_class=_HelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     from .rpc import cli as rpc_cli      # tilecraft rpc {tracker,server,status,keygen}
     rpc_cli.add_commands(sub)
 
-    t = sub.add_parser("tune", help="tune a template on this machine")
+    class _TuneHelp(_HelpFormatter):
+        def format_help(self):
+            return super().format_help() + "\ntemplates:\n" + template_listing() + "\n"
+
+    t = sub.add_parser("tune", help="tune a template on this machine", formatter_class=_TuneHelp,
+                       description="Tune a template on this machine: measure configs, log every measurement, "
+                                   "then compare the best with numpy and say what to do next. Running the same "
+                                   "command again resumes from the log.")
     t.add_argument("template", help="topi name (matmul, batch_matmul, conv2d, softmax) or registered template name")
     t.add_argument("args", nargs="*", help="template arguments (shapes, dtype), e.g. 1024 1024 1024 float32")
     t.add_argument("--module", help="a .py file or module that defines the template")
-    t.add_argument("--target", default="llvm")
-    t.add_argument("--trials", type=int, default=256, help="total configs to measure (a resumed log counts)")
-    t.add_argument("--log", help="JSON-lines log to append to (and resume from)")
-    t.add_argument("--tuner", choices=("xgb", "random", "grid"), default="xgb")
-    t.add_argument("--feature-type", choices=("itervar", "knob", "curve"), default="itervar")
-    t.add_argument("--plan-size", type=int, default=64)
-    t.add_argument("--early-stopping", type=int, default=None)
-    t.add_argument("--transfer", action="append", help="an earlier log to learn from (repeatable)")
-    t.add_argument("--number", type=int, default=3)
-    t.add_argument("--repeat", type=int, default=3)
-    t.add_argument("--min-repeat-ms", type=float, default=0)
-    t.add_argument("--build-timeout", type=float, default=10)
-    t.add_argument("--run-timeout", type=float, default=10)
+    t.add_argument("--target", default="llvm", help="llvm (this CPU), 'llvm -mcpu=NAME -mattr=+f,-g', or cuda")
+    t.add_argument("--trials", type=int, default=256,
+                   help="distinct configs to measure in all (those already in the log count)")
+    t.add_argument("--log", help="JSON-lines log to append to and resume from "
+                                 "(default: tuning_logs/TEMPLATE_ARGS.jsonl)")
+    t.add_argument("--early-stopping", type=int, default=DEFAULT_EARLY_STOPPING, metavar="N",
+                   help="stop after N trials in a row without a better config (logged ones count; with xgb, "
+                        "not before 2 x --plan-size trials, when the model has proposed a plan); 0: never")
+    t.add_argument("--tuner", choices=("xgb", "random", "grid"), default="xgb",
+                   help="search strategy: XGBoost cost model + simulated annealing, random, or grid")
+    t.add_argument("--feature-type", choices=("itervar", "knob", "curve"), default="itervar",
+                   help="what the xgb cost model learns from")
+    t.add_argument("--plan-size", type=int, default=64, help="xgb: trials between two retrainings of the model")
+    t.add_argument("--transfer", action="append", metavar="LOG", help="an earlier log to learn from (repeatable)")
+    t.add_argument("--number", type=int, default=3, help="calls per timing")
+    t.add_argument("--repeat", type=int, default=3, help="timings per candidate")
+    t.add_argument("--min-repeat-ms", type=float, default=0, help="make each timing last at least this long")
+    t.add_argument("--build-timeout", type=float, default=10, help="seconds a candidate may take to build")
+    t.add_argument("--run-timeout", type=float, default=10, help="seconds a candidate may take to run")
     t.add_argument("--n-parallel", type=int, default=None, help="build processes (default: one per core)")
     t.add_argument("--no-check", action="store_true", help="do not check outputs against the reference")
     t.add_argument("--flush-cache", action="store_true", help="flush CPU caches before each timed repeat")
-    t.add_argument("--max-memory-mb", type=int, default=None, help="cap each run process's memory")
+    t.add_argument("--max-memory-mb", type=int, default=None, help="cap each run process's memory (default: no cap)")
     t.add_argument("--max-timing-s", type=float, default=2.0,
                    help="time candidates slower than this (number x repeat runs) with fewer runs; 0: off")
-    t.add_argument("--seed", type=int, default=None)
+    t.add_argument("--seed", type=int, default=None, help="random seed of the tuner (default: a fresh one)")
+    t.add_argument("--no-verdict", action="store_true",
+                   help="do not time the best config beside numpy at the end")
     t.add_argument("--tracker", metavar="HOST:PORT",
                    help="measure on the device pool of this tracker (see docs/rpc.md) instead of locally")
     t.add_argument("--key", help="with --tracker: the device key to measure on (e.g. llvm:znver3)")
@@ -297,27 +390,50 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--verbose", action="store_true", help="print the config space")
     t.set_defaults(func=cmd_tune)
 
-    ex = sub.add_parser("export", help="build the best logged config of each workload into libraries")
-    ex.add_argument("log")
-    ex.add_argument("--out-dir", default="tuned_ops")
-    ex.add_argument("--module", help="a .py file or module that defines the templates")
+    tp = sub.add_parser("templates", help="list every template with its arguments, types and defaults",
+                        formatter_class=_HelpFormatter)
+    tp.set_defaults(func=cmd_templates)
+
+    ex = sub.add_parser("export", help="build the best logged config of each workload into libraries",
+                        formatter_class=_HelpFormatter)
+    ex.add_argument("log", help="a tuning log")
+    ex.add_argument("--out-dir", default="tuned_ops", help="where the libraries, headers and manifest.json go")
+    ex.add_argument("--module", help="a .py file or module that defines the templates (if not tilecraft.topi)")
     ex.set_defaults(func=cmd_export)
 
-    lg = sub.add_parser("log", help="inspect tuning logs")
+    lg = sub.add_parser("log", help="inspect tuning logs", formatter_class=_HelpFormatter)
     lsub = lg.add_subparsers(dest="log_command", required=True)
-    s = lsub.add_parser("summary", help="trials, errors and best config per workload")
-    s.add_argument("log")
+    s = lsub.add_parser("summary", help="trials, errors with their messages, and the best config per workload",
+                        formatter_class=_HelpFormatter)
+    s.add_argument("log", help="a tuning log")
     s.set_defaults(func=cmd_log_summary)
-    pl = lsub.add_parser("plot", help="best GFLOP/s against trials, one curve per tuning run")
-    pl.add_argument("log")
-    pl.add_argument("--out", default="curve.png")
+    pl = lsub.add_parser("plot", help="best GFLOP/s against trials, one curve per tuning run (needs tilecraft[plot])",
+                         formatter_class=_HelpFormatter)
+    pl.add_argument("log", help="a tuning log")
+    pl.add_argument("--out", default="curve.png", help="the picture to write")
     pl.set_defaults(func=cmd_log_plot)
     return p
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None):
+    print(f"tilecraft: warning: {message}", file=file if file is not None else sys.stderr)
+
+
 def main(argv=None) -> int:
+    """Run the ``tilecraft`` command: ``main(["tune", "matmul", "64", "64", "64"])``. Returns
+    the exit status (2 for bad input, 130 when interrupted)."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        try:
+            return args.func(args)
+        except CLIError as err:
+            command = " ".join(filter(None, ["tilecraft", args.command, getattr(args, "log_command", None)]))
+            print(f"{command}: error: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("tilecraft: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":

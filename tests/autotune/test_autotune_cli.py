@@ -1,5 +1,11 @@
-"""The tilecraft command: tune (real, tiny), log summary, log plot."""
+"""The tilecraft command, run as a user runs it (a subprocess of the installed command): tune
+(real, tiny) with its default log, resume and "already tuned", the verdict beside numpy, one-line
+errors before any work, Ctrl-C, help and templates; log summary (error messages), log plot
+(title, legend, axes), export."""
+import json
 import os
+import signal
+import time
 
 import pytest
 
@@ -8,8 +14,18 @@ from tilecraft import cli
 from tilecraft.autotune.tuner import RandomTuner
 
 import autotune_fakes as fk
+from cli_run import HERE, one_line_error, popen_tilecraft, run_tilecraft
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+REAL = os.path.join(HERE, "autotune_real_templates.py")
+QUICK = ["--tuner", "random", "--quiet", "--number", "1", "--repeat", "1"]
+
+
+def core_works():
+    from test_autotune_real import _core_works
+    return _core_works()
+
+
+needs_core = pytest.mark.skipif(not core_works(), reason="the compiler core cannot build yet")
 
 
 def fake_log(tmp_path, n=20):
@@ -21,53 +37,260 @@ def fake_log(tmp_path, n=20):
     return log
 
 
-def test_log_summary(tmp_path, capsys):
+# -- log summary and plot ---------------------------------------------------------------------
+
+def test_log_summary_shows_error_messages_grouped_and_counted(tmp_path):
     log = fake_log(tmp_path)
-    assert cli.main(["log", "summary", str(log)]) == 0
-    out = capsys.readouterr().out
-    assert "test/fake_matmul[64, 64, 64] on llvm" in out and "trials: 40" in out
-    assert "GFLOP/s" in out and "best config" in out
+    fails = sum(1 for _, r in autotune.record.load_from_file(log) if not r.ok)
+    assert fails > 0
+    p = run_tilecraft("log", "summary", log, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "test/fake_matmul[64, 64, 64] on llvm" in out
+    assert f"{fails} errors" in out
+    assert f"COMPILE_HOST x{fails}:" in out and f"x{fails}  fake compile error" in out
+    assert "GFLOP/s" in out and "best config" in out and "found at trial" in out
 
 
-def test_log_plot_one_curve_per_run(tmp_path, capsys):
+def test_log_plot_one_curve_per_run(tmp_path):
     log = fake_log(tmp_path)
     curves = cli.best_curves(log)
     assert len(curves) == 2 and all(len(c) == 20 for c in curves.values())
     assert all(all(a <= b for a, b in zip(c, c[1:])) for c in curves.values())
+    assert all(label.startswith("RandomTuner #") for label in curves)     # the tuner, not a hash
     out = tmp_path / "curve.png"
-    assert cli.main(["log", "plot", str(log), "--out", str(out)]) == 0
+    p = run_tilecraft("log", "plot", log, "--out", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
     assert out.stat().st_size > 1000
 
 
-def test_tune_unknown_template_is_a_clear_error():
-    with pytest.raises(SystemExit, match="no template"):
-        cli.main(["tune", "no_such_template", "1", "--quiet"])
+def test_log_plot_labels_task_tuner_and_units(tmp_path):
+    pytest.importorskip("matplotlib")
+    log = fake_log(tmp_path)
+    fig = cli.plot_figure(str(log))
+    (ax,) = fig.axes
+    assert ax.get_title().startswith("test/fake_matmul[64, 64, 64] on llvm")
+    assert ax.get_ylim()[0] == 0
+    assert "GFLOP/s" in ax.get_ylabel() and "trials" in ax.get_xlabel()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(cli.best_curves(log))
 
 
-def test_tune_user_module_and_resume(tmp_path, capsys):
-    from test_autotune_real import _core_works
-    if not _core_works():
-        pytest.skip("the compiler core cannot build yet")
-    log = tmp_path / "cli.jsonl"
-    argv = ["tune", "test/real_matmul", "16", "--module", os.path.join(HERE, "autotune_real_templates.py"),
-            "--trials", "4", "--log", str(log), "--tuner", "random", "--quiet", "--number", "1", "--repeat", "1"]
-    assert cli.main(argv) == 0
-    out = capsys.readouterr().out
-    assert "best:" in out and "GFLOP/s" in out
-    assert len(autotune.record.load_from_file(log)) == 4
-    argv[argv.index("--trials") + 1] = "6"
-    assert cli.main(argv) == 0
-    assert "resuming from" in capsys.readouterr().out
-    idx = [inp.config.index for inp, _ in autotune.record.load_from_file(log)]
-    assert len(idx) == 6 and len(set(idx)) == 6
+def test_log_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch, capsys):
+    import sys
+    log = fake_log(tmp_path)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)          # import matplotlib fails
+    assert cli.main(["log", "plot", str(log), "--out", str(tmp_path / "c.png")]) == 2
+    err = capsys.readouterr().err
+    assert "matplotlib" in err and "tilecraft[plot]" in err and len(err.strip().splitlines()) == 1
 
 
+def test_log_readers_name_a_tvm_log_in_one_line(tmp_path):
+    log = tmp_path / "tvm.log"
+    log.write_text(json.dumps({"input": ["llvm -keys=cpu", "dense_nopack.x86", [[1, 64]], {}],
+                               "config": {"index": 1, "code_hash": None, "entity": []},
+                               "result": [[0.001], 0, 1.0, 1.7e9], "version": 0.2, "tvm_version": "0.14"}) + "\n")
+    for args in (["log", "summary", log], ["export", log, "--out-dir", tmp_path / "ops"]):
+        p = run_tilecraft(*args, cwd=tmp_path)
+        assert p.returncode == 1 and "Traceback" not in p.stderr
+        (line,) = p.stderr.strip().splitlines()
+        assert "is a TVM log (1 TVM AutoTVM records)" in line and "corrupt" not in line
+        assert "tune the operator with `tilecraft tune`" in line
+
+
+def test_missing_logs_are_one_line_errors(tmp_path):
+    for args in (["log", "summary", "nope.jsonl"], ["log", "plot", "nope.jsonl"], ["export", "nope.jsonl"]):
+        assert "no such log: nope.jsonl" in one_line_error(run_tilecraft(*args, cwd=tmp_path))
+
+
+# -- tune: errors before any work -------------------------------------------------------------
+
+@pytest.mark.parametrize("args, expected", [
+    (["matmul", "1024"], "template matmul needs the argument(s) N, K (usage: tilecraft tune matmul "
+                         "M:int N:int K:int [dtype:str=float32])"),
+    (["matmul", "8", "8", "8", "float23"], "unsupported dtype 'float23' (expected one of bool, int8"),
+    (["matmul", "8", "8x", "8"], "argument N of template matmul must be int, got '8x'"),
+    (["matmul", "8", "8", "8", "float32", "9"], "takes at most 4 argument(s), got 5"),
+    (["no_such_template", "1"], "no template 'no_such_template'"),
+    (["matmul", "8", "8", "8", "--target", "llvm -mcpu=skylakex"], "LLVM knows no CPU 'skylakex'"),
+    (["matmul", "8", "8", "8", "--target", "llvm -mattr=avx2"], "each -mattr entry must be +feature or -feature"),
+    (["matmul", "8", "8", "8", "--target", "tpu"], "unknown target kind 'tpu'"),
+    (["matmul", "8", "8", "8", "--trials", "0"], "--trials must be at least 1"),
+])
+def test_tune_bad_input_is_one_line_before_any_work(tmp_path, args, expected):
+    line = one_line_error(run_tilecraft("tune", *args, cwd=tmp_path))
+    assert line.startswith("tilecraft tune: error: ") and expected in line
+    assert not (tmp_path / "tuning_logs").exists()       # nothing was started
+
+
+def test_tune_unknown_cpu_suggests_close_names(tmp_path):
+    line = one_line_error(run_tilecraft("tune", "matmul", "8", "8", "8", "--target", "llvm -mcpu=skylakex",
+                                        cwd=tmp_path))
+    assert "did you mean 'skylake'" in line and "Valid CPUs: " in line and "znver3" in line
+
+
+def test_tune_unwritable_log_is_found_before_any_work(tmp_path):
+    (tmp_path / "file").write_text("not a folder")
+    line = one_line_error(run_tilecraft("tune", "matmul", "8", "8", "8", "--log", tmp_path / "file" / "t.jsonl",
+                                        cwd=tmp_path))
+    assert f"cannot write the log {tmp_path / 'file' / 't.jsonl'}" in line
+
+
+def test_tune_cuda_without_pycuda_or_gpu_is_one_line(tmp_path):
+    import importlib.util
+    from tilecraft.codegen.cuda_compile import find_nvcc
+    from tilecraft.runtime.device import cuda
+    if importlib.util.find_spec("pycuda") is not None and cuda(0).exist:
+        pytest.skip("this machine has pycuda and a GPU: --target cuda works here")
+    line = one_line_error(run_tilecraft("tune", "matmul", "64", "64", "64", "--target", "cuda", cwd=tmp_path))
+    if find_nvcc() is None:
+        assert "nvcc" in line
+    else:
+        assert ("pycuda, which is not installed" in line or "no NVIDIA GPU was found" in line) and "--tracker" in line
+
+
+def test_tune_mistyped_knob_lists_the_knobs(tmp_path):
+    (tmp_path / "typo_templates.py").write_text(
+        "import tilecraft.autotune as autotune\n"
+        "@autotune.template('test/typo')\n"
+        "def typo(n: int):\n"
+        "    cfg = autotune.get_config()\n"
+        "    cfg.define_split('tile_y', n, num_outputs=2)\n"
+        "    cfg.define_knob('unroll', [0, 1])\n"
+        "    cfg['tile_yy']\n")
+    line = one_line_error(run_tilecraft("tune", "test/typo", "16", "--module", "typo_templates.py", cwd=tmp_path))
+    assert "no knob 'tile_yy' (did you mean 'tile_y'?)" in line and "tile_y, unroll" in line
+
+
+def test_tune_help_lists_templates_and_every_default(tmp_path):
+    p = run_tilecraft("tune", "--help", cwd=tmp_path)
+    assert p.returncode == 0
+    out = " ".join(p.stdout.split())
+    assert "topi/matmul.llvm (tilecraft tune matmul) args: M:int N:int K:int [dtype:str=float32]" in out
+    assert "topi/conv2d_nchw.llvm (tilecraft tune conv2d) args: N:int CI:int" in out
+    for text in ("(default: 256)", "(default: 64)", "(default: llvm)", "(default: xgb)",
+                 "default: tuning_logs/TEMPLATE_ARGS.jsonl"):
+        assert text in out, text
+    p = run_tilecraft("templates", cwd=tmp_path)
+    assert p.returncode == 0 and "topi/softmax.llvm (tilecraft tune softmax)" in " ".join(p.stdout.split())
+
+
+def test_every_option_has_help():
+    import argparse
+    parser = cli.build_parser()
+    todo = [parser]
+    while todo:
+        p = todo.pop()
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+            elif not isinstance(action, argparse._HelpAction) and " rpc" not in p.prog:   # rpc: docs/rpc.md
+                assert action.help, f"{p.prog} {action.dest} has no help text"
+
+
+# -- tune: real runs --------------------------------------------------------------------------
+
+@needs_core
+def test_tune_default_log_resume_and_already_tuned(tmp_path):
+    args = ["tune", "test/real_matmul", "16", "--module", REAL, "--trials", "3", "--no-verdict"] + QUICK
+    p = run_tilecraft(*args, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    log = os.path.join("tuning_logs", "test_real_matmul_16.jsonl")
+    assert f"log: {log} (new)" in p.stdout
+    assert len(autotune.record.load_from_file(tmp_path / log)) == 3
+    assert f"next: tilecraft export {log}" in p.stdout
+    p = run_tilecraft(*args, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert f"already tuned: 3 trials in {log}, best " in p.stdout and "GFLOP/s" in p.stdout
+    assert len(autotune.record.load_from_file(tmp_path / log)) == 3      # nothing measured again
+    args[args.index("--trials") + 1] = "5"
+    p = run_tilecraft(*args, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert f"resuming: 3 trials in {log} already" in p.stdout
+    idx = [inp.config.index for inp, _ in autotune.record.load_from_file(tmp_path / log)]
+    assert len(idx) == 5 and len(set(idx)) == 5
+
+
+def test_tune_says_already_tuned_when_the_log_ends_with_early_stopping_trials(tmp_path):
+    import autotune_real_templates  # noqa: F401
+    task = autotune.task.create("test/real_matmul", args=(16,), target="llvm")
+    log = tmp_path / "t.jsonl"
+    first = {}
+
+    def cost(config):         # the first config measured is the best, by far (no real run beats it)
+        first.setdefault("index", config.index)
+        return 1e-8 if config.index == first["index"] else 1e-3
+    option = autotune.measure_option(builder=fk.FakeBuilder(), runner=fk.FakeRunner(cost))
+    RandomTuner(task, seed=0).tune(6, option, callbacks=[autotune.callback.log_to_file(log)])
+    args = ["tune", "test/real_matmul", "16", "--module", REAL, "--log", log, "--trials", "100", "--no-verdict"]
+    p = run_tilecraft(*args, "--early-stopping", "5", *QUICK, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (f"already tuned: 6 trials in {log}, best " in p.stdout
+            and "(no better config in the last 5, --early-stopping 5)" in p.stdout), p.stdout
+    assert len(autotune.record.load_from_file(log)) == 6
+    # with xgb, early stopping waits for the model's first plan (2 x --plan-size trials)
+    p = run_tilecraft(*args, "--early-stopping", "5", "--tuner", "xgb", "--plan-size", "4", "--quiet",
+                      "--number", "1", "--repeat", "1", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "resuming: 6 trials" in p.stdout and "stopped early" in p.stdout
+    assert 8 <= len(autotune.record.load_from_file(log)) <= 10        # 6 logged + batches up to 8 in all
+
+
+@needs_core
+def test_tune_duplicate_records_do_not_count_toward_trials(tmp_path):
+    log = tmp_path / "dup.jsonl"
+    args = ["tune", "test/real_matmul", "16", "--module", REAL, "--log", log, "--no-verdict"] + QUICK
+    assert run_tilecraft(*args, "--trials", "3", cwd=tmp_path).returncode == 0
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join(lines + lines) + "\n")           # every record twice: 6 records, 3 configs
+    p = run_tilecraft(*args, "--trials", "4", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "resuming: 3 trials" in p.stdout
+    assert len({inp.config.index for inp, _ in autotune.record.load_from_file(log)}) == 4
+
+
+@needs_core
+def test_tune_prints_a_verdict_beside_numpy(tmp_path):
+    p = run_tilecraft("tune", "matmul", "32", "32", "32", "float32", "--trials", "2", *QUICK, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    verdict = next(line for line in p.stdout.splitlines() if line.startswith("verdict: "))
+    import re
+    assert re.match(r"verdict: \d+\.\d\d× numpy \([^)]+\) on this machine, \d+ threads", verdict), verdict
+    assert "GFLOP/s for A @ B, both measured now" in verdict
+    assert "warning: the tuned operator differs" not in p.stdout
+    assert "next: tilecraft export tuning_logs/matmul_32_32_32_float32.jsonl" in p.stdout
+
+
+@needs_core
+def test_verdict_checks_the_tuned_operator_against_numpy():
+    import tilecraft.topi.matmul  # noqa: F401
+    from tilecraft.cli_tune import compare_with_numpy
+    task = autotune.task.create("topi/matmul.llvm", args=(48, 32, 40, "float32"), target="llvm")
+    m = compare_with_numpy(task, task.config_space.get(task.config_space.valid_index(7)), rounds=2,
+                           seconds_each=0.005)
+    assert m["max_error"] < 1e-5 and m["tilecraft"] > 0 and m["numpy"] > 0
+
+
+@needs_core
+def test_ctrl_c_is_one_line_and_the_log_resumes(tmp_path):
+    log = tmp_path / "t.jsonl"
+    p = popen_tilecraft("tune", "test/real_matmul", "64", "--module", REAL, "--log", log, "--trials", "400",
+                        "--early-stopping", "0", *QUICK, cwd=tmp_path)
+    deadline = time.time() + 120
+    while time.time() < deadline and (not log.exists() or log.read_text().count("\n") < 2):
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    (line,) = [ln for ln in err.strip().splitlines() if ln.strip()]
+    assert line.startswith("tilecraft tune: interrupted; the ") and f"are in {log}" in line
+    n = len(autotune.record.load_from_file(log))
+    assert n >= 2
+
+
+@needs_core
 def test_export_builds_the_best_config_as_a_library(tmp_path, capsys):
-    import json
     import numpy as np
-    from test_autotune_real import _core_works
-    if not _core_works():
-        pytest.skip("the compiler core cannot build yet")
     import tilecraft
     import autotune_real_templates  # noqa: F401
     task = autotune.task.create("test/real_matmul", args=(16,), target="llvm")
@@ -75,11 +298,40 @@ def test_export_builds_the_best_config_as_a_library(tmp_path, capsys):
     option = autotune.measure_option(builder=fk.FakeBuilder(), runner=fk.FakeRunner(lambda c: 1e-3 + c.index * 1e-6))
     RandomTuner(task, seed=0).tune(5, option, callbacks=[autotune.callback.log_to_file(log)])
     out = tmp_path / "ops"
-    assert cli.main(["export", str(log), "--out-dir", str(out)]) == 0
+    p = run_tilecraft("export", log, "--out-dir", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
     (entry,) = json.loads((out / "manifest.json").read_text())
     assert entry["task"] == "test/real_matmul" and entry["args"] == [16]
     mod = tilecraft.runtime.load_module(str(out / entry["library"]))
     a, b = np.random.rand(16, 16).astype("float32"), np.random.rand(16, 16).astype("float32")
-    c = np.zeros((16, 16), "float32")
+    c = np.full((16, 16), np.nan, "float32")
     mod(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+
+
+@needs_core
+def test_export_uses_the_best_valid_record_and_its_gflops(tmp_path):
+    """A stale record (another template version) 100x faster than the rest, and a record with
+    an implausible cost: export skips both and writes the best valid one with its GFLOP/s."""
+    import autotune_real_templates  # noqa: F401
+    task = autotune.task.create("test/real_matmul", args=(16,), target="llvm")
+    log = tmp_path / "t.jsonl"
+    option = autotune.measure_option(builder=fk.FakeBuilder(), runner=fk.FakeRunner(lambda c: 1e-3 + c.index * 1e-6))
+    RandomTuner(task, seed=0).tune(6, option, callbacks=[autotune.callback.log_to_file(log)])
+    recs = autotune.record.load_from_file(log)
+    inp, res = min(recs, key=lambda r: r[1].mean_cost)
+    lines = log.read_text().splitlines()
+    stale, absurd = json.loads(lines[0]), json.loads(lines[1])
+    stale["config"]["knobs"][0][0] = "tile_rows"
+    stale["costs"] = [1e-6]
+    absurd["costs"] = [1e-25]
+    log.write_text("\n".join(lines + [json.dumps(stale), json.dumps(absurd)]) + "\n")
+    out = tmp_path / "ops"
+    p = run_tilecraft("export", log, "--out-dir", out, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    (entry,) = json.loads((out / "manifest.json").read_text())
+    assert entry["config"]["index"] == inp.config.index
+    assert entry["gflops"] == pytest.approx(task.flop / res.mean_cost / 1e9)
+    (warning,) = p.stderr.strip().splitlines()
+    assert "skipped 2 invalid record(s) of 8" in warning and "1 implausible costs" in warning
+    assert "1 not fitting the template now" in warning

@@ -189,3 +189,36 @@ def test_axis_extent_accepts_ints_itervars_virtual_axes():
     assert axis_extent(IterVarLike("i", 7)) == 7
     assert axis_extent(VirtualAxis(8)) == 8
     assert ConfigSpace().axis(IterVarLike("i", 9)).length == 9
+
+
+def test_a_mistyped_knob_lists_the_knobs_in_every_mode():
+    """Before, a bare KeyError: 'tile_yy'."""
+    from tilecraft.autotune.space import UnknownKnobError
+    space = ConfigSpace()
+    space.define_split("tile_y", 16, num_outputs=2)
+    space.define_knob("unroll", [0, 1])
+    fallback = FallbackConfigEntity()
+    fallback.define_split("tile_y", 16, num_outputs=2)
+    for cfg in (space, fallback):
+        with pytest.raises(UnknownKnobError) as e:
+            cfg["tile_yy"]
+        assert isinstance(e.value, KeyError)
+        assert str(e.value).startswith("no knob 'tile_yy' (did you mean 'tile_y'?); the knobs defined so far are: tile_y")
+    with pytest.raises(UnknownKnobError, match=r"no knob 'x'; the knobs defined so far are: tile_y, unroll\."):
+        space["x"]
+
+
+def test_index_of_finds_logged_configs_knob_by_knob():
+    space = ConfigSpace()
+    space.define_split("tile_y", 16, num_outputs=2)
+    space.define_knob("unroll", [0, 1])
+    for i in range(len(space)):
+        cfg = ConfigEntity.from_json_dict(space.get(i).to_json_dict())
+        assert space.index_of(cfg) == i and space.mismatch(cfg) is None
+    other = ConfigEntity.from_json_dict({"index": 0, "knobs": [["tile_y", "sp", [-1, 3]], ["unroll", "ot", 0]]})
+    assert space.index_of(other) is None and "is not one of the values" in space.mismatch(other)
+    renamed = ConfigEntity.from_json_dict({"index": 0, "knobs": [["tile_rows", "sp", [-1, 4]], ["unroll", "ot", 0]]})
+    assert "another version of the template" in space.mismatch(renamed)
+    unrolled = next(i for i in range(space.range_length) if space.get(i)["unroll"].val == 1)
+    space.multi_filter(lambda e: e["unroll"].val == 0)
+    assert "multi_filter" in space.mismatch(ConfigEntity.from_json_dict(space.get(unrolled).to_json_dict()))

@@ -63,6 +63,28 @@ def test_early_stopping(task):
     tuner.tune(n_trial=600, measure_option=option, early_stopping=20)
     assert len(option["runner"].ran) < 600
     assert len(tuner.trace) - 1 - tuner.best_iter >= 20
+    assert tuner.stopped_early and tuner.trials_since_best == 20
+
+
+def test_early_stopping_waits_for_min_trials(task):
+    option = fk.fake_option()
+    tuner = GridSearchTuner(task)
+    tuner.tune(n_trial=600, measure_option=option, early_stopping=5, min_trials=100)
+    assert 100 <= len(option["runner"].ran) < 600 and tuner.stopped_early
+
+
+def test_early_stopping_counts_the_logged_trials_after_the_best(task, tmp_path):
+    """A resumed run goes on counting from the log: the trials after the logged best count."""
+    log = tmp_path / "t.jsonl"
+    cost = lambda c: 1e-3 * (2.0 if c.index else 1.0)      # noqa: E731 -- config 0 is the best
+    option = autotune.measure_option(builder=fk.FakeBuilder(), runner=fk.FakeRunner(cost))
+    GridSearchTuner(task).tune(n_trial=15, measure_option=option, callbacks=[autotune.callback.log_to_file(log)])
+    tuner = GridSearchTuner(task)
+    assert tuner.load_history(autotune.record.load_from_file(log)) == 15
+    assert tuner.trials_since_best == 14
+    option = autotune.measure_option(builder=fk.FakeBuilder(), runner=fk.FakeRunner(cost))
+    tuner.tune(n_trial=100, measure_option=option, early_stopping=20)
+    assert len(option["runner"].ran) == 8 and tuner.stopped_early      # 6 more, in batches of 4
 
 
 def test_xgb_tuner_with_fake_model_follows_the_model(task):

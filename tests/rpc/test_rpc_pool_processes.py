@@ -1,6 +1,7 @@
 """A real pool: a tracker and device servers in their own processes (``python -m tilecraft.rpc``),
 RPCRunner measuring real kernels through it, servers killed or frozen in the middle of a run."""
 import os
+import re
 import signal
 import threading
 
@@ -68,17 +69,19 @@ def test_tilecraft_tune_measures_on_the_pool(pool, tmp_path, capsys):
     assert not [r for r in records if r["error"] == "WRONG_ANSWER"]
 
 
-def test_tilecraft_tune_tracker_errors_are_plain(pool, tmp_path, monkeypatch):
+def test_tilecraft_tune_tracker_errors_are_plain(pool, tmp_path, monkeypatch, capsys):
     from tilecraft import cli
 
     monkeypatch.delenv("TILECRAFT_RPC_KEY", raising=False)
-    base = ["tune", "matmul", "64", "64", "64", "float32", "--trials", "1", "--quiet"]
-    with pytest.raises(SystemExit, match=r"--tracker expects HOST:PORT"):
-        cli.main(base + ["--tracker", "localhost", "--key", "llvm:rpctest"])
-    with pytest.raises(SystemExit, match=r"--tracker needs --key"):
-        cli.main(base + ["--tracker", f"127.0.0.1:{pool.tracker_port}"])
-    with pytest.raises(SystemExit, match=r"without a shared secret"):
-        cli.main(base + ["--tracker", "10.1.2.3:9190", "--key", "llvm:x"])
+    base = ["tune", "matmul", "64", "64", "64", "float32", "--trials", "1", "--quiet",
+            "--log", str(tmp_path / "t.jsonl")]
+    for args, expected in ((["--tracker", "localhost", "--key", "llvm:rpctest"], r"--tracker expects HOST:PORT"),
+                           (["--tracker", f"127.0.0.1:{pool.tracker_port}"], r"--tracker needs --key"),
+                           (["--tracker", "10.1.2.3:9190", "--key", "llvm:x"], r"without a shared secret")):
+        assert cli.main(base + args) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("tilecraft tune: error: ") and re.search(expected, line), line
+    assert not (tmp_path / "t.jsonl").exists()        # found before any work
 
 
 def test_runner_measures_real_kernels_and_checks_them_against_the_reference(pool, kernels):

@@ -15,7 +15,8 @@ from . import record
 
 def log_to_file(path, device: str | None = None):
     """Append every measurement to the JSON-lines log at ``path``. Each record is flushed and
-    fsynced before the tuner goes on, so a killed run loses no completed measurement."""
+    fsynced before the tuner goes on, so a killed run loses no completed measurement; a torn
+    last line left by a killed run is closed first (``record.append_lines``)."""
     path = os.fspath(path)
     if os.path.dirname(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -25,11 +26,8 @@ def log_to_file(path, device: str | None = None):
     def _callback(tuner, inputs, results):
         dev = device or getattr(tuner, "device_name", None)
         run["tuner"] = type(tuner).__name__
-        lines = "".join(record.encode(inp, res, dev, run) + "\n" for inp, res in zip(inputs, results))
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(lines)
-            f.flush()
-            os.fsync(f.fileno())
+        record.append_lines(path, "".join(record.encode(inp, res, dev, run) + "\n"
+                                          for inp, res in zip(inputs, results)))
 
     _callback.path = path
     return _callback

@@ -110,11 +110,15 @@ def fallback_context() -> FallbackContext:
 
 
 class ApplyHistoryBest(DispatchContext):
-    """Answer, for each workload, the fastest error-free configuration in tuning records.
+    """Answer, for each workload, the fastest valid, error-free configuration in tuning records
+    that fits the template as it is now.
 
     ``records`` is a log path, a list of paths, or an iterable of ``(MeasureInput,
     MeasureResult)``. The target is matched exactly first (``str(Target)``), then by kind
-    (``llvm`` / ``cuda``); with no current target, any target's best is used.
+    (``llvm`` / ``cuda``); with no current target, any target's best is used. Invalid lines are
+    skipped when the log is read; a record whose knobs no longer fit its template (another
+    version of it, or values it does not offer) is skipped when its workload is first asked
+    for, with one warning per workload, and the next best record answers.
     """
 
     def __init__(self, records):
@@ -122,16 +126,22 @@ class ApplyHistoryBest(DispatchContext):
         self.best_by_target: dict = {}
         self.best_by_kind: dict = {}
         self.best_any: dict = {}
+        self._fit = None
+        self._answers: dict = {}
         self.load(records)
 
     def load(self, records):
-        from .record import load_from_file  # record imports task → dispatch; load lazily
+        from .record import Skipped, iter_file  # record imports task → dispatch; load lazily
 
         if isinstance(records, str) or hasattr(records, "__fspath__"):
-            records = load_from_file(records)
-        elif isinstance(records, (list, tuple)) and records and (
+            records = [records]
+        if isinstance(records, (list, tuple)) and records and (
                 isinstance(records[0], str) or hasattr(records[0], "__fspath__")):
-            records = [r for path in records for r in load_from_file(path)]
+            paths, records = records, []
+            for path in paths:
+                skipped = Skipped(path)
+                records.extend(iter_file(path, skipped=skipped))
+                skipped.warn(stacklevel=4)
         for inp, res in records:
             if res.error_no != 0 or not res.costs:
                 continue
@@ -141,20 +151,56 @@ class ApplyHistoryBest(DispatchContext):
             for table, key in ((self.best_by_target, (str(target), workload)),
                                (self.best_by_kind, (getattr(target, "kind", str(target)), workload)),
                                (self.best_any, workload)):
-                if key not in table or cost < table[key][1]:
-                    table[key] = (inp.config, cost)
+                table.setdefault(key, []).append((cost, inp))
+        for table in (self.best_by_target, self.best_by_kind, self.best_any):
+            for candidates in table.values():
+                candidates.sort(key=lambda c: c[0])
+        self._answers.clear()
+
+    def _best_fitting(self, candidates, target, seen: set):
+        """The config of the cheapest candidate that fits its template now, and how many
+        cheaper ones did not (with the first reason); ``seen`` holds those already counted."""
+        from .record import TemplateFit
+
+        if self._fit is None:
+            self._fit = TemplateFit()
+        skipped, first = 0, None
+        for _, inp in candidates:
+            if id(inp) in seen:
+                continue
+            seen.add(id(inp))
+            why = self._fit.problem(inp, target)
+            if why is None:
+                return inp.config, skipped, first
+            skipped += 1
+            first = first or why
+        return None, skipped, first
 
     def _query_inside(self, target, workload):
         if workload is None:
             return None
         if target is not None:
-            for table, key in ((self.best_by_target, (str(target), workload)),
-                               (self.best_by_kind, (target.kind, workload))):
-                if key in table:
-                    return table[key][0]
-            return None
-        hit = self.best_any.get(workload)
-        return hit[0] if hit is not None else None
+            lookups = ((self.best_by_target, (str(target), workload)),
+                       (self.best_by_kind, (target.kind, workload)))
+        else:
+            lookups = ((self.best_any, workload),)
+        answer_key = (str(target) if target is not None else None, workload)
+        if answer_key in self._answers:
+            return self._answers[answer_key]
+        config, skipped, first, seen = None, 0, None, set()
+        for table, key in lookups:
+            if key in table:
+                config, n, why = self._best_fitting(table[key], target, seen)
+                skipped, first = skipped + n, first or why
+                if config is not None:
+                    break
+        if skipped:
+            warnings.warn(f"apply_history_best: skipped {skipped} record(s) of workload {list(workload)!r} "
+                          f"that do not fit template {workload[0]!r} now (the first: {first}); "
+                          + ("using the best of the others" if config is not None
+                             else "no other record fits"), UserWarning, stacklevel=4)
+        self._answers[answer_key] = config
+        return config
 
 
 def apply_history_best(records) -> ApplyHistoryBest:

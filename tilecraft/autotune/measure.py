@@ -139,6 +139,11 @@ class MeasureBatch:
     """Build a batch of inputs (in parallel) and run the ones that built."""
 
     def __init__(self, task, option: dict):
+        target = getattr(task, "target", None)
+        if target is not None and getattr(target, "kind", None) == "llvm":
+            from tilecraft.codegen.llvm import check_target   # a bad -mcpu fails here, once, not per candidate
+
+            check_target(target)
         self.builder = option["builder"]
         self.runner = option["runner"]
         self.builder.set_task(task)

@@ -36,6 +36,27 @@ class StaleConfigError(LookupError):
     version of the template."""
 
 
+class UnknownKnobError(KeyError):
+    """``cfg[name]`` for a knob the template never defined (a typo, most often); the message
+    lists the knobs there are and the closest names.
+
+    >>> cfg["tile_yy"]      # UnknownKnobError: no knob 'tile_yy' (did you mean 'tile_y'?) ...
+    """
+
+    def __init__(self, name: str, known: list):
+        import difflib
+
+        close = difflib.get_close_matches(str(name), known, n=3)
+        hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+        super().__init__(f"no knob {name!r}{hint}; the knobs defined so far are: "
+                         f"{', '.join(known) or 'none'}. Define a knob with cfg.define_split/"
+                         "define_reorder/define_annotate/define_knob before reading it")
+        self.name, self.known = name, known
+
+    def __str__(self) -> str:     # KeyError would quote the whole message
+        return self.args[0]
+
+
 class InstantiationError(ValueError):
     """A configuration that cannot be applied (bad vector width, too large an unroll, ...).
 
@@ -563,10 +584,48 @@ class ConfigSpace:
         self._valid_indices = None
 
     def __getitem__(self, name: str):
-        return self._entity_map[name]
+        try:
+            return self._entity_map[name]
+        except KeyError:
+            raise UnknownKnobError(name, list(self._entity_map)) from None
 
     def __contains__(self, name: str) -> bool:
         return name in self._entity_map
+
+    def mismatch(self, config) -> str | None:
+        """Why ``config`` (e.g. a logged ``ConfigEntity``) is not a point of this space — other
+        knob names or order (another version of the template), a value the knob does not
+        offer, or a ``multi_filter`` that rejects it — or None when it is one.
+
+        >>> space.mismatch(logged_config)
+        "knob 'tile_y' = sp[-1, 13] is not one of the values the template offers now"
+        """
+        return self._match(config)[1]
+
+    def index_of(self, config) -> int | None:
+        """The index of ``config`` in this space, found knob by knob (not trusting the logged
+        index); None when ``mismatch(config)`` has a reason.
+
+        >>> space.index_of(space.get(17))
+        17
+        """
+        return self._match(config)[0]
+
+    def _match(self, config):
+        names = list(config._entity_map)
+        if names != list(self.space_map):
+            return None, (f"its knobs {names} are not the template's {list(self.space_map)} "
+                          "(logged for another version of the template)")
+        digits = []
+        for name, value in config._entity_map.items():
+            try:
+                digits.append(self.space_map[name].index(value))
+            except ValueError:
+                return None, f"knob {name!r} = {value!r} is not one of the values the template offers now"
+        index = self.knob2point(digits)
+        if not self.is_index_valid(index):
+            return None, "a multi_filter of the template rejects it"
+        return index, None
 
     # -- points ----------------------------------------------------------------------------
     @property

@@ -236,13 +236,11 @@ def create(task_name: str, args, target="llvm", target_host=None) -> Task:
                        f"{', '.join(sorted(TASK_TABLE)) or 'none'}); import the module that defines it")
     func = TASK_TABLE[task_name]
     task = Task(task_name, args, target, func)
-    space = ConfigSpace()
-    with ApplyConfig(space):
-        if task.target is not None:
-            with task.target:
-                sch, _ = func(*task.args)
-        else:
-            sch, _ = func(*task.args)
+    if task.target is not None and task.target.kind == "llvm":
+        from tilecraft.codegen.llvm import check_target   # a bad -mcpu must fail here, once
+
+        check_target(task.target)
+    space, sch = collect_space(func, task.args, task.target)
     task.config_space = space
     if space.flop:
         task.flop = float(space.flop)
@@ -254,6 +252,19 @@ def create(task_name: str, args, target="llvm", target_host=None) -> Task:
                           "Call cfg.add_flop(n) in the template.", stacklevel=2)
             task.flop = 0.0
     return task
+
+
+def collect_space(func: Callable, args, target=None):
+    """Run template ``func`` once in collect mode: ``(its ConfigSpace for args on target, the
+    schedule it returned)``."""
+    space = ConfigSpace()
+    with ApplyConfig(space):
+        if target is not None:
+            with Target(target):
+                sch, _ = func(*args)
+        else:
+            sch, _ = func(*args)
+    return space, sch
 
 
 def compute_flop(sch) -> float:

@@ -82,6 +82,7 @@ def parse_target(target="llvm") -> LLVMOptions:
     t = Target(target)
     if t.kind != "llvm":
         raise CodegenError(f"the LLVM backend compiles for target 'llvm', got {str(t)!r}")
+    check_target(t)
     llvm = _llvm()
     cpu = t.attrs.get("mcpu") or llvm.get_host_cpu_name()
     if "mattr" in t.attrs:
@@ -97,6 +98,93 @@ def parse_target(target="llvm") -> LLVMOptions:
         raise CodegenError(f"-opt-level must be 0..3, got {t.attrs['opt-level']!r}") from None
     fast = t.attrs.get("fast-math", "0") not in ("0", "false")
     return LLVMOptions(str(t), triple, cpu, features, opt, fast)
+
+
+# LLVM aborts the whole process on some target options instead of reporting them: an unknown
+# -mcpu on x86-64 ("LLVM ERROR: 64-bit code requested on a subtarget that doesn't support it"),
+# an -mattr entry without +/- (an assertion). So they are checked here first, against the names
+# LLVM lists for the triple; LLVM prints that list only to stderr (for the CPU name "help"), so
+# it is read once per process from a short-lived child process.
+_PROBE = ("import os, sys, llvmlite.binding as llvm\n"
+          "llvm.initialize_native_target(); llvm.initialize_native_asmprinter()\n"
+          "llvm.Target.from_triple(sys.argv[1]).create_target_machine(cpu='help', features='')\n"
+          "sys.stderr.flush(); os._exit(0)\n")
+_known_names: dict = {}
+_checked_targets: set = set()
+
+
+def known_cpus_and_features(triple: str) -> tuple[list[str], list[str]]:
+    """The CPU names and feature names LLVM knows for ``triple`` (empty lists when LLVM cannot
+    list them here).
+
+    >>> cpus, features = known_cpus_and_features(_llvm().get_process_triple())
+    >>> "skylake-avx512" in cpus, "avx2" in features
+    (True, True)
+    """
+    if triple not in _known_names:
+        import subprocess
+        import sys
+
+        try:
+            out = subprocess.run([sys.executable, "-c", _PROBE, triple], capture_output=True, text=True,
+                                 timeout=120).stderr
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        sections: dict = {"cpus": [], "features": []}
+        current = None
+        for line in out.splitlines():
+            if line.startswith("Available CPUs"):
+                current = "cpus"
+            elif line.startswith("Available features"):
+                current = "features"
+            elif current and line.startswith("  ") and " - " in line:
+                sections[current].append(line.split()[0])
+        _known_names[triple] = (sections["cpus"], sections["features"])
+    return _known_names[triple]
+
+
+def _unknown_name(what: str, name: str, known: list[str], target, triple: str, extra: str = "") -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    return (f"target {str(target)!r}: LLVM knows no {what} {name!r} for {triple}{hint}.{extra} "
+            f"Valid {what}s: {', '.join(known)}")
+
+
+def check_target(target="llvm") -> None:
+    """Raise ``TargetError`` unless the ``-mcpu`` and ``-mattr`` of an ``llvm`` target name a
+    CPU and features LLVM knows for the target's triple; the message lists the valid names and
+    the closest ones. LLVM would otherwise abort the process. Checked once per process for
+    each target string.
+
+    >>> check_target("llvm -mcpu=skylakex")   # TargetError: ... no CPU 'skylakex' ... did you mean 'skylake'
+    """
+    from ..target import Target, TargetError
+
+    t = Target(target)
+    cpu, mattr = t.attrs.get("mcpu"), t.attrs.get("mattr")
+    key = str(t)
+    if t.kind != "llvm" or (cpu is None and mattr is None) or key in _checked_targets:
+        return
+    llvm = _llvm()
+    triple = t.attrs.get("mtriple") or llvm.get_process_triple()
+    host = llvm.get_host_cpu_name()
+    if cpu is not None and not (cpu == host and triple == llvm.get_process_triple()):
+        cpus, _ = known_cpus_and_features(triple)
+        if cpus and cpu not in cpus:
+            raise TargetError(_unknown_name("CPU", cpu, cpus, t, triple, f" This machine's CPU is {host!r}."))
+    if mattr is not None:
+        entries = [e.strip() for e in mattr.split(",") if e.strip()]
+        for entry in entries:
+            if entry[0] not in "+-" or len(entry) < 2:
+                raise TargetError(f"target {str(t)!r}: each -mattr entry must be +feature or -feature "
+                                  f"(e.g. -mattr=+avx2,+fma), got {entry!r}")
+        _, features = known_cpus_and_features(triple)
+        for entry in entries:
+            if features and entry[1:] not in features:
+                raise TargetError(_unknown_name("feature", entry[1:], features, t, triple))
+    _checked_targets.add(key)
 
 
 _llvm_ready = False

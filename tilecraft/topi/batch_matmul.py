@@ -12,7 +12,8 @@ from tilecraft import te
 
 
 @autotune.template("topi/batch_matmul.llvm")
-def batch_matmul(batch, M, N, K, dtype="float32"):
+def batch_matmul(batch: int, M: int, N: int, K: int, dtype: str = "float32"):
+    """Batched matmul C[b] = A[b] @ B[b] (A: [batch, M, K], B: [batch, K, N]) on the CPU."""
     cfg = autotune.get_config()
     A = te.placeholder((batch, M, K), name="A", dtype=dtype)
     B = te.placeholder((batch, K, N), name="B", dtype=dtype)

@@ -87,7 +87,8 @@ def _fallback_config(CI, CO, OW, lanes, nregs):
 
 
 @autotune.template("topi/conv2d_nchw.llvm")
-def conv2d_nchw(N, CI, H, W, CO, KH, KW, stride, padding, dtype="float32"):
+def conv2d_nchw(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, padding: int,
+                dtype: str = "float32"):
     """conv2d NCHW in, NCHW out, computed in the NCHW[x]c layout (see the module docstring)."""
     cfg = autotune.get_config()
     lanes, nregs = vector_registers()
@@ -219,8 +220,11 @@ def _reorder_tile(s, stage, outer, kh, kw, icb, x, co, unroll_kw):
 
 
 @autotune.template("topi/conv2d_nchw_direct.llvm")
-def conv2d_nchw_direct(N, CI, H, W, CO, KH, KW, stride, padding, dtype="float32"):
-    """The direct schedule: the output is tiled over (channel, row, column); a ``fi × yi × xi``
+def conv2d_nchw_direct(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, padding: int,
+                       dtype: str = "float32"):
+    """conv2d NCHW, the direct schedule (no packing), kept for comparison.
+
+    The output is tiled over (channel, row, column); a ``fi × yi × xi``
     register tile, vectorized along the output columns, accumulates in a cache-written stage
     computed inside each ``(fo, yo, xo)`` block; the input channels are split for the cache.
     Padding is materialised once (in parallel). Knobs: ``tile_f``, ``tile_y``, ``tile_x``

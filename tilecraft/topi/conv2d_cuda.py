@@ -56,7 +56,9 @@ def _fallback_tiles(CI, OH, OW, CO, KH, KW, stride) -> dict:
 
 
 @autotune.template("topi/conv2d_nchw.cuda")
-def conv2d_nchw_cuda(N, CI, H, W, CO, KH, KW, stride, padding, dtype="float32"):
+def conv2d_nchw_cuda(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, padding: int,
+                     dtype: str = "float32"):
+    """conv2d NCHW on the GPU: direct, shared input patch and weights, a register tile of pixels x channels."""
     from tilecraft.codegen import cuda_schedules
 
     cfg = autotune.get_config()

@@ -21,6 +21,7 @@ from tilecraft import te
 
 @autotune.template("topi/matmul.llvm")
 def matmul(M: int, N: int, K: int, dtype: str = "float32"):
+    """C[M, N] = A[M, K] @ B[K, N] on the CPU: packed B panels, register tile, k split, parallel blocks."""
     cfg = autotune.get_config()
     # register tile: at most 8 rows of 1-4 vectors of 16 lanes (all that fits in 32 registers)
     cfg.define_split("tile_y", M, num_outputs=3, filter=lambda e: e.size[-1] <= 8)

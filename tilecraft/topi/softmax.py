@@ -10,7 +10,8 @@ from tilecraft import te
 
 
 @autotune.template("topi/softmax.llvm")
-def softmax(M, N, dtype="float32"):
+def softmax(M: int, N: int, dtype: str = "float32"):
+    """Softmax over the last axis of X[M, N] on the CPU."""
     cfg = autotune.get_config()
     X = te.placeholder((M, N), name="X", dtype=dtype)
     k1 = te.reduce_axis((0, N), name="k1")

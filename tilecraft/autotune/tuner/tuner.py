@@ -41,6 +41,10 @@ class Tuner:
         self.device_name: str | None = None
         self.finished = False
         self.measure_stats: dict = {}
+        #: distinct configs measured since the best one (logged ones included): what
+        #: ``early_stopping`` compares with
+        self.trials_since_best = 0
+        self.stopped_early = False   # whether the last tune() ended by early_stopping
 
     # -- strategy interface ----------------------------------------------------------------
     def has_next(self) -> bool:
@@ -75,15 +79,8 @@ class Tuner:
 
     def index_in_space(self, config) -> int | None:
         """The index of a (logged) config in this task's space, checked knob by knob; None if
-        the template's knobs changed since the config was logged."""
-        entities = config._entity_map
-        if list(entities) != list(self.space.space_map):
-            return None
-        try:
-            knob = [self.space.space_map[k].index(v) for k, v in entities.items()]
-        except ValueError:
-            return None
-        return self.space.knob2point(knob)
+        the template's knobs changed since the config was logged (``ConfigSpace.index_of``)."""
+        return self.space.index_of(config)
 
     def _same_task(self, inp: MeasureInput) -> bool:
         return (inp.task.workload == self.task.workload
@@ -93,48 +90,58 @@ class Tuner:
     def load_history(self, records: Iterable, min_seed_records: int = 0) -> int:
         """Learn from earlier records. Records of this very task (same workload and target kind)
         are marked measured — a resumed run does not measure them again — and count towards the
-        best; a model-based tuner also trains on them (and on similar tasks' records). Returns
-        the number of records of this task."""
+        best; a model-based tuner also trains on them (and on similar tasks' records). Records
+        that do not fit the template as it is now (``ConfigSpace.mismatch``) are skipped with one
+        warning. Returns the number of distinct configs of this task (a config measured twice
+        counts once, as ``n_trial`` counts)."""
         same_inputs, same_results, others = [], [], []
-        stale = 0
+        stale, first_reason = 0, None
+        distinct = set()
         for inp, res in records:
             if self._same_task(inp):
-                idx = self.index_in_space(inp.config)
+                idx, reason = self.space._match(inp.config)
                 if idx is None:
                     stale += 1
+                    first_reason = first_reason or reason
                     continue
                 config = self.space.get(idx)
                 inp = MeasureInput(inp.target, self.task, config)
                 same_inputs.append(inp)
                 same_results.append(res)
-                if idx not in self.visited:
-                    self.visited.add(idx)
-                    flops = self.flops_of(res)
-                    if flops > self.best_flops:
-                        self.best_flops, self.best_config = flops, config
-                        self.best_measure_pair = (inp, res)
+                if idx not in distinct:
+                    self.trials_since_best += 1
+                distinct.add(idx)
+                self.visited.add(idx)
+                flops = self.flops_of(res)
+                if flops > self.best_flops:
+                    self.best_flops, self.best_config = flops, config
+                    self.best_measure_pair = (inp, res)
+                    self.trials_since_best = 0
             else:
                 others.append((inp, res))
         if stale:
             warnings.warn(f"{stale} record(s) of task {self.task.name} do not fit the template's knobs "
-                          "(logged for another version of it) and were ignored", UserWarning, stacklevel=2)
+                          f"and were ignored (the first: {first_reason})", UserWarning, stacklevel=2)
         if same_inputs:
             self.update(same_inputs, same_results)
         if others:
             self._transfer(others)
-        return len(same_inputs)
+        return len(distinct)
 
     def _transfer(self, records) -> None:
         """Use other tasks' records (model-based tuners override)."""
 
     # -- the loop --------------------------------------------------------------------------
     def tune(self, n_trial: int, measure_option: dict, early_stopping: int | None = None,
-             callbacks: Sequence = (), si_prefix: str = "G"):
+             callbacks: Sequence = (), si_prefix: str = "G", min_trials: int = 0):
         """Measure up to ``n_trial`` new configurations.
 
         ``measure_option``: from ``autotune.measure_option``; ``early_stopping``: stop when this
-        many trials pass without improvement; ``callbacks``: ``f(tuner, inputs, results)``
-        after each batch (``progress_bar``, ``log_to_file``).
+        many trials pass without improvement (trials loaded by ``load_history`` after the best
+        one count too, so a resumed run goes on counting); ``callbacks``: ``f(tuner, inputs,
+        results)`` after each batch (``progress_bar``, ``log_to_file``); ``min_trials``: never
+        stop early before this many configs of the task are measured in all (loaded ones count),
+        e.g. before a cost model has proposed a plan of its own.
         """
         measure_batch = create_measure_batch(self.task, measure_option)
         runner = measure_option["runner"]
@@ -146,6 +153,7 @@ class Tuner:
         batch_size = measure_batch.n_parallel
         early_stopping = early_stopping if early_stopping is not None else 10**9
         self.finished = False
+        self.stopped_early = False
         i = 0
         consecutive_errors = 0
         warned = False
@@ -161,6 +169,7 @@ class Tuner:
                 for inp, res in zip(inputs, results):
                     flops = self.flops_of(res)
                     self.trace.append(flops)
+                    self.trials_since_best += 1
                     if res.ok:
                         consecutive_errors = 0
                     else:
@@ -171,6 +180,7 @@ class Tuner:
                         self.best_flops, self.best_config = flops, inp.config
                         self.best_measure_pair = (inp, res)
                         self.best_iter = len(self.trace) - 1
+                        self.trials_since_best = 0
                 i += len(results)
                 if consecutive_errors >= 50 and not warned:
                     warned = True
@@ -178,12 +188,13 @@ class Tuner:
                     warnings.warn(f"{consecutive_errors} measurements in a row failed; the last: "
                                   f"{last.error_no.name}: {last.error_msg[-2000:]}", RuntimeWarning)
                 self.update(inputs, results)
-                stale = len(self.trace) - 1 - self.best_iter
+                stale = self.trials_since_best if len(self.visited) >= min_trials else 0
                 if i >= n_trial or stale >= early_stopping or not self.has_next():
                     self.finished = True
                 for callback in callbacks:
                     callback(self, inputs, results)
                 if stale >= early_stopping:
+                    self.stopped_early = True
                     log.info("early stopped at trial %d (best at %d)", i, self.best_iter)
                     break
         finally:
@@ -199,3 +210,4 @@ class Tuner:
     def reset(self):
         self.visited = set()
         self.best_config, self.best_flops, self.best_measure_pair = None, 0.0, None
+        self.trials_since_best = 0
