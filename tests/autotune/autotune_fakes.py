@@ -169,7 +169,7 @@ def crashing_build_func(inp, path):
     return fake_build_func(inp, path)
 
 
-def fake_run_func(inp, br, opts):
+def fake_run_func(inp, br, timing, ref_outputs):
     b = behaviour(inp.config)
     if b == "segfault":
         os.kill(os.getpid(), signal.SIGSEGV)
@@ -197,7 +197,7 @@ def spin_forever():
         pass
 
 
-def greedy_run_func(inp, br, opts):
+def greedy_run_func(inp, br, timing, ref_outputs):
     """Allocates 8 GiB: under a memory cap this must fail cleanly."""
     import numpy as np
     block = np.ones(8 << 30, dtype=np.uint8)
