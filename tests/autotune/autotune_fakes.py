@@ -202,3 +202,8 @@ def greedy_run_func(inp, br, timing, ref_outputs):
     import numpy as np
     block = np.ones(8 << 30, dtype=np.uint8)
     return (float(block[0]),), 0, ""
+
+
+def echo_timing_run_func(inp, br, timing, ref_outputs):
+    """Answers the timing record it received (as JSON, in the message) and one cost."""
+    return (1e-3,), 0, timing.to_json()

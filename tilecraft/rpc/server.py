@@ -196,9 +196,10 @@ class DeviceServer:
     ``secret``: the shared secret (of the tracker too); ``advertise_host``: the address clients
     should use (default: ``host``, or what the tracker sees when ``host`` is ``0.0.0.0``);
     ``max_upload_bytes`` per library, ``max_store_bytes`` in all; ``max_timeout`` caps the
-    seconds a client's timing options may give one candidate (or the reference); ``warm_up`` starts the measuring process at once (rather
-    than on the first candidate); ``max_memory_mb`` caps the measuring process's address space
-    (as ``LocalRunner(max_memory_mb=)``).
+    seconds a client's timing options may give one candidate (or the reference); ``warm_up``
+    starts the measuring process at once (rather than on the first candidate);
+    ``max_memory_mb`` caps the measuring process's address space (as
+    ``LocalRunner(max_memory_mb=)``).
     """
 
     def __init__(self, key: str, host: str = "127.0.0.1", port: int = 0, secret: bytes | None = None,
