@@ -225,3 +225,31 @@ def test_the_worker_receives_the_record_with_the_tasks_seed():
         assert TimingOptions.from_json(fixed.error_msg).seed == 42
     finally:
         runner.close()
+
+
+
+def _doc_table(doc: str, names) -> dict:
+    """``{option: (default, accepts)}`` of the markdown table rows of ``doc`` naming ``names``."""
+    rows = {}
+    for line in doc.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].startswith("`") and cells[0].strip("`") in names:
+            rows[cells[0].strip("`")] = (cells[1], cells[2])
+    return rows
+
+
+@pytest.mark.parametrize("doc, record", [("autotune.md", "TimingOptions"), ("rpc.md", "PoolOptions")])
+def test_the_docs_tables_list_every_option_with_its_default_and_range(doc, record):
+    """docs/autotune.md's table of timing options and docs/rpc.md's of pool options are the
+    records', row for row."""
+    import pathlib
+    from dataclasses import fields
+
+    if record == "PoolOptions":
+        pytest.importorskip("rpyc")
+        from tilecraft.rpc import PoolOptions as cls
+    else:
+        cls = TimingOptions
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / doc).read_text()
+    expected = {f.name: (str(f.default), f.metadata["rule"].allowed()) for f in fields(cls)}
+    assert _doc_table(text, expected) == expected
