@@ -171,10 +171,10 @@ class OptionRule:
         given = value
         try:
             if self.kind is bool:
-                if type(value).__name__ not in ("bool", "bool_"):
+                if not _is_bool(value):
                     raise TypeError
                 return bool(value)
-            if isinstance(value, bool) or type(value).__name__ == "bool_":
+            if _is_bool(value):
                 raise TypeError                      # True is an int to Python, not a count
             if self.kind is int:
                 value = int(operator.index(value))
@@ -197,6 +197,11 @@ class OptionRule:
         got = repr(value)
         got = got if len(got) <= 60 else got[:57] + "..."
         return OptionError(f"{owner} {name!r} must be {self.allowed()}, got {got}", name, self.allowed(), value)
+
+
+def _is_bool(value) -> bool:
+    """Python's ``bool`` or numpy's (``numpy.bool_``), which is not an ``int`` subclass."""
+    return isinstance(value, bool) or (type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"))
 
 
 def _number(x) -> str:
