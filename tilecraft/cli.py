@@ -94,14 +94,16 @@ def tracker_address(args) -> tuple[str, int, bytes]:
     return host, int(port), secret
 
 
-def rpc_runner(args):
-    """An RPCRunner for ``--tracker HOST:PORT --key KEY`` (measure on the device pool)."""
+def rpc_runner(args, timing):
+    """An RPCRunner for ``--tracker HOST:PORT --key KEY`` (measure on the device pool), timing
+    as ``timing`` (``cli_tune.timing_options(args)``) says.
+
+    >>> rpc_runner(args, timing_options(args)).timing.number      # --number 3
+    3
+    """
     from tilecraft.rpc import RPCRunner
     host, port, secret = tracker_address(args)
-    return RPCRunner(args.key, host, port, secret=secret, number=args.number, repeat=args.repeat,
-                     min_repeat_ms=args.min_repeat_ms, timeout=args.run_timeout,
-                     check_correctness=not args.no_check, enable_cpu_cache_flush=args.flush_cache,
-                     max_timing_s=args.max_timing_s or None)
+    return RPCRunner(args.key, host, port, secret=secret, timing=timing)
 
 
 def _existing_log(path: str) -> str:

@@ -366,17 +366,37 @@ def _make_tuner(args, task):
     return autotune.tuner.GridSearchTuner(task)
 
 
-def _measure_option(args):
+#: the command-line flag of each timing option ``tilecraft tune`` sets
+TIMING_FLAGS = {"number": "--number", "repeat": "--repeat", "min_repeat_ms": "--min-repeat-ms",
+                "timeout": "--run-timeout", "check_correctness": "--no-check",
+                "enable_cpu_cache_flush": "--flush-cache", "max_timing_s": "--max-timing-s"}
+
+
+def timing_options(args):
+    """The ``TimingOptions`` of ``tilecraft tune``'s flags, checked before any work: a value out
+    of range is a ``CLIError`` naming the flag (``--number must be an integer from 1 to ...``).
+
+    >>> timing_options(build_parser().parse_args(["tune", "matmul", "--number", "5"])).number
+    5
+    """
+    from tilecraft.autotune.measure import OptionError, TimingOptions
+
+    try:
+        return TimingOptions(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
+                             timeout=args.run_timeout, check_correctness=not args.no_check,
+                             enable_cpu_cache_flush=args.flush_cache, max_timing_s=args.max_timing_s)
+    except OptionError as err:
+        raise CLIError(f"{TIMING_FLAGS.get(err.option, err.option)} must be {err.allowed}, got {err.got!r}") from None
+
+
+def _measure_option(args, timing):
     import tilecraft.autotune as autotune
 
     if args.tracker:
         from tilecraft.cli import rpc_runner
-        runner = rpc_runner(args)
+        runner = rpc_runner(args, timing)
     else:
-        runner = autotune.LocalRunner(number=args.number, repeat=args.repeat, min_repeat_ms=args.min_repeat_ms,
-                                      timeout=args.run_timeout, check_correctness=not args.no_check,
-                                      enable_cpu_cache_flush=args.flush_cache, max_memory_mb=args.max_memory_mb,
-                                      max_timing_s=args.max_timing_s or None)
+        runner = autotune.LocalRunner(timing, max_memory_mb=args.max_memory_mb)
     return autotune.measure_option(
         builder=autotune.LocalBuilder(timeout=args.build_timeout, n_parallel=args.n_parallel), runner=runner)
 
@@ -404,6 +424,7 @@ def cmd_tune(args) -> int:
     template_args = bind_arguments(args.template, func, args.args)
     if args.trials < 1:
         raise CLIError(f"--trials must be at least 1, got {args.trials}")
+    timing = timing_options(args)
     if target.kind == "llvm":
         from tilecraft.codegen.llvm import check_target
         try:
@@ -459,7 +480,7 @@ def cmd_tune(args) -> int:
         callbacks.append(autotune.callback.progress_bar(remaining, prefix=name))
     started = time.perf_counter()
     try:
-        tuner.tune(remaining, _measure_option(args), early_stopping=early, callbacks=callbacks,
+        tuner.tune(remaining, _measure_option(args, timing), early_stopping=early, callbacks=callbacks,
                    min_trials=min_trials_before_stopping(args))
     except KeyboardInterrupt:
         print(f"tilecraft tune: interrupted; the {counter.n} trial(s) measured in this run are in {log}: "

@@ -169,7 +169,7 @@ def crashing_build_func(inp, path):
     return fake_build_func(inp, path)
 
 
-def fake_run_func(inp, br, opts):
+def fake_run_func(inp, br, timing, ref_outputs):
     b = behaviour(inp.config)
     if b == "segfault":
         os.kill(os.getpid(), signal.SIGSEGV)
@@ -197,8 +197,13 @@ def spin_forever():
         pass
 
 
-def greedy_run_func(inp, br, opts):
+def greedy_run_func(inp, br, timing, ref_outputs):
     """Allocates 8 GiB: under a memory cap this must fail cleanly."""
     import numpy as np
     block = np.ones(8 << 30, dtype=np.uint8)
     return (float(block[0]),), 0, ""
+
+
+def echo_timing_run_func(inp, br, timing, ref_outputs):
+    """Answers the timing record it received (as JSON, in the message) and one cost."""
+    return (1e-3,), 0, timing.to_json()

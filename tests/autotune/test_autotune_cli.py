@@ -107,6 +107,11 @@ def test_missing_logs_are_one_line_errors(tmp_path):
     (["matmul", "8", "8", "8", "--target", "llvm -mattr=avx2"], "each -mattr entry must be +feature or -feature"),
     (["matmul", "8", "8", "8", "--target", "tpu"], "unknown target kind 'tpu'"),
     (["matmul", "8", "8", "8", "--trials", "0"], "--trials must be at least 1"),
+    (["matmul", "8", "8", "8", "--number", "0"], "--number must be an integer from 1 to 1000000, got 0"),
+    (["matmul", "8", "8", "8", "--run-timeout", "0"], "--run-timeout must be a number of seconds > 0 and <= 86400, "
+                                                      "got 0.0"),
+    (["matmul", "8", "8", "8", "--max-timing-s", "-1"], "--max-timing-s must be a number of seconds from 0 to 3600 "
+                                                        "(0: off), got -1.0"),
 ])
 def test_tune_bad_input_is_one_line_before_any_work(tmp_path, args, expected):
     line = one_line_error(run_tilecraft("tune", *args, cwd=tmp_path))

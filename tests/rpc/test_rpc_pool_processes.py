@@ -91,7 +91,7 @@ def test_runner_measures_real_kernels_and_checks_them_against_the_reference(pool
     task, inputs, builds = measure_inputs(kernels, ["good", "wrong", "good", "hang"])
     runner.set_task(task)
     assert runner.n_parallel == 2                      # one per server of the key
-    runner.timeout = 1.0
+    runner.timing = runner.timing.replace(timeout=1.0)
     results = runner.run(inputs, builds)
     assert [r.error_no for r in results] == [E.NO_ERROR, E.WRONG_ANSWER, E.NO_ERROR, E.RUN_TIMEOUT], results
     good = results[0]

@@ -10,6 +10,7 @@ import pytest
 import rpyc
 from rpyc.core import consts
 
+from tilecraft.autotune import TimingOptions
 from tilecraft.rpc import AuthenticationError, DeviceServer, Tracker, TrackerClient, connect, protocol
 from tilecraft.rpc.protocol import load_secret
 
@@ -337,12 +338,12 @@ def test_errors_name_no_server_internals(caplog):
             with pytest.raises(Exception) as err:
                 conn.root.measure("0" * 64)
             text = str(err.value)
-            assert "measure(lib_digest, ref_digest, arg_info, target, seed, number, repeat, min_repeat_ms, " \
-                   "flush, rtol, atol, timeout, max_timing_s) takes 12 to 13 positional arguments, got 1" in text
+            assert "measure(lib_digest, ref_digest, arg_info, target, timing) takes 5 positional arguments, " \
+                   "got 1" in text
             assert "Service" not in text and "exposed_" not in text
             junk = conn.root.upload_library(b"not a shared library")
-            costs, error_no, msg = conn.root.measure(junk, "", (((4,), "float32", True),), "llvm", 1, 1, 1, 0.0,
-                                                     False, 1e-3, 1e-3, 30.0)
+            timing = TimingOptions(number=1, repeat=1, timeout=30.0, seed=1).to_json()
+            costs, error_no, msg = conn.root.measure(junk, "", (((4,), "float32", True),), "llvm", timing)
             assert costs == () and "is not a loadable shared library" in msg
             for leak in ("Traceback", 'File "', server.store.root, "site-packages"):
                 assert leak not in msg

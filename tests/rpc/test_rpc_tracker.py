@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from conftest import measure_inputs, wait_until
-from tilecraft.autotune import MeasureErrorNo as E
+from tilecraft.autotune import MeasureErrorNo as E, TimingOptions
 from tilecraft.rpc import DeviceServer, RPCRunner, Tracker, TrackerClient, connect
 
 SECRET = b"tracker-secret-tracker-secret"
@@ -92,22 +92,21 @@ def test_a_device_server_in_this_process_measures_and_registers(tracker, kernels
         task, inputs, builds = measure_inputs(kernels, ["good", "wrong"], reference=True)
         runner.set_task(task)
         assert [r.error_no for r in runner.run(inputs, builds)] == [E.NO_ERROR, E.WRONG_ANSWER]
-        runner.check_correctness = False
+        runner.timing = runner.timing.replace(check_correctness=False)
         task, inputs, builds = measure_inputs(kernels, ["wrong"], reference=False)
         assert [r.error_no for r in runner.run(inputs, builds)] == [E.NO_ERROR]
-        runner.repeat, runner.max_timing_s = 3, 1e-9      # "slow": timed with fewer runs
+        runner.timing = runner.timing.replace(repeat=3, max_timing_s=1e-9)      # "slow": timed with fewer runs
         (fast,) = runner.run(inputs, builds)
         assert fast.error_no == E.NO_ERROR and len(fast.costs) == 1
         conn = connect("127.0.0.1", server.port, SECRET)
         try:
             key, version, limit = conn.root.info()
             assert key == "llvm:here" and limit == 64 << 20
-            costs, err, msg = conn.root.measure("0" * 64, "", kernels.arg_info, "llvm", 1, 1, 1, 0.0, False,
-                                                1e-3, 1e-3, 1.0)
+            timing = TimingOptions(number=1, repeat=1, timeout=1.0, seed=1).to_json()
+            costs, err, msg = conn.root.measure("0" * 64, "", kernels.arg_info, "llvm", timing)
             assert costs == () and E(err) == E.RUNTIME_DEVICE and "not uploaded" in msg
             with pytest.raises(Exception, match="unsupported dtype"):
-                conn.root.measure("0" * 64, "", (((4,), "object", True),), "llvm", 1, 1, 1, 0.0, False,
-                                  1e-3, 1e-3, 1.0)
+                conn.root.measure("0" * 64, "", (((4,), "object", True),), "llvm", timing)
         finally:
             conn.close()
 

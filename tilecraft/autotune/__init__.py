@@ -19,15 +19,15 @@ See docs/autotune.md.
 from . import callback, record, task, tuner
 from .dispatch import ApplyConfig, ApplyHistoryBest, DispatchContext, FallbackContext, apply_history_best
 from .local import LocalBuilder, LocalRunner
-from .measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, create_measure_batch,
-                      measure_option)
+from .measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, OptionError, TimingOptions,
+                      create_measure_batch, measure_option)
 from .space import (ConfigEntity, ConfigSpace, FallbackConfigEntity, InstantiationError, SplitEntity,
                     ReorderEntity, AnnotateEntity, OtherOptionEntity)
 from .task import get_config, template
 
 __all__ = [
     "template", "get_config", "task", "tuner", "record", "callback", "measure_option",
-    "LocalBuilder", "LocalRunner", "MeasureInput", "MeasureResult", "MeasureErrorNo", "BuildResult",
+    "LocalBuilder", "LocalRunner", "TimingOptions", "OptionError", "MeasureInput", "MeasureResult", "MeasureErrorNo", "BuildResult",
     "create_measure_batch", "apply_history_best", "ApplyHistoryBest", "ApplyConfig", "DispatchContext",
     "FallbackContext", "ConfigSpace", "ConfigEntity", "FallbackConfigEntity", "InstantiationError",
     "SplitEntity", "ReorderEntity", "AnnotateEntity", "OtherOptionEntity",

@@ -23,7 +23,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ._pool import WorkerPool, signal_name
-from .measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from .measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, TimingFront, TimingOptions,
+                      resolve_timing)
 from .space import InstantiationError
 
 
@@ -213,40 +214,41 @@ def _flush_cpu_cache(_buf=[]):
     _buf[0].fill(1.0)
 
 
-def default_run_func(inp: MeasureInput, br: BuildResult, opts: dict):
-    """Load ``br.filename``, check it against the reference, time it.
+def default_run_func(inp: MeasureInput, br: BuildResult, timing: TimingOptions, ref_outputs: str | None):
+    """Load ``br.filename``, check it against the reference outputs saved at ``ref_outputs``
+    (``None``: no check), time it as ``timing`` says (its ``seed`` set: see
+    ``TimingOptions.seeded``).
 
     Returns ``(costs, error_no, error_msg)``.
     """
     target = str(inp.task.target) if inp.task.target is not None else "llvm"
-    arrays = cached_random_inputs(br.arg_info, opts["seed"])
+    arrays = cached_random_inputs(br.arg_info, timing.seed)
     t0 = time.perf_counter()
     mod, dev, nd = _call_library(br.filename, arrays, target)
     first_call = time.perf_counter() - t0
-    if opts.get("ref_outputs"):
-        ref = _reference_outputs(opts["ref_outputs"])
+    if ref_outputs:
+        ref = _reference_outputs(ref_outputs)
+        rtol, atol = timing.rtol, timing.atol
         for i, (_, _, is_out) in enumerate(br.arg_info):
             if not is_out:
                 continue
             got, want = _to_numpy(nd[i]), ref[f"out{i}"]
-            if got.shape != want.shape or not np.allclose(got, want, rtol=opts["rtol"], atol=opts["atol"],
-                                                          equal_nan=True):
+            if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
                 err = np.abs(got.astype(np.float64) - want) if got.shape == want.shape else None
                 where = ("shape " + str(got.shape) + " != " + str(want.shape)) if err is None else (
                     f"max abs error {float(np.nanmax(err)):.3g} at {np.unravel_index(np.nanargmax(err), err.shape)}, "
-                    f"{int(np.sum(~np.isclose(got, want, rtol=opts['rtol'], atol=opts['atol'])))} of {err.size} elements differ")
+                    f"{int(np.sum(~np.isclose(got, want, rtol=rtol, atol=atol)))} of {err.size} elements differ")
                 return (), int(MeasureErrorNo.WRONG_ANSWER), f"output {i} differs from the reference: {where}"
-    number, repeat = opts["number"], opts["repeat"]
-    budget = opts.get("max_timing_s")
+    number, repeat = timing.number, timing.repeat
+    budget = timing.max_timing_s
     if budget and first_call * number * repeat > budget:
         # a slow candidate: fewer runs (it cannot be the best anyway), keeping one timing at least
         number = 1
         repeat = max(1, min(repeat, int(budget / max(first_call, 1e-9))))
-    timer = mod.time_evaluator(mod.entry_name, dev, number=number, repeat=1,
-                               min_repeat_ms=opts["min_repeat_ms"])
+    timer = mod.time_evaluator(mod.entry_name, dev, number=number, repeat=1, min_repeat_ms=timing.min_repeat_ms)
     costs = []
     for _ in range(repeat):
-        if opts["flush"]:
+        if timing.enable_cpu_cache_flush:
             _flush_cpu_cache()
         costs.append(float(timer(*nd).mean))
     return tuple(costs), int(MeasureErrorNo.NO_ERROR), ""
@@ -346,44 +348,43 @@ class LocalBuilder:
             shutil.rmtree(self.tmp_dir, ignore_errors=True)
 
 
-class LocalRunner:
-    """Run each candidate in a separate worker process on this machine.
+class LocalRunner(TimingFront):
+    """Run each candidate in a separate worker process on this machine, as ``timing`` says
+    (a :class:`~tilecraft.autotune.measure.TimingOptions`).
 
-    ``number`` calls per timed repeat (more if needed to fill ``min_repeat_ms``), ``repeat``
-    timings per candidate; ``timeout`` seconds per candidate (then ``RUN_TIMEOUT``, worker
-    killed); ``cooldown_interval`` seconds of rest between candidates;
-    ``enable_cpu_cache_flush`` evicts caches before each repeat; ``check_correctness``
-    compares outputs with the reference (``rtol``/``atol``) on random inputs drawn fresh for
-    each tuning run. ``max_timing_s``: when the first (checking) call shows that
-    ``number × repeat`` runs would take longer than this, time a slow candidate with fewer runs.
+    The timing options may also be given by name, TVM's way (``LocalRunner(number=5,
+    repeat=3, timeout=10, min_repeat_ms=0, enable_cpu_cache_flush=False)``; with ``timing``,
+    they replace its fields), and read back as attributes (``runner.number``). Besides:
+    ``cooldown_interval`` seconds of rest between candidates; ``max_memory_mb`` caps the run
+    process's address space; ``run_func(inp, build_result, timing, ref_outputs)`` is what runs
+    in the worker (tests inject fakes).
+
+    >>> runner = LocalRunner(number=5, repeat=3)
+    >>> runner.timing.number, runner.number
+    (5, 5)
     """
 
-    def __init__(self, timeout: float = 10, number: int = 4, repeat: int = 3, min_repeat_ms: float = 0,
-                 cooldown_interval: float = 0.0, enable_cpu_cache_flush: bool = False,
-                 check_correctness: bool = True, rtol: float = 1e-3, atol: float = 1e-3,
-                 run_func: Callable | str = "default", seed: int | None = None,
-                 max_timing_s: float | None = None, max_memory_mb: int | None = None):
-        self.timeout = timeout
-        self.number = number
-        self.repeat = repeat
-        self.min_repeat_ms = min_repeat_ms
+    def __init__(self, timing: TimingOptions | None = None, *, cooldown_interval: float = 0.0,
+                 run_func: Callable | str = "default", max_memory_mb: int | None = None, **options):
+        self.timing = resolve_timing("LocalRunner", timing, options)
         self.cooldown_interval = cooldown_interval
-        self.enable_cpu_cache_flush = enable_cpu_cache_flush
-        self.check_correctness = check_correctness
-        self.rtol, self.atol = rtol, atol
         self.run_func = default_run_func if run_func == "default" else run_func
         self.n_parallel = 1
-        self.max_timing_s = max_timing_s
         self.max_memory_mb = max_memory_mb
-        self._seed = seed
+        self.task = None
+        self._task_seed: int | None = None     # drawn by set_task when timing.seed is None
         self._pool: WorkerPool | None = None
         self._prepared: dict = {}
         self._warned_no_reference = False
 
     def set_task(self, task):
         self.task = task
-        self.seed = self._seed if self._seed is not None else int(np.random.SeedSequence().entropy % (2**31))
+        self._task_seed = self.timing.seeded().seed
         self._prepared = {}
+
+    def _task_timing(self) -> TimingOptions:
+        """``timing`` with the task's seed (``timing`` may have been replaced since ``set_task``)."""
+        return self.timing if self.timing.seed is not None else self.timing.replace(seed=self._task_seed)
 
     def _pool_(self) -> WorkerPool:
         if self._pool is None:
@@ -391,20 +392,20 @@ class LocalRunner:
             self._pool = WorkerPool(1, initializer=limit_memory, initargs=(limit,))
         return self._pool
 
-    def _reference_for(self, inp: MeasureInput, br: BuildResult):
+    def _reference_for(self, inp: MeasureInput, br: BuildResult, timing: TimingOptions):
         """The saved reference outputs for ``br``'s reference, computed once (long timeout)."""
-        if not self.check_correctness:
+        if not timing.check_correctness:
             return None
         if br.reference is None:
             if not self._warned_no_reference:
                 self._warned_no_reference = True
                 warnings.warn("no reference library: candidates' outputs are not checked", RuntimeWarning)
             return None
-        key = br.reference
+        key = (br.reference, timing.seed)
         if key not in self._prepared:
             target = str(inp.task.target) if inp.task.target is not None else "llvm"
-            out = self._pool_().map(prepare_reference, [(br.reference, br.arg_info, self.seed, target)],
-                                    timeout=max(300.0, self.timeout))[0]
+            out = self._pool_().map(prepare_reference, [(br.reference, br.arg_info, timing.seed, target)],
+                                    timeout=timing.reference_limit_s)[0]
             if out.status != "ok":
                 warnings.warn(f"running the reference failed; outputs will not be checked: "
                               f"{out.status} {out.value}", RuntimeWarning)
@@ -413,20 +414,19 @@ class LocalRunner:
 
     def run(self, measure_inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult]) -> list[MeasureResult]:
         results = []
+        timing = self._task_timing()
         for k, (inp, br) in enumerate(zip(measure_inputs, build_results)):
-            opts = {"number": self.number, "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms,
-                    "flush": self.enable_cpu_cache_flush, "seed": self.seed, "rtol": self.rtol,
-                    "atol": self.atol, "ref_outputs": self._reference_for(inp, br),
-                    "max_timing_s": self.max_timing_s}
+            ref_outputs = self._reference_for(inp, br, timing)
             t0 = time.perf_counter()
-            out = self._pool_().map(self.run_func, [(inp, br, opts)], self.timeout)[0]
+            out = self._pool_().map(self.run_func, [(inp, br, timing, ref_outputs)], timing.timeout)[0]
             wall = time.perf_counter() - t0
             if out.status == "ok":
                 costs, err, msg = out.value
                 results.append(MeasureResult(tuple(costs), MeasureErrorNo(err), msg, wall, time.time()))
             elif out.status == "timeout":
                 results.append(MeasureResult((), MeasureErrorNo.RUN_TIMEOUT,
-                                             f"run took more than {self.timeout} s and was killed", wall, time.time()))
+                                             f"run took more than {timing.timeout:g} s and was killed", wall,
+                                             time.time()))
             elif out.status == "died":
                 results.append(MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE,
                                              f"the run process died ({signal_name(out.value)})", wall, time.time()))
@@ -440,3 +440,4 @@ class LocalRunner:
         if self._pool is not None:
             self._pool.close()
             self._pool = None
+

@@ -9,9 +9,9 @@ named methods taking and returning plain values (no classic mode, no pickles). S
 Importing this package imports rpyc; ``import tilecraft`` does not import this package.
 """
 from .protocol import AuthenticationError, connect, generate_secret, load_secret, write_key_file
-from .runner import PoolUnavailableError, RPCRunner
+from .runner import PoolOptions, PoolUnavailableError, RPCRunner
 from .server import DeviceServer
 from .tracker import DevicePool, Lease, ServerInfo, Tracker, TrackerClient, TrackerStatus
 
 __all__ = ["Tracker", "TrackerClient", "TrackerStatus", "ServerInfo", "Lease", "DevicePool", "DeviceServer",
-           "RPCRunner", "PoolUnavailableError", "AuthenticationError", "connect", "load_secret", "generate_secret", "write_key_file"]
+           "RPCRunner", "PoolOptions", "PoolUnavailableError", "AuthenticationError", "connect", "load_secret", "generate_secret", "write_key_file"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..autotune.local import default_run_func, prepare_reference
-from ..autotune.measure import BuildResult, MeasureInput
+from ..autotune.measure import BuildResult, MeasureInput, TimingOptions
 
 
 @dataclass(frozen=True)
@@ -19,14 +19,13 @@ class _TargetOnly:
     target: str
 
 
-def run_library(path: str, arg_info: tuple, target: str, opts: dict):
-    """Check and time the library at ``path``; ``(costs, error_no, error_msg)``.
+def run_library(path: str, arg_info: tuple, target: str, timing: TimingOptions, ref_outputs: str | None):
+    """Check and time the library at ``path`` as ``timing`` says; ``(costs, error_no, error_msg)``.
 
-    ``opts``: ``number, repeat, min_repeat_ms, flush, seed, rtol, atol, ref_outputs``
-    (the path :func:`prepare_reference_outputs` returned, or ``None`` for no check).
+    ``ref_outputs``: the path :func:`prepare_reference_outputs` returned, or ``None`` for no check.
     """
     inp = MeasureInput(target, _TargetOnly(target), None)
-    return default_run_func(inp, BuildResult(path, arg_info), opts)
+    return default_run_func(inp, BuildResult(path, arg_info), timing, ref_outputs)
 
 
 def prepare_reference_outputs(reference: str, arg_info: tuple, seed: int, target: str) -> str:

@@ -7,6 +7,10 @@ does not answer within ``timeout`` plus slack is reported to the tracker (which 
 the candidate is tried on another server, at most ``max_retries`` more times; then the result
 is ``RUN_TIMEOUT`` (the server hung) or ``RUNTIME_DEVICE`` (it died).
 
+How each candidate is timed is a ``TimingOptions`` (sent to the server as JSON, validated there
+too); how the runner deals with the pool is a :class:`PoolOptions`. Both may be given by name,
+TVM's way.
+
 Failures of the pool itself are never recorded as the candidate's: a tracker that cannot be
 reached (restarting, say) is tried again with growing pauses (0.2 s doubling to 5 s) for up to
 ``tracker_retry_s`` seconds, and a pool that stays unusable (the tracker still away, no server
@@ -16,6 +20,7 @@ is kept even if the tracker went away meanwhile.
 
     runner = RPCRunner("llvm:znver3", "127.0.0.1", 9190, secret=load_secret("SECRET"),
                        number=5, repeat=3, timeout=10)
+    # the same: RPCRunner(..., timing=TimingOptions(number=5, repeat=3, timeout=10))
     option = autotune.measure_option(builder=autotune.LocalBuilder(), runner=runner)
 """
 from __future__ import annotations
@@ -25,13 +30,14 @@ import ssl
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from typing import Sequence
 
-import numpy as np
 import rpyc
 from rpyc.core.async_ import AsyncResultTimeout
 
-from ..autotune.measure import BuildResult, MeasureErrorNo, MeasureInput, MeasureResult
+from ..autotune.measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, TimingFront,
+                                TimingOptions, check_options, option, resolve_timing, split_options)
 from .protocol import ENV_SECRET, AuthenticationError, abort, check_secret, connect, load_secret
 from .tracker import Lease, TrackerClient
 
@@ -53,84 +59,114 @@ class ServerFailure(Exception):
 _NETWORK_ERRORS = (EOFError, OSError, ConnectionError, ssl.SSLError, AuthenticationError)
 
 
-class RPCRunner:
+@dataclass(frozen=True)
+class PoolOptions:
+    """How an ``RPCRunner`` deals with the pool (validated when made, as ``TimingOptions``).
+
+    ``max_retries``: other servers a candidate is tried on after its server failed; ``slack``:
+    seconds beyond the candidate's timeout before a silent server counts as hung (also the limit
+    to connect and upload); ``request_timeout``: seconds to wait for a free server of the key;
+    ``tracker_retry_s``: seconds to keep trying an unreachable tracker before
+    :class:`PoolUnavailableError`.
+
+    >>> PoolOptions(max_retries=0).slack
+    10.0
+    """
+
+    max_retries: int = option(2, int, 0, 100)
+    slack: float = option(10.0, float, 0, 3600, low_open=True, unit="seconds")
+    request_timeout: float = option(120.0, float, 0, 86_400, low_open=True, unit="seconds")
+    tracker_retry_s: float = option(120.0, float, 0, 86_400, unit="seconds")
+
+    def __post_init__(self):
+        check_options(self, "pool option")
+
+    def replace(self, **changes) -> "PoolOptions":
+        """A copy with ``changes`` (validated)."""
+        return replace(self, **changes)
+
+
+class RPCRunner(TimingFront):
     """Measure on remote (or local) device servers through a tracker.
 
     ``key``: the device key servers registered with; ``host``/``port``: the tracker;
     ``secret``: the shared secret (default: ``load_secret()`` — ``$TILECRAFT_RPC_KEY`` or the
-    per-user key file); ``number``/``repeat``/``min_repeat_ms``/``enable_cpu_cache_flush``/
-    ``check_correctness``/``rtol``/``atol``/``seed``/``max_timing_s`` as ``LocalRunner``; ``timeout``: seconds
-    per candidate on the server (then ``RUN_TIMEOUT``); ``n_parallel``: candidates in flight
-    (default: the servers of ``key`` at ``set_task``); ``slack``: extra seconds before a silent
-    server counts as hung; ``request_timeout``: how long to wait for a free server;
-    ``tracker_retry_s``: how long to keep trying an unreachable tracker before
-    :class:`PoolUnavailableError`.
+    per-user key file); ``timing``: a ``TimingOptions`` (as ``LocalRunner``'s; the server
+    grants at most its ``max_timeout``); ``pool``: a :class:`PoolOptions`; ``n_parallel``:
+    candidates in flight (default: the servers of ``key`` at ``set_task``); ``ssl_context``: for
+    a pool that speaks TLS. Any option of either record may also be given by name
+    (``RPCRunner(key, host, port, number=5, timeout=10, max_retries=0)``); timing options read
+    back as attributes (``runner.number``).
+
+    >>> runner = RPCRunner("llvm:znver3", "127.0.0.1", 9190, number=5, request_timeout=30)
+    >>> runner.timing.number, runner.pool.request_timeout
+    (5, 30.0)
     """
 
     def __init__(self, key: str, host: str = "127.0.0.1", port: int = 9190, secret: bytes | None = None,
-                 number: int = 4, repeat: int = 3, min_repeat_ms: float = 0, timeout: float = 10,
-                 n_parallel: int | None = None, enable_cpu_cache_flush: bool = False,
-                 check_correctness: bool = True, rtol: float = 1e-3, atol: float = 1e-3,
-                 seed: int | None = None, max_retries: int = 2, slack: float = 10.0,
-                 request_timeout: float = 120.0, reference_timeout: float = 300.0, ssl_context=None,
-                 max_timing_s: float | None = None, tracker_retry_s: float = 120.0):
+                 timing: TimingOptions | None = None, pool: PoolOptions | None = None, *,
+                 n_parallel: int | None = None, ssl_context=None, **options):
+        timing_named, pool_named = split_options("RPCRunner", options, TimingOptions, PoolOptions)
+        if pool is not None and not isinstance(pool, PoolOptions):
+            raise TypeError(f"RPCRunner(pool=...) takes a PoolOptions, got {type(pool).__name__} {pool!r}")
+        self.timing = resolve_timing("RPCRunner", timing, timing_named)
+        pool = pool if pool is not None else PoolOptions()
+        self.pool = pool.replace(**pool_named) if pool_named else pool
         self.key = key
         self.host, self.port = host, port
         self.secret = check_secret(secret) if secret is not None else load_secret(host=host)
-        self.number, self.repeat, self.min_repeat_ms = number, repeat, min_repeat_ms
-        self.timeout = timeout
-        self.enable_cpu_cache_flush = enable_cpu_cache_flush
-        self.check_correctness = check_correctness
-        self.rtol, self.atol = rtol, atol
-        self.max_retries = max(0, int(max_retries))
-        self.slack = slack
-        self.request_timeout = request_timeout
-        self.reference_timeout = reference_timeout
         self.ssl_context = ssl_context
-        self.max_timing_s = max_timing_s
-        self.tracker_retry_s = tracker_retry_s
         self._n_parallel = n_parallel
         self.n_parallel = n_parallel or 1
-        self._seed = seed
-        self.seed = seed if seed is not None else 0
         self.task = None
+        self._task_seed: int | None = None      # drawn by set_task when timing.seed is None
         self._warned_no_reference = False
 
     def set_task(self, task):
         self.task = task
-        self.seed = self._seed if self._seed is not None else int(np.random.SeedSequence().entropy % (2**31))
+        self._task_seed = self.timing.seeded().seed
         if self._n_parallel is None:
             with self._tracker() as t:
                 total = t.status().keys().get(self.key, (0, 0))[1]
             self.n_parallel = max(1, total)
+
+    def _task_timing(self) -> TimingOptions:
+        """``timing`` with the task's seed (``timing`` may have been replaced since ``set_task``)."""
+        if self.timing.seed is not None:
+            return self.timing
+        if self._task_seed is None:            # run() without set_task: draw one now, once
+            self._task_seed = self.timing.seeded().seed
+        return self.timing.replace(seed=self._task_seed)
 
     def _tracker(self) -> TrackerClient:
         return TrackerClient(self.host, self.port, self.secret, ssl_context=self.ssl_context)
 
     def run(self, measure_inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult]) -> list[MeasureResult]:
         jobs = list(zip(measure_inputs, build_results))
+        timing = self._task_timing()
+        wire = timing.to_json()           # once per batch: what every server of it receives
         if self.n_parallel <= 1 or len(jobs) <= 1:
-            return [self._measure_one(inp, br) for inp, br in jobs]
+            return [self._measure_one(inp, br, timing, wire) for inp, br in jobs]
         with ThreadPoolExecutor(min(self.n_parallel, len(jobs)), thread_name_prefix="tilecraft-rpc") as ex:
-            return list(ex.map(lambda job: self._measure_one(*job), jobs))
+            return list(ex.map(lambda job: self._measure_one(*job, timing, wire), jobs))
 
     # --- one candidate
 
-    def _measure_one(self, inp: MeasureInput, br: BuildResult) -> MeasureResult:
+    def _measure_one(self, inp: MeasureInput, br: BuildResult, timing: TimingOptions, wire: str) -> MeasureResult:
         t0 = time.perf_counter()
         task = inp.task if inp.task is not None else self.task
         target = str(task.target) if getattr(task, "target", None) is not None else "llvm"
         try:
             library = _read(br.filename)
-            reference = _read(br.reference) if self.check_correctness and br.reference else None
+            reference = _read(br.reference) if timing.check_correctness and br.reference else None
         except OSError as err:
             return MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE, f"cannot read the library: {err}",
                                  time.perf_counter() - t0, time.time())
-        if self.check_correctness and reference is None and not self._warned_no_reference:
+        if timing.check_correctness and reference is None and not self._warned_no_reference:
             self._warned_no_reference = True
             warnings.warn("no reference library: candidates' outputs are not checked", RuntimeWarning)
         failures = []            # servers that failed this candidate
-        outage = _Backoff(self.tracker_retry_s)
+        outage = _Backoff(self.pool.tracker_retry_s)
         while True:
             try:
                 tracker = self._tracker()
@@ -142,22 +178,22 @@ class RPCRunner:
                 continue
             with tracker:
                 try:
-                    lease = tracker.request(self.key, self.request_timeout)
+                    lease = tracker.request(self.key, self.pool.request_timeout)
                 except _NETWORK_ERRORS + (AsyncResultTimeout,) as err:
                     outage.wait_or_give_up(f"tracker {self.host}:{self.port}", err)
                     continue
                 outage.reset()
                 if lease is None:
                     raise PoolUnavailableError(f"no server of {self.key!r} came free within "
-                                               f"{self.request_timeout:g} s (tracker {self.host}:{self.port}); "
+                                               f"{self.pool.request_timeout:g} s (tracker {self.host}:{self.port}); "
                                                "`tilecraft rpc status` lists the pool")
                 try:
-                    costs, err, msg = self._on_server(lease, library, reference, br.arg_info, target,
-                                                      alive=lambda: _registered(tracker, lease))
+                    costs, err, msg = self._on_server(lease, library, reference, br.arg_info, target, timing,
+                                                      wire, alive=lambda: _registered(tracker, lease))
                 except ServerFailure as failure:
                     failures.append(failure)
                     _quietly(tracker.report_broken, lease)   # a tracker that went away forgot it anyway
-                    if len(failures) > self.max_retries:
+                    if len(failures) > self.pool.max_retries:
                         kind = MeasureErrorNo.RUN_TIMEOUT if failure.hung else MeasureErrorNo.RUNTIME_DEVICE
                         return MeasureResult((), kind, "; ".join(str(f) for f in failures),
                                              time.perf_counter() - t0, time.time())
@@ -166,46 +202,43 @@ class RPCRunner:
                 return MeasureResult(costs, MeasureErrorNo(err), msg, time.perf_counter() - t0, time.time())
 
     def _on_server(self, lease: Lease, library: bytes, reference: bytes | None, arg_info, target: str,
-                   alive=None):
-        """Measure on the leased server. ``alive()`` says whether the tracker still has it; it is
-        asked during the long reference run, so a server that stops (missed heartbeats) is given
-        up then rather than after ``reference_timeout``."""
+                   timing: TimingOptions, wire: str, alive=None):
+        """Measure on the leased server; ``wire`` is ``timing.to_json()``. ``alive()`` says
+        whether the tracker still has the server; it is asked during the long reference run, so
+        a server that stops (missed heartbeats) is given up then rather than after
+        ``timing.reference_limit_s``."""
         where = f"server {lease.server_id} ({lease.host}:{lease.port})"
         arg_info = tuple((tuple(int(d) for d in shape), str(dtype), bool(out)) for shape, dtype, out in arg_info)
+        slack = self.pool.slack
         try:
-            conn = connect(lease.host, lease.port, self.secret, ssl_context=self.ssl_context,
-                           timeout=self.slack)
+            conn = connect(lease.host, lease.port, self.secret, ssl_context=self.ssl_context, timeout=slack)
         except _NETWORK_ERRORS as err:
             raise ServerFailure(f"{where}: cannot connect: {type(err).__name__}: {err}",
                                 hung=isinstance(err, TimeoutError)) from None
-        healthy, stage = False, f"uploading (limit {self.slack:g} s)"
+        healthy, stage = False, f"uploading (limit {slack:g} s)"
         try:
             root = conn.root
-            limit = int(_call(root.info, self.slack)[2])
+            limit = int(_call(root.info, slack)[2])
             for what, data in (("library", library), ("reference library", reference)):
                 if data is not None and len(data) > limit:   # the server would close the connection
                     healthy = True
                     return ((), int(MeasureErrorNo.RUNTIME_DEVICE),
                             f"{where}: the {what} is {len(data)} bytes, over the server's upload limit of "
                             f"{limit} (its --max-upload-mb)")
-            lib_digest = _upload(root, library, self.slack)
+            lib_digest = _upload(root, library, slack)
             ref_digest = ""
             if reference is not None:
-                ref_digest = _upload(root, reference, self.slack)
-                stage = f"running the reference (limit {self.reference_timeout + self.slack:g} s)"
-                ok, msg = _call(root.prepare_reference, self.reference_timeout + self.slack,
-                                ref_digest, arg_info, target, self.seed, float(self.reference_timeout),
-                                alive=alive)
+                ref_digest = _upload(root, reference, slack)
+                stage = f"running the reference (limit {timing.reference_limit_s + slack:g} s)"
+                ok, msg = _call(root.prepare_reference, timing.reference_limit_s + slack,
+                                ref_digest, arg_info, target, wire, alive=alive)
                 if not ok:
                     if not self._warned_no_reference:
                         self._warned_no_reference = True
                         warnings.warn(f"{where}: {msg}; outputs are not checked", RuntimeWarning)
                     ref_digest = ""
-            stage = f"the measurement: did not answer within {self.timeout + self.slack:g} s"
-            answer = _call(root.measure, self.timeout + self.slack, lib_digest, ref_digest, arg_info, target,
-                           self.seed, int(self.number), int(self.repeat), float(self.min_repeat_ms),
-                           bool(self.enable_cpu_cache_flush), float(self.rtol), float(self.atol),
-                           float(self.timeout), float(self.max_timing_s or 0.0))
+            stage = f"the measurement: did not answer within {timing.timeout + slack:g} s"
+            answer = _call(root.measure, timing.timeout + slack, lib_digest, ref_digest, arg_info, target, wire)
             healthy = True
             return answer
         except AsyncResultTimeout:

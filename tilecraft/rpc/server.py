@@ -3,8 +3,11 @@
 A client (``RPCRunner``) holding a lease on this server calls, in order::
 
     has_library(digest) / upload_library(bytes) -> digest      the candidate and the reference
-    prepare_reference(ref_digest, arg_info, target, seed, timeout) -> (ok, message)
-    measure(lib_digest, ref_digest, arg_info, target, ...)    -> (costs, error_no, error_msg)
+    prepare_reference(ref_digest, arg_info, target, timing)   -> (ok, message)
+    measure(lib_digest, ref_digest, arg_info, target, timing) -> (costs, error_no, error_msg)
+
+``timing`` is a ``TimingOptions`` as JSON text (``to_json``), validated here as it would be
+where it was made; an invalid one is refused with the message naming the option.
 
 Libraries are stored by SHA-256 in a private temporary folder (size-limited, least recently
 used evicted). Every load and run happens in a worker process (``autotune._pool.WorkerPool``):
@@ -30,10 +33,10 @@ import rpyc
 
 from ..autotune._pool import WorkerPool, signal_name
 from ..autotune.local import limit_memory
-from ..autotune.measure import MeasureErrorNo
+from ..autotune.measure import MeasureErrorNo, OptionError, TimingOptions
 from ..runtime.tempdirs import owned_temp_dir
 from . import measure as child
-from .protocol import (GuardedService, ProtocolError, RpcServer, bounded, check_secret, connect, generate_secret,
+from .protocol import (GuardedService, ProtocolError, RpcServer, check_secret, connect, generate_secret,
                        is_loopback, plain, remote)
 
 _log = logging.getLogger("tilecraft.rpc.server")
@@ -42,6 +45,7 @@ DTYPES = frozenset(["bool", "int8", "int16", "int32", "int64", "uint8", "uint16"
                     "float16", "float32", "float64"])
 MAX_ARGS = 64
 MAX_ARG_ELEMENTS = 1 << 31
+MAX_TIMING_CHARS = 4096
 
 
 class LibraryStore:
@@ -126,6 +130,20 @@ def check_arg_info(value) -> tuple:
     return tuple(out)
 
 
+def check_timing(value) -> TimingOptions:
+    """The ``TimingOptions`` of a request's JSON text, validated as where it was made, with a
+    seed (the inputs of a measurement come from it); a :class:`ProtocolError` otherwise."""
+    text = plain(value, "timing", str, MAX_TIMING_CHARS)
+    try:
+        timing = TimingOptions.from_json(text)
+    except OptionError as err:
+        raise ProtocolError(f"timing: {err}") from None
+    if timing.seed is None:
+        raise ProtocolError("timing: timing option 'seed' must be an integer here: a measurement's random "
+                            "inputs come from it (runners draw one per task)")
+    return timing
+
+
 class DeviceServerService(GuardedService):
     """What a connection to a device server may call (one instance per connection). A message
     may be as large as the upload limit plus 64 KiB for the rest of the request; a larger one is
@@ -154,26 +172,21 @@ class DeviceServerService(GuardedService):
         return self._server.store.put(data)
 
     @remote
-    def exposed_prepare_reference(self, ref_digest, arg_info, target, seed, timeout):
-        """Run the reference once on the seeded inputs; ``(ok, message)``."""
+    def exposed_prepare_reference(self, ref_digest, arg_info, target, timing):
+        """Run the reference once on the inputs of ``timing``'s seed (a ``TimingOptions`` as
+        JSON), within its ``reference_limit_s``; ``(ok, message)``."""
         return self._server.prepare_reference(
             _digest(ref_digest, "ref_digest"), check_arg_info(arg_info), plain(target, "target", str, 200),
-            plain(seed, "seed", int), bounded(timeout, "timeout", self._server.max_timeout))
+            check_timing(timing))
 
     @remote
-    def exposed_measure(self, lib_digest, ref_digest, arg_info, target, seed, number, repeat,
-                        min_repeat_ms, flush, rtol, atol, timeout, max_timing_s=0.0):
-        """``(costs, error_no, error_msg)``; ``ref_digest`` empty: no correctness check;
-        ``max_timing_s`` (0: off): fewer runs for a candidate whose first call shows it slow."""
+    def exposed_measure(self, lib_digest, ref_digest, arg_info, target, timing):
+        """Check and time a library as ``timing`` (a ``TimingOptions`` as JSON) says;
+        ``(costs, error_no, error_msg)``. ``ref_digest`` empty: no correctness check."""
         ref = plain(ref_digest, "ref_digest", str, 64)
-        opts = {"number": max(1, plain(number, "number", int)), "repeat": max(1, plain(repeat, "repeat", int)),
-                "min_repeat_ms": bounded(min_repeat_ms, "min_repeat_ms", 60_000.0),
-                "flush": plain(flush, "flush", bool), "seed": plain(seed, "seed", int),
-                "rtol": plain(rtol, "rtol", float), "atol": plain(atol, "atol", float),
-                "max_timing_s": bounded(max_timing_s, "max_timing_s", 3600.0) or None}
         return self._server.measure(_digest(lib_digest, "lib_digest"), _digest(ref, "ref_digest") if ref else "",
-                                    check_arg_info(arg_info), plain(target, "target", str, 200), opts,
-                                    bounded(timeout, "timeout", self._server.max_timeout))
+                                    check_arg_info(arg_info), plain(target, "target", str, 200),
+                                    check_timing(timing))
 
 
 class DeviceServer:
@@ -182,10 +195,11 @@ class DeviceServer:
     ``tracker``: ``(host, port)`` to register with (``None``: serve direct connections only);
     ``secret``: the shared secret (of the tracker too); ``advertise_host``: the address clients
     should use (default: ``host``, or what the tracker sees when ``host`` is ``0.0.0.0``);
-    ``max_upload_bytes`` per library, ``max_store_bytes`` in all; ``max_timeout`` caps what a
-    client may ask for one candidate; ``warm_up`` starts the measuring process at once (rather
-    than on the first candidate); ``max_memory_mb`` caps the measuring process's address space
-    (as ``LocalRunner(max_memory_mb=)``).
+    ``max_upload_bytes`` per library, ``max_store_bytes`` in all; ``max_timeout`` caps the
+    seconds a client's timing options may give one candidate (or the reference); ``warm_up``
+    starts the measuring process at once (rather than on the first candidate);
+    ``max_memory_mb`` caps the measuring process's address space (as
+    ``LocalRunner(max_memory_mb=)``).
     """
 
     def __init__(self, key: str, host: str = "127.0.0.1", port: int = 0, secret: bytes | None = None,
@@ -292,41 +306,44 @@ class DeviceServer:
 
     # --- the work
 
-    def prepare_reference(self, ref_digest: str, arg_info: tuple, target: str, seed: int, timeout: float):
+    def _limit(self, seconds: float) -> float:
+        """A client's timeout as this server grants it: at most ``max_timeout``, at least 0.1 s."""
+        return max(min(seconds, self.max_timeout), 0.1)
+
+    def prepare_reference(self, ref_digest: str, arg_info: tuple, target: str, timing: TimingOptions):
         path = self.store.get(ref_digest)
         if path is None:
             return (False, "the reference library was not uploaded")
-        cache_key = (ref_digest, arg_info, target, seed)
+        cache_key = (ref_digest, arg_info, target, timing.seed)
         done = self._references.get(cache_key)
         if done is not None and os.path.exists(done):
             return (True, "")
         with self._measure_lock:
-            out = self._pool.map(child.prepare_reference_outputs, [(path, arg_info, seed, target)],
-                                 timeout=max(timeout, 0.1))[0]
+            out = self._pool.map(child.prepare_reference_outputs, [(path, arg_info, timing.seed, target)],
+                                 timeout=self._limit(timing.reference_limit_s))[0]
         if out.status != "ok":
             return (False, f"running the reference failed: {out.status} {self._for_client(out)}")
         self._references[cache_key] = out.value
         return (True, "")
 
-    def measure(self, lib_digest: str, ref_digest: str, arg_info: tuple, target: str, opts: dict,
-                timeout: float):
+    def measure(self, lib_digest: str, ref_digest: str, arg_info: tuple, target: str, timing: TimingOptions):
         path = self.store.get(lib_digest)
         if path is None:
             return ((), int(MeasureErrorNo.RUNTIME_DEVICE), "the library was not uploaded")
         ref_outputs = None
-        if ref_digest:
-            ref_outputs = self._references.get((ref_digest, arg_info, target, opts["seed"]))
+        if ref_digest and timing.check_correctness:
+            ref_outputs = self._references.get((ref_digest, arg_info, target, timing.seed))
             if ref_outputs is None or not os.path.exists(ref_outputs):
                 return ((), int(MeasureErrorNo.RUNTIME_DEVICE), "the reference was not prepared")
-        timeout = max(timeout, 0.1)
+        timeout = self._limit(timing.timeout)
         with self._measure_lock:
-            out = self._pool.map(child.run_library, [(path, arg_info, target, dict(opts, ref_outputs=ref_outputs))],
+            out = self._pool.map(child.run_library, [(path, arg_info, target, timing, ref_outputs)],
                                  timeout=timeout)[0]
         if out.status == "ok":
             costs, err, msg = out.value
             return (tuple(float(c) for c in costs), int(err), str(msg))
         if out.status == "timeout":
-            return ((), int(MeasureErrorNo.RUN_TIMEOUT), f"run took more than {timeout} s and was killed")
+            return ((), int(MeasureErrorNo.RUN_TIMEOUT), f"run took more than {timeout:g} s and was killed")
         if out.status == "died":
             return ((), int(MeasureErrorNo.RUNTIME_DEVICE), f"the run process died ({signal_name(out.value)})")
         return ((), int(MeasureErrorNo.RUNTIME_DEVICE), self._for_client(out))
