@@ -200,9 +200,7 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
     # ---- GPU hook (owned by the CUDA backend): kernels, launch indices, shared memory, barriers ----
     if target is not None and str(target).split()[0] == "cuda":
         from .passes.gpu_lower import lower_for_gpu
-        db = {buffers[t].name for st in sch.stages if getattr(st, "double_buffered", False)
-              for t in st.op.outputs if t in buffers}
-        body = lower_for_gpu(body, params, name, double_buffered=db, print_ir=print_ir)
+        body = lower_for_gpu(body, params, name, print_ir=print_ir)
     # ---- end of GPU hook ----
     func = PrimFunc(name, tuple(params), body, (("lower_time", time.perf_counter() - t0),))
     return func

@@ -13,6 +13,12 @@ a *cross-thread reduction*: its initialisation and its reduction loops are wrapp
 comma-separated). Later passes keep everything that belongs to the reduction inside that scope
 (loop partitioning splits loops in place), and ``gpu_thread_reduce`` turns the scope into a
 per-thread fold, one all-reduce and one write.
+
+The buffer of a stage marked with ``double_buffer()`` that is attached at a loop running more than
+once is allocated inside ``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))``; the
+GPU pass ``gpu_double_buffer`` gives it two copies (a loop that runs once has no next tile to
+overlap with, so no mark). The mark is part of the lowered function, so ``build(lower(...))``
+keeps it.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, If
 from ..te.tensor import ComputeOp, PlaceholderOp
 
 CROSS_THREAD_REDUCTION = "cross_thread_reduction"
+DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
 _LAUNCH_PREFIXES = ("threadIdx.", "blockIdx.")
 
 
@@ -97,10 +104,13 @@ class NestBuilder:
             parts = []
             for x in inner:
                 parts.append(self.stage_nest(x))
-                allocs.extend(self.buffers[t] for t in x.op.outputs if t not in self.args)
+                db = x.double_buffered and not _runs_once(info.extent[iv])
+                allocs.extend((self.buffers[t], db) for t in x.op.outputs if t not in self.args)
             body = seq(*parts, body)
-            for b in reversed(allocs):
+            for b, db in reversed(allocs):
                 body = Allocate(b, body)
+                if db:
+                    body = AttrStmt(DOUBLE_BUFFER_SCOPE, b.name, 1, body)
         attr = st.iter_var_attrs.get(iv)
         kind, tag, ann = ForKind.SERIAL, "", ()
         if attr is not None:
@@ -179,6 +189,11 @@ class NestBuilder:
                     tag = attr.bind.thread_tag
             body = For(fresh[iv.var], convert(0), info.extent[iv], kind, body, tag)
         return body
+
+
+def _runs_once(extent) -> bool:
+    e = simplify(extent)
+    return isinstance(e, Const) and e.value == 1
 
 
 def _launch_bound_reduce_tags(st, leaves) -> list:
