@@ -17,6 +17,8 @@ from tilecraft.ir.stmt import Allocate, AttrStmt
 from tilecraft.schedule.passes.gpu_kernels import GPULoweringError
 from tilecraft.schedule.passes.gpu_lower import kernels_of
 
+from .test_cuda_ops import gpu_available
+
 pytestmark = pytest.mark.cuda
 
 SHAPE = dict(block=(16, 16), threads=(4, 4), vthreads=(1, 1), k_tile=8)
@@ -60,6 +62,15 @@ def test_build_of_a_function_lowered_without_target_keeps_double_buffering(rng):
     c = np.full((32, 32), np.nan, "float32")
     emulate(late, [a, b, c])
     np.testing.assert_allclose(c, a.astype("float64") @ b, rtol=1e-5, atol=1e-5)
+    if gpu_available() is None:       # and on a GPU: tc.build of the function lowered without target
+        from tilecraft.runtime import cuda_ndarray
+        s, args = cs.matmul(32, 32, 32, double_buffer=True, **SHAPE)
+        mod = tilecraft.build(tilecraft.lower(s, args), target="cuda")
+        assert "float AT[256];" in mod.get_source() and "float B_shared[256];" in mod.get_source()
+        dev = tilecraft.cuda(0)
+        d = [cuda_ndarray.array(x, dev) for x in (a, b, np.full((32, 32), np.nan, "float32"))]
+        mod(*d)
+        np.testing.assert_allclose(d[2].numpy(), c, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("K", [8, 5])
