@@ -1,6 +1,7 @@
 """Shared test machinery.
 
 * ``--update-golden`` rewrites the golden files under ``tests/golden/`` instead of comparing.
+* ``--fuzz-cases N`` runs N random cases per program in the CPU fuzzers (a big run).
 * ``rng``: a fresh random generator per test. Its seed is printed (shown when the test fails);
   set ``TILECRAFT_TEST_SEED`` to replay a failure.
 * ``rand(shape, dtype, low, high)``: random arrays from ``rng``.
@@ -9,7 +10,10 @@
   poisoned first (two different sentinels: NaN/1e30 for floats, two integers, False/True),
   require both runs to agree, and compare each output with the reference interpreter and, when
   given, with a hand-written numpy result; the build without checks (what users run) is run
-  once and compared with the interpreter too.
+  once and compared with the interpreter too. Before that, when the loop nest is small
+  (``PASS_CHECK_BUDGET`` loop iterations; ``passes=True`` always), it runs the lowered-IR
+  interpreter after every pass of ``lower()`` and fails with "wrong after <pass>" and the IR
+  before and after that pass (``check_passes``).
 """
 from __future__ import annotations
 
@@ -19,13 +23,20 @@ import pathlib
 import numpy as np
 import pytest
 
+from tilecraft.testing import INT_SENTINEL, poison, random_array  # noqa: F401 -- the suite's helpers
+
 GOLDEN_DIR = pathlib.Path(__file__).parent / "golden"
-INT_SENTINEL = 0x5A   # fits every integer dtype, unlikely as a result
+# check_llvm runs the lowered-IR interpreter after every pass when the loop nest runs at most
+# this many iterations (about a microsecond each, per pass)
+PASS_CHECK_BUDGET = 20_000
 
 
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true", default=False,
                      help="rewrite tests/golden/*.txt from the current output instead of comparing")
+    parser.addoption("--fuzz-cases", type=int, default=None, metavar="N",
+                     help="random cases per program in the CPU fuzzers (test_schedule_fuzz.py, "
+                          "test_expr_fuzz.py) instead of their default slice")
 
 
 @pytest.fixture
@@ -61,42 +72,26 @@ def golden(request):
     return check
 
 
-def poison(shape, dtype, variant: int = 0) -> np.ndarray:
-    """An output buffer filled with a sentinel (variant 0: NaN / 0x5A / False, variant 1:
-    1e30 / 0x25 / True). A run on each variant that gives the same result has written every
-    element."""
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return np.full(shape, (np.nan, 1e30 if dtype.itemsize > 2 else 6e4)[variant], dtype)
-    if dtype.kind == "b":
-        return np.full(shape, bool(variant), dtype)
-    return np.full(shape, (INT_SENTINEL, 0x25)[variant], dtype)
-
-
-def random_array(rng, shape, dtype, low=-1.0, high=1.0) -> np.ndarray:
-    """Random values that are never all zeros: floats in [low, high), ints in [low, high]."""
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return rng.uniform(low, high, size=shape).astype(dtype)
-    if dtype.kind == "b":
-        return rng.integers(0, 2, size=shape).astype(bool)
-    return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
-
-
-def run_llvm(s, args, inputs: dict, name="f", scalars=None):
-    """Build ``s`` for ``llvm`` twice, bounds-checked (``tir.instrument_bound_checkers``: an
-    out-of-bounds access raises ``KernelIndexError``) and as users build it. The checked build
-    runs on both poisons, which must agree exactly; the plain one on the first poison. Returns
-    ``({output tensor: array} of the checked build, the same of the plain build)`` for every
-    argument that is not an input."""
+def run_llvm(s, args, inputs: dict, name="f", scalars=None, lowered=None):
+    """Build ``s`` for ``llvm`` (or the already ``lowered`` function) twice, bounds-checked
+    (``tir.instrument_bound_checkers``: an out-of-bounds access raises ``KernelIndexError``) and
+    as users build it. The checked build runs on both poisons, which must agree exactly; the plain
+    one on the first poison. Returns ``({output tensor: array} of the checked build, the same of
+    the plain build)`` for every argument that is not an input."""
     import tilecraft
     from tilecraft.interp import evaluate
     from tilecraft.ir.expr import Var
 
     scalars = scalars or {}
+
+    def build():
+        if lowered is not None:
+            return tilecraft.build(lowered, target="llvm")
+        return tilecraft.build(s, args, target="llvm", name=name)
+
     with tilecraft.transform.PassContext(config={"tir.instrument_bound_checkers": True}):
-        checked = tilecraft.build(s, args, target="llvm", name=name)
-    plain = tilecraft.build(s, args, target="llvm", name=name)
+        checked = build()
+    plain = build()
     outs = [a for a in args if not isinstance(a, Var) and a not in inputs]
     shapes = evaluate(outs, {**inputs, **scalars})
     results = []
@@ -119,19 +114,49 @@ def run_llvm(s, args, inputs: dict, name="f", scalars=None):
     return results[0], results[2]
 
 
+def check_passes(s, args, inputs: dict, reference: dict, scalars=None, rtol=1e-5, atol=1e-5,
+                 budget=PASS_CHECK_BUDGET, name="f"):
+    """Lower ``s`` for ``llvm`` and run the lowered-IR interpreter after every pass on
+    ``inputs``, comparing each output with ``reference`` ({tensor: array}); a pass whose output
+    differs fails the test as "wrong after <pass>" with the IR before and after it. Returns the
+    lowered function and the checker (``checker.checked``: the passes run; ``checker.stopped``:
+    why it stopped early, when the first run needed more than ``budget`` iterations)."""
+    import tilecraft
+    from tilecraft.interp_lowered import PassChecker
+    from tilecraft.ir.expr import Var
+
+    tensors = [a for a in args if not isinstance(a, Var)]
+    arrays = [inputs.get(t) for t in tensors]
+    expected = {k: reference[t] for k, t in enumerate(tensors) if t not in inputs}
+    checker = PassChecker(arrays, expected, scalars=scalars, rtol=rtol, atol=atol, budget=budget)
+    func = tilecraft.lower(s, args, name=name, target="llvm", after_pass=checker)
+    return func, checker
+
+
 @pytest.fixture
 def check_llvm():
-    """``check_llvm(s, args, inputs, expected={T: numpy_result}, rtol=, atol=)``: build, run on
-    poisoned outputs, compare every output with the interpreter and with ``expected``."""
+    """``check_llvm(s, args, inputs, expected={T: numpy_result}, rtol=, atol=, passes="auto")``:
+    check every pass with the lowered-IR interpreter (``passes``: "auto" for small loop nests,
+    True always, False never), build, run on poisoned outputs, compare every output with the
+    interpreter and with ``expected``."""
     from tilecraft.interp import evaluate
+    from tilecraft.ir.expr import Var
 
-    def check(s, args, inputs, expected=None, rtol=1e-5, atol=1e-5, scalars=None, name="f"):
-        got, plain = run_llvm(s, args, inputs, name=name, scalars=scalars)
-        outs = list(got)
+    def check(s, args, inputs, expected=None, rtol=1e-5, atol=1e-5, scalars=None, name="f",
+              passes="auto"):
+        outs = [a for a in args if not isinstance(a, Var) and a not in inputs]
         ref = dict(zip(outs, evaluate(outs, {**inputs, **(scalars or {})})))
+        lowered = None
+        if passes:
+            lowered, _ = check_passes(s, args, inputs, ref, scalars=scalars, rtol=rtol, atol=atol,
+                                      name=name, budget=PASS_CHECK_BUDGET if passes == "auto" else None)
+        got, plain = run_llvm(s, args, inputs, name=name, scalars=scalars, lowered=lowered)
         for t in outs:
             np.testing.assert_allclose(got[t], ref[t], rtol=rtol, atol=atol, equal_nan=False,
                                        err_msg=f"compiled '{t.name}' differs from the interpreter")
+            np.testing.assert_allclose(plain[t], ref[t], rtol=rtol, atol=atol, equal_nan=False,
+                                       err_msg=f"compiled '{t.name}' (without bound checks) differs "
+                                               f"from the interpreter")
             np.testing.assert_allclose(plain[t], ref[t], rtol=rtol, atol=atol, equal_nan=False,
                                        err_msg=f"compiled '{t.name}' (without bound checks) differs "
                                                f"from the interpreter")

@@ -13,6 +13,7 @@ EXAMPLES = [ROOT / "examples" / name for name in
 ARGS = {"matmul_cpu.py": ["256"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(script, tmp_path):
     args = ARGS.get(script.name, [str(tmp_path)] if script.name.startswith("export_") else [])

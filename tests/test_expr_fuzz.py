@@ -38,8 +38,16 @@ def random_expr(rng, X, Y, D, i, depth):
     return te.abs(a)
 
 
+def pytest_generate_tests(metafunc):
+    """``case``: CASES integer and CASES // 2 float expressions, or ``--fuzz-cases`` of each."""
+    if "case" in metafunc.fixturenames:
+        n = metafunc.config.getoption("--fuzz-cases")
+        if n is None:
+            n = CASES if metafunc.function.__name__ == "test_random_integer_expression" else CASES // 2
+        metafunc.parametrize("case", range(n))
+
+
 @pytest.mark.parametrize("vectorized", [False, True], ids=["scalar", "vector"])
-@pytest.mark.parametrize("case", range(CASES))
 def test_random_integer_expression(case, vectorized, rng, check_llvm):
     X = te.placeholder((SIZE,), dtype="int32", name="X")
     Y = te.placeholder((SIZE,), dtype="int32", name="Y")
@@ -89,7 +97,6 @@ def random_float_expr(rng, X, Y, i, depth):
 
 
 @pytest.mark.parametrize("vectorized", [False, True], ids=["scalar", "vector"])
-@pytest.mark.parametrize("case", range(CASES // 2))
 def test_random_float_expression(case, vectorized, rng, check_llvm):
     X = te.placeholder((SIZE,), name="X")
     Y = te.placeholder((SIZE,), name="Y")

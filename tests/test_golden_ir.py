@@ -2,7 +2,11 @@
 
 A difference fails the test and shows both texts; when a change is intended, refresh the files
 with ``python3 -m pytest tests/test_golden_ir.py --update-golden`` and review the diff.
+``GOLDEN`` (name → a function returning ``(schedule, args)``) is also run by
+``tests/test_interp_lowered.py``, which checks that these loop nests compute the right thing.
 """
+import pytest
+
 import tilecraft as tc
 from tilecraft import te
 
@@ -13,7 +17,7 @@ def printed(s, args) -> str:
     return str(tc.lower(s, args, simple_mode=True))
 
 
-def test_vadd_split_parallel_vectorize(golden):
+def vadd_split_parallel_vectorize():
     n = te.var("n")
     A = te.placeholder((n,), name="A")
     B = te.placeholder((n,), name="B")
@@ -22,37 +26,36 @@ def test_vadd_split_parallel_vectorize(golden):
     xo, xi = s[C].split(C.op.axis[0], factor=64)
     s[C].parallel(xo)
     s[C].vectorize(xi)
-    golden("vadd_split_parallel_vectorize", printed(s, [A, B, C]))
+    return s, [A, B, C]
 
 
-def test_matmul_blocked(golden):
-    s, args = blocked_matmul(64, 64, 64)
-    golden("matmul_blocked", printed(s, args))
+def matmul_blocked():
+    return blocked_matmul(64, 64, 64)
 
 
-def test_softmax_compute_at(golden):
+def softmax_compute_at():
     s, A, out = softmax(16, 32)
-    golden("softmax_compute_at", printed(s, [A, out]))
+    return s, [A, out]
 
 
-def test_conv2d_pad_inlined(golden):
+def conv2d_pad_inlined():
     A, Wt, Apad, Out = conv2d_nchw(1, 2, 8, 8, 2, 3, stride=2, pad=1)
     s = te.create_schedule(Out.op)
     s[Apad].compute_inline()
-    golden("conv2d_pad_inlined", printed(s, [A, Wt, Out]))
+    return s, [A, Wt, Out]
 
 
-def test_cache_read_storage_align_pragma(golden):
+def cache_read_storage_align_pragma():
     A = te.placeholder((24, 30), name="A")
     B = te.compute((24, 30), lambda i, j: A[i, j] * 3.0, name="B")
     s = te.create_schedule(B.op)
     AA = s.cache_read(A, "global", [B])
     s[AA].storage_align(AA.op.axis[0], 16, 1)
     s[B].pragma(B.op.axis[0], "auto_unroll_max_step", 16)
-    golden("cache_read_storage_align_pragma", printed(s, [A, B]))
+    return s, [A, B]
 
 
-def test_rfactor_parallel(golden):
+def rfactor_parallel():
     A = te.placeholder((1024,), name="A")
     k = te.reduce_axis((0, 1024), name="k")
     S = te.compute((1,), lambda _: te.sum(A[k], axis=k), name="S")
@@ -60,26 +63,38 @@ def test_rfactor_parallel(golden):
     ko, ki = s[S].split(k, nparts=8)
     SF = s.rfactor(S, ko)
     s[SF].parallel(SF.op.axis[0])
-    golden("rfactor_parallel", printed(s, [A, S]))
+    return s, [A, S]
 
 
-def test_split_tail_fuse_reorder_unroll(golden):
+def split_tail_fuse_reorder_unroll():
     A = te.placeholder((10, 7), name="A")
     B = te.compute((10, 7), lambda i, j: A[i, j] + 1.0, name="B")
     s = te.create_schedule(B.op)
     i, j = B.op.axis
     jo, ji = s[B].split(j, factor=3)
     s[B].reorder(jo, i, ji)
-    f = s[B].fuse(jo, i)
+    s[B].fuse(jo, i)
     s[B].unroll(ji)
-    golden("split_tail_fuse_reorder_unroll", printed(s, [A, B]))
+    return s, [A, B]
 
 
-def test_pragma_auto_unroll_unrolls_small_inner_loops(golden):
+def pragma_auto_unroll():
     """Loops inside the pragma whose whole subtree has at most 4 iterations become copies."""
     A = te.placeholder((4, 12), name="A")
     B = te.compute((4, 12), lambda i, j: A[i, j] * 3.0, name="B")
     s = te.create_schedule(B.op)
     jo, ji = s[B].split(B.op.axis[1], factor=4)
     s[B].pragma(B.op.axis[0], "auto_unroll_max_step", 4)
-    golden("pragma_auto_unroll", printed(s, [A, B]))
+    return s, [A, B]
+
+
+GOLDEN = {f.__name__: f for f in (
+    vadd_split_parallel_vectorize, matmul_blocked, softmax_compute_at, conv2d_pad_inlined,
+    cache_read_storage_align_pragma, rfactor_parallel, split_tail_fuse_reorder_unroll,
+    pragma_auto_unroll)}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_printed_loop_nest_matches_golden_file(name, golden):
+    s, args = GOLDEN[name]()
+    golden(name, printed(s, args))

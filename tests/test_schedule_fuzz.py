@@ -5,8 +5,10 @@ adjacent axes, reorder, then vectorize/unroll/parallel annotations) for the cons
 sometimes a write cache attached at one of its loops or an rfactor of one of its reduction
 loops (partials maybe in parallel, maybe attached), a random placement for the producer
 (root, inline, or compute_at at any loop of the consumer or of its cache), sometimes a read
-cache (maybe storage-aligned) of the producer's input attached inside the producer, builds it for the CPU and checks every output. A failure prints the schedule as Python
-and the seed that replays it.
+cache (maybe storage-aligned) of the producer's input attached inside the producer. Each case
+runs the lowered-IR interpreter after every pass of ``lower()`` (a wrong pass fails as "wrong
+after <pass>"), then builds it for the CPU and checks every output. A failure prints the
+schedule as Python and the seed that replays it (``TILECRAFT_TEST_SEED``).
 """
 import numpy as np
 import pytest
@@ -15,7 +17,8 @@ import tilecraft as tc
 from tilecraft import te
 from tilecraft.ir.expr import Const, IterKind
 
-CASES = 14
+CASES = 14       # per program (--fuzz-cases N for more); the first FAST_CASES are in the inner loop
+FAST_CASES = 4
 
 
 def stencil():
@@ -129,13 +132,19 @@ def random_schedule(rng, make):
     return s, inputs, C
 
 
+def pytest_generate_tests(metafunc):
+    if metafunc.function.__name__ == "test_random_schedule":
+        n = metafunc.config.getoption("--fuzz-cases") or CASES
+        metafunc.parametrize("case", [pytest.param(k, marks=[pytest.mark.slow] if k >= FAST_CASES else [])
+                                      for k in range(n)])
+
+
 @pytest.mark.parametrize("make", [stencil, matmul, reduce_producer, symbolic, conv], ids=lambda f: f.__name__)
-@pytest.mark.parametrize("case", range(CASES))
 def test_random_schedule(make, case, rng, check_llvm):
     s, inputs, C = random_schedule(rng, make)
     feed = {t: rng.uniform(-1, 1, size=[getattr(d, "value", 13) for d in t.shape]).astype("float32")
             for t in inputs}
     try:
-        check_llvm(s, inputs + [C], feed, rtol=1e-5, atol=1e-5)
+        check_llvm(s, inputs + [C], feed, rtol=1e-5, atol=1e-5, passes=True)   # every pass, every case
     except AssertionError as e:
         raise AssertionError(f"schedule:\n{s.to_python()}\n{tc.lower(s, inputs + [C], simple_mode=True)}\n{e}") from None

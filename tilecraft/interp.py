@@ -211,13 +211,22 @@ def _erf(x):
     return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x
 
 
+def _fma(a, b, c):
+    # one rounding, as fmaf: a float32 product is exact in float64
+    a = np.asarray(a)
+    if a.dtype.itemsize <= 4:
+        return (a.astype(np.float64) * b + c).astype(a.dtype)
+    return a * b + c
+
+
+# float16 calls compute in float32 and round once (``Call``), as the LLVM and CUDA backends do
 _CALLS = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
     "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh,
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": _erf,
     "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
     "sin": np.sin, "cos": np.cos, "fabs": np.abs, "pow": np.power,
-    "fma": lambda a, b, c: a * b + c,
+    "fma": _fma, "isnan": np.isnan,
 }
 
 
@@ -274,7 +283,10 @@ class _Eval:
         fn = _CALLS.get(e.name)
         if fn is None:
             raise InterpError(f"the interpreter does not know the intrinsic '{e.name}'")
-        return np.asarray(fn(*[self.ev(a, mask) for a in e.args]), dtype=_np(e.dtype))
+        args = [self.ev(a, mask) for a in e.args]
+        if any(a.dtype == np.float16 for a in args):
+            args = [a.astype(np.float32) for a in args]
+        return np.asarray(fn(*args), dtype=_np(e.dtype))
 
     def Let(self, e, mask):
         inner = _Eval({**self.env, e.var: self.ev(e.value, mask)}, self.values, self.stage)

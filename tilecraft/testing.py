@@ -1,6 +1,8 @@
 """Test helpers: ``tilecraft.testing.assert_allclose(actual, desired, rtol, atol)``.
 
 Accepts NDArrays, numpy arrays and anything ``np.asarray`` takes, and reports the worst element.
+``poison(shape, dtype, variant)`` makes an output buffer no correct kernel leaves as it is, and
+``random_array(rng, shape, dtype)`` inputs that are never all zeros (the test suite's habits).
 
 >>> import numpy as np
 >>> assert_allclose(np.ones(3), [1.0, 1.0, 1.0 + 1e-9])
@@ -28,3 +30,34 @@ def assert_allclose(actual, desired, rtol: float = 1e-7, atol: float = 1e-7) -> 
 def assert_array_equal(actual, desired) -> None:
     """Exact comparison, for integer and bool results."""
     np.testing.assert_array_equal(_as_numpy(actual), _as_numpy(desired))
+
+
+INT_SENTINEL = 0x5A   # fits every integer dtype, unlikely as a result
+
+
+def poison(shape, dtype, variant: int = 0) -> np.ndarray:
+    """An output buffer filled with a sentinel (variant 0: NaN / 0x5A / False, variant 1:
+    1e30 / 0x25 / True). A run on each variant that gives the same result has written every
+    element.
+
+    >>> c = poison((4,), "float32"); f(a, b, c)
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.full(shape, (np.nan, 1e30 if dtype.itemsize > 2 else 6e4)[variant], dtype)
+    if dtype.kind == "b":
+        return np.full(shape, bool(variant), dtype)
+    return np.full(shape, (INT_SENTINEL, 0x25)[variant], dtype)
+
+
+def random_array(rng, shape, dtype, low=-1.0, high=1.0) -> np.ndarray:
+    """Random values that are never all zeros: floats in [low, high), ints in [low, high].
+
+    >>> a = random_array(np.random.default_rng(0), (3, 4), "int8", -5, 5)
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return rng.uniform(low, high, size=shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)

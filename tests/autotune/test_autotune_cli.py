@@ -20,14 +20,6 @@ REAL = os.path.join(HERE, "autotune_real_templates.py")
 QUICK = ["--tuner", "random", "--quiet", "--number", "1", "--repeat", "1"]
 
 
-def core_works():
-    from test_autotune_real import _core_works
-    return _core_works()
-
-
-needs_core = pytest.mark.skipif(not core_works(), reason="the compiler core cannot build yet")
-
-
 def fake_log(tmp_path, n=20):
     log = tmp_path / "t.jsonl"
     task = autotune.task.create("test/fake_matmul", args=(64, 64, 64), target="llvm")
@@ -189,7 +181,7 @@ def test_every_option_has_help():
 
 # -- tune: real runs --------------------------------------------------------------------------
 
-@needs_core
+@pytest.mark.slow
 def test_tune_default_log_resume_and_already_tuned(tmp_path):
     args = ["tune", "test/real_matmul", "16", "--module", REAL, "--trials", "3", "--no-verdict"] + QUICK
     p = run_tilecraft(*args, cwd=tmp_path)
@@ -235,7 +227,7 @@ def test_tune_says_already_tuned_when_the_log_ends_with_early_stopping_trials(tm
     assert 8 <= len(autotune.record.load_from_file(log)) <= 10        # 6 logged + batches up to 8 in all
 
 
-@needs_core
+@pytest.mark.slow
 def test_tune_duplicate_records_do_not_count_toward_trials(tmp_path):
     log = tmp_path / "dup.jsonl"
     args = ["tune", "test/real_matmul", "16", "--module", REAL, "--log", log, "--no-verdict"] + QUICK
@@ -248,7 +240,7 @@ def test_tune_duplicate_records_do_not_count_toward_trials(tmp_path):
     assert len({inp.config.index for inp, _ in autotune.record.load_from_file(log)}) == 4
 
 
-@needs_core
+@pytest.mark.slow
 def test_tune_prints_a_verdict_beside_numpy(tmp_path):
     p = run_tilecraft("tune", "matmul", "32", "32", "32", "float32", "--trials", "2", *QUICK, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
@@ -260,7 +252,7 @@ def test_tune_prints_a_verdict_beside_numpy(tmp_path):
     assert "next: tilecraft export tuning_logs/matmul_32_32_32_float32.jsonl" in p.stdout
 
 
-@needs_core
+@pytest.mark.slow
 def test_verdict_checks_the_tuned_operator_against_numpy():
     import tilecraft.topi.matmul  # noqa: F401
     from tilecraft.cli_tune import compare_with_numpy
@@ -270,7 +262,7 @@ def test_verdict_checks_the_tuned_operator_against_numpy():
     assert m["max_error"] < 1e-5 and m["tilecraft"] > 0 and m["numpy"] > 0
 
 
-@needs_core
+@pytest.mark.slow
 def test_ctrl_c_is_one_line_and_the_log_resumes(tmp_path):
     log = tmp_path / "t.jsonl"
     p = popen_tilecraft("tune", "test/real_matmul", "64", "--module", REAL, "--log", log, "--trials", "400",
@@ -288,7 +280,7 @@ def test_ctrl_c_is_one_line_and_the_log_resumes(tmp_path):
     assert n >= 2
 
 
-@needs_core
+@pytest.mark.slow
 def test_export_builds_the_best_config_as_a_library(tmp_path, capsys):
     import numpy as np
     import tilecraft
@@ -309,7 +301,7 @@ def test_export_builds_the_best_config_as_a_library(tmp_path, capsys):
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
 
 
-@needs_core
+@pytest.mark.slow
 def test_export_uses_the_best_valid_record_and_its_gflops(tmp_path):
     """A stale record (another template version) 100x faster than the rest, and a record with
     an implausible cost: export skips both and writes the best valid one with its GFLOP/s."""

@@ -11,6 +11,7 @@ from tilecraft.autotune.tuner import GridSearchTuner
 import autotune_fakes as fk
 
 
+@pytest.mark.slow
 def test_pool_reports_ok_error_timeout_and_death():
     pool = WorkerPool(2)
     try:
@@ -21,6 +22,7 @@ def test_pool_reports_ok_error_timeout_and_death():
     assert outs[0].value == "fine" and "boom" in outs[1].value and outs[3].value == -11
 
 
+@pytest.mark.slow
 def test_tuning_survives_segfaults_hangs_and_wrong_answers(tmp_path):
     task = autotune.task.create("test/fake_matmul", args=(8, 4, 2), target="llvm")
     builder = autotune.LocalBuilder(n_parallel=2, timeout=5, build_func=fk.fake_build_func, build_reference=False)
@@ -44,6 +46,7 @@ def test_tuning_survives_segfaults_hangs_and_wrong_answers(tmp_path):
     assert tuner.best_config.index == 0
 
 
+@pytest.mark.slow
 def test_builder_timeouts_and_crashes_are_recorded():
     task = autotune.task.create("test/fake_matmul", args=(8, 4, 2), target="llvm")
     for func, kind, text in ((fk.hanging_build_func, E.BUILD_TIMEOUT, "killed"),

@@ -155,11 +155,51 @@ def test_xgb_tuner_real_model_beats_random_on_synthetic_task(task):
     assert results["xgb"] >= results["random"]
 
 
-def test_diversity_filter(task):
-    model = fk.FakeCostModel(task)
-    tuner = XGBTuner(task, plan_size=16, cost_model=model, diversity_filter_ratio=2, seed=0)
-    tuner.tune(n_trial=40, measure_option=fk.fake_option())
-    assert len(tuner.visited) == 40
+class _FixedOptimizer:
+    """Proposes configs in a fixed order of preference (a stand-in for simulated annealing)."""
+
+    def __init__(self, ranked):
+        self.ranked, self.asked = ranked, []
+
+    def find_maximums(self, model, num, exclusive):
+        self.asked.append(num)
+        return [c for c in self.ranked if c not in exclusive][:num]
+
+
+def _knob_coverage(space, configs) -> int:
+    """How many distinct values of each knob the configs use, summed over the knobs."""
+    knobs = [space.point2knob(c) for c in configs]
+    return sum(len({k[i] for k in knobs}) for i in range(len(knobs[0])))
+
+
+def test_diversity_filter_picks_a_more_varied_plan_than_the_top_candidates(task):
+    """The model's 8 favourites differ only in tile_k and unroll; the next 8 differ in every knob.
+    Without the filter the plan is the 8 favourites; with ratio 2 the tuner asks for 16 and
+    picks 8 that cover more knob values, among them some of the varied ones."""
+    space = task.config_space
+    same_tiles = [space.knob2point([0, 0, k, u]) for k in range(4) for u in range(2)]
+    varied = [space.knob2point([k % 7, (k + 3) % 7, (k + 5) % 7, k % 2]) for k in range(1, 9)]
+    plans = {}
+    for ratio in (None, 2):
+        opt = _FixedOptimizer(same_tiles + varied)
+        tuner = XGBTuner(task, plan_size=8, cost_model=fk.FakeCostModel(task), optimizer=opt,
+                         diversity_filter_ratio=ratio, seed=0)
+        tuner.xs, tuner.ys = list(range(8)), [1.0] * 8
+        tuner.retrain()
+        assert opt.asked == [8 * (ratio or 1)]
+        plan = [c.index for c in tuner.next_batch(8)]
+        assert plan == tuner.trials and len(set(plan)) == 8          # the plan is what is measured
+        plans[ratio] = plan
+    assert plans[None] == same_tiles
+    assert set(plans[2]) <= set(same_tiles + varied) and set(plans[2]) & set(varied)
+    assert _knob_coverage(space, plans[2]) > _knob_coverage(space, plans[None]) == 1 + 1 + 4 + 2
+
+
+def test_diversity_filter_in_a_tuning_run(task):
+    option = fk.fake_option()
+    tuner = XGBTuner(task, plan_size=16, cost_model=fk.FakeCostModel(task), diversity_filter_ratio=2, seed=0)
+    tuner.tune(n_trial=40, measure_option=option)
+    assert len(tuner.visited) == 40 and len(set(option["runner"].ran)) == 40
 
 
 def test_load_history_resumes_without_remeasuring(task):

@@ -417,9 +417,11 @@ def test_bool_buffers_and_logic():
     body = loop(i, n, seq(st(R, i * 3, p_ & q_), st(R, i * 3 + 1, p_ | q_),
                           st(R, i * 3 + 2, Unary(UnOp.NOT, p_, "bool"))))
     mod = build_llvm(func("logic", (P, Q, R), body))
-    p, q, r = rand(n, "bool"), rand(n, "bool"), np.zeros(n * 3, bool)
-    mod(p, q, r)
-    np.testing.assert_array_equal(r.reshape(n, 3), np.stack([p & q, p | q, ~p], axis=1))
+    p, q = rand(n, "bool"), rand(n, "bool")
+    for fill in (False, True):      # an element left unwritten shows under one of the two
+        r = np.full(n * 3, fill)
+        mod(p, q, r)
+        np.testing.assert_array_equal(r.reshape(n, 3), np.stack([p & q, p | q, ~p], axis=1))
 
 
 def test_let_letstmt_attr_evaluate_if_else():

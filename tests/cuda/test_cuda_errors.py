@@ -198,3 +198,58 @@ def test_function_lowered_without_cuda_target_is_accepted():
     plain = generate_cuda(tilecraft.lower(s, args))          # TVM's tvm.build(tvm.lower(...), "cuda")
     s, args = cs.softmax(16, 1024)
     assert plain == generate_cuda(tilecraft.lower(s, args, target="cuda"))
+
+
+def _symbolic_nparts():
+    """C = (A + A) * 2 over a symbolic n split into 4 blocks of 128 threads: each thread's share
+    of the loop depends on n."""
+    n = te.var("n")
+    A = te.placeholder((n,), name="A")
+    P = te.compute((n,), lambda i: A[i] + A[i], name="P")
+    C = te.compute((n,), lambda i: P[i] * 2, name="C")
+    s = te.create_schedule(C.op)
+    b, r = s[C].split(C.op.axis[0], nparts=4)
+    t, _ = s[C].split(r, nparts=128)
+    s[C].bind(b, te.thread_axis("blockIdx.x"))
+    s[C].bind(t, te.thread_axis("threadIdx.x"))
+    return s, A, P, C, b, t
+
+
+def test_local_stage_of_symbolic_size():
+    # found by the GPU fuzzer: rendered as `float P[(n + 3) / 4 ...]`, which nvcc rejects
+    s, A, P, C, b, t = _symbolic_nparts()
+    s[P].compute_at(s[C], t)
+    with pytest.raises(GPULoweringError, match=r"kernel main_kernel: the local buffer 'P' has the size `.*n.*`, "
+                                               r"which is not a constant.*attached under \(compute_at\): split "
+                                               r"them with constant factors"):
+        tilecraft.lower(s, [A, C], target="cuda")
+
+
+def test_shared_stage_of_symbolic_size():
+    s, A, P, C, b, t = _symbolic_nparts()
+    AS = s.cache_read(A, "shared", [P])
+    s[P].compute_inline()
+    s[AS].compute_at(s[C], b)
+    with pytest.raises(GPULoweringError, match=r"the shared buffer 'A.shared' has the size `.*n.*`, which is not "
+                                               r"a constant.*Use constant split factors"):
+        tilecraft.lower(s, [A, C], target="cuda")
+
+
+def test_double_buffer_outside_any_loop():
+    # a shared tile attached at the block's own loop has no sequence of tiles to alternate
+    A = te.placeholder((64, 64), name="A")
+    C = te.compute((64, 64), lambda i, j: A[i, j] * 2, name="C")
+    s = te.create_schedule(C.op)
+    AS = s.cache_read(A, "shared", [C])
+    io, jo, ii, ji = s[C].tile(C.op.axis[0], C.op.axis[1], 8, 8)
+    s[C].bind(io, te.thread_axis("blockIdx.y"))
+    s[C].bind(jo, te.thread_axis("blockIdx.x"))
+    s[C].bind(ii, te.thread_axis("threadIdx.y"))
+    s[C].bind(ji, te.thread_axis("threadIdx.x"))
+    s[AS].compute_at(s[C], jo)
+    s[AS].bind(s[AS].op.axis[0], te.thread_axis("threadIdx.y"))
+    s[AS].bind(s[AS].op.axis[1], te.thread_axis("threadIdx.x"))
+    s[AS].double_buffer()
+    with pytest.raises(GPULoweringError, match=r"double_buffer on 'A.shared': the stage is not attached inside a "
+                                               r"loop of the kernel, so there is no next tile to overlap with"):
+        tilecraft.lower(s, [A, C], target="cuda")

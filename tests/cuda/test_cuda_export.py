@@ -187,6 +187,7 @@ def test_conv2d_schedule_split_over_input_channels():
         cs.conv2d_nchw(1, 8, 12, 12, 16, 3, 3, 1, k_split=3)
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_builder_writes_loadable_cuda_candidates(tmp_path):
     task = autotune.task.create("topi/matmul.cuda", args=(128, 128, 128, "float32"), target="cuda -arch=sm_90")

@@ -1,5 +1,6 @@
 """Common subexpression elimination and dead-code removal: printed results, and a differential
 test that runs random store sequences before and after through a tiny statement interpreter."""
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tilecraft.ir import (Allocate, Binary, BinOp, Buffer, BufferLoad, BufferStore, Call, Const,
@@ -188,6 +189,7 @@ stores = st.builds(lambda b, v, k: BufferStore(b, v, (k,)), st.sampled_from(BUFS
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.one_of(stores, stores.map(lambda s: SeqStmt((s, s)))), min_size=1, max_size=5),
        st.integers(-5, 5), st.integers(-5, 5))
+@pytest.mark.slow
 def test_cse_and_dce_preserve_memory(body, vi, vj):
     prog = SeqStmt(tuple(body)) if len(body) > 1 else body[0]
     results = []

@@ -5,6 +5,7 @@ Random int32 expressions over three variables are evaluated by a small reference
 truncmod truncate, int32 wraps) before and after simplification, at random points inside the
 variables' bounds, the bounds being passed to ``simplify``.
 """
+import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from tilecraft.ir import Binary, BinOp, Broadcast, Cast, Const, Ramp, Select, Unary, UnOp, Var
@@ -192,6 +193,7 @@ def _vectors(n=4):
         sub.map(lambda a: Unary(UnOp.NEG, a, vd))), max_leaves=5)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(_vectors(), bounded_env())
 def test_simplify_preserves_vector_lanes(e, be):

@@ -2,9 +2,12 @@
 import subprocess
 import sys
 
+import pytest
+
 from conftest import ROOT
 
 
+@pytest.mark.slow
 def test_rpc_pool_example_tunes_through_the_pool():
     r = subprocess.run([sys.executable, str(ROOT / "examples" / "rpc_pool.py"), "2"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)

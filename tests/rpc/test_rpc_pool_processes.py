@@ -51,6 +51,7 @@ def test_status_lists_servers_keys_and_queues(pool, capsys):
     assert out.count("llvm:rpctest") == 3
 
 
+@pytest.mark.slow
 def test_tilecraft_tune_measures_on_the_pool(pool, tmp_path, capsys):
     """`tilecraft tune --tracker ... --key ...`: builds here, measures on the pool's servers."""
     import json
@@ -84,6 +85,7 @@ def test_tilecraft_tune_tracker_errors_are_plain(pool, tmp_path, monkeypatch, ca
     assert not (tmp_path / "t.jsonl").exists()        # found before any work
 
 
+@pytest.mark.slow
 def test_runner_measures_real_kernels_and_checks_them_against_the_reference(pool, kernels):
     runner = _runner(pool, "llvm:rpctest")
     task, inputs, builds = measure_inputs(kernels, ["good", "wrong", "good", "hang"])
@@ -119,6 +121,7 @@ def _when_busy(pool, server_id, action):
     return t
 
 
+@pytest.mark.slow
 def test_a_frozen_server_times_out_is_dropped_and_registers_again_when_it_thaws(pool, kernels):
     (frozen, frozen_id), (_, other_id) = _servers(pool)
     runner = _runner(pool, "llvm:rpctest", n_parallel=1, min_repeat_ms=100, max_retries=1, timeout=1, slack=1)
@@ -138,6 +141,7 @@ def test_a_frozen_server_times_out_is_dropped_and_registers_again_when_it_thaws(
     _servers(pool)     # both back for the next test
 
 
+@pytest.mark.slow
 def test_a_server_killed_mid_queue_is_dropped_and_its_work_done_by_the_other(pool, kernels):
     (victim, victim_id), (_, survivor_id) = _servers(pool)
     runner = _runner(pool, "llvm:rpctest", n_parallel=1, min_repeat_ms=100, max_retries=2)

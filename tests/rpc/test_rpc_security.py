@@ -71,6 +71,7 @@ def test_a_client_refuses_a_server_that_does_not_know_the_secret():
     listener.close()
 
 
+@pytest.mark.slow
 def test_plain_rpyc_and_classic_clients_get_nothing(tracker, monkeypatch):
     monkeypatch.setattr(protocol, "HANDSHAKE_TIMEOUT", 0.5)
     for attempt in (lambda: rpyc.connect("127.0.0.1", tracker.port, config={"sync_request_timeout": 3}).root.status(),

@@ -52,6 +52,7 @@ def test_clients_are_served_in_the_order_they_asked(tracker):
     reg.close()
 
 
+@pytest.mark.slow
 def test_a_dead_session_or_silence_takes_a_server_out_and_a_dead_client_frees_its_lease(tracker):
     quiet, _ = _register(tracker, "llvm:a", 4001)
     gone, _ = _register(tracker, "llvm:b", 4002)
@@ -123,6 +124,7 @@ class HangingServer(DeviceServer):
         return super().measure(*args, **kw)
 
 
+@pytest.mark.slow
 def test_with_one_hung_server_and_no_retries_the_result_is_run_timeout(tracker, kernels):
     with HangingServer("llvm:hung", secret=SECRET, tracker=("127.0.0.1", tracker.port),
                        heartbeat_interval=0.1) as server:

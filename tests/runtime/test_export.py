@@ -74,10 +74,10 @@ def test_load_in_a_new_process(exported):
         c = np.full(777, np.nan, "float32")
         mod(a, b, c)
         x = rng.standard_normal((4, 8))
-        y, h = np.full((4, 8), np.nan), np.zeros((4, 8), "float16")
+        y, h = np.full((4, 8), np.nan), np.full((4, 8), np.nan, "float16")
         mod["scale"](x, y, h)
         p = rng.integers(-100, 100, 64).astype("int32"); q = rng.integers(1, 9, 64).astype("int32") * rng.choice([-1, 1], 64).astype("int32")
-        r = np.zeros(64, "int32")
+        r = np.full(64, 0x5A, "int32")
         mod["idiv"](p, q, r)
         try:
             mod(a, b, np.zeros(776, "float32"))

@@ -169,3 +169,27 @@ def test_vectorized_lazy_select_with_a_uniform_condition_stays_lazy(check_llvm, 
     j = np.arange(6)
     check_llvm(s, [A, X, C, D], {A: a, X: x},
                {C: p[:, :-1] + p[:, 1:] * a, D: np.where(j > 0, x // np.maximum(j, 1), 0).astype("int32")})
+
+
+def test_vectorized_guard_with_a_uniform_condition_stays_lazy(rand, check_llvm):
+    """``if_then_else(j < 7, A[i, j + 1], 0)`` vectorized over i: the guard is the same in every
+    lane and must still keep the load at j = 7 (one past A's end for the last row) from running.
+    The vectorizer once turned it into an eager select (found by the lowered-IR interpreter)."""
+    from tilecraft.interp_lowered import run as run_lowered
+    from tilecraft.ir import Select
+    A = te.placeholder((4, 8), name="A")
+    C = te.compute((4, 8), lambda i, j: te.if_then_else(j < 7, A[i, j + 1], 0.0), name="C")
+    s = te.create_schedule(C.op)
+    s[C].reorder(C.op.axis[1], C.op.axis[0])
+    s[C].vectorize(C.op.axis[0])
+    f = tc.lower(s, [A, C], target="llvm")
+    assert not [x for x in _loops(f) if x.kind is ForKind.VECTORIZED]       # it was vectorized
+    selects = []
+    post_order_visit(f.body, lambda n: selects.append(n) if isinstance(n, Select) else None)
+    assert selects and all(x.lazy for x in selects)
+    a = rand((4, 8))
+    expected = np.concatenate([a[:, 1:], np.zeros((4, 1), "float32")], axis=1)
+    c = np.full((4, 8), np.nan, "float32")
+    run_lowered(f, [a, c])                  # an eager select reads A[32]: out of bounds
+    np.testing.assert_array_equal(c, expected)
+    check_llvm(s, [A, C], {A: a}, expected={C: expected})

@@ -33,6 +33,17 @@ INFIX = {
 RAW_VECTOR = {4: "unsigned int", 8: "uint2", 16: "uint4"}
 
 
+def wide_access_bytes(buf, idx, lanes: int) -> int:
+    """The byte width of one wide access for a stride-1 Ramp index if it is provably aligned
+    (else 0: the lanes are accessed one by one). The emulator checks the proof at run time."""
+    if not isinstance(idx, Ramp) or not (isinstance(idx.stride, Const) and idx.stride.value == 1):
+        return 0
+    width = lanes * dt.nbytes(dt.element_of(buf.dtype))
+    if width not in RAW_VECTOR:
+        return 0
+    return width if known_multiple(idx.base) % lanes == 0 else 0
+
+
 class CStyleRenderer:
     """Renders statements and expressions of one function body as C."""
 
@@ -182,14 +193,7 @@ class CStyleRenderer:
             self.emit(d, f"{self.buf(s.buffer)}[{self.lane(idx, k)}] = {v};")
 
     def vector_access(self, buf, idx, lanes: int) -> int:
-        """The byte width of one wide access for a stride-1 Ramp index if it is provably aligned
-        (else 0)."""
-        if not isinstance(idx, Ramp) or not (isinstance(idx.stride, Const) and idx.stride.value == 1):
-            return 0
-        width = lanes * dt.nbytes(dt.element_of(buf.dtype))
-        if width not in RAW_VECTOR:
-            return 0
-        return width if known_multiple(idx.base) % lanes == 0 else 0
+        return wide_access_bytes(buf, idx, lanes)
 
     def hoist_vector_loads(self, e, lanes: int, d) -> dict:
         """Load each aligned vector BufferLoad in ``e`` once, widely, into a small array."""

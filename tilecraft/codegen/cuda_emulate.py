@@ -8,7 +8,15 @@ local buffers one per thread. While it runs it checks what a GPU would not:
 * every access lies inside its buffer (an out-of-bounds index raises ``EmulationError``);
 * no thread reads a shared element that another thread of its block wrote, or writes one that
   another thread read or wrote, since the last barrier (a missing ``__syncthreads()``);
-* every barrier is reached by all threads of the block (no barrier in divergent code).
+* no thread reads or writes a global element that a thread of another block wrote (or writes
+  one that a thread of another block read) during the same kernel, or that another thread of its
+  own block wrote (read) since the last barrier; and no store statement has several threads
+  writing different values to one element (``B[i] = B[i] + x`` run by every thread; the same
+  value stored by every thread, a stage computed redundantly, is harmless). Kernels of one
+  function run in order, so a kernel may read what an earlier one wrote;
+* every barrier is reached by all threads of the block (no barrier in divergent code);
+* every vector access the CUDA C makes 4, 8 or 16 bytes wide starts at a multiple of its width
+  (the renderer proves it from the index; a wrong proof is a misaligned-address fault on a GPU).
 
 It is the executable check of the GPU lowering on machines without a GPU, not a fast simulator:
 use small shapes.
@@ -17,16 +25,20 @@ use small shapes.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..ir import dtype as dt
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Ramp, Select, Unary,
                        UnOp, Var)
+from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt,
                        SeqStmt)
 from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
+from .cuda_cstyle import wide_access_bytes
 
 
 class EmulationError(RuntimeError):
@@ -46,11 +58,24 @@ _BIN = {
     BinOp.SHR: np.right_shift, BinOp.FLOORDIV: np.floor_divide, BinOp.FLOORMOD: np.mod,
 }
 
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x
+
+
+def _fma(a, b, c):
+    # one rounding, as fmaf: a float32 product is exact in float64
+    if a.dtype.itemsize <= 4:
+        return (a.astype(np.float64) * b + c).astype(a.dtype)
+    return a * b + c
+
+
+# the intrinsics of the CUDA backend (``cuda.MATH`` and ``sigmoid``); float16 computes in
+# float32 and rounds once, as the generated code does (``Call`` below)
 _MATH = {
     "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
-    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "floor": np.floor,
+    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "erf": _erf, "floor": np.floor,
     "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "sin": np.sin, "cos": np.cos,
-    "fabs": np.abs, "pow": np.power, "fma": lambda a, b, c: a * b + c, "isnan": np.isnan,
+    "fabs": np.abs, "pow": np.power, "fma": _fma, "isnan": np.isnan,
     "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
 }
 
@@ -72,9 +97,36 @@ class _Shared:
         self.reader.fill(-1)
 
 
+class _Global:
+    """Who touched each element of a global buffer that the kernel writes, for the race check.
+    Threads are lanes (``block * threads_per_block + thread``); -1 is nobody.
+
+    * ``writer``/``w_epoch``: the last thread that wrote the element, and its block's barrier
+      count then (a later access by another thread of that block is ordered only if the count
+      has moved on; one by another block never is); ``w_all``: that store was one statement of
+      several threads storing the same value (a stage computed redundantly by every thread),
+      so a thread of the block reading it back reads its own value;
+    * ``r_first``/``r_other``: the first thread that read it, and the first reader from a block
+      other than ``r_first``'s (so a write can name a reader of another block, exactly);
+    * ``r_cur``/``r_cur2``/``r_epoch``: up to two different threads that read it since the last
+      barrier of ``r_cur``'s block (a write by a third thread of that block names one of them).
+    """
+
+    def __init__(self, n: int):
+        self.writer = np.full(n, -1, np.int64)
+        self.w_epoch = np.zeros(n, np.int64)
+        self.w_all = np.zeros(n, bool)          # the last store was by several threads, one value
+        self.r_first = np.full(n, -1, np.int64)
+        self.r_other = np.full(n, -1, np.int64)
+        self.r_cur = np.full(n, -1, np.int64)
+        self.r_cur2 = np.full(n, -1, np.int64)
+        self.r_epoch = np.zeros(n, np.int64)
+
+
 class _Kernel:
-    def __init__(self, info, body, globals_: dict, env: dict, check_races: bool):
+    def __init__(self, info, body, globals_: dict, env: dict, check_races: bool, shapes: dict | None = None):
         self.info, self.body, self.globals, self.check = info, body, globals_, check_races
+        self.shapes = shapes or {}
         grid = [int(_const_eval(g, env)) for g in info.grid]
         block = info.block
         self.nblocks = grid[0] * grid[1] * grid[2]
@@ -96,6 +148,16 @@ class _Kernel:
         self.shared = {buf: _Shared(buf, self.nblocks) for buf in info.shared}
         self.local: dict = {}
         self.L = L
+        self.grid, self.block = grid, block
+        self.epoch = np.zeros(self.nblocks, np.int64)        # barriers each block has passed
+        self.wide: dict = {}                                   # (buffer, index) -> bytes per wide access
+        # only global buffers this kernel writes can race; reads of the others are not tracked
+        self.tracked: dict = {}
+        if check_races:
+            written = set()
+            post_order_visit(body, lambda n: written.add(n.buffer) if type(n) is BufferStore else None)
+            self.tracked = {b: _Global(globals_[b].size) for b in written
+                            if b in globals_ and b.scope == "global"}
 
     # --- statements -----------------------------------------------------------------------
     def run(self):
@@ -149,6 +211,7 @@ class _Kernel:
         if np.any((per_block != 0) & (per_block != self.nthreads)):
             raise EmulationError(f"kernel {self.info.name}: __syncthreads() reached by only some threads of "
                                  f"a block (a barrier in divergent code)")
+        self.epoch[per_block != 0] += 1
         for sh in self.shared.values():
             sh.reset()
 
@@ -170,6 +233,8 @@ class _Kernel:
     def store(self, s, mask):
         val = self.expr(s.value, mask)
         idx = self.expr(s.indices[0], mask).astype(np.int64)
+        if idx.ndim == 2:
+            self._check_alignment(s.buffer, s.indices[0], idx, mask, "stores")
         if val.ndim < idx.ndim:
             val = np.broadcast_to(val[:, None], idx.shape)
         kind, where = self._where(s.buffer)
@@ -177,6 +242,8 @@ class _Kernel:
         idx_m, val_m = idx[lanes], val[lanes]
         if kind == "global":
             self._check_bounds(s.buffer, idx, mask, where.size)
+            if s.buffer in self.tracked:
+                self._global_write(s.buffer, idx_m, lanes, val_m)
             where[idx_m] = val_m
         elif kind == "local":
             self._check_bounds(s.buffer, idx, mask, where.shape[1])
@@ -234,7 +301,9 @@ class _Kernel:
                 return self.expr(e.value, mask).astype(_np(e.dtype))
         if t is Select:
             c = self.expr(e.condition, mask).astype(bool)
-            a, b = self.expr(e.true_value, mask & c if c.ndim == 1 else mask), self.expr(e.false_value, mask)
+            # C's ?: evaluates one side per thread: only its loads are accesses
+            a = self.expr(e.true_value, mask & c if c.ndim == 1 else mask)
+            b = self.expr(e.false_value, mask & ~c if c.ndim == 1 else mask)
             c, a = _align(c, a)
             a, b = _align(a, b)
             c, b = _align(c, b)
@@ -250,19 +319,30 @@ class _Kernel:
         if t is Call:
             if e.name.startswith(ALLREDUCE_PREFIX):
                 return self.allreduce(e, mask)
+            fn = _MATH.get(e.name)
+            if fn is None:
+                raise EmulationError(f"kernel {self.info.name}: the emulator does not know the intrinsic "
+                                     f"'{e.name}' (in `{e}`)")
             args = [self.expr(a, mask) for a in e.args]
+            if any(a.dtype == np.float16 for a in args):
+                args = [a.astype(np.float32) for a in args]
             with np.errstate(all="ignore"):
-                out = _MATH[e.name](*args)
+                out = fn(*args)
             return out.astype(_np(e.dtype))
         raise EmulationError(f"cannot emulate {t.__name__}")
 
     def load(self, e, mask):
         idx = self.expr(e.indices[0], mask).astype(np.int64)
+        if idx.ndim == 2:
+            self._check_alignment(e.buffer, e.indices[0], idx, mask, "loads")
         kind, where = self._where(e.buffer)
         m = mask if idx.ndim == 1 else np.repeat(mask[:, None], idx.shape[1], 1)
         safe = np.where(m, idx, 0)
         if kind == "global":
             self._check_bounds(e.buffer, idx, mask, where.size)
+            if e.buffer in self.tracked:
+                lanes = np.nonzero(mask)[0]
+                self._global_read(e.buffer, idx[lanes], lanes)
             return where[safe]
         if kind == "local":
             self._check_bounds(e.buffer, idx, mask, where.shape[1])
@@ -284,6 +364,121 @@ class _Kernel:
             where.reader[blk[m], safe[m]] = np.where((r == -1) | (r == t_m), t_m, -2)
         return where.data[blk, safe]
 
+    def _check_alignment(self, buf, node, idx, mask, what: str):
+        lanes = idx.shape[1]
+        key = (buf, node)
+        width = self.wide.get(key)
+        if width is None:
+            width = self.wide[key] = wide_access_bytes(buf, node, lanes)
+        if not width:
+            return
+        bad = mask & (idx[:, 0] % lanes != 0)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise EmulationError(
+                f"kernel {self.info.name}: misaligned vector access: the CUDA C {what} {buf.scope} '{buf.name}' "
+                f"{width} bytes at a time, believing the index `{node.base}` a multiple of {lanes}, but "
+                f"{self._thread(k)} reaches element {int(idx[k, 0])}")
+
+    # --- the global-memory race check ------------------------------------------------------
+    def _thread(self, lane) -> str:
+        lane = int(lane)
+        b, t = lane // self.nthreads, lane % self.nthreads
+        gx, gy, _ = self.grid
+        bx, by, _ = self.block
+        return (f"thread ({t % bx}, {t // bx % by}, {t // (bx * by)}) of block "
+                f"({b % gx}, {b // gx % gy}, {b // (gx * gy)})")
+
+    def _element(self, buf, flat) -> str:
+        flat = int(flat)
+        shape = self.shapes.get(buf)
+        at = np.unravel_index(flat, shape) if shape is not None else (flat,)
+        return f"global '{buf.name}' at flat index {flat} ({buf.name}[{', '.join(str(int(i)) for i in at)}])"
+
+    def _race(self, buf, flat, me, mine: str, other, theirs: str):
+        same = int(me) // self.nthreads == int(other) // self.nthreads
+        why = ("with no __syncthreads() between" if same else
+               "in another block (blocks of one kernel are not ordered: only a later kernel may read "
+               "what a block wrote)")
+        raise EmulationError(f"kernel {self.info.name}: race on {self._element(buf, flat)}: {self._thread(me)} "
+                             f"{mine} it and {self._thread(other)} {theirs} it, {why}")
+
+    def _unordered(self, other, lanes, blk, ep, other_epoch):
+        """Accesses by ``other`` that are not ordered before the current accesses by ``lanes``:
+        another thread, of another block or of this block since its last barrier."""
+        return (other >= 0) & (other != lanes) & ((other // self.nthreads != blk) | (other_epoch == ep))
+
+    def _global_read(self, buf, idx, lanes):
+        if idx.ndim == 2:
+            lanes = np.repeat(lanes[:, None], idx.shape[1], 1).reshape(-1)
+            idx = idx.reshape(-1)
+        g = self.tracked[buf]
+        blk = lanes // self.nthreads
+        ep = self.epoch[blk]
+        w = g.writer[idx]
+        bad = self._unordered(w, lanes, blk, ep, g.w_epoch[idx]) & ~(g.w_all[idx] & (w // self.nthreads == blk))
+        if bad.any():
+            k = np.argmax(bad)
+            self._race(buf, idx[k], lanes[k], "reads", w[k], "writes")
+        # first reader, and the first from another block
+        first = g.r_first[idx]
+        new = first == -1
+        g.r_first[idx[new]] = lanes[new]
+        first = g.r_first[idx]
+        far = (first // self.nthreads != blk) & (g.r_other[idx] == -1)
+        g.r_other[idx[far]] = lanes[far]
+        # readers since the last barrier of the current reader's block
+        cur = g.r_cur[idx]
+        live = (cur >= 0) & (cur // self.nthreads == blk) & (g.r_epoch[idx] == ep)
+        fresh = idx[~live]
+        g.r_cur2[fresh] = -1
+        g.r_cur[fresh] = lanes[~live]
+        g.r_epoch[fresh] = ep[~live]
+        cur = g.r_cur[idx]                      # several fresh readers of one element: one won
+        second = (cur != lanes) & (cur // self.nthreads == blk) & (g.r_cur2[idx] == -1)
+        g.r_cur2[idx[second]] = lanes[second]
+
+    def _global_write(self, buf, idx, lanes, vals):
+        if idx.ndim == 2:
+            lanes = np.repeat(lanes[:, None], idx.shape[1], 1).reshape(-1)
+            idx, vals = idx.reshape(-1), vals.reshape(-1)
+        g = self.tracked[buf]
+        blk = lanes // self.nthreads
+        ep = self.epoch[blk]
+        w = g.writer[idx]
+        bad = self._unordered(w, lanes, blk, ep, g.w_epoch[idx])
+        if bad.any():
+            k = np.argmax(bad)
+            self._race(buf, idx[k], lanes[k], "writes", w[k], "writes")
+        first, other = g.r_first[idx], g.r_other[idx]
+        far = np.where((first >= 0) & (first // self.nthreads != blk), first,
+                       np.where((other >= 0) & (other // self.nthreads != blk), other, -1))
+        if (far >= 0).any():
+            k = np.argmax(far >= 0)
+            self._race(buf, idx[k], lanes[k], "writes", far[k], "reads")
+        cur, cur2 = g.r_cur[idx], g.r_cur2[idx]
+        live = (cur >= 0) & (cur // self.nthreads == blk) & (g.r_epoch[idx] == ep)
+        near = np.where(live & (cur != lanes), cur, np.where(live & (cur2 >= 0) & (cur2 != lanes), cur2, -1))
+        if (near >= 0).any():
+            k = np.argmax(near >= 0)
+            self._race(buf, idx[k], lanes[k], "writes", near[k], "reads")
+        g.writer[idx] = lanes
+        won = g.writer[idx]
+        dup = won != lanes
+        g.w_all[idx] = False
+        if dup.any():
+            # several threads store one element in this statement: harmless if they all store the
+            # same value (a stage computed redundantly by every thread), a race otherwise
+            same = _same_as_landed(idx, vals)
+            if not same.all():
+                k = int(np.argmax(~same))
+                raise EmulationError(
+                    f"kernel {self.info.name}: several threads store different values to "
+                    f"{self._element(buf, idx[k])} in one statement: {self._thread(lanes[k])} and "
+                    f"{self._thread(won[k])} (a race: which value lands is undefined)")
+            g.w_all[idx[dup]] = True
+        g.w_epoch[idx] = ep
+
     def allreduce(self, e, mask):
         self.barrier(mask)
         v = self.expr(e.args[0], mask)
@@ -292,6 +487,19 @@ class _Kernel:
         groups = v.reshape(-1, bx)
         r = op.reduce(groups, axis=1).astype(v.dtype)
         return np.repeat(r, bx)
+
+
+def _same_as_landed(idx, vals):
+    """Per store position: whether its value equals the one that lands in its element (the last
+    of the positions storing that element, as numpy's scatter does)."""
+    _, inv = np.unique(idx, return_inverse=True)
+    landed = np.empty(inv.max() + 1, vals.dtype)
+    landed[inv] = vals
+    got = landed[inv]
+    same = got == vals
+    if vals.dtype.kind == "f":
+        same |= np.isnan(got) & np.isnan(vals)
+    return same
 
 
 def _align(a, b):
@@ -315,6 +523,7 @@ def emulate(func, args, check_races: bool = True) -> None:
         raise TypeError(f"{func.name} expects {len(buffers)} arrays")
     env: dict = {}
     globals_: dict = {}
+    shapes: dict = {}
     for b, a in zip(buffers, args):
         if a.dtype != _np(b.dtype):
             raise TypeError(f"'{b.name}': expected {b.dtype}, got {a.dtype}")
@@ -322,6 +531,7 @@ def emulate(func, args, check_races: bool = True) -> None:
             if isinstance(d, Var):
                 env[d] = s
         globals_[b] = a.reshape(-1)
+        shapes[b] = a.shape
     extra = list(args[len(buffers):])
     for v in scalars:
         if v not in env:
@@ -330,4 +540,4 @@ def emulate(func, args, check_races: bool = True) -> None:
     for w in workspace:
         globals_[w] = np.zeros(_const_eval(w.shape[0], env), _np(w.dtype))
     for info, body in kernels:
-        _Kernel(info, body, globals_, env, check_races).run()
+        _Kernel(info, body, globals_, env, check_races, shapes).run()

@@ -221,13 +221,21 @@ class _Kernel:
     def __init__(self, plan: KernelPlan, fn):
         self.plan = plan
         self.fn = fn
-        self.fn.prepare(plan.types)
+        self.fn.prepare(plan.types.replace("e", "H"))    # pycuda packs no half: its bits, as uint16
         self.block = plan.block
         self.static_grid = tuple(plan.grid) if all(isinstance(g, int) for g in plan.grid) else None
 
 
+# struct/pycuda format characters of scalar kernel parameters (native alignment, as CUDA lays
+# out parameters)
 _NP_CHARS = {"int32": "i", "int64": "q", "uint32": "I", "uint64": "Q", "float32": "f", "float64": "d",
-             "int16": "h", "int8": "b", "uint8": "B", "bool": "?"}
+             "float16": "e", "int16": "h", "uint16": "H", "int8": "b", "uint8": "B", "bool": "?"}
+
+
+def _scalar_arg(value, dtype: str):
+    """A scalar kernel argument as pycuda packs it (a float16 as its 16 bits)."""
+    v = np.dtype(dtype).type(value)
+    return int(v.view(np.uint16)) if v.dtype == np.float16 else v
 
 
 def _array_of(a):
@@ -306,7 +314,7 @@ class CUDAFunction:
             if want != tuple(shape):
                 raise ValueError(f"argument {pos} '{b.name}': expected shape {want}, got {tuple(shape)}")
         for i, v in self.scalars:
-            values[("arg", i)] = np.dtype(v.dtype).type(env[v.name])
+            values[("arg", i)] = _scalar_arg(env[v.name], v.dtype)
         for j, (wname, wdtype, size) in enumerate(self.plan.workspace):
             values[("ws", j)] = self._workspace(j, eval_dim(size, env) * np.dtype(wdtype).itemsize)
         calls = []

@@ -14,11 +14,10 @@ comma-separated). Later passes keep everything that belongs to the reduction ins
 (loop partitioning splits loops in place), and ``gpu_thread_reduce`` turns the scope into a
 per-thread fold, one all-reduce and one write.
 
-The buffer of a stage marked with ``double_buffer()`` that is attached at a loop running more than
-once is allocated inside ``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))``; the
-GPU pass ``gpu_double_buffer`` gives it two copies (a loop that runs once has no next tile to
-overlap with, so no mark). The mark is part of the lowered function, so ``build(lower(...))``
-keeps it.
+The buffer of an attached stage marked with ``double_buffer()`` is allocated inside
+``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))``; the GPU passes give it two
+copies where it stays inside a loop (``hoist_shared_allocations``, ``gpu_double_buffer``), the CPU
+ignores it. The mark is part of the lowered function, so ``build(lower(...))`` keeps it.
 """
 from __future__ import annotations
 
@@ -104,8 +103,7 @@ class NestBuilder:
             parts = []
             for x in inner:
                 parts.append(self.stage_nest(x))
-                db = x.double_buffered and not _runs_once(info.extent[iv])
-                allocs.extend((self.buffers[t], db) for t in x.op.outputs if t not in self.args)
+                allocs.extend((self.buffers[t], x.double_buffered) for t in x.op.outputs if t not in self.args)
             body = seq(*parts, body)
             for b, db in reversed(allocs):
                 body = Allocate(b, body)
@@ -189,11 +187,6 @@ class NestBuilder:
                     tag = attr.bind.thread_tag
             body = For(fresh[iv.var], convert(0), info.extent[iv], kind, body, tag)
         return body
-
-
-def _runs_once(extent) -> bool:
-    e = simplify(extent)
-    return isinstance(e, Const) and e.value == 1
 
 
 def _launch_bound_reduce_tags(st, leaves) -> list:

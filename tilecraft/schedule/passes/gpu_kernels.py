@@ -207,7 +207,6 @@ class _Hoist(IRMutator):
         self.db: set = set()           # names of buffers marked double_buffer_scope (schedule_ops)
         self.loops: list = []          # enclosing loops that run in time (not virtual threads)
         self.rename: dict = {}
-        self.db_seen: dict = {}        # double-buffered name -> whether some copy sits in a loop
 
     def visit_For(self, s):
         if s.kind is ForKind.THREAD_BINDING:      # a virtual thread, not a sequence of tiles
@@ -237,9 +236,9 @@ class _Hoist(IRMutator):
         nb = Buffer(buf.name, (size,), buf.dtype, "shared")
         self.info.shared.append(nb)
         if buf.name in self.db:
-            # a copy outside any loop (the peeled last tile of a partitioned loop) runs once: it
-            # has no next tile to overlap with and keeps one buffer
-            self.db_seen[buf.name] = self.db_seen.get(buf.name, False) or bool(self.loops)
+            # a copy outside any loop (a tile peeled off by loop partitioning, or the only tile of
+            # a loop that runs once) has no next tile to overlap with and keeps one buffer;
+            # lower() refuses double_buffer on a stage attached at no loop in time at all
             if self.loops:
                 self.info.double_buffered[nb] = self.loops[-1]
         self.rename[buf] = nb
@@ -261,14 +260,9 @@ class _Hoist(IRMutator):
 def hoist_shared_allocations(stmt, info: KernelInfo):
     """Remove every shared ``Allocate`` from the kernel body and list it in ``info.shared``
     (declared once at the top of the kernel). Remembers, for each one marked
-    ``double_buffer_scope``, the loop it was allocated in, and removes the marks."""
-    h = _Hoist(info)
-    out = h.visit_stmt(stmt)
-    for name, in_loop in h.db_seen.items():
-        if not in_loop:
-            raise GPULoweringError(
-                f"double_buffer on '{name}': the stage is not attached inside a loop of the kernel, "
-                f"so there is no next tile to overlap with; compute_at it inside the reduction loop")
+    ``double_buffer_scope`` (``schedule_ops``) and allocated inside a loop, the loop it was
+    allocated in, and removes the marks."""
+    out = _Hoist(info).visit_stmt(stmt)
     total = info.shared_bytes()
     if total > MAX_STATIC_SHARED_BYTES:
         parts = ", ".join(f"'{b.name}' {int(b.shape[0].value)} × {b.dtype}" for b in info.shared)
@@ -278,6 +272,21 @@ def hoist_shared_allocations(stmt, info: KernelInfo):
             f"cached with cache_read(..., 'shared') smaller (the split factors of the loops they are "
             f"attached under)")
     return out
+
+
+def check_local_sizes(stmt, info: KernelInfo) -> None:
+    """Every ``local`` array of the kernel has a constant size (CUDA keeps them in registers or
+    stack frames sized at compile time); a size that depends on a symbolic extent is refused,
+    naming the stage, rather than rendered as a variable-length array nvcc rejects."""
+    def visit(n):
+        if isinstance(n, Allocate) and n.buffer.scope == "local" and not isinstance(n.buffer.shape[0], Const):
+            b = n.buffer
+            raise GPULoweringError(
+                f"kernel {info.name}: the local buffer '{b.name}' has the size `{b.shape[0]}`, which is not a "
+                f"constant; a local array needs a size known when the kernel is compiled. It comes from the "
+                f"extents of the loops stage '{b.name}' is attached under (compute_at): split them with "
+                f"constant factors, or attach the stage at an inner loop")
+    post_order_visit(stmt, visit)
 
 
 def kernel_stmt(info: KernelInfo, body):

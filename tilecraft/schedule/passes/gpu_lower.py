@@ -18,8 +18,8 @@ from ...ir.simplify import simplify
 from ...ir.stmt import Allocate, Buffer, BufferStore, For, LetStmt, seq
 from .gpu_barriers import insert_barriers
 from .gpu_double_buffer import double_buffer
-from .gpu_kernels import (GPULoweringError, KernelInfo, collect_launch, hoist_shared_allocations,
-                          kernel_stmt, split_kernels, unify_thread_loops)
+from .gpu_kernels import (GPULoweringError, KernelInfo, check_local_sizes, collect_launch,
+                          hoist_shared_allocations, kernel_stmt, split_kernels, unify_thread_loops)
 from .gpu_thread_reduce import lower_thread_reductions
 from .gpu_vthread import inject_virtual_threads
 from .gpu_vector_index import canonicalize_vector_indices
@@ -49,6 +49,7 @@ def lower_for_gpu(body, params, func_name: str = "main", print_ir: bool = False)
             if print_ir:
                 print(f"# ---- {name}: after {what} ----")
                 print(stmt_str(stmt))
+        check_local_sizes(stmt, info)
         info.params = kernel_params(stmt, params, workspace, info)
         out.append(kernel_stmt(info, stmt))
     new = seq(*out)
@@ -87,9 +88,10 @@ def kernel_params(stmt, params, workspace, info: KernelInfo) -> list:
         post_order_visit(e, f)
     out = [p for p in params if isinstance(p, Buffer) and p in used_bufs]
     out += [b for b in workspace if b in used_bufs]
+    # sets, never lists: `v in [...]` compares Vars with `==`, which is an error between dtypes
     scalars = [p for p in params if isinstance(p, Var) and p in used_vars]
     for p in params:         # symbolic shapes of the buffers used, as the function has them
-        if isinstance(p, Var) and p not in scalars and any(p in _vars(d) for b in out for d in b.shape):
+        if isinstance(p, Var) and p not in set(scalars) and any(p in _vars(d) for b in out for d in b.shape):
             scalars.append(p)
     free = used_vars - bound - set(scalars)
     if free:

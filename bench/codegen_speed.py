@@ -1,6 +1,6 @@
-"""Time LLVM code generation (not a test; pytest does not collect it).
+"""Time LLVM code generation.
 
-    python3 tests/codegen/measure_codegen_speed.py
+    python3 bench/codegen_speed.py
 
 Prints, median of 10: the time to emit LLVM IR text, and to parse + optimise (O3) + JIT it, for
 a ~100-statement function (20 loop nests of 5 stores, 5 of them parallel, exp in half the stores)
@@ -11,8 +11,9 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(ROOT, "tests", "codegen"))     # llvm_ir_helpers: IR built by hand
+sys.path.insert(0, ROOT)
 
 from llvm_ir_helpers import buf, func, ld, loop, st  # noqa: E402
 from tilecraft.codegen.llvm import codegen_llvm, compile_llvm  # noqa: E402

@@ -1,6 +1,6 @@
-"""Where a tuning candidate's build time goes (not a test; pytest does not collect it).
+"""Where a tuning candidate's build time goes.
 
-    python3 tests/codegen/measure_builder_split.py [--n 1024] [--configs 30] [--seed 0]
+    python3 bench/builder_split.py [--n 1024] [--configs 30] [--seed 0]
 
 Does what the tuner's builder does (``tilecraft/autotune/local.py``: lower → ``tilecraft.build``
 → ``export_library``) for random configurations of the ``topi/matmul.llvm`` template, in this
@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))   # the repository
 
 import numpy as np  # noqa: E402
 

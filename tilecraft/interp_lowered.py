@@ -1,0 +1,844 @@
+"""An interpreter for lowered CPU IR: run a ``PrimFunc`` from ``lower()`` on numpy arrays.
+
+The reference interpreter (:mod:`tilecraft.interp`) evaluates the TE graph, the specification;
+this one executes the statement IR that lowering makes of it, after any pass, so a test can find
+the first pass whose output computes something else (:class:`PassChecker`).
+
+What it runs, following the semantics stated in :mod:`tilecraft.ir.expr` and
+:mod:`tilecraft.ir.stmt`:
+
+* ``For`` of every kind (serial, parallel, vectorized, unrolled) runs serially, in order; a loop
+  bound to a GPU thread index is refused (GPU IR runs in ``codegen/cuda_emulate.py``);
+* ``BufferLoad``/``BufferStore`` on n-dimensional buffers (before storage flattening: row-major,
+  each index checked against its dimension) and on flattened ones (one element offset, checked
+  against the buffer's size); a vector access has a ``Ramp`` or vector index, or a scalar index
+  from which its lanes run contiguously, as in the LLVM backend;
+* ``Allocate`` makes a fresh buffer each time it runs, filled with poison (NaN for floats, 0x5A
+  for integers: ``tilecraft.testing.poison``), so a read of an element that was not written
+  shows in the result;
+* ``LetStmt``, ``IfThenElse``, ``AttrStmt`` (annotations: the body runs), ``Evaluate``;
+* ``Ramp``/``Broadcast`` vectors are numpy arrays of their lanes; ``Select(lazy=True)`` evaluates
+  only the chosen side (per lane for a vector condition: a load on the other side touches only
+  the lanes it selects, as ``masked.load`` does);
+* arithmetic in the expression's own dtype: numpy scalars and arrays of that dtype, so integers
+  wrap and float32/float16 round as the backend does; integer index arithmetic on loop
+  variables is exact (Python ints); floor division and modulo round down, ``truncdiv``/
+  ``truncmod`` towards zero; casts as ``interp``: float → int truncates (NaN gives 0), float64 →
+  float16 rounds once; math calls use the reference interpreter's numpy functions;
+* an out-of-bounds access, an integer division by zero or a loop nest longer than ``budget``
+  raises :class:`LoweredInterpError`, naming the buffer, the statement and the loop variables.
+
+It works by translating the function once into Python source (one line per statement, numpy
+scalars in the arithmetic) and running that: about a microsecond per statement executed, fast
+enough to run after every pass on the shapes tests use. ``python_source(func)`` shows the code.
+
+>>> import numpy as np, tilecraft as tc
+>>> from tilecraft import te, interp_lowered
+>>> A = te.placeholder((10,), name="A")
+>>> B = te.compute((10,), lambda i: A[i] * 2.0, name="B")
+>>> s = te.create_schedule(B.op)
+>>> xo, xi = s[B].split(B.op.axis[0], factor=4)
+>>> a, b = np.arange(10, dtype="float32"), np.empty(10, "float32")
+>>> interp_lowered.run(tc.lower(s, [A, B]), [a, b])
+>>> b[-1]
+np.float32(18.0)
+"""
+from __future__ import annotations
+
+import re
+import sys
+
+import numpy as np
+
+from .interp import _CALLS
+from .ir import dtype as dt
+from .ir.expr import BinOp, Const, UnOp, Var
+from .ir.printer import stmt_str
+from .ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
+                      LetStmt, PrimFunc, SeqStmt)
+from .testing import poison
+
+# Python refuses more than 20 nested loops and 100 indentation levels in one function: a deeper
+# statement becomes a function of its own.
+_MAX_LOOPS, _MAX_INDENT = 16, 60
+
+
+class LoweredInterpError(RuntimeError):
+    """The lowered function cannot run: an out-of-bounds access, a division by zero, an
+    unknown construct, or more loop iterations than the budget."""
+
+
+class BudgetExceeded(LoweredInterpError):
+    """The loop nest runs more iterations than the ``budget`` given to :func:`run`."""
+
+    def __init__(self, msg: str, steps: int):
+        super().__init__(msg)
+        self.steps = steps
+
+
+class PassMismatch(AssertionError):
+    """A pass produced IR that computes something other than the reference."""
+
+
+# ------------------------------------------------------------------------------------------------
+# running
+
+def run(func: PrimFunc, arrays, scalars: dict | None = None, budget: int | None = None) -> int:
+    """Run ``func`` (from ``lower()``, any pass, CPU) on numpy ``arrays`` (one per buffer
+    parameter, in order; written in place, C-contiguous). ``scalars`` maps scalar parameters
+    (``te.var`` objects or their names) to values; a variable that is a whole dimension of a
+    buffer's shape is taken from the array. Returns the number of loop iterations run; more than
+    ``budget`` raises :class:`BudgetExceeded`.
+
+    >>> steps = run(tc.lower(s, [A, B]), [a, b], budget=10_000)
+    """
+    return compile_lowered(func)(arrays, scalars, budget)
+
+
+def python_source(func: PrimFunc) -> str:
+    """The Python code :func:`run` executes for ``func`` (for reading when a check fails).
+
+    >>> print(python_source(tc.lower(s, [A, B])))
+    """
+    return compile_lowered(func).source
+
+
+def compile_lowered(func: PrimFunc) -> "_Program":
+    """Translate ``func`` once; the result can be called like :func:`run` many times.
+
+    >>> prog = compile_lowered(f); prog([a, b]); prog([a2, b2])
+    """
+    return _Gen(func).program()
+
+
+class _Program:
+    def __init__(self, func, source, namespace, line_info, var_names):
+        self.func, self.source, self.line_info, self.var_names = func, source, line_info, var_names
+        code = compile(source, _FILENAME, "exec")
+        exec(code, namespace)
+        self.entry = namespace["_main"]
+
+    def __call__(self, arrays, scalars=None, budget=None) -> int:
+        bufs, values = _bind(self.func, arrays, scalars or {})
+        counter = [0, budget if budget is not None else sys.maxsize]
+        try:
+            with np.errstate(all="ignore"):
+                self.entry(bufs, values, counter)
+        except BudgetExceeded:
+            raise
+        except LoweredInterpError as err:
+            raise LoweredInterpError(self._where(err, err.args[0])) from None
+        except ZeroDivisionError as err:
+            raise LoweredInterpError(self._where(err, "integer division by zero")) from None
+        return counter[0]
+
+    def _where(self, err, msg: str) -> str:
+        """``msg`` plus the statement that raised it and the loop variables' values there."""
+        tb, frame = err.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == _FILENAME:
+                frame = tb
+            tb = tb.tb_next
+        if frame is None:
+            return msg
+        stmt, names = self.line_info.get(frame.tb_lineno, (None, ()))
+        local = frame.tb_frame.f_locals
+        env = ", ".join(f"{self.var_names[k]}={local[k]}" for k in names
+                        if isinstance(local.get(k), (int, np.integer)))
+        where = f"\n  in `{_short(stmt)}`" if stmt is not None else ""
+        return f"{msg} in function '{self.func.name}'{where}" + (f"\n  with {env}" if env else "")
+
+
+_FILENAME = "<lowered IR>"
+
+
+def _bind(func: PrimFunc, arrays, scalars: dict):
+    """Arrays as flat views, in buffer-parameter order, and the scalar parameters' values."""
+    buffers = [p for p in func.params if isinstance(p, Buffer)]
+    if len(arrays) != len(buffers):
+        raise LoweredInterpError(f"function '{func.name}' takes {len(buffers)} arrays "
+                                 f"({', '.join(b.name for b in buffers)}), got {len(arrays)}")
+    env = {}
+    for v, x in scalars.items():
+        env[v.name if isinstance(v, Var) else v] = x
+    flat = []
+    for b, a in zip(buffers, arrays):
+        a = a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else a
+        if a.dtype != _np(b.dtype):
+            raise LoweredInterpError(f"'{b.name}' is {b.dtype}, got an array of {a.dtype}")
+        if not a.flags.c_contiguous:
+            raise LoweredInterpError(f"'{b.name}': the array must be C-contiguous")
+        for d, s in zip(b.shape, a.shape):
+            if isinstance(d, Var):
+                env.setdefault(d.name, s)
+        flat.append(a.reshape(-1))
+    values = []
+    for p in func.params:
+        if isinstance(p, Var):
+            if p.name not in env:
+                raise LoweredInterpError(f"no value for the scalar parameter '{p.name}' of '{func.name}' "
+                                         f"(pass it in scalars=)")
+            values.append(_np(p.dtype).type(env[p.name]) if not _is_index(p.dtype) else int(env[p.name]))
+    return flat, values
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers the generated code calls
+
+def _np(dtype: str) -> np.dtype:
+    e = dt.element_of(dtype)
+    return np.dtype(np.bool_ if e == "bool" else e)
+
+
+def _is_index(dtype: str) -> bool:
+    """Scalars of these dtypes may be Python ints in the generated code (exact index math)."""
+    return dtype in ("int32", "int64")
+
+
+def _oob(what, name, idx, size):
+    raise LoweredInterpError(f"out-of-bounds {what} {name}[{idx}] (size {size})")
+
+
+def _oob_dim(what, name, idxs, shape):
+    raise LoweredInterpError(f"out-of-bounds {what} {name}[{', '.join(map(str, idxs))}] "
+                             f"(shape {list(shape)})")
+
+
+def _bad_size(name, got, want):
+    raise LoweredInterpError(f"'{name}' has {want} elements by its shape, got an array of {got}")
+
+
+def _vload(arr, idx, lanes, name, mask=None):
+    """Lanes of ``arr`` at ``idx`` (an index per lane, or a scalar: lanes from there on)."""
+    if np.ndim(idx) == 0:
+        idx = int(idx) + _iota(lanes)
+    live = idx if mask is None else idx[mask]
+    if live.size and (live.min() < 0 or live.max() >= arr.size):
+        bad = live[(live < 0) | (live >= arr.size)][0]
+        _oob("load", name, int(bad), arr.size)
+    if mask is None:
+        return arr[idx]
+    return np.where(mask, arr[np.where(mask, idx, 0)], np.zeros((), arr.dtype))
+
+
+def _vstore(arr, idx, value, lanes, name):
+    if np.ndim(idx) == 0:
+        idx = int(idx) + _iota(lanes)
+    if idx.min() < 0 or idx.max() >= arr.size:
+        bad = idx[(idx < 0) | (idx >= arr.size)][0]
+        _oob("store", name, int(bad), arr.size)
+    arr[idx] = value
+
+
+def _sload_masked(arr, idx, name, mask):
+    """A scalar load under a vector mask: performed only if some lane needs it."""
+    if not mask.any():
+        return arr.dtype.type(0)
+    if not 0 <= idx < arr.size:
+        _oob("load", name, idx, arr.size)
+    return arr[idx]
+
+
+_IOTA: dict = {}
+
+
+def _iota(lanes: int) -> np.ndarray:
+    a = _IOTA.get(lanes)
+    if a is None:
+        a = _IOTA[lanes] = np.arange(lanes, dtype=np.int64)
+    return a
+
+
+def _ramp(base, stride, lanes, dtype):
+    return (base + stride * _iota(lanes)).astype(dtype)
+
+
+def _alloc(size, dtype):
+    size = int(size)
+    if size < 0:
+        raise LoweredInterpError(f"allocation of {size} elements")
+    return poison(size, dtype)
+
+
+def _check_div(b, mask=None):
+    if np.ndim(b) == 0:
+        if b == 0:
+            raise ZeroDivisionError
+        return b
+    zero = b == 0
+    if mask is not None:
+        zero &= mask
+        b = np.where(mask, b, np.ones((), b.dtype))
+    if zero.any():
+        raise ZeroDivisionError
+    return b
+
+
+def _floordiv(a, b, mask=None):
+    return a // _check_div(b, mask)
+
+
+def _floormod(a, b, mask=None):
+    return a % _check_div(b, mask)
+
+
+def _truncdiv(a, b, mask=None):
+    b = _check_div(b, mask)
+    q = a // b
+    return q + ((q < 0) & (q * b != a))     # floor → towards zero where the quotient is negative
+
+
+def _truncmod(a, b, mask=None):
+    b = _check_div(b, mask)
+    return a - _truncdiv(a, b) * b
+
+
+def _fmin(a, b):
+    return a if (a < b or a != a) else b     # NaN-propagating, as np.minimum
+
+
+def _fmax(a, b):
+    return a if (a > b or a != a) else b
+
+
+def _cast_int(x, dtype):
+    """An integer or bool scalar or vector to the integer ``dtype``, wrapping (C conversion);
+    a Python int stays one for int32/int64."""
+    if type(x) is int or type(x) is bool:
+        if dtype in (np.int32, np.int64):
+            bits = dtype.itemsize * 8
+            x = int(x) & ((1 << bits) - 1)
+            return x - (1 << bits) if x >> (bits - 1) else x
+        return np.int64(x).astype(dtype)
+    return x.astype(dtype)
+
+
+def _float_to_int(x, dtype):
+    return np.trunc(np.nan_to_num(x)).astype(dtype)
+
+
+def _to_float(x, dtype):
+    return x.astype(dtype) if type(x) is np.ndarray and x.ndim else dtype.type(x)
+
+
+def _to_bool(x):
+    return x != 0
+
+
+def _lazy_select(cond, true_side, false_side):
+    """A lazy vector select: each side is evaluated under its mask (a function of the mask)."""
+    c = np.asarray(cond, bool)
+    return np.where(c, true_side(c), false_side(~c))
+
+
+def _lazy_select_masked(cond, outer, true_side, false_side):
+    c = np.asarray(cond, bool)
+    return np.where(c, true_side(outer & c), false_side(outer & ~c))
+
+
+def _budget_exceeded(counter):
+    raise BudgetExceeded(f"the loop nest runs more than {counter[1]} iterations (the budget)", counter[0])
+
+
+_MATH = {**_CALLS, "likely": lambda x: x, "abs": np.abs, "isnan": np.isnan}
+
+_BIN_SYMBOL = {
+    BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.EQ: "==",
+    BinOp.NE: "!=", BinOp.LT: "<", BinOp.LE: "<=", BinOp.GT: ">", BinOp.GE: ">=",
+    BinOp.AND: "&", BinOp.OR: "|", BinOp.BITAND: "&", BinOp.BITOR: "|", BinOp.BITXOR: "^",
+    BinOp.SHL: "<<", BinOp.SHR: ">>",
+}
+_DIV_HELPER = {BinOp.FLOORDIV: "_floordiv", BinOp.FLOORMOD: "_floormod", BinOp.TRUNCDIV: "_truncdiv",
+               BinOp.TRUNCMOD: "_truncmod"}
+_NAMESPACE = {
+    "np": np, "_oob": _oob, "_oob_dim": _oob_dim, "_vload": _vload, "_vstore": _vstore,
+    "_sload_masked": _sload_masked, "_ramp": _ramp, "_alloc": _alloc, "_floordiv": _floordiv,
+    "_floormod": _floormod, "_truncdiv": _truncdiv, "_truncmod": _truncmod, "_fmin": _fmin,
+    "_fmax": _fmax, "_cast_int": _cast_int, "_float_to_int": _float_to_int, "_to_float": _to_float,
+    "_to_bool": _to_bool, "_lazy_select": _lazy_select, "_lazy_select_masked": _lazy_select_masked,
+    "_budget_exceeded": _budget_exceeded, "_iota": _iota, "_bad_size": _bad_size,
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# translation to Python
+
+class _Fn:
+    """One generated Python function: its parameters and lines ((indent, text, stmt))."""
+
+    def __init__(self, name: str, params: list):
+        self.name, self.params, self.lines = name, params, []
+
+
+class _Gen:
+    def __init__(self, func: PrimFunc):
+        self.func = func
+        self.ns = dict(_NAMESPACE)
+        self.names: dict = {}        # Var or Buffer -> Python name, for what is in scope
+        self.scope: list = []        # (key, shadowed name or None), innermost last
+        self.var_names: dict = {}    # Python name -> IR variable name (for error messages)
+        self.buf_info: dict = {}     # Buffer -> (Python name, size name, stride names or None)
+        self.count = 0
+        self.fns: list = []
+        self.fn = None
+        self.indent = 0
+        self.loops = 0
+        self.mask = None             # Python expression of the lane mask inside a lazy vector select
+
+    # --- names ----------------------------------------------------------------------------
+    def fresh(self, hint: str) -> str:
+        self.count += 1
+        return f"{re.sub(r'[^0-9a-zA-Z_]', '_', hint)}_{self.count}"
+
+    def bind(self, key, hint: str) -> str:
+        name = self.fresh(hint)
+        self.scope.append((key, self.names.get(key)))
+        self.names[key] = name
+        if isinstance(key, Var):
+            self.var_names[name] = key.name
+        return name
+
+    def unbind(self, saved: int):
+        """Leave the scopes opened since ``len(self.scope) == saved`` (restoring shadowed names)."""
+        while len(self.scope) > saved:
+            key, old = self.scope.pop()
+            if old is None:
+                del self.names[key]
+            else:
+                self.names[key] = old
+
+    def constant(self, value, dtype: str) -> str:
+        if dt.is_bool(dtype):
+            return "True" if value else "False"
+        if _is_index(dtype):
+            return repr(int(value))
+        name = f"_k{len(self.ns)}"
+        self.ns[name] = _np(dtype).type(value)
+        return name
+
+    def dtype_name(self, dtype: str) -> str:
+        name = f"_T_{dt.element_of(dtype)}"
+        self.ns[name] = _np(dtype)
+        return name
+
+    # --- emitting -------------------------------------------------------------------------
+    def line(self, text: str, stmt=None):
+        """Emit a line; one that runs ``stmt`` remembers it and the variables in scope, for
+        error messages."""
+        if stmt is not None:
+            stmt = (stmt, [n for k, n in self.names.items() if isinstance(k, Var)])
+        self.fn.lines.append((self.indent, text, stmt))
+
+    def program(self) -> _Program:
+        f = self.func
+        self.fn = _Fn("_main", ["_bufs", "_scalars", "_ctr"])
+        self.fns.append(self.fn)
+        self.indent = 1
+        buffers = [p for p in f.params if isinstance(p, Buffer)]
+        for k, b in enumerate(buffers):
+            self.line(f"{self.bind(b, b.name)} = _bufs[{k}]")
+        for k, v in enumerate(p for p in f.params if isinstance(p, Var)):
+            self.line(f"{self.bind(v, v.name)} = _scalars[{k}]")
+        for b in buffers:
+            name = self.names[b]
+            self.declare_buffer(b, name, from_shape=True)
+            want = " * ".join(f"({self.expr(d)})" for d in b.shape) or "1"
+            self.line(f"if {name}_n != {want}: _bad_size({b.name!r}, {name}_n, {want})")
+        self.stmt(f.body)
+        self.line("return None")
+        return self.assemble()
+
+    def assemble(self) -> _Program:
+        out, line_info = [], {}
+        for fn in self.fns:
+            out.append(f"def {fn.name}({', '.join(fn.params)}):")
+            for indent, text, stmt in fn.lines:
+                out.append("    " * indent + text)
+                if stmt is not None:
+                    line_info[len(out)] = stmt
+        src = "\n".join(out) + "\n"
+        return _Program(self.func, src, self.ns, line_info, self.var_names)
+
+    def declare_buffer(self, b: Buffer, name: str, from_shape: bool):
+        """Size and (for n-d access) row-major strides of ``b`` as Python locals."""
+        size = f"{name}_n"
+        if from_shape:
+            self.line(f"{size} = {name}.size")
+        strides = None
+        if len(b.shape) > 1:
+            dims = [self.expr(d) for d in b.shape]
+            strides = []
+            acc = "1"
+            for d in range(len(dims) - 1, -1, -1):
+                s = f"{name}_s{d}"
+                if b.strides is not None:
+                    self.line(f"{s} = {self.expr(b.strides[d])}")
+                else:
+                    self.line(f"{s} = {acc}")
+                strides.insert(0, s)
+                acc = f"{s} * ({dims[d]})"
+            dim_names = []
+            for d, e in enumerate(dims):
+                self.line(f"{name}_d{d} = {e}")
+                dim_names.append(f"{name}_d{d}")
+            strides = (strides, dim_names)
+        self.buf_info[b] = (name, size, strides)
+
+    def buffer(self, b: Buffer):
+        if b in self.names:
+            return self.buf_info[b]
+        for k in self.func.params:      # a parameter referred to by another Buffer of its name
+            if isinstance(k, Buffer) and k.name == b.name:
+                return self.buf_info[k]
+        raise LoweredInterpError(f"buffer '{b.name}' is neither a parameter nor allocated "
+                                 f"where it is used")
+
+    # --- statements -----------------------------------------------------------------------
+    def stmt(self, s):
+        t = type(s)
+        if t is SeqStmt:
+            for x in s.seq:
+                self.stmt(x)
+        elif t is BufferStore:
+            self.store(s)
+        elif t is For:
+            self.loop(s)
+        elif t is IfThenElse:
+            if dt.lanes(s.condition.dtype) != 1:
+                raise LoweredInterpError(f"an if with the vector condition `{s.condition}`")
+            self.nested(s, self._if)
+        elif t is LetStmt:
+            saved = len(self.scope)
+            value = self.expr(s.value)
+            name = self.bind(s.var, s.var.name)
+            self.line(f"{name} = {value}", s)
+            self.stmt(s.body)
+            self.unbind(saved)
+        elif t is Allocate:
+            saved = len(self.scope)
+            b = s.buffer
+            name = self.bind(b, b.name)
+            if b.strides is not None and b.shape:     # explicit (padded) strides: row 0's stride
+                size = f"({self.expr(b.strides[0])}) * ({self.expr(b.shape[0])})"
+            else:
+                size = " * ".join(f"({self.expr(d)})" for d in b.shape) or "1"
+            self.line(f"{name} = _alloc({size}, {self.dtype_name(b.dtype)})", s)
+            self.line(f"{name}_n = {name}.size")
+            self.declare_buffer(b, name, from_shape=False)
+            self.stmt(s.body)
+            self.unbind(saved)
+        elif t is AttrStmt:
+            if s.key == "cuda_kernel":
+                raise LoweredInterpError("a CUDA kernel: run GPU IR with codegen.cuda_emulate")
+            self.stmt(s.body)
+        elif t is Evaluate:
+            if not isinstance(s.value, Const):
+                self.line(self.expr(s.value), s)
+        elif s is None:
+            return
+        else:
+            raise LoweredInterpError(f"cannot interpret a {t.__name__} statement")
+
+    def nested(self, s, emit):
+        """Emit a compound statement, in a function of its own when nested too deeply."""
+        if self.indent < _MAX_INDENT and self.loops < _MAX_LOOPS:
+            emit(s)
+            return
+        outer, outer_indent, outer_loops = self.fn, self.indent, self.loops
+        params = list(dict.fromkeys(["_ctr"] + self.live_names()))
+        self.fn = _Fn(self.fresh("_part"), params)
+        self.fns.append(self.fn)
+        self.indent, self.loops = 1, 0
+        emit(s)
+        self.line("return None")
+        inner = self.fn
+        self.fn, self.indent, self.loops = outer, outer_indent, outer_loops
+        self.line(f"{inner.name}({', '.join(params)})")
+
+    def live_names(self) -> list:
+        """The Python names a statement here may read: variables, buffers and their sizes."""
+        names = list(self.names.values())
+        for b, name in self.names.items():
+            if isinstance(b, Buffer) and b in self.buf_info:
+                _, size, strides = self.buf_info[b]
+                names.append(size)
+                if strides is not None:
+                    names += strides[0] + strides[1]
+        return names
+
+    def _if(self, s):
+        self.line(f"if {self.expr(s.condition)}:", s)
+        self.indent += 1
+        self.body(s.then_case)
+        self.indent -= 1
+        if s.else_case is not None:
+            self.line("else:")
+            self.indent += 1
+            self.body(s.else_case)
+            self.indent -= 1
+
+    def body(self, s):
+        n = len(self.fn.lines)
+        self.stmt(s)
+        if len(self.fn.lines) == n:
+            self.line("pass")
+
+    def loop(self, s: For):
+        if s.kind is ForKind.THREAD_BINDING or s.thread_tag:
+            raise LoweredInterpError(f"the loop '{s.loop_var.name}' is bound to {s.thread_tag or 'a thread'}: "
+                                     f"this interpreter runs CPU IR (GPU IR runs in codegen.cuda_emulate)")
+        self.nested(s, self._loop)
+
+    def _loop(self, s: For):
+        lo, ext = self.fresh("lo"), self.fresh("ext")
+        self.line(f"{lo} = {self.expr(s.min)}; {ext} = {self.expr(s.extent)}", s)
+        self.line(f"_ctr[0] += {ext} if {ext} > 0 else 0")
+        self.line(f"if _ctr[0] > _ctr[1]: _budget_exceeded(_ctr)")
+        saved = len(self.scope)
+        v = self.bind(s.loop_var, s.loop_var.name)
+        self.line(f"for {v} in range({lo}, {lo} + {ext}):", s)
+        self.indent += 1
+        self.loops += 1
+        self.body(s.body)
+        self.loops -= 1
+        self.indent -= 1
+        self.unbind(saved)
+
+    def store(self, s: BufferStore):
+        name, size, strides = self.buffer(s.buffer)
+        value = self.expr(s.value)
+        lanes = max(dt.lanes(s.value.dtype), dt.lanes(s.indices[0].dtype) if s.indices else 1)
+        if lanes > 1:
+            idx = self.flat_index(s.buffer, s.indices, "store")
+            self.line(f"_vstore({name}, {idx}, {value}, {lanes}, {s.buffer.name!r})", s)
+            return
+        if strides is not None and len(s.indices) > 1:
+            idx = self.nd_index(s.buffer, s.indices, "store")
+            self.line(f"{name}[{idx}] = {value}", s)
+            return
+        idx = self.flat_index(s.buffer, s.indices, "store")
+        # ``_s``, not ``_t``: the value is evaluated after the index, and its loads use ``_t``
+        self.line(f"if 0 <= (_s := {idx}) < {size}: {name}[_s] = {value}", s)
+        self.line(f"else: _oob('store', {s.buffer.name!r}, _s, {size})", s)
+
+    def flat_index(self, b, indices, what) -> str:
+        if len(indices) == 1:
+            return self.expr(indices[0])
+        if not indices:
+            return "0"
+        return self.nd_index(b, indices, what)
+
+    def nd_index(self, b, indices, what) -> str:
+        """Row-major offset of an n-d access, each index checked against its dimension."""
+        name, size, strides = self.buffer(b)
+        if strides is None or len(indices) != len(strides[0]):
+            raise LoweredInterpError(f"'{b.name}' has {len(b.shape)} dimensions but is accessed with "
+                                     f"{len(indices)} indices")
+        if any(dt.lanes(i.dtype) != 1 for i in indices):
+            raise LoweredInterpError(f"a vector index into the {len(b.shape)}-d buffer '{b.name}' "
+                                     f"(vector accesses come after storage flattening)")
+        idx = [self.expr(i) for i in indices]
+        temps = [self.fresh("_i") for _ in idx]      # an index may itself hold an n-d load
+        check = " and ".join(f"0 <= ({t} := {e}) < {d}" for t, e, d in zip(temps, idx, strides[1]))
+        offset = " + ".join(f"{t} * {s}" for t, s in zip(temps, strides[0]))
+        return (f"(({offset}) if ({check}) else _oob_dim({what!r}, {b.name!r}, ({', '.join(idx)},), "
+                f"({', '.join(strides[1])},)))")
+
+    # --- expressions ----------------------------------------------------------------------
+    def expr(self, e) -> str:
+        fn = getattr(self, "e_" + type(e).__name__, None)
+        if fn is None:
+            raise LoweredInterpError(f"cannot interpret a {type(e).__name__} expression: `{e}`")
+        return fn(e)
+
+    def e_Var(self, e):
+        name = self.names.get(e)
+        if name is None:
+            raise LoweredInterpError(f"the variable '{e.name}' is used outside the loop or let that "
+                                     f"binds it (and is not a parameter)")
+        return name
+
+    e_SizeVar = e_Var
+
+    def e_Const(self, e):
+        return self.constant(e.value, e.dtype)
+
+    def e_Binary(self, e):
+        a, b = self.expr(e.a), self.expr(e.b)
+        d, lanes = e.a.dtype, dt.lanes(e.dtype)
+        if e.op in _DIV_HELPER:
+            if dt.is_float(d):
+                raise LoweredInterpError(f"'{e.op.value}' on floats in `{e}`")
+            if lanes == 1 and isinstance(e.b, Const) and e.b.value != 0 and e.op in (BinOp.FLOORDIV, BinOp.FLOORMOD):
+                return f"({a} {'//' if e.op is BinOp.FLOORDIV else '%'} {b})"
+            mask = f", {self.mask}" if self.mask and lanes > 1 else ""
+            return f"{_DIV_HELPER[e.op]}({a}, {b}{mask})"
+        if e.op in (BinOp.MIN, BinOp.MAX):
+            if lanes > 1:
+                return f"np.{'minimum' if e.op is BinOp.MIN else 'maximum'}({a}, {b})"
+            if dt.is_float(d):
+                return f"{'_fmin' if e.op is BinOp.MIN else '_fmax'}({a}, {b})"
+            return f"{'min' if e.op is BinOp.MIN else 'max'}({a}, {b})"
+        if e.op is BinOp.DIV and not dt.is_float(d):
+            raise LoweredInterpError(f"'/' on integers in `{e}` (integer division is truncdiv)")
+        return f"({a} {_BIN_SYMBOL[e.op]} {b})"
+
+    def e_Unary(self, e):
+        a = self.expr(e.a)
+        if e.op is UnOp.NOT:
+            return f"np.logical_not({a})" if dt.lanes(e.dtype) > 1 else f"(not {a})"
+        return f"(-{a})"
+
+    def e_Cast(self, e):
+        v, src, dst = self.expr(e.value), e.value.dtype, e.dtype
+        if dt.element_of(src) == dt.element_of(dst):
+            return v
+        if dt.is_bool(dst):
+            return f"_to_bool({v})"
+        if dt.is_float(dst):
+            return f"_to_float({v}, {self.dtype_name(dst)})"
+        if dt.is_float(src):
+            return f"_float_to_int({v}, {self.dtype_name(dst)})"
+        return f"_cast_int({v}, {self.dtype_name(dst)})"
+
+    def e_Select(self, e):
+        c = self.expr(e.condition)
+        if dt.lanes(e.condition.dtype) == 1:
+            return f"({self.expr(e.true_value)} if {c} else {self.expr(e.false_value)})"
+        if not e.lazy:
+            return f"np.where({c}, {self.expr(e.true_value)}, {self.expr(e.false_value)})"
+        outer, m = self.mask, self.fresh("_m")
+        self.mask = m
+        t, f = self.expr(e.true_value), self.expr(e.false_value)
+        self.mask = outer
+        if outer is None:
+            return f"_lazy_select({c}, lambda {m}: {t}, lambda {m}: {f})"
+        return f"_lazy_select_masked({c}, {outer}, lambda {m}: {t}, lambda {m}: {f})"
+
+    def e_Call(self, e):
+        fn = _MATH.get(e.name)
+        if fn is None:
+            raise LoweredInterpError(f"the interpreter does not know the intrinsic '{e.name}' in `{e}`")
+        name = f"_f_{e.name}"
+        self.ns[name] = fn
+        call = f"{name}({', '.join(self.expr(a) for a in e.args)})"
+        if e.name == "likely":
+            return call
+        if dt.is_bool(e.dtype):
+            return f"_to_bool({call})"
+        return f"_to_float({call}, {self.dtype_name(e.dtype)})" if dt.is_float(e.dtype) else \
+            f"np.asarray({call}).astype({self.dtype_name(e.dtype)})[()]"
+
+    def e_Let(self, e):
+        saved = len(self.scope)
+        value = self.expr(e.value)
+        name = self.bind(e.var, e.var.name)
+        body = self.expr(e.body)
+        self.unbind(saved)
+        return f"(({name} := {value}), {body})[1]"
+
+    def e_Ramp(self, e):
+        return f"_ramp({self.expr(e.base)}, {self.expr(e.stride)}, {e.lanes}, {self.dtype_name(e.base.dtype)})"
+
+    def e_Broadcast(self, e):
+        return f"np.full({e.lanes}, {self.expr(e.value)}, {self.dtype_name(e.value.dtype)})"
+
+    def e_BufferLoad(self, e):
+        name, size, strides = self.buffer(e.buffer)
+        if dt.element_of(e.dtype) != dt.element_of(e.buffer.dtype):
+            raise LoweredInterpError(f"a {e.dtype} load from '{e.buffer.name}', a {e.buffer.dtype} buffer")
+        lanes = dt.lanes(e.dtype)
+        if lanes > 1 or any(dt.lanes(i.dtype) > 1 for i in e.indices):
+            idx = self.flat_index(e.buffer, e.indices, "load")
+            mask = f", {self.mask}" if self.mask else ""
+            return f"_vload({name}, {idx}, {lanes}, {e.buffer.name!r}{mask})"
+        if strides is not None and len(e.indices) > 1:
+            return f"{name}[{self.nd_index(e.buffer, e.indices, 'load')}]"
+        idx = self.flat_index(e.buffer, e.indices, "load")
+        if self.mask:
+            return f"_sload_masked({name}, {idx}, {e.buffer.name!r}, {self.mask})"
+        return f"({name}[_t] if 0 <= (_t := {idx}) < {size} else _oob('load', {e.buffer.name!r}, _t, {size}))"
+
+
+def _short(s) -> str:
+    """The first line of a statement as printed (a loop or an if without its body)."""
+    text = stmt_str(s) if not isinstance(s, str) else s
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+# ------------------------------------------------------------------------------------------------
+# checking every pass
+
+class PassChecker:
+    """An ``after_pass`` callback for ``lower()`` that runs each pass's output and compares it
+    with the reference, so a wrong pass is named with the IR before and after it.
+
+    ``arrays``: one array per buffer parameter, in order (inputs; output values are ignored,
+    each run gets fresh poisoned outputs); ``expected``: ``{position: array}`` for the outputs;
+    ``budget``: the first run that exceeds it stops the checking (``self.stopped`` says so; the
+    later passes are then not checked); a later pass that runs more than ten times the first
+    pass's iterations (at least 10,000) is reported as wrong.
+
+    >>> checker = PassChecker([a, b], {1: a * 2}, rtol=1e-6, atol=1e-6)
+    >>> tc.lower(s, [A, B], target="llvm", after_pass=checker)
+    >>> checker.checked
+    ['schedule_ops', 'simplify', 'loop_partition', ...]
+    """
+
+    def __init__(self, arrays, expected: dict, scalars: dict | None = None, rtol: float = 1e-5,
+                 atol: float = 1e-5, budget: int | None = None):
+        self.arrays, self.expected, self.scalars = list(arrays), dict(expected), scalars or {}
+        self.rtol, self.atol, self.budget = rtol, atol, budget
+        self.checked: list = []
+        self.stopped: str | None = None
+        self.steps: int | None = None
+        self._prev = None           # (pass name, PrimFunc) of the last pass run
+
+    def __call__(self, pass_name: str, func: PrimFunc) -> None:
+        if self.stopped:
+            return
+        prev = self._prev
+        if prev is not None and func.body is prev[1].body:
+            self._prev = (pass_name, prev[1])
+            return                  # the pass changed nothing: its output was checked
+        self._prev = (pass_name, func)
+        bufs = [p for p in func.params if isinstance(p, Buffer)]
+        arrays = [self._poisoned(k, a, b) for k, (a, b) in enumerate(zip(self.arrays, bufs))]
+        first = self.steps is None
+        budget = self.budget if first else (None if self.budget is None else max(10 * self.steps, 10_000))
+        try:
+            steps = run(func, arrays, self.scalars, budget)
+        except BudgetExceeded as err:
+            if first:
+                self.stopped = f"the first run needs more than {self.budget} loop iterations"
+                return
+            raise PassMismatch(self._report(pass_name, func, prev, f"{err} (the first pass ran {self.steps})")) from None
+        except LoweredInterpError as err:
+            raise PassMismatch(self._report(pass_name, func, prev, str(err))) from None
+        if first:
+            self.steps = steps
+        for k, want in self.expected.items():
+            got = arrays[k]
+            try:
+                np.testing.assert_allclose(got, want, rtol=self.rtol, atol=self.atol, equal_nan=False)
+            except AssertionError as err:
+                name = bufs[k].name
+                raise PassMismatch(self._report(pass_name, func, prev,
+                                                f"'{name}' differs from the reference:{_mismatch(err)}")) from None
+        self.checked.append(pass_name)
+
+    def _poisoned(self, k, a, buf):
+        if k not in self.expected:
+            return np.array(a, copy=True)
+        return poison(np.shape(self.expected[k]), _np(buf.dtype))
+
+    def _report(self, pass_name, func, prev, what) -> str:
+        before = (f"--- IR before {pass_name} (after {prev[0]}) ---\n{prev[1]}\n" if prev is not None
+                  else "")
+        return (f"wrong after {pass_name}: {what}\n{before}--- IR after {pass_name} ---\n{func}")
+
+
+def _mismatch(err: AssertionError) -> str:
+    lines = [ln for ln in str(err).splitlines() if ln.strip()]
+    keep = [ln for ln in lines if ln.lstrip().startswith(("Mismatched", "Max absolute", "Max relative"))]
+    return ("\n  " + "\n  ".join(keep)) if keep else "\n" + str(err)
