@@ -9,7 +9,7 @@ import pytest
 import tilecraft as tc
 from tilecraft import te
 from tilecraft.ir import DTypeError
-from tilecraft.schedule import ScheduleError, replay
+from tilecraft.schedule import ScheduleError, from_json, replay
 from tilecraft.te import TEError
 
 
@@ -666,23 +666,98 @@ def test_build_of_something_else():
 
 def test_replay_unknown_primitive():
     A, B, C, D = matmul()
-    with raises(ScheduleError, r"replay: unknown primitive 'twist'"):
-        replay([["twist", "D", ["i"]]], [D.op])
+    with raises(ScheduleError, r"replay of step 0: unknown primitive 'twist' \(known: split, tile, fuse, "):
+        replay([{"step": "twist", "stage": "D"}], [D.op])
+    with raises(ScheduleError, r"replay of step 1: unknown primitive 'twist'"):
+        replay([["parallel", "D", ["i"]], ["twist", "D", ["i"]]], [D.op])     # the untyped format
+
+
+def test_replay_unknown_field():
+    A, B, C, D = matmul()
+    with raises(ScheduleError, r"replay of step 0: split has no field\(s\) by \(its fields: stage, axis, "
+                               r"factor, nparts\)"):
+        replay([{"step": "split", "stage": "D", "axis": "i", "by": 4}], [D.op])
+
+
+def test_replay_missing_field():
+    A, B, C, D = matmul()
+    with raises(ScheduleError, r"replay of step 0: split needs the field\(s\) axis"):
+        replay([{"step": "split", "stage": "D", "factor": 4}], [D.op])
+
+
+def test_replay_unreadable_step():
+    A, B, C, D = matmul()
+    with raises(ScheduleError, r"replay of step 0: cannot read \['split', 'D'\] as a recorded step"):
+        replay([["split", "D"]], [D.op])
+    with raises(ScheduleError, r"replay of step 0: expected an object with a \"step\" key, got 3"):
+        replay([3], [D.op])
 
 
 def test_replay_unknown_axis():
     A, B, C, D = matmul()
-    with raises(ScheduleError, r"replay: stage 'D' has no axis named 'q' \(axes: i, j\)"):
-        replay([["vectorize", "D", ["q"]]], [D.op])
+    with raises(ScheduleError, r"replay of step 0 \(vectorize of 'D'\): stage 'D' has no axis named 'q' "
+                               r"\(axes: i, j\)"):
+        replay([{"step": "vectorize", "stage": "D", "axis": "q"}], [D.op])
 
 
 def test_replay_unknown_tensor():
     A, B, C, D = matmul()
-    with raises(ScheduleError, r"replay: no tensor named 'Q'"):
-        replay([["cache_write", "", ["Q", "local"]]], [D.op])
+    with raises(ScheduleError, r"replay of step 0 \(cache_write of 'Q'\): the schedule has no tensor named 'Q' "
+                               r"\(tensors: A, B, C, D\)"):
+        replay([{"step": "cache_write", "tensor": "Q", "scope": "local"}], [D.op])
+
+
+def test_replay_on_a_different_schedule():
+    A, B, C, D = matmul()
+    with raises(ScheduleError, r"replay of step 0 \(cache_read of 'A'\): cache_read made the stage 'A.shared' "
+                               r"where the record says 'A.local' \(the schedule differs from the one recorded\)"):
+        replay([{"step": "cache_read", "tensor": "A", "scope": "shared", "readers": ["C"], "result": "A.local"}],
+               [D.op])
 
 
 def test_replay_symbolic_split_factor():
     A, B, C, D = matmul()
-    with raises(ScheduleError, r"replay: symbolic split factor 'n' cannot be replayed"):
+    with raises(ScheduleError, r"replay of step 0 \(split of 'D'\): split of axis 'i' in stage 'D': the factor "
+                               r"must be a positive integer, got 'n'"):
         replay([["split", "D", ["i", "factor", "n"]]], [D.op])
+
+
+def test_record_of_a_symbolic_split_factor():
+    A, B, C, D = matmul()
+    s = te.create_schedule(D.op)
+    s[D].split(D.op.axis[0], factor=te.var("n"))
+    msg = (r"the split of axis 'i' in stage 'D' has the symbolic factor `n`: the schedule record "
+           r"\(to_json, to_python\) holds integer factors only")
+    with raises(ScheduleError, msg):
+        s.to_json()
+    with raises(ScheduleError, msg):
+        s.to_python()
+
+
+def test_from_json_of_something_else():
+    A, B, C, D = matmul()
+    with raises(ScheduleError, r"from_json: not JSON \(Expecting"):
+        from_json("[{", [D.op])
+    with raises(ScheduleError, r"from_json: expected a list of steps, got dict"):
+        from_json('{"step": "split"}', [D.op])
+
+
+def test_stage_name_shared_by_two_stages():
+    A = te.placeholder((8,), name="A")
+    B = te.compute((8,), lambda i: A[i] * 2.0)
+    C = te.compute((8,), lambda i: B[i] + 1.0)
+    s = te.create_schedule(C.op)
+    with raises(ScheduleError, r"the schedule: 2 stages are named 'compute'; say which with 'compute#0' ... "
+                               r"'compute#1' \(in the schedule's current order\)"):
+        s["compute"]
+    assert s["compute#0"].op is B.op and s["compute#1"].op is C.op
+    with raises(ScheduleError, r"the schedule has no stage named 'compute#2' \(stages: A, compute\)"):
+        s["compute#2"]
+
+
+def test_pragma_value_that_is_not_a_number_or_string():
+    A, B, C, D = matmul()
+    s = te.create_schedule(D.op)
+    with raises(ScheduleError, r"pragma on stage 'D', axis 'i': the key must be a string and the value a number, "
+                               r"a string or None, got 'auto_unroll_max_step' = \[16\]"):
+        s[D].pragma(D.op.axis[0], "auto_unroll_max_step", [16])

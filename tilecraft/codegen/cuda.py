@@ -209,7 +209,8 @@ def _pow2(node):
 
 def for_gpu(func: PrimFunc) -> PrimFunc:
     """``func`` itself if it was lowered with ``target="cuda"``, else with the GPU passes run now
-    (TVM's ``tvm.build(tvm.lower(s, args), target="cuda")`` flow; double_buffer marks are lost)."""
+    (TVM's ``tvm.build(tvm.lower(s, args), target="cuda")`` flow; ``double_buffer`` is kept: it is
+    an attribute of the lowered function)."""
     from ..ir.stmt import Allocate, AttrStmt, SeqStmt
     from ..schedule.passes.gpu_lower import lower_for_gpu
     body = func.body

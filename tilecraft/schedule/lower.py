@@ -206,33 +206,31 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
     # ---- GPU hook (owned by the CUDA backend): kernels, launch indices, shared memory, barriers ----
     if target is not None and str(target).split()[0] == "cuda":
         from .passes.gpu_lower import lower_for_gpu
-        db = _double_buffered(sch, buffers)
-        body = lower_for_gpu(body, params, name, double_buffered=db, print_ir=print_ir)
+        _check_double_buffer(sch)
+        body = lower_for_gpu(body, params, name, print_ir=print_ir)
     # ---- end of GPU hook ----
     func = PrimFunc(name, tuple(params), body, (("lower_time", time.perf_counter() - t0),))
     return func
 
 
-def _double_buffered(sch, buffers: dict) -> set:
-    """The buffers of the stages marked with double_buffer(). Such a stage must be attached at a
-    loop that runs in time in its kernel (a serial or unrolled loop, not one bound to the grid or
-    a virtual thread): the tiles alternate along it. Where lowering leaves a tile outside any
-    loop (the loop runs once, or loop partitioning peeled it off) it keeps one buffer."""
+def _check_double_buffer(sch) -> None:
+    """A stage marked with double_buffer() must be attached at a loop that runs in time in its
+    kernel (a serial or unrolled loop, not one bound to the grid or a virtual thread): the tiles
+    alternate along it. (The mark itself is in the IR: ``schedule_ops`` wraps the tile's
+    allocation in ``double_buffer_scope``. Where lowering leaves a tile outside any loop — the
+    loop runs once, or loop partitioning peeled it off — it keeps one buffer.) A function lowered
+    without a target and built for CUDA later is not checked here: such a tile keeps one buffer."""
     from .passes.gpu_kernels import GPULoweringError
-    out = set()
     for st in sch.stages:
         if not getattr(st, "double_buffered", False):
             continue
-        names = [buffers[t].name for t in st.op.outputs if t in buffers]
         at = st.attach_ivar
         attr = st.attach_stage.iter_var_attrs.get(at) if at is not None else None
         if at is None or (attr is not None and attr.bind is not None):
             raise GPULoweringError(
-                f"double_buffer on '{names[0] if names else st.name}': the stage is not attached inside a "
+                f"double_buffer on '{st.name}': the stage is not attached inside a "
                 f"loop of the kernel, so there is no next tile to overlap with; compute_at it inside the "
                 f"reduction loop")
-        out.update(names)
-    return out
 
 
 def _free_scalars(body, params) -> set:

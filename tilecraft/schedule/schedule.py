@@ -1,14 +1,17 @@
 """Schedules: how each stage of a tensor expression is computed.
 
 ``s = te.create_schedule(C.op)`` makes one *stage* per operation; ``s[C]`` is C's stage. Each
-primitive changes the stage's loop structure and is recorded as a frozen :class:`Step` that names
-axes by name, so a schedule prints as JSON or Python and replays to the same loop nest
-(:meth:`Schedule.to_json`, :func:`replay`). ``tilecraft.lower`` interprets the final state.
+primitive changes the stage's loop structure and is recorded as one frozen step (``record.py``)
+that names stages and axes by name, so a schedule prints as JSON (``s.to_json()``, read back by
+``from_json``) and as Python that runs (``s.to_python()``), and ``replay`` rebuilds the same loop
+nest. ``tilecraft.lower`` interprets the final state; nothing downstream reads the steps.
+Each primitive's docstring shows a loop nest before and after it.
 """
 from __future__ import annotations
 
 import json
 import numbers
+from operator import attrgetter
 from dataclasses import dataclass, field
 
 from ..ir import dtype as dt
@@ -17,6 +20,10 @@ from ..ir.expr import (Const, Expr, IterKind, IterVar, Range, Reduce, TensorLoad
 from ..ir.functor import IRMutator, substitute
 from ..ir.stmt import ForKind
 from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, post_dfs_order
+from .record import (BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
+                     ComputeRootStep, DoubleBufferStep, FuseStep, ParallelStep, PragmaStep, ReorderStep,
+                     RFactorStep, SetScopeStep, SplitStep, Step, StorageAlignStep, TileStep, UnrollStep,
+                     VectorizeStep, name_ref, python_form, resolve_ref, step_from_json, steps_to_json)
 
 
 class ScheduleError(ValueError):
@@ -42,21 +49,6 @@ class Fuse:
     fused: IterVar
 
 
-@dataclass(frozen=True)
-class Step:
-    """One recorded schedule primitive. ``args`` holds names and numbers only."""
-    primitive: str
-    stage: str
-    args: tuple = ()
-
-    def to_json(self) -> list:
-        return [self.primitive, self.stage, list(self.args)]
-
-    def to_python(self) -> str:
-        a = ", ".join(repr(x) for x in self.args)
-        return f"s[{self.stage!r}].{self.primitive}({a})" if self.stage else f"s.{self.primitive}({a})"
-
-
 @dataclass
 class IterAttr:
     kind: ForKind = ForKind.SERIAL
@@ -66,6 +58,11 @@ class IterAttr:
 
 def _extent_of(iv: IterVar):
     return iv.dom.extent if iv.dom is not None else None
+
+
+def _number(e):
+    """A split amount as the record holds it: an int where it is a constant."""
+    return e.value if isinstance(e, Const) else e
 
 
 class Stage:
@@ -95,8 +92,28 @@ class Stage:
         return f"stage({self.name}, {type(self.op).__name__})"
 
     # helpers -----------------------------------------------------------------------------------
-    def _record(self, primitive: str, *args) -> None:
-        self.schedule.steps.append(Step(primitive, self.name, tuple(args)))
+    def _record(self, step: Step) -> None:
+        self.schedule.steps.append(step)
+
+    def _ref(self) -> str:
+        """This stage's name in the record (``name#k`` if another stage has its name)."""
+        return self.schedule._stage_ref(self)
+
+    def _leaf(self, iv, what: str) -> IterVar:
+        return self.leaf_iter_vars[self._leaf_index(iv, what)]
+
+    def _axis_ref(self, iv: IterVar) -> str:
+        """A current axis's name in the record (``name#k`` if another current axis has its name)."""
+        return name_ref(iv, iv.var.name, self.leaf_iter_vars, _iv_name)
+
+    def _axis_by_ref(self, ref: str) -> IterVar:
+        return resolve_ref(ref, self.leaf_iter_vars, _iv_name, ("axis", "axes"), f"stage '{self.name}'")
+
+    def _root_axis_ref(self, iv: IterVar) -> str:
+        return name_ref(iv, iv.var.name, self.op.axis, _iv_name)
+
+    def _root_axis_by_ref(self, ref: str) -> IterVar:
+        return resolve_ref(ref, self.op.axis, _iv_name, ("axis", "axes"), f"stage '{self.name}' (op.axis)")
 
     def _leaf_index(self, iv, what: str) -> int:
         if isinstance(iv, Var):
@@ -139,21 +156,30 @@ class Stage:
         return a
 
     # primitives --------------------------------------------------------------------------------
+    # Each one checks its arguments, changes the stage, and records one step (record.py) that
+    # names the stage and the axes as they were before the change.
     def split(self, parent: IterVar, factor=None, nparts=None):
-        """Split an axis into an outer and an inner axis.
+        """Split an axis into an outer and an inner axis; returns ``(outer, inner)``.
 
-        Before (``extent 1000``)::            After ``split(i, factor=64)``::
+        Before::                               After ``s[C].split(i, factor=64)``::
 
-            for i in range(1000):                 for i.outer in range(16):
-                C[i] = ...                            for i.inner in range(64):
-                                                          if i.outer * 64 + i.inner < 1000:
-                                                              C[i.outer * 64 + i.inner] = ...
+            for i in range(1000):                  for i.outer in range(16):
+                C[i] = A[i] * 2                        for i.inner in range(64):
+                                                           if i.outer * 64 + i.inner < 1000:
+                                                               C[i.outer * 64 + i.inner] = ...
 
-        A factor that does not divide the extent is correct: the tail is guarded.
-        ``nparts=`` fixes the outer extent instead. Returns ``(outer, inner)``.
+        A factor that does not divide the extent is correct: the tail is guarded (and loop
+        partitioning later peels it). ``nparts=4`` fixes the outer extent instead
+        (``i.outer`` in range(4), ``i.inner`` in range(250)).
         """
-        what = "split"
-        k = self._leaf_index(parent, what)
+        k = self._leaf_index(parent, "split")
+        ref = self._axis_ref(self.leaf_iter_vars[k])
+        outer, inner, amount = self._split(k, factor, nparts)
+        amount = _number(amount)
+        self._record(SplitStep(self._ref(), ref, *((amount, None) if factor is not None else (None, amount))))
+        return outer, inner
+
+    def _split(self, k: int, factor, nparts):
         parent = self.leaf_iter_vars[k]
         if (factor is None) == (nparts is None):
             raise ScheduleError(f"split of axis '{parent.var.name}' in stage '{self.name}': give exactly one "
@@ -180,21 +206,31 @@ class Stage:
         self.relations.append(Split(parent, outer, inner, amount_e if factor is not None else None,
                                     amount_e if nparts is not None else None))
         self.leaf_iter_vars[k:k + 1] = [outer, inner]
-        self._record("split", parent.var.name, "factor" if factor is not None else "nparts",
-                     amount_e.value if isinstance(amount_e, Const) else str(amount_e))
-        return outer, inner
+        return outer, inner, amount_e
 
     def tile(self, x_parent, y_parent, x_factor, y_factor):
-        """Split two axes and order them ``(x.outer, y.outer, x.inner, y.inner)``; returns those four."""
-        xo, xi = self.split(x_parent, factor=x_factor)
-        yo, yi = self.split(y_parent, factor=y_factor)
-        self.reorder(xo, yo, xi, yi)
+        """Split two axes and order them ``(x.outer, y.outer, x.inner, y.inner)``; returns those four.
+
+        Before::                               After ``s[C].tile(i, j, 8, 16)``::
+
+            for i in range(64):                    for i.outer in range(8):
+                for j in range(64):                    for j.outer in range(4):
+                    C[i, j] = ...                          for i.inner in range(8):
+                                                               for j.inner in range(16):
+                                                                   C[i.outer * 8 + i.inner,
+                                                                     j.outer * 16 + j.inner] = ...
+        """
+        refs = self._axis_ref(self._leaf(x_parent, "tile")), self._axis_ref(self._leaf(y_parent, "tile"))
+        xo, xi, xa = self._split(self._leaf_index(x_parent, "tile"), x_factor, None)
+        yo, yi, ya = self._split(self._leaf_index(y_parent, "tile"), y_factor, None)
+        self._reorder([xo, yo, xi, yi])
+        self._record(TileStep(self._ref(), refs[0], refs[1], _number(xa), _number(ya)))
         return xo, yo, xi, yi
 
     def fuse(self, *args):
-        """Fuse adjacent axes (outer first) into one.
+        """Fuse adjacent axes (outer first) into one; returns it.
 
-        Before::                               After ``fuse(i, j)``::
+        Before::                               After ``s[C].fuse(i, j)``::
 
             for i in range(4):                     for i.j.fused in range(32):
                 for j in range(8):                     C[i.j.fused // 8, i.j.fused % 8] = ...
@@ -216,7 +252,7 @@ class Stage:
         if len(kinds) > 1:
             raise ScheduleError(f"fuse on stage '{self.name}': cannot fuse reduction and data-parallel axes "
                                 f"({', '.join(v.var.name for v in ivs)})")
-        self._record("fuse", *[v.var.name for v in ivs])
+        self._record(FuseStep(self._ref(), tuple(self._axis_ref(v) for v in ivs)))
         cur = ivs[0]
         for nxt in ivs[1:]:
             e1, e2 = _extent_of(cur), _extent_of(nxt)
@@ -230,67 +266,123 @@ class Stage:
     def reorder(self, *args):
         """Put the given axes, in this order, in the positions they occupy now.
 
-        Before::                               After ``reorder(j, i)``::
+        Before::                               After ``s[C].reorder(j, i)``::
 
             for i in range(4):                     for j in range(8):
-                for j in range(8): ...                 for i in range(4): ...
+                for j in range(8):                     for i in range(4):
+                    C[i, j] = ...                          C[i, j] = ...
         """
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = tuple(args[0])
+        refs = tuple(self._axis_ref(self._leaf(a, "reorder")) for a in args)
+        self._reorder(args)
+        self._record(ReorderStep(self._ref(), refs))
+
+    def _reorder(self, args):
         idx = [self._leaf_index(a, "reorder") for a in args]
         if len(set(idx)) != len(idx):
             raise ScheduleError(f"reorder on stage '{self.name}': an axis appears twice")
         ivs = [self.leaf_iter_vars[k] for k in idx]
         for pos, iv in zip(sorted(idx), ivs):
             self.leaf_iter_vars[pos] = iv
-        self._record("reorder", *[v.var.name for v in ivs])
 
-    def _annotate(self, iv, kind: ForKind, what: str):
+    def _annotate(self, iv, kind: ForKind, what: str, step):
         k = self._leaf_index(iv, what)
         iv = self.leaf_iter_vars[k]
         if kind in (ForKind.VECTORIZED, ForKind.PARALLEL) and iv.kind is IterKind.REDUCE:
             raise ScheduleError(f"{what} on stage '{self.name}': axis '{iv.var.name}' is a reduction axis; "
                                 f"only data-parallel axes can be {what}d (reorder it inside, or use rfactor)")
         self._attr(iv).kind = kind
-        self._record(what, iv.var.name)
+        self._record(step(self._ref(), self._axis_ref(iv)))
 
     def vectorize(self, iv):
-        """Run an axis (constant extent, usually innermost) as one vector operation (SIMD)."""
-        self._annotate(iv, ForKind.VECTORIZED, "vectorize")
+        """Run an axis (constant extent, usually innermost) as one vector operation (SIMD).
+
+        Before::                               After ``s[C].vectorize(i.inner)``::
+
+            for i.outer in range(128):             for i.outer in range(128):
+                for i.inner in range(8):               C[ramp(i.outer * 8, 1, 8)] =
+                    C[i.outer * 8 + i.inner] =             A[ramp(i.outer * 8, 1, 8)] * broadcast(2.0, 8)
+                        A[i.outer * 8 + i.inner] * 2.0
+        """
+        self._annotate(iv, ForKind.VECTORIZED, "vectorize", VectorizeStep)
 
     def unroll(self, iv):
-        """Unroll an axis (constant extent)."""
-        self._annotate(iv, ForKind.UNROLLED, "unroll")
+        """Unroll an axis (constant extent).
+
+        Before::                               After ``s[C].unroll(i.inner)``::
+
+            for i.outer in range(256):             for i.outer in range(256):
+                for i.inner in range(4):               C[i.outer * 4] = A[i.outer * 4] * 2.0
+                    C[i.outer * 4 + i.inner] =         C[i.outer * 4 + 1] = A[i.outer * 4 + 1] * 2.0
+                        A[i.outer * 4 + i.inner] * 2.0 C[i.outer * 4 + 2] = ...
+                                                       C[i.outer * 4 + 3] = ...
+        """
+        self._annotate(iv, ForKind.UNROLLED, "unroll", UnrollStep)
 
     def parallel(self, iv):
-        """Run the iterations of an axis on the CPU thread pool."""
-        self._annotate(iv, ForKind.PARALLEL, "parallel")
+        """Run the iterations of an axis on the CPU thread pool.
+
+        Before::                               After ``s[C].parallel(i.outer)``::
+
+            for i.outer in range(4):               for i.outer in parallel(4):
+                for i.inner in range(256):             for i.inner in range(256):
+                    C[i.outer * 256 + i.inner] = ...       C[i.outer * 256 + i.inner] = ...
+        """
+        self._annotate(iv, ForKind.PARALLEL, "parallel", ParallelStep)
 
     def bind(self, iv, thread_ivar: IterVar):
-        """Bind an axis to a GPU index: ``s[C].bind(xo, te.thread_axis("blockIdx.x"))``."""
+        """Bind an axis to a GPU index: ``s[C].bind(xo, te.thread_axis("blockIdx.x"))``.
+
+        Before::                               After binding i.outer to blockIdx.x, i.inner to threadIdx.x::
+
+            for i.outer in range(4):               for i.outer in thread_binding(4, thread="blockIdx.x"):
+                for i.inner in range(256):             for i.inner in thread_binding(256, thread="threadIdx.x"):
+                    C[i.outer * 256 + i.inner] = ...       C[i.outer * 256 + i.inner] = ...
+
+        The loops become the launch grid (4 blocks of 256 threads) when lowered for ``cuda``.
+        """
         k = self._leaf_index(iv, "bind")
         iv = self.leaf_iter_vars[k]
         if not isinstance(thread_ivar, IterVar) or thread_ivar.kind is not IterKind.THREAD:
             raise ScheduleError(f"bind on stage '{self.name}': the second argument must be te.thread_axis(...)")
         a = self._attr(iv)
         a.kind, a.bind = ForKind.THREAD_BINDING, thread_ivar
-        self._record("bind", iv.var.name, thread_ivar.thread_tag, thread_ivar.var.name)
+        tag, name, dom = thread_ivar.thread_tag, thread_ivar.var.name, thread_ivar.dom
+        if dom is not None:
+            lo, ext = dom.min, dom.extent
+            dom = (lo.value, lo.value + ext.value) if isinstance(lo, Const) and isinstance(ext, Const) else None
+        self._record(BindStep(self._ref(), self._axis_ref(iv), tag, None if name == tag else name, dom))
 
     def pragma(self, iv, key: str, value=None):
-        """Annotate a loop: ``pragma(ax, "auto_unroll_max_step", 16)`` unrolls small inner loops."""
+        """Annotate a loop; ``pragma(ax, "auto_unroll_max_step", 16)`` unrolls the loop nests
+        inside ``ax`` with at most 16 iterations in all.
+
+        Before::                               After ``s[C].pragma(i.outer, "auto_unroll_max_step", 16)``::
+
+            for i.outer in range(256):             for i.outer in range(256, pragma_auto_unroll_max_step=16):
+                for i.inner in range(4):               C[i.outer * 4] = ...
+                    C[i.outer * 4 + i.inner] = ...     C[i.outer * 4 + 1] = ...
+                                                       C[i.outer * 4 + 2] = ...
+                                                       C[i.outer * 4 + 3] = ...
+        """
         k = self._leaf_index(iv, "pragma")
         iv = self.leaf_iter_vars[k]
+        if not isinstance(key, str) or not (value is None or isinstance(value, (bool, int, float, str))):
+            raise ScheduleError(f"pragma on stage '{self.name}', axis '{iv.var.name}': the key must be a string and "
+                                f"the value a number, a string or None, got {key!r} = {value!r}")
         self._attr(iv).pragmas.append((key, value))
-        self._record("pragma", iv.var.name, key, value)
+        self._record(PragmaStep(self._ref(), self._axis_ref(iv), key, value))
 
     def compute_at(self, parent: "Stage", scope: IterVar):
         """Compute this stage inside ``parent``'s loop ``scope``, only the region that iteration needs.
 
         Before::                               After ``s[B].compute_at(s[C], i)``::
 
-            for i in range(n): B[i] = A[i]*2       for i in range(n):
-            for i in range(n): C[i] = B[i]+1           B_local[0] = A[i]*2
-                                                       C[i] = B_local[0]+1
+            for i in range(100):                   for i in range(100):
+                B[i] = A[i] * 2.0                      B = allocate(float32[1])
+            for i in range(100):                       B[0] = A[i] * 2.0
+                C[i] = B[i] + 1.0                      C[i] = B[0] + 1.0
         """
         if not isinstance(parent, Stage):
             raise ScheduleError(f"compute_at of stage '{self.name}': the first argument must be a stage (s[T])")
@@ -307,10 +399,18 @@ class Stage:
                                     f"itself computed inside '{self.name}')")
             cur = cur.attach_stage
         self.attach_type, self.attach_stage, self.attach_ivar = "scope", parent, parent.leaf_iter_vars[k]
-        self._record("compute_at", parent.name, parent.leaf_iter_vars[k].var.name)
+        self._record(ComputeAtStep(self._ref(), parent._ref(), parent._axis_ref(parent.leaf_iter_vars[k])))
 
     def compute_inline(self):
-        """Substitute this stage's formula into its consumers; it gets no loops or storage."""
+        """Substitute this stage's formula into its consumers; it gets no loops or storage.
+
+        Before::                               After ``s[B].compute_inline()``::
+
+            for i in range(100):                   for i in range(100):
+                B[i] = A[i] * 2.0                      C[i] = A[i] * 2.0 + 1.0
+            for i in range(100):
+                C[i] = B[i] + 1.0
+        """
         if not isinstance(self.op, ComputeOp):
             raise ScheduleError(f"compute_inline: stage '{self.name}' is not a compute stage")
         if self.op.reduce_axis:
@@ -318,35 +418,71 @@ class Stage:
         if self.is_output:
             raise ScheduleError(f"compute_inline: stage '{self.name}' is an output of the schedule")
         self.attach_type, self.attach_stage, self.attach_ivar = "inline", None, None
-        self._record("compute_inline")
+        self._record(ComputeInlineStep(self._ref()))
 
     def compute_root(self):
-        """Compute this stage at the top level (undo compute_at / compute_inline)."""
+        """Compute this stage at the top level (undo compute_at / compute_inline).
+
+        Before (``B`` attached at ``i``)::        After ``s[B].compute_root()``::
+
+            for i in range(100):                   for i in range(100):
+                B[0] = A[i] * 2.0                      B[i] = A[i] * 2.0
+                C[i] = B[0] + 1.0                  for i in range(100):
+                                                       C[i] = B[i] + 1.0
+        """
         self.attach_type, self.attach_stage, self.attach_ivar = "root", None, None
-        self._record("compute_root")
+        self._record(ComputeRootStep(self._ref()))
 
     def storage_align(self, axis: IterVar, factor: int, offset: int):
-        """Pad the stride of ``axis`` so that ``stride % factor == offset`` (avoids bank conflicts)."""
+        """Pad the stride of ``axis`` (one of ``op.axis``) so that ``stride % factor == offset``
+        (avoids shared-memory bank conflicts); the values stay where they were.
+
+        Before (``AA`` 16 × 30)::                After ``s[AA].storage_align(AA.op.axis[0], 32, 1)``::
+
+            AA = allocate(float32[480])            AA = allocate(float32[528])
+            AA[ax0 * 30 + ax1] = A[...]            AA[ax0 * 33 + ax1] = A[...]
+        """
         for d, iv in enumerate(self.op.axis):
             if iv is axis:
                 if factor <= 0:
                     raise ScheduleError(f"storage_align on stage '{self.name}': factor must be positive")
                 self.align[d] = (int(factor), int(offset))
-                self._record("storage_align", iv.var.name, int(factor), int(offset))
+                self._record(StorageAlignStep(self._ref(), self._root_axis_ref(iv), int(factor), int(offset)))
                 return
         raise ScheduleError(f"storage_align on stage '{self.name}': axis must be one of op.axis "
                             f"({', '.join(iv.var.name for iv in self.op.axis)})")
 
     def set_scope(self, scope: str):
+        """Keep this stage's buffer in memory of ``scope`` (``global``, ``shared``, ``local``).
+
+        Before::                               After ``s[B].set_scope("shared")``::
+
+            B = allocate(float32[100], "global")   B = allocate(float32[100], "shared")
+        """
         self.scope = scope
-        self._record("set_scope", scope)
+        self._record(SetScopeStep(self._ref(), scope))
 
     def double_buffer(self):
-        """Use two buffers alternately so the next tile's fetch overlaps this tile's use (GPU)."""
+        """Give a shared tile two buffers, so that the next tile's fetch overlaps this tile's
+        compute (GPU). The stage must be attached inside a loop of its kernel (the loop of tiles).
+
+        Before (``AS`` attached at ``k.outer``)::  After ``s[AS].double_buffer()`` (lowered for cuda)::
+
+            for k.outer in range(n):               AS[0:size] = A[tile 0]
+                AS[i] = A[tile k.outer]            for k.outer in range(n):
+                sync()                                 if k.outer + 1 < n: reg = A[tile k.outer + 1]
+                ... compute(AS) ...                    ... compute(AS[(k.outer % 2) * size + ...]) ...
+                sync()                                 if k.outer + 1 < n: AS[((k.outer + 1) % 2) * size + i] = reg
+                                                       sync()
+
+        ``lower`` marks the allocation (``# attr double_buffer_scope(AS) = 1``); the GPU pass
+        ``gpu_double_buffer`` does the rest (see its docstring).
+        """
         self.double_buffered = True
-        self._record("double_buffer")
+        self._record(DoubleBufferStep(self._ref()))
 
     def tensorize(self, axis, intrin):
+        """Replace the loop nest under ``axis`` by a tensor intrinsic: not supported yet (raises)."""
         raise ScheduleError(f"tensorize on stage '{self.name}': not supported yet")
 
 
@@ -385,19 +521,29 @@ class Schedule:
             self.stage_map[op].is_output = True
 
     def __getitem__(self, key) -> Stage:
+        """The stage of a tensor, an operation, or a name (``s["C"]``; ``s["compute#1"]`` for the
+        second of two stages named ``compute``)."""
         op = key.op if isinstance(key, Tensor) else key
         if isinstance(key, Stage):
             return key
         if isinstance(key, str):
-            for st in self.stages:
-                if st.name == key:
-                    return st
-            raise ScheduleError(f"no stage named {key!r} (stages: {', '.join(st.name for st in self.stages)})")
+            return resolve_ref(key, self.stages, _stage_name, ("stage", "stages"), "the schedule")
         st = self.stage_map.get(op)
         if st is None:
             raise ScheduleError(f"'{getattr(op, 'name', op)}' is not part of this schedule "
                                 f"(stages: {', '.join(st.name for st in self.stages)})")
         return st
+
+    def _stage_ref(self, st: Stage) -> str:
+        return name_ref(st, st.name, self.stages, _stage_name)
+
+    def _tensor_ref(self, t: Tensor) -> str:
+        """A current tensor's name in the record (``name#k`` if another tensor has its name)."""
+        return name_ref(t, t.name, [x for st in self.stages for x in st.op.outputs], _tensor_name)
+
+    def _tensor_by_ref(self, ref: str) -> Tensor:
+        return resolve_ref(ref, [x for st in self.stages for x in st.op.outputs], _tensor_name,
+                           ("tensor", "tensors"), "the schedule")
 
     def _owner_of(self, iv: IterVar):
         for st in self.stages:
@@ -425,8 +571,22 @@ class Schedule:
 
     def cache_read(self, tensor: Tensor, scope: str, readers) -> Tensor:
         """A stage that copies ``tensor`` into memory of ``scope`` (``shared``, ``local``,
-        ``global``) for the given readers, which then read the copy. Attach it with
-        ``compute_at`` to fetch a tile at a time."""
+        ``global``) for the given readers, which then read the copy; returns the copy, a tensor
+        named ``A.shared`` (a second cache of A in the same scope has the same name; the record
+        tells them apart as ``A.shared#0`` and ``A.shared#1``).
+
+        Before::                               After ``AS = s.cache_read(A, "shared", [C])``::
+
+            for i in range(16):                    AS = allocate(float32[16, 30], "shared")
+                for j in range(30):                for ax0 in range(16):
+                    C[i, j] = A[i, j] * 2.0            for ax1 in range(30):
+                                                           AS[ax0, ax1] = A[ax0, ax1]
+                                                   for i in range(16):
+                                                       for j in range(30):
+                                                           C[i, j] = AS[i, j] * 2.0
+
+        Attach it with ``s[AS].compute_at(s[C], i)`` to fetch one row (a tile) at a time.
+        """
         if not isinstance(tensor, Tensor):
             raise ScheduleError(f"cache_read: expected a tensor, got {tensor!r}")
         tensor = self._current(tensor)
@@ -435,6 +595,7 @@ class Schedule:
         for rs in reader_stages:
             if not any(t is tensor for t in rs.op.input_tensors):
                 raise ScheduleError(f"cache_read of '{tensor.name}': stage '{rs.name}' does not read it")
+        refs = self._tensor_ref(tensor), tuple(self._stage_ref(r) for r in reader_stages)
         name = f"{tensor.name}.{scope}"
         cache = _copy_compute(tensor, name)
         st = Stage(cache.op, self)
@@ -442,13 +603,26 @@ class Schedule:
         self._insert_after(self.stage_map.get(tensor.op), st)
         self.stage_map[cache.op] = st
         self._replace_inputs(reader_stages, {tensor: cache})
-        self.steps.append(Step("cache_read", "", (tensor.name, scope, tuple(r.name for r in reader_stages))))
+        self.steps.append(CacheReadStep(refs[0], scope, refs[1], self._stage_ref(st)))
         return cache
 
     def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
         """Compute ``tensor`` into a cache of ``scope``, then copy it out. Returns the cache
-        tensor; ``s[tensor]`` becomes the copy-out stage, which keeps the original axes
-        (``C.op.axis``). Must come before other primitives on that stage."""
+        tensor (``C.local``); ``s[tensor]`` becomes the copy-out stage, which keeps the original
+        axes (``C.op.axis``). Must come before other primitives on that stage.
+
+        Before::                               After ``CL = s.cache_write(C, "local")``::
+
+            for i in range(16):                    CL = allocate(float32[16, 30], "local")
+                for j in range(30):                for i.c in range(16):
+                    C[i, j] = A[i, j] * 2.0            for j.c in range(30):
+                                                           CL[i.c, j.c] = A[i.c, j.c] * 2.0
+                                                   for i in range(16):
+                                                       for j in range(30):
+                                                           C[i, j] = CL[i, j]
+
+        Attach the cache with ``s[CL].compute_at(s[C], ...)`` to keep a register tile.
+        """
         if isinstance(tensor, (list, tuple)):
             raise ScheduleError("cache_write of several outputs at once is not supported")
         st = self[tensor]
@@ -460,6 +634,7 @@ class Schedule:
         if st.relations or st.iter_var_attrs or len(st.leaf_iter_vars) != len(st.all_iter_vars):
             raise ScheduleError(f"cache_write of '{st.name}' must come before other schedule primitives on "
                                 f"that stage (it replaces the stage's axes)")
+        ref = self._tensor_ref(op.outputs[0])
         name = f"{op.name}.{scope}"
         new_axis = tuple(IterVar(iv.dom, Var(iv.var.name + ".c", iv.var.dtype), iv.kind) for iv in op.axis)
         vmap = {old.var: new.var for old, new in zip(op.axis, new_axis)}
@@ -481,16 +656,36 @@ class Schedule:
         st.leaf_iter_vars = list(out_axis)
         self.stage_map[copy_op] = st
         self._replace_inputs([x for x in self.stages if x is not st and x is not cst], {old_out: copy_op.output(0)})
-        self.steps.append(Step("cache_write", "", (op.name, scope)))
+        self.steps.append(CacheWriteStep(ref, scope, self._stage_ref(cst)))
         return cache
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         """Factor a reduction: the partial results over ``axis`` (a leaf reduce axis of
-        ``tensor``'s stage) become a new stage whose data axis is ``axis``; the original stage then
-        reduces over those partials. Lets a long sum run in parallel."""
+        ``tensor``'s stage) become a new stage (``S.rf``, returned) whose data axis is ``axis``
+        (at position ``factor_axis``); the original stage then reduces over those partials. Lets
+        a long sum run in parallel.
+
+        Before (``k`` split into 4 × 256)::      After ``SF = s.rfactor(S, k.outer)``::
+
+            S[0] = 0.0                             SF = allocate(float32[4])
+            for k.outer in range(4):               for k.outer.v in range(4):
+                for k.inner in range(256):             SF[k.outer.v] = 0.0
+                    S[0] += A[k.outer * 256            for k.inner in range(256):
+                              + k.inner]                   SF[k.outer.v] += A[k.outer.v * 256 + k.inner]
+                                                   S[0] = 0.0
+                                                   for k.outer.v_1 in range(4):
+                                                       S[0] += SF[k.outer.v_1]
+
+        ``s[SF].parallel(SF.op.axis[0])`` then sums the four parts on four threads.
+        """
         from .rfactor import rfactor as _rfactor
-        out = _rfactor(self, tensor, axis, factor_axis)
-        self.steps.append(Step("rfactor", "", (tensor.name, axis.var.name, factor_axis)))
+        st = self[tensor]
+        leaves, tref = list(st.leaf_iter_vars), self._tensor_ref(st.op.outputs[getattr(tensor, "value_index", 0)])
+        out = _rfactor(self, tensor, axis, factor_axis)       # checks the axis, then replaces the stage's axes
+        iv = next(x for x in leaves if x is axis or x.var is axis)
+        rf = self[out[0] if isinstance(out, list) else out]
+        self.steps.append(RFactorStep(tref, name_ref(iv, iv.var.name, leaves, _iv_name), factor_axis,
+                                      self._stage_ref(rf)))
         return out
 
     def _current(self, tensor: Tensor) -> Tensor:
@@ -505,10 +700,27 @@ class Schedule:
 
     # records -----------------------------------------------------------------------------------
     def to_json(self) -> str:
-        return json.dumps([s.to_json() for s in self.steps])
+        """The recorded steps as JSON text, one step per line; ``from_json(text, outputs)`` rebuilds
+        the schedule.
+
+        >>> print(s.to_json())
+        [{"step": "split", "stage": "C", "axis": "i", "factor": 64},
+         {"step": "parallel", "stage": "C", "axis": "i.outer"}]
+        """
+        return steps_to_json(self.steps)
 
     def to_python(self) -> str:
-        return "\n".join(s.to_python() for s in self.steps)
+        """The recorded steps as Python code that performs them again, given ``s`` (a fresh
+        schedule of the same outputs) and the graph's tensors by name (``python_names``).
+
+        >>> print(s.to_python())
+        from tilecraft import te
+        # s: te.create_schedule of the same outputs; the tensors by name: C
+        C_i = s[C].op.axis[0]
+        C_i_outer, C_i_inner = s[C].split(C_i, factor=64)
+        s[C].parallel(C_i_outer)
+        """
+        return python_form(self.steps, create_schedule(self.outputs))
 
 
 def _copy_compute(tensor: Tensor, name: str) -> Tensor:
@@ -533,65 +745,36 @@ def create_schedule(ops) -> Schedule:
 
 
 def replay(steps, outputs) -> Schedule:
-    """Rebuild a schedule by replaying recorded steps (``json.loads(s.to_json())``) on ``outputs``."""
+    """A new schedule of ``outputs`` with ``steps`` applied in order: ``Step`` objects, or their
+    JSON objects (``json.loads(s.to_json())``). Steps name stages and axes by name, so they apply
+    to a separately built graph of the same definition.
+
+    >>> s2 = replay(s.steps, [C.op])          # s2.to_json() == s.to_json()
+    """
     s = create_schedule(outputs)
-    for prim, stage_name, args in steps:
-        if not stage_name:
-            if prim == "cache_read":
-                tname, scope, readers = args
-                s.cache_read(_tensor_named(s, tname), scope, [s[r] .op for r in readers])
-            elif prim == "cache_write":
-                s.cache_write(_tensor_named(s, args[0]), args[1])
-            elif prim == "rfactor":
-                tname, axname, fa = args
-                t = _tensor_named(s, tname)
-                st = s[t]
-                s.rfactor(t, _axis_named(st, axname), fa)
-            continue
-        st = s[stage_name]
-        if prim == "split":
-            ax, how, amount = args
-            amount = amount if isinstance(amount, int) else _expr_named(amount)
-            st.split(_axis_named(st, ax), **{how: amount})
-        elif prim == "fuse":
-            st.fuse(*[_axis_named(st, a) for a in args])
-        elif prim == "reorder":
-            st.reorder(*[_axis_named(st, a) for a in args])
-        elif prim in ("vectorize", "unroll", "parallel"):
-            getattr(st, prim)(_axis_named(st, args[0]))
-        elif prim == "bind":
-            from ..te.operation import thread_axis
-            st.bind(_axis_named(st, args[0]), thread_axis(args[1], name=args[2]))
-        elif prim == "pragma":
-            st.pragma(_axis_named(st, args[0]), args[1], args[2])
-        elif prim == "compute_at":
-            parent = s[args[0]]
-            st.compute_at(parent, _axis_named(parent, args[1]))
-        elif prim in ("compute_inline", "compute_root", "double_buffer"):
-            getattr(st, prim)()
-        elif prim == "storage_align":
-            st.storage_align(next(iv for iv in st.op.axis if iv.var.name == args[0]), args[1], args[2])
-        elif prim == "set_scope":
-            st.set_scope(args[0])
-        else:
-            raise ScheduleError(f"replay: unknown primitive {prim!r}")
+    for k, step in enumerate(steps):
+        step = step_from_json(step, f"replay of step {k}")
+        try:
+            step.apply(s)
+        except ScheduleError as e:
+            stage = getattr(step, "stage", None) or getattr(step, "tensor", "")
+            raise ScheduleError(f"replay of step {k} ({step.kind} of '{stage}'): {e}") from None
     return s
 
 
-def _tensor_named(s: Schedule, name: str) -> Tensor:
-    for st in s.stages:
-        for t in st.op.outputs:
-            if t.name == name:
-                return t
-    raise ScheduleError(f"replay: no tensor named {name!r}")
+def from_json(text: str, outputs) -> Schedule:
+    """The schedule that ``s.to_json()`` describes, rebuilt on ``outputs`` (see ``replay``).
+
+    >>> s2 = from_json(s.to_json(), [C.op])
+    """
+    try:
+        steps = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ScheduleError(f"from_json: not JSON ({e})") from None
+    if not isinstance(steps, list):
+        raise ScheduleError(f"from_json: expected a list of steps, got {type(steps).__name__}")
+    return replay(steps, outputs)
 
 
-def _axis_named(st: Stage, name: str) -> IterVar:
-    for iv in st.leaf_iter_vars:
-        if iv.var.name == name:
-            return iv
-    raise ScheduleError(f"replay: stage '{st.name}' has no axis named {name!r} (axes: {st._leaf_names()})")
-
-
-def _expr_named(text: str):
-    raise ScheduleError(f"replay: symbolic split factor {text!r} cannot be replayed")
+_stage_name = _tensor_name = attrgetter("name")     # how the record names stages, tensors, axes
+_iv_name = attrgetter("var.name")

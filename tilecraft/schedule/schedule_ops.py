@@ -13,6 +13,11 @@ a *cross-thread reduction*: its initialisation and its reduction loops are wrapp
 comma-separated). Later passes keep everything that belongs to the reduction inside that scope
 (loop partitioning splits loops in place), and ``gpu_thread_reduce`` turns the scope into a
 per-thread fold, one all-reduce and one write.
+
+The buffer of an attached stage marked with ``double_buffer()`` is allocated inside
+``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))``; the GPU passes give it two
+copies where it stays inside a loop (``hoist_shared_allocations``, ``gpu_double_buffer``), the CPU
+ignores it. The mark is part of the lowered function, so ``build(lower(...))`` keeps it.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, If
 from ..te.tensor import ComputeOp, PlaceholderOp
 
 CROSS_THREAD_REDUCTION = "cross_thread_reduction"
+DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
 _LAUNCH_PREFIXES = ("threadIdx.", "blockIdx.")
 
 
@@ -97,10 +103,12 @@ class NestBuilder:
             parts = []
             for x in inner:
                 parts.append(self.stage_nest(x))
-                allocs.extend(self.buffers[t] for t in x.op.outputs if t not in self.args)
+                allocs.extend((self.buffers[t], x.double_buffered) for t in x.op.outputs if t not in self.args)
             body = seq(*parts, body)
-            for b in reversed(allocs):
+            for b, db in reversed(allocs):
                 body = Allocate(b, body)
+                if db:
+                    body = AttrStmt(DOUBLE_BUFFER_SCOPE, b.name, 1, body)
         attr = st.iter_var_attrs.get(iv)
         kind, tag, ann = ForKind.SERIAL, "", ()
         if attr is not None:

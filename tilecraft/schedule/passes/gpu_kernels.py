@@ -20,6 +20,7 @@ from ...ir.expr import BufferLoad, Const, Var
 from ...ir.functor import IRMutator, post_order_visit
 from ...ir.simplify import simplify
 from ...ir.stmt import Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, SeqStmt
+from ..schedule_ops import DOUBLE_BUFFER_SCOPE
 
 LAUNCH_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 VIRTUAL_TAGS = ("vthread", "cthread")
@@ -201,8 +202,9 @@ def unify_thread_loops(stmt, info: KernelInfo):
 
 
 class _Hoist(IRMutator):
-    def __init__(self, info: KernelInfo, double_buffered: set):
-        self.info, self.db = info, double_buffered
+    def __init__(self, info: KernelInfo):
+        self.info = info
+        self.db: set = set()           # names of buffers marked double_buffer_scope (schedule_ops)
         self.loops: list = []          # enclosing loops that run in time (not virtual threads)
         self.rename: dict = {}
 
@@ -214,6 +216,12 @@ class _Hoist(IRMutator):
             return super().visit_For(s)
         finally:
             self.loops.pop()
+
+    def visit_AttrStmt(self, s):
+        if s.key != DOUBLE_BUFFER_SCOPE:
+            return super().visit_AttrStmt(s)
+        self.db.add(s.node)
+        return self.visit_stmt(s.body)
 
     def visit_Allocate(self, s):
         buf = s.buffer
@@ -249,11 +257,12 @@ class _Hoist(IRMutator):
         return BufferStore(b, v, idx)
 
 
-def hoist_shared_allocations(stmt, info: KernelInfo, double_buffered: set = frozenset()):
+def hoist_shared_allocations(stmt, info: KernelInfo):
     """Remove every shared ``Allocate`` from the kernel body and list it in ``info.shared``
-    (declared once at the top of the kernel). Remembers, for each double-buffered one, the loop
-    it was allocated in."""
-    out = _Hoist(info, set(double_buffered)).visit_stmt(stmt)
+    (declared once at the top of the kernel). Remembers, for each one marked
+    ``double_buffer_scope`` (``schedule_ops``) and allocated inside a loop, the loop it was
+    allocated in, and removes the marks."""
+    out = _Hoist(info).visit_stmt(stmt)
     total = info.shared_bytes()
     if total > MAX_STATIC_SHARED_BYTES:
         parts = ", ".join(f"'{b.name}' {int(b.shape[0].value)} × {b.dtype}" for b in info.shared)

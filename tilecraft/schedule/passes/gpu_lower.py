@@ -27,9 +27,9 @@ from .gpu_vector_index import canonicalize_vector_indices
 __all__ = ["lower_for_gpu", "GPULoweringError", "KernelInfo", "kernels_of"]
 
 
-def lower_for_gpu(body, params, func_name: str = "main", double_buffered=(), print_ir: bool = False):
-    """Turn a lowered loop nest with thread bindings into kernels. ``double_buffered`` names the
-    buffers of stages marked with ``double_buffer()``."""
+def lower_for_gpu(body, params, func_name: str = "main", print_ir: bool = False):
+    """Turn a lowered loop nest with thread bindings into kernels. The buffers of stages marked
+    with ``double_buffer()`` come marked ``double_buffer_scope`` (``schedule_ops``)."""
     workspace, kernels = split_kernels(body, func_name)
     out = []
     for name, stmt in kernels:
@@ -37,7 +37,7 @@ def lower_for_gpu(body, params, func_name: str = "main", double_buffered=(), pri
         steps = [
             ("cross-thread reductions", lambda s: lower_thread_reductions(s, info)),
             ("thread-loop unification", lambda s: unify_thread_loops(s, info)),
-            ("shared allocations hoisted", lambda s: hoist_shared_allocations(s, info, double_buffered)),
+            ("shared allocations hoisted", lambda s: hoist_shared_allocations(s, info)),
             ("virtual threads", inject_virtual_threads),
             ("double buffering", lambda s: double_buffer(s, info)),
             ("vector indices", canonicalize_vector_indices),

@@ -40,7 +40,7 @@ def _trip_count(s) -> int | None:
             return None
         inner = _trip_count(s.body)
         return None if inner is None else s.extent.value * inner
-    from ...ir.stmt import SeqStmt, IfThenElse, LetStmt, Allocate
+    from ...ir.stmt import SeqStmt, IfThenElse, LetStmt, Allocate, AttrStmt
     if isinstance(s, SeqStmt):
         total = 0
         for x in s.seq:
@@ -49,7 +49,7 @@ def _trip_count(s) -> int | None:
                 return None
             total += n
         return max(total, 1)
-    if isinstance(s, (LetStmt, Allocate)):
+    if isinstance(s, (LetStmt, Allocate, AttrStmt)):
         return _trip_count(s.body)
     if isinstance(s, IfThenElse):
         a = _trip_count(s.then_case)
