@@ -397,6 +397,22 @@ def const(value, dtype: str | None = None) -> Const:
     return Const(value, dtype)
 
 
+def trunc_divide(a, b):
+    """Integer division rounding towards zero (``BinOp.TRUNCDIV``, C's ``/``):
+    ``trunc_divide(-7, 2) == -3``. For Python ints and, element by element, numpy integer arrays
+    (there it wraps as the dtype does); ``b`` must not be zero. The one definition every
+    evaluator of the IR uses (constant folding, the interpreter, the CUDA emulator, shapes)."""
+    q = a // b
+    # floor and truncation differ where the quotient is negative and inexact
+    return q + ((q < 0) & (a % b != 0))
+
+
+def trunc_remainder(a, b):
+    """The remainder of :func:`trunc_divide` (``BinOp.TRUNCMOD``, C's ``%``), with the sign of
+    ``a``: ``trunc_remainder(-7, 2) == -1``."""
+    return a - trunc_divide(a, b) * b
+
+
 def _wrap_int(v: int, dtype: str) -> int:
     b = dt.bits(dtype)
     v &= (1 << b) - 1
@@ -496,8 +512,8 @@ def _fold(op: BinOp, x, y, d: str):
         elif op is BinOp.MUL: r = x * y
         elif op is BinOp.FLOORDIV: r = x // y if y else None
         elif op is BinOp.FLOORMOD: r = x % y if y else None
-        elif op is BinOp.TRUNCDIV: r = int(x / y) if y and abs(x) < 2**52 else None
-        elif op is BinOp.TRUNCMOD: r = x - int(x / y) * y if y and abs(x) < 2**52 else None
+        elif op is BinOp.TRUNCDIV: r = trunc_divide(x, y) if y else None
+        elif op is BinOp.TRUNCMOD: r = trunc_remainder(x, y) if y else None
         elif op is BinOp.MIN: r = min(x, y)
         elif op is BinOp.MAX: r = max(x, y)
         elif op is BinOp.EQ: return x == y

@@ -15,9 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtype as dt
-from ..expr import BinOp, Binary, Broadcast, Cast, Const, Ramp, Select, Unary, UnOp, const
+from ..expr import (BinOp, Binary, Broadcast, Cast, Const, Ramp, Select, Unary, UnOp, const, trunc_divide,
+                    trunc_remainder)
 from ..functor import expr_key
-from .arith import Linear, dtype_range, is_index, signed_wrap, truncdiv, truncmod, wrap
+from .arith import Linear, dtype_range, is_index, signed_wrap, wrap
 from .structure import same_expr
 
 FLOOR_OPS = (BinOp.FLOORDIV, BinOp.FLOORMOD)
@@ -43,8 +44,8 @@ def _int_value(op: BinOp, x: int, y: int, d: str):
     if op is BinOp.MUL: return x * y
     if op is BinOp.FLOORDIV: return x // y if y else None
     if op is BinOp.FLOORMOD: return x % y if y else None
-    if op is BinOp.TRUNCDIV: return truncdiv(x, y) if y else None
-    if op is BinOp.TRUNCMOD: return truncmod(x, y) if y else None
+    if op is BinOp.TRUNCDIV: return trunc_divide(x, y) if y else None
+    if op is BinOp.TRUNCMOD: return trunc_remainder(x, y) if y else None
     if op is BinOp.MIN: return min(x, y)
     if op is BinOp.MAX: return max(x, y)
     if op is BinOp.BITAND: return x & y
