@@ -89,7 +89,7 @@ def test_children_of_something_that_is_no_node():
 X, Y, N = Var("x"), Var("y"), SizeVar("n")
 VARS = (X, Y, N)
 BUF = Buffer("B", (Const(64, "int32"),), "float32")
-BUF2 = Buffer("C", (Const(64, "int32"),), "float32", "local")
+BUF2 = Buffer("C", (N,), "float32", "local")       # allocated: its shape is visited too
 K = IterVar(Range(Const(0, "int32"), Const(8, "int32")), Var("k"), )
 COMBINER = CommReducer((Var("a", "float32"),), (Var("b", "float32"),), (Var("a", "float32"),),
                        (Const(0.0, "float32"),), "sum")
@@ -289,6 +289,8 @@ def test_mutator_defaults_visit_the_children_and_rebuild_only_what_changed(recip
         n = stack.pop()
         pre.append(n)
         stack.extend(reversed(n.children()))
+        if type(n) is Allocate:                 # and an allocation's shape before its body
+            stack.extend(reversed(n.buffer.shape))
     assert [id(n) for n in order.seen] == [id(n) for n in pre]
 
 

@@ -9,13 +9,14 @@ node class declares (``child_fields``; see ``node.py``).
 """
 from __future__ import annotations
 
+import dataclasses
 from operator import is_
 
 from .expr import (Binary, Broadcast, BufferLoad, Call, Cast, Const, Expr, Let, Ramp, Reduce,
                    Select, SizeVar, TensorLoad, Unary, Var)
 from .node import Node, mutator_default
-from .stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, SeqStmt,
-                   Stmt, seq)
+from .stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt,
+                   SeqStmt, Stmt, seq)
 
 
 class IRMutator:
@@ -66,7 +67,6 @@ class IRMutator:
     visit_Let = mutator_default(Let)
     visit_For = mutator_default(For)
     visit_BufferStore = mutator_default(BufferStore)
-    visit_Allocate = mutator_default(Allocate)
     visit_IfThenElse = mutator_default(IfThenElse)
     visit_LetStmt = mutator_default(LetStmt)
     visit_Evaluate = mutator_default(Evaluate)
@@ -79,6 +79,20 @@ class IRMutator:
         if all(map(is_, new, s.seq)):
             return s
         return seq(*new) or Evaluate(Const(0, "int32"))
+
+    def visit_Allocate(self, s):
+        # not the derived default: the buffer's shape and strides are expressions too, but they
+        # live in the Buffer, which the accesses in the body name by identity. When one changes
+        # (a substituted variable), the allocation and every access in its body get one new
+        # buffer with the same storage (``data``).
+        buf = s.buffer
+        shape = self._exprs(buf.shape)
+        strides = buf.strides if buf.strides is None else self._exprs(buf.strides)
+        body = self.visit_stmt(s.body)
+        if shape is not buf.shape or strides is not buf.strides:
+            new = Buffer(buf.name, shape, buf.dtype, buf.scope, strides, buf.data)
+            return Allocate(new, replace_refs(body, {buf: new}))
+        return s if body is s.body else Allocate(buf, body)
 
 
 def children(node) -> tuple:
@@ -141,6 +155,30 @@ def substitute(node, vmap: dict):
     if not vmap:
         return node
     return _Substitute(vmap).visit(node)
+
+
+def replace_refs(node, mapping: dict):
+    """``node`` with every by-identity reference (a ``ref_fields`` field: the buffer of a load,
+    store or allocation, the tensor of a ``TensorLoad``, the variable a loop binds) to a key of
+    ``mapping`` replaced by its value; ``node`` itself when there is none.
+    ``replace_refs(body, {old_buffer: new_buffer})`` makes every access name the new buffer."""
+    done: dict = {}
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if id(n) in done:
+            stack.pop()
+            continue
+        kids = n.children()
+        missing = [k for k in kids if id(k) not in done]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        new = n.with_children(tuple(done[id(k)] for k in kids))
+        refs = {f: mapping[getattr(n, f)] for f in type(n).ref_fields if getattr(n, f) in mapping}
+        done[id(n)] = dataclasses.replace(new, **refs) if refs else new
+    return done[id(node)]
 
 
 def structural_equal(a, b) -> bool:
