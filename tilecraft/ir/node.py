@@ -12,8 +12,8 @@ Every ``Expr`` and ``Stmt`` class says, next to its fields, which of them hold s
         body: Stmt
         thread_tag: str = ""
         annotations: tuple = ()
-        child_fields: ClassVar = (("min", EXPR), ("extent", EXPR), ("body", STMT))
-        ref_fields: ClassVar = ("loop_var",)
+        child_fields = (("min", EXPR), ("extent", EXPR), ("body", STMT))
+        ref_fields = ("loop_var",)
 
 ``child_fields`` lists the fields that hold sub-nodes, in the order ``children()`` returns them,
 each with its kind:
@@ -28,7 +28,8 @@ buffer, a tensor, a reducer). Every remaining field is a plain value (an operato
 count) compared with ``==``. A class whose objects are equal only to themselves sets
 ``unique = True`` (``Var``: each object is its own variable).
 
-From this and the dataclass fields, :func:`ir_node` gives the class
+From this and the dataclass fields, :func:`ir_node` checks the declaration (a name that is no
+field, an unknown kind: ``TypeError`` naming the class) and gives the class
 
 * ``children()``: the sub-nodes, a tuple in ``child_fields`` order;
 * ``with_children(kids)``: the node with new sub-nodes (same order); the node itself when every
