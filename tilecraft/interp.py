@@ -33,7 +33,7 @@ import numpy as np
 
 from .ir import dtype as dt
 from .ir.expr import (Binary, BinOp, Call, Cast, Const, Expr, Let, Reduce, Select, TensorLoad,
-                      Unary, UnOp, Var)
+                      Unary, UnOp, Var, trunc_divide, trunc_remainder)
 from .te.tensor import ComputeOp, PlaceholderOp, Tensor, post_dfs_order
 
 # Largest number of elements (output points x reduction points) evaluated at once.
@@ -190,14 +190,10 @@ def _np(dtype: str) -> np.dtype:
     return np.dtype(dtype)
 
 
-def _truncdiv(a, b):
-    return (a - np.fmod(a, b)) // b
-
-
 _BINARY = {
     BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply, BinOp.DIV: np.divide,
     BinOp.FLOORDIV: np.floor_divide, BinOp.FLOORMOD: np.mod,
-    BinOp.TRUNCDIV: _truncdiv, BinOp.TRUNCMOD: np.fmod,
+    BinOp.TRUNCDIV: trunc_divide, BinOp.TRUNCMOD: trunc_remainder,
     BinOp.MIN: np.minimum, BinOp.MAX: np.maximum,
     BinOp.EQ: np.equal, BinOp.NE: np.not_equal, BinOp.LT: np.less, BinOp.LE: np.less_equal,
     BinOp.GT: np.greater, BinOp.GE: np.greater_equal,

@@ -159,15 +159,10 @@ def run(stmt, env, mem):
 def _resolve_loads(e, env, mem):
     """Replace every load by its current value (loads are the only thing the expression
     evaluator does not know); indices wrap into the 64-element buffers."""
-    from tilecraft.ir.simplify.structure import with_children
-    from tilecraft.ir.functor import children
     if type(e) is BufferLoad:
         idx = eval_expr(_resolve_loads(e.indices[0], env, mem), env) % 64
         return Const(mem[e.buffer.data][idx], "int32")
-    kids = children(e)
-    if not kids:
-        return e
-    return with_children(e, tuple(_resolve_loads(k, env, mem) for k in kids))
+    return e.with_children(tuple(_resolve_loads(k, env, mem) for k in e.children()))
 
 
 VARS = (i, j)

@@ -35,6 +35,7 @@ from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, 
 from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt,
                        SeqStmt)
+from ..ir.expr import trunc_divide, trunc_remainder
 from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
@@ -288,8 +289,8 @@ class _Kernel:
                     return (a / b).astype(a.dtype)
                 if e.op in (BinOp.TRUNCDIV, BinOp.TRUNCMOD):
                     bs = np.where(b == 0, 1, b)
-                    q = (np.abs(a) // np.abs(bs)) * np.sign(a) * np.sign(bs)
-                    return (q if e.op is BinOp.TRUNCDIV else a - q * bs).astype(a.dtype)
+                    f = trunc_divide if e.op is BinOp.TRUNCDIV else trunc_remainder
+                    return f(a, bs).astype(a.dtype)
                 if e.op in (BinOp.FLOORDIV, BinOp.FLOORMOD):
                     b = np.where(b == 0, 1, b)
                 return _BIN[e.op](a, b)

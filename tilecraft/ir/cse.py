@@ -18,10 +18,9 @@ from __future__ import annotations
 from . import dtype as dt
 from .expr import (BufferLoad, Call, Const, Let, Reduce, Select, SizeVar, TensorLoad, Var,
                    logical_not)
-from .functor import children, post_order_visit
+from .functor import post_order_visit
 from .stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
                    SeqStmt, Stmt)
-from .simplify.structure import node_key, with_children
 
 PURE_CALLS = frozenset({
     "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor",
@@ -161,7 +160,7 @@ def _rename(root, names: dict):
         if id(e) in done:
             stack.pop()
             continue
-        kids = children(e)
+        kids = e.children()
         missing = [k for k in kids if id(k) not in done]
         if missing:
             stack.extend(missing)
@@ -170,8 +169,7 @@ def _rename(root, names: dict):
         if type(e) is Var:
             done[id(e)] = names.get(e, e)
             continue
-        new = tuple(done[id(k)] for k in kids)
-        done[id(e)] = e if all(a is b for a, b in zip(kids, new)) else with_children(e, new)
+        done[id(e)] = e.with_children(tuple(done[id(k)] for k in kids))
     return done[id(root)]
 
 
@@ -203,13 +201,13 @@ class _Table:
             e, ready = stack.pop()
             if id(e) in sid:
                 continue
-            kids = children(e)
+            kids = e.children()
             if not ready:
                 stack.append((e, True))
                 stack.extend((k, False) for k in kids if id(k) not in sid)
                 continue
             ks = tuple(sid[id(k)] for k in kids)
-            key = node_key(e, ks)
+            key = e.node_key(ks)
             n = self.interned.get(key)
             if n is None:
                 n = self.interned[key] = len(self.node)
@@ -239,7 +237,7 @@ class _Table:
             if t is Select and e.lazy:
                 stack.append(e.condition)
                 continue
-            stack.extend(children(e))
+            stack.extend(e.children())
 
     def inside(self, n: int) -> set:
         """The structure numbers of every node of the expression numbered ``n``."""
@@ -249,7 +247,7 @@ class _Table:
             k = self.sid[id(e)]
             if k not in out:
                 out.add(k)
-                stack.extend(children(e))
+                stack.extend(e.children())
         return out
 
     def replace(self, root, targets: dict):
@@ -266,13 +264,12 @@ class _Table:
             if var is not None:
                 done[id(e)] = var
                 continue
-            kids = children(e)
+            kids = e.children()
             if not ready:
                 stack.append((e, True))
                 stack.extend((k, False) for k in kids if id(k) not in done)
                 continue
-            new = tuple(done[id(k)] for k in kids)
-            done[id(e)] = e if all(a is b for a, b in zip(kids, new)) else with_children(e, new)
+            done[id(e)] = e.with_children(tuple(done[id(k)] for k in kids))
         return done[id(root)]
 
 

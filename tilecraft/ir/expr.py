@@ -39,6 +39,12 @@ Grammar (fields in order)::
 Nodes are immutable; identity is object identity (``Var`` objects are the variables themselves),
 and ``==`` builds a comparison expression rather than comparing nodes (TVM's convention). Use
 :func:`tilecraft.ir.functor.structural_equal` to compare trees.
+
+Each class declares its sub-expressions (``child_fields``, in the order ``children()`` gives
+them) and the fields that refer to an object by identity (``ref_fields``: the variable a ``Let``
+binds, a buffer, a tensor, a reducer); its other fields are plain values. ``children()``,
+``with_children()``, ``node_key()``, structural equality and the mutator's defaults are derived
+from that declaration (``node.py``), so a new node class is its dataclass plus one line.
 """
 from __future__ import annotations
 
@@ -49,6 +55,7 @@ from typing import Any
 
 from . import dtype as dt
 from .dtype import DTypeError
+from .node import EXPR, EXPRS, Node, ir_node
 
 
 class BinOp(enum.Enum):
@@ -88,8 +95,13 @@ class UnOp(enum.Enum):
     NOT = "not"
 
 
-class Expr:
-    """Base of all expressions. Python operators build IR (``a + 1``, ``a < b``, ``a // 4``)."""
+class Expr(Node):
+    """Base of all expressions. Python operators build IR (``a + 1``, ``a < b``, ``a // 4``).
+
+    Each expression class declares its sub-expressions in ``child_fields`` and the fields that
+    refer to objects by identity in ``ref_fields``; ``children()``, ``with_children()``,
+    ``node_key()`` and the mutator's defaults are derived from that (see ``node.py``).
+    """
 
     __slots__ = ()
     dtype: str
@@ -162,114 +174,149 @@ class Expr:
 _frozen = dict(frozen=True, eq=False, slots=True, repr=False)
 
 
+@ir_node
 @dataclass(frozen=True, eq=False, slots=True, repr=False, weakref_slot=True)
 class Var(Expr):
     """A scalar variable: loop variables, symbolic shapes (``te.var("n")``), let-bound values."""
     name: str
     dtype: str = "int32"
+    child_fields = ()
+    unique = True                  # each Var object is its own variable: equal only to itself
 
 
+@ir_node
 @dataclass(**_frozen)
 class SizeVar(Var):
     """A variable known to be non-negative (``te.size_var``): shapes."""
+    child_fields = ()
 
 
+@ir_node
 @dataclass(**_frozen)
 class Const(Expr):
     value: Any
     dtype: str
+    child_fields = ()
 
     def __post_init__(self):
         if dt.lanes(self.dtype) != 1:
             raise DTypeError("constants are scalar; use Broadcast for vectors")
 
+    def node_key(self, kid_keys=()):
+        v = self.value
+        # 0.0 == -0.0 and True == 1 in Python; the dtype and the sign keep them apart
+        return (Const, self.dtype, v, type(v), str(v) if v == 0 else None)
 
+
+@ir_node
 @dataclass(**_frozen)
 class Binary(Expr):
     op: BinOp
     a: Expr
     b: Expr
     dtype: str
+    child_fields = (("a", EXPR), ("b", EXPR))
 
 
+@ir_node
 @dataclass(**_frozen)
 class Unary(Expr):
     op: UnOp
     a: Expr
     dtype: str
+    child_fields = (("a", EXPR),)
 
 
+@ir_node
 @dataclass(**_frozen)
 class Cast(Expr):
     dtype: str
     value: Expr
+    child_fields = (("value", EXPR),)
 
 
+@ir_node
 @dataclass(**_frozen)
 class Select(Expr):
     condition: Expr
     true_value: Expr
     false_value: Expr
     lazy: bool = False
+    child_fields = (("condition", EXPR), ("true_value", EXPR), ("false_value", EXPR))
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return self.true_value.dtype
 
 
+@ir_node
 @dataclass(**_frozen)
 class Call(Expr):
     """An intrinsic: math functions (``exp``, ``sqrt``, ...) and a few compiler builtins."""
     name: str
     args: tuple
     dtype: str
+    child_fields = (("args", EXPRS),)
 
 
+@ir_node
 @dataclass(**_frozen)
 class TensorLoad(Expr):
     """``T[i, j]`` for a ``te.Tensor`` T; removed by lowering."""
     tensor: Any
     indices: tuple
+    child_fields = (("indices", EXPRS),)
+    ref_fields = ("tensor",)
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return self.tensor.dtype
 
 
+@ir_node
 @dataclass(**_frozen)
 class BufferLoad(Expr):
     """An element (or, with a Ramp index, a vector) of a buffer."""
     buffer: Any
     indices: tuple
     dtype: str
+    child_fields = (("indices", EXPRS),)
+    ref_fields = ("buffer",)
 
 
+@ir_node
 @dataclass(**_frozen)
 class Ramp(Expr):
     base: Expr
     stride: Expr
     lanes: int
+    child_fields = (("base", EXPR), ("stride", EXPR))
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return dt.with_lanes(self.base.dtype, self.lanes)
 
 
+@ir_node
 @dataclass(**_frozen)
 class Broadcast(Expr):
     value: Expr
     lanes: int
+    child_fields = (("value", EXPR),)
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return dt.with_lanes(self.value.dtype, self.lanes)
 
 
+@ir_node
 @dataclass(**_frozen)
 class Let(Expr):
     var: Var
     value: Expr
     body: Expr
+    child_fields = (("value", EXPR), ("body", EXPR))
+    ref_fields = ("var",)           # the variable it binds is no child
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
@@ -357,14 +404,17 @@ class CommReducer:
     name: str = "reducer"
 
 
+@ir_node
 @dataclass(**_frozen)
 class Reduce(Expr):
     combiner: CommReducer
     source: tuple
-    axis: tuple
+    axis: tuple                   # IterVars, compared with == (the same axes)
     condition: Expr
     value_index: int = 0
     init: tuple = ()              # start values (TVM's Reduce.init); () = the combiner's identity
+    child_fields = (("source", EXPRS), ("init", EXPRS), ("condition", EXPR))
+    ref_fields = ("combiner",)
 
     @property
     def dtype(self) -> str:  # type: ignore[override]
@@ -395,6 +445,22 @@ def const(value, dtype: str | None = None) -> Const:
     else:
         value = float(value)
     return Const(value, dtype)
+
+
+def trunc_divide(a, b):
+    """Integer division rounding towards zero (``BinOp.TRUNCDIV``, C's ``/``):
+    ``trunc_divide(-7, 2) == -3``. For Python ints and, element by element, numpy integer arrays
+    (there it wraps as the dtype does); ``b`` must not be zero. The one definition every
+    evaluator of the IR uses (constant folding, the interpreter, the CUDA emulator, shapes)."""
+    q = a // b
+    # floor and truncation differ where the quotient is negative and inexact
+    return q + ((q < 0) & (a % b != 0))
+
+
+def trunc_remainder(a, b):
+    """The remainder of :func:`trunc_divide` (``BinOp.TRUNCMOD``, C's ``%``), with the sign of
+    ``a``: ``trunc_remainder(-7, 2) == -1``."""
+    return a - trunc_divide(a, b) * b
 
 
 def _wrap_int(v: int, dtype: str) -> int:
@@ -496,8 +562,8 @@ def _fold(op: BinOp, x, y, d: str):
         elif op is BinOp.MUL: r = x * y
         elif op is BinOp.FLOORDIV: r = x // y if y else None
         elif op is BinOp.FLOORMOD: r = x % y if y else None
-        elif op is BinOp.TRUNCDIV: r = int(x / y) if y and abs(x) < 2**52 else None
-        elif op is BinOp.TRUNCMOD: r = x - int(x / y) * y if y and abs(x) < 2**52 else None
+        elif op is BinOp.TRUNCDIV: r = trunc_divide(x, y) if y else None
+        elif op is BinOp.TRUNCMOD: r = trunc_remainder(x, y) if y else None
         elif op is BinOp.MIN: r = min(x, y)
         elif op is BinOp.MAX: r = max(x, y)
         elif op is BinOp.EQ: return x == y

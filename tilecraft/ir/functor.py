@@ -3,22 +3,33 @@ substitution and structural equality.
 
 ``IRMutator`` dispatches on the node's class to ``visit_<Class>`` methods; a subclass overrides
 the ones it cares about and calls ``self.visit_expr``/``self.visit_stmt`` (or the default
-method) for the children. A rewrite that changes nothing returns the very same node.
+method) for the children. A rewrite that changes nothing returns the very same node. The default
+methods, ``children``, structural equality and ``expr_key`` all come from the structure each
+node class declares (``child_fields``; see ``node.py``).
 """
 from __future__ import annotations
 
+import dataclasses
+from operator import is_
+
 from .expr import (Binary, Broadcast, BufferLoad, Call, Cast, Const, Expr, Let, Ramp, Reduce,
-                   Select, SizeVar, TensorLoad, Unary, Var, IterVar, Range, CommReducer)
-from .stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, SeqStmt,
-                   Stmt, Buffer)
-
-
-def _same_seq(a, b) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+                   Select, SizeVar, TensorLoad, Unary, Var)
+from .node import Node, mutator_default
+from .stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt,
+                   SeqStmt, Stmt, seq)
 
 
 class IRMutator:
-    """Rebuilds a tree bottom-up. Override ``visit_<NodeClass>(self, node)`` to rewrite."""
+    """Rebuilds a tree bottom-up. Override ``visit_<NodeClass>(self, node)`` to rewrite.
+
+    Example::
+
+        class Double(IRMutator):
+            def visit_Const(self, e):
+                return const(e.value * 2, e.dtype)
+
+        Double().visit_expr(x + 1)          # x + 2
+    """
 
     def visit_expr(self, e: Expr) -> Expr:
         return getattr(self, "visit_" + type(e).__name__)(e)
@@ -30,167 +41,104 @@ class IRMutator:
         return self.visit_stmt(node) if isinstance(node, Stmt) else self.visit_expr(node)
 
     def _exprs(self, es: tuple) -> tuple:
-        new = tuple(self.visit_expr(x) for x in es)
-        return es if _same_seq(es, new) else new
+        """``visit_expr`` of each; ``es`` itself when none changed."""
+        new = tuple(map(self.visit_expr, es))
+        return es if all(map(is_, new, es)) else new
 
-    # expressions
-    def visit_Var(self, e): return e
-    visit_SizeVar = visit_Var
+    def _stmts(self, ss: tuple) -> tuple:
+        new = tuple(map(self.visit_stmt, ss))
+        return ss if all(map(is_, new, ss)) else new
 
-    def visit_Const(self, e): return e
-
-    def visit_Binary(self, e):
-        a, b = self.visit_expr(e.a), self.visit_expr(e.b)
-        return e if (a is e.a and b is e.b) else Binary(e.op, a, b, e.dtype)
-
-    def visit_Unary(self, e):
-        a = self.visit_expr(e.a)
-        return e if a is e.a else Unary(e.op, a, e.dtype)
-
-    def visit_Cast(self, e):
-        v = self.visit_expr(e.value)
-        return e if v is e.value else Cast(e.dtype, v)
-
-    def visit_Select(self, e):
-        c, t, f = self.visit_expr(e.condition), self.visit_expr(e.true_value), self.visit_expr(e.false_value)
-        if c is e.condition and t is e.true_value and f is e.false_value:
-            return e
-        return Select(c, t, f, e.lazy)
-
-    def visit_Call(self, e):
-        args = self._exprs(e.args)
-        return e if args is e.args else Call(e.name, args, e.dtype)
-
-    def visit_TensorLoad(self, e):
-        idx = self._exprs(e.indices)
-        return e if idx is e.indices else TensorLoad(e.tensor, idx)
-
-    def visit_BufferLoad(self, e):
-        idx = self._exprs(e.indices)
-        return e if idx is e.indices else BufferLoad(e.buffer, idx, e.dtype)
-
-    def visit_Reduce(self, e):
-        src = self._exprs(e.source)
-        cond = self.visit_expr(e.condition)
-        init = self._exprs(e.init)
-        if src is e.source and cond is e.condition and init is e.init:
-            return e
-        return Reduce(e.combiner, src, e.axis, cond, e.value_index, init)
-
-    def visit_Ramp(self, e):
-        b, s = self.visit_expr(e.base), self.visit_expr(e.stride)
-        return e if (b is e.base and s is e.stride) else Ramp(b, s, e.lanes)
-
-    def visit_Broadcast(self, e):
-        v = self.visit_expr(e.value)
-        return e if v is e.value else Broadcast(v, e.lanes)
-
-    def visit_Let(self, e):
-        v, b = self.visit_expr(e.value), self.visit_expr(e.body)
-        return e if (v is e.value and b is e.body) else Let(e.var, v, b)
-
-    # statements
-    def visit_For(self, s):
-        mn, ext, body = self.visit_expr(s.min), self.visit_expr(s.extent), self.visit_stmt(s.body)
-        if mn is s.min and ext is s.extent and body is s.body:
-            return s
-        return For(s.loop_var, mn, ext, s.kind, body, s.thread_tag, s.annotations)
-
-    def visit_BufferStore(self, s):
-        v, idx = self.visit_expr(s.value), self._exprs(s.indices)
-        return s if (v is s.value and idx is s.indices) else BufferStore(s.buffer, v, idx)
-
-    def visit_Allocate(self, s):
-        b = self.visit_stmt(s.body)
-        return s if b is s.body else Allocate(s.buffer, b)
+    # The defaults visit every child (visit_expr or visit_stmt, as the class declares it) and
+    # rebuild the node only when one changed; node.py generates them from child_fields.
+    visit_Var = mutator_default(Var)
+    visit_SizeVar = mutator_default(SizeVar)
+    visit_Const = mutator_default(Const)
+    visit_Binary = mutator_default(Binary)
+    visit_Unary = mutator_default(Unary)
+    visit_Cast = mutator_default(Cast)
+    visit_Select = mutator_default(Select)
+    visit_Call = mutator_default(Call)
+    visit_TensorLoad = mutator_default(TensorLoad)
+    visit_BufferLoad = mutator_default(BufferLoad)
+    visit_Reduce = mutator_default(Reduce)
+    visit_Ramp = mutator_default(Ramp)
+    visit_Broadcast = mutator_default(Broadcast)
+    visit_Let = mutator_default(Let)
+    visit_For = mutator_default(For)
+    visit_BufferStore = mutator_default(BufferStore)
+    visit_IfThenElse = mutator_default(IfThenElse)
+    visit_LetStmt = mutator_default(LetStmt)
+    visit_Evaluate = mutator_default(Evaluate)
+    visit_AttrStmt = mutator_default(AttrStmt)
 
     def visit_SeqStmt(self, s):
+        # not the derived default: a visited statement may become a sequence (flattened into
+        # this one) or None (dropped), and an empty sequence becomes a no-op
         new = [self.visit_stmt(x) for x in s.seq]
-        if _same_seq(s.seq, new):
+        if all(map(is_, new, s.seq)):
             return s
-        from .stmt import seq
         return seq(*new) or Evaluate(Const(0, "int32"))
 
-    def visit_IfThenElse(self, s):
-        c = self.visit_expr(s.condition)
-        t = self.visit_stmt(s.then_case)
-        f = self.visit_stmt(s.else_case) if s.else_case is not None else None
-        if c is s.condition and t is s.then_case and f is s.else_case:
-            return s
-        return IfThenElse(c, t, f)
-
-    def visit_LetStmt(self, s):
-        v, b = self.visit_expr(s.value), self.visit_stmt(s.body)
-        return s if (v is s.value and b is s.body) else LetStmt(s.var, v, b)
-
-    def visit_Evaluate(self, s):
-        v = self.visit_expr(s.value)
-        return s if v is s.value else Evaluate(v)
-
-    def visit_AttrStmt(self, s):
-        v = self.visit_expr(s.value) if isinstance(s.value, Expr) else s.value
-        b = self.visit_stmt(s.body)
-        return s if (v is s.value and b is s.body) else AttrStmt(s.key, s.node, v, b)
+    def visit_Allocate(self, s):
+        # not the derived default: the buffer's shape and strides are expressions too, but they
+        # live in the Buffer, which the accesses in the body name by identity. When one changes
+        # (a substituted variable), the allocation and every access in its body get one new
+        # buffer with the same storage (``data``).
+        buf = s.buffer
+        shape = self._exprs(buf.shape)
+        strides = buf.strides if buf.strides is None else self._exprs(buf.strides)
+        body = self.visit_stmt(s.body)
+        if shape is not buf.shape or strides is not buf.strides:
+            new = Buffer(buf.name, shape, buf.dtype, buf.scope, strides, buf.data)
+            return Allocate(new, replace_refs(body, {buf: new}))
+        return s if body is s.body else Allocate(buf, body)
 
 
 def children(node) -> tuple:
-    """The direct sub-nodes (expressions and statements) of a node, in field order."""
-    t = type(node)
-    if t is Binary: return (node.a, node.b)
-    if t in (Var, SizeVar, Const): return ()
-    if t is Unary: return (node.a,)
-    if t is Cast: return (node.value,)
-    if t is Select: return (node.condition, node.true_value, node.false_value)
-    if t is Call: return node.args
-    if t is TensorLoad or t is BufferLoad: return node.indices
-    if t is Reduce: return node.source + node.init + (node.condition,)
-    if t is Ramp: return (node.base, node.stride)
-    if t is Broadcast: return (node.value,)
-    if t is Let: return (node.value, node.body)
-    if t is For: return (node.min, node.extent, node.body)
-    if t is BufferStore: return (node.value,) + node.indices
-    if t is Allocate: return (node.body,)
-    if t is SeqStmt: return node.seq
-    if t is IfThenElse:
-        return (node.condition, node.then_case) + ((node.else_case,) if node.else_case is not None else ())
-    if t is LetStmt: return (node.value, node.body)
-    if t is Evaluate: return (node.value,)
-    if t is AttrStmt: return ((node.value,) if isinstance(node.value, Expr) else ()) + (node.body,)
+    """The direct sub-nodes (expressions and statements) of a node, in the order its class
+    declares them (``child_fields``): ``children(a + b) == (a, b)``."""
+    if isinstance(node, Node):
+        return node.children()
     raise TypeError(f"not an IR node: {node!r}")
 
 
 def post_order_visit(node, fn) -> None:
-    """Call ``fn`` on every node below and including ``node``, children first."""
-    stack = [(node, False)]
+    """Call ``fn`` on every node below and including ``node``, children first (left to right),
+    once per occurrence: ``post_order_visit(a + b, print)`` prints a, b, a + b."""
+    # a pre-order walk that takes the children right to left is the post-order reversed
+    order, stack = [], [node]
     while stack:
-        n, done = stack.pop()
-        if done:
-            fn(n)
-            continue
-        stack.append((n, True))
-        for c in reversed(children(n)):
-            stack.append((c, False))
+        n = stack.pop()
+        order.append(n)
+        stack.extend(n.children())
+    for n in reversed(order):
+        fn(n)
 
 
 def collect_vars(node) -> set:
-    """The set of ``Var`` objects that occur in a tree."""
-    out = set()
-
-    def f(n):
+    """The set of ``Var`` objects that occur in a tree: ``collect_vars(i * 4 + j) == {i, j}``."""
+    out, stack = set(), [node]
+    while stack:
+        n = stack.pop()
         if isinstance(n, Var):
             out.add(n)
-    post_order_visit(node, f)
+        else:
+            stack.extend(n.children())
     return out
 
 
 def uses_var(node, pred) -> bool:
-    found = []
-
-    def f(n):
-        if isinstance(n, Var) and pred(n):
-            found.append(n)
-    post_order_visit(node, f)
-    return bool(found)
+    """Whether a variable for which ``pred`` holds occurs in a tree."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Var):
+            if pred(n):
+                return True
+        else:
+            stack.extend(n.children())
+    return False
 
 
 class _Substitute(IRMutator):
@@ -209,74 +157,56 @@ def substitute(node, vmap: dict):
     return _Substitute(vmap).visit(node)
 
 
+def replace_refs(node, mapping: dict):
+    """``node`` with every by-identity reference (a ``ref_fields`` field: the buffer of a load,
+    store or allocation, the tensor of a ``TensorLoad``, the variable a loop binds) to a key of
+    ``mapping`` replaced by its value; ``node`` itself when there is none.
+    ``replace_refs(body, {old_buffer: new_buffer})`` makes every access name the new buffer."""
+    done: dict = {}
+    stack = [node]
+    while stack:
+        n = stack[-1]
+        if id(n) in done:
+            stack.pop()
+            continue
+        kids = n.children()
+        missing = [k for k in kids if id(k) not in done]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        new = n.with_children(tuple(done[id(k)] for k in kids))
+        refs = {f: mapping[getattr(n, f)] for f in type(n).ref_fields if getattr(n, f) in mapping}
+        done[id(n)] = dataclasses.replace(new, **refs) if refs else new
+    return done[id(node)]
+
+
 def structural_equal(a, b) -> bool:
-    """True when two trees have the same shape, operators, constants and (identical) variables."""
-    if a is b:
-        return True
-    ta = type(a)
-    if ta is not type(b):
-        return False
-    if ta in (Var, SizeVar):
-        return False
-    if ta is Const:
-        return a.dtype == b.dtype and a.value == b.value
-    if isinstance(a, (int, float, str, bool)) or a is None:
-        return a == b
-    if ta is Binary:
-        return a.op is b.op and a.dtype == b.dtype and structural_equal(a.a, b.a) and structural_equal(a.b, b.b)
-    if ta is Unary:
-        return a.op is b.op and structural_equal(a.a, b.a)
-    if ta is Cast:
-        return a.dtype == b.dtype and structural_equal(a.value, b.value)
-    if ta is Call:
-        return a.name == b.name and a.dtype == b.dtype and _seq_eq(a.args, b.args)
-    if ta is TensorLoad:
-        return a.tensor is b.tensor and _seq_eq(a.indices, b.indices)
-    if ta is BufferLoad:
-        return a.buffer is b.buffer and a.dtype == b.dtype and _seq_eq(a.indices, b.indices)
-    if ta is Select:
-        return a.lazy == b.lazy and _seq_eq((a.condition, a.true_value, a.false_value),
-                                            (b.condition, b.true_value, b.false_value))
-    if ta is Ramp:
-        return a.lanes == b.lanes and structural_equal(a.base, b.base) and structural_equal(a.stride, b.stride)
-    if ta is Broadcast:
-        return a.lanes == b.lanes and structural_equal(a.value, b.value)
-    if ta is Reduce:
-        return (a.combiner is b.combiner and a.value_index == b.value_index and a.axis == b.axis
-                and _seq_eq(a.source, b.source) and structural_equal(a.condition, b.condition)
-                and _seq_eq(a.init, b.init))
-    if ta is Let:
-        return a.var is b.var and structural_equal(a.value, b.value) and structural_equal(a.body, b.body)
-    return False
+    """True when two trees have the same shape, operators, constants and (identical) variables,
+    buffers and tensors: ``structural_equal(x + 1, x + 1)`` but not ``(x + 1, y + 1)``.
 
-
-def _seq_eq(xs, ys) -> bool:
-    return len(xs) == len(ys) and all(structural_equal(x, y) for x, y in zip(xs, ys))
+    Nodes compare by their ``node_key`` and then child by child, without recursion (sums can be
+    thousands of terms deep). Plain values (numbers, strings, None) compare with ``==``.
+    """
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y):
+            return False
+        if not isinstance(x, Node):
+            if isinstance(x, (int, float, str, bool)) and x == y:
+                continue
+            return False
+        kx, ky = x.children(), y.children()
+        if len(kx) != len(ky) or x.node_key() != y.node_key():
+            return False
+        stack.extend(zip(kx, ky))
+    return True
 
 
 def expr_key(e):
-    """A hashable key equal for structurally equal expressions (used by CSE and caches)."""
-    t = type(e)
-    if t is Const:
-        return ("c", e.value, e.dtype)
-    if t is Var or t is SizeVar:
-        return ("v", id(e))
-    if t is Binary:
-        return (e.op, expr_key(e.a), expr_key(e.b))
-    if t is BufferLoad:
-        return ("ld", id(e.buffer), e.dtype) + tuple(expr_key(i) for i in e.indices)
-    if t is TensorLoad:
-        return ("tl", id(e.tensor)) + tuple(expr_key(i) for i in e.indices)
-    if t is Unary:
-        return (e.op, expr_key(e.a))
-    if t is Cast:
-        return ("cast", e.dtype, expr_key(e.value))
-    if t is Call:
-        return ("call", e.name, e.dtype) + tuple(expr_key(a) for a in e.args)
-    if t is Select:
-        return ("sel", e.lazy, expr_key(e.condition), expr_key(e.true_value), expr_key(e.false_value))
-    if t is Ramp:
-        return ("ramp", e.lanes, expr_key(e.base), expr_key(e.stride))
-    if t is Broadcast:
-        return ("bc", e.lanes, expr_key(e.value))
-    return ("id", id(e))
+    """A hashable key equal for structurally equal expressions (used by linear forms and
+    caches): the node's ``node_key`` with its children's keys nested in it."""
+    return e.node_key(tuple(map(expr_key, e.children())))

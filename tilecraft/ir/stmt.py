@@ -20,6 +20,10 @@ A ``Buffer`` is a named, typed, n-dimensional region of memory in a ``scope`` (`
 ``shared``, ``local``). ``BufferLoad``/``BufferStore`` index it with one index per dimension
 until storage flattening, after which every buffer is one-dimensional and indices are element
 offsets (vector accesses use a ``Ramp`` index).
+
+As expressions do, each statement class declares its sub-nodes (``child_fields``: expressions and
+statements, in the order ``children()`` gives them) and its by-identity fields (``ref_fields``:
+the loop or let variable it binds, the buffer it stores to or allocates); see ``node.py``.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from typing import Any
 
 from . import dtype as dt
 from .expr import Expr, Var, convert
+from .node import EXPR, EXPRS, OPTIONAL_EXPR, OPTIONAL_STMT, STMT, STMTS, Node, ir_node
 
 
 class ForKind(enum.Enum):
@@ -62,7 +67,10 @@ class Buffer:
         return f"Buffer({self.name}, {list(self.shape)}, {self.dtype}, {self.scope})"
 
 
-class Stmt:
+class Stmt(Node):
+    """Base of all statements. Each class declares its sub-nodes in ``child_fields`` and the
+    fields that refer to objects by identity in ``ref_fields`` (see ``node.py``)."""
+
     __slots__ = ()
 
     def __repr__(self) -> str:
@@ -75,6 +83,7 @@ class Stmt:
 _frozen = dict(frozen=True, eq=False, slots=True, repr=False)
 
 
+@ir_node
 @dataclass(**_frozen)
 class For(Stmt):
     loop_var: Var
@@ -84,6 +93,8 @@ class For(Stmt):
     body: Stmt
     thread_tag: str = ""
     annotations: tuple = ()           # ((key, value), ...), e.g. ("pragma_auto_unroll_max_step", 16)
+    child_fields = (("min", EXPR), ("extent", EXPR), ("body", STMT))
+    ref_fields = ("loop_var",)
 
     def annotation(self, key, default=None):
         for k, v in self.annotations:
@@ -92,49 +103,66 @@ class For(Stmt):
         return default
 
 
+@ir_node
 @dataclass(**_frozen)
 class BufferStore(Stmt):
     buffer: Buffer
     value: Expr
     indices: tuple
+    child_fields = (("value", EXPR), ("indices", EXPRS))
+    ref_fields = ("buffer",)
 
 
+@ir_node
 @dataclass(**_frozen)
 class Allocate(Stmt):
     buffer: Buffer
     body: Stmt
+    child_fields = (("body", STMT),)
+    ref_fields = ("buffer",)
 
 
+@ir_node
 @dataclass(**_frozen)
 class SeqStmt(Stmt):
     seq: tuple
+    child_fields = (("seq", STMTS),)
 
 
+@ir_node
 @dataclass(**_frozen)
 class IfThenElse(Stmt):
     condition: Expr
     then_case: Stmt
     else_case: Stmt | None = None
+    child_fields = (("condition", EXPR), ("then_case", STMT), ("else_case", OPTIONAL_STMT))
 
 
+@ir_node
 @dataclass(**_frozen)
 class LetStmt(Stmt):
     var: Var
     value: Expr
     body: Stmt
+    child_fields = (("value", EXPR), ("body", STMT))
+    ref_fields = ("var",)
 
 
+@ir_node
 @dataclass(**_frozen)
 class Evaluate(Stmt):
     value: Expr
+    child_fields = (("value", EXPR),)
 
 
+@ir_node
 @dataclass(**_frozen)
 class AttrStmt(Stmt):
     key: str
-    node: Any
-    value: Any
+    node: Any                         # a stage name, a KernelInfo, ...: compared with ==
+    value: Any                        # an expression (a child) or a plain value
     body: Stmt
+    child_fields = (("value", OPTIONAL_EXPR), ("body", STMT))
 
 
 def seq(*stmts) -> Stmt:

@@ -15,15 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-def _truncdiv(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
+from ..ir.expr import trunc_divide, trunc_remainder
 
 _SHAPE_OPS = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "//": lambda a, b: a // b, "%": lambda a, b: a % b,
-    "truncdiv": _truncdiv, "truncmod": lambda a, b: a - _truncdiv(a, b) * b,
+    "truncdiv": trunc_divide, "truncmod": trunc_remainder,
     "min": min, "max": max,
 }
 

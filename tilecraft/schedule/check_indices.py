@@ -28,7 +28,8 @@ IndexBoundsError: compute 'B' reads A[i + 100] out of bounds: index 0 (`i + 100`
 from __future__ import annotations
 
 from ..ir import dtype as dt
-from ..ir.expr import (BinOp, Binary, Cast, Const, Let, Reduce, Select, TensorLoad, Unary, UnOp, Var)
+from ..ir.expr import (BinOp, Binary, Cast, Const, Let, Reduce, Select, TensorLoad, Unary, UnOp, Var,
+                       trunc_divide)
 from ..ir.functor import children
 from ..te.tensor import ComputeOp
 from .schedule import ScheduleError
@@ -105,12 +106,8 @@ def _exact(e, box: dict):
     if op is BinOp.FLOORDIV and c is not None and c > 0:
         return (a[0] // c, a[1] // c, a[2])
     if op is BinOp.TRUNCDIV and c is not None and c > 0:
-        return (_trunc(a[0], c), _trunc(a[1], c), a[2])
+        return (trunc_divide(a[0], c), trunc_divide(a[1], c), a[2])
     return None
-
-
-def _trunc(x: int, c: int) -> int:
-    return -((-x) // c) if x < 0 else x // c
 
 
 def _fit(lo, hi, vs, dtype):

@@ -19,7 +19,7 @@ Example::
 from __future__ import annotations
 
 from .. import dtype as dt
-from ..expr import BinOp, Binary, Cast, Const, Select, SizeVar, Unary, UnOp, Var
+from ..expr import BinOp, Binary, Cast, Const, Select, SizeVar, Unary, UnOp, Var, trunc_divide, trunc_remainder
 from ..functor import expr_key
 
 LINEAR_OPS = (BinOp.ADD, BinOp.SUB, BinOp.MUL)
@@ -62,15 +62,6 @@ def signed_wrap(v: int, d: str) -> int:
     b = dt.bits(d)
     v &= (1 << b) - 1
     return v - (1 << b) if v >= 1 << (b - 1) else v
-
-
-def truncdiv(x: int, y: int) -> int:
-    q = abs(x) // abs(y)
-    return q if (x >= 0) == (y > 0) else -q
-
-
-def truncmod(x: int, y: int) -> int:
-    return x - truncdiv(x, y) * y
 
 
 class Linear:
@@ -310,7 +301,7 @@ def _divmod_interval(op, a, b, d) -> tuple[int, int]:
     blo, bhi = b
     if blo > 0 or bhi < 0:            # the divisor's sign is known
         if op is BinOp.FLOORDIV or op is BinOp.TRUNCDIV:
-            f = (lambda x, y: x // y) if op is BinOp.FLOORDIV else truncdiv
+            f = (lambda x, y: x // y) if op is BinOp.FLOORDIV else trunc_divide
             qs = [f(x, y) for x in (lo, hi) for y in (blo, bhi)]
             return min(qs), max(qs)
         m = max(abs(blo), abs(bhi))       # |remainder| < m
@@ -318,8 +309,8 @@ def _divmod_interval(op, a, b, d) -> tuple[int, int]:
             c = blo
             if op is BinOp.FLOORMOD and lo // c == hi // c:
                 return lo % c, hi % c
-            if op is BinOp.TRUNCMOD and truncdiv(lo, c) == truncdiv(hi, c) and (lo >= 0 or hi <= 0):
-                return truncmod(lo, c), truncmod(hi, c)
+            if op is BinOp.TRUNCMOD and trunc_divide(lo, c) == trunc_divide(hi, c) and (lo >= 0 or hi <= 0):
+                return trunc_remainder(lo, c), trunc_remainder(hi, c)
         if op is BinOp.FLOORMOD:
             if bhi < 0:
                 return -(m - 1), 0

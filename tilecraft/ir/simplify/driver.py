@@ -4,11 +4,10 @@ so deep trees do not exhaust Python's stack), and through statements with loop b
 from __future__ import annotations
 
 from ..expr import Const, Expr, logical_not
-from ..functor import children, collect_vars, post_order_visit, substitute
+from ..functor import collect_vars, post_order_visit, substitute
 from ..stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt,
                     PrimFunc, SeqStmt, Stmt)
 from .arith import Analyzer, is_index
-from .structure import node_key, with_children
 from .rules import rules_for
 
 # A rule's result is simplified again; this caps how often one node may be rewritten in a row,
@@ -73,7 +72,7 @@ class Simplifier:
             if id(e) in memo:
                 stack.pop()
                 continue
-            kids = children(e) if isinstance(e, Expr) else ()
+            kids = e.children() if isinstance(e, Expr) else ()
             waiting = False
             for k in kids:
                 if id(k) not in memo:
@@ -85,15 +84,12 @@ class Simplifier:
             if not isinstance(e, Expr):
                 memo[id(e)] = (e, self._intern(("o", id(e))), e)
                 continue
-            sid = self._intern(node_key(e, tuple(memo[id(k)][1] for k in kids)))
+            sid = self._intern(e.node_key(tuple(memo[id(k)][1] for k in kids)))
             r = by_struct.get(sid)
             if r is _SAME:
                 r = e               # keep identity: this structure is already simplified
             elif r is None:
-                new = tuple(memo[id(k)][2] for k in kids)
-                n = e
-                if any(a is not b for a, b in zip(kids, new)):
-                    n = with_children(e, new)
+                n = e.with_children(tuple(memo[id(k)][2] for k in kids))
                 r = self._rewrite(n)
                 by_struct[sid] = _SAME if r is e else r
             memo[id(e)] = (e, sid, r)
@@ -110,8 +106,7 @@ class Simplifier:
         """Record that ``r`` (whose children are all simplified) simplifies to itself."""
         if id(r) in self.memo:
             return
-        kids = children(r)
-        sid = self._intern(node_key(r, tuple(self.memo[id(k)][1] for k in kids)))
+        sid = self._intern(r.node_key(tuple(self.memo[id(k)][1] for k in r.children())))
         self.memo[id(r)] = (r, sid, r)
         self.by_struct.setdefault(sid, _SAME)
 
@@ -128,9 +123,7 @@ class Simplifier:
             hit = memo.get(id(r))
             if hit is not None:
                 return hit[2]
-            kids = children(r)
-            new = tuple(self.expr(k) for k in kids)
-            n = r if all(a is b for a, b in zip(kids, new)) else with_children(r, new)
+            n = r.with_children(tuple(self.expr(k) for k in r.children()))
         return n
 
     # statements ---------------------------------------------------------------------------
@@ -270,7 +263,9 @@ class Simplifier:
 
 
 def _in_buffer_shapes(var, body) -> bool:
-    """Whether an allocation's shape mentions ``var`` (substitution cannot reach it there)."""
+    """Whether an allocation's shape mentions ``var``. (Such a unit loop is kept, as it always
+    was; substitution reaches buffer shapes since IRMutator.visit_Allocate visits them, so
+    dropping it would now be sound too.)"""
     found = []
 
     def f(n):

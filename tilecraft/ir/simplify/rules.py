@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtype as dt
-from ..expr import BinOp, Binary, Broadcast, Cast, Const, Ramp, Select, Unary, UnOp, const
-from ..functor import expr_key
-from .arith import Linear, dtype_range, is_index, signed_wrap, truncdiv, truncmod, wrap
-from .structure import same_expr
+from ..expr import (BinOp, Binary, Broadcast, Cast, Const, Ramp, Select, Unary, UnOp, const, trunc_divide,
+                    trunc_remainder)
+from ..functor import expr_key, structural_equal
+from .arith import Linear, dtype_range, is_index, signed_wrap, wrap
 
 FLOOR_OPS = (BinOp.FLOORDIV, BinOp.FLOORMOD)
 DIV_OPS = (BinOp.FLOORDIV, BinOp.TRUNCDIV)
@@ -43,8 +43,8 @@ def _int_value(op: BinOp, x: int, y: int, d: str):
     if op is BinOp.MUL: return x * y
     if op is BinOp.FLOORDIV: return x // y if y else None
     if op is BinOp.FLOORMOD: return x % y if y else None
-    if op is BinOp.TRUNCDIV: return truncdiv(x, y) if y else None
-    if op is BinOp.TRUNCMOD: return truncmod(x, y) if y else None
+    if op is BinOp.TRUNCDIV: return trunc_divide(x, y) if y else None
+    if op is BinOp.TRUNCMOD: return trunc_remainder(x, y) if y else None
     if op is BinOp.MIN: return min(x, y)
     if op is BinOp.MAX: return max(x, y)
     if op is BinOp.BITAND: return x & y
@@ -144,7 +144,7 @@ def canonical_linear(e, an):
     if not is_index(e) or id(e) in an.canonical:
         return None
     new = an.build(an.linear(e), e.dtype)
-    if same_expr(new, e):
+    if structural_equal(new, e):
         an.canonical[id(e)] = e
         return None
     return new
@@ -280,7 +280,7 @@ def affine_divmod(e, an):
 
 def minmax_same(e, an):
     """``min(x, x) → x``, ``max(x, x) → x``."""
-    return e.a if same_expr(e.a, e.b) else None
+    return e.a if structural_equal(e.a, e.b) else None
 
 
 def minmax_by_order(e, an):
@@ -298,7 +298,7 @@ def minmax_by_order(e, an):
 
 def compare_same(e, an):
     """``x == x → True``, ``x < x → False`` for integers (not floats: NaN)."""
-    if not is_index(e.a) or not same_expr(e.a, e.b):
+    if not is_index(e.a) or not structural_equal(e.a, e.b):
         return None
     return Const(e.op in (BinOp.EQ, BinOp.LE, BinOp.GE), "bool")
 
@@ -341,7 +341,7 @@ def or_const(e, an):
 
 def logic_same(e, an):
     """``x and x → x``, ``x or x → x``."""
-    return e.a if same_expr(e.a, e.b) else None
+    return e.a if structural_equal(e.a, e.b) else None
 
 
 def not_not(e, an):
@@ -375,7 +375,7 @@ def select_const_condition(e, an):
 
 def select_same_branches(e, an):
     """``select(c, a, a) → a``."""
-    return e.true_value if same_expr(e.true_value, e.false_value) else None
+    return e.true_value if structural_equal(e.true_value, e.false_value) else None
 
 
 # ---------------------------------------------------------------------------------------------
