@@ -52,7 +52,7 @@ import numpy as np
 
 from .interp import _CALLS
 from .ir import dtype as dt
-from .ir.expr import BinOp, Const, UnOp, Var
+from .ir.expr import BinOp, Const, UnOp, Var, trunc_divide, trunc_remainder
 from .ir.printer import stmt_str
 from .ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                       LetStmt, PrimFunc, SeqStmt)
@@ -283,14 +283,11 @@ def _floormod(a, b, mask=None):
 
 
 def _truncdiv(a, b, mask=None):
-    b = _check_div(b, mask)
-    q = a // b
-    return q + ((q < 0) & (q * b != a))     # floor → towards zero where the quotient is negative
+    return trunc_divide(a, _check_div(b, mask))
 
 
 def _truncmod(a, b, mask=None):
-    b = _check_div(b, mask)
-    return a - _truncdiv(a, b) * b
+    return trunc_remainder(a, _check_div(b, mask))
 
 
 def _fmin(a, b):
