@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from .ir import dtype as dt
+from .ir import intrinsics
 from .ir.expr import (Binary, BinOp, Call, Cast, Const, Expr, Let, Reduce, Select, TensorLoad,
                       Unary, UnOp, Var, trunc_divide, trunc_remainder)
 from .te.tensor import ComputeOp, PlaceholderOp, Tensor, post_dfs_order
@@ -203,29 +204,6 @@ _BINARY = {
 }
 
 
-def _erf(x):
-    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x
-
-
-def _fma(a, b, c):
-    # one rounding, as fmaf: a float32 product is exact in float64
-    a = np.asarray(a)
-    if a.dtype.itemsize <= 4:
-        return (a.astype(np.float64) * b + c).astype(a.dtype)
-    return a * b + c
-
-
-# float16 calls compute in float32 and round once (``Call``), as the LLVM and CUDA backends do
-_CALLS = {
-    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
-    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh,
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": _erf,
-    "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
-    "sin": np.sin, "cos": np.cos, "fabs": np.abs, "pow": np.power,
-    "fma": _fma, "isnan": np.isnan,
-}
-
-
 class _Eval:
     """Evaluates an expression to a numpy array; ``mask`` (None = everywhere) says where the
     value is needed, so loads outside it are not performed."""
@@ -276,13 +254,10 @@ class _Eval:
         return np.where(c, t, f)
 
     def Call(self, e, mask):
-        fn = _CALLS.get(e.name)
-        if fn is None:
+        if intrinsics.lookup(e.name) is None:
             raise InterpError(f"the interpreter does not know the intrinsic '{e.name}'")
-        args = [self.ev(a, mask) for a in e.args]
-        if any(a.dtype == np.float16 for a in args):
-            args = [a.astype(np.float32) for a in args]
-        return np.asarray(fn(*args), dtype=_np(e.dtype))
+        # the table's numpy reference; float16 computes in float32 and rounds once
+        return intrinsics.evaluate(e.name, [self.ev(a, mask) for a in e.args], e.dtype)
 
     def Let(self, e, mask):
         inner = _Eval({**self.env, e.var: self.ev(e.value, mask)}, self.values, self.stage)

@@ -50,8 +50,8 @@ import sys
 
 import numpy as np
 
-from .interp import _CALLS
 from .ir import dtype as dt
+from .ir import intrinsics
 from .ir.expr import BinOp, Const, UnOp, Var, trunc_divide, trunc_remainder
 from .ir.printer import stmt_str
 from .ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
@@ -337,7 +337,6 @@ def _budget_exceeded(counter):
     raise BudgetExceeded(f"the loop nest runs more than {counter[1]} iterations (the budget)", counter[0])
 
 
-_MATH = {**_CALLS, "likely": lambda x: x, "abs": np.abs, "isnan": np.isnan}
 
 _BIN_SYMBOL = {
     BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.EQ: "==",
@@ -354,6 +353,7 @@ _NAMESPACE = {
     "_fmax": _fmax, "_cast_int": _cast_int, "_float_to_int": _float_to_int, "_to_float": _to_float,
     "_to_bool": _to_bool, "_lazy_select": _lazy_select, "_lazy_select_masked": _lazy_select_masked,
     "_budget_exceeded": _budget_exceeded, "_iota": _iota, "_bad_size": _bad_size,
+    "_intrinsic": intrinsics.evaluate,
 }
 
 
@@ -713,14 +713,10 @@ class _Gen:
         return f"_lazy_select_masked({c}, {outer}, lambda {m}: {t}, lambda {m}: {f})"
 
     def e_Call(self, e):
-        fn = _MATH.get(e.name)
-        if fn is None:
+        if intrinsics.lookup(e.name) is None:
             raise LoweredInterpError(f"the interpreter does not know the intrinsic '{e.name}' in `{e}`")
-        name = f"_f_{e.name}"
-        self.ns[name] = fn
-        call = f"{name}({', '.join(self.expr(a) for a in e.args)})"
-        if e.name == "likely":
-            return call
+        # the table's numpy reference (float16 computes in float32 and rounds once)
+        call = f"_intrinsic({e.name!r}, ({''.join(self.expr(a) + ', ' for a in e.args)}), {e.dtype!r})"
         if dt.is_bool(e.dtype):
             return f"_to_bool({call})"
         return f"_to_float({call}, {self.dtype_name(e.dtype)})" if dt.is_float(e.dtype) else \

@@ -25,11 +25,10 @@ use small shapes.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..ir import dtype as dt
+from ..ir import intrinsics
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Ramp, Select, Unary,
                        UnOp, Var)
 from ..ir.functor import post_order_visit
@@ -57,27 +56,6 @@ _BIN = {
     BinOp.AND: np.logical_and, BinOp.OR: np.logical_or, BinOp.BITAND: np.bitwise_and,
     BinOp.BITOR: np.bitwise_or, BinOp.BITXOR: np.bitwise_xor, BinOp.SHL: np.left_shift,
     BinOp.SHR: np.right_shift, BinOp.FLOORDIV: np.floor_divide, BinOp.FLOORMOD: np.mod,
-}
-
-def _erf(x):
-    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x
-
-
-def _fma(a, b, c):
-    # one rounding, as fmaf: a float32 product is exact in float64
-    if a.dtype.itemsize <= 4:
-        return (a.astype(np.float64) * b + c).astype(a.dtype)
-    return a * b + c
-
-
-# the intrinsics of the CUDA backend (``cuda.MATH`` and ``sigmoid``); float16 computes in
-# float32 and rounds once, as the generated code does (``Call`` below)
-_MATH = {
-    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
-    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "erf": _erf, "floor": np.floor,
-    "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "sin": np.sin, "cos": np.cos,
-    "fabs": np.abs, "pow": np.power, "fma": _fma, "isnan": np.isnan,
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
 }
 
 _REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -320,16 +298,11 @@ class _Kernel:
         if t is Call:
             if e.name.startswith(ALLREDUCE_PREFIX):
                 return self.allreduce(e, mask)
-            fn = _MATH.get(e.name)
-            if fn is None:
+            # the math table: the intrinsic table's numpy reference (ir/intrinsics.py)
+            if intrinsics.lookup(e.name) is None:
                 raise EmulationError(f"kernel {self.info.name}: the emulator does not know the intrinsic "
                                      f"'{e.name}' (in `{e}`)")
-            args = [self.expr(a, mask) for a in e.args]
-            if any(a.dtype == np.float16 for a in args):
-                args = [a.astype(np.float32) for a in args]
-            with np.errstate(all="ignore"):
-                out = fn(*args)
-            return out.astype(_np(e.dtype))
+            return intrinsics.evaluate(e.name, [self.expr(a, mask) for a in e.args], e.dtype)
         raise EmulationError(f"cannot emulate {t.__name__}")
 
     def load(self, e, mask):
