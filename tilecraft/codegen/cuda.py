@@ -6,19 +6,22 @@
 
 The renderer is :class:`~tilecraft.codegen.cuda_cstyle.CStyleRenderer` plus the overrides below:
 launch indices, ``__shared__`` declarations, ``__syncthreads()``, ``__launch_bounds__``,
-``#pragma unroll``, fp16 through ``cuda_fp16.h``, the math table and the block all-reduce.
+``#pragma unroll``, fp16 through ``cuda_fp16.h``, the math functions (the ``cuda=`` names of the
+intrinsic table, ``ir/intrinsics.py``) and the block all-reduce.
 """
 from __future__ import annotations
 
 import time
 
 from ..ir import dtype as dt
+from ..ir import intrinsics
 from ..ir.expr import BinOp, Const
 from ..ir.functor import post_order_visit
 from ..ir.stmt import BufferStore, ForKind, PrimFunc
 from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
+from ..schedule.passes.legalize import legalize_func
 from .cuda_cstyle import CStyleRenderer
 
 PRELUDE = r"""
@@ -72,18 +75,6 @@ __device__ __forceinline__ T tc_allreduce(T v, Op op) {
   }
 }
 """
-
-# math intrinsics: IR name -> (float32 function, float64 function); fp16 computes in float32
-MATH = {
-    "exp": ("expf", "exp"), "exp2": ("exp2f", "exp2"), "log": ("logf", "log"),
-    "log2": ("log2f", "log2"), "log10": ("log10f", "log10"), "sqrt": ("sqrtf", "sqrt"),
-    "rsqrt": ("rsqrtf", "rsqrt"), "tanh": ("tanhf", "tanh"), "erf": ("erff", "erf"),
-    "floor": ("floorf", "floor"), "ceil": ("ceilf", "ceil"), "round": ("rintf", "rint"),
-    "trunc": ("truncf", "trunc"), "sin": ("sinf", "sin"), "cos": ("cosf", "cos"),
-    "fabs": ("fabsf", "fabs"), "pow": ("powf", "pow"), "fma": ("fmaf", "fma"),
-    "isnan": ("isnan", "isnan"),
-}
-
 
 class CUDARenderer(CStyleRenderer):
     """CUDA C for the kernels of one lowered function."""
@@ -160,22 +151,12 @@ class CUDARenderer(CStyleRenderer):
         if name.startswith(ALLREDUCE_PREFIX):
             op = name[len(ALLREDUCE_PREFIX):]
             return f"tc_allreduce<{self.ctype(dtype)}, {self.bdx}>({args[0]}, tc_op_{op}())"
-        if name == "sigmoid":
-            x = args[0]
-            if dt.element_of(dtype) == "float16":
-                return f"__float2half(1.0f / (1.0f + expf(-__half2float({x}))))"
-            one = "1.0" if dt.element_of(dtype) == "float64" else "1.0f"
-            e = "exp" if dt.element_of(dtype) == "float64" else "expf"
-            return f"({one} / ({one} + {e}(-({x}))))"
-        hit = MATH.get(name)
-        if hit is None:
+        row = intrinsics.lookup(name)
+        if row is None or row.cuda is None:
             raise NotImplementedError(f"the intrinsic {name!r} has no CUDA translation")
+        # legalize left float32 and float64 calls only (float16 computes in float32)
         el = dt.element_of(nodes[0].dtype) if nodes else dt.element_of(dtype)
-        if el == "float16":
-            inner = ", ".join(f"__half2float({a})" for a in args)
-            out = f"{hit[0]}({inner})"
-            return out if name == "isnan" else f"__float2half({out})"
-        return f"{hit[1] if el == 'float64' else hit[0]}({', '.join(args)})"
+        return f"{row.cuda.float64 if el == 'float64' else row.cuda.float32}({', '.join(args)})"
 
     # --- kernels ----------------------------------------------------------------------------
     def kernel(self, info, body) -> str:
@@ -210,9 +191,10 @@ def _pow2(node):
 def for_gpu(func: PrimFunc) -> PrimFunc:
     """``func`` itself if it was lowered with ``target="cuda"``, else with the GPU passes run now
     (TVM's ``tvm.build(tvm.lower(s, args), target="cuda")`` flow; ``double_buffer`` is kept: it is
-    an attribute of the lowered function)."""
+    an attribute of the lowered function). Either way its intrinsics are legalized for CUDA."""
     from ..ir.stmt import Allocate, AttrStmt, SeqStmt
     from ..schedule.passes.gpu_lower import lower_for_gpu
+    func = legalize_func(func, "cuda")
     body = func.body
     while isinstance(body, Allocate):
         body = body.body

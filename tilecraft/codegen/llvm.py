@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..ir import dtype as dt
+from ..ir import intrinsics
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Select,
                        SizeVar, Unary, UnOp, Var)
 from ..ir.functor import post_order_visit
@@ -48,6 +49,7 @@ from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, F
                        LetStmt, PrimFunc, SeqStmt)
 from ..runtime.signature import FuncSignature, ParamSpec, dim_of_expr
 from ..runtime.status import STATUS_OUT_OF_MEMORY
+from ..schedule.passes.legalize import legalize_func
 from .llvm_bounds import BoundChecks
 from .llvm_status import (ERROR_BUFFER_SYMBOL, StatusEmitter, jit_error_message, jit_error_support,
                           printf_escape)
@@ -248,18 +250,6 @@ _BINARY.update({
     (BinOp.AND, "b"): "and", (BinOp.OR, "b"): "or",
     (BinOp.BITAND, "b"): "and", (BinOp.BITOR, "b"): "or", (BinOp.BITXOR, "b"): "xor",
 })
-
-# math calls that are one LLVM intrinsic, elementwise on vectors
-_MATH_INTRINSICS = {
-    "exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log", "log2": "llvm.log2",
-    "log10": "llvm.log10", "sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "floor": "llvm.floor",
-    "ceil": "llvm.ceil", "round": "llvm.roundeven", "trunc": "llvm.trunc", "sin": "llvm.sin",
-    "cos": "llvm.cos", "pow": "llvm.pow", "fma": "llvm.fma", "nearbyint": "llvm.roundeven",
-}
-# float32 vector math computed inline (LLVM would call libm once per lane): name -> method
-_VECTOR_F32 = {"exp": "vector_expf", "tanh": "vector_tanhf", "log": "vector_logf"}
-# math calls only libm has: name for float64; float32 appends "f"
-_LIBM = {"tanh": "tanh", "erf": "erf"}
 
 # the C ABI widens small integer arguments; LLVM must know how (as clang marks them)
 _ARG_EXTENSION = {"bool": " zeroext", "uint8": " zeroext", "uint16": " zeroext",
@@ -846,9 +836,11 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         if dt.is_bool(src):
             return self.op(f"{'uitofp' if dt.is_float(dst) else 'zext'} {ll_type(src)} {v} to {ll_type(dst)}")
         # float16 from anything but float32 goes through float32: LLVM would call compiler-rt
-        # helpers (__truncdfhf2, ...) that a JIT process may not have
+        # helpers (__truncdfhf2, ...) that a JIT process may not have. From float64 that would
+        # round twice: legalize puts round_to_float32_odd (float64_to_float32_odd) first.
         if dt.element_of(dst) == "float16" and dt.element_of(src) == "float64":
-            return self.convert(self.float64_to_float32_odd(v, src), dt.with_lanes("float32", dt.lanes(src)), dst)
+            raise CodegenError(f"cannot convert {src} to {dst} in one rounding: the function was not "
+                               f"legalized for LLVM (legalize_func)")
         if dt.element_of(dst) == "float16" and dt.element_of(src) != "float32":
             mid = dt.with_lanes("float32", dt.lanes(src))
             return self.convert(self.convert(v, src, mid), mid, dst)
@@ -884,8 +876,8 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         even = self.op(f"icmp eq {i32} {low}, {ci(0)}")
         fix = self.op(f"and {i1} {inexact}, {even}")
         # bits grow with magnitude: step down when the nearest value overshot |v|, else up
-        abs_back = self.math("fabs", [back], src, None)
-        abs_v = self.math("fabs", [v], src, None)
+        abs_back = self.math("fabs", [back], src)
+        abs_v = self.math("fabs", [v], src)
         over = self.op(f"fcmp ogt {f64} {abs_back}, {abs_v}")
         step = self.op(f"select {i1} {over}, {i32} {ci(-1)}, {i32} {ci(1)}")
         moved = self.op(f"add {i32} {bits}, {step}")
@@ -1021,48 +1013,27 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         return self.op(f"phi {mty} [{v}, %{loaded}], [zeroinitializer, %{pre}]")
 
     def e_Call(self, e: Call) -> str:
-        name = e.name
-        if name == "likely":
-            return self.expr(e.args[0])
-        d = e.dtype
-        if name in ("abs", "fabs") and not dt.is_float(d):
-            ty = ll_type(d)
-            intr = f"llvm.abs.{intrinsic_suffix(d)}"
-            self.declare(intr, f"declare {ty} @{intr}({ty}, i1)")
-            return self.op(f"call {ty} @{intr}({ty} {self.expr(e.args[0])}, i1 false)")
-        if name == "abs":
-            name = "fabs"
-        if not dt.is_float(d):
-            raise CodegenError(f"the math function {name!r} needs float arguments, got {d}: `{e}`")
-        args = [self.expr(a) for a in e.args]
-        if dt.element_of(d) == "float16":
-            # compute in float32 and round once, as numpy does
-            wide = dt.with_lanes("float32", dt.lanes(d))
-            args = [self.convert(a, d, wide) for a in args]
-            return self.convert(self.math(name, args, wide, e), wide, d)
-        return self.math(name, args, d, e)
+        # legalize left only what this backend computes natively (no float16 math, no sigmoid)
+        row = intrinsics.lookup(e.name)
+        if row is None or row.llvm is None:
+            raise CodegenError(f"unknown intrinsic {e.name!r} in `{e}`; the LLVM backend knows "
+                               f"{', '.join(sorted(r.name for r in intrinsics.TABLE if r.llvm))}")
+        return self.math(e.name, [self.expr(a) for a in e.args], e.args[0].dtype, row.llvm)
 
-    def math(self, name: str, args: list, d: str, e) -> str:
-        ty = ll_type(d)
-        if dt.element_of(d) == "float32" and dt.lanes(d) > 1 and name in _VECTOR_F32:
-            return getattr(self, _VECTOR_F32[name])(args[0], d)
-        if name in _MATH_INTRINSICS:
-            intr = f"{_MATH_INTRINSICS[name]}.{intrinsic_suffix(d)}"
+    def math(self, name: str, args: list, d: str, how=None) -> str:
+        """``name(*args)`` on values of dtype ``d``, the way the intrinsic table's ``llvm=`` says
+        (``how``: that entry, looked up when not given)."""
+        how = how or intrinsics.lookup(name).llvm
+        if how.inline:
+            return getattr(self, how.inline)(*args, d)
+        if how.vector_f32 and dt.element_of(d) == "float32" and dt.lanes(d) > 1:
+            return getattr(self, how.vector_f32)(args[0], d)
+        if how.intrinsic:
+            ty = ll_type(d)
+            intr = f"{how.intrinsic}.{intrinsic_suffix(d)}"
             self.declare(intr, f"declare {ty} @{intr}({', '.join([ty] * len(args))})")
             return self.op(f"call{self.fm} {ty} @{intr}({', '.join(f'{ty} {a}' for a in args)})")
-        one = splat_literal(1.0, d) if dt.lanes(d) > 1 else const_literal(1.0, d)
-        if name == "rsqrt":
-            s = self.math("sqrt", args, d, e)
-            return self.op(f"fdiv{self.fm} {ty} {one}, {s}")
-        if name == "sigmoid":
-            neg = self.op(f"fneg {ty} {args[0]}")
-            ex = self.math("exp", [neg], d, e)
-            den = self.op(f"fadd{self.fm} {ty} {one}, {ex}")
-            return self.op(f"fdiv{self.fm} {ty} {one}, {den}")
-        if name in _LIBM:
-            return self.libm(_LIBM[name] + ("f" if dt.element_of(d) == "float32" else ""), args, d)
-        raise CodegenError(f"unknown intrinsic {e.name!r} in `{e}`; the LLVM backend knows "
-                           f"{', '.join(sorted(set(_MATH_INTRINSICS) | set(_LIBM) | {'rsqrt', 'sigmoid', 'abs', 'likely'}))}")
+        return self.libm(how.libm + ("f" if dt.element_of(d) == "float32" else ""), args, d)
 
     def vector_expf(self, x: str, d: str) -> str:
         """exp on float32 vectors without a libm call per lane (LLVM would scalarize
@@ -1078,7 +1049,7 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
             return self.op(f"{instr} {ty} {a}, {b}")
         xc = self.minmax(x, c(88.72283935546875), d, "min")
         xc = self.minmax(xc, c(-104.0), d, "max")
-        n = self.math("floor", [f("fadd", f("fmul", xc, c(1.44269504088896341)), c(0.5))], d, None)
+        n = self.math("floor", [f("fadd", f("fmul", xc, c(1.44269504088896341)), c(0.5))], d)
         r = f("fsub", xc, f("fmul", n, c(0.693359375)))
         r = f("fsub", r, f("fmul", n, c(-2.12194440e-4)))
         p = c(1.9875691500e-4)
@@ -1163,7 +1134,7 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         for k in (2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1):
             p = f("fadd", f("fmul", p, z), c(k))
         small = f("fadd", f("fmul", f("fmul", p, z), x), x)
-        ax = self.math("fabs", [x], d, None)
+        ax = self.math("fabs", [x], d)
         e2 = self.vector_expf(f("fmul", ax, c(2.0)), d)
         big = f("fsub", c(1.0), f("fdiv", c(2.0), f("fadd", e2, c(1.0))))
         neg = self.op(f"fcmp olt {ty} {x}, {c(0.0)}")
@@ -1307,6 +1278,8 @@ def codegen_llvm(funcs, target="llvm", entry_name: str | None = None,
             raise CodegenError(f"two functions are named {f.name!r}")
         seen.add(f.name)
     opts = target if isinstance(target, LLVMOptions) else parse_target(target)
+    # what LLVM lacks in terms of what it has (a no-op for functions lowered with target="llvm")
+    funcs = [legalize_func(f, "llvm") for f in funcs]
     if bound_checks is None:
         from ..transform import PassContext
         bound_checks = PassContext.current().get("tir.instrument_bound_checkers")

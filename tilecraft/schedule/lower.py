@@ -1,8 +1,8 @@
 """``lower``: the whole pipeline from a schedule to a loop-nest function, one pass at a time.
 
     index check → inline → bound inference → loop nests → simplify → loop partition → storage flattening → vectorize
-           → unroll → simplify → (target llvm) common subexpressions → dead code
-                               (cuda) kernels, thread binding, shared memory, barriers
+           → unroll → simplify → (with a target) legalize → (llvm) common subexpressions → dead code
+                                                         (cuda) kernels, thread binding, shared memory, barriers
 
 ``lower(s, args, print_ir=True)`` prints the IR after every pass.
 """
@@ -25,6 +25,8 @@ from .passes.storage_flatten import storage_flatten
 from .passes.vectorize import vectorize_loops
 from .passes.unroll import unroll_loops
 from .passes.loop_partition import partition_loops
+from .passes.legalize import LEGALIZED_ATTR, legalize
+from ..ir import intrinsics
 from ..ir.cse import common_subexpression_elimination, remove_dead_code
 
 
@@ -188,7 +190,12 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
         ("unroll", unroll_loops),
         ("simplify", simplify),
     ]
-    if target is not None and str(target).split()[0] == "llvm":
+    kind = str(target).split()[0] if target is not None else None
+    if kind in intrinsics.TARGETS:
+        # what the target lacks (sigmoid, float16 math, ...) in terms of what it has; without a
+        # target the backend does it (legalize_func), so a target-less lower() stays readable
+        passes.append(("legalize", lambda b: legalize(b, kind)))
+    if kind == "llvm":
         # only when building for the CPU: the GPU passes analyse shared-memory reads for
         # barriers (CSE would move them into lets), and a target-less lower() stays readable
         passes += [("cse", common_subexpression_elimination), ("remove_dead_code", remove_dead_code)]
@@ -209,7 +216,10 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
         _check_double_buffer(sch)
         body = lower_for_gpu(body, params, name, print_ir=print_ir)
     # ---- end of GPU hook ----
-    func = PrimFunc(name, tuple(params), body, (("lower_time", time.perf_counter() - t0),))
+    attrs = (("lower_time", time.perf_counter() - t0),)
+    if kind in intrinsics.TARGETS:
+        attrs += ((LEGALIZED_ATTR, kind),)
+    func = PrimFunc(name, tuple(params), body, attrs)
     return func
 
 
