@@ -5,8 +5,7 @@ Each function declares an operator with ``te`` and schedules it for ``target="cu
 ``cache_read(..., "shared")`` fetched cooperatively by all threads of a block, ``cache_write``/
 ``cache_read(..., "local")`` register tiles, ``vthread``, ``double_buffer``, ``vectorize`` for
 16-byte accesses, and reductions bound to ``threadIdx.x`` (with and without ``rfactor``).
-
-(These belong in ``tilecraft.topi`` once it grows CUDA schedules.)
+The CUDA tuning templates (``topi/matmul.py``, ``topi/conv2d_cuda.py``) schedule with them.
 """
 from __future__ import annotations
 
