@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ._pool import WorkerPool, signal_name
+from .worker_pool import WorkerPool, signal_name
 from .measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, TimingFront, TimingOptions,
                       resolve_timing)
 from .space import InstantiationError
