@@ -88,7 +88,8 @@ def _llvm_string(data: bytes) -> str:
 def manifest_object(info: dict, options) -> bytes:
     """An object file defining ``const char tilecraft_manifest[]`` (the JSON of ``info``) and
     the error buffer with its getter ``info["error_getter"]`` (see ``llvm_status.py``)."""
-    from .llvm import _cached_target_machine, _compile_lock, _llvm
+    from .llvm_jit import _compile_lock
+    from .llvm_target import _cached_target_machine, _llvm
     from .llvm_status import export_error_support_ir
     data = json.dumps(info, separators=(",", ":")).encode("utf-8") + b"\0"
     text = (f'target triple = "{options.triple}"\n'
