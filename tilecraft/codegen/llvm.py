@@ -49,7 +49,7 @@ from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, 
 from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                        LetStmt, PrimFunc, SeqStmt)
-from ..runtime.signature import FuncSignature, ParamSpec, dim_of_expr
+from ..runtime.signature import FuncSignature, signature_of
 from ..runtime.status import STATUS_OUT_OF_MEMORY
 from .llvm_bounds import BoundChecks
 from .llvm_jit import LLVMSource, compile_llvm
@@ -211,7 +211,7 @@ class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls):
         if func.name in _RESERVED_NAMES or func.name.startswith(("GOMP_", "omp_", "llvm.", "tilecraft_")):
             raise CodegenError(f"function name {func.name!r} would shadow a C library or runtime "
                                "symbol that generated code calls; choose another name")
-        sig = signature_of(func)
+        sig = signature_of(func, CodegenError)
         self.func_name = func.name
         self.fn = self.new_function(func.name)
         self.env: dict = {}
@@ -751,62 +751,6 @@ def _may_fault(e) -> bool:
             found.append(n)
     post_order_visit(e, visit)
     return bool(found)
-
-
-# ------------------------------------------------------------------------------------------------
-# Signatures (what the runtime checks and the exported header declares)
-
-def signature_of(func: PrimFunc) -> FuncSignature:
-    """The parameters of a PrimFunc as a :class:`FuncSignature` (symbolic names made unique)."""
-    names: dict = {}
-    taken: dict = {}
-
-    def var_name(v: Var) -> str:
-        if v not in names:
-            count = taken.get(v.name, 0)
-            taken[v.name] = count + 1
-            names[v] = v.name if count == 0 else f"{v.name}_{count}"
-        return names[v]
-
-    def dim(d):
-        return dim_of_expr(d, var_name, lambda bad: CodegenError(
-            f"{func.name}: the buffer dimension `{bad}` is not an integer expression of the shape parameters"))
-
-    written = set()
-
-    def visit(n):
-        if type(n) is BufferStore:
-            written.add(n.buffer.data)
-            written.add(n.buffer.name)
-    post_order_visit(func.body, visit)
-    scalar_vars = [p for p in func.params if isinstance(p, Var)]
-    for v in scalar_vars:          # scalar parameters keep their own names first
-        var_name(v)
-    params = []
-    for p in func.params:
-        if isinstance(p, Buffer):
-            params.append(ParamSpec(p.name, "buffer", dt.element_of(p.dtype),
-                                    tuple(dim(d) for d in p.shape),
-                                    p.data in written or p.name in written))
-        elif isinstance(p, Var):
-            params.append(ParamSpec(var_name(p), "scalar", p.dtype))
-    sig = FuncSignature(func.name, tuple(params))
-    known = {s.name for s in sig.scalars}
-    for b in sig.buffers:
-        for d in b.shape:
-            for n in _dim_names(d):
-                if n not in known:
-                    raise CodegenError(f"{func.name}: the shape of {b.name} uses {n!r}, which is not "
-                                       "a parameter of the function")
-    return sig
-
-
-def _dim_names(d):
-    if isinstance(d, str):
-        yield d
-    elif isinstance(d, tuple):
-        for x in d[1:]:
-            yield from _dim_names(x)
 
 
 # ------------------------------------------------------------------------------------------------
