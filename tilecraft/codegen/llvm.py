@@ -34,7 +34,8 @@ Statements map to LLVM as follows: ``For`` is a counted loop (``unrolled`` adds
 ``For`` is outlined into ``void body(void* closure)`` and run by ``GOMP_parallel`` (libgomp's
 thread pool), each thread taking one static chunk; parallel loops nested in a parallel loop run
 serially. ``Allocate`` is an ``alloca`` in the function's entry block when its size is a constant
-of at most 64 KiB, else ``aligned_alloc(64, ...)``/``free`` around its body; a NULL from
+of at most 64 KiB, else ``aligned_alloc(64, ...)``/``free`` around its body, the size computed in
+64 bits (the IR's int32 ``m * n`` may exceed 2**31 - 1); a NULL from
 ``aligned_alloc`` returns ``STATUS_OUT_OF_MEMORY`` naming the buffer and the bytes. Under
 ``PassContext(config={"tir.instrument_bound_checkers": True})`` every load and store is checked
 against its buffer first (``llvm_bounds.py``).
@@ -90,6 +91,17 @@ _BINARY.update({
 # the C ABI widens small integer arguments; LLVM must know how (as clang marks them)
 _ARG_EXTENSION = {"bool": " zeroext", "uint8": " zeroext", "uint16": " zeroext",
                   "int8": " signext", "int16": " signext"}
+
+# the integer ops of a size expression, done in i64 (see LLVMCodegen.size_i64)
+_SIZE_OPS = {
+    BinOp.ADD: lambda cg, a, b: cg.op(f"add nsw i64 {a}, {b}"),
+    BinOp.SUB: lambda cg, a, b: cg.op(f"sub nsw i64 {a}, {b}"),
+    BinOp.MUL: lambda cg, a, b: cg.op(f"mul nsw i64 {a}, {b}"),
+    BinOp.FLOORDIV: lambda cg, a, b: cg.floordiv(a, b, "int64"),
+    BinOp.FLOORMOD: lambda cg, a, b: cg.floormod(a, b, "int64"),
+    BinOp.MIN: lambda cg, a, b: cg.minmax(a, b, "int64", "min"),
+    BinOp.MAX: lambda cg, a, b: cg.minmax(a, b, "int64", "max"),
+}
 
 # integer ops whose untaken branch could trap (x86 traps on division by zero)
 _TRAPPING = frozenset({BinOp.TRUNCDIV, BinOp.TRUNCMOD, BinOp.FLOORDIV, BinOp.FLOORMOD})
@@ -327,7 +339,7 @@ class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls):
             return
         n = "1"
         for d in buf.shape:
-            v = self.index_i64(d)
+            v = self.size_i64(d)
             n = v if n == "1" else self.op(f"mul nsw i64 {n}, {v}")
         nbytes = self.op(f"mul nsw i64 {n}, {esize}")
         rounded = self.op(f"add nsw i64 {nbytes}, 127")
@@ -416,6 +428,14 @@ class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls):
             return v
         return self.op(f"{'zext' if dt.is_uint(e.dtype) or dt.is_bool(e.dtype) else 'sext'} "
                        f"{ll_type(e.dtype)} {v} to i64")
+
+    def size_i64(self, e) -> str:
+        """A size (a buffer extent, a product of loop extents) as i64, its arithmetic done in 64
+        bits: the IR states ``m * n`` in int32, whose true value may not fit in 32 bits."""
+        if type(e) is Binary and e.op in _SIZE_OPS and dt.lanes(e.dtype) == 1 and not dt.is_float(e.dtype):
+            a, b = self.size_i64(e.a), self.size_i64(e.b)
+            return _SIZE_OPS[e.op](self, a, b)
+        return self.index_i64(e)
 
     def element_ptr(self, buf, index, lanes: int = 1, store: bool = False) -> str:
         """The address of element ``index`` of ``buf`` (the first of ``lanes`` contiguous ones)."""
