@@ -11,7 +11,7 @@ import pytest
 import tilecraft
 from tilecraft import interp, te
 from tilecraft.codegen import cuda_emulate
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.codegen.cuda import generate_cuda
 from tilecraft.ir import intrinsics
 from tilecraft.ir.expr import Call
