@@ -142,9 +142,11 @@ class CUDARenderer(CStyleRenderer):
             self.uses_half = True
             if src == "float64":        # one rounding: through float would round twice
                 return f"__double2half({v})"
+            if src == "float32":          # float16 math legalized to float32 comes back here
+                return f"__float2half({v})"
             return f"__float2half((float)({v}))" if src != "float16" else v
         if src == "float16":
-            return f"(({self.ctype(dst)})__half2float({v}))"
+            return f"__half2float({v})" if dst == "float32" else f"(({self.ctype(dst)})__half2float({v}))"
         return super().cast(dst, src, v)
 
     def call(self, name: str, args: list, dtype: str, nodes=()) -> str:
