@@ -9,7 +9,8 @@ Entry points:
 The backend's other files: ``llvm_target.py`` (target options, target machines, the ``O<n>``
 pipeline), ``llvm_jit.py`` (optimisation and machine code, on first use), ``llvm_types.py`` (types
 and constants), and the mixins of :class:`LLVMCodegen`: ``llvm_parallel.py`` (parallel loops),
-``llvm_math.py`` (math calls), ``llvm_status.py`` (failure points), ``llvm_bounds.py`` (bound
+``llvm_math.py`` (intrinsic calls, as the intrinsic table's ``llvm=`` entries say, after
+``codegen_llvm`` has legalized each function for LLVM), ``llvm_status.py`` (failure points), ``llvm_bounds.py`` (bound
 checks).
 
 IR is emitted as text, not through ``llvmlite.ir``: building the same 10,000 instructions takes
