@@ -378,6 +378,7 @@ def _all_cuda_funcs():
 
 
 @pytest.mark.cuda
+@pytest.mark.slow
 def test_cuda_every_intrinsic_compiles():
     from tilecraft.codegen.cuda import generate_cuda
     from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc

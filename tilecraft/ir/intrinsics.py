@@ -251,7 +251,7 @@ TABLE = (
     Intrinsic("likely", 1, ("bool",), lambda x: x, expand=_expand_likely, ulps=0.0, kind="builtin",
               doc="its argument; a hint that the condition usually holds (TVM's tir.likely)"),
     Intrinsic("round_to_float32_odd", 1, ("float64",), _round_to_float32_odd, result="float32",
-              llvm=L(inline="float64_to_float32_odd"), ulps=1.0, domain=(-7e4, 7e4), kind="builtin",
+              llvm=L(inline="float64_to_float32_odd"), ulps=0.0, domain=(-7e4, 7e4), kind="builtin",
               doc="float64 → float32 rounded to odd; legalize puts it under a float64 → float16 "
                   "cast where the target has no direct conversion, so the second rounding is exact"),
     # --- target intrinsics ----------------------------------------------------------------------
