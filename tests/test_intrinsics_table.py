@@ -274,6 +274,30 @@ def test_lower_with_a_target_legalizes_and_without_one_keeps_the_call():
     assert "sigmoid" not in str(f) and f.attr("legalized_for") == "cuda"
 
 
+def test_functions_lowered_without_a_target_are_legalized_by_the_backend(rng):
+    # TVM's flow: build(lower(s, args), target=...); the backend legalizes (once)
+    from tilecraft.codegen.cuda import for_gpu, generate_cuda
+    from tilecraft.codegen.cuda_emulate import emulate
+    A = te.placeholder((100,), "float16", name="A")
+    C = te.compute((100,), lambda i: te.sigmoid(A[i]) * te.rsqrt(A[i]), name="C")
+    s = te.create_schedule(C.op)
+    b, t = s[C].split(C.op.axis[0], factor=32)
+    a = rng.uniform(0.1, 4, 100).astype("float16")
+    want = intrinsics.evaluate("sigmoid", [a], "float16") * intrinsics.evaluate("rsqrt", [a], "float16")
+    f = tilecraft.lower(s, [A, C], name="sig")
+    assert f.attr("legalized_for") is None and "sigmoid(A" in str(f)
+    c = poison(100, "float16")
+    tilecraft.build(f, target="llvm")(a, c)
+    np.testing.assert_array_equal(c, want)
+    s[C].bind(b, te.thread_axis("blockIdx.x"))
+    s[C].bind(t, te.thread_axis("threadIdx.x"))
+    g = for_gpu(tilecraft.lower(s, [A, C]))
+    assert g.attr("legalized_for") == "cuda" and "sigmoid" not in generate_cuda(g)
+    c = poison(100, "float16")
+    emulate(g, [a, c])
+    np.testing.assert_array_equal(c, want)
+
+
 def test_float64_to_float16_goes_through_round_to_odd_on_llvm_only(rng):
     A = te.placeholder((64,), "float64", name="A")
     C = te.compute((64,), lambda i: A[i].astype("float16"), name="C")

@@ -6,7 +6,8 @@ After :func:`legalize` for a target T (``"llvm"`` or ``"cuda"``, the rules of
 * every ``Call`` of an intrinsic in the table (``ir/intrinsics.py``) has a native lowering on T:
   a call T lacks is replaced by its row's ``expand`` (``sigmoid(x)`` → ``1 / (1 + exp(-x))``,
   ``rsqrt`` on LLVM, ``isnan(x)`` → ``x != x`` on LLVM, ``likely(c)`` → ``c``), itself legalized;
-  an intrinsic with neither is an error naming it and the target;
+  an intrinsic with neither, or a call that breaks its row's dtype rule (IR built by hand), is
+  a ``LegalizeError`` naming the intrinsic, the target and the call;
 * where T computes float16 math in float32, no intrinsic call has float16 arguments: each is
   ``float16(f(float32(x), ...))``, computed in float32 and rounded once (a bool result is not
   converted back);
