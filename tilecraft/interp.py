@@ -69,6 +69,46 @@ def evaluate(outputs, feed: dict, budget: int = BUDGET):
     return res[0] if single else res
 
 
+def run_tensor_intrin(intrin, part: str, inputs, outputs) -> None:
+    """Perform one use of a tensor intrinsic (``te.decl_tensor_intrin``) by its TE definition, on
+    numpy arrays (or views) of its buffers' shapes; ``outputs`` are written in place. ``part``:
+
+    * ``"body"``: the outputs become the definition's value (a reduction starts from its
+      identity, or its ``init=``);
+    * ``"reset"``: the outputs become the reduction's start value (``inputs`` is not read);
+    * ``"update"``: the reduction over this use's points is folded into the outputs.
+
+    This is how the lowered-IR interpreter and the CUDA emulator run a tensorized region: its
+    meaning is the definition, whatever the intrinsic's lowering calls.
+
+    >>> run_tensor_intrin(gemv, "update", [a, b], [c])      # c[i] += sum_k a[k] * b[i, k]
+    """
+    op = intrin.op
+    red = op.body[0] if isinstance(op.body[0], Reduce) else None
+    if part != "body" and red is None:
+        raise InterpError(f"tensor intrinsic '{intrin.name}': '{part}' of an intrinsic that is not a reduction")
+    feed = {t: np.ascontiguousarray(a) for t, a in zip(intrin.inputs, inputs or ())}
+    if part == "body":
+        results = evaluate(list(op.outputs), feed)
+    elif part == "reset":
+        shape = tuple(int(iv.dom.extent.value) for iv in op.axis)
+        starts = red.combiner.identity
+        env = _grid(op.axis, shape, extra=0)
+        if red.init:
+            starts = red.init
+        results = [np.broadcast_to(_Eval(env, {}, op.name).ev(e, None), shape) for e in starts]
+    elif part == "update":
+        fresh = ComputeOp(op.name, op.tag, op.attrs, op.axis, op.reduce_axis,
+                          tuple(Reduce(b.combiner, b.source, b.axis, b.condition, b.value_index, ())
+                                for b in op.body))
+        partial = evaluate(list(fresh.outputs), feed)       # the same placeholders as op's
+        results = _combine(red.combiner, [np.array(o) for o in outputs], partial)
+    else:
+        raise InterpError(f"tensor intrinsic '{intrin.name}': unknown part {part!r} (body, reset, update)")
+    for o, r in zip(outputs, results):
+        o[...] = np.asarray(r, dtype=o.dtype)
+
+
 # ------------------------------------------------------------------------------------------------
 # inputs and shapes
 

@@ -41,14 +41,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..ir import dtype as dt
-from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Select,
-                       SizeVar, Unary, UnOp, Var)
+from ..ir.builtin import BUILTINS
+from ..ir.expr import (AccessPtr, BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp,
+                       Select, SizeVar, StringImm, Unary, UnOp, Var)
 from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                        LetStmt, PrimFunc, SeqStmt)
 from ..runtime.signature import FuncSignature, ParamSpec, dim_of_expr
 from ..runtime.status import STATUS_OUT_OF_MEMORY
 from .llvm_bounds import BoundChecks
+from .llvm_calls import CallEmitter, check_externs, link_imports
 from .llvm_status import (ERROR_BUFFER_SYMBOL, StatusEmitter, jit_error_message, jit_error_support,
                           printf_escape)
 from .llvm_types import (cast_instruction, const_literal, intrinsic_suffix, kind, ll_type, mem_type,
@@ -281,6 +283,8 @@ class LLVMSource:
     entry_name: str
     has_parallel: bool
     can_fail: bool = False         # some function has a failure point (see llvm_status.py)
+    imports: tuple = ()            # LLVM IR texts to link in (pragma import_llvm; llvm_calls.py)
+    externs: tuple = ()            # C symbols called (call_extern), resolved at JIT time
 
 
 class _Function:
@@ -308,11 +312,12 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]", "_", name)
 
 
-class LLVMCodegen(StatusEmitter, BoundChecks):
+class LLVMCodegen(StatusEmitter, BoundChecks, CallEmitter):
     """Emits one LLVM module for a list of PrimFuncs. Expressions and statements are dispatched
     by node class through the ``_EXPR``/``_STMT`` tables; binary operators through ``_BINARY``
     plus the few overrides in ``_binary_special``; failure points through ``fail_if``
-    (:class:`~tilecraft.codegen.llvm_status.StatusEmitter`)."""
+    (:class:`~tilecraft.codegen.llvm_status.StatusEmitter`); calls of C functions and LLVM
+    intrinsics and buffer pointers through :class:`~tilecraft.codegen.llvm_calls.CallEmitter`."""
 
     def __init__(self, opts: LLVMOptions, bound_checks: bool = False):
         self.opts = opts
@@ -326,6 +331,8 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         self.n_meta = 0
         self.done_funcs: list[str] = []
         self.has_parallel = False
+        self.externs: dict = {}               # C symbol -> (return type, argument types)
+        self.function_names: set = set()      # the module's functions (no extern may be named so)
         self.attr_line = (f'attributes #0 = {{ nounwind "target-cpu"="{opts.cpu}" '
                           f'"target-features"="{opts.features}" }}')
 
@@ -681,7 +688,7 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
             if t is Var or t is SizeVar:
                 if n in self.env and n not in seen:
                     seen[n] = ll_type(n.dtype) if n.dtype != "handle" else "ptr"
-            elif t is BufferLoad or t is BufferStore:
+            elif t is BufferLoad or t is BufferStore or t is AccessPtr:
                 self._capture_buffer(n.buffer, seen)
                 if self.bound_checks:           # the checks read the buffer's extent
                     for d in n.buffer.shape:
@@ -1022,6 +1029,8 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
 
     def e_Call(self, e: Call) -> str:
         name = e.name
+        if name in BUILTINS:
+            return self.builtin_call(e)
         if name == "likely":
             return self.expr(e.args[0])
         d = e.dtype
@@ -1188,7 +1197,8 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
 
     _EXPR = {Var: e_Var, SizeVar: e_Var, Const: e_Const, Binary: e_Binary, Unary: e_Unary, Cast: e_Cast,
              Select: e_Select, Let: e_Let, Ramp: e_Ramp, Broadcast: e_Broadcast,
-             BufferLoad: e_BufferLoad, Call: e_Call}
+             BufferLoad: e_BufferLoad, Call: e_Call, AccessPtr: CallEmitter.e_AccessPtr,
+             StringImm: CallEmitter.e_StringImm}
     _STMT = {SeqStmt: s_SeqStmt, AttrStmt: s_AttrStmt, Evaluate: s_Evaluate, LetStmt: s_LetStmt,
              IfThenElse: s_IfThenElse, BufferStore: s_BufferStore, Allocate: s_Allocate, For: s_For}
 
@@ -1253,9 +1263,12 @@ def signature_of(func: PrimFunc) -> FuncSignature:
     written = set()
 
     def visit(n):
-        if type(n) is BufferStore:
+        t = type(n)
+        if t is BufferStore or (t is AccessPtr and n.access_mask & 2):
             written.add(n.buffer.data)
             written.add(n.buffer.name)
+        elif t is Var and n.dtype == "handle":       # a bare pointer an extern call may write through
+            written.add(n)
     post_order_visit(func.body, visit)
     scalar_vars = [p for p in func.params if isinstance(p, Var)]
     for v in scalar_vars:          # scalar parameters keep their own names first
@@ -1311,12 +1324,15 @@ def codegen_llvm(funcs, target="llvm", entry_name: str | None = None,
         from ..transform import PassContext
         bound_checks = PassContext.current().get("tir.instrument_bound_checkers")
     cg = LLVMCodegen(opts, bound_checks)
+    cg.function_names = set(seen)
     sigs = tuple(cg.add_function(f) for f in funcs)
     entry = entry_name or funcs[0].name
     if entry not in seen:
         raise CodegenError(f"entry function {entry!r} is not among {sorted(seen)}")
+    imports = tuple(dict.fromkeys(text for f in funcs for text in f.attr("import_llvm", ())))
     return LLVMSource(cg.module_text(), sigs, opts, entry, cg.has_parallel,
-                      can_fail=ERROR_BUFFER_SYMBOL in cg.declares)
+                      can_fail=ERROR_BUFFER_SYMBOL in cg.declares, imports=imports,
+                      externs=tuple(cg.externs))
 
 
 class LLVMArtifact:
@@ -1382,6 +1398,7 @@ class LLVMArtifact:
                 return
             if self.source.can_fail:        # its failure points call tilecraft_error_buffer()
                 jit_error_support(llvm, target_machine(self.source.options))
+            check_externs(self._unconsumed(), self.source.externs, self.source.entry_name)
             engine = llvm.create_mcjit_compiler(self._take_module(), target_machine(self.source.options))
             engine.finalize_object()
             if self.has_parallel:
@@ -1417,6 +1434,7 @@ def parse_and_optimize(source: LLVMSource, tm):
         raise CodegenError(f"LLVM rejected the generated IR: {e}\n--- IR ---\n{source.text}") from None
     mod.triple = source.options.triple
     mod.data_layout = str(tm.target_data)
+    link_imports(llvm, mod, source.imports)
     optimize(mod, tm, source.options.opt_level)
     return mod
 

@@ -21,6 +21,7 @@ from .bound import infer_bounds
 from .check_indices import check_indices
 from .schedule import Schedule, ScheduleError
 from .schedule_ops import schedule_ops
+from .tensorize import llvm_imports
 from .passes.storage_flatten import storage_flatten
 from .passes.vectorize import vectorize_loops
 from .passes.unroll import unroll_loops
@@ -178,7 +179,7 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
     params = params + scalar_params
 
     aligns = {buffers[t]: st.align for st in infos for t in st.op.outputs if st.align and t not in arg_set}
-    body = schedule_ops(sch, infos, buffers, mins, arg_set)
+    body = schedule_ops(sch, infos, buffers, mins, arg_set, aligns)
     show("schedule_ops", body)
     passes = [
         ("simplify", simplify),
@@ -209,7 +210,9 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
         _check_double_buffer(sch)
         body = lower_for_gpu(body, params, name, print_ir=print_ir)
     # ---- end of GPU hook ----
-    func = PrimFunc(name, tuple(params), body, (("lower_time", time.perf_counter() - t0),))
+    imports = llvm_imports(sch)
+    func = PrimFunc(name, tuple(params), body, (("lower_time", time.perf_counter() - t0),)
+                    + ((("import_llvm", imports),) if imports else ()))
     return func
 
 
