@@ -14,7 +14,7 @@ from test_llvm_ops import blocked_matmul, conv2d_nchw, softmax
 
 
 def printed(s, args) -> str:
-    return str(tc.lower(s, args, simple_mode=True))
+    return str(tc.lower(s, args))   # the whole pipeline (simple_mode would leave out loop partitioning)
 
 
 def vadd_split_parallel_vectorize():

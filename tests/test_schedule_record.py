@@ -12,7 +12,7 @@ import pytest
 
 import tilecraft as tc
 from tilecraft import te
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.schedule import Step, from_json, python_names, replay, step_from_json
 from tilecraft.schedule.record import STEP_TYPES, SplitStep
 

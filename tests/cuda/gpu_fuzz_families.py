@@ -13,7 +13,7 @@ reductions over two fused axes), ``rfactor`` (rfactor +
 cross-thread reduction, or the partials as their own kernel), ``softmax_layernorm`` (multi-kernel
 and single-kernel row softmax and layer norm), ``matmul_shared`` (cache_read shared + compute_at
 + cooperative fetch, vthread, cache_write local, local caches, double buffering) and ``library``
-(the hand schedules of ``tilecraft.codegen.cuda_schedules`` at random sizes, non-divisible
+(the hand schedules of ``tilecraft.topi.cuda_schedules`` at random sizes, non-divisible
 included).
 """
 from __future__ import annotations

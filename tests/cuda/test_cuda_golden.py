@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 import tilecraft
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.codegen.cuda import generate_cuda
 
 from .test_gpu_correctness import row_sum_tail

@@ -12,7 +12,7 @@ import tilecraft
 from tilecraft import interp, te
 from tilecraft.codegen import cuda as cuda_backend
 from tilecraft.codegen import cuda_emulate
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.codegen.cuda import generate_cuda
 from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
 from tilecraft.ir.expr import Call

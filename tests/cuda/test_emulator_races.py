@@ -13,7 +13,7 @@ import pytest
 
 import tilecraft
 from tilecraft import te
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.codegen.cuda_emulate import EmulationError, emulate
 from tilecraft.ir.expr import BufferLoad, Call, Const, Ramp, Var
 from tilecraft.ir.stmt import Buffer, BufferStore, Evaluate, IfThenElse, PrimFunc, seq

@@ -22,7 +22,7 @@ import pytest
 
 import tilecraft
 from tilecraft import te
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.codegen.cuda import generate_cuda
 from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
 from tilecraft.codegen.cuda_emulate import emulate

@@ -27,14 +27,13 @@ from functools import lru_cache
 from ..ir.builtin import EXTERN_CALLS, call_args, symbol_of
 from ..ir.expr import Const, StringImm
 from ..runtime.status import STATUS_OUT_OF_BOUNDS
-from .llvm_types import const_literal, intrinsic_suffix, ll_type, mem_type
+from .llvm_types import CodegenError, const_literal, intrinsic_suffix, ll_type, mem_type
 
 _EXTENSION = {"bool": " zeroext", "uint8": " zeroext", "uint16": " zeroext",
               "int8": " signext", "int16": " signext"}
 
 
 def _codegen_error(msg: str):
-    from .llvm import CodegenError        # llvm.py imports this module
     return CodegenError(msg)
 
 

@@ -1,4 +1,5 @@
-"""LLVM types, constants and conversions for tilecraft dtypes (tables used by ``llvm.py``).
+"""LLVM types, constants and conversions for tilecraft dtypes (tables used by ``llvm.py``), and the
+LLVM backend's error, :class:`CodegenError`.
 
 In registers ``bool`` is ``i1``; in memory it is one byte (``i8``), as numpy stores it.
 ``float16`` is LLVM's ``half``. Vector dtypes map to LLVM vectors: ``"float32x8"`` → ``<8 x float>``.
@@ -13,6 +14,11 @@ import struct
 from functools import lru_cache
 
 from ..ir import dtype as dt
+
+
+class CodegenError(Exception):
+    """The IR cannot be compiled by the LLVM backend (the message says which node and why)."""
+
 
 _SCALAR = {
     ("bool", 1): "i1", ("int", 8): "i8", ("int", 16): "i16", ("int", 32): "i32", ("int", 64): "i64",

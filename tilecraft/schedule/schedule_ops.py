@@ -16,7 +16,7 @@ per-thread fold, one all-reduce and one write.
 
 The buffer of an attached stage marked with ``double_buffer()`` is allocated inside
 ``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))``; the GPU passes give it two
-copies where it stays inside a loop (``hoist_shared_allocations``, ``gpu_double_buffer``), the CPU
+copies where it stays inside a loop (``gpu_hoist_shared``, ``gpu_double_buffer``), the CPU
 ignores it. The mark is part of the lowered function, so ``build(lower(...))`` keeps it.
 """
 from __future__ import annotations

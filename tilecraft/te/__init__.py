@@ -17,8 +17,6 @@ from .intrin import (abs, all, any, ceil, const, cos, erf, exp, exp2, floor, flo
                      truncdiv, truncmod)
 
 
-def create_schedule(ops):
-    """A default schedule for the given output operation(s): every stage computed at the root,
-    in the order of its loop axes. See :mod:`tilecraft.schedule`."""
-    from ..schedule import create_schedule as _create
-    return _create(ops)
+# ``te.create_schedule`` (TVM's name) is :func:`tilecraft.schedule.create_schedule`. The schedule
+# layer sits above te and te never imports it: ``tilecraft/__init__.py`` hands it in, and every
+# import of ``tilecraft.te`` runs that file first.

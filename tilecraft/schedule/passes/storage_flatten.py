@@ -3,7 +3,10 @@
 Afterwards each ``BufferLoad``/``BufferStore`` has a single element-offset index. Argument
 buffers keep their n-dimensional ``shape`` (it is the function's signature) but are indexed
 row-major; allocated buffers are replaced by 1-D buffers whose size honours ``storage_align``
-(the stride of an aligned axis ``d`` satisfies ``stride % factor == offset``).
+(the stride of an aligned axis ``d`` satisfies ``stride % factor == offset``). A constant size is
+exact: an int32 constant, or an int64 one where it does not fit in int32 (folding it in int32
+would wrap it to a smaller buffer); a symbolic size stays an int32 expression, which the LLVM
+backend evaluates in 64 bits.
 
 A ``buffer_bind_scope`` (a tensor intrinsic's declared buffer viewing a box of a buffer,
 ``schedule/tensorize.py``) is resolved here: in its body the declared buffer's variables take
@@ -15,7 +18,7 @@ interpreters can still find the box.
 """
 from __future__ import annotations
 
-from ...ir.expr import AccessPtr, BufferLoad, BufferRegion, Const, Var, convert
+from ...ir.expr import AccessPtr, BufferLoad, BufferRegion, Const, Var, const, convert
 from ...ir.functor import IRMutator, substitute
 from ...ir.simplify import simplify
 from ...ir.stmt import Allocate, AttrStmt, BUFFER_BIND_SCOPE, Buffer, BufferStore
@@ -32,6 +35,23 @@ def compact_strides(shape, align: dict | None = None) -> list:
         strides[d] = acc
         acc = simplify(acc * shape[d])
     return strides
+
+
+def constant_size(shape, align: dict | None = None) -> int | None:
+    """The exact number of elements of a compact buffer of constant ``shape`` (``compact_strides``
+    with the same padding), or None when a dimension is not a constant."""
+    size = 1
+    for d in range(len(shape) - 1, -1, -1):
+        if align and d in align and d != len(shape) - 1:
+            factor, offset = align[d]
+            size = ((size + factor - 1 - offset) // factor) * factor + offset
+        extent = shape[d]
+        if isinstance(extent, Const):
+            extent = extent.value
+        if not isinstance(extent, int):
+            return None
+        size *= extent
+    return size
 
 
 class _Flatten(IRMutator):
@@ -61,7 +81,11 @@ class _Flatten(IRMutator):
     def visit_Allocate(self, s):
         buf = s.buffer
         strides = compact_strides(buf.shape, self.aligns.get(buf))
-        size = simplify(strides[0] * buf.shape[0]) if buf.shape else convert(1)
+        exact = constant_size(buf.shape, self.aligns.get(buf))
+        if exact is not None:
+            size = const(exact, "int32" if exact < 2**31 else "int64")
+        else:
+            size = simplify(strides[0] * buf.shape[0])
         nb = Buffer(buf.name, (size,), buf.dtype, buf.scope)
         self.flat[buf] = (nb, strides, None)
         body = self.visit_stmt(s.body)
