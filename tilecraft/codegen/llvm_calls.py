@@ -18,7 +18,8 @@ LLVM IR that ``pragma import_llvm`` links in (what tensor intrinsics lower to).
   buffer's pointer. Bounds-checked builds check its whole extent.
 * ``import_llvm`` texts are parsed (LLVM 22, through llvmlite, reads opaque-pointer IR: clang ≥
   15 makes it), given the module's triple and data layout, and linked into the module before it
-  is optimised (:func:`link_imports`), so their functions can be inlined.
+  is optimised (:func:`link_imports`), so their functions can be inlined. A function that an
+  earlier text (or the module) already defines keeps that definition.
 """
 from __future__ import annotations
 
@@ -181,6 +182,12 @@ def link_imports(llvm, mod, imports) -> None:
                                  f"make it with clang 15 or newer)") from None
         other.triple = mod.triple
         other.data_layout = mod.data_layout
+        defined = {f.name for f in mod.functions if not f.is_declaration}
+        for f in other.functions:
+            if f.name in defined and not f.is_declaration:
+                # already defined by an earlier import (or the module): keep that one, as TVM's
+                # linking of only what is still needed does
+                f.linkage = llvm.Linkage.linkonce_odr
         try:
             mod.link_in(other)
         except RuntimeError as err:

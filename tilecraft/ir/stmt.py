@@ -86,7 +86,8 @@ class Buffer:
         """The address of element ``offset`` of this buffer (after its ``elem_offset``), for an
         external function that reads (``"r"``), writes (``"w"``) or does both (``"rw"``) with
         it, as TVM's ``Buffer.access_ptr``. ``extent`` (elements the callee may touch) defaults
-        to the rest of the buffer.
+        to the rest of the buffer: from ``offset`` to its last element (with strides, the span
+        ``1 + sum((shape[d] - 1) * strides[d])``; bounds-checked builds check that range).
 
         >>> call_extern("int32", "gemv_update", cc.access_ptr("w"), aa.access_ptr("r"))
         """
@@ -100,8 +101,10 @@ class Buffer:
         if extent is None:
             if not self.shape:
                 extent = const(1)
-            elif self.strides is not None:
-                extent = self.strides[0] * self.shape[0]
+            elif self.strides is not None:      # the span from the first element to the last
+                extent = const(1)
+                for n, st in zip(self.shape, self.strides):
+                    extent = extent + (n - 1) * st
             else:
                 extent = self.shape[0]
                 for d in self.shape[1:]:

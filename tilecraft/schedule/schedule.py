@@ -511,8 +511,6 @@ class Stage:
         if not isinstance(intrin, TensorIntrin):
             raise ScheduleError(f"tensorize on stage '{self.name}': expected a tensor intrinsic from "
                                 f"te.decl_tensor_intrin, got {intrin!r}")
-        if not isinstance(self.op, ComputeOp):
-            raise ScheduleError(f"tensorize on stage '{self.name}': it is not a compute stage")
         if intrin.scalar_params:
             raise ScheduleError(f"tensorize on stage '{self.name}' with intrinsic '{intrin.name}': an "
                                 f"intrinsic with scalar_params cannot be tensorized (they have no "

@@ -30,7 +30,8 @@ intrinsic::
       # attr tensor_intrin(gemv) = 'body'
         <the intrinsic's body>
 
-Reductions whose reduction loops all lie inside the region use ``body``. Otherwise the loops
+Reductions whose reduction loops all lie inside the region (or outside it run once) use
+``body``. Otherwise the loops
 between the first reduction loop and ``axis`` surround ``update``, and ``reset`` (output buffers
 bound) runs before them over their data loops; an intrinsic without ``reset`` runs ``body`` in
 the first iteration of those reduction loops and ``update`` in the others. Storage flattening
@@ -94,15 +95,21 @@ def tensorized_nest(nb, st, k: int, intrin):
     inner = leaves[k:]
     _check_inner_loops(nb, st, inner, where)
     inner_vars = {iv.var for iv in inner}
+    conds, bounds = [], _loop_bounds(nb)
     for c in info.conditions:
         used = collect_vars(c) & inner_vars
-        if used:
-            raise _error(f"{where}: the guard `{c}` (a split that does not divide its axis, or a region "
-                         f"cut to its tensor) depends on loop '{sorted(v.name for v in used)[0]}' inside "
-                         f"the tensorized region; the intrinsic computes whole boxes: choose factors that "
-                         f"divide the extents")
+        if not used:
+            conds.append(c)
+            continue
+        proved = simplify(c, bounds)
+        if isinstance(proved, Const) and proved.value:
+            continue            # holds in every iteration (a region that fits its tensor)
+        raise _error(f"{where}: the guard `{c}` (a split that does not divide its axis, or a region "
+                     f"cut to its tensor) depends on loop '{sorted(v.name for v in used)[0]}' inside "
+                     f"the tensorized region; the intrinsic computes whole boxes: choose factors that "
+                     f"divide the extents")
     relax = {iv.var: (const(0, iv.var.dtype), simplify(info.extent[iv] - 1)) for iv in inner}
-    binds = _match(nb, st, info, intrin, inner, relax, where)
+    binds = _match(nb, st, info, intrin, inner, relax, bounds, where)
     n_in = len(intrin.inputs)
 
     def use(part, bound):
@@ -115,8 +122,9 @@ def tensorized_nest(nb, st, k: int, intrin):
             stmt = AttrStmt(BUFFER_BIND_SCOPE, declared, region, stmt)
         return stmt
 
-    conds = info.conditions
-    first_reduce = next((j for j, iv in enumerate(leaves) if iv.kind is IterKind.REDUCE), None)
+    # a reduction loop that runs once does not split the reduction
+    first_reduce = next((j for j, iv in enumerate(leaves) if iv.kind is IterKind.REDUCE
+                         and _equal(info.extent[iv], 1) is not True), None)
     if first_reduce is None or k <= first_reduce:
         stmt = _guard(conds, use("body", binds))
         for j in range(k - 1, -1, -1):
@@ -141,6 +149,16 @@ def tensorized_nest(nb, st, k: int, intrin):
     for j in range(first_reduce - 1, -1, -1):
         stmt = nb.make_for(st, leaves[j], info, stmt)
     return stmt
+
+
+def _loop_bounds(nb) -> dict:
+    """``{loop variable: (0, extent - 1)}`` for every loop of constant extent in the program."""
+    out = {}
+    for info in nb.infos.values():
+        for iv, ext in info.extent.items():
+            if isinstance(ext, Const):
+                out[iv.var] = (0, ext.value - 1)
+    return out
 
 
 def _parts_needed(part: str) -> str:
@@ -186,8 +204,9 @@ def _check_inner_loops(nb, st, inner, where):
 # ------------------------------------------------------------------------------------------------
 # matching
 
-def _box(exprs, relax: dict, what: str, where: str):
-    """``[(lo, extent)]`` of each expression while the region's loops range (``relax``)."""
+def _box(exprs, relax: dict, bounds: dict, what: str, where: str):
+    """``[(lo, extent)]`` of each expression while the region's loops range (``relax``);
+    ``bounds`` are the loops' ranges, for the simplifier."""
     interval = Interval(lambda v: relax.get(v))
     out = []
     for e in exprs:
@@ -195,8 +214,8 @@ def _box(exprs, relax: dict, what: str, where: str):
         if r is None:
             raise _error(f"{where}: cannot tell which part of {what} the region covers (the index "
                          f"`{e}` is not an affine function of the loops)")
-        lo = simplify(r[0])
-        out.append((lo, simplify(r[1] - lo + 1)))
+        lo = simplify(r[0], bounds)
+        out.append((lo, simplify(r[1] - lo + 1, bounds)))
     return out
 
 
@@ -233,7 +252,7 @@ class _Remap(IRMutator):
         return Reduce(r.combiner, r.source, axis, r.condition, r.value_index, r.init)
 
 
-def _match(nb, st, info, intrin, inner, relax, where):
+def _match(nb, st, info, intrin, inner, relax, bounds, where):
     """Check that the region computes ``intrin``; returns ``[(declared buffer, BufferRegion)]``
     for its inputs then outputs."""
     op, iop = st.op, intrin.op
@@ -243,7 +262,7 @@ def _match(nb, st, info, intrin, inner, relax, where):
     root = [(iv, info.root_value(iv, d)) for d, iv in enumerate(op.axis)] + \
            [(iv, info.root_value(iv)) for iv in op.reduce_axis]
     boxes = dict(zip((id(iv) for iv, _ in root),
-                     _box([v for _, v in root], relax, f"stage '{st.name}'", where)))
+                     _box([v for _, v in root], relax, bounds, f"stage '{st.name}'", where)))
     points = 1
     for _, ext in boxes.values():
         points = points * ext
@@ -280,7 +299,7 @@ def _match(nb, st, info, intrin, inner, relax, where):
                              f"the intrinsic's axis '{t_iv.var.name}' has extent {t_iv.dom.extent}")
             vmap[iv.var] = t_iv.var if _equal(lo, 0) else t_iv.var + lo
             axes[id(iv)] = t_iv
-    loads, in_boxes = _inputs(st, info, intrin, relax, where)
+    loads, in_boxes = _inputs(st, info, intrin, relax, bounds, where)
     body = [simplify(_Remap(vmap, loads, axes).visit_expr(b)) for b in info.body]
     want = [simplify(b) for b in iop.body]
     for o, (mine, theirs) in enumerate(zip(body, want)):
@@ -290,18 +309,19 @@ def _match(nb, st, info, intrin, inner, relax, where):
             raise _error(f"{where}: the stage does not compute what the intrinsic does. On the "
                          f"intrinsic's axes the stage computes\n    {mine}\nand the intrinsic\n    {theirs}\n"
                          f"They differ at `{a}` versus `{b}`")
-    binds = []
+    binds, bound = [], {}
     for (t, box), declared in zip(in_boxes, intrin.buffers):
         m = nb.mins.get(t)
         begin = [lo if m is None else simplify(lo - m[d]) for d, (lo, _) in enumerate(box)]
-        binds.append(_view(nb, declared, nb.buffers[t], begin, [x for _, x in box], where))
+        binds.append(_view(nb, declared, nb.buffers[t], begin, [x for _, x in box], where, bound))
     for t, declared in zip(op.outputs, intrin.buffers[len(intrin.inputs):]):
-        box = _box(nb.store_index(st, info, t), relax, f"'{t.name}'", where)
-        binds.append(_view(nb, declared, nb.buffers[t], [lo for lo, _ in box], [x for _, x in box], where))
+        box = _box(nb.store_index(st, info, t), relax, bounds, f"'{t.name}'", where)
+        binds.append(_view(nb, declared, nb.buffers[t], [lo for lo, _ in box], [x for _, x in box], where,
+                           bound))
     return binds
 
 
-def _inputs(st, info, intrin, relax, where):
+def _inputs(st, info, intrin, relax, bounds, where):
     """The stage's inputs (first use in its inlined body) against the intrinsic's: ``{tensor:
     (placeholder, leading dims, box starts)}`` for the remap and ``[(tensor, box)]``."""
     found = []
@@ -329,7 +349,7 @@ def _inputs(st, info, intrin, relax, where):
         for n in found:
             if n.tensor is not t:
                 continue
-            box = _box([substitute(i, rootmap) for i in n.indices], relax, f"'{t.name}'", where)
+            box = _box([substitute(i, rootmap) for i in n.indices], relax, bounds, f"'{t.name}'", where)
             los = [b[0] for b in box]
             his = [simplify(b[0] + b[1] - 1) for b in box]
             lo = los if lo is None else [union_min(a, b) for a, b in zip(lo, los)]
@@ -354,25 +374,28 @@ def _inputs(st, info, intrin, relax, where):
 
 def _first_difference(a, b):
     """None when ``a`` and ``b`` are the same computation, else the first pair of differing
-    subexpressions (reductions compare their combiners by structure, not identity)."""
-    stack = [(a, b)]
+    subexpressions, widened to the tensor element they index where they are indices
+    (reductions compare their combiners by structure, not identity)."""
+    stack = [(a, b, None)]
     while stack:
-        x, y = stack.pop()
+        x, y, load = stack.pop()
         if x is y:
             continue
         if type(x) is not type(y):
-            return x, y
+            return load or (x, y)
         if isinstance(x, Reduce):
             if not _same_combiner(x.combiner, y.combiner) or x.value_index != y.value_index \
                     or len(x.source) != len(y.source) or len(x.init) != len(y.init) \
                     or [v.var for v in x.axis] != [v.var for v in y.axis]:
                 return x, y
-            stack.extend(reversed(list(zip(x.children(), y.children()))))
+            stack.extend((p, q, load) for p, q in reversed(list(zip(x.children(), y.children()))))
             continue
         kx, ky = x.children(), y.children()
         if len(kx) != len(ky) or x.node_key() != y.node_key():
-            return x, y
-        stack.extend(reversed(list(zip(kx, ky))))
+            return load or (x, y)
+        if isinstance(x, TensorLoad):
+            load = (x, y)
+        stack.extend((p, q, load) for p, q in reversed(list(zip(kx, ky))))
     return None
 
 
@@ -389,9 +412,10 @@ def _same_combiner(c, d) -> bool:
 # ------------------------------------------------------------------------------------------------
 # declared buffers against the boxes they view
 
-def _view(nb, declared, target, begin, extent, where):
+def _view(nb, declared, target, begin, extent, where, bound: dict):
     """Check that ``declared`` can view ``target[begin : begin + extent]`` (as storage flattening
-    will lay ``target`` out); returns ``(declared, BufferRegion)``."""
+    will lay ``target`` out); returns ``(declared, BufferRegion)``. ``bound`` collects the value
+    each variable of the declared buffers takes (one variable, one value in a use)."""
     what = f"{where}: the intrinsic's buffer '{declared.name}' viewing '{target.name}'"
     if declared.scope != target.scope:
         raise _error(f"{what}: it is declared in scope '{declared.scope}' but '{target.name}' is in "
@@ -412,9 +436,14 @@ def _view(nb, declared, target, begin, extent, where):
             want = simplify(want * extent[start + j])
     else:
         for j, (mine, got) in enumerate(zip(declared.strides, view)):
-            if not isinstance(mine, Var) and _equal(mine, got) is not True:
+            if isinstance(mine, Var):
+                _bind(bound, mine, got, declared, where)
+            elif _equal(mine, got) is not True:
                 raise _error(f"{what}: its stride {j} is declared {mine} but the box {box} has stride "
                              f"{got} there")
+    for mine, got in zip(declared.shape, extent[start:]):
+        if isinstance(mine, Var):
+            _bind(bound, mine, got, declared, where)
     offset = None
     for b, s in zip(begin, strides):
         term = simplify(b * s)
@@ -427,11 +456,23 @@ def _view(nb, declared, target, begin, extent, where):
                          f"elem_offset), but the box {box} starts at element {offset} of "
                          f"'{target.name}'; declare it with offset_factor=1 (or a larger factor the "
                          f"offsets are multiples of)")
-    elif declared.offset_factor > 1 and not _multiple(offset, declared.offset_factor):
+    elif _bind(bound, eo, offset, declared, where) and declared.offset_factor > 1 \
+            and not _multiple(offset, declared.offset_factor):
         raise _error(f"{what}: its offset_factor is {declared.offset_factor}, but the box {box} starts at "
                      f"element {offset}, which is not provably a multiple of {declared.offset_factor}; "
                      f"choose tiles aligned to it or a smaller offset_factor")
     return declared, BufferRegion(target, tuple(begin), tuple(extent))
+
+
+def _bind(bound: dict, var, value, declared, where) -> bool:
+    """Record that ``var`` (a variable of ``declared``) stands for ``value`` here."""
+    old = bound.get(var)
+    if old is None:
+        bound[var] = (value, declared.name)
+    elif _equal(old[0], value) is not True:
+        raise _error(f"{where}: the variable '{var.name}' stands for {old[0]} in buffer '{old[1]}' and for "
+                     f"{value} in buffer '{declared.name}'")
+    return True
 
 
 def _multiple(e, k: int) -> bool:

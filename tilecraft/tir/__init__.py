@@ -9,6 +9,7 @@ from ..ir.expr import (Var, SizeVar, Const, Cast, Call, Select as _SelectNode, E
                        Range, Reduce, Ramp, Broadcast, CommReducer, StringImm, BufferLoad)
 from ..ir.stmt import (For, ForKind, BufferStore, Allocate, SeqStmt, IfThenElse, LetStmt, Evaluate,
                        AttrStmt, PrimFunc, Buffer, Stmt, decl_buffer)
+from ..ir.stmt import seq as stmt_seq         # TVM's tir.stmt_seq(*stmts)
 from ..ir.builtin import (call_extern, call_pure_extern, call_intrin, call_llvm_intrin,
                           call_llvm_pure_intrin)
 from ..te.intrin import (const, floordiv, floormod, truncdiv, truncmod, indexdiv, indexmod, exp, log,
