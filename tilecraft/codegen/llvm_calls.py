@@ -16,10 +16,11 @@ LLVM IR that ``pragma import_llvm`` links in (what tensor intrinsics lower to).
   signature and target (:func:`check_llvm_intrinsic`; about 0.2 s).
 * ``AccessPtr`` (``Buffer.access_ptr``) is the address of an element: ``getelementptr`` from the
   buffer's pointer. Bounds-checked builds check its whole extent.
-* ``import_llvm`` texts are parsed (LLVM 22, through llvmlite, reads opaque-pointer IR: clang ≥
-  15 makes it), given the module's triple and data layout, and linked into the module before it
-  is optimised (:func:`link_imports`), so their functions can be inlined. A function that an
-  earlier text (or the module) already defines keeps that definition.
+* ``import_llvm`` texts are parsed (llvmlite's LLVM reads the IR of its own version and older:
+  ``contrib.clang`` picks a clang that fits), given the module's triple and data layout, and
+  linked into the module before it is optimised (:func:`link_imports`), so their functions can
+  be inlined. A function that an earlier text (or the module) already defines keeps that
+  definition.
 """
 from __future__ import annotations
 
@@ -176,10 +177,11 @@ def link_imports(llvm, mod, imports) -> None:
             other = llvm.parse_assembly(text)
             other.verify()
         except RuntimeError as err:
-            first = str(err).strip().splitlines()
+            lines = [x.strip() for x in str(err).strip().splitlines() if x.strip()]
+            said = next((x.replace("<string>:", "line ", 1) for x in lines if "error:" in x), lines[0] if lines else err)
             raise _codegen_error(f"the LLVM IR given by pragma import_llvm (number {k}) does not parse: "
-                                 f"{first[0] if first else err} (llvmlite's LLVM reads opaque-pointer IR: "
-                                 f"make it with clang 15 or newer)") from None
+                                 f"{said} (LLVM {llvm.llvm_version_info[0]} reads the "
+                                 f"IR of its own version and older)") from None
         other.triple = mod.triple
         other.data_layout = mod.data_layout
         defined = {f.name for f in mod.functions if not f.is_declaration}

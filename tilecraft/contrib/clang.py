@@ -1,9 +1,10 @@
 """TVM's ``tvm.contrib.clang``: compile C or C++ to LLVM IR text, for ``pragma import_llvm``.
 
-The LLVM inside llvmlite (LLVM 22 with llvmlite 0.50) reads only opaque-pointer IR, which clang
-writes from version 15 on, and may not read IR of an LLVM newer than itself: :func:`find_clang`
-accepts clang 15 up to llvmlite's LLVM version, preferring the newest. On Debian or Ubuntu
-``apt-get install clang-19`` provides one (``clang`` alone is clang 14 on Debian 12: too old).
+The LLVM inside llvmlite (LLVM 22 with llvmlite 0.50) reads the IR of its own version and older
+ones (the typed pointers that clang 14 and older write are read as opaque pointers; IR of clang
+13, 14 and 19 was checked), but not necessarily IR of a newer LLVM: :func:`find_clang` accepts
+clang 13 up to llvmlite's LLVM version, preferring the newest. On Debian or Ubuntu ``apt-get
+install clang-19`` provides one.
 
 >>> ll = clang.create_llvm('extern "C" int add1(int x) { return x + 1; }', options=["-O3"])
 >>> s[C].pragma(x, "import_llvm", ll)
@@ -17,7 +18,7 @@ import subprocess
 
 from .utils import tempdir
 
-MIN_VERSION = 15
+MIN_VERSION = 13          # the oldest clang whose IR was checked with llvmlite's LLVM
 
 
 def _llvm_major() -> int:
@@ -37,7 +38,7 @@ def clang_version(cc: str) -> int | None:
 
 def find_clang(required: bool = True) -> list:
     """The paths of usable clang compilers, best first: ``clang-N`` for N from llvmlite's LLVM
-    version down to 15, then ``clang``, each kept only if its version is in that range.
+    version down to 13, then ``clang``, each kept only if its version is in that range.
     ``required=True`` raises ``RuntimeError`` when there is none."""
     top = _llvm_major()
     names = [f"clang-{v}" for v in range(top, MIN_VERSION - 1, -1)] + ["clang"]
@@ -49,9 +50,9 @@ def find_clang(required: bool = True) -> list:
             if v is not None and MIN_VERSION <= v <= top:
                 found.append(path)
     if not found and required:
-        raise RuntimeError(f"no usable clang: need clang {MIN_VERSION}..{top} (llvmlite's LLVM is {top}; "
-                           f"older clang writes IR with typed pointers, which it cannot read). Install "
-                           f"one, e.g. `apt-get install clang-19` on Debian or Ubuntu")
+        raise RuntimeError(f"no usable clang: need clang {MIN_VERSION}..{top} (llvmlite's LLVM is {top} and "
+                           f"may not read the IR of a newer one). Install one, e.g. `apt-get install "
+                           f"clang-19` on Debian or Ubuntu")
     return found
 
 
