@@ -81,7 +81,8 @@ def run_tensor_intrin(intrin, part: str, inputs, outputs) -> None:
     This is how the lowered-IR interpreter and the CUDA emulator run a tensorized region: its
     meaning is the definition, whatever the intrinsic's lowering calls.
 
-    >>> run_tensor_intrin(gemv, "update", [a, b], [c])      # c[i] += sum_k a[k] * b[i, k]
+    Example: ``run_tensor_intrin(gemv, "update", [a, b], [c])`` adds ``sum_k a[k] * b[i, k]``
+    to each ``c[i]``.
     """
     op = intrin.op
     red = op.body[0] if isinstance(op.body[0], Reduce) else None
