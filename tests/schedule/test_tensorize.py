@@ -209,3 +209,39 @@ def test_record_replays_a_tensorized_schedule():
     fresh = te.create_schedule(list(s.outputs))
     exec(code, {"s": fresh, **python_names(list(s.outputs), intrins=[intrin])})
     assert str(tc.lower(fresh, args)) == want
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_random_tensorized_gemv_schedules(check_llvm, rng, case):
+    """Random shapes and tile sizes (the tile always divides the axis it splits), the reduction
+    whole or split once or twice, with or without reset, an outer split with a tail and a
+    parallel loop: every pass computes the reference (the interpreter runs the intrinsic by its
+    definition) and so does the built code."""
+    factor = int(rng.choice([4, 8, 16]))
+    n, m = int(rng.integers(1, 8)), factor * int(rng.integers(1, 4))
+    kfactor = int(rng.choice([4, 8]))
+    l = kfactor * int(rng.integers(1, 5))
+    split = rng.integers(0, 3)                      # 0: whole reduction, 1: split once, 2: twice
+    parts = str(rng.choice(["all", "no_reset"])) if split else "body"
+    A, B, C = matmul_bt(n, m, l)
+    s = te.create_schedule(C.op)
+    x, y = C.op.axis
+    (z,) = C.op.reduce_axis
+    yo, yi = s[C].split(y, factor=factor)
+    outer = [x, yo]
+    if rng.integers(0, 2):
+        xo, xi = s[C].split(x, factor=int(rng.integers(2, 4)))      # may leave a tail
+        s[C].parallel(xo)
+        outer = [xo, xi, yo]
+    if split == 0:
+        s[C].reorder(*outer, yi, z)
+        intrin = gemv(factor, l, parts)
+    else:
+        zo, zi = s[C].split(z, factor=kfactor)
+        reduce_outer = [zo] if split == 1 else list(s[C].split(zo, nparts=2))
+        s[C].reorder(*outer, *reduce_outer, yi, zi)
+        intrin = gemv(factor, kfactor, parts)
+    s[C].tensorize(yi, intrin)
+    a, b = rng.uniform(-1, 1, (n, l)).astype("float32"), rng.uniform(-1, 1, (m, l)).astype("float32")
+    print(f"n={n} m={m} l={l} factor={factor} kfactor={kfactor} split={split} parts={parts}")
+    check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b.T}, rtol=1e-5, atol=1e-5, passes=True)
