@@ -214,6 +214,7 @@ class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls, CallEmit
         return r
 
     def new_function(self, name: str) -> _Function:
+        """Fresh state for an LLVM function being emitted (the mixins outline functions too)."""
         return _Function(name)
 
     def finish_function(self, header: str, ret: str) -> None:

@@ -33,7 +33,10 @@ class ExportError(RuntimeError):
 
 def check_destination(path: str) -> str:
     """The absolute path ``export_library`` may write, or an error saying what is wrong with it
-    (no such folder, a directory, dots in the name before the suffix)."""
+    (no such folder, a directory, dots in the name before the suffix).
+
+    >>> # check_destination("ops.v2.so")   # ExportError: ... name it like 'ops_v2.so'
+    """
     if not isinstance(path, str) or not path:
         raise ExportError(f"export_library needs a file path like 'libops.so', got {path!r}")
     path = os.path.abspath(path)

@@ -2,7 +2,7 @@
 
     split into kernels → per kernel: launch extents → cross-thread reductions
         → thread-loop unification → shared allocations hoisted → virtual threads
-        → double buffering → barriers → simplify → kernel parameters
+        → double buffering → vector indices → barriers → simplify → kernel parameters
 
 Afterwards the function body is ``Allocate*(global workspace)`` around one
 ``AttrStmt("cuda_kernel", KernelInfo, ...)`` per kernel (see ``gpu_kernels.py``), which the CUDA

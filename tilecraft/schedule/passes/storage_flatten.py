@@ -39,7 +39,11 @@ def compact_strides(shape, align: dict | None = None) -> list:
 
 def constant_size(shape, align: dict | None = None) -> int | None:
     """The exact number of elements of a compact buffer of constant ``shape`` (``compact_strides``
-    with the same padding), or None when a dimension is not a constant."""
+    with the same padding), or None when a dimension is not a constant.
+
+    >>> constant_size((4, 6), {0: (8, 1)}), constant_size((65536, 65536))   # rows padded to 9
+    (36, 4294967296)
+    """
     size = 1
     for d in range(len(shape) - 1, -1, -1):
         if align and d in align and d != len(shape) - 1:
