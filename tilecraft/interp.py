@@ -110,6 +110,26 @@ def run_tensor_intrin(intrin, part: str, inputs, outputs) -> None:
         o[...] = np.asarray(r, dtype=o.dtype)
 
 
+def tile_view(flat, offset, shape, strides, name: str = "tile", target: str = "buffer"):
+    """The tile that a declared buffer (``name``) views in buffer ``target``: ``shape`` elements
+    of the flat array ``flat``, ``strides`` elements apart, from element ``offset``; a writable
+    numpy view. ``InterpError`` if the tile leaves the array. (What a ``buffer_bind_scope`` binds,
+    for :func:`run_tensor_intrin`.)
+
+    Example: ``tile_view(np.arange(12.0), 1, (2, 3), (4, 1))`` is ``[[1, 2, 3], [5, 6, 7]]``.
+    """
+    offset, shape, strides = int(offset), tuple(int(x) for x in shape), tuple(int(x) for x in strides)
+    if all(shape):
+        lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+        hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+        if lo < 0 or hi >= flat.size:
+            raise InterpError(f"the intrinsic's buffer '{name}' (shape {list(shape)}, strides {list(strides)}, "
+                              f"from element {offset}) reaches elements {lo}..{hi} of '{target}', which has "
+                              f"{flat.size}")
+    return np.lib.stride_tricks.as_strided(flat[min(offset, flat.size):], shape,
+                                           tuple(s * flat.itemsize for s in strides))
+
+
 # ------------------------------------------------------------------------------------------------
 # inputs and shapes
 

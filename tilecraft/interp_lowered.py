@@ -54,7 +54,7 @@ import sys
 
 import numpy as np
 
-from .interp import _CALLS, InterpError, run_tensor_intrin
+from .interp import _CALLS, InterpError, run_tensor_intrin, tile_view
 from .ir import dtype as dt
 from .ir.expr import BinOp, Const, UnOp, Var, trunc_divide, trunc_remainder
 from .ir.printer import stmt_str
@@ -130,7 +130,7 @@ class _Program:
                 self.entry(bufs, values, counter)
         except BudgetExceeded:
             raise
-        except LoweredInterpError as err:
+        except (LoweredInterpError, InterpError) as err:      # InterpError: a tensorized region
             raise LoweredInterpError(self._where(err, err.args[0])) from None
         except ZeroDivisionError as err:
             raise LoweredInterpError(self._where(err, "integer division by zero")) from None
@@ -337,27 +337,6 @@ def _lazy_select_masked(cond, outer, true_side, false_side):
     return np.where(c, true_side(outer & c), false_side(outer & ~c))
 
 
-def _view(arr, offset, shape, strides, name, target):
-    """The declared buffer ``name`` as a view of the flat array ``arr`` of buffer ``target``."""
-    offset, shape, strides = int(offset), tuple(int(x) for x in shape), tuple(int(x) for x in strides)
-    if all(shape):
-        lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
-        hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
-        if lo < 0 or hi >= arr.size:
-            raise LoweredInterpError(f"the intrinsic's buffer '{name}' (shape {list(shape)}, strides "
-                                     f"{list(strides)}, from element {offset}) reaches elements {lo}..{hi} "
-                                     f"of '{target}', which has {arr.size}")
-    return np.lib.stride_tricks.as_strided(arr[min(offset, arr.size):], shape,
-                                           tuple(s * arr.itemsize for s in strides))
-
-
-def _run_intrin(intrin, part, inputs, outputs):
-    try:
-        run_tensor_intrin(intrin, part, inputs, outputs)
-    except InterpError as err:
-        raise LoweredInterpError(f"tensor intrinsic '{intrin.name}' ({part}): {err}") from None
-
-
 def _budget_exceeded(counter):
     raise BudgetExceeded(f"the loop nest runs more than {counter[1]} iterations (the budget)", counter[0])
 
@@ -379,7 +358,7 @@ _NAMESPACE = {
     "_fmax": _fmax, "_cast_int": _cast_int, "_float_to_int": _float_to_int, "_to_float": _to_float,
     "_to_bool": _to_bool, "_lazy_select": _lazy_select, "_lazy_select_masked": _lazy_select_masked,
     "_budget_exceeded": _budget_exceeded, "_iota": _iota, "_bad_size": _bad_size,
-    "_view": _view, "_run_intrin": _run_intrin,
+    "_view": tile_view, "_run_intrin": run_tensor_intrin,
 }
 
 
