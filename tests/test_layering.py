@@ -26,6 +26,7 @@ LAYERS = [
     ("schedule",),
     ("runtime",),
     ("codegen",),
+    ("contrib",),           # TVM's contrib: clang (C to LLVM IR), utils.tempdir
     ("tilecraft",),         # tilecraft/__init__.py, the public facade (autotune, topi, rpc on first use)
     ("autotune",),
     ("rpc",),

@@ -70,6 +70,67 @@ def evaluate(outputs, feed: dict, budget: int = BUDGET):
     return res[0] if single else res
 
 
+def run_tensor_intrin(intrin, part: str, inputs, outputs) -> None:
+    """Perform one use of a tensor intrinsic (``te.decl_tensor_intrin``) by its TE definition, on
+    numpy arrays (or views) of its buffers' shapes; ``outputs`` are written in place. ``part``:
+
+    * ``"body"``: the outputs become the definition's value (a reduction starts from its
+      identity, or its ``init=``);
+    * ``"reset"``: the outputs become the reduction's start value (``inputs`` is not read);
+    * ``"update"``: the reduction over this use's points is folded into the outputs.
+
+    This is how the lowered-IR interpreter and the CUDA emulator run a tensorized region: its
+    meaning is the definition, whatever the intrinsic's lowering calls.
+
+    Example: ``run_tensor_intrin(gemv, "update", [a, b], [c])`` adds ``sum_k a[k] * b[i, k]``
+    to each ``c[i]``.
+    """
+    op = intrin.op
+    red = op.body[0] if isinstance(op.body[0], Reduce) else None
+    if part != "body" and red is None:
+        raise InterpError(f"tensor intrinsic '{intrin.name}': '{part}' of an intrinsic that is not a reduction")
+    feed = {t: np.ascontiguousarray(a) for t, a in zip(intrin.inputs, inputs or ())}
+    if part == "body":
+        results = evaluate(list(op.outputs), feed)
+    elif part == "reset":
+        shape = tuple(int(iv.dom.extent.value) for iv in op.axis)
+        starts = red.combiner.identity
+        env = _grid(op.axis, shape, extra=0)
+        if red.init:
+            starts = red.init
+        results = [np.broadcast_to(_Eval(env, {}, op.name).ev(e, None), shape) for e in starts]
+    elif part == "update":
+        fresh = ComputeOp(op.name, op.tag, op.attrs, op.axis, op.reduce_axis,
+                          tuple(Reduce(b.combiner, b.source, b.axis, b.condition, b.value_index, ())
+                                for b in op.body))
+        partial = evaluate(list(fresh.outputs), feed)       # the same placeholders as op's
+        results = _combine(red.combiner, [np.array(o) for o in outputs], partial)
+    else:
+        raise InterpError(f"tensor intrinsic '{intrin.name}': unknown part {part!r} (body, reset, update)")
+    for o, r in zip(outputs, results):
+        o[...] = np.asarray(r, dtype=o.dtype)
+
+
+def tile_view(flat, offset, shape, strides, name: str = "tile", target: str = "buffer"):
+    """The tile that a declared buffer (``name``) views in buffer ``target``: ``shape`` elements
+    of the flat array ``flat``, ``strides`` elements apart, from element ``offset``; a writable
+    numpy view. ``InterpError`` if the tile leaves the array. (What a ``buffer_bind_scope`` binds,
+    for :func:`run_tensor_intrin`.)
+
+    Example: ``tile_view(np.arange(12.0), 1, (2, 3), (4, 1))`` is ``[[1, 2, 3], [5, 6, 7]]``.
+    """
+    offset, shape, strides = int(offset), tuple(int(x) for x in shape), tuple(int(x) for x in strides)
+    if all(shape):
+        lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+        hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+        if lo < 0 or hi >= flat.size:
+            raise InterpError(f"the intrinsic's buffer '{name}' (shape {list(shape)}, strides {list(strides)}, "
+                              f"from element {offset}) reaches elements {lo}..{hi} of '{target}', which has "
+                              f"{flat.size}")
+    return np.lib.stride_tricks.as_strided(flat[min(offset, flat.size):], shape,
+                                           tuple(s * flat.itemsize for s in strides))
+
+
 # ------------------------------------------------------------------------------------------------
 # inputs and shapes
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 
 from ..ir import dtype as dt
-from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Select,
-                       Unary, UnOp, Var)
+from ..ir.builtin import BUILTINS, symbol_of
+from ..ir.expr import (AccessPtr, BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp,
+                       Select, Unary, UnOp, Var)
 from ..schedule.passes.gpu_vector_index import known_multiple
 from ..ir.stmt import Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt
 
@@ -313,7 +314,15 @@ class CStyleRenderer:
         return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
 
     def e_Call(self, e: Call) -> str:
+        if e.name in BUILTINS:
+            raise NotImplementedError(
+                f"{e.name}('{symbol_of(e)}') in a kernel: this backend cannot call C functions or LLVM "
+                f"intrinsics (a tensorized stage lowered for the CPU can; GPU tensor intrinsics are "
+                f"declared with their own builtins)")
         return self.call(e.name, [self.expr(a) for a in e.args], e.dtype, e.args)
+
+    def e_AccessPtr(self, e: AccessPtr) -> str:
+        return f"(&{self.buf(e.buffer)}[{self.expr(e.offset)}])"
 
     def call(self, name: str, args: list, dtype: str, nodes=()) -> str:
         return f"{name}({', '.join(args)})"

@@ -33,7 +33,7 @@ from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, 
                        UnOp, Var)
 from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt,
-                       SeqStmt)
+                       SeqStmt, TENSOR_INTRIN_SCOPE)
 from ..ir.expr import trunc_divide, trunc_remainder
 from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of
@@ -181,6 +181,11 @@ class _Kernel:
             elif not isinstance(s.value, Const):
                 self.expr(s.value, mask)
         elif t is AttrStmt:
+            if s.key == TENSOR_INTRIN_SCOPE:
+                # the hook for GPU tensor intrinsics: run interp.run_tensor_intrin on the boxes
+                # of the enclosing buffer_bind_scopes (per thread, or per warp for warp-wide ones)
+                raise EmulationError(f"the kernel uses the tensor intrinsic '{s.node.name}'; the emulator "
+                                     f"does not run tensor intrinsics yet")
             self.stmt(s.body, mask)
         else:
             raise EmulationError(f"cannot emulate {t.__name__}")

@@ -46,8 +46,9 @@ from __future__ import annotations
 import re
 
 from ..ir import dtype as dt
-from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Select,
-                       SizeVar, Unary, UnOp, Var)
+from ..ir.builtin import BUILTINS
+from ..ir.expr import (AccessPtr, BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp,
+                       Select, SizeVar, StringImm, Unary, UnOp, Var)
 from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                        LetStmt, PrimFunc, SeqStmt)
@@ -55,6 +56,7 @@ from ..runtime.signature import FuncSignature, signature_of
 from ..runtime.status import STATUS_OUT_OF_MEMORY
 from ..schedule.passes.legalize import legalize_func
 from .llvm_bounds import BoundChecks
+from .llvm_calls import CallEmitter
 from .llvm_jit import LLVMSource, compile_llvm
 from .llvm_math import MathCalls
 from .llvm_parallel import THREADS_GLOBAL, ParallelLoops
@@ -137,12 +139,13 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]", "_", name)
 
 
-class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls):
+class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls, CallEmitter):
     """Emits one LLVM module for a list of PrimFuncs. Expressions and statements are dispatched
     by node class through the ``_EXPR``/``_STMT`` tables; binary operators through ``_BINARY``
     plus the few overrides in ``_binary_special``; failure points through ``fail_if``
     (:class:`~tilecraft.codegen.llvm_status.StatusEmitter`); the mixins emit parallel loops
-    (``llvm_parallel.py``), math calls (``llvm_math.py``), failure points (``llvm_status.py``)
+    (``llvm_parallel.py``), math calls (``llvm_math.py``), calls of C functions and LLVM
+    intrinsics and buffer pointers (``llvm_calls.py``), failure points (``llvm_status.py``)
     and bound checks (``llvm_bounds.py``)."""
 
     def __init__(self, opts: LLVMOptions, bound_checks: bool = False):
@@ -157,6 +160,8 @@ class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls):
         self.n_meta = 0
         self.done_funcs: list[str] = []
         self.has_parallel = False
+        self.externs: dict = {}               # C symbol -> (return type, argument types)
+        self.function_names: set = set()      # the module's functions (no extern may be named so)
         self.attr_line = (f'attributes #0 = {{ nounwind "target-cpu"="{opts.cpu}" '
                           f'"target-features"="{opts.features}" }}')
 
@@ -701,9 +706,15 @@ class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls):
         self.start_block(join)
         return self.op(f"phi {mty} [{v}, %{loaded}], [zeroinitializer, %{pre}]")
 
+    def e_Call(self, e: Call) -> str:
+        if e.name in BUILTINS:                  # call_extern, call_llvm_intrin, ...
+            return self.builtin_call(e)
+        return MathCalls.e_Call(self, e)
+
     _EXPR = {Var: e_Var, SizeVar: e_Var, Const: e_Const, Binary: e_Binary, Unary: e_Unary, Cast: e_Cast,
              Select: e_Select, Let: e_Let, Ramp: e_Ramp, Broadcast: e_Broadcast,
-             BufferLoad: e_BufferLoad, Call: MathCalls.e_Call}
+             BufferLoad: e_BufferLoad, Call: e_Call, AccessPtr: CallEmitter.e_AccessPtr,
+             StringImm: CallEmitter.e_StringImm}
     _STMT = {SeqStmt: s_SeqStmt, AttrStmt: s_AttrStmt, Evaluate: s_Evaluate, LetStmt: s_LetStmt,
              IfThenElse: s_IfThenElse, BufferStore: s_BufferStore, Allocate: s_Allocate, For: s_For}
 
@@ -772,12 +783,15 @@ def codegen_llvm(funcs, target="llvm", entry_name: str | None = None,
         from ..transform import PassContext
         bound_checks = PassContext.current().get("tir.instrument_bound_checkers")
     cg = LLVMCodegen(opts, bound_checks)
+    cg.function_names = set(seen)
     sigs = tuple(cg.add_function(f) for f in funcs)
     entry = entry_name or funcs[0].name
     if entry not in seen:
         raise CodegenError(f"entry function {entry!r} is not among {sorted(seen)}")
+    imports = tuple(dict.fromkeys(text for f in funcs for text in f.attr("import_llvm", ())))
     return LLVMSource(cg.module_text(), sigs, opts, entry, cg.has_parallel,
-                      can_fail=ERROR_BUFFER_SYMBOL in cg.declares)
+                      can_fail=ERROR_BUFFER_SYMBOL in cg.declares, imports=imports,
+                      externs=tuple(cg.externs))
 
 
 def build_llvm(funcs, target="llvm", entry_name: str | None = None):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from .llvm_calls import check_externs, link_imports
 from .llvm_parallel import THREADS_GLOBAL
 from .llvm_status import jit_error_message, jit_error_support
 from .llvm_target import LLVMOptions, _cached_target_machine, _llvm, optimize, target_machine
@@ -28,6 +29,8 @@ class LLVMSource:
     entry_name: str
     has_parallel: bool
     can_fail: bool = False         # some function has a failure point (see llvm_status.py)
+    imports: tuple = ()            # LLVM IR texts to link in (pragma import_llvm; llvm_calls.py)
+    externs: tuple = ()            # C symbols called (call_extern), resolved at JIT time
 
 
 class LLVMArtifact:
@@ -93,6 +96,7 @@ class LLVMArtifact:
                 return
             if self.source.can_fail:        # its failure points call tilecraft_error_buffer()
                 jit_error_support(llvm, target_machine(self.source.options))
+            check_externs(self._unconsumed(), self.source.externs, self.source.entry_name)
             engine = llvm.create_mcjit_compiler(self._take_module(), target_machine(self.source.options))
             engine.finalize_object()
             if self.has_parallel:
@@ -128,6 +132,7 @@ def parse_and_optimize(source: LLVMSource, tm):
         raise CodegenError(f"LLVM rejected the generated IR: {e}\n--- IR ---\n{source.text}") from None
     mod.triple = source.options.triple
     mod.data_layout = str(tm.target_data)
+    link_imports(llvm, mod, source.imports)
     optimize(mod, tm, source.options.opt_level)
     return mod
 

@@ -7,7 +7,7 @@ loop run serially. The thread count is read from the module's global ``tilecraft
 """
 from __future__ import annotations
 
-from ..ir.expr import BufferLoad, SizeVar, Var
+from ..ir.expr import AccessPtr, BufferLoad, SizeVar, Var
 from ..ir.functor import post_order_visit
 from ..ir.stmt import Allocate, BufferStore, For
 from .llvm_types import ll_type
@@ -129,7 +129,7 @@ class ParallelLoops:
             if t is Var or t is SizeVar:
                 if n in self.env and n not in seen:
                     seen[n] = ll_type(n.dtype) if n.dtype != "handle" else "ptr"
-            elif t is BufferLoad or t is BufferStore:
+            elif t is BufferLoad or t is BufferStore or t is AccessPtr:
                 self._capture_buffer(n.buffer, seen)
                 if self.bound_checks:           # the checks read the buffer's extent
                     for d in n.buffer.shape:

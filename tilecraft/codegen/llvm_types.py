@@ -24,10 +24,11 @@ _SCALAR = {
     ("bool", 1): "i1", ("int", 8): "i8", ("int", 16): "i16", ("int", 32): "i32", ("int", 64): "i64",
     ("uint", 8): "i8", ("uint", 16): "i16", ("uint", 32): "i32", ("uint", 64): "i64",
     ("float", 16): "half", ("float", 32): "float", ("float", 64): "double",
+    ("handle", 64): "ptr",
 }
 # the name LLVM's overloaded intrinsics use for an element type
 _SUFFIX = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64",
-           "half": "f16", "float": "f32", "double": "f64"}
+           "half": "f16", "float": "f32", "double": "f64", "ptr": "p0"}
 
 
 @lru_cache(maxsize=None)

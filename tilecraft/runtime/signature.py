@@ -147,7 +147,7 @@ def signature_of(func, error=ValueError) -> FuncSignature:
     >>> # signature_of(tilecraft.lower(s, [A, B, C], name="vadd")).name == "vadd"
     """
     from ..ir import dtype as dt
-    from ..ir.expr import Var
+    from ..ir.expr import AccessPtr, Var
     from ..ir.functor import post_order_visit
     from ..ir.stmt import Buffer, BufferStore
     names: dict = {}
@@ -167,9 +167,12 @@ def signature_of(func, error=ValueError) -> FuncSignature:
     written = set()
 
     def visit(n):
-        if type(n) is BufferStore:
+        t = type(n)
+        if t is BufferStore or (t is AccessPtr and n.access_mask & 2):
             written.add(n.buffer.data)
             written.add(n.buffer.name)
+        elif t is Var and n.dtype == "handle":       # a bare pointer an extern call may write through
+            written.add(n)
     post_order_visit(func.body, visit)
     scalar_vars = [p for p in func.params if isinstance(p, Var)]
     for v in scalar_vars:          # scalar parameters keep their own names first

@@ -28,6 +28,7 @@ from .passes.unroll import unroll_loops
 from .passes.vectorize import vectorize_loops
 from .schedule import Schedule, ScheduleError
 from .schedule_ops import schedule_ops
+from .tensorize import llvm_imports
 
 
 class _Inline(IRMutator):
@@ -120,7 +121,7 @@ def lower(sch: Schedule, args, name: str = "main", binds=None, simple_mode: bool
     aligns = {buffers[t]: st.align for st in infos for t in st.op.outputs if st.align and t not in arg_set}
     run = _PassRunner(name, params, print_ir, after_pass)
 
-    body = run("schedule_ops", schedule_ops, sch, infos, buffers, mins, arg_set)
+    body = run("schedule_ops", schedule_ops, sch, infos, buffers, mins, arg_set, aligns)
     body = run("simplify", simplify, body)
     if not simple_mode:
         body = run("loop_partition", partition_loops, body)
@@ -144,7 +145,11 @@ def lower(sch: Schedule, args, name: str = "main", binds=None, simple_mode: bool
         _check_double_buffer(sch)
         body = lower_for_gpu(body, params, name, print_ir=print_ir)
     # ---- end of GPU hook ----
-    return PrimFunc(name, params, body, ((LEGALIZED_ATTR, kind),) if kind in intrinsics.TARGETS else ())
+    attrs = ((LEGALIZED_ATTR, kind),) if kind in intrinsics.TARGETS else ()
+    imports = llvm_imports(sch)
+    if imports:
+        attrs += (("import_llvm", imports),)
+    return PrimFunc(name, params, body, attrs)
 
 
 class _PassRunner:

@@ -10,6 +10,7 @@ from ..ir.expr import Var, IterVar, Range, Expr
 from .tensor import ComputeOp, Operation, PlaceholderOp, TEError, Tensor
 from .operation import (Reducer, comm_reducer, compute, max, min, placeholder, reduce_axis,
                         size_var, sum, thread_axis, var)
+from .tensor_intrin import TensorIntrin, decl_tensor_intrin
 from .intrin import (abs, all, any, ceil, const, cos, erf, exp, exp2, floor, floordiv, floormod,
                      fma, if_then_else, indexdiv, indexmod, isnan, log, log2, log10, max_value,
                      min_value, pow, power, round, rsqrt, select, sigmoid, sin, sqrt, tanh, trunc,
