@@ -7,7 +7,7 @@ ran is the text a failure prints.
 
 Families: ``elementwise`` (1-D/2-D, float and int dtypes, symbolic lengths, tails, vectors,
 shared tiles, producer stages), ``stencil`` (windows over a haloed shared tile, zero padding
-inlined), ``row_reduce`` (rows over blockIdx/threadIdx, the reduction over threadIdx.x with and
+inlined; row windows padded by ``if_then_else`` with the columns vectorized), ``row_reduce`` (rows over blockIdx/threadIdx, the reduction over threadIdx.x with and
 without tails, or serial; outputs global or local under compute_at; column reductions and
 reductions over two fused axes), ``rfactor`` (rfactor +
 cross-thread reduction, or the partials as their own kernel), ``softmax_layernorm`` (multi-kernel
@@ -261,6 +261,8 @@ def gen_elementwise(rng) -> Program:
 # stencils: halos in shared tiles, padding by if_then_else, small serial windows
 
 def gen_stencil(rng) -> Program:
+    if rng.random() < 0.3:
+        return _gen_column_stencil(rng)
     rows, cols = _extent(rng, 1, 30, 8), _extent(rng, 1, 100, 32)
     r = _pick(rng, [1, 2])                               # window radius
     w = 2 * r + 1
@@ -316,6 +318,52 @@ def gen_stencil(rng) -> Program:
     lines += ["args = [A, W, C]"]
     return Program(_code(lines), _code(ref), rtol=1e-5, atol=1e-5 * w * w,
                    ranges={"A": (-1.0, 1.0), "W": (-1.0, 1.0)})
+
+
+def _gen_column_stencil(rng) -> Program:
+    """A window over rows with zero padding by ``te.if_then_else`` on the row, the same for every
+    column, and the columns vectorized: vector loads under a lazy select's guard (the CUDA C may
+    load them widely only where the guard holds)."""
+    dtype = _pick(rng, ["float32", "float32", "float16"])
+    v = _pick(rng, [2, 4, 4])
+    rows = _extent(rng, 1, 24, 8)
+    cols = v * _i(rng, 1, 40) if rng.random() < 0.8 else _i(rng, 1, 100)     # rows of whole vectors, mostly
+    r = _pick(rng, [1, 2])
+    ws = [round(float(w), 2) for w in rng.uniform(-1, 1, 2 * r + 1)]
+    terms, ref_terms = [], []
+    for d, w in zip(range(-r, r + 1), ws):
+        if d == 0:
+            terms.append(f"A[i, j] * {w}")
+        else:
+            cond = f"i + {d} < {rows}" if d > 0 else f"i - {-d} >= 0"
+            terms.append(f"te.if_then_else({cond}, A[i + {d}, j], te.const(0, {dtype!r})) * {w}")
+        ref_terms.append(f"P[{r + d}:{r + d + rows}] * {w}")
+    lines = [f"A = te.placeholder(({rows}, {cols}), {dtype!r}, name='A')",
+             f"C = te.compute(({rows}, {cols}), lambda i, j: {' + '.join(terms)}, name='C')",
+             "s = te.create_schedule(C.op)",
+             "i, j = s[C].op.axis",
+             f"jo, jv = s[C].split(j, factor={v})"]
+    t = _pick(rng, [1, 4, 8, 32])
+    if rng.random() < 0.5:                             # a row per block
+        lines += [f"jb, jt = s[C].split(jo, factor={t})",
+                  "s[C].bind(i, te.thread_axis('blockIdx.x'))",
+                  "s[C].bind(jb, te.thread_axis('blockIdx.y'))"]
+    else:                                              # several rows per block, over threadIdx.y
+        ty = _pick(rng, [2, 4])
+        lines += [f"ib, iy = s[C].split(i, factor={ty})",
+                  f"jb, jt = s[C].split(jo, factor={t})",
+                  "s[C].reorder(ib, jb, iy, jt, jv)",
+                  "s[C].bind(ib, te.thread_axis('blockIdx.x'))",
+                  "s[C].bind(jb, te.thread_axis('blockIdx.y'))",
+                  "s[C].bind(iy, te.thread_axis('threadIdx.y'))"]
+    lines += ["s[C].bind(jt, te.thread_axis('threadIdx.x'))",
+              "s[C].vectorize(jv)",
+              "args = [A, C]"]
+    ref = ["def reference(A):",
+           f"    P = np.pad(A.astype(np.float64), (({r}, {r}), (0, 0)))",
+           f"    return [{' + '.join(ref_terms)}]"]
+    tol = 1e-2 if dtype == "float16" else 1e-5
+    return Program(_code(lines), _code(ref), rtol=tol, atol=tol, ranges={"A": (-1.0, 1.0)})
 
 
 # ------------------------------------------------------------------------------------------------

@@ -16,7 +16,10 @@ local buffers one per thread. While it runs it checks what a GPU would not:
   function run in order, so a kernel may read what an earlier one wrote;
 * every barrier is reached by all threads of the block (no barrier in divergent code);
 * every vector access the CUDA C makes 4, 8 or 16 bytes wide starts at a multiple of its width
-  (the renderer proves it from the index; a wrong proof is a misaligned-address fault on a GPU).
+  (the renderer proves it from the index; a wrong proof is a misaligned-address fault on a GPU);
+* every vector load the CUDA C hoists ahead of its store (``cuda_cstyle.hoisted_loads``) is in
+  bounds wherever the C performs it, under the guard the C puts on it (a load that the IR
+  evaluates only inside an ``if_then_else`` branch must not be loaded unguarded).
 
 It is the executable check of the GPU lowering on machines without a GPU, not a fast simulator:
 use small shapes.
@@ -38,7 +41,7 @@ from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, I
 from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
-from .cuda_cstyle import wide_access_bytes
+from .cuda_cstyle import hoisted_loads, wide_access_bytes
 
 
 class EmulationError(RuntimeError):
@@ -151,6 +154,7 @@ class _Kernel:
         self.grid, self.block = grid, block
         self.epoch = np.zeros(self.nblocks, np.int64)        # barriers each block has passed
         self.wide: dict = {}                                   # (buffer, index) -> bytes per wide access
+        self.hoisted: dict = {}                                # vector store -> hoisted_loads of its value
         # only global buffers this kernel writes can race; reads of the others are not tracked
         self.tracked: dict = {}
         if check_races:
@@ -231,6 +235,8 @@ class _Kernel:
                                  f"(size {size}) by thread {int(self.tid[i[0]])} of block {int(self.block_of[i[0]])}")
 
     def store(self, s, mask):
+        if dt.lanes(s.value.dtype) > 1:
+            self._check_hoisted(s, mask)
         val = self.expr(s.value, mask)
         idx = self.expr(s.indices[0], mask).astype(np.int64)
         if idx.ndim == 2:
@@ -379,6 +385,32 @@ class _Kernel:
                 f"kernel {self.info.name}: misaligned vector access: the CUDA C {what} {buf.scope} '{buf.name}' "
                 f"{width} bytes at a time, believing the index `{node.base}` a multiple of {lanes}, but "
                 f"{self._thread(k)} reaches element {int(idx[k, 0])}")
+
+    def _check_hoisted(self, s, mask):
+        """The loads the CUDA C performs before the store ``s``, each where its guard holds, are
+        in bounds (the IR's lazy selects may guard them; the C must not load them regardless)."""
+        plan = self.hoisted.get(s)
+        if plan is None:
+            plan = self.hoisted[s] = hoisted_loads(s.value, dt.lanes(s.value.dtype))
+        for load, _, guard in plan:
+            m = mask
+            for sel, taken in guard:
+                c = self.expr(sel.condition, m).astype(bool)
+                m = m & (c if taken else ~c)
+            if not m.any():
+                continue
+            idx = self.expr(load.indices[0], m).astype(np.int64)
+            kind, where = self._where(load.buffer)
+            size = where.size if kind == "global" else where.shape[1] if kind == "local" else where.data.shape[1]
+            bad = m[:, None] & ((idx < 0) | (idx >= size))
+            if bad.any():
+                k, j = np.argwhere(bad)[0]
+                why = (f"under the guard `{' and '.join(str(sel.condition) if t else f'not {sel.condition}' for sel, t in guard)}`"
+                       if guard else "unconditionally")
+                raise EmulationError(
+                    f"kernel {self.info.name}: out-of-bounds access {load.buffer.name}[{int(idx[k, j])}] (size {size}) "
+                    f"by {self._thread(k)}: the CUDA C loads `{load}` ahead of the store to "
+                    f"'{s.buffer.name}', {why}")
 
     # --- the global-memory race check ------------------------------------------------------
     def _thread(self, lane) -> str:
