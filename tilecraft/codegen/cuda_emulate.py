@@ -3,7 +3,10 @@
 Every thread of every block runs in lock step: a value is a numpy array with one entry per thread
 of the whole grid (``(threads,)``, or ``(threads, lanes)`` for vectors); a condition that differs
 between threads masks the threads that do not take it. Shared buffers have one copy per block,
-local buffers one per thread. While it runs it checks what a GPU would not:
+local buffers one per thread. Global workspace buffers (intermediate stages between kernels),
+shared and local memory start out poisoned (NaN, bytes of 0x5A, True), as a GPU leaves them
+unset: a kernel that reads what nobody wrote shows it in its outputs. While it runs it checks
+what a GPU would not:
 
 * every access lies inside its buffer (an out-of-bounds index raises ``EmulationError``);
 * no thread reads a shared element that another thread of its block wrote, or writes one that
@@ -52,6 +55,17 @@ def _np(dtype: str):
     return np.dtype("bool" if dt.is_bool(dtype) else dt.element_of(dtype))
 
 
+def _poisoned(shape, dtype: str) -> np.ndarray:
+    """Memory the kernels have not written yet: NaN for floats, bytes of 0x5A for integers, True
+    for bools (a GPU leaves it as it was, so a read of it must show, not read zeros)."""
+    d = _np(dtype)
+    if d.kind == "f":
+        return np.full(shape, np.nan, d)
+    if d.kind == "b":
+        return np.ones(shape, d)
+    return np.full(shape, int.from_bytes(b"\x5a" * d.itemsize, "little"), d)
+
+
 _BIN = {
     BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply,
     BinOp.MIN: np.minimum, BinOp.MAX: np.maximum, BinOp.EQ: np.equal, BinOp.NE: np.not_equal,
@@ -91,7 +105,7 @@ class _Shared:
     def __init__(self, buf, nblocks: int):
         n = int(buf.shape[0].value)
         self.buf = buf
-        self.data = np.zeros((nblocks, n), _np(buf.dtype))
+        self.data = _poisoned((nblocks, n), buf.dtype)
         self.writer = np.full((nblocks, n), -1, np.int64)
         self.reader = np.full((nblocks, n), -1, np.int64)     # -2: several threads
 
@@ -196,7 +210,7 @@ class _Kernel:
         elif t is Allocate:
             n = int(_const_eval(s.buffer.shape[0], {}))
             if s.buffer.scope == "local":
-                self.local[s.buffer] = np.zeros((self.L, n), _np(s.buffer.dtype))
+                self.local[s.buffer] = _poisoned((self.L, n), s.buffer.dtype)
             else:
                 raise EmulationError(f"unexpected {s.buffer.scope} allocation '{s.buffer.name}' inside a kernel")
             self.stmt(s.body, mask)
@@ -570,6 +584,6 @@ def emulate(func, args, check_races: bool = True) -> None:
             env[v] = extra.pop(0)
     workspace, kernels = kernels_of(func.body)
     for w in workspace:
-        globals_[w] = np.zeros(_const_eval(w.shape[0], env), _np(w.dtype))
+        globals_[w] = _poisoned(_const_eval(w.shape[0], env), w.dtype)
     for info, body in kernels:
         _Kernel(info, body, globals_, env, check_races, shapes).run()
