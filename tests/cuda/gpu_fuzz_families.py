@@ -7,14 +7,16 @@ ran is the text a failure prints.
 
 Families: ``elementwise`` (1-D/2-D, float and int dtypes, symbolic lengths, tails, vectors,
 shared tiles, producer stages), ``stencil`` (windows over a haloed shared tile, zero padding
-inlined; row windows padded by ``if_then_else`` with the columns vectorized), ``row_reduce`` (rows over blockIdx/threadIdx, the reduction over threadIdx.x with and
-without tails, or serial; outputs global or local under compute_at; column reductions and
-reductions over two fused axes), ``rfactor`` (rfactor +
-cross-thread reduction, or the partials as their own kernel), ``softmax_layernorm`` (multi-kernel
-and single-kernel row softmax and layer norm), ``matmul_shared`` (cache_read shared + compute_at
-+ cooperative fetch, vthread, cache_write local, local caches, double buffering) and ``library``
-(the hand schedules of ``tilecraft.codegen.cuda_schedules`` at random sizes, non-divisible
-included).
+inlined; row windows padded by ``if_then_else`` with the columns vectorized), ``row_reduce``
+(rows over blockIdx/threadIdx, the reduction over threadIdx.x with and without tails, or serial;
+outputs global or local under compute_at; column reductions and reductions over two fused axes),
+``rfactor`` (rfactor + cross-thread reduction, or the partials as their own kernel),
+``softmax_layernorm`` (multi-kernel and single-kernel row softmax and layer norm),
+``matmul_shared`` (cache_read shared + compute_at + cooperative fetch, vthread, cache_write
+local, local caches, double buffering) and ``library`` (the hand schedules of
+``tilecraft.codegen.cuda_schedules`` at random sizes, non-divisible included). A third of the
+cross-thread reductions run over a number of threads that is not a power of two (rows of
+threadIdx.x that start inside a warp, more than a warp per row).
 """
 from __future__ import annotations
 
@@ -108,6 +110,17 @@ def _int_expr(rng, leaves, depth, small: bool):
 
 def _threads(rng, hi=256):
     return _pick(rng, [t for t in (1, 4, 16, 32, 32, 64, 64, 96, 128, 256) if t <= hi])
+
+
+# threads of a cross-thread reduction that are not a power of two: rows of threadIdx.x that start
+# and end inside a warp, a partial last warp, more than a warp per row
+_ODD_THREADS = (3, 6, 9, 10, 12, 24, 40, 48, 96, 100, 104, 1000)
+
+
+def _reduce_threads(rng, usual, odd=_ODD_THREADS, p_odd=0.35):
+    """Threads for a cross-thread reduction: one of ``usual``, or (``p_odd`` of the time) a
+    number that is not a power of two."""
+    return _pick(rng, list(odd)) if rng.random() < p_odd else _pick(rng, list(usual))
 
 
 def _bind_1d(rng, stage: str, ax: str, lines, prefix="x"):
@@ -378,7 +391,7 @@ def _schedule_reduction(rng, R: str, rows_ax: str, k: str, lines, threads=None, 
     """Lines that bind the root reduction stage ``R`` (rows ``rows_ax``, reduction ``k``).
     Returns how: ``cross`` (k over threadIdx.x), ``serial`` (a row per thread)."""
     how = rng.random()
-    t = threads or _pick(rng, [16, 32, 32, 64, 128, 128, 256, 48])   # 48: not a power of two
+    t = threads or _reduce_threads(rng, [16, 32, 32, 64, 128, 128, 256])
     if how < 0.45:
         lines += [f"s[{R}].bind({rows_ax}, te.thread_axis('blockIdx.x'))",
                   f"{prefix}ko, {prefix}ki = s[{R}].split({k}, factor={t})",
@@ -390,8 +403,8 @@ def _schedule_reduction(rng, R: str, rows_ax: str, k: str, lines, threads=None, 
                   f"s[{R}].bind({prefix}ko, te.thread_axis('threadIdx.x'))"]
         return "cross"
     if how < 0.8:
-        ty = _pick(rng, [1, 2, 4])
-        tx = _pick(rng, [16, 32, 64])
+        ty = _pick(rng, [1, 2, 3, 4, 5])
+        tx = _reduce_threads(rng, [16, 32, 64], (3, 6, 10, 24, 48, 100))
         lines += [f"{prefix}b, {prefix}y = s[{R}].split({rows_ax}, factor={ty})",
                   f"s[{R}].bind({prefix}b, te.thread_axis('blockIdx.x'))",
                   f"s[{R}].bind({prefix}y, te.thread_axis('threadIdx.y'))",
@@ -432,7 +445,7 @@ def _gen_other_reduce(rng) -> Program:
                  "s = te.create_schedule(B.op)",
                  "s[B].bind(B.op.axis[0], te.thread_axis('blockIdx.x'))",
                  "rf = s[B].fuse(rp, rq)",
-                 f"ro, rt = s[B].split(rf, factor={_pick(rng, [16, 32, 64, 128])})",
+                 f"ro, rt = s[B].split(rf, factor={_reduce_threads(rng, [16, 32, 64, 128])})",
                  "s[B].bind(rt, te.thread_axis('threadIdx.x'))"]
         ref = ["def reference(A):", "    return [A.sum((1, 2))]"]
         n = p * q
@@ -474,12 +487,12 @@ def gen_row_reduce(rng) -> Program:
                   "s = te.create_schedule(C.op)",
                   "s[C].bind(C.op.axis[0], te.thread_axis('blockIdx.x'))",
                   "s[B].compute_at(s[C], C.op.axis[0])",
-                  f"ko, ki = s[B].split(B.op.reduce_axis[0], factor={_pick(rng, [32, 64, 128])})",
+                  f"ko, ki = s[B].split(B.op.reduce_axis[0], factor={_reduce_threads(rng, [32, 64, 128])})",
                   "s[B].bind(ki, te.thread_axis('threadIdx.x'))"]
         ref += ["    return [B * 2 + A[:, 0]]"]
         lines += ["args = [A, C]"]
     elif consumer < 0.8:                                # B local, under a softmax-like consumer
-        t = _pick(rng, [32, 64, 128, 256])
+        t = _reduce_threads(rng, [32, 64, 128, 256])
         lines += [f"C = te.compute(({rows}, {cols}), lambda i, j: A[i, j] - B[i], name='C')",
                   "s = te.create_schedule(C.op)",
                   "i, j = s[C].op.axis",
@@ -517,7 +530,7 @@ def gen_row_reduce(rng) -> Program:
 
 def gen_rfactor(rng) -> Program:
     rows, cols = _i(rng, 1, 40), _extent(rng, 1, 700, 32)
-    t = _pick(rng, [4, 8, 16, 32, 64])
+    t = _reduce_threads(rng, [4, 8, 16, 32, 64], (3, 6, 9, 10, 12, 24, 48, 104))
     lines = [f"A = te.placeholder(({rows}, {cols}), name='A')",
              f"k = te.reduce_axis((0, {cols}), 'k')",
              f"B = te.compute(({rows},), lambda i: te.sum(A[i, k], axis=k), name='B')",
@@ -529,7 +542,7 @@ def gen_rfactor(rng) -> Program:
     lines += [f"BF = s.rfactor(B, {'ki' if (how == 'factor') == inner else 'ko'}, factor_axis={fa})"]
     variant = rng.random()
     if variant < 0.7:                                    # the partials under B's thread-bound axis
-        per_block = _pick(rng, [1, 2, 4, 8])
+        per_block = _pick(rng, [1, 2, 3, 4, 5, 8])
         if per_block > 1:
             lines += [f"xo, xi = s[B].split(s[B].op.axis[0], factor={per_block})",
                       "s[B].bind(xo, te.thread_axis('blockIdx.x'))",
@@ -602,7 +615,7 @@ def gen_softmax_layernorm(rng) -> Program:
                "    return [(X - m) / np.sqrt(v + 1e-5) * G + Bt]"]
         ranges, tol = {"X": (-1.0, 3.0), "G": (0.5, 1.5), "Bt": (-1.0, 1.0)}, (2e-5, 2e-5)
     one_kernel = rng.random() < 0.4
-    t = _pick(rng, [32, 64, 128, 256])
+    t = _reduce_threads(rng, [32, 64, 128, 256], (24, 48, 96, 100, 192))
     # several rows per block over threadIdx.y: one all-reduce per row of threads
     rows_per_block = _pick(rng, [1, 1, 2, 4]) if one_kernel and t <= 128 else 1
     _schedule_rowwise(rng, "Y", lines, t, rows_per_block)
@@ -738,13 +751,14 @@ def gen_library(rng) -> Program:
     ranges, sizes = {}, {}
     if what == "softmax":
         rows, cols = _i(rng, 1, 5), _extent(rng, 1, 1100, 64)
-        call = f"cs.softmax({rows}, {cols}, threads={_pick(rng, [32, 64, 128, 256])}, vec={_pick(rng, [1, 2, 4])})"
+        call = (f"cs.softmax({rows}, {cols}, threads={_reduce_threads(rng, [32, 64, 128, 256], (48, 96, 100))}, "
+                f"vec={_pick(rng, [1, 2, 4])})")
         ref = ("def reference(X):\n    e = np.exp(X - X.max(1, keepdims=True))\n"
                "    return [e / e.sum(1, keepdims=True)]\n")
         ranges, tol = {"X": (-3.0, 3.0)}, (1e-5, 1e-6)
     elif what == "layer_norm":
         rows, cols = _i(rng, 1, 5), _extent(rng, 1, 700, 64)
-        call = f"cs.layer_norm({rows}, {cols}, threads={_pick(rng, [32, 64, 128, 256])})"
+        call = f"cs.layer_norm({rows}, {cols}, threads={_reduce_threads(rng, [32, 64, 128, 256], (48, 96, 100))})"
         ref = ("def reference(X, gamma, beta):\n    m = X.mean(1, keepdims=True)\n"
                "    v = X.var(1, keepdims=True)\n    return [(X - m) / np.sqrt(v + 1e-5) * gamma + beta]\n")
         ranges, tol = {"X": (2.0, 4.0), "gamma": (0.5, 1.5), "beta": (-1.0, 1.0)}, (1e-4, 1e-4)
@@ -785,7 +799,7 @@ def gen_library(rng) -> Program:
         ranges, tol = {"X": (-2.0, 2.0)}, (0.0, 0.0)
     elif what == "row_sum_rfactor":
         m = _extent(rng, 1, 500, 16)
-        call = (f"cs.row_sum_rfactor({_i(rng, 1, 70)}, {m}, threads_x={_pick(rng, [4, 8, 16, 32])}, "
+        call = (f"cs.row_sum_rfactor({_i(rng, 1, 70)}, {m}, threads_x={_reduce_threads(rng, [4, 8, 16, 32], (6, 10, 12, 24))}, "
                 f"rows_per_block={_pick(rng, [1, 2, 4, 8, 32])})")
         ref = "def reference(A):\n    return [A.sum(1)]\n"
         ranges, tol = {"A": (-1.0, 1.0)}, (1e-5, 4e-6 * m)

@@ -530,9 +530,42 @@ class _Kernel:
         v = self.expr(e.args[0], mask)
         op = _REDUCE[e.name[len(ALLREDUCE_PREFIX):]]
         bx = self.info.block[0]
+        if bx & (bx - 1):
+            return _allreduce_any(v, op, bx, self.nthreads)
         groups = v.reshape(-1, bx)
         r = op.reduce(groups, axis=1).astype(v.dtype)
         return np.repeat(r, bx)
+
+
+def _allreduce_any(v, op, bx: int, nt: int):
+    """The CUDA C's ``tc_allreduce_any`` (rows of ``bx`` threads, not a power of two, in blocks of
+    ``nt``), step by step: the guarded shuffles fold each row's piece of a warp into the piece's
+    first lane; each thread then combines its row's first lane with the first lane of every
+    further warp the row reaches. Any slip in those guards shows as a wrong sum here."""
+    g = np.arange(v.size)
+    tid = g % nt
+    x, lane = tid % bx, tid & 31
+    n = np.minimum(32, nt - (tid & ~31))            # lanes that exist in the thread's warp
+    o = 1
+    while o < min(bx, 32):
+        o *= 2
+    o //= 2
+    while o > 0:                                    # __shfl_down_sync, the guard, the fold
+        ok = (x + o < bx) & (lane + o < n)
+        w = v[np.where(ok, g + o, g)]
+        v = np.where(ok, op(v, w), v).astype(v.dtype)
+        o //= 2
+    start = g - x                                   # the row's first thread
+    r = v[start]
+    last = ((tid - x) + bx - 1) >> 5                # the warp of the row's last thread
+    w = ((tid - x) >> 5) + 1
+    block0 = g - tid
+    while True:
+        more = w <= last
+        if not more.any():
+            return r
+        r = np.where(more, op(r, v[np.where(more, block0 + 32 * w, g)]), r).astype(v.dtype)
+        w = w + 1
 
 
 def _same_as_landed(idx, vals):
