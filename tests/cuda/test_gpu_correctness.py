@@ -260,8 +260,10 @@ CASES = [
                   emu=dict(rows=7, cols=1000, threads_x=32, rows_per_block=4),
                   gpu=dict(rows=1000, cols=1000, threads_x=32, rows_per_block=8)),
     # 2. double buffering when loop partitioning peels the last tile
+    # K = 31: the last of 16 tiles is partial and peeled (at K = 32 the peel was spurious, see
+    # tests/schedule/test_loop_partition.py)
     _matmul_case("matmul_double_buffer_peeled_tile",
-                 emu=dict(M=64, N=64, K=32), gpu=dict(M=64, N=64, K=32),
+                 emu=dict(M=64, N=64, K=31), gpu=dict(M=64, N=64, K=31),
                  block=(16, 16), vthreads=(2, 2), threads=(4, 4), k_tile=2, double_buffer=True),
     _matmul_case("matmul_double_buffer_k_tail",
                  emu=dict(M=64, N=64, K=30), gpu=dict(M=256, N=256, K=1002),
