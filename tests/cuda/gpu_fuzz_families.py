@@ -159,8 +159,10 @@ def gen_elementwise(rng) -> Program:
     if symbolic:                                        # a length known only at run time
         sizes = {"n": shape[0]}
     transposed = two_d and rng.random() < 0.25         # B is stored transposed
-    b_shape = (shape[1], shape[0]) if transposed else shape
-    b_idx, b_np = ("j, i", "B.T") if transposed else (idx, "B")
+    # or has more rows than C reads (a shared tile of B then needs no guard where C does)
+    tall = two_d and not transposed and rng.random() < 0.2
+    b_shape = (shape[1], shape[0]) if transposed else (shape[0] + 32, shape[1]) if tall else shape
+    b_idx, b_np = ("j, i", "B.T") if transposed else (idx, f"B[:{shape[0]}]" if tall else "B")
     producer = rng.random() < 0.3                       # C reads P = f(A), not A
     # A may come in another dtype, converted in the expression
     a_dtype = _pick(rng, ["float16", "int32", "float32"]) if dtype in ("float32", "float64") and rng.random() < 0.25 \
@@ -232,8 +234,11 @@ def gen_elementwise(rng) -> Program:
                       "s[C].bind(tj, te.thread_axis('threadIdx.x'))"]
             thread_ax, tshape = "tj", (ty, tx)
             if rng.random() < 0.4:                      # B through a shared tile, fetched by all threads
+                # per block, or per step of the serial row loop inside the thread loops (whose
+                # row tail depends on threadIdx.y: the loop must not be split per thread)
+                at = "ii" if serial and rng.random() < 0.5 else "jo"
                 lines += ["BS = s.cache_read(B, 'shared', [C])",
-                          "s[BS].compute_at(s[C], jo)",
+                          f"s[BS].compute_at(s[C], {at})",
                           "bf = s[BS].fuse(*s[BS].op.axis)",
                           f"bf, bx_ = s[BS].split(bf, factor={tx})",
                           f"bf, by_ = s[BS].split(bf, factor={ty})",

@@ -135,3 +135,4 @@ def test_double_buffered_matmul_runs(rng):
     if find_nvcc() is None:
         pytest.skip("nvcc is absent: the CUDA C was generated and emulated but not compiled")
     compile_cuda(src, "sm_90")
+

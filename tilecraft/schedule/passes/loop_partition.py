@@ -24,10 +24,12 @@ conditions of the ``if``s around it inside the loop (in ``if ty < 2 and k*2 + ty
 already partitioned loop is not duplicated again (a guard that always holds is still removed),
 so code size at most doubles.
 
-Cross-thread reductions (``AttrStmt("cross_thread_reduction")``, see ``schedule_ops``): a loop
-inside one is split in place, so the peeled iterations stay inside the reduction, before its
-all-reduce. A loop that contains one is not split at a point that depends on a ``threadIdx``
-loop: every thread of a block must reach the all-reduce (a block barrier) equally often.
+Block barriers: a loop that contains a cross-thread reduction (``AttrStmt("cross_thread_reduction")``,
+see ``schedule_ops``; its all-reduce is a barrier) or a store into shared memory (barriers go
+around it) is not split at a point that depends on a ``threadIdx`` loop: every thread of a block
+must reach the barriers equally often, and the GPU lowering does not place barriers in loops
+whose bounds differ between threads. A loop inside a cross-thread reduction is split in place,
+so the peeled iterations stay inside the reduction, before its all-reduce.
 """
 from __future__ import annotations
 
@@ -56,6 +58,7 @@ class _FindGuard(IRMutator):
         self.loops: list = []
         self.lets: set = set()   # bound inside the loop (e.g. inner split points): out of scope outside
         self.cross_thread = False   # the loop contains a cross-thread reduction
+        self.shared = False         # the loop stores into shared memory (barriers will sit in it)
 
     def visit_For(self, s):
         self.inner[s.loop_var] = (s.min, s.extent)
@@ -80,6 +83,10 @@ class _FindGuard(IRMutator):
     def visit_AttrStmt(self, s):
         self.cross_thread = self.cross_thread or s.key == CROSS_THREAD_REDUCTION
         return super().visit_AttrStmt(s)
+
+    def visit_BufferStore(self, s):
+        self.shared = self.shared or s.buffer.scope == "shared"
+        return s
 
     # expressions are not searched
     def visit_expr(self, e):
@@ -195,7 +202,7 @@ class _Partition(IRMutator):
                 return s
             if nested_split:
                 continue
-            if finder.cross_thread and collect_vars(m) & self.thread_vars:
+            if (finder.cross_thread or finder.shared) and collect_vars(m) & self.thread_vars:
                 continue
             bound = None
             if not isinstance(m, Const):
