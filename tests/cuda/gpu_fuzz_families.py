@@ -804,7 +804,9 @@ def gen_library(rng) -> Program:
         ranges, tol = {"X": (-2.0, 2.0)}, (0.0, 0.0)
     elif what == "row_sum_rfactor":
         m = _extent(rng, 1, 500, 16)
-        call = (f"cs.row_sum_rfactor({_i(rng, 1, 70)}, {m}, threads_x={_reduce_threads(rng, [4, 8, 16, 32], (6, 10, 12, 24))}, "
+        rows = _i(rng, 1, 70)
+        threads_x = _reduce_threads(rng, [4, 8, 16, 32], (6, 10, 12, 24))
+        call = (f"cs.row_sum_rfactor({rows}, {m}, threads_x={threads_x}, "
                 f"rows_per_block={_pick(rng, [1, 2, 4, 8, 32])})")
         ref = "def reference(A):\n    return [A.sum(1)]\n"
         ranges, tol = {"A": (-1.0, 1.0)}, (1e-5, 4e-6 * m)

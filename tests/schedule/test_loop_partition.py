@@ -46,7 +46,10 @@ def _nest(n, X, a, E, c, fact_op, flip, nested, inner=ForKind.UNROLLED):
         fact = Binary(swap[fact_op], _c(c), x, "bool")
     guard = v * a + x < _c(E)
     store = BufferStore(B, Cast("float32", v * 1000 + x + 1), (v * X + x,))
-    body = IfThenElse(fact, IfThenElse(guard, store)) if nested else IfThenElse(Binary(BinOp.AND, fact, guard, "bool"), store)
+    if nested:
+        body = IfThenElse(fact, IfThenElse(guard, store))
+    else:
+        body = IfThenElse(Binary(BinOp.AND, fact, guard, "bool"), store)
     loop = For(v, _c(0), _c(n), ForKind.SERIAL, For(x, _c(0), _c(X), inner, body))
     return PrimFunc("f", (B,), loop), B
 

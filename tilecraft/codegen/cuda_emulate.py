@@ -419,8 +419,8 @@ class _Kernel:
             bad = m[:, None] & ((idx < 0) | (idx >= size))
             if bad.any():
                 k, j = np.argwhere(bad)[0]
-                why = (f"under the guard `{' and '.join(str(sel.condition) if t else f'not {sel.condition}' for sel, t in guard)}`"
-                       if guard else "unconditionally")
+                conds = [str(sel.condition) if taken else f"not {sel.condition}" for sel, taken in guard]
+                why = f"under the guard `{' and '.join(conds)}`" if guard else "unconditionally"
                 raise EmulationError(
                     f"kernel {self.info.name}: out-of-bounds access {load.buffer.name}[{int(idx[k, j])}] (size {size}) "
                     f"by {self._thread(k)}: the CUDA C loads `{load}` ahead of the store to "

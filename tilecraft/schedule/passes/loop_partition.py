@@ -20,9 +20,10 @@ is the loop's variable, ``rest`` ranges over loops nested inside, and ``E`` does
 them. The range of ``rest`` is that of the nested loops, narrowed by the constant bounds on their
 variables that hold wherever the guard is tested: the other conjuncts of its condition and the
 conditions of the ``if``s around it inside the loop (in ``if ty < 2 and k*2 + ty < 32`` the guard
-``k*2 + ty < 32`` needs ``ty <= 1``, not the last thread ``ty``, so ``k < 16`` keeps it). Each loop is partitioned at most once, on its first such guard, and a loop that contains an
-already partitioned loop is not duplicated again (a guard that always holds is still removed),
-so code size at most doubles.
+``k*2 + ty < 32`` needs ``ty <= 1``, not the last thread ``ty``, so ``k < 16`` keeps it). Each
+loop is partitioned at most once, on its first such guard, and a loop that contains an already
+partitioned loop is not duplicated again (a guard that always holds is still removed), so code
+size at most doubles.
 
 Block barriers: a loop that contains a cross-thread reduction (``AttrStmt("cross_thread_reduction")``,
 see ``schedule_ops``; its all-reduce is a barrier) or a store into shared memory (barriers go
