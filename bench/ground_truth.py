@@ -51,9 +51,13 @@ CACHE_DIR = os.path.join(OUT_DIR, ".cache")
 # and min_repeat_ms (each timed repeat lasts at least this long)
 SPACES = {
     "gemm256": dict(template="topi/matmul.llvm", module="tilecraft.topi.matmul",
-                    args=(256, 256, 256, "float32"), target="llvm", restrict={}),
+                    args=(256, 256, 256, "float32"), target="llvm",
+                    restrict={"tile_k": [[-1, 64]], "order": [0], "unroll_k": [4]}),
     "gemm512": dict(template="topi/matmul.llvm", module="tilecraft.topi.matmul",
-                    args=(512, 512, 512, "float32"), target="llvm", restrict={"unroll_k": [4]}),
+                    args=(512, 512, 512, "float32"), target="llvm",
+                    restrict={"tile_x": [[-1, a, b] for b in (16, 32, 64, 512) for a in (1, 2, 4, 8, 16, 32)
+                                         if a * b <= 512 and not (b == 512 and a > 1)],
+                              "tile_k": [[-1, 128]], "order": [0], "unroll_k": [4]}),
     "conv2d_64": dict(template="topi/conv2d_nchw.llvm", module="tilecraft.topi.conv2d",
                       args=(1, 64, 56, 56, 64, 3, 3, 1, 1, "float32"), target="llvm", restrict={}),
     "conv2d_128": dict(template="topi/conv2d_nchw.llvm", module="tilecraft.topi.conv2d",
