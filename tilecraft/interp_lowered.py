@@ -17,6 +17,8 @@ What it runs, following the semantics stated in :mod:`tilecraft.ir.expr` and
   for integers: ``tilecraft.testing.poison``), so a read of an element that was not written
   shows in the result;
 * ``LetStmt``, ``IfThenElse``, ``AttrStmt`` (annotations: the body runs), ``Evaluate``;
+* ``VectorReduce`` folds the lanes in halves (``v[:n/2] op v[n/2:]``), as the LLVM backend does,
+  so a vectorized float sum gives the same bits in both;
 * ``Ramp``/``Broadcast`` vectors are numpy arrays of their lanes; ``Select(lazy=True)`` evaluates
   only the chosen side (per lane for a vector condition: a load on the other side touches only
   the lanes it selects, as ``masked.load`` does);
@@ -333,6 +335,25 @@ def _lazy_select_masked(cond, outer, true_side, false_side):
     return np.where(c, true_side(outer & c), false_side(outer & ~c))
 
 
+_VREDUCE = {BinOp.ADD: np.add, BinOp.MUL: np.multiply, BinOp.MIN: np.minimum, BinOp.MAX: np.maximum,
+            BinOp.AND: np.logical_and, BinOp.OR: np.logical_or, BinOp.BITAND: np.bitwise_and,
+            BinOp.BITOR: np.bitwise_or, BinOp.BITXOR: np.bitwise_xor}
+
+
+def _vreduce(v, op):
+    """``VectorReduce``: fold halves while the lane count is even and above 2, then lane by lane
+    (the LLVM backend's order, so float sums agree bit for bit)."""
+    f = _VREDUCE[op]
+    with np.errstate(all="ignore"):
+        while len(v) > 2 and len(v) % 2 == 0:
+            h = len(v) // 2
+            v = f(v[:h], v[h:])
+        out = v[0]
+        for x in v[1:]:
+            out = f(out, x)
+    return out
+
+
 def _budget_exceeded(counter):
     raise BudgetExceeded(f"the loop nest runs more than {counter[1]} iterations (the budget)", counter[0])
 
@@ -354,6 +375,7 @@ _NAMESPACE = {
     "_fmax": _fmax, "_cast_int": _cast_int, "_float_to_int": _float_to_int, "_to_float": _to_float,
     "_to_bool": _to_bool, "_lazy_select": _lazy_select, "_lazy_select_masked": _lazy_select_masked,
     "_budget_exceeded": _budget_exceeded, "_iota": _iota, "_bad_size": _bad_size,
+    "_vreduce": _vreduce, "BinOp": BinOp,
 }
 
 
@@ -733,6 +755,9 @@ class _Gen:
         body = self.expr(e.body)
         self.unbind(saved)
         return f"(({name} := {value}), {body})[1]"
+
+    def e_VectorReduce(self, e):
+        return f"_vreduce({self.expr(e.value)}, BinOp.{e.op.name})"
 
     def e_Ramp(self, e):
         return f"_ramp({self.expr(e.base)}, {self.expr(e.stride)}, {e.lanes}, {self.dtype_name(e.base.dtype)})"

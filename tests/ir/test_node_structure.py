@@ -16,7 +16,7 @@ from tilecraft.ir import expr as ir_expr, stmt as ir_stmt
 from tilecraft.ir import (Allocate, AttrStmt, Binary, BinOp, Broadcast, Buffer, BufferLoad,
                           BufferStore, Call, Cast, CommReducer, Const, Evaluate, For, ForKind,
                           IfThenElse, IRMutator, IterVar, Let, LetStmt, Ramp, Range, Reduce, Select,
-                          SeqStmt, SizeVar, TensorLoad, Unary, UnOp, Var, structural_equal)
+                          SeqStmt, SizeVar, TensorLoad, Unary, UnOp, Var, VectorReduce, structural_equal)
 from tilecraft.ir.functor import children, expr_key, post_order_visit
 from tilecraft.ir.node import EXPR, Node, ir_node, node_source
 
@@ -133,6 +133,8 @@ BUILDERS = {
     Ramp: ((E, E), lambda pick, a, b: (lambda: Ramp(a(), b(), 4 + 4 * (pick % 2)))),
     Broadcast: ((E,), lambda pick, a: (lambda: Broadcast(a(), 4 + 4 * (pick % 2)))),
     Let: ((E, E), lambda pick, a, b: (lambda: Let(VARS[pick % 2], a(), b()))),
+    VectorReduce: ((E,), lambda pick, a: (lambda: VectorReduce((BinOp.ADD, BinOp.MAX)[pick % 2],
+                                                               Broadcast(a(), 4)))),
     Reduce: ((E, E), lambda pick, a, b: (lambda: Reduce(COMBINER, (a(),) if pick % 2 else (a(), b()), (K,),
                                                             Const(True, "bool"), 0,
                                                             (b(),) if pick % 2 else ()))),

@@ -42,13 +42,14 @@ from functools import lru_cache
 
 from ..ir import dtype as dt
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Select,
-                       SizeVar, Unary, UnOp, Var)
+                       SizeVar, Unary, UnOp, Var, VectorReduce)
 from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                        LetStmt, PrimFunc, SeqStmt)
 from ..runtime.signature import FuncSignature, ParamSpec, dim_of_expr
 from ..runtime.status import STATUS_OUT_OF_MEMORY
 from .llvm_bounds import BoundChecks
+from .llvm_vector_reduce import vector_reduce
 from .llvm_status import (ERROR_BUFFER_SYMBOL, StatusEmitter, jit_error_message, jit_error_support,
                           printf_escape)
 from .llvm_types import (cast_instruction, const_literal, intrinsic_suffix, kind, ll_type, mem_type,
@@ -1188,7 +1189,7 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
 
     _EXPR = {Var: e_Var, SizeVar: e_Var, Const: e_Const, Binary: e_Binary, Unary: e_Unary, Cast: e_Cast,
              Select: e_Select, Let: e_Let, Ramp: e_Ramp, Broadcast: e_Broadcast,
-             BufferLoad: e_BufferLoad, Call: e_Call}
+             BufferLoad: e_BufferLoad, Call: e_Call, VectorReduce: vector_reduce}
     _STMT = {SeqStmt: s_SeqStmt, AttrStmt: s_AttrStmt, Evaluate: s_Evaluate, LetStmt: s_LetStmt,
              IfThenElse: s_IfThenElse, BufferStore: s_BufferStore, Allocate: s_Allocate, For: s_For}
 

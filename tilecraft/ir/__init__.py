@@ -6,7 +6,7 @@ from . import dtype
 from .dtype import DTypeError
 from .expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, CommReducer, Const, Expr,
                    IterKind, IterVar, Let, Ramp, Range, Reduce, Select, SizeVar, TensorLoad, Unary,
-                   UnOp, Var, binary, cast, const, convert, div, is_const_int, const_value,
+                   UnOp, Var, VectorReduce, binary, cast, const, convert, div, is_const_int, const_value,
                    logical_not, max_expr, min_expr, neg, select)
 from .stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                    LetStmt, PrimFunc, SeqStmt, Stmt, seq)
