@@ -227,3 +227,22 @@ def test_vector_reduce_node_refuses_what_it_cannot_fold():
     with pytest.raises(DTypeError, match=r"VectorReduce needs a vector, got the float32 `x`"):
         VectorReduce(BinOp.ADD, Var("x", "float32"))
     assert str(VectorReduce(BinOp.MAX, v)) == "vector_reduce_max(broadcast(1.0, 8))"
+
+
+def test_fused_reduction_axes_read_contiguously(check_llvm, rand):
+    """Global pooling fuses the two reduction axes; storage flattening recombines
+    ``f // 9 * 9 + f % 9`` into ``f`` before vectorization, so the vector loads are contiguous
+    (they were gathers of ``ramp // 9`` and ``ramp % 9``)."""
+    X = te.placeholder((2, 16, 7, 9), name="X")
+    rh, rw = te.reduce_axis((0, 7), name="rh"), te.reduce_axis((0, 9), name="rw")
+    R = te.compute((2, 16), lambda n, c: te.sum(X[n, c, rh, rw], axis=[rh, rw]), name="R")
+    s = te.create_schedule(R.op)
+    f = s[R].fuse(rh, rw)
+    fo, fi = s[R].split(f, factor=16)
+    s[R].vectorize(fi)
+    text = str(tc.lower(s, [X, R], simple_mode=True))
+    assert "//" not in text and "%" not in text
+    assert "X[ramp(n * 1008 + c * 63 + rh.rw.fused.outer * 16, 1, 16)]" in text
+    x = rand((2, 16, 7, 9))
+    check_llvm(s, [X, R], {X: x}, {R: x.astype("float64").sum((2, 3)).astype("float32")},
+               rtol=0, atol=sum_tolerance(x.reshape(32, 63), axis=1).max())

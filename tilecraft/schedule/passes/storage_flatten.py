@@ -3,12 +3,15 @@
 Afterwards each ``BufferLoad``/``BufferStore`` has a single element-offset index. Argument
 buffers keep their n-dimensional ``shape`` (it is the function's signature) but are indexed
 row-major; allocated buffers are replaced by 1-D buffers whose size honours ``storage_align``
-(the stride of an aligned axis ``d`` satisfies ``stride % factor == offset``).
+(the stride of an aligned axis ``d`` satisfies ``stride % factor == offset``). A flattened index
+that holds a division or modulo is simplified at once, so the axes of a ``fuse`` recombine
+(``f // 9 * 9 + f % 9`` → ``f``) before vectorization sees the index (it would make a gather of
+the unsimplified form).
 """
 from __future__ import annotations
 
-from ...ir.expr import BufferLoad, Const, convert
-from ...ir.functor import IRMutator
+from ...ir.expr import BinOp, Binary, BufferLoad, Const, convert
+from ...ir.functor import IRMutator, post_order_visit
 from ...ir.simplify import simplify
 from ...ir.stmt import Allocate, Buffer, BufferStore
 
@@ -48,6 +51,8 @@ class _Flatten(IRMutator):
         for i, s in zip(indices, strides):
             term = i if (isinstance(s, Const) and s.value == 1) else i * s
             flat = term if flat is None else flat + term
+        if _has_divmod(indices):
+            flat = simplify(flat)
         return nb, (flat,)
 
     def visit_Allocate(self, s):
@@ -69,6 +74,16 @@ class _Flatten(IRMutator):
         idx = self._exprs(s.indices)
         nb, flat = self._index(s.buffer, idx)
         return BufferStore(nb, v, tuple(flat))
+
+
+_DIVMOD = frozenset({BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD})
+
+
+def _has_divmod(indices) -> bool:
+    found = []
+    for i in indices:
+        post_order_visit(i, lambda n: found.append(1) if type(n) is Binary and n.op in _DIVMOD else None)
+    return bool(found)
 
 
 def storage_flatten(body, aligns: dict | None = None):
