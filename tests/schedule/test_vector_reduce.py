@@ -246,3 +246,19 @@ def test_fused_reduction_axes_read_contiguously(check_llvm, rand):
     x = rand((2, 16, 7, 9))
     check_llvm(s, [X, R], {X: x}, {R: x.astype("float64").sum((2, 3)).astype("float32")},
                rtol=0, atol=sum_tolerance(x.reshape(32, 63), axis=1).max())
+
+
+def test_llvm_refuses_to_fold_lanes_with_an_operator_the_dtype_lacks():
+    from tilecraft.codegen.llvm import CodegenError, build_llvm
+    from tilecraft.ir import Buffer, BufferStore, PrimFunc, Ramp
+    B = Buffer("B", (8,), "bool")
+    C = Buffer("C", (1,), "bool")
+    value = VectorReduce(BinOp.ADD, tc.ir.BufferLoad(B, (Ramp(const(0), const(1), 8),), "boolx8"))
+    with pytest.raises(CodegenError, match=r"operator '\+' is not defined on boolx4: cannot fold the lanes"):
+        build_llvm([PrimFunc("f", (B, C), BufferStore(C, value, (const(0),)))])
+
+
+def test_global_pool_refuses_an_unknown_pool():
+    from tilecraft.topi.pooling import global_pool_compute
+    with pytest.raises(ValueError, match=r"global pooling: pool must be 'avg' or 'max', got 'min'"):
+        global_pool_compute(1, 2, 3, 3, "min")

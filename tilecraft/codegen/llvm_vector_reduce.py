@@ -18,10 +18,6 @@ from ..ir import dtype as dt
 from .llvm_types import kind, ll_type
 
 
-class VectorReduceError(ValueError):
-    """An operator or dtype the LLVM backend cannot fold across lanes."""
-
-
 def _apply(cg, op, a: str, b: str, dtype: str) -> str:
     """``a op b`` on LLVM values of ``dtype``, as ``cg.e_Binary`` compiles it."""
     k = kind(dtype)
@@ -30,7 +26,9 @@ def _apply(cg, op, a: str, b: str, dtype: str) -> str:
         return special(cg, a, b, dtype)
     instr = cg.binary_table.get((op, k))
     if instr is None:
-        raise VectorReduceError(f"operator {op.value!r} is not defined on {dtype}")
+        from .llvm import CodegenError
+        raise CodegenError(f"operator {op.value!r} is not defined on {dtype}: cannot fold the lanes of a "
+                           f"{dtype} vector with it")
     return cg.op(f"{instr} {ll_type(dtype)} {a}, {b}")
 
 

@@ -27,8 +27,9 @@ Semantics (stated once; every pass and backend follows them)
   vectorized reduction.
 * ``VectorReduce(op, value)`` is the scalar fold of ``op`` (``+ * min max`` and the bitwise and
   logical ones) over the lanes of the vector ``value``, in an unspecified order (backends and the
-  interpreter fold halves: ``v[:n/2] op v[n/2:]`` until one lane is left; float ``+``/``*`` may
-  therefore differ from a left-to-right fold in the last bits). It is what a reduction over a
+  interpreter fold halves, ``v[:n/2] op v[n/2:]``, while more than two lanes are left and their
+  number is even, then the rest lane by lane; float ``+``/``*`` may therefore differ from a
+  left-to-right fold in the last bits). It is what a reduction over a
   vectorized reduction axis ends with (``schedule_ops``: vector accumulators, then one
   horizontal reduction per output point).
 
