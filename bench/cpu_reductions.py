@@ -4,6 +4,7 @@ with the achieved bandwidth as a share of the machine's copy bandwidth for the s
 
     python3 bench/cpu_reductions.py                   # every workload, 2 threads then 1 thread
     python3 bench/cpu_reductions.py --threads 2 --workloads softmax --repeat 31
+    python3 bench/cpu_reductions.py --scalar          # also the same configs with scalar reductions
 
 Each workload uses the best configuration in ``tuning_logs/`` for its template and shape when
 there is one (``tilecraft tune softmax 4096 1024 float32`` writes it), else the template's
@@ -46,6 +47,8 @@ def parse_args(argv=None):
     p.add_argument("--workloads", nargs="+", default=None,
                    help="name prefixes: softmax, layer_norm, global_avg_pool")
     p.add_argument("--log-dir", default=os.path.join(os.path.dirname(__file__), "..", "tuning_logs"))
+    p.add_argument("--scalar", action="store_true",
+                   help="also time each workload's configuration with scalar reductions (reduce_lanes=1)")
     return p.parse_args(argv)
 
 
@@ -60,8 +63,25 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def scalar_twin(template: str, args: tuple, cfg):
+    """The same configuration with scalar row reductions (``reduce_lanes`` 1), built."""
+    import tilecraft as tc
+    from tilecraft import autotune
+
+    task = autotune.task.create(template, args=args, target="llvm")
+    space = task.config_space
+    knobs = [k for k in space.space_map if k != "reduce_lanes"]
+    for i in range(len(space)):
+        c = space.get(i)
+        if c["reduce_lanes"].val == 1 and all(str(c[k]) == str(cfg[k]) for k in knobs):
+            s, tensors = task.instantiate(c)
+            return tc.build(s, tensors, target="llvm")
+    raise LookupError(f"no scalar twin of {cfg}")
+
+
 def build(template: str, args: tuple, log_dir: str):
-    """The template's best logged configuration (or its fallback), built; and where it came from."""
+    """The template's best logged configuration (or its fallback), built; where it came from; and
+    the configuration."""
     import warnings
 
     import tilecraft as tc
@@ -81,8 +101,9 @@ def build(template: str, args: tuple, log_dir: str):
         else:
             with tc.target.Target("llvm"):
                 s, tensors = task.func(*args)
-            origin = "fallback configuration (no tuning log)"
-    return tc.build(s, tensors, target="llvm"), tensors, origin
+            cfg = autotune.dispatch.fallback_context().query(tc.target.Target("llvm"), task.workload)
+            origin = f"fallback configuration (no tuning log): {cfg}"
+    return tc.build(s, tensors, target="llvm"), tensors, origin, cfg
 
 
 def references(name: str, arrays, torch):
@@ -173,6 +194,7 @@ def main(argv=None):
         template, targs = WORKLOADS[name]
         built[name] = build(template, targs, args.log_dir)
         print(f"# {name}: {built[name][2]}")
+    scalar = {name: scalar_twin(*WORKLOADS[name], built[name][3]) for name in names} if args.scalar else {}
     for threads in args.threads:
         tc.set_num_threads(threads)
         if torch:
@@ -181,7 +203,7 @@ def main(argv=None):
         print(f"{'workload':<30}{'tilecraft ms':>13}{'torch ms':>10}{'numpy ms':>10}{'copy GB/s':>10}"
               f"{'GB/s':>7}{'% of copy':>10}{'vs torch':>9}{'vs numpy':>9}{'max err':>10}")
         for name in names:
-            f, tensors, _ = built[name]
+            f, tensors = built[name][:2]
             ins = [rng.uniform(-1, 1, [int(d.value) for d in t.shape]).astype("float32") for t in tensors[:-1]]
             out = np.empty([int(d.value) for d in tensors[-1].shape], "float32")
             np_fn, th_fn, want = references(name, ins, torch)
@@ -193,6 +215,9 @@ def main(argv=None):
                    "np.copyto": lambda: np.copyto(dst, src), "tc copy": lambda: ck(src, dst2)}
             if th_fn is not None:
                 fns["torch"] = th_fn
+            if name in scalar:
+                out2 = np.empty_like(out)
+                fns["scalar"] = lambda g=scalar[name]: g(*ins, out2)
             t = in_turns(fns, args.number, args.repeat)
             f(*ins, out)
             err = float(np.max(np.abs(out - want)) / np.max(np.abs(want)))
@@ -204,7 +229,9 @@ def main(argv=None):
             gbs = nbytes / t["tilecraft"] / 1e9
             print(f"{name:<30}{t['tilecraft'] * 1e3:13.3f}{torch_ms}{t['numpy'] * 1e3:10.3f}"
                   f"{copy_gbs:10.1f}{gbs:7.1f}{100 * gbs / copy_gbs:9.1f}%"
-                  f"{vs_torch}{t['numpy'] / t['tilecraft']:9.2f}{err:10.1e}")
+                  f"{vs_torch}{t['numpy'] / t['tilecraft']:9.2f}{err:10.1e}"
+                  + (f"   scalar reductions {t['scalar'] * 1e3:.3f} ms ({t['scalar'] / t['tilecraft']:.1f}x slower)"
+                     if "scalar" in t else ""))
     load1 = os.getloadavg()
     print(f"\n# load average {load1[0]:.1f} {load1[1]:.1f} {load1[2]:.1f} at the end; ratios above 1: "
           f"tilecraft is faster; max err: relative to the largest |output|, against float64 numpy")
