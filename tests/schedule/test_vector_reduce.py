@@ -13,6 +13,7 @@ tolerance of all (``check_llvm`` takes one ``atol``). Integer sums, min and max 
 """
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import tilecraft as tc
 from tilecraft import te
@@ -262,3 +263,29 @@ def test_global_pool_refuses_an_unknown_pool():
     from tilecraft.topi.pooling import global_pool_compute
     with pytest.raises(ValueError, match=r"global pooling: pool must be 'avg' or 'max', got 'min'"):
         global_pool_compute(1, 2, 3, 3, "min")
+
+
+@settings(max_examples=200, deadline=None)
+@given(x=st.integers(-5000, 5000), c=st.integers(1, 40), s=st.integers(1, 12), y=st.integers(-50, 50),
+       trunc=st.booleans(), order=st.booleans())
+def test_storage_flatten_recombines_quotient_and_remainder_exactly(x, c, s, y, trunc, order):
+    """``(v // c, c * s)`` and ``(v % c, s)`` become ``(v, s)`` (floor and truncating division),
+    and the flattened offset keeps its value at every point, negative values included."""
+    from tilecraft.ir import Binary, Const as C, substitute
+    from tilecraft.ir.simplify import simplify
+    from tilecraft.schedule.passes.storage_flatten import _recombine_divmod
+    v, w = Var("v"), Var("w")
+    div, mod = (BinOp.TRUNCDIV, BinOp.TRUNCMOD) if trunc else (BinOp.FLOORDIV, BinOp.FLOORMOD)
+    pairs = [(w, C(c * s * 7, "int32")), (Binary(div, v, C(c, "int32"), "int32"), C(c * s, "int32")),
+             (Binary(mod, v, C(c, "int32"), "int32"), C(s, "int32"))]
+    if order:
+        pairs = [pairs[0], pairs[2], pairs[1]]
+    merged = _recombine_divmod(pairs)
+    assert len(merged) == 2 and any(i is v for i, _ in merged)
+
+    def offset(ps):
+        e = None
+        for i, st_ in ps:
+            e = i * st_ if e is None else e + i * st_
+        return simplify(substitute(e, {v: C(x, "int32"), w: C(y, "int32")})).value
+    assert offset(merged) == offset(pairs)

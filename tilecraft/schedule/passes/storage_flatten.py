@@ -3,15 +3,16 @@
 Afterwards each ``BufferLoad``/``BufferStore`` has a single element-offset index. Argument
 buffers keep their n-dimensional ``shape`` (it is the function's signature) but are indexed
 row-major; allocated buffers are replaced by 1-D buffers whose size honours ``storage_align``
-(the stride of an aligned axis ``d`` satisfies ``stride % factor == offset``). A flattened index
-that holds a division or modulo is simplified at once, so the axes of a ``fuse`` recombine
-(``f // 9 * 9 + f % 9`` → ``f``) before vectorization sees the index (it would make a gather of
-the unsimplified form).
+(the stride of an aligned axis ``d`` satisfies ``stride % factor == offset``). Two indices that
+are the quotient and remainder of one value by one constant, with strides that make them adjacent
+digits (``A[f // 9, f % 9]`` into a row of 9), become that value (``f``): the axes of a ``fuse``
+recombine here, before vectorization sees the index (it would make gathers of ``ramp // 9`` and
+``ramp % 9``; the simplifier would recombine them only after vectorization).
 """
 from __future__ import annotations
 
 from ...ir.expr import BinOp, Binary, BufferLoad, Const, convert
-from ...ir.functor import IRMutator, post_order_visit
+from ...ir.functor import IRMutator, structural_equal
 from ...ir.simplify import simplify
 from ...ir.stmt import Allocate, Buffer, BufferStore
 
@@ -47,12 +48,13 @@ class _Flatten(IRMutator):
             return nb, indices
         if not indices:
             return nb, (convert(0),)
+        pairs = list(zip(indices, strides))
+        if len(pairs) > 1:
+            pairs = _recombine_divmod(pairs)
         flat = None
-        for i, s in zip(indices, strides):
+        for i, s in pairs:
             term = i if (isinstance(s, Const) and s.value == 1) else i * s
             flat = term if flat is None else flat + term
-        if _has_divmod(indices):
-            flat = simplify(flat)
         return nb, (flat,)
 
     def visit_Allocate(self, s):
@@ -76,14 +78,22 @@ class _Flatten(IRMutator):
         return BufferStore(nb, v, tuple(flat))
 
 
-_DIVMOD = frozenset({BinOp.FLOORDIV, BinOp.FLOORMOD, BinOp.TRUNCDIV, BinOp.TRUNCMOD})
+_DIV_MOD = {BinOp.FLOORDIV: BinOp.FLOORMOD, BinOp.TRUNCDIV: BinOp.TRUNCMOD}
 
 
-def _has_divmod(indices) -> bool:
-    found = []
-    for i in indices:
-        post_order_visit(i, lambda n: found.append(1) if type(n) is Binary and n.op in _DIVMOD else None)
-    return bool(found)
+def _recombine_divmod(pairs: list) -> list:
+    """(index, stride) pairs with ``(x // c, c * s)`` and ``(x % c, s)`` merged into ``(x, s)``:
+    ``x // c * c + x % c == x`` for floor and for truncating division alike."""
+    for d, (q, qs) in enumerate(pairs):
+        if type(q) is not Binary or q.op not in _DIV_MOD or type(q.b) is not Const or type(qs) is not Const:
+            continue
+        for e, (r, rs) in enumerate(pairs):
+            if (type(r) is Binary and r.op is _DIV_MOD[q.op] and type(r.b) is Const and r.b.value == q.b.value
+                    and type(rs) is Const and qs.value == rs.value * q.b.value and structural_equal(q.a, r.a)):
+                merged = [p for k, p in enumerate(pairs) if k not in (d, e)]
+                merged.insert(min(d, e), (q.a, rs))
+                return _recombine_divmod(merged)
+    return pairs
 
 
 def storage_flatten(body, aligns: dict | None = None):
