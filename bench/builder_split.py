@@ -25,6 +25,7 @@ import tilecraft.autotune as autotune  # noqa: E402
 import tilecraft.topi.matmul  # noqa: E402,F401 -- registers topi/matmul.llvm
 from tilecraft.codegen import export as export_mod  # noqa: E402
 from tilecraft.codegen import llvm as llvm_mod  # noqa: E402
+from tilecraft.codegen.llvm_target import _llvm  # noqa: E402
 
 _timers = {"codegen": 0.0, "link": 0.0}
 
@@ -84,7 +85,7 @@ def main(argv=None):
     totals = [sum(r[i] for r in rows) for i in range(len(phases))]
     everything = sum(totals)
     print(f"# topi/matmul.llvm {args.n}^3, {len(rows)} random configs (seed {args.seed}), "
-          f"cpu {llvm_mod._llvm().get_host_cpu_name()}, load average {os.getloadavg()[0]:.1f}")
+          f"cpu {_llvm().get_host_cpu_name()}, load average {os.getloadavg()[0]:.1f}")
     for i, name in enumerate(phases):
         med = statistics.median(r[i] for r in rows)
         print(f"  {name:15s} median {med * 1e3:7.1f} ms   total {totals[i]:6.2f} s "

@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "codegen"))     # llvm_ir_helpers
 sys.path.insert(0, ROOT)
 
 from llvm_ir_helpers import buf, func, ld, loop, st  # noqa: E402
-from tilecraft.codegen.llvm import codegen_llvm, compile_llvm  # noqa: E402
+from tilecraft.codegen.llvm import codegen_llvm  # noqa: E402
+from tilecraft.codegen.llvm_jit import compile_llvm  # noqa: E402
 from tilecraft.ir import Allocate, Broadcast, Call, ForKind, Var, const, select, seq  # noqa: E402
 
 

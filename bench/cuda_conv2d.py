@@ -4,7 +4,7 @@ tilecraft's hand schedule beside cuDNN (``torch.nn.functional.conv2d``, TF32 off
     python bench/cuda_conv2d.py
     python bench/cuda_conv2d.py --batch 8
 
-The schedule (tilecraft/codegen/cuda_schedules.py: conv2d_nchw): a block per (16 output
+The schedule (tilecraft/topi/cuda_schedules.py: conv2d_nchw): a block per (16 output
 channels, 4x8 pixels), one pixel x 4 channels per thread, the padded input patch (with halo) and
 the transposed weights fetched per 16 input channels into shared memory by all threads. Prints
 TFLOP/s medians, the ratio to cuDNN and lower + CUDA C + nvcc + load time.
@@ -32,7 +32,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     import torch
     import torch.nn.functional as F
-    from tilecraft.codegen import cuda_schedules as cs
+    from tilecraft.topi import cuda_schedules as cs
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.benchmark = True

@@ -3,7 +3,7 @@
     python bench/cuda_gemm.py                  # 4096^3, the default schedule and a few variants
     python bench/cuda_gemm.py --size 2048 --variants default
 
-The schedule (tilecraft/codegen/cuda_schedules.py: matmul): 128x128 block tiles, 16x16 threads,
+The schedule (tilecraft/topi/cuda_schedules.py: matmul): 128x128 block tiles, 16x16 threads,
 an 8x8 register tile per thread as 2x2 virtual threads of 4x4, A fetched transposed and B as is
 into double-buffered shared memory by all threads with 16-byte loads, 16-byte shared->register
 loads. Prints TFLOP/s medians, the ratio to cuBLAS, and lower + CUDA C + nvcc + load time.
@@ -30,7 +30,7 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=7)
     a = p.parse_args(argv)
     import torch
-    from tilecraft.codegen import cuda_schedules as cs
+    from tilecraft.topi import cuda_schedules as cs
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     n = a.size

@@ -5,7 +5,7 @@ measured in the same run.
     python bench/cuda_softmax.py                       # 32768x1024 and 8192x4096
     python bench/cuda_softmax.py --shapes 4096x2048 --threads 256,512
 
-The schedule (tilecraft/codegen/cuda_schedules.py: softmax): a block per row, the row fetched
+The schedule (tilecraft/topi/cuda_schedules.py: softmax): a block per row, the row fetched
 once into shared memory with 16-byte loads, max and sum of exponentials as cross-thread
 reductions over threadIdx.x (warp shuffles + shared memory), 16-byte stores.
 """
@@ -33,7 +33,7 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=9)
     a = p.parse_args(argv)
     import torch
-    from tilecraft.codegen import cuda_schedules as cs
+    from tilecraft.topi import cuda_schedules as cs
     copy = copy_bandwidth(a.repeat)
     print(f"softmax fp32 on {device_line()}; device-to-device copy {copy:.0f} GB/s (read + write)")
     for shape in a.shapes.split(","):

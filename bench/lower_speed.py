@@ -5,7 +5,7 @@
 
 For the CPU GEMM hand schedule of ``bench/cpu_gemm.py``: schedule + ``lower()``, LLVM IR text
 (``codegen_llvm``) and machine code (``build`` + first use); for the CUDA SGEMM schedule of
-``codegen/cuda_schedules.matmul``: schedule + ``lower(target="cuda")`` and the CUDA C text (no
+``topi/cuda_schedules.matmul``: schedule + ``lower(target="cuda")`` and the CUDA C text (no
 nvcc, no GPU). Prints the median and the minimum over ``--runs`` of both wall-clock and process
 CPU time (CPU time is steadier on a shared machine). The tuner lowers and builds thousands of
 candidates, so these figures are part of the product.
@@ -44,7 +44,7 @@ def main(argv=None):
     p.add_argument("--skip-machine-code", action="store_true", help="leave out the LLVM backend's compile")
     a = p.parse_args(argv)
     import tilecraft as tc
-    from tilecraft.codegen import cuda_schedules
+    from tilecraft.topi import cuda_schedules
     from tilecraft.codegen.cuda import generate_cuda
     from tilecraft.codegen.llvm import codegen_llvm
     from cpu_gemm import hand_schedule

@@ -423,10 +423,11 @@ def test_storage_align_not_an_op_axis():
         s[C].storage_align(C.op.reduce_axis[0], 16, 1)
 
 
-def test_tensorize_not_supported():
+def test_tensorize_needs_a_tensor_intrinsic():
     A, B, C, D = matmul()
     s = te.create_schedule(D.op)
-    with raises(ScheduleError, r"tensorize on stage 'D': not supported yet"):
+    with raises(ScheduleError, r"tensorize on stage 'D': expected a tensor intrinsic from "
+                               r"te.decl_tensor_intrin, got None"):
         s[D].tensorize(D.op.axis[1], None)
 
 

@@ -11,10 +11,11 @@ import tilecraft as tc
 from tilecraft import te
 
 from test_llvm_ops import blocked_matmul, conv2d_nchw, softmax
+from tensorize_intrins import gemv_extern, matmul_bt, tensorized_gemv, vfma
 
 
 def printed(s, args) -> str:
-    return str(tc.lower(s, args, simple_mode=True))
+    return str(tc.lower(s, args))   # the whole pipeline (simple_mode would leave out loop partitioning)
 
 
 def vadd_split_parallel_vectorize():
@@ -102,13 +103,44 @@ def vector_reduce_accumulators():
     return s, [A, S]
 
 
+def tensorize_gemv_reset_update():
+    """A GEMV intrinsic (loops on its declared buffers) with the reduction split: reset, then
+    update per chunk; the buffers bound to boxes of A, B, C with their offsets and strides."""
+    s, args, _ = tensorized_gemv(n=4, m=32, l=24, factor=16, kfactor=8)
+    return s, args
+
+
+def tensorize_llvm_fma():
+    """A vector intrinsic: one llvm.fma.v8f32 per 8 elements, under a parallel loop."""
+    A, B, C = (te.placeholder((3, 40), name=x) for x in "ABC")
+    D = te.compute((3, 40), lambda i, j: A[i, j] * B[i, j] + C[i, j], name="D")
+    s = te.create_schedule(D.op)
+    jo, ji = s[D].split(D.op.axis[1], factor=8)
+    s[D].parallel(D.op.axis[0])
+    s[D].tensorize(ji, vfma(8))
+    return s, [A, B, C, D]
+
+
 GOLDEN = {f.__name__: f for f in (
     vadd_split_parallel_vectorize, matmul_blocked, softmax_compute_at, conv2d_pad_inlined,
     cache_read_storage_align_pragma, rfactor_parallel, split_tail_fuse_reorder_unroll,
-    pragma_auto_unroll, vector_reduce_accumulators)}
+    pragma_auto_unroll, vector_reduce_accumulators, tensorize_gemv_reset_update,
+    tensorize_llvm_fma)}
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_printed_loop_nest_matches_golden_file(name, golden):
     s, args = GOLDEN[name]()
     golden(name, printed(s, args))
+
+
+def test_tensorized_loop_nest_calls_the_c_function(golden):
+    """The tutorial's reduce-update form with C functions: reset, then update per chunk, each a
+    call_extern with pointers into A, B and C (offsets in the outer loops) and the bound stride."""
+    A, B, C = matmul_bt(8, 32, 32)
+    s = te.create_schedule(C.op)
+    yo, yi = s[C].split(C.op.axis[1], factor=16)
+    zo, zi = s[C].split(C.op.reduce_axis[0], factor=16)
+    s[C].reorder(C.op.axis[0], yo, zo, yi, zi)
+    s[C].tensorize(yi, gemv_extern(16, 16))
+    golden("tensorize_call_extern", printed(s, [A, B, C]))

@@ -110,7 +110,7 @@ def test_in_bounds_forms_it_cannot_compute_exactly_pass(check_llvm, rand):
 
 def test_library_operators_pass():
     from tilecraft.topi import conv2d
-    from tilecraft.codegen import cuda_schedules as cs
+    from tilecraft.topi import cuda_schedules as cs
     for s, args in (cs.softmax(4, 100), cs.layer_norm(3, 70), cs.max_pool2d(1, 2, 9, 9),
                     cs.conv2d_nchw(1, 4, 9, 9, 8, 3, 3, 1)):
         check_indices(s)

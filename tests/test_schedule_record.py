@@ -12,12 +12,13 @@ import pytest
 
 import tilecraft as tc
 from tilecraft import te
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.schedule import Step, from_json, python_names, replay, step_from_json
-from tilecraft.schedule.record import STEP_TYPES, SplitStep
+from tilecraft.schedule.record import STEP_TYPES, SplitStep, intrins_by_name
 
 from test_llvm_ops import blocked_matmul, conv2d_nchw, softmax
 from test_schedule_fuzz import conv, matmul, random_schedule, reduce_producer, stencil, symbolic
+from tensorize_intrins import tensorized_gemv
 
 
 def vadd():
@@ -128,6 +129,12 @@ def same_names():
     return s, [A, C]
 
 
+def tensorize_reset_update():
+    """The tutorial's reduce-update schedule: the intrinsic is named in the record."""
+    s, args, _ = tensorized_gemv(n=4, m=32, l=24, factor=16, kfactor=8)
+    return s, args
+
+
 def gpu_matmul_bind_vthread_double_buffer():
     return cs.matmul(64, 64, 32, block=(32, 32), threads=(4, 4), vthreads=(2, 2), k_tile=8, double_buffer=True)
 
@@ -154,17 +161,18 @@ def gpu_named_thread_axes():
 
 SCHEDULES = [vadd, matmul_blocked, softmax_rows, conv2d_inline_fuse_unroll, cache_read_align_pragma_nparts,
              rfactor_parallel, rfactor_factor_axis_attached, tile_compute_root, cache_write_fuse_three_set_scope,
-             same_names, gpu_matmul_bind_vthread_double_buffer, gpu_named_thread_axes]
+             same_names, tensorize_reset_update, gpu_matmul_bind_vthread_double_buffer, gpu_named_thread_axes]
 
 
 def _ir(s, args) -> str:
     return str(tc.lower(s, args, simple_mode=True))
 
 
-def _run_python(code: str, outputs):
-    """Execute ``to_python()`` code on a fresh schedule of ``outputs``, the tensors by name."""
+def _run_python(code: str, outputs, intrins=()):
+    """Execute ``to_python()`` code on a fresh schedule of ``outputs``, the tensors (and tensor
+    intrinsics) by name."""
     s = te.create_schedule(outputs)
-    exec(compile(code, "<to_python>", "exec"), {"s": s, **python_names(outputs)})
+    exec(compile(code, "<to_python>", "exec"), {"s": s, **python_names(outputs, intrins)})
     return s
 
 
@@ -174,16 +182,17 @@ def _check_round_trips(s, args, rebuilt_args=None):
     want = _ir(s, args)
     outputs = list(s.outputs)
     code, text = s.to_python(), s.to_json()
-    s_py = _run_python(code, outputs)
+    intrins = intrins_by_name(s.steps)
+    s_py = _run_python(code, outputs, intrins)
     assert _ir(s_py, args) == want, f"to_python() code gives another loop nest:\n{code}"
     assert s_py.steps == s.steps and s_py.to_python() == code
-    s_json = from_json(text, outputs)
+    s_json = from_json(text, outputs, intrins)
     assert _ir(s_json, args) == want, f"from_json gives another loop nest:\n{text}"
     assert s_json.to_json() == text and s_json.steps == s.steps
     if rebuilt_args is not None:
         fresh_out = _outputs_of(rebuilt_args, outputs)
-        assert _ir(_run_python(code, fresh_out), rebuilt_args) == want
-        assert _ir(from_json(text, fresh_out), rebuilt_args) == want
+        assert _ir(_run_python(code, fresh_out, intrins), rebuilt_args) == want
+        assert _ir(from_json(text, fresh_out, intrins), rebuilt_args) == want
     return code, text
 
 
@@ -289,7 +298,8 @@ def test_random_schedules_round_trip(make, case, rng):
 
 
 PRIMITIVES = ["split", "tile", "fuse", "reorder", "vectorize", "unroll", "parallel", "bind", "pragma",
-              "compute_at", "compute_inline", "compute_root", "storage_align", "set_scope", "double_buffer"]
+              "compute_at", "compute_inline", "compute_root", "storage_align", "set_scope", "double_buffer",
+              "tensorize"]
 
 
 @pytest.mark.parametrize("name", PRIMITIVES + ["cache_read", "cache_write", "rfactor"])

@@ -108,3 +108,17 @@ def test_autotvm_style_script_tunes_at_top_level(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.count("ConfigSpace") == 1 and r.stdout.strip().endswith("OK"), r.stdout[-2000:]
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_tensorize_tutorial(tmp_path):
+    """TVM's tensorize tutorial (GEMV micro-kernel in C via clang + import_llvm, then reset +
+    update over a split reduction), its steps run with `tvm` imported from tilecraft."""
+    from tilecraft.contrib import clang
+    if not clang.find_clang(required=False):
+        pytest.skip("no usable clang for the tutorial's C micro-kernel (apt-get install clang-19)")
+    script = pathlib.Path(__file__).parent / "tvm_scripts" / "tensorize_tutorial.py"
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().endswith("OK"), r.stdout[-2000:]
+    assert 'call_extern("gemv_update"' in r.stdout and 'call_extern("gemv_reset"' in r.stdout

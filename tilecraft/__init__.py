@@ -22,6 +22,7 @@ from . import ir, te, target, tir, transform
 from .ir import DTypeError
 from .te import TEError
 from .schedule import ScheduleError, create_schedule, lower
+te.create_schedule = create_schedule   # TVM's te.create_schedule, handed to te (which sits below schedule)
 from .target import Target
 from .codegen.build import build, BuildError
 from .runtime import nd, cpu, cuda, device, load_module, set_num_threads, get_num_threads

@@ -434,7 +434,7 @@ def cmd_tune(args) -> int:
         raise CLIError(f"--trials must be at least 1, got {args.trials}")
     timing = timing_options(args)
     if target.kind == "llvm":
-        from tilecraft.codegen.llvm import check_target
+        from tilecraft.codegen.llvm_target import check_target
         try:
             check_target(target)
         except TargetError as err:

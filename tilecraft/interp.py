@@ -32,6 +32,7 @@ import math
 import numpy as np
 
 from .ir import dtype as dt
+from .ir import intrinsics
 from .ir.expr import (Binary, BinOp, Call, Cast, Const, Expr, Let, Reduce, Select, TensorLoad,
                       Unary, UnOp, Var, trunc_divide, trunc_remainder)
 from .te.tensor import ComputeOp, PlaceholderOp, Tensor, post_dfs_order
@@ -67,6 +68,67 @@ def evaluate(outputs, feed: dict, budget: int = BUDGET):
             raise InterpError(f"cannot evaluate operation {op!r}")
     res = [values[t] for t in outs]
     return res[0] if single else res
+
+
+def run_tensor_intrin(intrin, part: str, inputs, outputs) -> None:
+    """Perform one use of a tensor intrinsic (``te.decl_tensor_intrin``) by its TE definition, on
+    numpy arrays (or views) of its buffers' shapes; ``outputs`` are written in place. ``part``:
+
+    * ``"body"``: the outputs become the definition's value (a reduction starts from its
+      identity, or its ``init=``);
+    * ``"reset"``: the outputs become the reduction's start value (``inputs`` is not read);
+    * ``"update"``: the reduction over this use's points is folded into the outputs.
+
+    This is how the lowered-IR interpreter and the CUDA emulator run a tensorized region: its
+    meaning is the definition, whatever the intrinsic's lowering calls.
+
+    Example: ``run_tensor_intrin(gemv, "update", [a, b], [c])`` adds ``sum_k a[k] * b[i, k]``
+    to each ``c[i]``.
+    """
+    op = intrin.op
+    red = op.body[0] if isinstance(op.body[0], Reduce) else None
+    if part != "body" and red is None:
+        raise InterpError(f"tensor intrinsic '{intrin.name}': '{part}' of an intrinsic that is not a reduction")
+    feed = {t: np.ascontiguousarray(a) for t, a in zip(intrin.inputs, inputs or ())}
+    if part == "body":
+        results = evaluate(list(op.outputs), feed)
+    elif part == "reset":
+        shape = tuple(int(iv.dom.extent.value) for iv in op.axis)
+        starts = red.combiner.identity
+        env = _grid(op.axis, shape, extra=0)
+        if red.init:
+            starts = red.init
+        results = [np.broadcast_to(_Eval(env, {}, op.name).ev(e, None), shape) for e in starts]
+    elif part == "update":
+        fresh = ComputeOp(op.name, op.tag, op.attrs, op.axis, op.reduce_axis,
+                          tuple(Reduce(b.combiner, b.source, b.axis, b.condition, b.value_index, ())
+                                for b in op.body))
+        partial = evaluate(list(fresh.outputs), feed)       # the same placeholders as op's
+        results = _combine(red.combiner, [np.array(o) for o in outputs], partial)
+    else:
+        raise InterpError(f"tensor intrinsic '{intrin.name}': unknown part {part!r} (body, reset, update)")
+    for o, r in zip(outputs, results):
+        o[...] = np.asarray(r, dtype=o.dtype)
+
+
+def tile_view(flat, offset, shape, strides, name: str = "tile", target: str = "buffer"):
+    """The tile that a declared buffer (``name``) views in buffer ``target``: ``shape`` elements
+    of the flat array ``flat``, ``strides`` elements apart, from element ``offset``; a writable
+    numpy view. ``InterpError`` if the tile leaves the array. (What a ``buffer_bind_scope`` binds,
+    for :func:`run_tensor_intrin`.)
+
+    Example: ``tile_view(np.arange(12.0), 1, (2, 3), (4, 1))`` is ``[[1, 2, 3], [5, 6, 7]]``.
+    """
+    offset, shape, strides = int(offset), tuple(int(x) for x in shape), tuple(int(x) for x in strides)
+    if all(shape):
+        lo = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s < 0)
+        hi = offset + sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+        if lo < 0 or hi >= flat.size:
+            raise InterpError(f"the intrinsic's buffer '{name}' (shape {list(shape)}, strides {list(strides)}, "
+                              f"from element {offset}) reaches elements {lo}..{hi} of '{target}', which has "
+                              f"{flat.size}")
+    return np.lib.stride_tricks.as_strided(flat[min(offset, flat.size):], shape,
+                                           tuple(s * flat.itemsize for s in strides))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -203,29 +265,6 @@ _BINARY = {
 }
 
 
-def _erf(x):
-    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x
-
-
-def _fma(a, b, c):
-    # one rounding, as fmaf: a float32 product is exact in float64
-    a = np.asarray(a)
-    if a.dtype.itemsize <= 4:
-        return (a.astype(np.float64) * b + c).astype(a.dtype)
-    return a * b + c
-
-
-# float16 calls compute in float32 and round once (``Call``), as the LLVM and CUDA backends do
-_CALLS = {
-    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
-    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh,
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "erf": _erf,
-    "floor": np.floor, "ceil": np.ceil, "round": np.rint, "trunc": np.trunc,
-    "sin": np.sin, "cos": np.cos, "fabs": np.abs, "pow": np.power,
-    "fma": _fma, "isnan": np.isnan,
-}
-
-
 class _Eval:
     """Evaluates an expression to a numpy array; ``mask`` (None = everywhere) says where the
     value is needed, so loads outside it are not performed."""
@@ -276,13 +315,10 @@ class _Eval:
         return np.where(c, t, f)
 
     def Call(self, e, mask):
-        fn = _CALLS.get(e.name)
-        if fn is None:
+        if intrinsics.lookup(e.name) is None:
             raise InterpError(f"the interpreter does not know the intrinsic '{e.name}'")
-        args = [self.ev(a, mask) for a in e.args]
-        if any(a.dtype == np.float16 for a in args):
-            args = [a.astype(np.float32) for a in args]
-        return np.asarray(fn(*args), dtype=_np(e.dtype))
+        # the table's numpy reference; float16 computes in float32 and rounds once
+        return intrinsics.evaluate(e.name, [self.ev(a, mask) for a in e.args], e.dtype)
 
     def Let(self, e, mask):
         inner = _Eval({**self.env, e.var: self.ev(e.value, mask)}, self.values, self.stage)

@@ -19,6 +19,10 @@ What it runs, following the semantics stated in :mod:`tilecraft.ir.expr` and
 * ``LetStmt``, ``IfThenElse``, ``AttrStmt`` (annotations: the body runs), ``Evaluate``;
 * ``VectorReduce`` folds the lanes in halves (``v[:n/2] op v[n/2:]``), as the LLVM backend does,
   so a vectorized float sum gives the same bits in both;
+* a tensorized region (``schedule/tensorize.py``) by the intrinsic's TE definition, not its
+  lowering (which calls what this interpreter cannot run): a ``buffer_bind_scope`` makes the
+  declared buffer a numpy view of its box (checked to lie inside the target), and each
+  ``tensor_intrin`` scope runs ``interp.run_tensor_intrin`` on those views;
 * ``Ramp``/``Broadcast`` vectors are numpy arrays of their lanes; ``Select(lazy=True)`` evaluates
   only the chosen side (per lane for a vector condition: a load on the other side touches only
   the lanes it selects, as ``masked.load`` does);
@@ -52,12 +56,13 @@ import sys
 
 import numpy as np
 
-from .interp import _CALLS
+from .interp import InterpError, run_tensor_intrin, tile_view
 from .ir import dtype as dt
+from .ir import intrinsics
 from .ir.expr import BinOp, Const, UnOp, Var, trunc_divide, trunc_remainder
 from .ir.printer import stmt_str
-from .ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
-                      LetStmt, PrimFunc, SeqStmt)
+from .ir.stmt import (Allocate, AttrStmt, BUFFER_BIND_SCOPE, Buffer, BufferStore, Evaluate, For,
+                      ForKind, IfThenElse, LetStmt, PrimFunc, SeqStmt, TENSOR_INTRIN_SCOPE)
 from .testing import poison
 
 # Python refuses more than 20 nested loops and 100 indentation levels in one function: a deeper
@@ -128,7 +133,7 @@ class _Program:
                 self.entry(bufs, values, counter)
         except BudgetExceeded:
             raise
-        except LoweredInterpError as err:
+        except (LoweredInterpError, InterpError) as err:      # InterpError: a tensorized region
             raise LoweredInterpError(self._where(err, err.args[0])) from None
         except ZeroDivisionError as err:
             raise LoweredInterpError(self._where(err, "integer division by zero")) from None
@@ -358,7 +363,6 @@ def _budget_exceeded(counter):
     raise BudgetExceeded(f"the loop nest runs more than {counter[1]} iterations (the budget)", counter[0])
 
 
-_MATH = {**_CALLS, "likely": lambda x: x, "abs": np.abs, "isnan": np.isnan}
 
 _BIN_SYMBOL = {
     BinOp.ADD: "+", BinOp.SUB: "-", BinOp.MUL: "*", BinOp.DIV: "/", BinOp.EQ: "==",
@@ -375,6 +379,8 @@ _NAMESPACE = {
     "_fmax": _fmax, "_cast_int": _cast_int, "_float_to_int": _float_to_int, "_to_float": _to_float,
     "_to_bool": _to_bool, "_lazy_select": _lazy_select, "_lazy_select_masked": _lazy_select_masked,
     "_budget_exceeded": _budget_exceeded, "_iota": _iota, "_bad_size": _bad_size,
+    "_intrinsic": intrinsics.evaluate,
+    "_view": tile_view, "_run_intrin": run_tensor_intrin,
     "_vreduce": _vreduce, "BinOp": BinOp,
 }
 
@@ -549,7 +555,12 @@ class _Gen:
         elif t is AttrStmt:
             if s.key == "cuda_kernel":
                 raise LoweredInterpError("a CUDA kernel: run GPU IR with codegen.cuda_emulate")
-            self.stmt(s.body)
+            if s.key == BUFFER_BIND_SCOPE:
+                self.bind_view(s)
+            elif s.key == TENSOR_INTRIN_SCOPE:
+                self.tensor_intrin(s)
+            else:
+                self.stmt(s.body)
         elif t is Evaluate:
             if not isinstance(s.value, Const):
                 self.line(self.expr(s.value), s)
@@ -557,6 +568,44 @@ class _Gen:
             return
         else:
             raise LoweredInterpError(f"cannot interpret a {t.__name__} statement")
+
+    def bind_view(self, s):
+        """``buffer_bind_scope``: the declared buffer is a view of its box for the body."""
+        declared, region = s.node, s.value
+        name, _, strides = self.buffer(region.buffer)
+        if region.strides:                      # after storage flattening: as laid out
+            st = [self.expr(x) for x in region.strides]
+        else:                                   # before: this interpreter's row-major strides
+            st = strides[0] if strides is not None else ["1"]
+        begin = [self.expr(b) for b in region.begin]
+        if len(st) != len(begin):
+            raise LoweredInterpError(f"the box of '{region.buffer.name}' bound to '{declared.name}' has "
+                                     f"{len(begin)} dimensions, the buffer {len(st)}")
+        start = len(begin) - len(declared.shape)
+        offset = " + ".join(f"({b}) * ({x})" for b, x in zip(begin, st)) or "0"
+        shape = ", ".join(self.expr(x) for x in region.extent[start:])
+        saved = len(self.scope)
+        view = self.bind(declared, declared.name)
+        self.line(f"{view} = _view({name}, {offset}, ({shape},), ({', '.join(st[start:])},), "
+                  f"{declared.name!r}, {region.buffer.name!r})", s)
+        self.stmt(s.body)
+        self.unbind(saved)
+
+    def tensor_intrin(self, s):
+        """``tensor_intrin``: run the intrinsic's TE definition on the bound views (the
+        lowering it holds calls functions this interpreter cannot run)."""
+        intrin, part = s.node, s.value
+        n_in = len(intrin.inputs)
+        bufs = intrin.buffers[n_in:] if part == "reset" else intrin.buffers
+        missing = [b.name for b in bufs if b not in self.names]
+        if missing:
+            raise LoweredInterpError(f"the {part} of tensor intrinsic '{intrin.name}' runs where its "
+                                     f"buffer(s) {', '.join(missing)} are bound to nothing")
+        key = f"_intrin{len(self.ns)}"
+        self.ns[key] = intrin
+        ins = [self.names[b] for b in intrin.buffers[:n_in]] if part != "reset" else []
+        outs = [self.names[b] for b in intrin.buffers[n_in:]]
+        self.line(f"_run_intrin({key}, {part!r}, [{', '.join(ins)}], [{', '.join(outs)}]); _ctr[0] += 1", s)
 
     def nested(self, s, emit):
         """Emit a compound statement, in a function of its own when nested too deeply."""
@@ -735,14 +784,10 @@ class _Gen:
         return f"_lazy_select_masked({c}, {outer}, lambda {m}: {t}, lambda {m}: {f})"
 
     def e_Call(self, e):
-        fn = _MATH.get(e.name)
-        if fn is None:
+        if intrinsics.lookup(e.name) is None:
             raise LoweredInterpError(f"the interpreter does not know the intrinsic '{e.name}' in `{e}`")
-        name = f"_f_{e.name}"
-        self.ns[name] = fn
-        call = f"{name}({', '.join(self.expr(a) for a in e.args)})"
-        if e.name == "likely":
-            return call
+        # the table's numpy reference (float16 computes in float32 and rounds once)
+        call = f"_intrinsic({e.name!r}, ({''.join(self.expr(a) + ', ' for a in e.args)}), {e.dtype!r})"
         if dt.is_bool(e.dtype):
             return f"_to_bool({call})"
         return f"_to_float({call}, {self.dtype_name(e.dtype)})" if dt.is_float(e.dtype) else \

@@ -5,7 +5,7 @@ import pytest
 
 import tilecraft.autotune as autotune
 from tilecraft.autotune import MeasureErrorNo as E
-from tilecraft.autotune._pool import WorkerPool
+from tilecraft.autotune.worker_pool import WorkerPool
 from tilecraft.autotune.tuner import GridSearchTuner
 
 import autotune_fakes as fk

@@ -34,7 +34,7 @@ HUNG_TUNER = textwrap.dedent("""
 
 HUNG_FROM_A_THREAD = textwrap.dedent("""
     import threading
-    from tilecraft.autotune._pool import WorkerPool
+    from tilecraft.autotune.worker_pool import WorkerPool
     import autotune_fakes as fk
     pool = WorkerPool(1)
     # the worker is started by a thread that ends; the job hangs in the main thread's map()

@@ -474,7 +474,7 @@ def test_int64_parallel_loop_var():
 
 
 def test_fma_contraction_in_assembly():
-    from tilecraft.codegen.llvm import parse_target
+    from tilecraft.codegen.llvm_target import parse_target
     if "+fma" not in parse_target("llvm").features:
         pytest.skip("the host has no FMA")
     n = 64

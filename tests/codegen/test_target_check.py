@@ -8,7 +8,7 @@ import pytest
 import tilecraft
 import tilecraft.autotune as autotune
 from tilecraft import te
-from tilecraft.codegen.llvm import _llvm, check_target, known_cpus_and_features
+from tilecraft.codegen.llvm_target import _llvm, check_target, known_cpus_and_features
 from tilecraft.target import TargetError
 
 from llvm_ir_helpers import poisoned

@@ -42,7 +42,7 @@ except ImportError:
     from gpu_fuzz_families import FAMILIES, Program
 
 PRELUDE = ("import numpy as np\nimport tilecraft as tc\nfrom tilecraft import te\n"
-           "from tilecraft.codegen import cuda_schedules as cs\n")
+           "from tilecraft.topi import cuda_schedules as cs\n")
 # GPULoweringErrors that are the compiler's fault, not the schedule's
 INTERNAL_LOWERING_MESSAGES = ("which are not parameters", "was not lowered for target")
 

@@ -7,14 +7,16 @@ ran is the text a failure prints.
 
 Families: ``elementwise`` (1-D/2-D, float and int dtypes, symbolic lengths, tails, vectors,
 shared tiles, producer stages), ``stencil`` (windows over a haloed shared tile, zero padding
-inlined), ``row_reduce`` (rows over blockIdx/threadIdx, the reduction over threadIdx.x with and
-without tails, or serial; outputs global or local under compute_at; column reductions and
-reductions over two fused axes), ``rfactor`` (rfactor +
-cross-thread reduction, or the partials as their own kernel), ``softmax_layernorm`` (multi-kernel
-and single-kernel row softmax and layer norm), ``matmul_shared`` (cache_read shared + compute_at
-+ cooperative fetch, vthread, cache_write local, local caches, double buffering) and ``library``
-(the hand schedules of ``tilecraft.codegen.cuda_schedules`` at random sizes, non-divisible
-included).
+inlined; row windows padded by ``if_then_else`` with the columns vectorized), ``row_reduce``
+(rows over blockIdx/threadIdx, the reduction over threadIdx.x with and without tails, or serial;
+outputs global or local under compute_at; column reductions and reductions over two fused axes),
+``rfactor`` (rfactor + cross-thread reduction, or the partials as their own kernel),
+``softmax_layernorm`` (multi-kernel and single-kernel row softmax and layer norm),
+``matmul_shared`` (cache_read shared + compute_at + cooperative fetch, vthread, cache_write
+local, local caches, double buffering) and ``library`` (the hand schedules of
+``tilecraft.topi.cuda_schedules`` at random sizes, non-divisible included). A third of the
+cross-thread reductions run over a number of threads that is not a power of two (rows of
+threadIdx.x that start inside a warp, more than a warp per row).
 """
 from __future__ import annotations
 
@@ -110,6 +112,17 @@ def _threads(rng, hi=256):
     return _pick(rng, [t for t in (1, 4, 16, 32, 32, 64, 64, 96, 128, 256) if t <= hi])
 
 
+# threads of a cross-thread reduction that are not a power of two: rows of threadIdx.x that start
+# and end inside a warp, a partial last warp, more than a warp per row
+_ODD_THREADS = (3, 6, 9, 10, 12, 24, 40, 48, 96, 100, 104, 1000)
+
+
+def _reduce_threads(rng, usual, odd=_ODD_THREADS, p_odd=0.35):
+    """Threads for a cross-thread reduction: one of ``usual``, or (``p_odd`` of the time) a
+    number that is not a power of two."""
+    return _pick(rng, list(odd)) if rng.random() < p_odd else _pick(rng, list(usual))
+
+
 def _bind_1d(rng, stage: str, ax: str, lines, prefix="x"):
     """Lines that map the loop ``ax`` of ``stage`` onto blocks and threads (maybe vectors, maybe a
     serial loop per thread)."""
@@ -146,8 +159,10 @@ def gen_elementwise(rng) -> Program:
     if symbolic:                                        # a length known only at run time
         sizes = {"n": shape[0]}
     transposed = two_d and rng.random() < 0.25         # B is stored transposed
-    b_shape = (shape[1], shape[0]) if transposed else shape
-    b_idx, b_np = ("j, i", "B.T") if transposed else (idx, "B")
+    # or has more rows than C reads (a shared tile of B then needs no guard where C does)
+    tall = two_d and not transposed and rng.random() < 0.2
+    b_shape = (shape[1], shape[0]) if transposed else (shape[0] + 32, shape[1]) if tall else shape
+    b_idx, b_np = ("j, i", "B.T") if transposed else (idx, f"B[:{shape[0]}]" if tall else "B")
     producer = rng.random() < 0.3                       # C reads P = f(A), not A
     # A may come in another dtype, converted in the expression
     a_dtype = _pick(rng, ["float16", "int32", "float32"]) if dtype in ("float32", "float64") and rng.random() < 0.25 \
@@ -219,8 +234,11 @@ def gen_elementwise(rng) -> Program:
                       "s[C].bind(tj, te.thread_axis('threadIdx.x'))"]
             thread_ax, tshape = "tj", (ty, tx)
             if rng.random() < 0.4:                      # B through a shared tile, fetched by all threads
+                # per block, or per step of the serial row loop inside the thread loops (whose
+                # row tail depends on threadIdx.y: the loop must not be split per thread)
+                at = "ii" if serial and rng.random() < 0.5 else "jo"
                 lines += ["BS = s.cache_read(B, 'shared', [C])",
-                          "s[BS].compute_at(s[C], jo)",
+                          f"s[BS].compute_at(s[C], {at})",
                           "bf = s[BS].fuse(*s[BS].op.axis)",
                           f"bf, bx_ = s[BS].split(bf, factor={tx})",
                           f"bf, by_ = s[BS].split(bf, factor={ty})",
@@ -261,6 +279,8 @@ def gen_elementwise(rng) -> Program:
 # stencils: halos in shared tiles, padding by if_then_else, small serial windows
 
 def gen_stencil(rng) -> Program:
+    if rng.random() < 0.3:
+        return _gen_column_stencil(rng)
     rows, cols = _extent(rng, 1, 30, 8), _extent(rng, 1, 100, 32)
     r = _pick(rng, [1, 2])                               # window radius
     w = 2 * r + 1
@@ -318,6 +338,52 @@ def gen_stencil(rng) -> Program:
                    ranges={"A": (-1.0, 1.0), "W": (-1.0, 1.0)})
 
 
+def _gen_column_stencil(rng) -> Program:
+    """A window over rows with zero padding by ``te.if_then_else`` on the row, the same for every
+    column, and the columns vectorized: vector loads under a lazy select's guard (the CUDA C may
+    load them widely only where the guard holds)."""
+    dtype = _pick(rng, ["float32", "float32", "float16"])
+    v = _pick(rng, [2, 4, 4])
+    rows = _extent(rng, 1, 24, 8)
+    cols = v * _i(rng, 1, 40) if rng.random() < 0.8 else _i(rng, 1, 100)     # rows of whole vectors, mostly
+    r = _pick(rng, [1, 2])
+    ws = [round(float(w), 2) for w in rng.uniform(-1, 1, 2 * r + 1)]
+    terms, ref_terms = [], []
+    for d, w in zip(range(-r, r + 1), ws):
+        if d == 0:
+            terms.append(f"A[i, j] * {w}")
+        else:
+            cond = f"i + {d} < {rows}" if d > 0 else f"i - {-d} >= 0"
+            terms.append(f"te.if_then_else({cond}, A[i + {d}, j], te.const(0, {dtype!r})) * {w}")
+        ref_terms.append(f"P[{r + d}:{r + d + rows}] * {w}")
+    lines = [f"A = te.placeholder(({rows}, {cols}), {dtype!r}, name='A')",
+             f"C = te.compute(({rows}, {cols}), lambda i, j: {' + '.join(terms)}, name='C')",
+             "s = te.create_schedule(C.op)",
+             "i, j = s[C].op.axis",
+             f"jo, jv = s[C].split(j, factor={v})"]
+    t = _pick(rng, [1, 4, 8, 32])
+    if rng.random() < 0.5:                             # a row per block
+        lines += [f"jb, jt = s[C].split(jo, factor={t})",
+                  "s[C].bind(i, te.thread_axis('blockIdx.x'))",
+                  "s[C].bind(jb, te.thread_axis('blockIdx.y'))"]
+    else:                                              # several rows per block, over threadIdx.y
+        ty = _pick(rng, [2, 4])
+        lines += [f"ib, iy = s[C].split(i, factor={ty})",
+                  f"jb, jt = s[C].split(jo, factor={t})",
+                  "s[C].reorder(ib, jb, iy, jt, jv)",
+                  "s[C].bind(ib, te.thread_axis('blockIdx.x'))",
+                  "s[C].bind(jb, te.thread_axis('blockIdx.y'))",
+                  "s[C].bind(iy, te.thread_axis('threadIdx.y'))"]
+    lines += ["s[C].bind(jt, te.thread_axis('threadIdx.x'))",
+              "s[C].vectorize(jv)",
+              "args = [A, C]"]
+    ref = ["def reference(A):",
+           f"    P = np.pad(A.astype(np.float64), (({r}, {r}), (0, 0)))",
+           f"    return [{' + '.join(ref_terms)}]"]
+    tol = 1e-2 if dtype == "float16" else 1e-5
+    return Program(_code(lines), _code(ref), rtol=tol, atol=tol, ranges={"A": (-1.0, 1.0)})
+
+
 # ------------------------------------------------------------------------------------------------
 # reductions over rows
 
@@ -330,7 +396,7 @@ def _schedule_reduction(rng, R: str, rows_ax: str, k: str, lines, threads=None, 
     """Lines that bind the root reduction stage ``R`` (rows ``rows_ax``, reduction ``k``).
     Returns how: ``cross`` (k over threadIdx.x), ``serial`` (a row per thread)."""
     how = rng.random()
-    t = threads or _pick(rng, [16, 32, 32, 64, 128, 128, 256, 48])   # 48: not a power of two
+    t = threads or _reduce_threads(rng, [16, 32, 32, 64, 128, 128, 256])
     if how < 0.45:
         lines += [f"s[{R}].bind({rows_ax}, te.thread_axis('blockIdx.x'))",
                   f"{prefix}ko, {prefix}ki = s[{R}].split({k}, factor={t})",
@@ -342,8 +408,8 @@ def _schedule_reduction(rng, R: str, rows_ax: str, k: str, lines, threads=None, 
                   f"s[{R}].bind({prefix}ko, te.thread_axis('threadIdx.x'))"]
         return "cross"
     if how < 0.8:
-        ty = _pick(rng, [1, 2, 4])
-        tx = _pick(rng, [16, 32, 64])
+        ty = _pick(rng, [1, 2, 3, 4, 5])
+        tx = _reduce_threads(rng, [16, 32, 64], (3, 6, 10, 24, 48, 100))
         lines += [f"{prefix}b, {prefix}y = s[{R}].split({rows_ax}, factor={ty})",
                   f"s[{R}].bind({prefix}b, te.thread_axis('blockIdx.x'))",
                   f"s[{R}].bind({prefix}y, te.thread_axis('threadIdx.y'))",
@@ -384,7 +450,7 @@ def _gen_other_reduce(rng) -> Program:
                  "s = te.create_schedule(B.op)",
                  "s[B].bind(B.op.axis[0], te.thread_axis('blockIdx.x'))",
                  "rf = s[B].fuse(rp, rq)",
-                 f"ro, rt = s[B].split(rf, factor={_pick(rng, [16, 32, 64, 128])})",
+                 f"ro, rt = s[B].split(rf, factor={_reduce_threads(rng, [16, 32, 64, 128])})",
                  "s[B].bind(rt, te.thread_axis('threadIdx.x'))"]
         ref = ["def reference(A):", "    return [A.sum((1, 2))]"]
         n = p * q
@@ -426,12 +492,12 @@ def gen_row_reduce(rng) -> Program:
                   "s = te.create_schedule(C.op)",
                   "s[C].bind(C.op.axis[0], te.thread_axis('blockIdx.x'))",
                   "s[B].compute_at(s[C], C.op.axis[0])",
-                  f"ko, ki = s[B].split(B.op.reduce_axis[0], factor={_pick(rng, [32, 64, 128])})",
+                  f"ko, ki = s[B].split(B.op.reduce_axis[0], factor={_reduce_threads(rng, [32, 64, 128])})",
                   "s[B].bind(ki, te.thread_axis('threadIdx.x'))"]
         ref += ["    return [B * 2 + A[:, 0]]"]
         lines += ["args = [A, C]"]
     elif consumer < 0.8:                                # B local, under a softmax-like consumer
-        t = _pick(rng, [32, 64, 128, 256])
+        t = _reduce_threads(rng, [32, 64, 128, 256])
         lines += [f"C = te.compute(({rows}, {cols}), lambda i, j: A[i, j] - B[i], name='C')",
                   "s = te.create_schedule(C.op)",
                   "i, j = s[C].op.axis",
@@ -469,7 +535,7 @@ def gen_row_reduce(rng) -> Program:
 
 def gen_rfactor(rng) -> Program:
     rows, cols = _i(rng, 1, 40), _extent(rng, 1, 700, 32)
-    t = _pick(rng, [4, 8, 16, 32, 64])
+    t = _reduce_threads(rng, [4, 8, 16, 32, 64], (3, 6, 9, 10, 12, 24, 48, 104))
     lines = [f"A = te.placeholder(({rows}, {cols}), name='A')",
              f"k = te.reduce_axis((0, {cols}), 'k')",
              f"B = te.compute(({rows},), lambda i: te.sum(A[i, k], axis=k), name='B')",
@@ -481,7 +547,7 @@ def gen_rfactor(rng) -> Program:
     lines += [f"BF = s.rfactor(B, {'ki' if (how == 'factor') == inner else 'ko'}, factor_axis={fa})"]
     variant = rng.random()
     if variant < 0.7:                                    # the partials under B's thread-bound axis
-        per_block = _pick(rng, [1, 2, 4, 8])
+        per_block = _pick(rng, [1, 2, 3, 4, 5, 8])
         if per_block > 1:
             lines += [f"xo, xi = s[B].split(s[B].op.axis[0], factor={per_block})",
                       "s[B].bind(xo, te.thread_axis('blockIdx.x'))",
@@ -554,7 +620,7 @@ def gen_softmax_layernorm(rng) -> Program:
                "    return [(X - m) / np.sqrt(v + 1e-5) * G + Bt]"]
         ranges, tol = {"X": (-1.0, 3.0), "G": (0.5, 1.5), "Bt": (-1.0, 1.0)}, (2e-5, 2e-5)
     one_kernel = rng.random() < 0.4
-    t = _pick(rng, [32, 64, 128, 256])
+    t = _reduce_threads(rng, [32, 64, 128, 256], (24, 48, 96, 100, 192))
     # several rows per block over threadIdx.y: one all-reduce per row of threads
     rows_per_block = _pick(rng, [1, 1, 2, 4]) if one_kernel and t <= 128 else 1
     _schedule_rowwise(rng, "Y", lines, t, rows_per_block)
@@ -690,13 +756,14 @@ def gen_library(rng) -> Program:
     ranges, sizes = {}, {}
     if what == "softmax":
         rows, cols = _i(rng, 1, 5), _extent(rng, 1, 1100, 64)
-        call = f"cs.softmax({rows}, {cols}, threads={_pick(rng, [32, 64, 128, 256])}, vec={_pick(rng, [1, 2, 4])})"
+        call = (f"cs.softmax({rows}, {cols}, threads={_reduce_threads(rng, [32, 64, 128, 256], (48, 96, 100))}, "
+                f"vec={_pick(rng, [1, 2, 4])})")
         ref = ("def reference(X):\n    e = np.exp(X - X.max(1, keepdims=True))\n"
                "    return [e / e.sum(1, keepdims=True)]\n")
         ranges, tol = {"X": (-3.0, 3.0)}, (1e-5, 1e-6)
     elif what == "layer_norm":
         rows, cols = _i(rng, 1, 5), _extent(rng, 1, 700, 64)
-        call = f"cs.layer_norm({rows}, {cols}, threads={_pick(rng, [32, 64, 128, 256])})"
+        call = f"cs.layer_norm({rows}, {cols}, threads={_reduce_threads(rng, [32, 64, 128, 256], (48, 96, 100))})"
         ref = ("def reference(X, gamma, beta):\n    m = X.mean(1, keepdims=True)\n"
                "    v = X.var(1, keepdims=True)\n    return [(X - m) / np.sqrt(v + 1e-5) * gamma + beta]\n")
         ranges, tol = {"X": (2.0, 4.0), "gamma": (0.5, 1.5), "beta": (-1.0, 1.0)}, (1e-4, 1e-4)
@@ -737,7 +804,9 @@ def gen_library(rng) -> Program:
         ranges, tol = {"X": (-2.0, 2.0)}, (0.0, 0.0)
     elif what == "row_sum_rfactor":
         m = _extent(rng, 1, 500, 16)
-        call = (f"cs.row_sum_rfactor({_i(rng, 1, 70)}, {m}, threads_x={_pick(rng, [4, 8, 16, 32])}, "
+        rows = _i(rng, 1, 70)
+        threads_x = _reduce_threads(rng, [4, 8, 16, 32], (6, 10, 12, 24))
+        call = (f"cs.row_sum_rfactor({rows}, {m}, threads_x={threads_x}, "
                 f"rows_per_block={_pick(rng, [1, 2, 4, 8, 32])})")
         ref = "def reference(A):\n    return [A.sum(1)]\n"
         ranges, tol = {"A": (-1.0, 1.0)}, (1e-5, 4e-6 * m)

@@ -11,7 +11,7 @@ import pytest
 
 import tilecraft
 from tilecraft import te
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.codegen.cuda import generate_cuda
 from tilecraft.codegen.cuda_compile import CUDACompileError, compile_cuda, find_nvcc
 from tilecraft.codegen.cuda_emulate import EmulationError, emulate
@@ -127,7 +127,7 @@ def test_generated_source_features():
 def test_building_cuda_c_needs_no_pycuda():
     code = ("import sys; sys.modules['pycuda'] = None\n"
             "import tilecraft\n"
-            "from tilecraft.codegen import cuda_schedules as cs\n"
+            "from tilecraft.topi import cuda_schedules as cs\n"
             "from tilecraft.codegen.cuda import generate_cuda\n"
             "s, a = cs.softmax(4, 512)\n"
             "print(len(generate_cuda(tilecraft.lower(s, a, target='cuda'))) > 0)\n")

@@ -16,7 +16,7 @@ import pytest
 import tilecraft
 import tilecraft.autotune as autotune
 import tilecraft.topi  # noqa: F401  (registers the templates)
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.codegen.cuda_compile import find_nvcc
 from tilecraft.codegen.cuda_emulate import emulate
 from tilecraft.runtime.cuda_runtime import CUDAModule, plan_of

@@ -7,9 +7,10 @@ import pathlib
 import pytest
 
 import tilecraft
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.codegen.cuda import generate_cuda
 
+from .test_allreduce_any_threads import row_reduce
 from .test_gpu_correctness import row_sum_tail
 
 pytestmark = pytest.mark.cuda
@@ -39,6 +40,8 @@ CASES = {
     # split tails of thread-bound reductions: the tail is folded before the all-reduce (issue 8)
     "row_sum_tail": lambda: row_sum_tail(4, 1000, 128),
     "softmax_tail": lambda: cs.softmax(2, 1000, threads=256),
+    # 48 threads per row, 2 rows: the all-reduce for rows that start inside a warp
+    "row_sum_48x2": lambda: row_reduce(5, 100, 48, rows_per_block=2),
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import tilecraft
 from tilecraft import te
-from tilecraft.codegen import cuda_schedules
+from tilecraft.topi import cuda_schedules
 from tilecraft.codegen.cuda_emulate import emulate
 
 from tests.conftest import poison

@@ -9,7 +9,7 @@ import pytest
 
 import tilecraft
 from tilecraft import te
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.codegen.cuda import for_gpu, generate_cuda
 from tilecraft.codegen.cuda_emulate import emulate
 from tilecraft.ir.functor import post_order_visit

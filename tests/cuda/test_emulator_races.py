@@ -4,7 +4,8 @@ vthread, double buffering, cooperative fetches, a cross-thread reduction written
 run without a word.
 
 The racy kernels are written as IR by hand (``_kernel``), since a correct lowering never makes
-them; each has a race-free twin that the check must accept.
+them; each has a race-free twin that the check must accept. At the end: memory no thread wrote
+(global workspace, shared, local) reads as poison, not zeros.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 import tilecraft
 from tilecraft import te
-from tilecraft.codegen import cuda_schedules as cs
+from tilecraft.topi import cuda_schedules as cs
 from tilecraft.codegen.cuda_emulate import EmulationError, emulate
 from tilecraft.ir.expr import BufferLoad, Call, Const, Ramp, Var
 from tilecraft.ir.stmt import Buffer, BufferStore, Evaluate, IfThenElse, PrimFunc, seq
@@ -346,3 +347,46 @@ def test_wrong_alignment_proof_is_reported(arrays, monkeypatch):
                                              r"a time, believing the index `threadIdx.x \* 4 \+ 2` a multiple of 4, "
                                              r"but thread \(0, 0, 0\) of block \(0, 0, 0\) reaches element 2"):
         emulate(_shifted_copy(), [a, c])
+
+
+# --- memory nobody wrote ------------------------------------------------------------------
+# A GPU leaves workspace, shared and local memory as it was: the emulator fills them with poison
+# (NaN, bytes of 0x5A, True) so that reading what no kernel wrote shows in the outputs.
+
+def test_unwritten_workspace_shows(monkeypatch, rng):
+    # a seeded bug: the first kernel of a TVM-style softmax (the row max, a global workspace
+    # buffer) never runs. With the workspace read as zeros the result was still right
+    # (softmax(x - 0) = softmax(x)); poisoned, every output is NaN.
+    import tilecraft.codegen.cuda_emulate as ce
+    from .test_gpu_correctness import softmax_tvm_style
+    s, args = softmax_tvm_style(3, 100, 32)
+    func = tilecraft.lower(s, args, target="cuda")
+    real = ce.kernels_of
+    workspace, kernels = real(func.body)
+    assert [w.name for w in workspace] == ["M", "E", "S"] and len(kernels) == 4
+    monkeypatch.setattr(ce, "kernels_of", lambda body: (lambda w, ks: (w, ks[1:]))(*real(body)))
+    x = rng.standard_normal((3, 100)).astype("float32")
+    y = np.zeros((3, 100), "float32")
+    emulate(func, [x, y])
+    assert np.isnan(y).all(), y
+
+
+@pytest.mark.parametrize("scope", ["shared", "local"])
+@pytest.mark.parametrize("dtype, poison", [("float32", None), ("int32", 0x5A5A5A5A), ("int8", 0x5A)])
+def test_unwritten_shared_and_local_memory_show(scope, dtype, poison):
+    # C[t] = T[t] where T (shared or local) is never written: the poison comes out
+    from tilecraft.ir.stmt import Allocate
+    C = _buf("C", 32, dtype=dtype)
+    T = Buffer("T", (_c(32),), dtype, scope=scope)
+    body_of = lambda bx, tx, by: _store(C, tx, _load(T, tx))        # noqa: E731
+    if scope == "local":
+        f = _kernel([C], 1, 32, lambda bx, tx, by: Allocate(T, body_of(bx, tx, by)))
+    else:
+        f = _kernel([C], 1, 32, body_of)
+        f.body.node.shared.append(T)              # the kernel's __shared__ arrays
+    c = np.zeros(32, dtype)
+    emulate(f, [c])
+    if poison is None:
+        assert np.isnan(c).all()
+    else:
+        assert (c == poison).all(), c

@@ -13,10 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tilecraft.ir import expr as ir_expr, stmt as ir_stmt
-from tilecraft.ir import (Allocate, AttrStmt, Binary, BinOp, Broadcast, Buffer, BufferLoad,
-                          BufferStore, Call, Cast, CommReducer, Const, Evaluate, For, ForKind,
-                          IfThenElse, IRMutator, IterVar, Let, LetStmt, Ramp, Range, Reduce, Select,
-                          SeqStmt, SizeVar, TensorLoad, Unary, UnOp, Var, VectorReduce, structural_equal)
+from tilecraft.ir import (AccessPtr, Allocate, AttrStmt, Binary, BinOp, Broadcast, Buffer, BufferLoad,
+                          BufferRegion, BufferStore, Call, Cast, CommReducer, Const, Evaluate, For,
+                          ForKind, IfThenElse, IRMutator, IterVar, Let, LetStmt, Ramp, Range, Reduce,
+                          Select, SeqStmt, SizeVar, StringImm, TensorLoad, Unary, UnOp, Var,
+                          VectorReduce, structural_equal)
 from tilecraft.ir.functor import children, expr_key, post_order_visit
 from tilecraft.ir.node import EXPR, Node, ir_node, node_source
 
@@ -133,8 +134,9 @@ BUILDERS = {
     Ramp: ((E, E), lambda pick, a, b: (lambda: Ramp(a(), b(), 4 + 4 * (pick % 2)))),
     Broadcast: ((E,), lambda pick, a: (lambda: Broadcast(a(), 4 + 4 * (pick % 2)))),
     Let: ((E, E), lambda pick, a, b: (lambda: Let(VARS[pick % 2], a(), b()))),
+    # a float32 vector whatever the subtree's dtype (a handle, a vector) is
     VectorReduce: ((E,), lambda pick, a: (lambda: VectorReduce((BinOp.ADD, BinOp.MAX)[pick % 2],
-                                                               Broadcast(a(), 4)))),
+                                                               Broadcast(Cast("float32", a()), 4)))),
     Reduce: ((E, E), lambda pick, a, b: (lambda: Reduce(COMBINER, (a(),) if pick % 2 else (a(), b()), (K,),
                                                             Const(True, "bool"), 0,
                                                             (b(),) if pick % 2 else ()))),
@@ -147,6 +149,11 @@ BUILDERS = {
     LetStmt: ((E, S), lambda pick, v, body: (lambda: LetStmt(VARS[pick % 2], v(), body()))),
     Evaluate: ((E,), lambda pick, v: (lambda: Evaluate(v()))),
     AttrStmt: ((E, S), lambda pick, v, body: (lambda: AttrStmt("pragma_x", "C", v() if pick % 2 else "tag", body()))),
+    StringImm: ((), lambda pick: (lambda: StringImm(("f", "g", "")[pick % 3]))),
+    AccessPtr: ((E, E), lambda pick, a, b: (lambda: AccessPtr((BUF, BUF2)[pick % 2], a(), b(), 1 + pick % 3))),
+    # a box whose begin and strides trade places: (x,) + () and () + (x,) differ
+    BufferRegion: ((E, E), lambda pick, a, b: (lambda: BufferRegion((BUF, BUF2)[pick % 2], (a(),) * (pick % 2),
+                                                                    (b(),), (a(),) * (1 - pick % 2)))),
 }
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tilecraft.runtime as rt
-from tilecraft.codegen.export import ExportError
+from tilecraft.runtime.library import ExportError
 from tilecraft.codegen.llvm import build_llvm
 from tilecraft.ir import ForKind, Var, cast, const, seq
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from tilecraft.codegen.export import ExportError
+from tilecraft.runtime.library import ExportError
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "examples"))
@@ -98,7 +98,7 @@ def test_header_declares_status_codes_getter_and_link_line(nearest_lib):
 
 
 def test_a_library_name_without_the_lib_prefix_links_with_l_colon(tmp_path):
-    from tilecraft.codegen.export import link_flags
+    from tilecraft.runtime.library import link_flags
     path = str(tmp_path / "ops.so")
     assert link_flags(path) == f"-I{tmp_path} -L{tmp_path} -l:ops.so -Wl,-rpath,{tmp_path}"
     assert link_flags(str(tmp_path / "libops.so")).split()[2] == "-lops"

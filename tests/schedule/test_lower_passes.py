@@ -193,3 +193,24 @@ def test_vectorized_guard_with_a_uniform_condition_stays_lazy(rand, check_llvm):
     run_lowered(f, [a, c])                  # an eager select reads A[32]: out of bounds
     np.testing.assert_array_equal(c, expected)
     check_llvm(s, [A, C], {A: a}, expected={C: expected})
+
+
+@pytest.mark.parametrize("n", [1000, 1030])
+def test_a_split_tail_of_one_outer_iteration_runs_without_a_parallel_loop(n, rand, check_llvm):
+    """n = 1000 split by 64 with the outer loop parallel: loop partitioning peels the last outer
+    iteration off into a loop of extent 1. That loop used to stay ``parallel``: a second
+    ``GOMP_parallel`` call (a thread team woken for one iteration) per kernel call."""
+    from tilecraft.codegen.llvm import codegen_llvm
+    A = te.placeholder((n,), name="A")
+    B = te.placeholder((n,), name="B")
+    C = te.compute((n,), lambda i: A[i] * 2.0 + B[i], name="C")
+    s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], factor=64)
+    s[C].parallel(xo)
+    s[C].vectorize(xi)
+    f = tc.lower(s, [A, B, C], name="f", target="llvm")
+    parallel = [x for x in _loops(f) if x.kind is ForKind.PARALLEL]
+    assert len(parallel) == 1 and parallel[0].extent.value == n // 64, f
+    assert codegen_llvm([f]).text.count("call void @GOMP_parallel(") == 1
+    a, b = rand((n,)), rand((n,))
+    check_llvm(s, [A, B, C], {A: a, B: b}, expected={C: a * 2 + b})

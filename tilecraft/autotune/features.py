@@ -83,7 +83,7 @@ class CachedExtractor:
     def _compute_parallel(self, missing: list) -> None:
         """Fill the cache for ``missing`` in worker processes; what a worker cannot deliver is
         left to the serial path."""
-        from ._pool import WorkerPool
+        from .worker_pool import WorkerPool
         if self._executor is None:
             self._executor = WorkerPool(self._workers)
         step = max(8, -(-len(missing) // (4 * self._workers)))

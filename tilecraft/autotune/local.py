@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ._pool import WorkerPool, signal_name
+from .worker_pool import WorkerPool, signal_name
 from .measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, TimingFront, TimingOptions,
                       resolve_timing)
 from .space import InstantiationError
@@ -96,7 +96,7 @@ def build_reference_func(task, path: str) -> BuildResult:
     """The naive schedule of ``task``, exported to ``path``: what candidates' outputs are compared
     with. On the CPU that is ``te.create_schedule`` of the outputs (no transformation); for CUDA,
     every stage is its own kernel with its output axes spread over threads
-    (``tilecraft.codegen.cuda_schedules.naive``)."""
+    (``tilecraft.schedule.naive_gpu.naive``)."""
     from tilecraft import te
 
     t0 = time.perf_counter()
@@ -105,7 +105,7 @@ def build_reference_func(task, path: str) -> BuildResult:
     outputs = [t for t, (_, _, out) in zip(args, info) if out]
     target = str(task.target) if task.target is not None else "llvm"
     if _is_cuda(target):
-        from tilecraft.codegen.cuda_schedules import naive as naive_gpu
+        from tilecraft.schedule.naive_gpu import naive as naive_gpu
         naive = naive_gpu(outputs)
     else:
         naive = te.create_schedule([t.op for t in outputs])

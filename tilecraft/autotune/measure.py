@@ -438,7 +438,7 @@ class MeasureBatch:
     def __init__(self, task, option: dict):
         target = getattr(task, "target", None)
         if target is not None and getattr(target, "kind", None) == "llvm":
-            from tilecraft.codegen.llvm import check_target   # a bad -mcpu fails here, once, not per candidate
+            from tilecraft.codegen.llvm_target import check_target   # a bad -mcpu fails here, once, not per candidate
 
             check_target(target)
         self.builder = option["builder"]

@@ -237,7 +237,7 @@ def create(task_name: str, args, target="llvm", target_host=None) -> Task:
     func = TASK_TABLE[task_name]
     task = Task(task_name, args, target, func)
     if task.target is not None and task.target.kind == "llvm":
-        from tilecraft.codegen.llvm import check_target   # a bad -mcpu must fail here, once
+        from tilecraft.codegen.llvm_target import check_target   # a bad -mcpu must fail here, once
 
         check_target(task.target)
     space, sch = collect_space(func, task.args, task.target)

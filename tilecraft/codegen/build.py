@@ -5,32 +5,44 @@
 """
 from __future__ import annotations
 
-import time
-
 from ..ir.stmt import PrimFunc
 from ..schedule import Schedule, lower
-from ..target import Target
+from ..target import Target, TargetError
 
 
 class BuildError(RuntimeError):
     """Code generation or compilation failed; the message says where."""
 
 
-def build(inputs, args=None, target=None, name: str = "default_function", target_host=None,
-          binds=None, print_ir: bool = False):
+def build(inputs, args=None, target=None, target_host=None, name: str = "default_function", binds=None,
+          print_ir: bool = False):
     """Compile a schedule (with its argument tensors) or an already lowered ``PrimFunc``.
 
     ``target`` is ``"llvm"`` (the host CPU with all its features; ``"llvm -mcpu=..."`` to
     choose), ``"cuda"``, a :class:`Target`, or None for the current target (default ``llvm``).
+    ``target_host`` (TVM's) must be None or an ``llvm`` target: tilecraft's host code is the CPU
+    code itself (``llvm``) or Python (``cuda``, which launches the kernels through pycuda), so
+    nothing else is compiled for it. ``binds`` is passed to :func:`~tilecraft.lower` (only None).
+
+    >>> f = tilecraft.build(s, [A, B, C], target="llvm", name="vadd")
     """
     if target is None:
         target = Target.current() or Target("llvm")
     tgt = Target(target)
+    if target_host is not None:
+        try:
+            host = Target(target_host)
+        except TargetError as e:
+            raise BuildError(f"build: target_host: {e}") from None
+        if host.kind != "llvm":
+            raise BuildError(f"build: target_host must be an llvm target (the host is the CPU), got {str(host)!r}")
     if isinstance(inputs, Schedule):
         if args is None:
             raise BuildError("build(s, args): give the argument tensors, e.g. build(s, [A, B, C])")
-        func = lower(inputs, args, name=name, print_ir=print_ir, target=tgt.kind)
+        func = lower(inputs, args, name=name, binds=binds, print_ir=print_ir, target=tgt.kind)
     elif isinstance(inputs, PrimFunc):
+        if binds is not None:
+            raise BuildError("build: binds applies to lowering a schedule; this function is lowered already")
         func = inputs
     else:
         raise BuildError(f"build expects a schedule or a lowered function, got {type(inputs).__name__}")

@@ -6,19 +6,22 @@
 
 The renderer is :class:`~tilecraft.codegen.cuda_cstyle.CStyleRenderer` plus the overrides below:
 launch indices, ``__shared__`` declarations, ``__syncthreads()``, ``__launch_bounds__``,
-``#pragma unroll``, fp16 through ``cuda_fp16.h``, the math table and the block all-reduce.
+``#pragma unroll``, fp16 through ``cuda_fp16.h``, the math functions (the ``cuda=`` names of the
+intrinsic table, ``ir/intrinsics.py``) and the block all-reduce.
 """
 from __future__ import annotations
 
 import time
 
 from ..ir import dtype as dt
+from ..ir import intrinsics
 from ..ir.expr import BinOp, Const
 from ..ir.functor import post_order_visit
 from ..ir.stmt import BufferStore, ForKind, PrimFunc
 from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
+from ..schedule.passes.legalize import legalize_func
 from .cuda_cstyle import CStyleRenderer
 
 PRELUDE = r"""
@@ -73,17 +76,55 @@ __device__ __forceinline__ T tc_allreduce(T v, Op op) {
 }
 """
 
-# math intrinsics: IR name -> (float32 function, float64 function); fp16 computes in float32
-MATH = {
-    "exp": ("expf", "exp"), "exp2": ("exp2f", "exp2"), "log": ("logf", "log"),
-    "log2": ("log2f", "log2"), "log10": ("log10f", "log10"), "sqrt": ("sqrtf", "sqrt"),
-    "rsqrt": ("rsqrtf", "rsqrt"), "tanh": ("tanhf", "tanh"), "erf": ("erff", "erf"),
-    "floor": ("floorf", "floor"), "ceil": ("ceilf", "ceil"), "round": ("rintf", "rint"),
-    "trunc": ("truncf", "trunc"), "sin": ("sinf", "sin"), "cos": ("cosf", "cos"),
-    "fabs": ("fabsf", "fabs"), "pow": ("powf", "pow"), "fma": ("fmaf", "fma"),
-    "isnan": ("isnan", "isnan"),
-}
+# the all-reduce for a number of threads per row that is not a power of two; added to the
+# source only when a kernel uses it (the power-of-two code above stays as it is)
+ALLREDUCE_ANY = r"""
+__host__ __device__ constexpr int tc_ceil_pow2(int n) { return n <= 1 ? 1 : 2 * tc_ceil_pow2((n + 1) / 2); }
 
+// Reduce v over the BDX threads of each threadIdx.x row of a block of NT threads, for any BDX: a
+// row may start and end anywhere in a warp. Starts with a block barrier; every thread gets its
+// row's result. Warp shuffles fold each row's piece of a warp into the piece's first lane (a lane
+// combines only lanes of its row that exist), the pieces' partials go through shared memory (one
+// per warp for the pieces that start a warp, one per row for those that start a row inside a
+// warp), and each thread combines its row's partials.
+template <class T, int BDX, int NT, class Op>
+__device__ __forceinline__ T tc_allreduce_any(T v, Op op) {
+  constexpr int R = NT / BDX;
+  const int x = threadIdx.x;
+  const int row = threadIdx.y + blockDim.y * threadIdx.z;
+  const int tid = x + BDX * row;
+  const int lane = tid & 31;
+  const int n = min(32, NT - (tid & ~31));
+  const unsigned mask = n == 32 ? 0xffffffffu : ((1u << n) - 1u);
+  __syncthreads();
+#pragma unroll
+  for (int o = tc_ceil_pow2(BDX < 32 ? BDX : 32) / 2; o > 0; o >>= 1) {
+    const T w = __shfl_down_sync(mask, v, o);
+    if (x + o < BDX && lane + o < n) v = op(v, w);
+  }
+  if constexpr (R == 1 && BDX <= 32) {
+    return __shfl_sync(mask, v, 0);
+  } else {
+    __shared__ T tc_red_warp[(NT + 31) / 32];
+    const int start = tid - x;                          // the row's first thread
+    const int last = (start + BDX - 1) >> 5;            // the warp of its last thread
+    if (lane == 0) tc_red_warp[tid >> 5] = v;
+    if constexpr (R > 1 && BDX % 32 != 0) {
+      __shared__ T tc_red_row[R];
+      if (x == 0 && lane != 0) tc_red_row[row] = v;
+      __syncthreads();
+      T r = (start & 31) ? tc_red_row[row] : tc_red_warp[start >> 5];
+      for (int w = (start >> 5) + 1; w <= last; ++w) r = op(r, tc_red_warp[w]);
+      return r;
+    } else {
+      __syncthreads();
+      T r = tc_red_warp[start >> 5];
+      for (int w = (start >> 5) + 1; w <= last; ++w) r = op(r, tc_red_warp[w]);
+      return r;
+    }
+  }
+}
+"""
 
 class CUDARenderer(CStyleRenderer):
     """CUDA C for the kernels of one lowered function."""
@@ -91,7 +132,9 @@ class CUDARenderer(CStyleRenderer):
     def __init__(self):
         super().__init__()
         self.uses_half = False
+        self.uses_allreduce_any = False
         self.bdx = 1
+        self.nthreads = 1
 
     # --- overrides of the C-style base ----------------------------------------------------------
     def ctype(self, dtype: str) -> str:
@@ -151,31 +194,26 @@ class CUDARenderer(CStyleRenderer):
             self.uses_half = True
             if src == "float64":        # one rounding: through float would round twice
                 return f"__double2half({v})"
+            if src == "float32":          # float16 math legalized to float32 comes back here
+                return f"__float2half({v})"
             return f"__float2half((float)({v}))" if src != "float16" else v
         if src == "float16":
-            return f"(({self.ctype(dst)})__half2float({v}))"
+            return f"__half2float({v})" if dst == "float32" else f"(({self.ctype(dst)})__half2float({v}))"
         return super().cast(dst, src, v)
 
     def call(self, name: str, args: list, dtype: str, nodes=()) -> str:
         if name.startswith(ALLREDUCE_PREFIX):
             op = name[len(ALLREDUCE_PREFIX):]
+            if self.bdx & (self.bdx - 1):
+                self.uses_allreduce_any = True
+                return f"tc_allreduce_any<{self.ctype(dtype)}, {self.bdx}, {self.nthreads}>({args[0]}, tc_op_{op}())"
             return f"tc_allreduce<{self.ctype(dtype)}, {self.bdx}>({args[0]}, tc_op_{op}())"
-        if name == "sigmoid":
-            x = args[0]
-            if dt.element_of(dtype) == "float16":
-                return f"__float2half(1.0f / (1.0f + expf(-__half2float({x}))))"
-            one = "1.0" if dt.element_of(dtype) == "float64" else "1.0f"
-            e = "exp" if dt.element_of(dtype) == "float64" else "expf"
-            return f"({one} / ({one} + {e}(-({x}))))"
-        hit = MATH.get(name)
-        if hit is None:
+        row = intrinsics.lookup(name)
+        if row is None or row.cuda is None:
             raise NotImplementedError(f"the intrinsic {name!r} has no CUDA translation")
+        # legalize left float32 and float64 calls only (float16 computes in float32)
         el = dt.element_of(nodes[0].dtype) if nodes else dt.element_of(dtype)
-        if el == "float16":
-            inner = ", ".join(f"__half2float({a})" for a in args)
-            out = f"{hit[0]}({inner})"
-            return out if name == "isnan" else f"__float2half({out})"
-        return f"{hit[1] if el == 'float64' else hit[0]}({', '.join(args)})"
+        return f"{row.cuda.float64 if el == 'float64' else row.cuda.float32}({', '.join(args)})"
 
     # --- kernels ----------------------------------------------------------------------------
     def kernel(self, info, body) -> str:
@@ -184,6 +222,7 @@ class CUDARenderer(CStyleRenderer):
         for tag, v in info.index_vars.items():
             self.names[v] = f"((int){tag})"
         self.bdx = info.block[0]
+        self.nthreads = info.threads
         written = set()
         post_order_visit(body, lambda n: written.add(n.buffer) if isinstance(n, BufferStore) else None)
         params = []
@@ -210,9 +249,10 @@ def _pow2(node):
 def for_gpu(func: PrimFunc) -> PrimFunc:
     """``func`` itself if it was lowered with ``target="cuda"``, else with the GPU passes run now
     (TVM's ``tvm.build(tvm.lower(s, args), target="cuda")`` flow; ``double_buffer`` is kept: it is
-    an attribute of the lowered function)."""
+    an attribute of the lowered function). Either way its intrinsics are legalized for CUDA."""
     from ..ir.stmt import Allocate, AttrStmt, SeqStmt
     from ..schedule.passes.gpu_lower import lower_for_gpu
+    func = legalize_func(func, "cuda")
     body = func.body
     while isinstance(body, Allocate):
         body = body.body
@@ -236,7 +276,8 @@ def generate_cuda(funcs) -> str:
     head = ["// generated by tilecraft"]
     if r.uses_half:
         head.append("#include <cuda_fp16.h>")
-    return "\n".join(head) + "\n" + PRELUDE + "\n" + "\n\n".join(kernels) + "\n"
+    prelude = PRELUDE + ALLREDUCE_ANY if r.uses_allreduce_any else PRELUDE
+    return "\n".join(head) + "\n" + prelude + "\n" + "\n\n".join(kernels) + "\n"
 
 
 def build_cuda(funcs, target):

@@ -4,14 +4,22 @@ The CUDA renderer (``cuda.py``) subclasses it and overrides only what differs fr
 indices, ``__shared__``, barriers, fp16, the all-reduce, the math table). Vector expressions
 (after ``vectorize``) are rendered lane by lane into small arrays, with 4/8/16-byte loads and
 stores where the address is provably aligned (``vector_access``).
+
+What C evaluates eagerly and the IR may not: the wide loads of a vector store are hoisted ahead of
+the statement (``hoisted_loads``). A load inside a branch of a lazy ``if_then_else`` (which may
+guard an out-of-bounds access) is hoisted only under that branch's condition, ``if (c) { wide
+load }``, and not at all when the condition differs between lanes. Everything else keeps the IR's
+order: ``?:`` and ``&&``/``||`` are lazy in C, a vector ``let`` is computed lane by lane.
 """
 from __future__ import annotations
 
 import re
 
 from ..ir import dtype as dt
-from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Select,
-                       Unary, UnOp, Var, VectorReduce)
+from ..ir.builtin import BUILTINS, symbol_of
+from ..ir.expr import (AccessPtr, BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp,
+                       Select, Unary, UnOp, Var, VectorReduce)
+from ..ir.functor import children
 from ..schedule.passes.gpu_vector_index import known_multiple
 from ..ir.stmt import Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt
 
@@ -42,6 +50,53 @@ def wide_access_bytes(buf, idx, lanes: int) -> int:
     if width not in RAW_VECTOR:
         return 0
     return width if known_multiple(idx.base) % lanes == 0 else 0
+
+
+def hoisted_loads(value, lanes: int, access=wide_access_bytes) -> list:
+    """The vector loads of a vector store's ``value`` that the C loads widely before the statement,
+    as ``(load, bytes, guard)`` in first-seen order. ``guard`` is ``((select, taken), ...)``: the
+    lazy selects (``if_then_else``) whose branches enclose every use of the load, with the side
+    taken; the C loads it only where all of them pick that side (``()``: unconditionally). A load
+    under a lazy select whose condition differs between lanes, or used under different guards, is
+    not hoisted (each lane loads it under its own ``?:``). ``access`` is the renderer's alignment
+    proof (``wide_access_bytes``); the emulator checks the same list against the buffers' bounds.
+
+    >>> # for  B[ramp(4t, 1, 4)] = if_then_else(i + 1 < n, A[ramp(64 * i + 4t + 64, 1, 4)], 0)
+    >>> # [(A[...], 16, ((that select, True),))]:  if (i + 1 < n) { 16-byte load of A }
+    """
+    found: dict = {}                      # load -> [bytes, guard or None (uses disagree)]
+
+    def walk(x, guard):
+        if isinstance(x, BufferLoad) and dt.lanes(x.dtype) > 1:
+            seen = found.get(x)
+            if seen is not None:
+                seen[1] = _merge_guards(seen[1], guard)
+                return
+            wide = access(x.buffer, x.indices[0], lanes)
+            if wide:
+                found[x] = [wide, guard]
+                return
+        if isinstance(x, Select) and x.lazy:
+            walk(x.condition, guard)
+            if dt.lanes(x.condition.dtype) == 1:      # one condition for every lane: load under it
+                walk(x.true_value, guard + ((x, True),))
+                walk(x.false_value, guard + ((x, False),))
+            return
+        for c in children(x):
+            walk(c, guard)
+    walk(value, ())
+    return [(load, wide, guard) for load, (wide, guard) in found.items() if guard is not None]
+
+
+def _merge_guards(a, b):
+    """The guard of a load used under guards ``a`` and ``b``: none if either use is unguarded,
+    ``a`` if they are the same selects and sides, else None (not hoisted)."""
+    if a == () or b == ():
+        return ()
+    if a is None or b is None or len(a) != len(b):
+        return None
+    same = all(x[0] is y[0] and x[1] == y[1] for x, y in zip(a, b))
+    return a if same else None
 
 
 class CStyleRenderer:
@@ -196,24 +251,21 @@ class CStyleRenderer:
         return wide_access_bytes(buf, idx, lanes)
 
     def hoist_vector_loads(self, e, lanes: int, d) -> dict:
-        """Load each aligned vector BufferLoad in ``e`` once, widely, into a small array."""
+        """Load each vector BufferLoad of ``e`` that ``hoisted_loads`` picks once, widely, into a
+        small array (under the conditions of the lazy selects around it)."""
         out: dict = {}
-
-        def walk(x):
-            if isinstance(x, BufferLoad) and dt.lanes(x.dtype) > 1 and x not in out:
-                wide = self.vector_access(x.buffer, x.indices[0], lanes)
-                if wide:
-                    arr = self.tmp("ld")
-                    raw = RAW_VECTOR[wide]
-                    self.emit(d, f"__align__({wide}) {self.ctype(x.dtype)} {arr}[{lanes}];")
-                    self.emit(d, f"*({raw}*){arr} = *(const {raw}*)({self.buf(x.buffer)} + "
-                                 f"{self.expr(x.indices[0].base)});")
-                    out[x] = arr
-                    return
-            from ..ir.functor import children
-            for c in children(x):
-                walk(c)
-        walk(e)
+        for x, wide, guard in hoisted_loads(e, lanes, self.vector_access):
+            arr = self.tmp("ld")
+            raw = RAW_VECTOR[wide]
+            self.emit(d, f"__align__({wide}) {self.ctype(x.dtype)} {arr}[{lanes}];")
+            load = f"*({raw}*){arr} = *(const {raw}*)({self.buf(x.buffer)} + {self.expr(x.indices[0].base)});"
+            if guard:
+                conds = [self.expr(sel.condition) if taken else f"!{self.expr(sel.condition)}"
+                         for sel, taken in guard]
+                self.emit(d, f"if ({' && '.join(conds)}) {{ {load} }}")
+            else:
+                self.emit(d, load)
+            out[x] = arr
         return out
 
     def lane(self, e, k: int, pre: dict | None = None) -> str:
@@ -313,7 +365,15 @@ class CStyleRenderer:
         return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
 
     def e_Call(self, e: Call) -> str:
+        if e.name in BUILTINS:
+            raise NotImplementedError(
+                f"{e.name}('{symbol_of(e)}') in a kernel: this backend cannot call C functions or LLVM "
+                f"intrinsics (a tensorized stage lowered for the CPU can; GPU tensor intrinsics are "
+                f"declared with their own builtins)")
         return self.call(e.name, [self.expr(a) for a in e.args], e.dtype, e.args)
+
+    def e_AccessPtr(self, e: AccessPtr) -> str:
+        return f"(&{self.buf(e.buffer)}[{self.expr(e.offset)}])"
 
     def call(self, name: str, args: list, dtype: str, nodes=()) -> str:
         return f"{name}({', '.join(args)})"

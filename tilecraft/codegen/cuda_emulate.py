@@ -3,7 +3,10 @@
 Every thread of every block runs in lock step: a value is a numpy array with one entry per thread
 of the whole grid (``(threads,)``, or ``(threads, lanes)`` for vectors); a condition that differs
 between threads masks the threads that do not take it. Shared buffers have one copy per block,
-local buffers one per thread. While it runs it checks what a GPU would not:
+local buffers one per thread. Global workspace buffers (intermediate stages between kernels),
+shared and local memory start out poisoned (NaN, bytes of 0x5A, True), as a GPU leaves them
+unset: a kernel that reads what nobody wrote shows it in its outputs. While it runs it checks
+what a GPU would not:
 
 * every access lies inside its buffer (an out-of-bounds index raises ``EmulationError``);
 * no thread reads a shared element that another thread of its block wrote, or writes one that
@@ -16,7 +19,10 @@ local buffers one per thread. While it runs it checks what a GPU would not:
   function run in order, so a kernel may read what an earlier one wrote;
 * every barrier is reached by all threads of the block (no barrier in divergent code);
 * every vector access the CUDA C makes 4, 8 or 16 bytes wide starts at a multiple of its width
-  (the renderer proves it from the index; a wrong proof is a misaligned-address fault on a GPU).
+  (the renderer proves it from the index; a wrong proof is a misaligned-address fault on a GPU);
+* every vector load the CUDA C hoists ahead of its store (``cuda_cstyle.hoisted_loads``) is in
+  bounds wherever the C performs it, under the guard the C puts on it (a load that the IR
+  evaluates only inside an ``if_then_else`` branch must not be loaded unguarded).
 
 It is the executable check of the GPU lowering on machines without a GPU, not a fast simulator:
 use small shapes.
@@ -25,21 +31,20 @@ use small shapes.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..ir import dtype as dt
+from ..ir import intrinsics
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Ramp, Select, Unary,
                        UnOp, Var, VectorReduce)
 from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt,
-                       SeqStmt)
+                       SeqStmt, TENSOR_INTRIN_SCOPE)
 from ..ir.expr import trunc_divide, trunc_remainder
 from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
-from .cuda_cstyle import wide_access_bytes
+from .cuda_cstyle import hoisted_loads, wide_access_bytes
 
 
 class EmulationError(RuntimeError):
@@ -48,6 +53,17 @@ class EmulationError(RuntimeError):
 
 def _np(dtype: str):
     return np.dtype("bool" if dt.is_bool(dtype) else dt.element_of(dtype))
+
+
+def _poisoned(shape, dtype: str) -> np.ndarray:
+    """Memory the kernels have not written yet: NaN for floats, bytes of 0x5A for integers, True
+    for bools (a GPU leaves it as it was, so a read of it must show, not read zeros)."""
+    d = _np(dtype)
+    if d.kind == "f":
+        return np.full(shape, np.nan, d)
+    if d.kind == "b":
+        return np.ones(shape, d)
+    return np.full(shape, int.from_bytes(b"\x5a" * d.itemsize, "little"), d)
 
 
 _BIN = {
@@ -59,27 +75,6 @@ _BIN = {
     BinOp.SHR: np.right_shift, BinOp.FLOORDIV: np.floor_divide, BinOp.FLOORMOD: np.mod,
 }
 
-def _erf(x):
-    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x
-
-
-def _fma(a, b, c):
-    # one rounding, as fmaf: a float32 product is exact in float64
-    if a.dtype.itemsize <= 4:
-        return (a.astype(np.float64) * b + c).astype(a.dtype)
-    return a * b + c
-
-
-# the intrinsics of the CUDA backend (``cuda.MATH`` and ``sigmoid``); float16 computes in
-# float32 and rounds once, as the generated code does (``Call`` below)
-_MATH = {
-    "exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log10": np.log10,
-    "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh, "erf": _erf, "floor": np.floor,
-    "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "sin": np.sin, "cos": np.cos,
-    "fabs": np.abs, "pow": np.power, "fma": _fma, "isnan": np.isnan,
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-}
-
 _REDUCE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
@@ -89,7 +84,7 @@ class _Shared:
     def __init__(self, buf, nblocks: int):
         n = int(buf.shape[0].value)
         self.buf = buf
-        self.data = np.zeros((nblocks, n), _np(buf.dtype))
+        self.data = _poisoned((nblocks, n), buf.dtype)
         self.writer = np.full((nblocks, n), -1, np.int64)
         self.reader = np.full((nblocks, n), -1, np.int64)     # -2: several threads
 
@@ -152,6 +147,7 @@ class _Kernel:
         self.grid, self.block = grid, block
         self.epoch = np.zeros(self.nblocks, np.int64)        # barriers each block has passed
         self.wide: dict = {}                                   # (buffer, index) -> bytes per wide access
+        self.hoisted: dict = {}                                # vector store -> hoisted_loads of its value
         # only global buffers this kernel writes can race; reads of the others are not tracked
         self.tracked: dict = {}
         if check_races:
@@ -193,7 +189,7 @@ class _Kernel:
         elif t is Allocate:
             n = int(_const_eval(s.buffer.shape[0], {}))
             if s.buffer.scope == "local":
-                self.local[s.buffer] = np.zeros((self.L, n), _np(s.buffer.dtype))
+                self.local[s.buffer] = _poisoned((self.L, n), s.buffer.dtype)
             else:
                 raise EmulationError(f"unexpected {s.buffer.scope} allocation '{s.buffer.name}' inside a kernel")
             self.stmt(s.body, mask)
@@ -203,6 +199,11 @@ class _Kernel:
             elif not isinstance(s.value, Const):
                 self.expr(s.value, mask)
         elif t is AttrStmt:
+            if s.key == TENSOR_INTRIN_SCOPE:
+                # the hook for GPU tensor intrinsics: run interp.run_tensor_intrin on the boxes
+                # of the enclosing buffer_bind_scopes (per thread, or per warp for warp-wide ones)
+                raise EmulationError(f"the kernel uses the tensor intrinsic '{s.node.name}'; the emulator "
+                                     f"does not run tensor intrinsics yet")
             self.stmt(s.body, mask)
         else:
             raise EmulationError(f"cannot emulate {t.__name__}")
@@ -232,6 +233,8 @@ class _Kernel:
                                  f"(size {size}) by thread {int(self.tid[i[0]])} of block {int(self.block_of[i[0]])}")
 
     def store(self, s, mask):
+        if dt.lanes(s.value.dtype) > 1:
+            self._check_hoisted(s, mask)
         val = self.expr(s.value, mask)
         idx = self.expr(s.indices[0], mask).astype(np.int64)
         if idx.ndim == 2:
@@ -332,16 +335,11 @@ class _Kernel:
         if t is Call:
             if e.name.startswith(ALLREDUCE_PREFIX):
                 return self.allreduce(e, mask)
-            fn = _MATH.get(e.name)
-            if fn is None:
+            # the math table: the intrinsic table's numpy reference (ir/intrinsics.py)
+            if intrinsics.lookup(e.name) is None:
                 raise EmulationError(f"kernel {self.info.name}: the emulator does not know the intrinsic "
                                      f"'{e.name}' (in `{e}`)")
-            args = [self.expr(a, mask) for a in e.args]
-            if any(a.dtype == np.float16 for a in args):
-                args = [a.astype(np.float32) for a in args]
-            with np.errstate(all="ignore"):
-                out = fn(*args)
-            return out.astype(_np(e.dtype))
+            return intrinsics.evaluate(e.name, [self.expr(a, mask) for a in e.args], e.dtype)
         raise EmulationError(f"cannot emulate {t.__name__}")
 
     def load(self, e, mask):
@@ -392,6 +390,32 @@ class _Kernel:
                 f"kernel {self.info.name}: misaligned vector access: the CUDA C {what} {buf.scope} '{buf.name}' "
                 f"{width} bytes at a time, believing the index `{node.base}` a multiple of {lanes}, but "
                 f"{self._thread(k)} reaches element {int(idx[k, 0])}")
+
+    def _check_hoisted(self, s, mask):
+        """The loads the CUDA C performs before the store ``s``, each where its guard holds, are
+        in bounds (the IR's lazy selects may guard them; the C must not load them regardless)."""
+        plan = self.hoisted.get(s)
+        if plan is None:
+            plan = self.hoisted[s] = hoisted_loads(s.value, dt.lanes(s.value.dtype))
+        for load, _, guard in plan:
+            m = mask
+            for sel, taken in guard:
+                c = self.expr(sel.condition, m).astype(bool)
+                m = m & (c if taken else ~c)
+            if not m.any():
+                continue
+            idx = self.expr(load.indices[0], m).astype(np.int64)
+            kind, where = self._where(load.buffer)
+            size = where.size if kind == "global" else where.shape[1] if kind == "local" else where.data.shape[1]
+            bad = m[:, None] & ((idx < 0) | (idx >= size))
+            if bad.any():
+                k, j = np.argwhere(bad)[0]
+                conds = [str(sel.condition) if taken else f"not {sel.condition}" for sel, taken in guard]
+                why = f"under the guard `{' and '.join(conds)}`" if guard else "unconditionally"
+                raise EmulationError(
+                    f"kernel {self.info.name}: out-of-bounds access {load.buffer.name}[{int(idx[k, j])}] (size {size}) "
+                    f"by {self._thread(k)}: the CUDA C loads `{load}` ahead of the store to "
+                    f"'{s.buffer.name}', {why}")
 
     # --- the global-memory race check ------------------------------------------------------
     def _thread(self, lane) -> str:
@@ -497,9 +521,42 @@ class _Kernel:
         v = self.expr(e.args[0], mask)
         op = _REDUCE[e.name[len(ALLREDUCE_PREFIX):]]
         bx = self.info.block[0]
+        if bx & (bx - 1):
+            return _allreduce_any(v, op, bx, self.nthreads)
         groups = v.reshape(-1, bx)
         r = op.reduce(groups, axis=1).astype(v.dtype)
         return np.repeat(r, bx)
+
+
+def _allreduce_any(v, op, bx: int, nt: int):
+    """The CUDA C's ``tc_allreduce_any`` (rows of ``bx`` threads, not a power of two, in blocks of
+    ``nt``), step by step: the guarded shuffles fold each row's piece of a warp into the piece's
+    first lane; each thread then combines its row's first lane with the first lane of every
+    further warp the row reaches. Any slip in those guards shows as a wrong sum here."""
+    g = np.arange(v.size)
+    tid = g % nt
+    x, lane = tid % bx, tid & 31
+    n = np.minimum(32, nt - (tid & ~31))            # lanes that exist in the thread's warp
+    o = 1
+    while o < min(bx, 32):
+        o *= 2
+    o //= 2
+    while o > 0:                                    # __shfl_down_sync, the guard, the fold
+        ok = (x + o < bx) & (lane + o < n)
+        w = v[np.where(ok, g + o, g)]
+        v = np.where(ok, op(v, w), v).astype(v.dtype)
+        o //= 2
+    start = g - x                                   # the row's first thread
+    r = v[start]
+    last = ((tid - x) + bx - 1) >> 5                # the warp of the row's last thread
+    w = ((tid - x) >> 5) + 1
+    block0 = g - tid
+    while True:
+        more = w <= last
+        if not more.any():
+            return r
+        r = np.where(more, op(r, v[np.where(more, block0 + 32 * w, g)]), r).astype(v.dtype)
+        w = w + 1
 
 
 def _same_as_landed(idx, vals):
@@ -551,6 +608,6 @@ def emulate(func, args, check_races: bool = True) -> None:
             env[v] = extra.pop(0)
     workspace, kernels = kernels_of(func.body)
     for w in workspace:
-        globals_[w] = np.zeros(_const_eval(w.shape[0], env), _np(w.dtype))
+        globals_[w] = _poisoned(_const_eval(w.shape[0], env), w.dtype)
     for info, body in kernels:
         _Kernel(info, body, globals_, env, check_races, shapes).run()

@@ -1,10 +1,17 @@
-"""LLVM backend: lowered ``PrimFunc`` → LLVM IR text → optimised IR → machine code, on first use.
+"""LLVM backend, the code generator: lowered ``PrimFunc`` → LLVM IR text.
 
 Entry points:
 
 * :func:`build_llvm` ``(funcs, target="llvm", entry_name=None) -> tilecraft.runtime.Module``
 * :func:`codegen_llvm` ``(funcs, target) -> LLVMSource`` (text and signatures; no LLVM calls)
-* :func:`compile_llvm` ``(source, lazy=False) -> Module`` (parse, ``opt``, MCJIT; ``lazy`` defers MCJIT)
+* ``llvm_jit.compile_llvm`` ``(source, lazy=False) -> Module`` (parse, ``opt``, MCJIT; ``lazy`` defers MCJIT)
+
+The backend's other files: ``llvm_target.py`` (target options, target machines, the ``O<n>``
+pipeline), ``llvm_jit.py`` (optimisation and machine code, on first use), ``llvm_types.py`` (types
+and constants), and the mixins of :class:`LLVMCodegen`: ``llvm_parallel.py`` (parallel loops),
+``llvm_math.py`` (intrinsic calls, as the intrinsic table's ``llvm=`` entries say, after
+``codegen_llvm`` has legalized each function for LLVM), ``llvm_status.py`` (failure points), ``llvm_bounds.py`` (bound
+checks); ``llvm_vector_reduce.py`` emits ``VectorReduce`` (the lanes of a vector folded in halves).
 
 IR is emitted as text, not through ``llvmlite.ir``: building the same 10,000 instructions takes
 about 7 ms as text and 160 ms through ``llvmlite.ir`` (measured here), and code generation must be
@@ -28,7 +35,8 @@ Statements map to LLVM as follows: ``For`` is a counted loop (``unrolled`` adds
 ``For`` is outlined into ``void body(void* closure)`` and run by ``GOMP_parallel`` (libgomp's
 thread pool), each thread taking one static chunk; parallel loops nested in a parallel loop run
 serially. ``Allocate`` is an ``alloca`` in the function's entry block when its size is a constant
-of at most 64 KiB, else ``aligned_alloc(64, ...)``/``free`` around its body; a NULL from
+of at most 64 KiB, else ``aligned_alloc(64, ...)``/``free`` around its body, the size computed in
+64 bits (the IR's int32 ``m * n`` may exceed 2**31 - 1); a NULL from
 ``aligned_alloc`` returns ``STATUS_OUT_OF_MEMORY`` naming the buffer and the bytes. Under
 ``PassContext(config={"tir.instrument_bound_checkers": True})`` every load and store is checked
 against its buffer first (``llvm_bounds.py``).
@@ -36,194 +44,29 @@ against its buffer first (``llvm_bounds.py``).
 from __future__ import annotations
 
 import re
-import threading
-from dataclasses import dataclass
-from functools import lru_cache
 
 from ..ir import dtype as dt
-from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Select,
-                       SizeVar, Unary, UnOp, Var, VectorReduce)
+from ..ir.builtin import BUILTINS
+from ..ir.expr import (AccessPtr, BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp,
+                       Select, SizeVar, StringImm, Unary, UnOp, Var, VectorReduce)
 from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                        LetStmt, PrimFunc, SeqStmt)
-from ..runtime.signature import FuncSignature, ParamSpec, dim_of_expr
+from ..runtime.signature import FuncSignature, signature_of
 from ..runtime.status import STATUS_OUT_OF_MEMORY
+from ..schedule.passes.legalize import legalize_func
 from .llvm_bounds import BoundChecks
+from .llvm_calls import CallEmitter
+from .llvm_jit import LLVMSource, compile_llvm
+from .llvm_math import MathCalls
+from .llvm_parallel import THREADS_GLOBAL, ParallelLoops
+from .llvm_status import ERROR_BUFFER_SYMBOL, StatusEmitter, printf_escape
+from .llvm_target import LLVMOptions, parse_target
+from .llvm_types import (CodegenError, cast_instruction, const_literal, intrinsic_suffix, kind, ll_type,
+                         mem_type, splat_literal, zero)
 from .llvm_vector_reduce import vector_reduce
-from .llvm_status import (ERROR_BUFFER_SYMBOL, StatusEmitter, jit_error_message, jit_error_support,
-                          printf_escape)
-from .llvm_types import (cast_instruction, const_literal, intrinsic_suffix, kind, ll_type, mem_type,
-                         splat_literal, zero)
 
 STACK_LIMIT_BYTES = 64 * 1024
-THREADS_GLOBAL = "tilecraft_num_threads"
-
-
-class CodegenError(Exception):
-    """The IR cannot be compiled by the LLVM backend (the message says which node and why)."""
-
-
-# ------------------------------------------------------------------------------------------------
-# Targets
-
-@dataclass(frozen=True)
-class LLVMOptions:
-    """What the target string decides: ``llvm -mcpu=znver3 -mattr=+avx2 -opt-level=3 -fast-math``."""
-    target: str
-    triple: str
-    cpu: str
-    features: str
-    opt_level: int = 3
-    fast_math: bool = False
-
-
-def parse_target(target="llvm") -> LLVMOptions:
-    """Host CPU name and features unless ``-mcpu=``/``-mattr=`` say otherwise."""
-    from ..target import Target
-    t = Target(target)
-    if t.kind != "llvm":
-        raise CodegenError(f"the LLVM backend compiles for target 'llvm', got {str(t)!r}")
-    check_target(t)
-    llvm = _llvm()
-    cpu = t.attrs.get("mcpu") or llvm.get_host_cpu_name()
-    if "mattr" in t.attrs:
-        features = t.attrs["mattr"]
-    elif "mcpu" in t.attrs:
-        features = ""
-    else:
-        features = llvm.get_host_cpu_features().flatten()
-    triple = t.attrs.get("mtriple") or llvm.get_process_triple()
-    try:
-        opt = int(t.attrs.get("opt-level", 3))
-    except ValueError:
-        raise CodegenError(f"-opt-level must be 0..3, got {t.attrs['opt-level']!r}") from None
-    fast = t.attrs.get("fast-math", "0") not in ("0", "false")
-    return LLVMOptions(str(t), triple, cpu, features, opt, fast)
-
-
-# LLVM aborts the whole process on some target options instead of reporting them: an unknown
-# -mcpu on x86-64 ("LLVM ERROR: 64-bit code requested on a subtarget that doesn't support it"),
-# an -mattr entry without +/- (an assertion). So they are checked here first, against the names
-# LLVM lists for the triple; LLVM prints that list only to stderr (for the CPU name "help"), so
-# it is read once per process from a short-lived child process.
-_PROBE = ("import os, sys, llvmlite.binding as llvm\n"
-          "llvm.initialize_native_target(); llvm.initialize_native_asmprinter()\n"
-          "llvm.Target.from_triple(sys.argv[1]).create_target_machine(cpu='help', features='')\n"
-          "sys.stderr.flush(); os._exit(0)\n")
-_known_names: dict = {}
-_checked_targets: set = set()
-
-
-def known_cpus_and_features(triple: str) -> tuple[list[str], list[str]]:
-    """The CPU names and feature names LLVM knows for ``triple`` (empty lists when LLVM cannot
-    list them here).
-
-    >>> cpus, features = known_cpus_and_features(_llvm().get_process_triple())
-    >>> "skylake-avx512" in cpus, "avx2" in features
-    (True, True)
-    """
-    if triple not in _known_names:
-        import subprocess
-        import sys
-
-        try:
-            out = subprocess.run([sys.executable, "-c", _PROBE, triple], capture_output=True, text=True,
-                                 timeout=120).stderr
-        except (OSError, subprocess.SubprocessError):
-            out = ""
-        sections: dict = {"cpus": [], "features": []}
-        current = None
-        for line in out.splitlines():
-            if line.startswith("Available CPUs"):
-                current = "cpus"
-            elif line.startswith("Available features"):
-                current = "features"
-            elif current and line.startswith("  ") and " - " in line:
-                sections[current].append(line.split()[0])
-        _known_names[triple] = (sections["cpus"], sections["features"])
-    return _known_names[triple]
-
-
-def _unknown_name(what: str, name: str, known: list[str], target, triple: str, extra: str = "") -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-    hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
-    return (f"target {str(target)!r}: LLVM knows no {what} {name!r} for {triple}{hint}.{extra} "
-            f"Valid {what}s: {', '.join(known)}")
-
-
-def check_target(target="llvm") -> None:
-    """Raise ``TargetError`` unless the ``-mcpu`` and ``-mattr`` of an ``llvm`` target name a
-    CPU and features LLVM knows for the target's triple; the message lists the valid names and
-    the closest ones. LLVM would otherwise abort the process. Checked once per process for
-    each target string.
-
-    >>> check_target("llvm -mcpu=skylakex")   # TargetError: ... no CPU 'skylakex' ... did you mean 'skylake'
-    """
-    from ..target import Target, TargetError
-
-    t = Target(target)
-    cpu, mattr = t.attrs.get("mcpu"), t.attrs.get("mattr")
-    key = str(t)
-    if t.kind != "llvm" or (cpu is None and mattr is None) or key in _checked_targets:
-        return
-    llvm = _llvm()
-    triple = t.attrs.get("mtriple") or llvm.get_process_triple()
-    host = llvm.get_host_cpu_name()
-    if cpu is not None and not (cpu == host and triple == llvm.get_process_triple()):
-        cpus, _ = known_cpus_and_features(triple)
-        if cpus and cpu not in cpus:
-            raise TargetError(_unknown_name("CPU", cpu, cpus, t, triple, f" This machine's CPU is {host!r}."))
-    if mattr is not None:
-        entries = [e.strip() for e in mattr.split(",") if e.strip()]
-        for entry in entries:
-            if entry[0] not in "+-" or len(entry) < 2:
-                raise TargetError(f"target {str(t)!r}: each -mattr entry must be +feature or -feature "
-                                  f"(e.g. -mattr=+avx2,+fma), got {entry!r}")
-        _, features = known_cpus_and_features(triple)
-        for entry in entries:
-            if features and entry[1:] not in features:
-                raise TargetError(_unknown_name("feature", entry[1:], features, t, triple))
-    _checked_targets.add(key)
-
-
-_llvm_ready = False
-
-
-def _llvm():
-    global _llvm_ready
-    import llvmlite.binding as llvm
-    if not _llvm_ready:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        _llvm_ready = True
-    return llvm
-
-
-def target_machine(opts: LLVMOptions, reloc: str = "default"):
-    """A fresh target machine (MCJIT takes ownership of the one it is given)."""
-    llvm = _llvm()
-    target = llvm.Target.from_triple(opts.triple)
-    return target.create_target_machine(cpu=opts.cpu, features=opts.features, opt=opts.opt_level,
-                                        reloc=reloc, codemodel="jitdefault" if reloc == "default" else "default")
-
-
-@lru_cache(maxsize=8)
-def _cached_target_machine(opts: LLVMOptions, reloc: str):
-    return target_machine(opts, reloc)
-
-
-def optimize(module, tm, opt_level: int) -> None:
-    """Run LLVM's default ``O<opt_level>`` pipeline (new pass manager)."""
-    llvm = _llvm()
-    pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-    pto.loop_vectorization = opt_level >= 2
-    pto.slp_vectorization = opt_level >= 2
-    pto.loop_unrolling = opt_level >= 1
-    pb = llvm.create_pass_builder(tm, pto)
-    pb.getModulePassManager().run(module, pb)
-
 
 # ------------------------------------------------------------------------------------------------
 # Instruction tables.  "{fm}" is replaced by the fast-math flags of the module.
@@ -250,21 +93,20 @@ _BINARY.update({
     (BinOp.BITAND, "b"): "and", (BinOp.BITOR, "b"): "or", (BinOp.BITXOR, "b"): "xor",
 })
 
-# math calls that are one LLVM intrinsic, elementwise on vectors
-_MATH_INTRINSICS = {
-    "exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log", "log2": "llvm.log2",
-    "log10": "llvm.log10", "sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "floor": "llvm.floor",
-    "ceil": "llvm.ceil", "round": "llvm.roundeven", "trunc": "llvm.trunc", "sin": "llvm.sin",
-    "cos": "llvm.cos", "pow": "llvm.pow", "fma": "llvm.fma", "nearbyint": "llvm.roundeven",
-}
-# float32 vector math computed inline (LLVM would call libm once per lane): name -> method
-_VECTOR_F32 = {"exp": "vector_expf", "tanh": "vector_tanhf", "log": "vector_logf"}
-# math calls only libm has: name for float64; float32 appends "f"
-_LIBM = {"tanh": "tanh", "erf": "erf"}
-
 # the C ABI widens small integer arguments; LLVM must know how (as clang marks them)
 _ARG_EXTENSION = {"bool": " zeroext", "uint8": " zeroext", "uint16": " zeroext",
                   "int8": " signext", "int16": " signext"}
+
+# the integer ops of a size expression, done in i64 (see LLVMCodegen.size_i64)
+_SIZE_OPS = {
+    BinOp.ADD: lambda cg, a, b: cg.op(f"add nsw i64 {a}, {b}"),
+    BinOp.SUB: lambda cg, a, b: cg.op(f"sub nsw i64 {a}, {b}"),
+    BinOp.MUL: lambda cg, a, b: cg.op(f"mul nsw i64 {a}, {b}"),
+    BinOp.FLOORDIV: lambda cg, a, b: cg.floordiv(a, b, "int64"),
+    BinOp.FLOORMOD: lambda cg, a, b: cg.floormod(a, b, "int64"),
+    BinOp.MIN: lambda cg, a, b: cg.minmax(a, b, "int64", "min"),
+    BinOp.MAX: lambda cg, a, b: cg.minmax(a, b, "int64", "max"),
+}
 
 # integer ops whose untaken branch could trap (x86 traps on division by zero)
 _TRAPPING = frozenset({BinOp.TRUNCDIV, BinOp.TRUNCMOD, BinOp.FLOORDIV, BinOp.FLOORMOD})
@@ -272,17 +114,6 @@ _TRAPPING = frozenset({BinOp.TRUNCDIV, BinOp.TRUNCMOD, BinOp.FLOORDIV, BinOp.FLO
 
 # ------------------------------------------------------------------------------------------------
 # Code generation
-
-@dataclass(frozen=True)
-class LLVMSource:
-    """The output of :func:`codegen_llvm`: module text plus what the runtime needs to call it."""
-    text: str
-    signatures: tuple
-    options: LLVMOptions
-    entry_name: str
-    has_parallel: bool
-    can_fail: bool = False         # some function has a failure point (see llvm_status.py)
-
 
 class _Function:
     """Per LLVM function state: its instructions, entry-block allocas and current block."""
@@ -309,11 +140,14 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.]", "_", name)
 
 
-class LLVMCodegen(StatusEmitter, BoundChecks):
+class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls, CallEmitter):
     """Emits one LLVM module for a list of PrimFuncs. Expressions and statements are dispatched
     by node class through the ``_EXPR``/``_STMT`` tables; binary operators through ``_BINARY``
     plus the few overrides in ``_binary_special``; failure points through ``fail_if``
-    (:class:`~tilecraft.codegen.llvm_status.StatusEmitter`)."""
+    (:class:`~tilecraft.codegen.llvm_status.StatusEmitter`); the mixins emit parallel loops
+    (``llvm_parallel.py``), math calls (``llvm_math.py``), calls of C functions and LLVM
+    intrinsics and buffer pointers (``llvm_calls.py``), failure points (``llvm_status.py``)
+    and bound checks (``llvm_bounds.py``)."""
 
     def __init__(self, opts: LLVMOptions, bound_checks: bool = False):
         self.opts = opts
@@ -327,6 +161,8 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         self.n_meta = 0
         self.done_funcs: list[str] = []
         self.has_parallel = False
+        self.externs: dict = {}               # C symbol -> (return type, argument types)
+        self.function_names: set = set()      # the module's functions (no extern may be named so)
         self.attr_line = (f'attributes #0 = {{ nounwind "target-cpu"="{opts.cpu}" '
                           f'"target-features"="{opts.features}" }}')
 
@@ -380,6 +216,10 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         self.fn.allocas.append(f"  {r} = alloca {ty}, align {align}")
         return r
 
+    def new_function(self, name: str) -> _Function:
+        """Fresh state for an LLVM function being emitted (the mixins outline functions too)."""
+        return _Function(name)
+
     def finish_function(self, header: str, ret: str) -> None:
         fn = self.fn
         body = [header + " {", "entry:"] + fn.allocas + fn.lines + [f"  {ret}", "}", ""]
@@ -392,9 +232,9 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         if func.name in _RESERVED_NAMES or func.name.startswith(("GOMP_", "omp_", "llvm.", "tilecraft_")):
             raise CodegenError(f"function name {func.name!r} would shadow a C library or runtime "
                                "symbol that generated code calls; choose another name")
-        sig = signature_of(func)
+        sig = signature_of(func, CodegenError)
         self.func_name = func.name
-        self.fn = _Function(func.name)
+        self.fn = self.new_function(func.name)
         self.env: dict = {}
         self.buf_by_name: dict = {}
         self.mask = None            # the lanes a vector lazy select's side is evaluated for
@@ -508,7 +348,7 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
             return
         n = "1"
         for d in buf.shape:
-            v = self.index_i64(d)
+            v = self.size_i64(d)
             n = v if n == "1" else self.op(f"mul nsw i64 {n}, {v}")
         nbytes = self.op(f"mul nsw i64 {n}, {esize}")
         rounded = self.op(f"add nsw i64 {nbytes}, 127")
@@ -571,138 +411,6 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         self.emit(f"br label %{head}" + (f", !llvm.loop {md}" if md else ""))
         self.start_block(exit_l)
 
-    def parallel_for(self, s: For) -> None:
-        """Run the loop on libgomp's thread pool.
-
-        Three pieces: the caller packs the loop bounds and every value the body uses into a
-        closure struct and calls ``GOMP_parallel(@f_parK, closure, threads, 0)``; ``f_parK`` (run by
-        each thread) unpacks it, picks its static chunk and calls ``f_parK_body(start, stop, ...)``,
-        whose buffer parameters are ``noalias`` so that, once inlined, loops in the body vectorize
-        without runtime alias checks.
-        """
-        self.has_parallel = True
-        for name, decl in (("GOMP_parallel", "declare void @GOMP_parallel(ptr, ptr, i32, i32)"),
-                           ("omp_get_thread_num", "declare i32 @omp_get_thread_num()"),
-                           ("omp_get_num_threads", "declare i32 @omp_get_num_threads()")):
-            self.declare(name, decl)
-        ity = ll_type(s.loop_var.dtype)
-        begin, extent = self.loop_bounds(s)
-        # one field per distinct value: two buffers resolving to one pointer must not both be noalias
-        fields, keys_of = [], {}
-        for key, ty in self.free_values(s.body):
-            value = self.env[key]
-            if value not in keys_of:
-                keys_of[value] = []
-                fields.append((value, ty))
-            keys_of[value].append(key)
-        outlined = f"{self.fn.name}_par{self.n_outlined}"
-        self.n_outlined += 1
-
-        saved = (self.fn, self.env, self.mask)
-        self.in_parallel = True
-        # the body: parameters (start, stop, fields...); returns a status if it has failure points
-        self.fn, self.env, self.mask = _Function(outlined + "_body"), {}, None
-        params = [f"{ity} %start", f"{ity} %stop"]
-        for k, (value, ty) in enumerate(fields):
-            name = f"%c{k}"
-            params.append(f"{ty} noalias {name}" if ty == "ptr" else f"{ty} {name}")
-            for key in keys_of[value]:
-                self.env[key] = name
-        self.loop(s.loop_var, "%start", "%stop", lambda: self.stmt(s.body))
-        can_fail = self.fn.can_fail
-        self.finish_function(f"define internal {'i32' if can_fail else 'void'} @{outlined}_body"
-                             f"({', '.join(params)}) #0", "ret i32 0" if can_fail else "ret void")
-        self.fn, self.env, self.mask = saved
-        self.in_parallel = False
-
-        # the caller: closure = (begin, extent, fields..., [status, message of the first failure])
-        all_fields = [(begin, ity), (extent, ity)] + fields
-        n_in = len(all_fields)
-        if can_fail:
-            all_fields += [("0", "i32"), ("null", "ptr")]
-        sty = "{" + ", ".join(ty for _, ty in all_fields) + "}"
-        closure = self.alloca(sty, 8)
-        for k, (value, ty) in enumerate(all_fields):
-            p = self.op(f"getelementptr inbounds {sty}, ptr {closure}, i32 0, i32 {k}")
-            self.emit(f"store {ty} {value}, ptr {p}")
-        # never more threads than iterations; 0 (the exported library's default) lets libgomp choose
-        nt = self.op(f"load i32, ptr @{THREADS_GLOBAL}, align 4")
-        cap = extent
-        if ity != "i32":
-            cap = self.op(f"call {ity} @llvm.smin.{ity}({ity} {extent}, {ity} 1073741824)")
-            cap = self.op(f"trunc {ity} {cap} to i32")
-        cap = self.op(f"call i32 @llvm.smax.i32(i32 {cap}, i32 1)")
-        capped = self.op(f"call i32 @llvm.smin.i32(i32 {nt}, i32 {cap})")
-        positive = self.op(f"icmp sgt i32 {nt}, 0")
-        nt = self.op(f"select i1 {positive}, i32 {capped}, i32 0")
-        self.emit(f"call void @GOMP_parallel(ptr @{outlined}, ptr {closure}, i32 {nt}, i32 0)")
-        if can_fail:
-            status_p = self.op(f"getelementptr inbounds {sty}, ptr {closure}, i32 0, i32 {n_in}")
-            message_p = self.op(f"getelementptr inbounds {sty}, ptr {closure}, i32 0, i32 {n_in + 1}")
-            status = self.op(f"load i32, ptr {status_p}")
-            self.fail_with_status(status, self.op(f"load ptr, ptr {message_p}"))
-
-        # the thread entry: unpack, take this thread's chunk, call the body
-        saved = (self.fn, self.env)
-        self.fn, self.env = _Function(outlined), {}
-        vals = []
-        for k, (_, ty) in enumerate(all_fields[:n_in]):
-            p = self.op(f"getelementptr inbounds {sty}, ptr %closure, i32 0, i32 {k}")
-            vals.append(self.op(f"load {ty}, ptr {p}"))
-        lo, ext = vals[0], vals[1]
-        tid = self.op("call i32 @omp_get_thread_num()")
-        nth = self.op("call i32 @omp_get_num_threads()")
-        if ity != "i32":
-            tid, nth = self.op(f"sext i32 {tid} to {ity}"), self.op(f"sext i32 {nth} to {ity}")
-        chunk = self.op(f"add nsw {ity} {ext}, {nth}")
-        chunk = self.op(f"sub nsw {ity} {chunk}, 1")
-        chunk = self.op(f"sdiv {ity} {chunk}, {nth}")
-        start = self.op(f"mul nsw {ity} {tid}, {chunk}")
-        stop = self.op(f"add nsw {ity} {start}, {chunk}")
-        stop = self.op(f"call {ity} @llvm.smin.{ity}({ity} {stop}, {ity} {ext})")
-        start = self.op(f"add nsw {ity} {start}, {lo}")
-        stop = self.op(f"add nsw {ity} {stop}, {lo}")
-        args = [f"{ity} {start}", f"{ity} {stop}"] + [f"{ty} {v}" for v, (_, ty) in zip(vals[2:], fields)]
-        if can_fail:
-            rc = self.op(f"call i32 @{outlined}_body({', '.join(args)})")
-            self.record_first_failure(
-                rc, self.op(f"getelementptr inbounds {sty}, ptr %closure, i32 0, i32 {n_in}"),
-                self.op(f"getelementptr inbounds {sty}, ptr %closure, i32 0, i32 {n_in + 1}"))
-        else:
-            self.emit(f"call void @{outlined}_body({', '.join(args)})")
-        self.finish_function(f"define internal void @{outlined}(ptr noalias %closure) #0", "ret void")
-        self.fn, self.env = saved
-
-    def free_values(self, body) -> list:
-        """(key, LLVM type) of every bound variable and buffer pointer that ``body`` uses."""
-        seen: dict = {}
-
-        def visit(n):
-            t = type(n)
-            if t is Var or t is SizeVar:
-                if n in self.env and n not in seen:
-                    seen[n] = ll_type(n.dtype) if n.dtype != "handle" else "ptr"
-            elif t is BufferLoad or t is BufferStore:
-                self._capture_buffer(n.buffer, seen)
-                if self.bound_checks:           # the checks read the buffer's extent
-                    for d in n.buffer.shape:
-                        post_order_visit(d, visit)
-            elif t is Allocate:
-                for d in n.buffer.shape:
-                    if not isinstance(d, int):
-                        post_order_visit(d, visit)
-        post_order_visit(body, visit)
-        return list(seen.items())
-
-    def _capture_buffer(self, buf, seen) -> None:
-        if buf.data in seen:
-            return
-        if buf.data in self.env:
-            seen[buf.data] = "ptr"
-        elif buf.name in self.buf_by_name:
-            self.env[buf.data] = self.buf_by_name[buf.name]
-            seen[buf.data] = "ptr"
-
     # --- memory -------------------------------------------------------------------------
     def buffer_ptr(self, buf) -> str:
         p = self.env.get(buf.data)
@@ -729,6 +437,14 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
             return v
         return self.op(f"{'zext' if dt.is_uint(e.dtype) or dt.is_bool(e.dtype) else 'sext'} "
                        f"{ll_type(e.dtype)} {v} to i64")
+
+    def size_i64(self, e) -> str:
+        """A size (a buffer extent, a product of loop extents) as i64, its arithmetic done in 64
+        bits: the IR states ``m * n`` in int32, whose true value may not fit in 32 bits."""
+        if type(e) is Binary and e.op in _SIZE_OPS and dt.lanes(e.dtype) == 1 and not dt.is_float(e.dtype):
+            a, b = self.size_i64(e.a), self.size_i64(e.b)
+            return _SIZE_OPS[e.op](self, a, b)
+        return self.index_i64(e)
 
     def element_ptr(self, buf, index, lanes: int = 1, store: bool = False) -> str:
         """The address of element ``index`` of ``buf`` (the first of ``lanes`` contiguous ones)."""
@@ -847,9 +563,11 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         if dt.is_bool(src):
             return self.op(f"{'uitofp' if dt.is_float(dst) else 'zext'} {ll_type(src)} {v} to {ll_type(dst)}")
         # float16 from anything but float32 goes through float32: LLVM would call compiler-rt
-        # helpers (__truncdfhf2, ...) that a JIT process may not have
+        # helpers (__truncdfhf2, ...) that a JIT process may not have. From float64 that would
+        # round twice: legalize puts round_to_float32_odd (float64_to_float32_odd) first.
         if dt.element_of(dst) == "float16" and dt.element_of(src) == "float64":
-            return self.convert(self.float64_to_float32_odd(v, src), dt.with_lanes("float32", dt.lanes(src)), dst)
+            raise CodegenError(f"cannot convert {src} to {dst} in one rounding: the function was not "
+                               f"legalized for LLVM (legalize_func)")
         if dt.element_of(dst) == "float16" and dt.element_of(src) != "float32":
             mid = dt.with_lanes("float32", dt.lanes(src))
             return self.convert(self.convert(v, src, mid), mid, dst)
@@ -860,38 +578,6 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         if not instr:
             return v
         return self.op(f"{instr} {ll_type(src)} {v} to {ll_type(dst)}")
-
-    def float64_to_float32_odd(self, v: str, src: str) -> str:
-        """float64 -> float32 rounded to odd, so that a second rounding to float16 is exact.
-
-        Rounding twice to nearest (double -> float -> half) can be off by one half ulp; rounding the
-        first step to odd keeps a sticky bit, and float32's 13 extra bits make the second rounding
-        the correctly rounded one. An inexact nearest result with an even mantissa is replaced by
-        its odd neighbour on the other side of the exact value (one integer step in its bits).
-        """
-        n = dt.lanes(src)
-        i32d = dt.with_lanes("int32", n)
-        f32, f64, i32, i1 = (ll_type(dt.with_lanes("float32", n)), ll_type(src), ll_type(i32d),
-                             ll_type(dt.with_lanes("bool", n)))
-
-        def ci(v: int) -> str:
-            return splat_literal(v, i32d) if n > 1 else const_literal(v, i32d)
-
-        near = self.op(f"fptrunc {f64} {v} to {f32}")
-        back = self.op(f"fpext {f32} {near} to {f64}")
-        inexact = self.op(f"fcmp one {f64} {back}, {v}")
-        bits = self.op(f"bitcast {f32} {near} to {i32}")
-        low = self.op(f"and {i32} {bits}, {ci(1)}")
-        even = self.op(f"icmp eq {i32} {low}, {ci(0)}")
-        fix = self.op(f"and {i1} {inexact}, {even}")
-        # bits grow with magnitude: step down when the nearest value overshot |v|, else up
-        abs_back = self.math("fabs", [back], src, None)
-        abs_v = self.math("fabs", [v], src, None)
-        over = self.op(f"fcmp ogt {f64} {abs_back}, {abs_v}")
-        step = self.op(f"select {i1} {over}, {i32} {ci(-1)}, {i32} {ci(1)}")
-        moved = self.op(f"add {i32} {bits}, {step}")
-        odd = self.op(f"select {i1} {fix}, {i32} {moved}, {i32} {bits}")
-        return self.op(f"bitcast {i32} {odd} to {f32}")
 
     def e_Select(self, e: Select) -> str:
         ty = ll_type(e.dtype)
@@ -1022,174 +708,14 @@ class LLVMCodegen(StatusEmitter, BoundChecks):
         return self.op(f"phi {mty} [{v}, %{loaded}], [zeroinitializer, %{pre}]")
 
     def e_Call(self, e: Call) -> str:
-        name = e.name
-        if name == "likely":
-            return self.expr(e.args[0])
-        d = e.dtype
-        if name in ("abs", "fabs") and not dt.is_float(d):
-            ty = ll_type(d)
-            intr = f"llvm.abs.{intrinsic_suffix(d)}"
-            self.declare(intr, f"declare {ty} @{intr}({ty}, i1)")
-            return self.op(f"call {ty} @{intr}({ty} {self.expr(e.args[0])}, i1 false)")
-        if name == "abs":
-            name = "fabs"
-        if not dt.is_float(d):
-            raise CodegenError(f"the math function {name!r} needs float arguments, got {d}: `{e}`")
-        args = [self.expr(a) for a in e.args]
-        if dt.element_of(d) == "float16":
-            # compute in float32 and round once, as numpy does
-            wide = dt.with_lanes("float32", dt.lanes(d))
-            args = [self.convert(a, d, wide) for a in args]
-            return self.convert(self.math(name, args, wide, e), wide, d)
-        return self.math(name, args, d, e)
-
-    def math(self, name: str, args: list, d: str, e) -> str:
-        ty = ll_type(d)
-        if dt.element_of(d) == "float32" and dt.lanes(d) > 1 and name in _VECTOR_F32:
-            return getattr(self, _VECTOR_F32[name])(args[0], d)
-        if name in _MATH_INTRINSICS:
-            intr = f"{_MATH_INTRINSICS[name]}.{intrinsic_suffix(d)}"
-            self.declare(intr, f"declare {ty} @{intr}({', '.join([ty] * len(args))})")
-            return self.op(f"call{self.fm} {ty} @{intr}({', '.join(f'{ty} {a}' for a in args)})")
-        one = splat_literal(1.0, d) if dt.lanes(d) > 1 else const_literal(1.0, d)
-        if name == "rsqrt":
-            s = self.math("sqrt", args, d, e)
-            return self.op(f"fdiv{self.fm} {ty} {one}, {s}")
-        if name == "sigmoid":
-            neg = self.op(f"fneg {ty} {args[0]}")
-            ex = self.math("exp", [neg], d, e)
-            den = self.op(f"fadd{self.fm} {ty} {one}, {ex}")
-            return self.op(f"fdiv{self.fm} {ty} {one}, {den}")
-        if name in _LIBM:
-            return self.libm(_LIBM[name] + ("f" if dt.element_of(d) == "float32" else ""), args, d)
-        raise CodegenError(f"unknown intrinsic {e.name!r} in `{e}`; the LLVM backend knows "
-                           f"{', '.join(sorted(set(_MATH_INTRINSICS) | set(_LIBM) | {'rsqrt', 'sigmoid', 'abs', 'likely'}))}")
-
-    def vector_expf(self, x: str, d: str) -> str:
-        """exp on float32 vectors without a libm call per lane (LLVM would scalarize
-        ``llvm.exp.v8f32``): Cephes' expf, x = n*ln2 + r, exp(r) by a degree-7 polynomial, times
-        2**n built in the exponent bits. About 1 ulp; exact 0, inf and NaN at the ends."""
-        lanes = dt.lanes(d)
-        ty, ity = ll_type(d), f"<{lanes} x i32>"
-
-        def c(v):
-            return splat_literal(v, d)
-
-        def f(instr, a, b):
-            return self.op(f"{instr} {ty} {a}, {b}")
-        xc = self.minmax(x, c(88.72283935546875), d, "min")
-        xc = self.minmax(xc, c(-104.0), d, "max")
-        n = self.math("floor", [f("fadd", f("fmul", xc, c(1.44269504088896341)), c(0.5))], d, None)
-        r = f("fsub", xc, f("fmul", n, c(0.693359375)))
-        r = f("fsub", r, f("fmul", n, c(-2.12194440e-4)))
-        p = c(1.9875691500e-4)
-        for k in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-            p = f("fadd", f("fmul", p, r), c(k))
-        y = f("fadd", f("fadd", f("fmul", p, f("fmul", r, r)), r), c(1.0))
-        # 2**n as 2**(n//2) * 2**(n - n//2): both factors stay normal for n in [-150, 128]
-        i32 = f"int32x{lanes}"
-        ni = self.op(f"fptosi {ty} {n} to {ity}")
-        halves = (self.op(f"ashr {ity} {ni}, {splat_literal(1, i32)}"),)
-        halves += (self.op(f"sub {ity} {ni}, {halves[0]}"),)
-        for h in halves:
-            biased = self.op(f"add {ity} {h}, {splat_literal(127, i32)}")
-            bits = self.op(f"shl {ity} {biased}, {splat_literal(23, i32)}")
-            y = f("fmul", y, self.op(f"bitcast {ity} {bits} to {ty}"))
-        bty = ll_type(f"boolx{lanes}")
-        big = self.op(f"fcmp ogt {ty} {x}, {c(88.72283935546875)}")
-        y = self.op(f"select {bty} {big}, {ty} {c(float('inf'))}, {ty} {y}")
-        small = self.op(f"fcmp olt {ty} {x}, {c(-103.97)}")
-        y = self.op(f"select {bty} {small}, {ty} {c(0.0)}, {ty} {y}")
-        nan = self.op(f"fcmp uno {ty} {x}, {x}")
-        return self.op(f"select {bty} {nan}, {ty} {x}, {ty} {y}")
-
-    def vector_logf(self, x: str, d: str) -> str:
-        """log on float32 vectors (Cephes' logf): x = m * 2**e with m in [sqrt(1/2), sqrt(2)) read
-        off the bits (subnormals scaled by 2**23 first), log(m) by a degree-8 polynomial in m - 1,
-        plus e * ln2 in two parts. About 1 ulp; log(0) = -inf, log(x < 0) = NaN, log(inf) = inf."""
-        lanes = dt.lanes(d)
-        ty, bty = ll_type(d), ll_type(f"boolx{lanes}")
-        i32 = f"int32x{lanes}"
-        ity = ll_type(i32)
-
-        def c(v):
-            return splat_literal(v, d)
-
-        def ci(v):
-            return splat_literal(v, i32)
-
-        def f(instr, a, b):
-            return self.op(f"{instr} {ty} {a}, {b}")
-
-        def sel(cond, a, b, t=ty):
-            return self.op(f"select {bty} {cond}, {t} {a}, {t} {b}")
-        tiny = self.op(f"fcmp olt {ty} {x}, {c(1.1754943508222875e-38)}")
-        xs = sel(tiny, f("fmul", x, c(8388608.0)), x)
-        bits = self.op(f"bitcast {ty} {xs} to {ity}")
-        e = self.op(f"sub {ity} {self.op(f'lshr {ity} {bits}, {ci(23)}')}, {ci(126)}")
-        e = sel(tiny, self.op(f"sub {ity} {e}, {ci(23)}"), e, ity)
-        mbits = self.op(f"or {ity} {self.op(f'and {ity} {bits}, {ci(0x007FFFFF)}')}, {ci(0x3F000000)}")
-        m = self.op(f"bitcast {ity} {mbits} to {ty}")              # in [0.5, 1)
-        low = self.op(f"fcmp olt {ty} {m}, {c(0.707106781186547524)}")
-        e = sel(low, self.op(f"sub {ity} {e}, {ci(1)}"), e, ity)
-        m = sel(low, f("fsub", f("fadd", m, m), c(1.0)), f("fsub", m, c(1.0)))
-        fe = self.op(f"sitofp {ity} {e} to {ty}")
-        z = f("fmul", m, m)
-        p = c(7.0376836292e-2)
-        for k in (-1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
-                  -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1):
-            p = f("fadd", f("fmul", p, m), c(k))
-        y = f("fmul", f("fmul", p, m), z)
-        y = f("fadd", y, f("fmul", fe, c(-2.12194440e-4)))
-        y = f("fsub", y, f("fmul", z, c(0.5)))
-        y = f("fadd", f("fadd", m, y), f("fmul", fe, c(0.693359375)))
-        # the ends: inf stays, 0 gives -inf, negatives and NaN give NaN
-        y = sel(self.op(f"fcmp oeq {ty} {x}, {c(float('inf'))}"), x, y)
-        y = sel(self.op(f"fcmp oeq {ty} {x}, {c(0.0)}"), c(float("-inf")), y)
-        return sel(self.op(f"fcmp ult {ty} {x}, {c(0.0)}"), c(float("nan")), y)
-
-    def vector_tanhf(self, x: str, d: str) -> str:
-        """tanh on float32 vectors (Cephes' tanhf): an odd polynomial below |x| = 0.625, else
-        ``1 - 2 / (exp(2|x|) + 1)`` with x's sign."""
-        lanes = dt.lanes(d)
-        ty, bty = ll_type(d), ll_type(f"boolx{lanes}")
-
-        def c(v):
-            return splat_literal(v, d)
-
-        def f(instr, a, b):
-            return self.op(f"{instr} {ty} {a}, {b}")
-        z = f("fmul", x, x)
-        p = c(-5.70498872745e-3)
-        for k in (2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1):
-            p = f("fadd", f("fmul", p, z), c(k))
-        small = f("fadd", f("fmul", f("fmul", p, z), x), x)
-        ax = self.math("fabs", [x], d, None)
-        e2 = self.vector_expf(f("fmul", ax, c(2.0)), d)
-        big = f("fsub", c(1.0), f("fdiv", c(2.0), f("fadd", e2, c(1.0))))
-        neg = self.op(f"fcmp olt {ty} {x}, {c(0.0)}")
-        big = self.op(f"select {bty} {neg}, {ty} {self.op(f'fneg {ty} {big}')}, {ty} {big}")
-        is_big = self.op(f"fcmp ogt {ty} {ax}, {c(0.625)}")
-        return self.op(f"select {bty} {is_big}, {ty} {big}, {ty} {small}")
-
-    def libm(self, fname: str, args: list, d: str) -> str:
-        """Call a scalar libm function, lane by lane for vectors."""
-        sty = ll_type(dt.element_of(d))
-        self.declare(fname, f"declare {sty} @{fname}({', '.join([sty] * len(args))}) nounwind")
-        lanes = dt.lanes(d)
-        if lanes == 1:
-            return self.op(f"call {sty} @{fname}({', '.join(f'{sty} {a}' for a in args)})")
-        vty = ll_type(d)
-        out = "poison"
-        for i in range(lanes):
-            xs = [self.op(f"extractelement {vty} {a}, i64 {i}") for a in args]
-            r = self.op(f"call {sty} @{fname}({', '.join(f'{sty} {x}' for x in xs)})")
-            out = self.op(f"insertelement {vty} {out}, {sty} {r}, i64 {i}")
-        return out
+        if e.name in BUILTINS:                  # call_extern, call_llvm_intrin, ...
+            return self.builtin_call(e)
+        return MathCalls.e_Call(self, e)
 
     _EXPR = {Var: e_Var, SizeVar: e_Var, Const: e_Const, Binary: e_Binary, Unary: e_Unary, Cast: e_Cast,
              Select: e_Select, Let: e_Let, Ramp: e_Ramp, Broadcast: e_Broadcast,
-             BufferLoad: e_BufferLoad, Call: e_Call, VectorReduce: vector_reduce}
+             BufferLoad: e_BufferLoad, Call: e_Call, AccessPtr: CallEmitter.e_AccessPtr,
+             StringImm: CallEmitter.e_StringImm, VectorReduce: vector_reduce}
     _STMT = {SeqStmt: s_SeqStmt, AttrStmt: s_AttrStmt, Evaluate: s_Evaluate, LetStmt: s_LetStmt,
              IfThenElse: s_IfThenElse, BufferStore: s_BufferStore, Allocate: s_Allocate, For: s_For}
 
@@ -1233,62 +759,6 @@ def _may_fault(e) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------
-# Signatures (what the runtime checks and the exported header declares)
-
-def signature_of(func: PrimFunc) -> FuncSignature:
-    """The parameters of a PrimFunc as a :class:`FuncSignature` (symbolic names made unique)."""
-    names: dict = {}
-    taken: dict = {}
-
-    def var_name(v: Var) -> str:
-        if v not in names:
-            count = taken.get(v.name, 0)
-            taken[v.name] = count + 1
-            names[v] = v.name if count == 0 else f"{v.name}_{count}"
-        return names[v]
-
-    def dim(d):
-        return dim_of_expr(d, var_name, lambda bad: CodegenError(
-            f"{func.name}: the buffer dimension `{bad}` is not an integer expression of the shape parameters"))
-
-    written = set()
-
-    def visit(n):
-        if type(n) is BufferStore:
-            written.add(n.buffer.data)
-            written.add(n.buffer.name)
-    post_order_visit(func.body, visit)
-    scalar_vars = [p for p in func.params if isinstance(p, Var)]
-    for v in scalar_vars:          # scalar parameters keep their own names first
-        var_name(v)
-    params = []
-    for p in func.params:
-        if isinstance(p, Buffer):
-            params.append(ParamSpec(p.name, "buffer", dt.element_of(p.dtype),
-                                    tuple(dim(d) for d in p.shape),
-                                    p.data in written or p.name in written))
-        elif isinstance(p, Var):
-            params.append(ParamSpec(var_name(p), "scalar", p.dtype))
-    sig = FuncSignature(func.name, tuple(params))
-    known = {s.name for s in sig.scalars}
-    for b in sig.buffers:
-        for d in b.shape:
-            for n in _dim_names(d):
-                if n not in known:
-                    raise CodegenError(f"{func.name}: the shape of {b.name} uses {n!r}, which is not "
-                                       "a parameter of the function")
-    return sig
-
-
-def _dim_names(d):
-    if isinstance(d, str):
-        yield d
-    elif isinstance(d, tuple):
-        for x in d[1:]:
-            yield from _dim_names(x)
-
-
-# ------------------------------------------------------------------------------------------------
 # Entry points
 
 def codegen_llvm(funcs, target="llvm", entry_name: str | None = None,
@@ -1308,148 +778,26 @@ def codegen_llvm(funcs, target="llvm", entry_name: str | None = None,
             raise CodegenError(f"two functions are named {f.name!r}")
         seen.add(f.name)
     opts = target if isinstance(target, LLVMOptions) else parse_target(target)
+    # what LLVM lacks in terms of what it has (a no-op for functions lowered with target="llvm")
+    funcs = [legalize_func(f, "llvm") for f in funcs]
     if bound_checks is None:
         from ..transform import PassContext
         bound_checks = PassContext.current().get("tir.instrument_bound_checkers")
     cg = LLVMCodegen(opts, bound_checks)
+    cg.function_names = set(seen)
     sigs = tuple(cg.add_function(f) for f in funcs)
     entry = entry_name or funcs[0].name
     if entry not in seen:
         raise CodegenError(f"entry function {entry!r} is not among {sorted(seen)}")
+    imports = tuple(dict.fromkeys(text for f in funcs for text in f.attr("import_llvm", ())))
     return LLVMSource(cg.module_text(), sigs, opts, entry, cg.has_parallel,
-                      can_fail=ERROR_BUFFER_SYMBOL in cg.declares)
-
-
-class LLVMArtifact:
-    """The optimised LLVM module behind a :class:`~tilecraft.runtime.Module` built by this
-    backend, and the machine code made from it on demand.
-
-    The IR is parsed and optimised once, when the module is built, with the position-independent
-    target machine that exported libraries need. Code generation waits until it is needed and
-    starts from that optimised module: MCJIT compiles it on the first call, ``get_function``
-    lookup or timing (with the JIT's own target machine: default relocations, large code model,
-    so the code may be loaded anywhere), and ``export_library`` emits the object file from it.
-    A module that is only exported, as the tuner's builder does, is optimised and compiled once.
-    """
-
-    def __init__(self, source: LLVMSource, optimized):
-        self.source = source
-        # Code generation rewrites the module it is given, and a copy (clone, bitcode or text)
-        # loses LLVM's use-list order, which shifts register allocation a little. So the first
-        # code generation gets the module as optimised (the code is then exactly what one
-        # optimise-and-compile gives) and a copy is kept for a second one (JIT after export).
-        self._fresh = optimized
-        self._copy = None
-        self._object: bytes | None = None
-        self._engine = None
-        self._ir_text: str | None = None
-        self.has_parallel = source.has_parallel
-        opts = source.options
-        self.machine = {"triple": opts.triple, "cpu": opts.cpu, "features": opts.features}
-
-    def _take_module(self):
-        """An optimised module that code generation may consume (call with the lock held)."""
-        if self._fresh is None:
-            return self._copy.clone()
-        mod, self._fresh = self._fresh, None
-        self._copy = mod.clone()
-        return mod
-
-    def _unconsumed(self):
-        return self._fresh if self._fresh is not None else self._copy
-
-    def object_code(self) -> bytes:
-        """The module as a position-independent object file (generated once, then kept)."""
-        with _compile_lock:
-            if self._object is None:
-                tm = _cached_target_machine(self.source.options, "pic")
-                self._object = tm.emit_object(self._take_module())
-            return self._object
-
-    @property
-    def engine(self):
-        """The MCJIT engine holding the JIT-compiled code; compiled on first use."""
-        if self._engine is None:
-            self._jit()
-        return self._engine
-
-    def function_address(self, name: str) -> int:
-        return self.engine.get_function_address(name)
-
-    def _jit(self) -> None:
-        llvm = _llvm()
-        with _compile_lock:
-            if self._engine is not None:
-                return
-            if self.source.can_fail:        # its failure points call tilecraft_error_buffer()
-                jit_error_support(llvm, target_machine(self.source.options))
-            engine = llvm.create_mcjit_compiler(self._take_module(), target_machine(self.source.options))
-            engine.finalize_object()
-            if self.has_parallel:
-                from ..runtime.threads import register_thread_count_cell
-                register_thread_count_cell(self, engine.get_global_value_address(THREADS_GLOBAL))
-            self._engine = engine
-
-    def get_source(self, fmt: str = "ll") -> str:
-        if fmt == "ll":
-            with _compile_lock:
-                if self._ir_text is None:
-                    self._ir_text = str(self._unconsumed())
-                return self._ir_text
-        if fmt in ("ll-raw", "ll_raw"):
-            return self.source.text
-        if fmt in ("asm", "s"):      # for the JIT's target machine, from a copy of the module
-            with _compile_lock:
-                tm = _cached_target_machine(self.source.options, "default")
-                return tm.emit_assembly(self._unconsumed().clone())
-        raise ValueError(f"unknown source format {fmt!r}: expected 'll', 'll-raw', 'asm' or 'manifest'")
-
-    def export_library(self, module, path: str) -> str:
-        from .export import export_llvm
-        return export_llvm(self, module, path)
-
-
-def parse_and_optimize(source: LLVMSource, tm):
-    llvm = _llvm()
-    try:
-        mod = llvm.parse_assembly(source.text)
-        mod.verify()
-    except RuntimeError as e:
-        raise CodegenError(f"LLVM rejected the generated IR: {e}\n--- IR ---\n{source.text}") from None
-    mod.triple = source.options.triple
-    mod.data_layout = str(tm.target_data)
-    optimize(mod, tm, source.options.opt_level)
-    return mod
-
-
-_compile_lock = threading.Lock()   # llvmlite parses into LLVM's global context: one build at a time
-
-
-def compile_llvm(source: LLVMSource, lazy: bool = False):
-    """Optimise and JIT-compile; returns a :class:`tilecraft.runtime.Module`. With ``lazy=True``
-    (what :func:`build_llvm` does) only the optimisation happens now, and machine code is made
-    when the module is first called or exported."""
-    from functools import partial
-
-    from ..runtime.module import Function, Module
-    if source.has_parallel:
-        from ..runtime.threads import libgomp_path
-        libgomp_path()         # fail at build, not at the first call, when OpenMP is missing
-    with _compile_lock:
-        optimized = parse_and_optimize(source, _cached_target_machine(source.options, "pic"))
-    artifact = LLVMArtifact(source, optimized)
-    functions = {sig.name: Function(sig, partial(artifact.function_address, sig.name), keepalive=artifact,
-                                    parallel=source.has_parallel, error_message=jit_error_message)
-                 for sig in source.signatures}
-    if not lazy:
-        for f in functions.values():
-            f.resolve()
-    return Module(functions, source.entry_name, source.options.target, artifact)
+                      can_fail=ERROR_BUFFER_SYMBOL in cg.declares, imports=imports,
+                      externs=tuple(cg.externs))
 
 
 def build_llvm(funcs, target="llvm", entry_name: str | None = None):
     """Compile PrimFuncs for the CPU: ``mod = build_llvm([func]); mod(a, b, c)``.
 
     The IR is optimised here; machine code is generated when the module is first called or
-    exported (see :class:`LLVMArtifact`)."""
+    exported (see :class:`~tilecraft.codegen.llvm_jit.LLVMArtifact`)."""
     return compile_llvm(codegen_llvm(funcs, target, entry_name), lazy=True)

@@ -25,13 +25,13 @@ from .llvm_status import printf_escape
 
 class BoundChecks:
     """The bound-check methods of :class:`~tilecraft.codegen.llvm.LLVMCodegen` (a mixin); they
-    use its ``op``/``declare``/``index_i64``/``fail_if`` and ``func_name``."""
+    use its ``op``/``declare``/``size_i64``/``fail_if`` and ``func_name``."""
 
     def buffer_extent(self, buf) -> str:
-        """The number of elements of ``buf``, as an i64 value."""
+        """The number of elements of ``buf``, as an i64 value (computed in 64 bits)."""
         n = "1"
         for d in buf.shape:
-            v = self.index_i64(d)
+            v = self.size_i64(d)
             n = v if n == "1" else self.op(f"mul i64 {n}, {v}")
         return n
 

@@ -1,4 +1,5 @@
-"""LLVM types, constants and conversions for tilecraft dtypes (tables used by ``llvm.py``).
+"""LLVM types, constants and conversions for tilecraft dtypes (tables used by ``llvm.py``), and the
+LLVM backend's error, :class:`CodegenError`.
 
 In registers ``bool`` is ``i1``; in memory it is one byte (``i8``), as numpy stores it.
 ``float16`` is LLVM's ``half``. Vector dtypes map to LLVM vectors: ``"float32x8"`` → ``<8 x float>``.
@@ -14,14 +15,20 @@ from functools import lru_cache
 
 from ..ir import dtype as dt
 
+
+class CodegenError(Exception):
+    """The IR cannot be compiled by the LLVM backend (the message says which node and why)."""
+
+
 _SCALAR = {
     ("bool", 1): "i1", ("int", 8): "i8", ("int", 16): "i16", ("int", 32): "i32", ("int", 64): "i64",
     ("uint", 8): "i8", ("uint", 16): "i16", ("uint", 32): "i32", ("uint", 64): "i64",
     ("float", 16): "half", ("float", 32): "float", ("float", 64): "double",
+    ("handle", 64): "ptr",
 }
 # the name LLVM's overloaded intrinsics use for an element type
 _SUFFIX = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64",
-           "half": "f16", "float": "f32", "double": "f64"}
+           "half": "f16", "float": "f32", "double": "f64", "ptr": "p0"}
 
 
 @lru_cache(maxsize=None)

@@ -10,22 +10,19 @@ without ever being read, and no loop, branch or sequence is empty.
 
 Loads are hoisted only within one store: a store between two loads may change what they read.
 Nothing is hoisted out of a lazy ``if_then_else`` branch (it may guard an out-of-bounds load),
-out of a ``Let`` or ``Reduce``, or when it contains a call that is not a known pure math
-function.
+out of a ``Let`` or ``Reduce``, or when it contains a call that is not a pure intrinsic of the
+table (``ir/intrinsics.py``).
 """
 from __future__ import annotations
 
 from . import dtype as dt
-from .expr import (BufferLoad, Call, Const, Let, Reduce, Select, SizeVar, TensorLoad, Var,
-                   logical_not)
+from .expr import (AccessPtr, BufferLoad, BufferRegion, Call, Const, Let, Reduce, Select, SizeVar,
+                   TensorLoad, Var, logical_not)
 from .functor import post_order_visit
+from .intrinsics import PURE_CALLS    # the pure rows of the intrinsic table
 from .stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt, PrimFunc,
                    SeqStmt, Stmt)
 
-PURE_CALLS = frozenset({
-    "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "floor",
-    "ceil", "round", "trunc", "sin", "cos", "fabs", "pow", "fma",
-})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,8 +314,8 @@ def _uses(stmt):
             uses[n] = uses.get(n, 0) + 1
             if n.dtype == "handle":
                 read.add(n)
-        elif t is BufferLoad:
-            read.add(n.buffer.data)
+        elif t is BufferLoad or t is AccessPtr or t is BufferRegion:
+            read.add(n.buffer.data)        # a pointer or a bound view may be read through
         elif t is AttrStmt:
             node = n.node
             read.add(getattr(node, "data", node))

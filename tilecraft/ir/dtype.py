@@ -1,5 +1,8 @@
 """Data types are plain strings: ``"float32"``, ``"int8"``, ``"bool"``, and vector types ``"float32x8"``.
 
+``"handle"`` is an address (a buffer's ``data``, ``Buffer.access_ptr``, a string argument of
+``call_extern``): neither integer, float nor bool, one lane, 64 bits.
+
 Helpers here parse them once (cached) so the rest of the compiler can ask simple questions.
 """
 from __future__ import annotations
@@ -27,6 +30,8 @@ def parse(dtype: str) -> tuple[str, int, int]:
         lanes = int(l)
     if base == "bool":
         return "bool", 1, lanes
+    if dtype == "handle":
+        return "handle", 64, 1
     for code in ("float", "uint", "int"):
         if base.startswith(code):
             bits = base[len(code):]

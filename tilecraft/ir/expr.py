@@ -32,6 +32,11 @@ Semantics (stated once; every pass and backend follows them)
   left-to-right fold in the last bits). It is what a reduction over a
   vectorized reduction axis ends with (``schedule_ops``: vector accumulators, then one
   horizontal reduction per output point).
+* ``Call`` names a math function (``exp``), a compiler builtin, or one of the calls of
+  ``builtin.py`` (``call_extern``: a C function, whose symbol is the first argument, a
+  ``StringImm``; ``call_llvm_intrin``: an LLVM intrinsic by name). Those may read and write memory
+  through ``AccessPtr`` arguments, so a call that is not known to be pure is never moved, merged
+  or dropped. ``AccessPtr``, ``StringImm`` and ``BufferRegion`` have dtype ``"handle"``.
 
 Grammar (fields in order)::
 
@@ -44,6 +49,9 @@ Grammar (fields in order)::
           | Reduce(combiner, source, axis, condition, value_index, init)
           | Ramp(base, stride, lanes) | Broadcast(value, lanes) | Let(var, value, body)
           | VectorReduce(op, value)            -- the lanes of a vector folded to one scalar
+          | StringImm(value)                   -- a string argument (the symbol of call_extern)
+          | AccessPtr(buffer, offset, extent, access_mask)   -- the address of buffer's element offset
+          | BufferRegion(buffer, begin, extent, strides)     -- a box of a buffer (buffer_bind_scope)
 
 Nodes are immutable; identity is object identity (``Var`` objects are the variables themselves),
 and ``==`` builds a comparison expression rather than comparing nodes (TVM's convention). Use
@@ -356,6 +364,57 @@ class VectorReduce(Expr):
     @property
     def dtype(self) -> str:  # type: ignore[override]
         return dt.element_of(self.value.dtype)
+
+
+@ir_node
+@dataclass(**_frozen)
+class StringImm(Expr):
+    """A string constant; only as an argument of a call (``call_extern``'s symbol)."""
+    value: str
+    child_fields = ()
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return "handle"
+
+
+@ir_node
+@dataclass(**_frozen)
+class AccessPtr(Expr):
+    """The address of element ``offset`` of ``buffer`` (counted from its ``data``, so a declared
+    buffer's ``elem_offset`` is part of ``offset``), for ``extent`` elements that the callee reads
+    (``access_mask`` 1), writes (2) or both (3): what ``Buffer.access_ptr("r")`` builds and an
+    external function receives as a pointer."""
+    buffer: Any
+    offset: Expr
+    extent: Expr
+    access_mask: int
+    child_fields = (("offset", EXPR), ("extent", EXPR))
+    ref_fields = ("buffer",)
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return "handle"
+
+
+@ir_node
+@dataclass(**_frozen)
+class BufferRegion(Expr):
+    """The box ``buffer[begin[d] : begin[d] + extent[d]]`` of a buffer: the value of a
+    ``buffer_bind_scope`` attribute (a declared buffer views this box). Before storage
+    flattening ``begin`` indexes ``buffer``'s dimensions and ``strides`` is empty; afterwards
+    ``strides`` are the buffer's strides in elements (the box starts at element
+    ``sum(begin[d] * strides[d])`` of the flat buffer)."""
+    buffer: Any
+    begin: tuple
+    extent: tuple
+    strides: tuple = ()
+    child_fields = (("begin", EXPRS), ("extent", EXPRS), ("strides", EXPRS))
+    ref_fields = ("buffer",)
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return "handle"
 
 
 @dataclass(**_frozen)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from operator import is_
 
-from .expr import (Binary, Broadcast, BufferLoad, Call, Cast, Const, Expr, Let, Ramp, Reduce,
-                   Select, SizeVar, TensorLoad, Unary, Var, VectorReduce)
+from .expr import (AccessPtr, Binary, Broadcast, BufferLoad, BufferRegion, Call, Cast, Const, Expr,
+                   Let, Ramp, Reduce, Select, SizeVar, StringImm, TensorLoad, Unary, Var, VectorReduce)
 from .node import Node, mutator_default
 from .stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt,
                    SeqStmt, Stmt, seq)
@@ -66,6 +66,9 @@ class IRMutator:
     visit_Broadcast = mutator_default(Broadcast)
     visit_Let = mutator_default(Let)
     visit_VectorReduce = mutator_default(VectorReduce)
+    visit_StringImm = mutator_default(StringImm)
+    visit_AccessPtr = mutator_default(AccessPtr)
+    visit_BufferRegion = mutator_default(BufferRegion)
     visit_For = mutator_default(For)
     visit_BufferStore = mutator_default(BufferStore)
     visit_IfThenElse = mutator_default(IfThenElse)

@@ -13,8 +13,11 @@ Distinct variables with the same name are printed with a ``_1``, ``_2`` suffix.
 from __future__ import annotations
 
 from . import dtype as dt
-from .expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp, Reduce,
-                   Select, SizeVar, TensorLoad, Unary, UnOp, Var, VectorReduce, IterVar)
+import json
+
+from .expr import (AccessPtr, BinOp, Binary, Broadcast, BufferLoad, BufferRegion, Call, Cast, Const,
+                   Let, Ramp, Reduce, Select, SizeVar, StringImm, TensorLoad, Unary, UnOp, Var,
+                   VectorReduce, IterVar)
 from .stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt,
                    SeqStmt, Buffer, PrimFunc)
 
@@ -103,6 +106,16 @@ class Printer:
             return f"vector_reduce_{_REDUCE_NAMES[e.op]}({self.expr(e.value)})", _ATOM
         if t is Let:
             return f"let({self.name(e.var)} = {self.expr(e.value)}, {self.expr(e.body)})", _ATOM
+        if t is StringImm:
+            return json.dumps(e.value), _ATOM
+        if t is AccessPtr:
+            mask = {1: "r", 2: "w", 3: "rw"}.get(e.access_mask, e.access_mask)
+            return (f'{self.buffer_name(e.buffer)}.access_ptr("{mask}", offset={self.expr(e.offset)}, '
+                    f'extent={self.expr(e.extent)})'), _ATOM
+        if t is BufferRegion:
+            box = ", ".join(f"{self.expr(b)}:+{self.expr(x)}" for b, x in zip(e.begin, e.extent))
+            strides = f" (strides {', '.join(self.expr(x) for x in e.strides)})" if e.strides else ""
+            return f"{self.buffer_name(e.buffer)}[{box}]{strides}", _ATOM
         return repr(e), _ATOM
 
     @staticmethod
@@ -155,7 +168,8 @@ class Printer:
         elif t is Evaluate:
             self.emit(depth, self.expr(s.value))
         elif t is AttrStmt:
-            node = s.node.name if hasattr(s.node, "name") else s.node
+            node = self.buffer_name(s.node) if isinstance(s.node, Buffer) else \
+                s.node.name if hasattr(s.node, "name") else s.node
             val = self.expr(s.value) if hasattr(s.value, "dtype") else repr(s.value)
             self.emit(depth, f"# attr {s.key}({node}) = {val}")
             self.stmt(s.body, depth)
@@ -172,6 +186,8 @@ class Printer:
                 params.append(f"{self.name(p)}: {p.dtype}")
         head = f"def {f.name}({', '.join(params)}):"
         self.lines = []
+        for text in f.attr("import_llvm", ()):
+            self.emit(1, f"# import_llvm: {len(text.splitlines())} lines of LLVM IR")
         self.stmt(f.body, 1)
         return "\n".join([head] + self.lines)
 

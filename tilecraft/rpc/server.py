@@ -10,7 +10,7 @@ A client (``RPCRunner``) holding a lease on this server calls, in order::
 where it was made; an invalid one is refused with the message naming the option.
 
 Libraries are stored by SHA-256 in a private temporary folder (size-limited, least recently
-used evicted). Every load and run happens in a worker process (``autotune._pool.WorkerPool``):
+used evicted). Every load and run happens in a worker process (``autotune.worker_pool.WorkerPool``):
 a candidate that segfaults or hangs costs a fresh worker, never the server. One measurement runs
 at a time. The server registers with a tracker and sends heartbeats; if the tracker drops it or
 goes away, it registers again.
@@ -31,7 +31,7 @@ import time
 
 import rpyc
 
-from ..autotune._pool import WorkerPool, signal_name
+from ..autotune.worker_pool import WorkerPool, signal_name
 from ..autotune.local import limit_memory
 from ..autotune.measure import MeasureErrorNo, OptionError, TimingOptions
 from ..runtime.tempdirs import owned_temp_dir

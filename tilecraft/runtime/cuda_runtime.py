@@ -190,7 +190,7 @@ def _kernel_view(info, names=None, positions=None) -> KernelPlan:
 
 def plan_of(func) -> FunctionPlan:
     """The launch plan of a function lowered for CUDA."""
-    from ..codegen.llvm import signature_of
+    from .signature import signature_of
     from ..schedule.passes.gpu_lower import kernels_of
     sig = signature_of(func)
     names, positions = {}, {}
@@ -469,8 +469,8 @@ def export_cuda(module: CUDAModule, path) -> str:
     import os
     import tempfile
     import zipfile
-    from ..codegen.export import _check_destination
-    path = _check_destination(os.fspath(path) if isinstance(path, os.PathLike) else path)
+    from .library import check_destination
+    path = check_destination(os.fspath(path) if isinstance(path, os.PathLike) else path)
     folder = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".tilecraft-", suffix=".tmp", dir=folder)
     try:

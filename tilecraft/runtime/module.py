@@ -320,7 +320,7 @@ class _SharedLibrary:
                          "only get_source('manifest') is available")
 
     def export_library(self, module, path: str) -> str:
-        from ..codegen.export import copy_library
+        from .library import copy_library
         return copy_library(self.path, module, path)
 
 

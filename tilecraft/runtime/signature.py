@@ -5,6 +5,7 @@ A signature lists parameters in C call order: buffers (a pointer each) then scal
 shape holds ints, names of scalar parameters (``"n"``) and, rarely, small expressions of them as
 nested lists (``["+", "n", 2]``). Scalars whose name appears alone as a dimension are *derived*:
 the caller never passes them; the runtime reads them off the arrays' shapes, as TVM does.
+:func:`signature_of` derives the signature of a lowered function (both backends call it).
 
 >>> sig = FuncSignature("vadd", (ParamSpec("A", "buffer", "float32", ("n",)),
 ...                              ParamSpec("n", "scalar", "int32")))
@@ -136,3 +137,68 @@ def eval_dim(d, env: dict) -> int:
         op, a, b = d
         return _SHAPE_OPS[op](eval_dim(a, env), eval_dim(b, env))
     return int(env[d])
+
+
+def signature_of(func, error=ValueError) -> FuncSignature:
+    """The parameters of a lowered function (a ``PrimFunc``) as a :class:`FuncSignature`, symbolic
+    names made unique; a buffer shape it cannot state raises ``error`` (the LLVM backend passes its
+    ``CodegenError``), naming the function and the dimension.
+
+    >>> # signature_of(tilecraft.lower(s, [A, B, C], name="vadd")).name == "vadd"
+    """
+    from ..ir import dtype as dt
+    from ..ir.expr import AccessPtr, Var
+    from ..ir.functor import post_order_visit
+    from ..ir.stmt import Buffer, BufferStore
+    names: dict = {}
+    taken: dict = {}
+
+    def var_name(v: Var) -> str:
+        if v not in names:
+            count = taken.get(v.name, 0)
+            taken[v.name] = count + 1
+            names[v] = v.name if count == 0 else f"{v.name}_{count}"
+        return names[v]
+
+    def dim(d):
+        return dim_of_expr(d, var_name, lambda bad: error(
+            f"{func.name}: the buffer dimension `{bad}` is not an integer expression of the shape parameters"))
+
+    written = set()
+
+    def visit(n):
+        t = type(n)
+        if t is BufferStore or (t is AccessPtr and n.access_mask & 2):
+            written.add(n.buffer.data)
+            written.add(n.buffer.name)
+        elif t is Var and n.dtype == "handle":       # a bare pointer an extern call may write through
+            written.add(n)
+    post_order_visit(func.body, visit)
+    scalar_vars = [p for p in func.params if isinstance(p, Var)]
+    for v in scalar_vars:          # scalar parameters keep their own names first
+        var_name(v)
+    params = []
+    for p in func.params:
+        if isinstance(p, Buffer):
+            params.append(ParamSpec(p.name, "buffer", dt.element_of(p.dtype),
+                                    tuple(dim(d) for d in p.shape),
+                                    p.data in written or p.name in written))
+        elif isinstance(p, Var):
+            params.append(ParamSpec(var_name(p), "scalar", p.dtype))
+    sig = FuncSignature(func.name, tuple(params))
+    known = {s.name for s in sig.scalars}
+    for b in sig.buffers:
+        for d in b.shape:
+            for n in _dim_names(d):
+                if n not in known:
+                    raise error(f"{func.name}: the shape of {b.name} uses {n!r}, which is not "
+                                "a parameter of the function")
+    return sig
+
+
+def _dim_names(d):
+    if isinstance(d, str):
+        yield d
+    elif isinstance(d, tuple):
+        for x in d[1:]:
+            yield from _dim_names(x)

@@ -1,31 +1,34 @@
 """``lower``: the whole pipeline from a schedule to a loop-nest function, one pass at a time.
 
-    index check → inline → bound inference → loop nests → simplify → loop partition → storage flattening → vectorize
-           → unroll → simplify → (target llvm) common subexpressions → dead code
-                               (cuda) kernels, thread binding, shared memory, barriers
+    index check → inline → bound inference → loop nests → simplify → loop partition → storage flattening
+        → vectorize → unroll → simplify → (with a target) legalize → (llvm) common subexpressions → dead code
+                                                                   (cuda) kernels, thread binding, shared memory, barriers
 
-``lower(s, args, print_ir=True)`` prints the IR after every pass.
+:func:`lower` is that sequence and nothing else; the helpers below prepare its inputs (argument
+buffers, who reads whom, the buffers of the stages) and check its result. ``lower(s, args,
+print_ir=True)`` prints the IR after every pass; ``simple_mode=True`` leaves out loop
+partitioning (as TVM's does), so guards stay where the schedule put them.
 """
 from __future__ import annotations
 
-import time
-
-from ..ir import dtype as dt
-from ..ir.expr import TensorLoad, Var, SizeVar, Const
+from ..ir import intrinsics
+from ..ir.cse import common_subexpression_elimination, remove_dead_code
+from ..ir.expr import Const, Let, TensorLoad, Var
 from ..ir.functor import IRMutator, collect_vars, post_order_visit, substitute
 from ..ir.printer import func_str
 from ..ir.simplify import simplify
-from ..ir.stmt import Buffer, PrimFunc
-from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from ..ir.stmt import Buffer, For, LetStmt, PrimFunc
+from ..te.tensor import PlaceholderOp, Tensor
 from .bound import infer_bounds
 from .check_indices import check_indices
+from .passes.legalize import LEGALIZED_ATTR, legalize
+from .passes.loop_partition import partition_loops
+from .passes.storage_flatten import storage_flatten
+from .passes.unroll import unroll_loops
+from .passes.vectorize import vectorize_loops
 from .schedule import Schedule, ScheduleError
 from .schedule_ops import schedule_ops
-from .passes.storage_flatten import storage_flatten
-from .passes.vectorize import vectorize_loops
-from .passes.unroll import unroll_loops
-from .passes.loop_partition import partition_loops
-from ..ir.cse import common_subexpression_elimination, remove_dead_code
+from .tensorize import llvm_imports
 
 
 class _Inline(IRMutator):
@@ -85,35 +88,105 @@ def _resolve_args(sch: Schedule, args) -> tuple[list, list]:
     return tensors, scalars
 
 
-def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, binds=None,
+def lower(sch: Schedule, args, name: str = "main", binds=None, simple_mode: bool = False,
           print_ir: bool = False, target: str | None = None, after_pass=None) -> PrimFunc:
-    """Lower a schedule to a ``PrimFunc`` over the given argument tensors.
+    """Lower a schedule to a ``PrimFunc`` over the given argument tensors (and ``te.var`` scalars).
 
-    ``after_pass(pass_name, func)``, when given, is called with the function after
-    ``schedule_ops`` and after each pass of the common pipeline (tests run the lowered-IR
-    interpreter there: ``tilecraft.interp_lowered.PassChecker``).
+    ``target`` (``"llvm"``, ``"cuda"`` or None) adds that backend's passes: legalize (what the
+    target lacks, in terms of what it has; ``func.attr("legalized_for")`` says for which), common
+    subexpressions and dead code for the CPU, kernels and launch indices for CUDA. ``simple_mode=True`` leaves out
+    loop partitioning, so split tails keep their guard inside the loop (TVM's meaning: a compact
+    loop nest to read). ``binds`` is TVM's tensor → buffer map; tilecraft gives every argument a
+    compact buffer of its tensor's shape, so only ``None`` is accepted. ``print_ir=True`` prints
+    the IR after every pass; ``after_pass(pass_name, func)``, when given, is called with the
+    function after ``schedule_ops`` and after each pass of the common pipeline (tests run the
+    lowered-IR interpreter there: ``tilecraft.interp_lowered.PassChecker``).
 
     >>> print(tilecraft.lower(s, [A, B, C], simple_mode=True))
     """
+    _check_arguments(sch, args, binds)
+    kind = _target_kind(target)
+    arg_tensors, arg_scalars = _resolve_args(sch, args)
+    check_indices(sch)
+    bodies = inline_stages(sch)
+    consumers = _consumers(sch, bodies)
+    buffers, buffer_params = _argument_buffers(sch, arg_tensors, consumers)
+    arg_set = set(buffers)
+    if kind == "cuda":
+        from .passes.gpu_attached_args import check_attached_arguments
+        check_attached_arguments(sch, arg_set)
+    infos = infer_bounds(sch, bodies, consumers, {}, arg_set)
+    mins = _stage_buffers(infos, buffers)
+    params = tuple(buffer_params + _scalar_params(buffer_params, arg_scalars))
+    aligns = {buffers[t]: st.align for st in infos for t in st.op.outputs if st.align and t not in arg_set}
+    run = _PassRunner(name, params, print_ir, after_pass)
+
+    body = run("schedule_ops", schedule_ops, sch, infos, buffers, mins, arg_set, aligns)
+    body = run("simplify", simplify, body)
+    if not simple_mode:
+        body = run("loop_partition", partition_loops, body)
+    body = run("storage_flatten", storage_flatten, body, aligns)
+    body = run("vectorize", vectorize_loops, body)
+    body = run("unroll", unroll_loops, body)
+    body = run("simplify", simplify, body)
+    if kind in intrinsics.TARGETS:
+        # without a target the backend legalizes (legalize_func), so a target-less lower() keeps
+        # the calls as written
+        body = run("legalize", legalize, body, kind)
+    if kind == "llvm":
+        # only when building for the CPU: the GPU passes analyse shared-memory reads for
+        # barriers (CSE would move them into lets), and a target-less lower() stays readable
+        body = run("cse", common_subexpression_elimination, body)
+        body = run("remove_dead_code", remove_dead_code, body)
+    _check_free_scalars(body, params)
+    # ---- GPU hook (owned by the CUDA backend): kernels, launch indices, shared memory, barriers ----
+    if kind == "cuda":
+        from .passes.gpu_lower import lower_for_gpu
+        _check_double_buffer(sch)
+        body = lower_for_gpu(body, params, name, print_ir=print_ir)
+    # ---- end of GPU hook ----
+    attrs = ((LEGALIZED_ATTR, kind),) if kind in intrinsics.TARGETS else ()
+    imports = llvm_imports(sch)
+    if imports:
+        attrs += (("import_llvm", imports),)
+    return PrimFunc(name, params, body, attrs)
+
+
+class _PassRunner:
+    """Runs one pass and shows its result: printed (``print_ir``) and handed to ``after_pass``."""
+
+    def __init__(self, name: str, params: tuple, print_ir: bool, after_pass):
+        self.name, self.params, self.print_ir, self.after_pass = name, params, print_ir, after_pass
+
+    def __call__(self, pass_name: str, fn, *inputs):
+        body = fn(*inputs)
+        if self.print_ir or self.after_pass is not None:
+            func = PrimFunc(self.name, self.params, body)
+            if self.print_ir:
+                print(f"# ---- after {pass_name} ----")
+                print(func_str(func))
+            if self.after_pass is not None:
+                self.after_pass(pass_name, func)
+        return body
+
+
+def _check_arguments(sch, args, binds) -> None:
     if not isinstance(sch, Schedule):
         raise TypeError(f"lower expects a schedule from te.create_schedule, got {type(sch).__name__}")
     if not isinstance(args, (list, tuple)) or not args:
         raise ScheduleError("lower needs the list of argument tensors, e.g. [A, B, C]")
-    timings = {}
-    t0 = time.perf_counter()
+    if binds is not None:
+        raise ScheduleError("lower: binds (TVM's map from tensors to buffers) is not supported: every "
+                            "argument gets a compact row-major buffer of its tensor's shape; leave binds out")
 
-    def show(what, body):
-        if print_ir:
-            print(f"# ---- after {what} ----")
-            print(func_str(PrimFunc(name, tuple(params), body)))
-        if after_pass is not None:
-            after_pass(what, PrimFunc(name, tuple(params), body))
 
-    arg_tensors, arg_scalars = _resolve_args(sch, args)
-    check_indices(sch)
-    bodies = inline_stages(sch)
+def _target_kind(target) -> str | None:
+    """``"llvm"``, ``"cuda"`` or None, from a target string, a Target or None."""
+    return None if target is None else str(target).split()[0]
 
-    # who reads whom (after inlining)
+
+def _consumers(sch: Schedule, bodies: dict) -> dict:
+    """Stage → the stages that read its outputs (after inlining)."""
     producer_of = {}
     for st in sch.stages:
         for t in st.op.outputs:
@@ -128,35 +201,35 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
                 raise ScheduleError(f"stage '{st.name}' reads tensor '{t.name}', which is not part of this schedule")
             if st not in consumers[p]:
                 consumers[p].append(st)
+    return consumers
 
-    # buffers for the arguments
+
+def _argument_buffers(sch: Schedule, arg_tensors: list, consumers: dict) -> tuple[dict, list]:
+    """A buffer for each argument tensor (tensor → Buffer, and the Buffers in argument order),
+    after checking that every input read and every output is among the arguments."""
     buffers: dict = {}
-    arg_set = set()
     params = []
-    for pos, t, orig in arg_tensors:
+    for _, t, orig in arg_tensors:
         b = Buffer(orig.name, t.shape, t.dtype)
         buffers[t] = b
-        arg_set.add(t)
         params.append(b)
     for st in sch.stages:
         if isinstance(st.op, PlaceholderOp):
             t = st.op.outputs[0]
-            if t not in arg_set and consumers[st]:
+            if t not in buffers and consumers[st]:
                 raise ScheduleError(f"the input '{t.name}' is read by stage '{consumers[st][0].name}' but is "
                                     f"not in the argument list")
     for st in sch.stages:
         if st.is_output and st.attach_type != "inline":
             for t in st.op.outputs:
-                if t not in arg_set:
+                if t not in buffers:
                     raise ScheduleError(f"the output '{t.name}' is not in the argument list")
+    return buffers, params
 
-    if target is not None and str(target).split()[0] == "cuda":
-        from .passes.gpu_attached_args import check_attached_arguments
-        check_attached_arguments(sch, arg_set)
-    loop_extent: dict = {}
-    infos = infer_bounds(sch, bodies, consumers, loop_extent, arg_set)
-    timings["bound"] = time.perf_counter() - t0
 
+def _stage_buffers(infos: dict, buffers: dict) -> dict:
+    """Add a buffer, of the extent bound inference gave, for the output of every stage that is not
+    an argument; return the non-zero minimums of those buffers (tensor → per-axis minimum)."""
     mins = {}
     for st, info in infos.items():
         for t in st.op.outputs:
@@ -165,52 +238,40 @@ def lower(sch: Schedule, args, name: str = "main", simple_mode: bool = False, bi
             buffers[t] = Buffer(t.name, tuple(info.root_extent), t.dtype, st.scope)
             if any(not (isinstance(m, Const) and m.value == 0) for m in info.root_min):
                 mins[t] = info.root_min
+    return mins
 
-    # scalar parameters: explicit ones in place, the rest (shape variables) appended
+
+def _scalar_params(buffer_params: list, arg_scalars: list) -> list:
+    """The scalar parameters: the ``te.var`` arguments in their places, then the variables of the
+    argument shapes that are not among them, in order of appearance (names sorted per dimension)."""
     scalar_params = [v for _, v in arg_scalars]
     seen = set(scalar_params)
-    for b in list(params):
+    for b in buffer_params:
         for d in b.shape:
             for v in sorted(collect_vars(d), key=lambda v: v.name):
                 if v not in seen:
                     seen.add(v)
                     scalar_params.append(v)
-    params = params + scalar_params
+    return scalar_params
 
-    aligns = {buffers[t]: st.align for st in infos for t in st.op.outputs if st.align and t not in arg_set}
-    body = schedule_ops(sch, infos, buffers, mins, arg_set)
-    show("schedule_ops", body)
-    passes = [
-        ("simplify", simplify),
-        ("loop_partition", partition_loops),
-        ("storage_flatten", lambda b: storage_flatten(b, aligns)),
-        ("vectorize", vectorize_loops),
-        ("unroll", unroll_loops),
-        ("simplify", simplify),
-    ]
-    if target is not None and str(target).split()[0] == "llvm":
-        # only when building for the CPU: the GPU passes analyse shared-memory reads for
-        # barriers (CSE would move them into lets), and a target-less lower() stays readable
-        passes += [("cse", common_subexpression_elimination), ("remove_dead_code", remove_dead_code)]
-    for pname, fn in passes:
-        t1 = time.perf_counter()
-        body = fn(body)
-        timings[pname] = timings.get(pname, 0.0) + time.perf_counter() - t1
-        show(pname, body)
 
-    # free variables that are neither loop variables nor parameters
-    free = _free_scalars(body, params)
+def _check_free_scalars(body, params) -> None:
+    """Every scalar variable the body uses is a loop variable, a let binding or a parameter."""
+    bound = set()
+    used = set()
+
+    def f(n):
+        if isinstance(n, For):
+            bound.add(n.loop_var)
+        elif isinstance(n, (LetStmt, Let)):
+            bound.add(n.var)
+        elif isinstance(n, Var) and n.dtype != "handle":
+            used.add(n)
+    post_order_visit(body, f)
+    free = used - bound - {p for p in params if isinstance(p, Var)}
     if free:
         raise ScheduleError(f"the scalar variable(s) {', '.join(sorted(v.name for v in free))} are used but "
                             f"are neither in the argument list nor in any argument's shape")
-    # ---- GPU hook (owned by the CUDA backend): kernels, launch indices, shared memory, barriers ----
-    if target is not None and str(target).split()[0] == "cuda":
-        from .passes.gpu_lower import lower_for_gpu
-        _check_double_buffer(sch)
-        body = lower_for_gpu(body, params, name, print_ir=print_ir)
-    # ---- end of GPU hook ----
-    func = PrimFunc(name, tuple(params), body, (("lower_time", time.perf_counter() - t0),))
-    return func
 
 
 def _check_double_buffer(sch) -> None:
@@ -231,21 +292,3 @@ def _check_double_buffer(sch) -> None:
                 f"double_buffer on '{st.name}': the stage is not attached inside a "
                 f"loop of the kernel, so there is no next tile to overlap with; compute_at it inside the "
                 f"reduction loop")
-
-
-def _free_scalars(body, params) -> set:
-    bound = set()
-    used = set()
-    from ..ir.stmt import For, LetStmt
-    from ..ir.expr import Let
-
-    def f(n):
-        if isinstance(n, For):
-            bound.add(n.loop_var)
-        elif isinstance(n, (LetStmt, Let)):
-            bound.add(n.var)
-        elif isinstance(n, Var) and n.dtype != "handle":
-            used.add(n)
-    post_order_visit(body, f)
-    pset = {p for p in params if isinstance(p, Var)}
-    return {v for v in used - bound - pset}

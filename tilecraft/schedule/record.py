@@ -27,6 +27,14 @@ step's fields (fields left at ``None`` are left out)::
 
 A split by a symbolic factor (``factor=n``) is applied and recorded in memory, but has no JSON or
 Python form: ``to_json``/``to_python`` refuse it, naming the stage and axis.
+
+Tensor intrinsics. ``s[C].tensorize(axis, intrin)`` records the intrinsic by its name
+(``{"step": "tensorize", "stage": "C", "axis": "j.inner", "intrin": "gemv"}``); the step keeps
+the object too, so ``replay(s.steps, ...)`` needs nothing more. A record read back from JSON gets
+the intrinsics by name from the caller (``from_json(text, outputs, intrins=[gemv])``), and the
+Python form refers to each as a variable of its name (``s[C].tensorize(C_j_inner, gemv)``;
+``python_names(outputs, intrins=[gemv])`` gives that namespace). Two different intrinsics of
+one name in one schedule cannot be told apart by name: ``to_json``/``to_python`` refuse them.
 """
 from __future__ import annotations
 
@@ -34,10 +42,11 @@ import json
 import keyword
 import numbers
 import re
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from ..te.tensor import post_dfs_order
+from ..te.tensor_intrin import TensorIntrin
 
 
 def _error(msg: str):
@@ -415,10 +424,64 @@ class RFactorStep(_CreatingStep):
         return f"s.rfactor({p.tensor(self.tensor)}, {p.axis(stage, self.axis)}{fa})"
 
 
+@dataclass(frozen=True)
+class TensorizeStep(Step):
+    """``s[stage].tensorize(axis, intrin)``; ``intrin`` is the intrinsic's name, ``tensor_intrin``
+    the object (in memory only: JSON and Python refer to it by name)."""
+    kind: ClassVar[str] = "tensorize"
+    stage: str
+    axis: str
+    intrin: str
+    tensor_intrin: Any = field(default=None, compare=False, repr=False)
+
+    def apply(self, s):
+        if self.tensor_intrin is None:
+            raise _error(f"tensorize of stage '{self.stage}': the tensor intrinsic '{self.intrin}' "
+                         f"is not given; pass it by name: from_json(text, outputs, intrins=[...]) "
+                         f"or replay(steps, outputs, intrins=[...])")
+        st = s[self.stage]
+        return st.tensorize(st._axis_by_ref(self.axis), self.tensor_intrin)
+
+    def to_json(self) -> dict:
+        return {"step": self.kind, "stage": self.stage, "axis": self.axis, "intrin": self.intrin}
+
+    def python(self, p):
+        return f"{p.stage(self.stage)}.tensorize({p.axis(self.stage, self.axis)}, {p.intrin(self.intrin)})"
+
+
+def intrins_by_name(steps) -> dict:
+    """``{name: TensorIntrin}`` of the intrinsics that ``steps`` tensorize with; two different
+    intrinsics of one name are refused (the record names them)."""
+    out: dict = {}
+    for st in steps:
+        obj = getattr(st, "tensor_intrin", None)
+        if obj is None:
+            continue
+        seen = out.setdefault(st.intrin, obj)
+        if seen is not obj:
+            raise _error(f"two different tensor intrinsics are named '{st.intrin}' in this schedule; "
+                         f"the record refers to them by name: give them distinct names "
+                         f"(te.decl_tensor_intrin(..., name=...))")
+    return out
+
+
+def with_intrins(step: Step, intrins, where: str) -> Step:
+    """``step`` with its tensor intrinsic taken from ``intrins`` (a list of intrinsics or a
+    ``{name: intrinsic}`` dict) where the step names one it does not hold."""
+    if not isinstance(step, TensorizeStep) or step.tensor_intrin is not None or not intrins:
+        return step
+    table = intrins if isinstance(intrins, dict) else {i.name: i for i in intrins}
+    obj = table.get(step.intrin)
+    if obj is None:
+        raise _error(f"{where}: the tensor intrinsic '{step.intrin}' is not among those given "
+                     f"({', '.join(table) or 'none'})")
+    return replace(step, tensor_intrin=obj)
+
+
 STEP_TYPES = {cls.kind: cls for cls in (
     SplitStep, TileStep, FuseStep, ReorderStep, VectorizeStep, UnrollStep, ParallelStep, BindStep,
     PragmaStep, ComputeAtStep, ComputeInlineStep, ComputeRootStep, DoubleBufferStep, StorageAlignStep,
-    SetScopeStep, CacheReadStep, CacheWriteStep, RFactorStep)}
+    SetScopeStep, CacheReadStep, CacheWriteStep, RFactorStep, TensorizeStep)}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -441,7 +504,7 @@ def step_from_json(obj, where: str = "step") -> Step:
     cls = STEP_TYPES.get(obj["step"])
     if cls is None:
         raise _error(f"{where}: unknown primitive {obj['step']!r} (known: {', '.join(STEP_TYPES)})")
-    known = {f.name: f for f in fields(cls)}
+    known = {f.name: f for f in fields(cls) if f.compare}      # not a tensorize step's object
     extra = sorted(set(obj) - set(known) - {"step"})
     if extra:
         raise _error(f"{where}: {obj['step']} has no field(s) {', '.join(extra)} "
@@ -492,6 +555,7 @@ def _from_legacy(item, where: str) -> Step:
 
 def steps_to_json(steps) -> str:
     """JSON text of a list of steps, one step per line."""
+    intrins_by_name(steps)
     return "[" + ",\n ".join(json.dumps(st.to_json()) for st in steps) + "]"
 
 
@@ -509,13 +573,14 @@ def _ident(name: str) -> str:
     return out + "_" if keyword.iskeyword(out) else out
 
 
-def python_names(outputs) -> dict:
+def python_names(outputs, intrins=()) -> dict:
     """``{variable name: tensor}`` for every tensor of the graph of ``outputs``, as the code of
     ``Schedule.to_python()`` names them: the tensor's name made an identifier (``A.shared`` →
-    ``A_shared``), with ``_1``, ``_2`` ... after a name already taken.
+    ``A_shared``), with ``_1``, ``_2`` ... after a name already taken; then the tensor
+    intrinsics ``intrins`` (a list or a ``{name: intrinsic}`` dict) the same way.
 
     >>> code = s.to_python()
-    >>> exec(code, {"s": te.create_schedule(C.op), **python_names([C.op])})
+    >>> exec(code, {"s": te.create_schedule(C.op), **python_names([C.op], intrins=[gemv])})
     """
     ops = [o.op if hasattr(o, "op") else o for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
     taken, out = {"s", "te"}, {}
@@ -523,6 +588,9 @@ def python_names(outputs) -> dict:
         for t in op.outputs:
             name = _fresh(_ident(t.name), taken)
             out[name] = t
+    items = intrins.items() if isinstance(intrins, dict) else ((i.name, i) for i in intrins)
+    for name, intrin in items:
+        out[_fresh(_ident(name), taken)] = intrin
     return out
 
 
@@ -538,13 +606,14 @@ class PythonPrinter:
     """Prints steps as Python while applying them to ``s``, a fresh schedule of the same
     outputs, whose stages and axes at each point give the variables the code uses."""
 
-    def __init__(self, s):
+    def __init__(self, s, intrins=None):
         self.s = s
         self.lines: list[str] = []
         self.taken = {"s", "te"}
-        self.var: dict = {}            # Tensor or IterVar -> its variable in the code
+        self.var: dict = {}            # Tensor, IterVar or TensorIntrin -> its variable in the code
         self.given: dict = {}          # the variables of the graph's tensors that the code uses
-        self._graph = python_names(s.outputs)
+        self.intrins = dict(intrins or {})
+        self._graph = python_names(s.outputs, self.intrins)
         for name, t in self._graph.items():
             self.taken.add(name)
             self.var[t] = name
@@ -566,6 +635,12 @@ class PythonPrinter:
 
     def stage_of_tensor(self, ref: str) -> str:
         return self.s._stage_ref(self.s[self.s._tensor_by_ref(ref)])
+
+    def intrin(self, name: str) -> str:
+        """The variable of the tensor intrinsic named ``name``."""
+        var = self.var[self.intrins[name]]
+        self.given[var] = True
+        return var
 
     def tensor(self, ref: str) -> str:
         t = self.s._tensor_by_ref(ref)
@@ -628,16 +703,19 @@ class PythonPrinter:
         return ", ".join(names) + ("," if len(names) == 1 and isinstance(out, (list, tuple)) else "")
 
     def text(self) -> str:
+        intrins = [v for v in self.given if isinstance(self._graph.get(v), TensorIntrin)]
+        tensors = [v for v in self.given if v not in intrins]
         head = ["from tilecraft import te",
                 f"# s: te.create_schedule of the same outputs; the tensors by name: "
-                f"{', '.join(self.given) or '(none used)'}"]
+                f"{', '.join(tensors) or '(none used)'}"
+                + (f"; the tensor intrinsics by name: {', '.join(intrins)}" if intrins else "")]
         return "\n".join(head + self.lines)
 
 
 def python_form(steps, fresh) -> str:
     """Python code that performs ``steps`` (see ``Schedule.to_python``); ``fresh`` is a new
     schedule of the same outputs, which this applies the steps to as it prints them."""
-    p = PythonPrinter(fresh)
+    p = PythonPrinter(fresh, intrins_by_name(steps))
     for step in steps:
         p.add(step)
     return p.text()

@@ -22,8 +22,10 @@ from ..ir.stmt import ForKind
 from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, post_dfs_order
 from .record import (BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
                      ComputeRootStep, DoubleBufferStep, FuseStep, ParallelStep, PragmaStep, ReorderStep,
-                     RFactorStep, SetScopeStep, SplitStep, Step, StorageAlignStep, TileStep, UnrollStep,
-                     VectorizeStep, name_ref, python_form, resolve_ref, step_from_json, steps_to_json)
+                     RFactorStep, SetScopeStep, SplitStep, Step, StorageAlignStep, TensorizeStep, TileStep,
+                     UnrollStep, VectorizeStep, name_ref, python_form, resolve_ref, step_from_json,
+                     steps_to_json, with_intrins)
+from ..te.tensor_intrin import TensorIntrin
 
 
 class ScheduleError(ValueError):
@@ -54,6 +56,7 @@ class IterAttr:
     kind: ForKind = ForKind.SERIAL
     bind: IterVar | None = None
     pragmas: list = field(default_factory=list)
+    tensor_intrin: TensorIntrin | None = None     # s[C].tensorize(this axis, intrin)
 
 
 def _extent_of(iv: IterVar):
@@ -492,8 +495,43 @@ class Stage:
         self._record(DoubleBufferStep(self._ref()))
 
     def tensorize(self, axis, intrin):
-        """Replace the loop nest under ``axis`` by a tensor intrinsic: not supported yet (raises)."""
-        raise ScheduleError(f"tensorize on stage '{self.name}': not supported yet")
+        """Compute the loops from ``axis`` inwards with a tensor intrinsic (``te.decl_tensor_intrin``).
+
+        Before (``j`` split by 16)::            After ``s[C].tensorize(j.inner, gemv)`` (gemv: 16 × 64)::
+
+            for i in range(1024):                  for i in range(1024):
+                for j.outer in range(32):              for j.outer in range(32):
+                    for j.inner in range(16):              call_extern("gemv_update",
+                        C[i, j.outer*16 + j.inner] = 0         C.access_ptr("w", offset=i*512 + j.outer*16),
+                        for k in range(64):                    A.access_ptr("r", offset=i*64),
+                            C[i, j.outer*16 + j.inner] +=      B.access_ptr("r", offset=j.outer*1024),
+                                A[i, k] * B[j.outer*16         16, 64, 64)
+                                            + j.inner, k]
+
+        When the stage is lowered, the loops under ``axis`` must compute exactly the intrinsic's
+        TE definition on one box of the tensors (its shapes, index pattern, reduction axes and
+        dtypes), and each box must fit the intrinsic's declared buffers (strides, offset factor,
+        scope); a mismatch is a ``ScheduleError`` saying which part differs. A reduction whose
+        reduction loops all lie inside ``axis`` uses the intrinsic's ``body``; with reduction
+        loops outside, ``reset`` runs before them and ``update`` inside them (or, without a
+        ``reset``, ``body`` on their first iteration and ``update`` after).
+        """
+        k = self._leaf_index(axis, "tensorize")
+        iv = self.leaf_iter_vars[k]
+        if not isinstance(intrin, TensorIntrin):
+            raise ScheduleError(f"tensorize on stage '{self.name}': expected a tensor intrinsic from "
+                                f"te.decl_tensor_intrin, got {intrin!r}")
+        if intrin.scalar_params:
+            raise ScheduleError(f"tensorize on stage '{self.name}' with intrinsic '{intrin.name}': an "
+                                f"intrinsic with scalar_params cannot be tensorized (they have no "
+                                f"value in a loop nest)")
+        for other, a in self.iter_var_attrs.items():
+            if a.tensor_intrin is not None and other is not iv:
+                raise ScheduleError(f"tensorize on stage '{self.name}': the stage is already tensorized "
+                                    f"at axis '{other.var.name}' (with '{a.tensor_intrin.name}'); a stage "
+                                    f"has at most one tensorized loop")
+        self._attr(iv).tensor_intrin = intrin
+        self._record(TensorizeStep(self._ref(), self._axis_ref(iv), intrin.name, intrin))
 
 
 class _ReplaceLoads(IRMutator):
@@ -754,16 +792,17 @@ def create_schedule(ops) -> Schedule:
     return Schedule(out)
 
 
-def replay(steps, outputs) -> Schedule:
+def replay(steps, outputs, intrins=()) -> Schedule:
     """A new schedule of ``outputs`` with ``steps`` applied in order: ``Step`` objects, or their
     JSON objects (``json.loads(s.to_json())``). Steps name stages and axes by name, so they apply
-    to a separately built graph of the same definition.
+    to a separately built graph of the same definition. ``intrins`` (a list of tensor
+    intrinsics, or ``{name: intrinsic}``) supplies those that JSON steps name.
 
     >>> s2 = replay(s.steps, [C.op])          # s2.to_json() == s.to_json()
     """
     s = create_schedule(outputs)
     for k, step in enumerate(steps):
-        step = step_from_json(step, f"replay of step {k}")
+        step = with_intrins(step_from_json(step, f"replay of step {k}"), intrins, f"replay of step {k}")
         try:
             step.apply(s)
         except ScheduleError as e:
@@ -772,10 +811,11 @@ def replay(steps, outputs) -> Schedule:
     return s
 
 
-def from_json(text: str, outputs) -> Schedule:
-    """The schedule that ``s.to_json()`` describes, rebuilt on ``outputs`` (see ``replay``).
+def from_json(text: str, outputs, intrins=()) -> Schedule:
+    """The schedule that ``s.to_json()`` describes, rebuilt on ``outputs`` (see ``replay``); the
+    tensor intrinsics its steps name come from ``intrins``.
 
-    >>> s2 = from_json(s.to_json(), [C.op])
+    >>> s2 = from_json(s.to_json(), [C.op], intrins=[gemv])
     """
     try:
         steps = json.loads(text)
@@ -783,7 +823,7 @@ def from_json(text: str, outputs) -> Schedule:
         raise ScheduleError(f"from_json: not JSON ({e})") from None
     if not isinstance(steps, list):
         raise ScheduleError(f"from_json: expected a list of steps, got {type(steps).__name__}")
-    return replay(steps, outputs)
+    return replay(steps, outputs, intrins)
 
 
 _stage_name = _tensor_name = attrgetter("name")     # how the record names stages, tensors, axes

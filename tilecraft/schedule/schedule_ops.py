@@ -16,7 +16,7 @@ per-thread fold, one all-reduce and one write.
 
 The buffer of an attached stage marked with ``double_buffer()`` is allocated inside
 ``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))``; the GPU passes give it two
-copies where it stays inside a loop (``hoist_shared_allocations``, ``gpu_double_buffer``), the CPU
+copies where it stays inside a loop (``gpu_hoist_shared``, ``gpu_double_buffer``), the CPU
 ignores it. The mark is part of the lowered function, so ``build(lower(...))`` keeps it.
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ..ir.simplify import simplify
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, IfThenElse, LetStmt, seq)
 from .schedule import ScheduleError
 from ..te.tensor import ComputeOp, PlaceholderOp
+from .tensorize import tensorized_axis, tensorized_nest
 from .vector_reduce import (accumulator_index, combine_stores, plan_vector_reduction,
                             vector_reduction_nest)
 
@@ -64,10 +65,12 @@ def _and_all(conds):
 
 
 class NestBuilder:
-    def __init__(self, sch, infos: dict, buffers: dict, mins: dict, attached: dict, args: set):
+    def __init__(self, sch, infos: dict, buffers: dict, mins: dict, attached: dict, args: set,
+                 aligns: dict | None = None):
         self.sch, self.infos, self.buffers, self.mins = sch, infos, buffers, mins
         self.attached = attached          # (stage, IterVar) -> [stages]
         self.args = args                  # tensors whose buffers are function arguments
+        self.aligns = aligns or {}        # buffer -> storage_align of its stage (tensorize's strides)
         self.to_loads = _ToBufferLoads(buffers, mins)
         self.vector_plans: dict = {}      # stage -> VectorPlan of a vectorized reduction axis
 
@@ -80,6 +83,9 @@ class NestBuilder:
 
     # ------------------------------------------------------------------------------------------
     def stage_nest(self, st):
+        tensorized = tensorized_axis(st)
+        if tensorized is not None:
+            return tensorized_nest(self, st, *tensorized)
         info = self.infos[st]
         leaves = st.leaf_iter_vars
         op = st.op
@@ -131,8 +137,8 @@ class NestBuilder:
             kind = attr.kind
             if attr.bind is not None:
                 tag = attr.bind.thread_tag
-            if attr.pragmas:
-                ann = tuple(("pragma_" + k, v) for k, v in attr.pragmas)
+            if attr.pragmas:       # import_llvm is the function's (lower: llvm_imports)
+                ann = tuple(("pragma_" + k, v) for k, v in attr.pragmas if k != "import_llvm")
         return For(iv.var, convert(0), info.extent[iv], kind, body, tag, ann)
 
     def _root_map(self, st, info):
@@ -243,13 +249,14 @@ def _launch_bound_reduce_tags(st, leaves) -> list:
     return tags
 
 
-def schedule_ops(sch, infos: dict, buffers: dict, mins: dict, arg_tensors: set):
-    """The whole program: every root stage's nest, in dependency order, with allocations."""
+def schedule_ops(sch, infos: dict, buffers: dict, mins: dict, arg_tensors: set, aligns: dict | None = None):
+    """The whole program: every root stage's nest, in dependency order, with allocations; a
+    tensorized stage's nest calls its intrinsic (``tensorize.py``)."""
     attached: dict = {}
     for st in sch.stages:
         if st in infos and st.attach_type == "scope" and not st.is_output:
             attached.setdefault((st.attach_stage, st.attach_ivar), []).append(st)
-    nb = NestBuilder(sch, infos, buffers, mins, attached, arg_tensors)
+    nb = NestBuilder(sch, infos, buffers, mins, attached, arg_tensors, aligns)
     parts, allocs = [], []
     for st in sch.stages:
         if st not in infos:

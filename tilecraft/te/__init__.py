@@ -10,14 +10,13 @@ from ..ir.expr import Var, IterVar, Range, Expr
 from .tensor import ComputeOp, Operation, PlaceholderOp, TEError, Tensor
 from .operation import (Reducer, comm_reducer, compute, max, min, placeholder, reduce_axis,
                         size_var, sum, thread_axis, var)
+from .tensor_intrin import TensorIntrin, decl_tensor_intrin
 from .intrin import (abs, all, any, ceil, const, cos, erf, exp, exp2, floor, floordiv, floormod,
                      fma, if_then_else, indexdiv, indexmod, isnan, log, log2, log10, max_value,
                      min_value, pow, power, round, rsqrt, select, sigmoid, sin, sqrt, tanh, trunc,
                      truncdiv, truncmod)
 
 
-def create_schedule(ops):
-    """A default schedule for the given output operation(s): every stage computed at the root,
-    in the order of its loop axes. See :mod:`tilecraft.schedule`."""
-    from ..schedule import create_schedule as _create
-    return _create(ops)
+# ``te.create_schedule`` (TVM's name) is :func:`tilecraft.schedule.create_schedule`. The schedule
+# layer sits above te and te never imports it: ``tilecraft/__init__.py`` hands it in, and every
+# import of ``tilecraft.te`` runs that file first.

@@ -4,9 +4,8 @@ from __future__ import annotations
 import functools
 
 from ..ir import dtype as dt
-from ..ir.dtype import DTypeError
-from ..ir.expr import (BinOp, Call, Const, Expr, binary, cast, const as _const, convert, logical_not,
-                       select as _select, neg)
+from ..ir import intrinsics
+from ..ir.expr import BinOp, binary, const as _const, convert, select as _select, neg
 
 
 def const(value, dtype: str | None = None):
@@ -14,15 +13,12 @@ def const(value, dtype: str | None = None):
     return _const(value, dtype)
 
 
-def _float_unary(name: str, llvm_name: str | None = None):
+def _float_unary(name: str):
     def f(x):
-        x = convert(x)
-        if not dt.is_float(x.dtype):
-            raise DTypeError(f"te.{name} needs a float argument, got `{x}` of dtype {x.dtype}; "
-                             f"cast it first with .astype('float32')")
-        return Call(llvm_name or name, (x,), x.dtype)
+        return intrinsics.call(name, x)
     f.__name__ = name
-    f.__doc__ = f"Elementwise ``{name}`` of a float expression."
+    f.__doc__ = (f"Elementwise ``{name}`` of a float expression (float16 computes in float32): "
+                 f"``te.{name}(A[i])``. Its dtype rule and reference: ``tilecraft.ir.intrinsics``.")
     return f
 
 
@@ -45,31 +41,26 @@ cos = _float_unary("cos")
 
 
 def abs(x):  # noqa: A001
-    """Absolute value of a float or integer expression."""
+    """Absolute value of a float or integer expression: ``te.abs(A[i] - B[i])``."""
     x = convert(x)
     if dt.is_float(x.dtype):
-        return Call("fabs", (x,), x.dtype)
+        return intrinsics.call("fabs", x, api="te.abs")
     if dt.is_uint(x.dtype) or dt.is_bool(x.dtype):
         return x
     return _select(x < 0, neg(x), x)
 
 
 def power(x, y):
-    """``x ** y`` for float expressions."""
-    x = convert(x)
-    if not isinstance(y, Expr):
-        y = _const(y, x.dtype)
-    if not dt.is_float(x.dtype) or x.dtype != y.dtype:
-        raise DTypeError(f"te.power needs two float arguments of one dtype, got {x.dtype} and {y.dtype}")
-    return Call("pow", (x, y), x.dtype)
+    """``x ** y`` for float expressions of one dtype (a number takes x's): ``te.power(A[i], 1.5)``."""
+    return intrinsics.call("pow", x, y, api="te.power")
 
 
 pow = power  # noqa: A001
 
 
 def fma(a, b, c):
-    a, b, c = convert(a), convert(b), convert(c)
-    return Call("fma", (a, b, c), a.dtype)
+    """``a * b + c`` rounded once, for float expressions of one dtype: ``te.fma(A[i], B[i], C[i])``."""
+    return intrinsics.call("fma", a, b, c, api="te.fma")
 
 
 def if_then_else(cond, t, f):

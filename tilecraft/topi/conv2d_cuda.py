@@ -7,7 +7,7 @@
 The arguments are those of ``topi/conv2d_nchw.llvm``: ``N, CI, H, W, CO, KH, KW, stride,
 padding, dtype``.
 
-The schedule is ``tilecraft.codegen.cuda_schedules.conv2d_nchw`` (direct convolution: a block
+The schedule is ``tilecraft.topi.cuda_schedules.conv2d_nchw`` (direct convolution: a block
 computes ``tile_co`` output channels of a ``tile_y × tile_x`` patch, each thread ``x_per_thread``
 neighbouring pixels for ``co_per_thread`` channels; on outputs of at most 8×8 pixels,
 ``k_split`` parts of the input channels go to separate blocks and a second kernel sums them; per ``ci_tile`` input channels all threads fetch the padded input patch
@@ -59,7 +59,7 @@ def _fallback_tiles(CI, OH, OW, CO, KH, KW, stride) -> dict:
 def conv2d_nchw_cuda(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, padding: int,
                      dtype: str = "float32"):
     """conv2d NCHW on the GPU: direct, shared input patch and weights, a register tile of pixels x channels."""
-    from tilecraft.codegen import cuda_schedules
+    from tilecraft.topi import cuda_schedules
 
     cfg = autotune.get_config()
     OH, OW = (H + 2 * padding - KH) // stride + 1, (W + 2 * padding - KW) // stride + 1

@@ -92,11 +92,11 @@ def _cuda_tiles_ok(M, N, K, bm, bn, vy, vx, ty, tx, kt, double_buffer=True) -> b
 
 @autotune.template("topi/matmul.cuda")
 def matmul_cuda(M: int, N: int, K: int, dtype: str = "float32"):
-    """SGEMM for CUDA: the TVM-style schedule of ``tilecraft.codegen.cuda_schedules.matmul``
+    """SGEMM for CUDA: the TVM-style schedule of ``tilecraft.topi.cuda_schedules.matmul``
     (shared-memory tiles, register sub-tiles split into virtual threads, double buffering) with
     its sizes as knobs: the block tile, the thread grid, the virtual-thread split of each thread's
     register tile, the depth of the shared tiles, double buffering."""
-    from tilecraft.codegen import cuda_schedules
+    from tilecraft.topi import cuda_schedules
 
     cfg = autotune.get_config()
     cfg.define_knob("block_m", [32, 64, 128, 256])

@@ -14,7 +14,9 @@ from .rules import rules_for
 # so that two rules that undo each other cannot loop forever.
 MAX_REWRITES = 32
 
-_DROPPABLE_UNIT_LOOPS = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED)
+# a loop that runs once becomes its body; a parallel one too (its one iteration would wake a
+# thread team); loops bound to GPU threads stay (they define the launch)
+_DROPPABLE_UNIT_LOOPS = (ForKind.SERIAL, ForKind.UNROLLED, ForKind.VECTORIZED, ForKind.PARALLEL)
 
 
 def simplify(node, bounds=None):
@@ -22,7 +24,8 @@ def simplify(node, bounds=None):
 
     ``bounds`` maps variables to inclusive integer bounds ``(lo, hi)``; loop variables get theirs
     from their ``For``. Returns ``node`` itself when nothing changed. A statement that simplifies
-    to nothing becomes ``Evaluate(0)``.
+    to nothing becomes ``Evaluate(0)``; a loop of extent 1 that is not bound to a GPU thread
+    becomes its body.
 
     Example::
 

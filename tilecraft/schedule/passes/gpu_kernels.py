@@ -1,26 +1,27 @@
-"""Kernel extraction and launch indices: each root loop nest bound to the grid becomes one kernel.
+"""Kernel extraction: each root loop nest bound to the grid becomes one kernel, with its launch.
 
-Afterwards the function body is ``Allocate*(global workspace)`` around a sequence of
-``AttrStmt("cuda_kernel", KernelInfo, launch, body)``, one per kernel, in launch order. Inside a
-kernel body no loop is bound to ``blockIdx.*``/``threadIdx.*`` any more: every such loop is
-replaced by its body with the loop variable replaced by the kernel's one index variable per tag
-(``KernelInfo.index_vars``), after checking that all loops bound to one tag have the same extent.
-Buffers that a schedule left in ``global`` scope but allocated inside a kernel take the scope TVM
-gives them (``local`` under a ``threadIdx`` loop, ``shared`` under ``blockIdx`` only).
+``split_kernels`` peels the workspace allocations off the function body and cuts the rest into
+one statement per root loop nest (each must be bound to ``blockIdx``/``threadIdx``);
+``collect_launch`` checks that all loops bound to one tag in a kernel have the same extent (a
+constant one for ``threadIdx``, at most 1024 threads in all) and makes the kernel's
+:class:`KernelInfo` with one index variable per tag; ``kernel_stmt`` wraps a kernel body, once
+the per-kernel passes of ``gpu_lower.py`` ran, so that the function body is afterwards
+``Allocate*(global workspace)`` around a sequence of ``AttrStmt("cuda_kernel", KernelInfo,
+launch, body)``, one per kernel, in launch order. ``check_local_sizes`` refuses a ``local``
+array of symbolic size. The KernelInfo record and the GPU lowering error live here too.
 
 >>> # for i.outer in thread_binding(0, 4, "blockIdx.x"): for i.inner in thread_binding(0, 64, "threadIdx.x"): C[i.outer*64+i.inner] = ...
->>> # becomes: # attr cuda_kernel(main_kernel) = grid(4, 1, 1) block(64, 1, 1)
->>> #          C[blockIdx.x*64 + threadIdx.x] = ...
+>>> # becomes, after the per-kernel passes: # attr cuda_kernel(main_kernel) = grid(4, 1, 1) block(64, 1, 1)
+>>> #                                       C[blockIdx.x*64 + threadIdx.x] = ...
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...ir.expr import BufferLoad, Const, Var
-from ...ir.functor import IRMutator, post_order_visit
+from ...ir.expr import Const, Var
+from ...ir.functor import post_order_visit
 from ...ir.simplify import simplify
-from ...ir.stmt import Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, SeqStmt
-from ..schedule_ops import DOUBLE_BUFFER_SCOPE
+from ...ir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, SeqStmt
 
 LAUNCH_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 VIRTUAL_TAGS = ("vthread", "cthread")
@@ -146,132 +147,6 @@ def collect_launch(stmt, name: str) -> KernelInfo:
 def _same(a, b) -> bool:
     d = simplify(a - b)
     return isinstance(d, Const) and d.value == 0
-
-
-class _Unify(IRMutator):
-    """Replace launch-bound loops by their bodies; infer the scope of in-kernel 'global' buffers."""
-
-    def __init__(self, info: KernelInfo):
-        self.info = info
-        self.vmap: dict = {}
-        self.bufmap: dict = {}
-        self.under_threads = 0
-
-    def visit_Var(self, e):
-        return self.vmap.get(e, e)
-
-    def visit_For(self, s):
-        if s.kind is ForKind.THREAD_BINDING and s.thread_tag in LAUNCH_TAGS:
-            iv = self.info.index_vars[s.thread_tag]
-            self.vmap[s.loop_var] = iv if _is_zero(s.min) else iv + s.min
-            t = s.thread_tag.startswith("threadIdx")
-            self.under_threads += t
-            body = self.visit_stmt(s.body)
-            self.under_threads -= t
-            return body
-        return super().visit_For(s)
-
-    def visit_Allocate(self, s):
-        buf = s.buffer
-        if buf.scope == "global":
-            scope = "local" if self.under_threads else "shared"
-            nb = Buffer(buf.name, buf.shape, buf.dtype, scope)
-            self.bufmap[buf] = nb
-            return Allocate(nb, self.visit_stmt(s.body))
-        return super().visit_Allocate(s)
-
-    def visit_BufferLoad(self, e):
-        idx = self._exprs(e.indices)
-        b = self.bufmap.get(e.buffer, e.buffer)
-        return e if (idx is e.indices and b is e.buffer) else BufferLoad(b, idx, e.dtype)
-
-    def visit_BufferStore(self, s):
-        v, idx = self.visit_expr(s.value), self._exprs(s.indices)
-        b = self.bufmap.get(s.buffer, s.buffer)
-        if v is s.value and idx is s.indices and b is s.buffer:
-            return s
-        return BufferStore(b, v, idx)
-
-
-def _is_zero(e) -> bool:
-    return isinstance(e, Const) and e.value == 0
-
-
-def unify_thread_loops(stmt, info: KernelInfo):
-    return _Unify(info).visit_stmt(stmt)
-
-
-class _Hoist(IRMutator):
-    def __init__(self, info: KernelInfo):
-        self.info = info
-        self.db: set = set()           # names of buffers marked double_buffer_scope (schedule_ops)
-        self.loops: list = []          # enclosing loops that run in time (not virtual threads)
-        self.rename: dict = {}
-
-    def visit_For(self, s):
-        if s.kind is ForKind.THREAD_BINDING:      # a virtual thread, not a sequence of tiles
-            return super().visit_For(s)
-        self.loops.append(s.loop_var)
-        try:
-            return super().visit_For(s)
-        finally:
-            self.loops.pop()
-
-    def visit_AttrStmt(self, s):
-        if s.key != DOUBLE_BUFFER_SCOPE:
-            return super().visit_AttrStmt(s)
-        self.db.add(s.node)
-        return self.visit_stmt(s.body)
-
-    def visit_Allocate(self, s):
-        buf = s.buffer
-        if buf.scope != "shared":
-            return super().visit_Allocate(s)
-        size = simplify(buf.shape[0])
-        if not isinstance(size, Const):
-            raise GPULoweringError(
-                f"kernel {self.info.name}: the shared buffer '{buf.name}' has the size `{size}`, which is not "
-                f"a constant; its tile depends on a symbolic extent. Use constant split factors for the "
-                f"loops it is attached under (compute_at)")
-        nb = Buffer(buf.name, (size,), buf.dtype, "shared")
-        self.info.shared.append(nb)
-        if buf.name in self.db:
-            # a copy outside any loop (a tile peeled off by loop partitioning, or the only tile of
-            # a loop that runs once) has no next tile to overlap with and keeps one buffer;
-            # lower() refuses double_buffer on a stage attached at no loop in time at all
-            if self.loops:
-                self.info.double_buffered[nb] = self.loops[-1]
-        self.rename[buf] = nb
-        return self.visit_stmt(s.body)
-
-    def visit_BufferLoad(self, e):
-        idx = self._exprs(e.indices)
-        b = self.rename.get(e.buffer, e.buffer)
-        return e if (idx is e.indices and b is e.buffer) else BufferLoad(b, idx, e.dtype)
-
-    def visit_BufferStore(self, s):
-        v, idx = self.visit_expr(s.value), self._exprs(s.indices)
-        b = self.rename.get(s.buffer, s.buffer)
-        if v is s.value and idx is s.indices and b is s.buffer:
-            return s
-        return BufferStore(b, v, idx)
-
-
-def hoist_shared_allocations(stmt, info: KernelInfo):
-    """Remove every shared ``Allocate`` from the kernel body and list it in ``info.shared``
-    (declared once at the top of the kernel). Remembers, for each one marked
-    ``double_buffer_scope`` (``schedule_ops``) and allocated inside a loop, the loop it was
-    allocated in, and removes the marks."""
-    out = _Hoist(info).visit_stmt(stmt)
-    total = info.shared_bytes()
-    if total > MAX_STATIC_SHARED_BYTES:
-        parts = ", ".join(f"'{b.name}' {int(b.shape[0].value)} × {b.dtype}" for b in info.shared)
-        raise GPULoweringError(
-            f"kernel {info.name} needs {total} bytes of shared memory ({parts}), more than the "
-            f"{MAX_STATIC_SHARED_BYTES} bytes of static shared memory a block may have: make the tiles "
-            f"cached with cache_read(..., 'shared') smaller (the split factors of the loops they are "
-            f"attached under)")
-    return out
 
 
 def check_local_sizes(stmt, info: KernelInfo) -> None:

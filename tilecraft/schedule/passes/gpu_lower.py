@@ -2,7 +2,7 @@
 
     split into kernels → per kernel: launch extents → cross-thread reductions
         → thread-loop unification → shared allocations hoisted → virtual threads
-        → double buffering → barriers → simplify → kernel parameters
+        → double buffering → vector indices → barriers → simplify → kernel parameters
 
 Afterwards the function body is ``Allocate*(global workspace)`` around one
 ``AttrStmt("cuda_kernel", KernelInfo, ...)`` per kernel (see ``gpu_kernels.py``), which the CUDA
@@ -18,11 +18,13 @@ from ...ir.simplify import simplify
 from ...ir.stmt import Allocate, Buffer, BufferStore, For, LetStmt, seq
 from .gpu_barriers import insert_barriers
 from .gpu_double_buffer import double_buffer
-from .gpu_kernels import (GPULoweringError, KernelInfo, check_local_sizes, collect_launch,
-                          hoist_shared_allocations, kernel_stmt, split_kernels, unify_thread_loops)
+from .gpu_hoist_shared import hoist_shared_allocations
+from .gpu_kernels import (GPULoweringError, KernelInfo, check_local_sizes, collect_launch, kernel_stmt,
+                          split_kernels)
 from .gpu_thread_reduce import lower_thread_reductions
-from .gpu_vthread import inject_virtual_threads
+from .gpu_unify_threads import unify_thread_loops
 from .gpu_vector_index import canonicalize_vector_indices
+from .gpu_vthread import inject_virtual_threads
 
 __all__ = ["lower_for_gpu", "GPULoweringError", "KernelInfo", "kernels_of"]
 

@@ -14,8 +14,10 @@ that scope (a split tail peeled off), so the scope may hold several updates, som
 
 As it stands that is a data race: every thread updates the same element. Afterwards each thread
 folds its share into a register, every update (tail included, under its guard) before the
-all-reduce; the block combines the registers with warp shuffles and (past 32 threads) shared
-memory, and one thread (every thread, for a ``local`` output) writes the result; no marker is left::
+all-reduce; the block combines the registers with warp shuffles and (past one warp) shared
+memory, for any number of threads (the CUDA C has one all-reduce for a power of two and one for
+rows that start and end anywhere in a warp), and one thread (every thread, for a ``local``
+output) writes the result; no marker is left::
 
     C.red = allocate(float32[1], "local")
     C.red[0] = 0
@@ -195,11 +197,6 @@ class _CrossThreadReduce(IRMutator):
         final_index = init_store.indices
         if not updates:          # the simplifier proved that no element passes the reduction's guards
             return _guarded(BufferStore(buf, start, final_index), buf, guard, self.info)
-        bdx = int(self.info.extents["threadIdx.x"])
-        if bdx & (bdx - 1):
-            raise GPULoweringError(
-                f"the reduction of stage '{stage}' runs across threadIdx.x with {bdx} threads; a "
-                f"cross-thread reduction needs a power of two (split the reduction axis with factor=32, 64, ...)")
         op = ops.pop()
         acc = Buffer(buf.name + ".red", (Const(1, "int32"),), buf.dtype, "local")
         zero = (Const(0, "int32"),)

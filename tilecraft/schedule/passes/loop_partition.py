@@ -17,14 +17,20 @@ iteration, with the guard removed (so the inner loop vectorizes), then the rest 
 
 Only guards of the form ``a*v + rest < E`` with a positive constant ``a`` are used, where ``v``
 is the loop's variable, ``rest`` ranges over loops nested inside, and ``E`` does not depend on
-them. Each loop is partitioned at most once, on its first such guard, and a loop that contains an
-already partitioned loop is not duplicated again (a guard that always holds is still removed),
-so code size at most doubles.
+them. The range of ``rest`` is that of the nested loops, narrowed by the constant bounds on their
+variables that hold wherever the guard is tested: the other conjuncts of its condition and the
+conditions of the ``if``s around it inside the loop (in ``if ty < 2 and k*2 + ty < 32`` the guard
+``k*2 + ty < 32`` needs ``ty <= 1``, not the last thread ``ty``, so ``k < 16`` keeps it). Each
+loop is partitioned at most once, on its first such guard, and a loop that contains an already
+partitioned loop is not duplicated again (a guard that always holds is still removed), so code
+size at most doubles.
 
-Cross-thread reductions (``AttrStmt("cross_thread_reduction")``, see ``schedule_ops``): a loop
-inside one is split in place, so the peeled iterations stay inside the reduction, before its
-all-reduce. A loop that contains one is not split at a point that depends on a ``threadIdx``
-loop: every thread of a block must reach the all-reduce (a block barrier) equally often.
+Block barriers: a loop that contains a cross-thread reduction (``AttrStmt("cross_thread_reduction")``,
+see ``schedule_ops``; its all-reduce is a barrier) or a store into shared memory (barriers go
+around it) is not split at a point that depends on a ``threadIdx`` loop: every thread of a block
+must reach the barriers equally often, and the GPU lowering does not place barriers in loops
+whose bounds differ between threads. A loop inside a cross-thread reduction is split in place,
+so the peeled iterations stay inside the reduction, before its all-reduce.
 """
 from __future__ import annotations
 
@@ -43,14 +49,17 @@ def _conjuncts(c):
 
 
 class _FindGuard(IRMutator):
-    """Collects guards and the extents of loops nested in the loop being examined."""
+    """Collects guards, each with the conditions known to hold where it is tested, and the extents
+    of loops nested in the loop being examined."""
 
     def __init__(self):
-        self.guards: list = []
+        self.guards: list = []          # (guard, [conditions that hold where it is tested])
+        self.context: list = []         # conjuncts of the enclosing then-branches
         self.inner: dict = {}
         self.loops: list = []
         self.lets: set = set()   # bound inside the loop (e.g. inner split points): out of scope outside
         self.cross_thread = False   # the loop contains a cross-thread reduction
+        self.shared = False         # the loop stores into shared memory (barriers will sit in it)
 
     def visit_For(self, s):
         self.inner[s.loop_var] = (s.min, s.extent)
@@ -62,12 +71,23 @@ class _FindGuard(IRMutator):
         return super().visit_LetStmt(s)
 
     def visit_IfThenElse(self, s):
-        self.guards.extend(_conjuncts(s.condition))
-        return super().visit_IfThenElse(s)
+        parts = _conjuncts(s.condition)
+        self.guards.extend((p, self.context + [q for q in parts if q is not p]) for p in parts)
+        outer = self.context
+        self.context = outer + parts
+        self.visit_stmt(s.then_case)
+        self.context = outer
+        if s.else_case is not None:
+            self.visit_stmt(s.else_case)
+        return s
 
     def visit_AttrStmt(self, s):
         self.cross_thread = self.cross_thread or s.key == CROSS_THREAD_REDUCTION
         return super().visit_AttrStmt(s)
+
+    def visit_BufferStore(self, s):
+        self.shared = self.shared or s.buffer.scope == "shared"
+        return s
 
     # expressions are not searched
     def visit_expr(self, e):
@@ -95,8 +115,34 @@ class _DropGuard(IRMutator):
         return e
 
 
-def _split_point(loop: For, guard, inner: dict, lets: set = frozenset()):
-    """The first iteration at which ``guard`` may fail, or None if the guard doesn't fit."""
+def _var_bounds(inner: dict, facts) -> dict:
+    """``{loop var: (lo, hi)}`` of the nested loops, narrowed by the facts ``x < c``, ``x <= c``,
+    ``x > c``, ``x >= c`` (either side) with ``x`` a nested loop's variable and ``c`` a constant."""
+    out = {x: (r[0], r[0] + r[1] - 1) for x, r in inner.items()}
+    for f in facts:
+        if not (isinstance(f, Binary) and f.op in (BinOp.LT, BinOp.LE, BinOp.GT, BinOp.GE)):
+            continue
+        x, c, op = f.a, f.b, f.op
+        if isinstance(x, Const) and isinstance(c, Var):         # c op x  ->  x op' c
+            x, c = c, x
+            op = {BinOp.LT: BinOp.GT, BinOp.LE: BinOp.GE, BinOp.GT: BinOp.LT, BinOp.GE: BinOp.LE}[op]
+        if not (isinstance(x, Var) and x in out and isinstance(c, Const)):
+            continue
+        lo, hi = out[x]
+        if op in (BinOp.LT, BinOp.LE):
+            bound = c.value - 1 if op is BinOp.LT else c.value
+            if isinstance(hi, Const) and bound < hi.value:
+                out[x] = (lo, const(bound, x.dtype))
+        else:
+            bound = c.value + 1 if op is BinOp.GT else c.value
+            if isinstance(lo, Const) and bound > lo.value:
+                out[x] = (const(bound, x.dtype), hi)
+    return out
+
+
+def _split_point(loop: For, guard, inner: dict, lets: set = frozenset(), facts=()):
+    """The first iteration at which ``guard`` may fail where ``facts`` hold, or None if the guard
+    doesn't fit."""
     if not (isinstance(guard, Binary) and guard.op in (BinOp.LT, BinOp.LE)):
         return None
     v = loop.loop_var
@@ -116,12 +162,8 @@ def _split_point(loop: For, guard, inner: dict, lets: set = frozenset()):
     if not (isinstance(diff, Const) and diff.value == 0):
         return None
 
-    def relax(x):
-        r = inner.get(x)
-        if r is None:
-            return None
-        return (r[0], r[0] + r[1] - 1)
-    rng = Interval(relax)(at0)
+    bounds = _var_bounds(inner, facts)
+    rng = Interval(bounds.get)(at0)
     if rng is None:
         return None
     rest_max = simplify(rng[1])
@@ -149,8 +191,8 @@ class _Partition(IRMutator):
         finder.visit_stmt(s.body)
         # at most one duplication per loop nest: code size (and LLVM time) stays within 2x
         nested_split = any(id(x) in self.made for x in finder.loops)
-        for g in finder.guards:
-            m = _split_point(s, g, finder.inner, finder.lets)
+        for g, facts in finder.guards:
+            m = _split_point(s, g, finder.inner, finder.lets, facts)
             if m is None:
                 continue
             m = simplify(max_expr(const(0, m.dtype), min_expr(m, s.extent)))
@@ -161,7 +203,7 @@ class _Partition(IRMutator):
                 return s
             if nested_split:
                 continue
-            if finder.cross_thread and collect_vars(m) & self.thread_vars:
+            if (finder.cross_thread or finder.shared) and collect_vars(m) & self.thread_vars:
                 continue
             bound = None
             if not isinstance(m, Const):

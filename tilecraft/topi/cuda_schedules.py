@@ -5,12 +5,12 @@ Each function declares an operator with ``te`` and schedules it for ``target="cu
 ``cache_read(..., "shared")`` fetched cooperatively by all threads of a block, ``cache_write``/
 ``cache_read(..., "local")`` register tiles, ``vthread``, ``double_buffer``, ``vectorize`` for
 16-byte accesses, and reductions bound to ``threadIdx.x`` (with and without ``rfactor``).
-
-(These belong in ``tilecraft.topi`` once it grows CUDA schedules.)
+The CUDA tuning templates (``topi/matmul.py``, ``topi/conv2d_cuda.py``) schedule with them.
 """
 from __future__ import annotations
 
 from .. import te
+from ..schedule.naive_gpu import naive  # noqa: F401 -- the simplest GPU schedule, beside the hand-written ones
 
 bx, by, bz = (lambda: te.thread_axis("blockIdx.x"), lambda: te.thread_axis("blockIdx.y"),
               lambda: te.thread_axis("blockIdx.z"))
@@ -32,22 +32,6 @@ def _fetch(s, X, threads: tuple, vec: int):
         s[X].bind(t1, ty())
         s[X].bind(t0, tx())
     s[X].vectorize(v)
-
-
-def naive(outputs, threads: int = 256):
-    """The simplest correct GPU schedule of ``outputs`` (a tensor, an op or a list of them): every
-    computed stage is its own kernel, its fused output axes split over ``threads``-thread blocks,
-    reductions serial in each thread. The tuner's reference for checking CUDA candidates."""
-    from ..te.operation import ComputeOp
-    outs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
-    s = te.create_schedule([getattr(t, "op", t) for t in outs])
-    for st in s.stages:
-        if isinstance(st.op, ComputeOp) and st.op.axis:
-            fused = st.fuse(*st.op.axis) if len(st.op.axis) > 1 else st.op.axis[0]
-            b, t = st.split(fused, factor=threads)
-            st.bind(b, bx())
-            st.bind(t, tx())
-    return s
 
 
 def elementwise(n=None, dtype="float32", threads=256, vec=4):

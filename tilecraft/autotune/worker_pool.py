@@ -80,7 +80,7 @@ def _worker_main(conn, initializer, initargs):
             conn.send(("error", traceback.format_exc(limit=5)))
 
 
-_BOOT = ("import sys; from tilecraft.autotune._pool import _boot; "
+_BOOT = ("import sys; from tilecraft.autotune.worker_pool import _boot; "
          "_boot(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == '1')")
 PR_SET_PDEATHSIG = 1
 

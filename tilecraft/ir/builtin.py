@@ -1,0 +1,155 @@
+"""The calls of the IR that are not math: each named once here, with its argument and dtype rule.
+
+A tensor intrinsic's lowering (``te.decl_tensor_intrin``) calls the hardware or a micro-kernel
+through these; every backend and evaluator looks them up by ``Call.name``:
+
+=========================  ==================================================================
+``call_extern``            a C function: ``Call("call_extern", (StringImm(symbol), *args), dtype)``;
+                           the symbol is resolved in the built module (``pragma import_llvm``) or
+                           in the process. It may read and write memory through its pointer
+                           arguments (``Buffer.access_ptr``).
+``call_pure_extern``       the same, for a function whose result depends only on its arguments
+                           and that has no effect.
+``call_llvm_intrin``       an LLVM intrinsic: ``(StringImm(name), Const(n, "uint32"), *args)``;
+                           ``name`` is LLVM's (``"llvm.x86.avx512.vpdpbusd.512"``,
+                           ``"llvm.fma.v16f32"``). ``n`` is TVM's signature count: the types of
+                           the first ``n`` arguments are LLVM's overload suffix, appended to a
+                           name that lacks it (``llvm.fma`` with a float32x8 argument and
+                           ``n = 1`` is ``llvm.fma.v8f32``). The result has ``dtype``.
+``call_llvm_pure_intrin``  the same, for an intrinsic without effects.
+=========================  ==================================================================
+
+None of them is evaluated by the interpreters: a tensorized region runs there by the
+intrinsic's TE definition (``interp.run_tensor_intrin``). The calls are never merged, moved or
+dropped by CSE and dead-code removal (they are not in ``cse.PURE_CALLS``).
+
+>>> call_extern("int32", "gemv_update", Cb.access_ptr("w"), Ab.access_ptr("r"), 16)
+>>> call_llvm_pure_intrin("float32x8", "llvm.fma.v8f32", a, b, c)
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import dtype as dt
+from .expr import Call, Const, Expr, StringImm, convert, const
+
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*\Z")
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """One builtin call: its name, whether it is pure, and what its first arguments are."""
+    name: str
+    pure: bool
+    symbol_kind: str          # what the StringImm first argument names: "C function", "LLVM intrinsic"
+    doc: str
+
+
+BUILTINS = {b.name: b for b in (
+    Builtin("call_extern", False, "C function", "a C function, resolved in the module or the process"),
+    Builtin("call_pure_extern", True, "C function", "a C function without effects"),
+    Builtin("call_llvm_intrin", False, "LLVM intrinsic", "an LLVM intrinsic by name"),
+    Builtin("call_llvm_pure_intrin", True, "LLVM intrinsic", "an LLVM intrinsic without effects"),
+)}
+EXTERN_CALLS = frozenset({"call_extern", "call_pure_extern"})
+LLVM_INTRIN_CALLS = frozenset({"call_llvm_intrin", "call_llvm_pure_intrin"})
+
+
+def _args(kind: str, symbol: str, args) -> tuple:
+    out = []
+    for k, a in enumerate(args):
+        if isinstance(a, str):
+            raise TypeError(f"{kind}('{symbol}'): argument {k} is the string {a!r}; only the "
+                            f"function's name may be a string")
+        try:
+            out.append(convert(a))
+        except TypeError:
+            raise TypeError(f"{kind}('{symbol}'): argument {k} must be an expression or a number, "
+                            f"got {type(a).__name__} {a!r}") from None
+    return tuple(out)
+
+
+def _extern(kind: str, dtype, func_name, args) -> Call:
+    if not isinstance(func_name, str) or not _SYMBOL.match(func_name):
+        raise ValueError(f"{kind}: the function name must be a C identifier, got {func_name!r}")
+    return Call(kind, (StringImm(func_name),) + _args(kind, func_name, args), dt.normalize(dtype))
+
+
+def call_extern(dtype, func_name: str, *args) -> Call:
+    """Call the C function ``func_name`` (defined in LLVM IR linked with ``pragma import_llvm``,
+    or loaded in the process) for its result of ``dtype`` or its effect.
+
+    >>> ib.emit(call_extern("int32", "gemv_update", cc.access_ptr("w"), aa.access_ptr("r"), m))
+    """
+    return _extern("call_extern", dtype, func_name, args)
+
+
+def call_pure_extern(dtype, func_name: str, *args) -> Call:
+    """Like :func:`call_extern`, for a function without effects (its result depends only on
+    its arguments): ``call_pure_extern("float32", "expf", x)``."""
+    return _extern("call_pure_extern", dtype, func_name, args)
+
+
+def _llvm_intrin(kind: str, dtype, name, args) -> Call:
+    if not isinstance(name, str) or not name.startswith("llvm.") or not _SYMBOL.match(name):
+        raise ValueError(f"{kind}: the name must be an LLVM intrinsic's, such as 'llvm.fma.v8f32' "
+                         f"or 'llvm.x86.avx2.pmadd.wd', got {name!r}")
+    args = _args(kind, name, args)
+    if args and isinstance(args[0], Const) and args[0].dtype == "uint32":
+        nsig, args = args[0], args[1:]        # TVM's signature count
+    else:
+        nsig = const(0, "uint32")
+    if nsig.value > len(args):
+        raise ValueError(f"{kind}('{name}'): the signature count {nsig.value} exceeds the "
+                         f"{len(args)} argument(s)")
+    return Call(kind, (StringImm(name), nsig) + args, dt.normalize(dtype))
+
+
+def call_llvm_intrin(dtype, name: str, *args) -> Call:
+    """Call the LLVM intrinsic ``name`` (LLVM's own name) with a result of ``dtype``. A first
+    argument that is a ``uint32`` constant is TVM's signature count (see the module docstring).
+
+    >>> call_llvm_intrin("int32x16", "llvm.x86.avx512.vpdpbusd.512", c, a, b)
+    """
+    return _llvm_intrin("call_llvm_intrin", dtype, name, args)
+
+
+def call_llvm_pure_intrin(dtype, name: str, *args) -> Call:
+    """Like :func:`call_llvm_intrin`, for an intrinsic without effects (most are):
+    ``call_llvm_pure_intrin("float32x8", "llvm.fma.v8f32", a, b, c)``."""
+    return _llvm_intrin("call_llvm_pure_intrin", dtype, name, args)
+
+
+def call_intrin(dtype, func_name: str, *args) -> Call:
+    """A builtin of this table or a math function by name (TVM's ``tir.call_intrin``; a
+    ``"tir."`` prefix is accepted): ``call_intrin("float32", "tir.exp", x)``."""
+    from .cse import PURE_CALLS
+    name = func_name[4:] if isinstance(func_name, str) and func_name.startswith("tir.") else func_name
+    if name in BUILTINS:
+        if not args or not isinstance(args[0], (str, StringImm)):
+            raise ValueError(f"call_intrin('{func_name}'): the first argument is the "
+                             f"{BUILTINS[name].symbol_kind}'s name")
+        first = args[0].value if isinstance(args[0], StringImm) else args[0]
+        make = {"call_extern": call_extern, "call_pure_extern": call_pure_extern,
+                "call_llvm_intrin": call_llvm_intrin, "call_llvm_pure_intrin": call_llvm_pure_intrin}[name]
+        return make(dtype, first, *args[1:])
+    if name in PURE_CALLS:
+        return Call(name, _args("call_intrin", name, args), dt.normalize(dtype))
+    raise ValueError(f"call_intrin: unknown intrinsic {func_name!r}; known: "
+                     f"{', '.join(sorted(BUILTINS) + sorted(PURE_CALLS))}")
+
+
+def symbol_of(call: Call) -> str:
+    """The C function or LLVM intrinsic a builtin call names: ``symbol_of(call_extern("int32", "f")) == "f"``."""
+    return call.args[0].value
+
+
+def call_args(call: Call) -> tuple:
+    """The arguments a builtin call passes (after its symbol, and the LLVM signature count)."""
+    return call.args[2:] if call.name in LLVM_INTRIN_CALLS else call.args[1:]
+
+
+def is_builtin_call(e) -> bool:
+    """Whether ``e`` is a call of this table."""
+    return isinstance(e, Call) and e.name in BUILTINS

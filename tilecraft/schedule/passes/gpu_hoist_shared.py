@@ -1,0 +1,90 @@
+"""Shared allocations hoisted, in a kernel made by ``gpu_kernels``: ``__shared__`` arrays are
+declared once per kernel.
+
+Afterwards the kernel body has no ``Allocate`` in ``shared`` scope: each one is listed in
+``KernelInfo.shared`` with its constant size (a symbolic size, or more than the 48 KiB of static
+shared memory in all, is refused naming the buffers). A buffer marked ``double_buffer_scope``
+(``schedule_ops``) and allocated inside a loop is recorded in ``KernelInfo.double_buffered``
+with that loop, for ``gpu_double_buffer``; the marks are removed.
+"""
+from __future__ import annotations
+
+from ...ir.expr import BufferLoad, Const
+from ...ir.functor import IRMutator
+from ...ir.simplify import simplify
+from ...ir.stmt import Buffer, BufferStore, ForKind
+from ..schedule_ops import DOUBLE_BUFFER_SCOPE
+from .gpu_kernels import MAX_STATIC_SHARED_BYTES, GPULoweringError, KernelInfo
+
+
+class _Hoist(IRMutator):
+    def __init__(self, info: KernelInfo):
+        self.info = info
+        self.db: set = set()           # names of buffers marked double_buffer_scope (schedule_ops)
+        self.loops: list = []          # enclosing loops that run in time (not virtual threads)
+        self.rename: dict = {}
+
+    def visit_For(self, s):
+        if s.kind is ForKind.THREAD_BINDING:      # a virtual thread, not a sequence of tiles
+            return super().visit_For(s)
+        self.loops.append(s.loop_var)
+        try:
+            return super().visit_For(s)
+        finally:
+            self.loops.pop()
+
+    def visit_AttrStmt(self, s):
+        if s.key != DOUBLE_BUFFER_SCOPE:
+            return super().visit_AttrStmt(s)
+        self.db.add(s.node)
+        return self.visit_stmt(s.body)
+
+    def visit_Allocate(self, s):
+        buf = s.buffer
+        if buf.scope != "shared":
+            return super().visit_Allocate(s)
+        size = simplify(buf.shape[0])
+        if not isinstance(size, Const):
+            raise GPULoweringError(
+                f"kernel {self.info.name}: the shared buffer '{buf.name}' has the size `{size}`, which is not "
+                f"a constant; its tile depends on a symbolic extent. Use constant split factors for the "
+                f"loops it is attached under (compute_at)")
+        nb = Buffer(buf.name, (size,), buf.dtype, "shared")
+        self.info.shared.append(nb)
+        if buf.name in self.db:
+            # a copy outside any loop (a tile peeled off by loop partitioning, or the only tile of
+            # a loop that runs once) has no next tile to overlap with and keeps one buffer;
+            # lower() refuses double_buffer on a stage attached at no loop in time at all
+            if self.loops:
+                self.info.double_buffered[nb] = self.loops[-1]
+        self.rename[buf] = nb
+        return self.visit_stmt(s.body)
+
+    def visit_BufferLoad(self, e):
+        idx = self._exprs(e.indices)
+        b = self.rename.get(e.buffer, e.buffer)
+        return e if (idx is e.indices and b is e.buffer) else BufferLoad(b, idx, e.dtype)
+
+    def visit_BufferStore(self, s):
+        v, idx = self.visit_expr(s.value), self._exprs(s.indices)
+        b = self.rename.get(s.buffer, s.buffer)
+        if v is s.value and idx is s.indices and b is s.buffer:
+            return s
+        return BufferStore(b, v, idx)
+
+
+def hoist_shared_allocations(stmt, info: KernelInfo):
+    """Remove every shared ``Allocate`` from the kernel body and list it in ``info.shared``
+    (declared once at the top of the kernel). Remembers, for each one marked
+    ``double_buffer_scope`` (``schedule_ops``) and allocated inside a loop, the loop it was
+    allocated in, and removes the marks."""
+    out = _Hoist(info).visit_stmt(stmt)
+    total = info.shared_bytes()
+    if total > MAX_STATIC_SHARED_BYTES:
+        parts = ", ".join(f"'{b.name}' {int(b.shape[0].value)} × {b.dtype}" for b in info.shared)
+        raise GPULoweringError(
+            f"kernel {info.name} needs {total} bytes of shared memory ({parts}), more than the "
+            f"{MAX_STATIC_SHARED_BYTES} bytes of static shared memory a block may have: make the tiles "
+            f"cached with cache_read(..., 'shared') smaller (the split factors of the loops they are "
+            f"attached under)")
+    return out
