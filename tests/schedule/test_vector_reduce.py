@@ -105,7 +105,7 @@ def test_init_from_a_tensor_and_max(check_llvm, rand):
 
 def test_where_that_may_be_evaluated_everywhere_becomes_a_vector_select(check_llvm, rand):
     A, C, s = _row_reduce(te.sum, "float32", 5, 53, 8, unroll=2, where=lambda A, k: A[0, k] > 0.0)
-    lowered = str(tc.lower(s, [A, C], simple_mode=True))
+    lowered = str(tc.lower(s, [A, C]))      # with loop partitioning: the tail is peeled off
     assert "C.vacc[ramp(0, 1, 8)] = select(" in lowered       # vectorized: one select per vector
     a = rand((5, 53))
     masked = np.where(a[0] > 0, a, 0.0)
@@ -241,7 +241,7 @@ def test_fused_reduction_axes_read_contiguously(check_llvm, rand):
     f = s[R].fuse(rh, rw)
     fo, fi = s[R].split(f, factor=16)
     s[R].vectorize(fi)
-    text = str(tc.lower(s, [X, R], simple_mode=True))
+    text = str(tc.lower(s, [X, R]))        # with loop partitioning: the tail is peeled off
     assert "//" not in text and "%" not in text
     assert "X[ramp(n * 1008 + c * 63 + rh.rw.fused.outer * 16, 1, 16)]" in text
     x = rand((2, 16, 7, 9))
