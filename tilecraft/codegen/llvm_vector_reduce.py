@@ -15,7 +15,7 @@ tree (without it the fold is sequential, lane by lane); writing the tree out nee
 from __future__ import annotations
 
 from ..ir import dtype as dt
-from .llvm_types import kind, ll_type
+from .llvm_types import CodegenError, kind, ll_type
 
 
 def _apply(cg, op, a: str, b: str, dtype: str) -> str:
@@ -26,7 +26,6 @@ def _apply(cg, op, a: str, b: str, dtype: str) -> str:
         return special(cg, a, b, dtype)
     instr = cg.binary_table.get((op, k))
     if instr is None:
-        from .llvm import CodegenError
         raise CodegenError(f"operator {op.value!r} is not defined on {dtype}: cannot fold the lanes of a "
                            f"{dtype} vector with it")
     return cg.op(f"{instr} {ll_type(dtype)} {a}, {b}")
