@@ -56,7 +56,7 @@ import sys
 
 import numpy as np
 
-from .interp import InterpError, run_tensor_intrin, tile_view
+from .interp import InterpError, fold_lanes, run_tensor_intrin, tile_view
 from .ir import dtype as dt
 from .ir import intrinsics
 from .ir.expr import BinOp, Const, UnOp, Var, trunc_divide, trunc_remainder
@@ -340,25 +340,6 @@ def _lazy_select_masked(cond, outer, true_side, false_side):
     return np.where(c, true_side(outer & c), false_side(outer & ~c))
 
 
-_VREDUCE = {BinOp.ADD: np.add, BinOp.MUL: np.multiply, BinOp.MIN: np.minimum, BinOp.MAX: np.maximum,
-            BinOp.AND: np.logical_and, BinOp.OR: np.logical_or, BinOp.BITAND: np.bitwise_and,
-            BinOp.BITOR: np.bitwise_or, BinOp.BITXOR: np.bitwise_xor}
-
-
-def _vreduce(v, op):
-    """``VectorReduce``: fold halves while the lane count is even and above 2, then lane by lane
-    (the LLVM backend's order, so float sums agree bit for bit)."""
-    f = _VREDUCE[op]
-    with np.errstate(all="ignore"):
-        while len(v) > 2 and len(v) % 2 == 0:
-            h = len(v) // 2
-            v = f(v[:h], v[h:])
-        out = v[0]
-        for x in v[1:]:
-            out = f(out, x)
-    return out
-
-
 def _budget_exceeded(counter):
     raise BudgetExceeded(f"the loop nest runs more than {counter[1]} iterations (the budget)", counter[0])
 
@@ -381,7 +362,7 @@ _NAMESPACE = {
     "_budget_exceeded": _budget_exceeded, "_iota": _iota, "_bad_size": _bad_size,
     "_intrinsic": intrinsics.evaluate,
     "_view": tile_view, "_run_intrin": run_tensor_intrin,
-    "_vreduce": _vreduce, "BinOp": BinOp,
+    "_vreduce": fold_lanes, "BinOp": BinOp,
 }
 
 
