@@ -119,6 +119,32 @@ def test_tune_bad_input_is_one_line_before_any_work(tmp_path, args, expected):
     assert not (tmp_path / "tuning_logs").exists()       # nothing was started
 
 
+@pytest.mark.slow
+def test_tune_with_a_tracker_that_stays_away_ends_with_one_line(tmp_path):
+    """A device pool that cannot be used stops tuning with one line and status 1 (it was a
+    ``ConnectionRefusedError`` traceback); ``--tracker-retry-s`` is how long it is tried."""
+    import socket
+    key = tmp_path / "pool.key"
+    key.write_text("s" * 32)
+    key.chmod(0o600)
+    with socket.socket() as sock:           # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        p = run_tilecraft("tune", "matmul", "8", "8", "8", "--trials", "2", "--quiet", "--no-verdict",
+                          "--tracker", f"127.0.0.1:{port}", "--key", "llvm:nobody", "--key-file", key,
+                          "--tracker-retry-s", "0.5", cwd=tmp_path)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr, p.stderr
+    (line,) = p.stderr.strip().splitlines()
+    assert line.startswith(f"tilecraft tune: error: tracker 127.0.0.1:{port} unreachable for "), line
+    assert "(ConnectionRefusedError" in line and "run the same command again to resume" in line, line
+    assert line.endswith("(0 trial(s) measured in this run, in tuning_logs/matmul_8_8_8.jsonl)"), line
+    line = one_line_error(run_tilecraft("tune", "matmul", "8", "8", "8", "--tracker", f"127.0.0.1:{port}",
+                                        "--key", "llvm:nobody", "--key-file", key, "--tracker-retry-s", "-1",
+                                        cwd=tmp_path))
+    assert line == "tilecraft tune: error: --tracker-retry-s must be a number of seconds from 0 to 86400, got -1.0"
+
+
 def test_tune_unknown_cpu_suggests_close_names(tmp_path):
     line = one_line_error(run_tilecraft("tune", "matmul", "8", "8", "8", "--target", "llvm -mcpu=skylakex",
                                         cwd=tmp_path))

@@ -84,6 +84,32 @@ def test_a_request_for_an_unknown_key_stops_tuning_instead_of_recording_an_error
         runner.run(inputs, builds)
 
 
+def test_set_task_stops_on_a_refused_secret_or_a_tracker_that_stays_away(tracker, kernels):
+    """``set_task`` asks the tracker how many servers the key has: a pool it cannot use stops
+    tuning with ``PoolUnavailableError``, as a candidate's request does (it raised a bare
+    ``ConnectionRefusedError`` / ``AuthenticationError``, a traceback in ``tilecraft tune``)."""
+    import socket
+    import time
+
+    from tilecraft.rpc import PoolUnavailableError
+    task, _, _ = measure_inputs(kernels, [])
+    runner = RPCRunner("llvm:x", "127.0.0.1", tracker.port, secret=b"wrong-secret-wrong-secret")
+    with pytest.raises(PoolUnavailableError, match=rf"tracker 127.0.0.1:{tracker.port} refused the shared secret"):
+        runner.set_task(task)
+    with socket.socket() as sock:           # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        runner = RPCRunner("llvm:x", "127.0.0.1", port, secret=SECRET, tracker_retry_s=0.5)
+        t0 = time.monotonic()
+        with pytest.raises(PoolUnavailableError, match=rf"tracker 127.0.0.1:{port} unreachable for \d+ s "
+                                                       r"\(ConnectionRefusedError.*run the same command again"):
+            runner.set_task(task)
+        assert time.monotonic() - t0 >= 0.5          # tried again with pauses, for tracker_retry_s
+    runner = RPCRunner("llvm:x", "127.0.0.1", tracker.port, secret=SECRET)
+    runner.set_task(task)
+    assert runner.n_parallel == 1           # no server of the key yet: one candidate at a time
+
+
 def test_a_device_server_in_this_process_measures_and_registers(tracker, kernels):
     with DeviceServer("llvm:here", secret=SECRET, tracker=("127.0.0.1", tracker.port),
                       heartbeat_interval=0.1) as server:
