@@ -197,17 +197,25 @@ def test_tune_help_lists_templates_and_every_default(tmp_path):
     assert p.returncode == 0 and "topi/softmax.llvm (tilecraft tune softmax)" in " ".join(p.stdout.split())
 
 
-def test_every_option_has_help():
+def test_every_option_has_help_that_shows_its_default():
+    """Every argument of every command (``tilecraft rpc ...`` included) has help text, and every
+    option with a default says it in its ``--help``."""
     import argparse
     parser = cli.build_parser()
-    todo = [parser]
+    todo, seen = [parser], set()
     while todo:
         p = todo.pop()
+        seen.add(p.prog)
+        formatter = p._get_formatter()
         for action in p._actions:
             if isinstance(action, argparse._SubParsersAction):
                 todo.extend(action.choices.values())
-            elif not isinstance(action, argparse._HelpAction) and " rpc" not in p.prog:   # rpc: docs/rpc.md
+            elif not isinstance(action, argparse._HelpAction):
                 assert action.help, f"{p.prog} {action.dest} has no help text"
+                if action.option_strings and action.default not in (None, False):
+                    shown = formatter._expand_help(action)
+                    assert "default" in shown, f"{p.prog} {action.option_strings[0]}: no default in {shown!r}"
+    assert {"tilecraft tune", "tilecraft rpc server", "tilecraft rpc status", "tilecraft rpc keygen"} <= seen
 
 
 # -- tune: real runs --------------------------------------------------------------------------

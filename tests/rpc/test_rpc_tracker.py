@@ -163,3 +163,30 @@ def test_with_one_hung_server_and_no_retries_the_result_is_run_timeout(tracker, 
         assert result.error_no == E.RUN_TIMEOUT and "did not answer within 0.6 s" in result.error_msg
         # reported: the tracker cut the server's session; the server registers again
         wait_until(lambda: tracker.status().keys().get("llvm:hung") == (1, 1), 10, "the server back")
+
+
+def test_status_command_errors_are_one_line(tracker, tmp_path, capsys):
+    """``tilecraft rpc status``: an unreachable tracker is status 1, a refused secret or a
+    malformed address status 2, each one line (they were tracebacks, or a bare SystemExit)."""
+    import socket
+
+    from tilecraft.rpc import cli
+    keys = {}
+    for name, secret in (("right", SECRET), ("wrong", b"wrong-secret-wrong-secret")):
+        keys[name] = tmp_path / name
+        keys[name].write_bytes(secret)
+        keys[name].chmod(0o600)
+    assert cli.main(["status", "--tracker", f"127.0.0.1:{tracker.port}", "--key-file", str(keys["right"])]) == 0
+    assert "key" in capsys.readouterr().out
+    with socket.socket() as sock:           # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        cases = [(f"127.0.0.1:{port}", "right", 1,
+                  f"error: cannot reach the tracker at 127.0.0.1:{port} (ConnectionRefusedError: "),
+                 (f"127.0.0.1:{tracker.port}", "wrong", 2,
+                  f"error: tracker 127.0.0.1:{tracker.port} refused the shared secret ("),
+                 ("localhost", "right", 2, "error: --tracker expects HOST:PORT (e.g. 127.0.0.1:9190), got 'localhost'")]
+        for address, key, status, start in cases:
+            assert cli.main(["status", "--tracker", address, "--key-file", str(keys[key])]) == status
+            (line,) = capsys.readouterr().err.strip().splitlines()
+            assert line.startswith(start), line
