@@ -3,7 +3,8 @@
 * ``--update-golden`` rewrites the golden files under ``tests/golden/`` instead of comparing.
 * ``--fuzz-cases N`` runs N random cases per program in the CPU fuzzers (a big run).
 * ``rng``: a fresh random generator per test. Its seed is printed (shown when the test fails);
-  set ``TILECRAFT_TEST_SEED`` to replay a failure.
+  set ``TILECRAFT_TEST_SEED`` to replay a failure. ``--seeds N`` runs each test that takes it
+  with N fresh seeds (``--seeds 7,42``: those), to hunt for inputs that fail.
 * ``rand(shape, dtype, low, high)``: random arrays from ``rng``.
 * ``check_llvm``: build a schedule for the CPU with bound checks (an out-of-bounds access
   raises instead of reading garbage), run it twice on the given inputs with every output
@@ -37,11 +38,26 @@ def pytest_addoption(parser):
     parser.addoption("--fuzz-cases", type=int, default=None, metavar="N",
                      help="random cases per program in the CPU fuzzers (test_schedule_fuzz.py, "
                           "test_expr_fuzz.py) instead of their default slice")
+    parser.addoption("--seeds", default=None, metavar="N|S1,S2,...",
+                     help="run every test that takes the rng fixture once per seed: N fresh seeds or "
+                          "the seeds listed (a hunt for inputs that fail; the seed is in the test id)")
+
+
+def pytest_generate_tests(metafunc):
+    spec = metafunc.config.getoption("--seeds")
+    if spec and "rng" in metafunc.fixturenames:
+        if "," in spec or not spec.isdigit():
+            seeds = [int(x) for x in spec.split(",") if x.strip()]
+        else:
+            seeds = [int(x) for x in np.random.SeedSequence().generate_state(int(spec))]
+        metafunc.parametrize("rng", seeds, indirect=True, ids=[f"seed{x}" for x in seeds])
 
 
 @pytest.fixture
-def rng():
-    seed = int(os.environ.get("TILECRAFT_TEST_SEED", np.random.SeedSequence().entropy % 2**32))
+def rng(request):
+    seed = getattr(request, "param", None)       # --seeds
+    if seed is None:
+        seed = int(os.environ.get("TILECRAFT_TEST_SEED", np.random.SeedSequence().entropy % 2**32))
     print(f"random seed: {seed} (replay with TILECRAFT_TEST_SEED={seed})")
     return np.random.default_rng(seed)
 
