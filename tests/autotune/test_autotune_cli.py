@@ -320,7 +320,7 @@ def test_ctrl_c_is_one_line_and_the_log_resumes(tmp_path):
 
 
 @pytest.mark.slow
-def test_export_builds_the_best_config_as_a_library(tmp_path, capsys):
+def test_export_builds_the_best_config_as_a_library(tmp_path, capsys, rand):
     import numpy as np
     import tilecraft
     import autotune_real_templates  # noqa: F401
@@ -334,7 +334,7 @@ def test_export_builds_the_best_config_as_a_library(tmp_path, capsys):
     (entry,) = json.loads((out / "manifest.json").read_text())
     assert entry["task"] == "test/real_matmul" and entry["args"] == [16]
     mod = tilecraft.runtime.load_module(str(out / entry["library"]))
-    a, b = np.random.rand(16, 16).astype("float32"), np.random.rand(16, 16).astype("float32")
+    a, b = rand((16, 16), low=0.0, high=1.0), rand((16, 16), low=0.0, high=1.0)
     c = np.full((16, 16), np.nan, "float32")
     mod(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
