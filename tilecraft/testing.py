@@ -117,9 +117,8 @@ def assert_sum_close(got, want, terms_abs_sum, n_terms: int, dtype=None, err_msg
     err = np.abs(g.astype(np.float64) - w64)
     bad = ~(err <= bound)                                  # NaN is bad
     if bad.any():
-        ratio = np.where(bad, np.nan_to_num(err / np.where(bound > 0, bound, np.inf), nan=np.inf, posinf=np.inf),
-                         -1.0)
-        ratio = np.where(bad & (bound == 0), np.inf, ratio)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(bad, np.nan_to_num(err / bound, nan=np.inf), -1.0)    # NaN and 0 bounds rank first
         at = tuple(int(k) for k in np.unravel_index(int(np.argmax(ratio)), g.shape))
         raise AssertionError(
             (err_msg + ": " if err_msg else "") +
