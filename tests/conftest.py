@@ -4,7 +4,8 @@
 * ``--fuzz-cases N`` runs N random cases per program in the CPU fuzzers (a big run).
 * ``rng``: a fresh random generator per test. Its seed is printed (shown when the test fails);
   set ``TILECRAFT_TEST_SEED`` to replay a failure. ``--seeds N`` runs each test that takes it
-  with N fresh seeds (``--seeds 7,42``: those), to hunt for inputs that fail.
+  with N fresh seeds (``--seeds 7,42``: those), to hunt for inputs that fail; ``--near-misses K``
+  lists the K float comparisons that came closest to their tolerance.
 * ``rand(shape, dtype, low, high)``: random arrays from ``rng``.
 * ``check_llvm``: build a schedule for the CPU with bound checks (an out-of-bounds access
   raises instead of reading garbage), run it twice on the given inputs with every output
@@ -41,6 +42,61 @@ def pytest_addoption(parser):
     parser.addoption("--seeds", default=None, metavar="N|S1,S2,...",
                      help="run every test that takes the rng fixture once per seed: N fresh seeds or "
                           "the seeds listed (a hunt for inputs that fail; the seed is in the test id)")
+    parser.addoption("--near-misses", type=int, default=0, metavar="N",
+                     help="after the run, list the N float comparisons (np.testing.assert_allclose) that "
+                          "came closest to their tolerance: the worst |got - want| / (atol + rtol |want|) "
+                          "per test and line (with --seeds: tolerances that would fail on some seed)")
+
+
+_NEAR: dict = {}               # --near-misses: (test id, line) -> worst ratio
+_NEAR_TEST = [""]
+
+
+def pytest_configure(config):
+    if config.getoption("--near-misses"):
+        np.testing.assert_allclose = _recording_allclose(np.testing.assert_allclose)
+
+
+def _recording_allclose(original):
+    import sys
+
+    def assert_allclose(actual, desired, rtol=1e-7, atol=0, *args, **kwargs):
+        try:
+            _record(actual, desired, rtol, atol)
+        except Exception:                          # what numpy refuses, it reports itself
+            pass
+        return original(actual, desired, rtol, atol, *args, **kwargs)
+
+    def _record(actual, desired, rtol, atol):
+        a = np.asarray(actual.numpy() if hasattr(actual, "numpy") else actual)
+        d = np.asarray(desired.numpy() if hasattr(desired, "numpy") else desired)
+        if a.dtype.kind == "f" or d.dtype.kind == "f":
+            a, d = np.broadcast_arrays(a.astype(np.float64), d.astype(np.float64))
+            ok = np.isfinite(a) & np.isfinite(d)
+            diff, tol = np.abs(a - d)[ok], (atol + rtol * np.abs(d))[ok]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratio = float(np.max(np.where(tol > 0, diff / tol, np.where(diff > 0, np.inf, 0.0)), initial=0.0))
+            frame = sys._getframe(1)               # the test's own line, not a helper's
+            while frame.f_back is not None and ("/tests/" not in frame.f_code.co_filename
+                                                or frame.f_code.co_filename.endswith("conftest.py")):
+                frame = frame.f_back
+            where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+            key = (_NEAR_TEST[0], where)
+            _NEAR[key] = max(_NEAR.get(key, 0.0), ratio)
+    return assert_allclose
+
+
+def pytest_runtest_setup(item):
+    _NEAR_TEST[0] = item.nodeid
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    n = config.getoption("--near-misses")
+    if not n:
+        return
+    terminalreporter.section("near misses: worst |got - want| / (atol + rtol |want|), 1 fails")
+    for (test, where), ratio in sorted(_NEAR.items(), key=lambda kv: -kv[1])[:n]:
+        terminalreporter.write_line(f"{ratio:8.3f}  {where:32}  {test}")
 
 
 def pytest_generate_tests(metafunc):
