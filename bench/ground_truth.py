@@ -63,9 +63,9 @@ SPACES = {
     "conv2d_128": dict(template="topi/conv2d_nchw.llvm", module="tilecraft.topi.conv2d",
                        args=(1, 128, 28, 28, 128, 3, 3, 1, 1, "float32"), target="llvm", restrict={}),
     "softmax1024": dict(template="topi/softmax.llvm", module="tilecraft.topi.softmax",
-                        args=(1024, 1024, "float32"), target="llvm", restrict={}),
+                        args=(1024, 1024, "float32"), target="llvm", restrict={"tile_rows": [[-1, 1], [-1, 8], [-1, 64]], "reciprocal": [1]}),
     "softmax256x4096": dict(template="topi/softmax.llvm", module="tilecraft.topi.softmax",
-                            args=(256, 4096, "float32"), target="llvm", restrict={}),
+                            args=(256, 4096, "float32"), target="llvm", restrict={"tile_rows": [[-1, 1], [-1, 8], [-1, 64]], "reciprocal": [1]}),
     "sgemm1024_cuda": dict(template="topi/matmul.cuda", module="tilecraft.topi.matmul",
                            args=(1024, 1024, 1024, "float32"), target="cuda", restrict={}),
     "sgemm512_cuda": dict(template="topi/matmul.cuda", module="tilecraft.topi.matmul",
@@ -168,18 +168,19 @@ class OwnLoad:
 def child_build(name: str, indices: list[int], root: str) -> None:
     from tilecraft.autotune.local import build_reference_func, default_build_func
     from tilecraft.autotune.measure import MeasureErrorNo, MeasureInput
+    from tilecraft.autotune.replay import space_knobs
 
     task = make_task(name)
     d = cache_dir(name, root)
     suffix = ".tcuda" if SPACES[name]["target"] == "cuda" else ".so"
     ref = os.path.join(d, "reference" + suffix)
     meta_path = os.path.join(d, "meta.json")
+    space = task.config_space
     if not os.path.exists(meta_path):
         br = build_reference_func(task, ref)
         with open(meta_path + ".tmp", "w") as f:
-            json.dump({"arg_info": br.arg_info, "reference": ref}, f)
+            json.dump({"arg_info": br.arg_info, "reference": ref, "knobs": space_knobs(space)}, f)
         os.replace(meta_path + ".tmp", meta_path)
-    space = task.config_space
     for i in indices:
         path = os.path.join(d, "lib", f"{i}{suffix}")
         br = default_build_func(MeasureInput(task.target, task, space.get(i)), path)
@@ -256,7 +257,17 @@ class Space:
     def __init__(self, name: str, root: str):
         self.name, self.root = name, root
         self.dir = cache_dir(name, root)
-        self.n = len(make_task(name).config_space)
+        space = make_task(name).config_space
+        self.n = len(space)
+        meta = os.path.join(self.dir, "meta.json")
+        if os.path.exists(meta):        # the cache's indices must mean the same configs
+            from tilecraft.autotune.replay import space_knobs
+
+            with open(meta) as f:
+                cached = json.load(f).get("knobs")
+            if cached is not None and cached != json.loads(json.dumps(space_knobs(space))):
+                raise SystemExit(f"{name}: the cache {self.dir} was measured in another space (the template "
+                                 "or the restriction changed); move it away to start again")
         self.refresh()
 
     def refresh(self):
