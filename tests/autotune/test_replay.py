@@ -174,3 +174,38 @@ def test_ranking_quality_of_a_perfect_and_a_blind_model(truth):
     assert good["train"] == 128 and good["test"] == len(truth) - 128
     blind = replay.ranking_quality(lambda t: Blind(), truth, 128, seed=0)
     assert blind["ndcg"] < good["ndcg"]
+
+
+def _knob_like_features(task, configs, feature_type):
+    """Stand-in loop-nest features that mean the same in every shape: log2 of the inner tiles."""
+    return [np.array([math.log2(c["tile_y"].size[-1]), math.log2(c["tile_x"].size[-1]),
+                      math.log2(c["tile_k"].size[-1]), c["unroll"].val], dtype=np.float32) for c in configs]
+
+
+def test_transfer_keeps_the_other_shapes_model_under_a_few_own_measurements(task, monkeypatch):
+    """A model pre-trained on another shape's records stays the base margin once this task's
+    first few measurements are fitted, instead of being replaced by a 6-point model."""
+    from tilecraft.autotune import features as feature_mod
+    from tilecraft.autotune.cost_model import XGBoostCostModel
+
+    monkeypatch.setattr(feature_mod, "features_of_configs", _knob_like_features)
+    other = autotune.task.create("test/fake_matmul", args=(128, 128, 32), target="llvm")
+    rng = np.random.default_rng(0)
+    other_truth = GroundTruth.from_costs(other, [fk.synthetic_cost(c) for c in other.config_space])
+    records = other_truth.records(rng.permutation(len(other_truth))[:200])
+    space = task.config_space
+    feats = np.stack(_knob_like_features(task, [space.get(i) for i in range(len(space))], "itervar"))
+    flops = np.array([task.flop / fk.synthetic_cost(space.get(i)) for i in range(len(space))])
+    own = rng.permutation(len(space))[:6]
+    test = np.setdiff1d(np.arange(len(space)), own)
+
+    def quality(pretrain: bool) -> float:
+        model = XGBoostCostModel(task, feature_type="itervar", seed=0, num_threads=1,
+                                 extractor=lambda idx: feats[np.asarray(idx)])
+        if pretrain:
+            assert model.fit_log(records, 64)
+        model.fit(own, flops[own], 64)
+        return replay.ndcg_at(flops[test], model.predict(test), 32)
+
+    with_base, without = quality(True), quality(False)
+    assert with_base > 0.8 and with_base > without + 0.1, (with_base, without)
