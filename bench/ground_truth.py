@@ -259,6 +259,8 @@ class Space:
         self.dir = cache_dir(name, root)
         space = make_task(name).config_space
         self.n = len(space)
+        # the configs' indices in the template's mixed-radix space (a multi_filter leaves gaps)
+        self.valid = [space.valid_index(k) for k in range(self.n)]
         meta = os.path.join(self.dir, "meta.json")
         if os.path.exists(meta):        # the cache's indices must mean the same configs
             from tilecraft.autotune.replay import space_knobs
@@ -279,7 +281,7 @@ class Space:
         self.failed |= {i for i, r in self.timed.get(0, {}).items() if "error" in r}
 
     def order(self, pass_no: int) -> list[int]:
-        return [int(i) for i in np.random.default_rng(1000 + pass_no).permutation(self.n)]
+        return [self.valid[int(k)] for k in np.random.default_rng(1000 + pass_no).permutation(self.n)]
 
     def unbuilt(self) -> list[int]:
         return [i for i in self.order(0) if i not in self.built]
@@ -439,7 +441,7 @@ def cmd_export(args) -> int:
         spec = SPACES[name]
         rows, short = [], 0
         times = []
-        for i in range(sp.n):
+        for i in sp.valid:
             b = sp.built.get(i)
             first = sp.timed.get(0, {}).get(i)
             if b is not None and "error" in b:
@@ -471,6 +473,7 @@ def cmd_export(args) -> int:
             "threads": 1 if spec["target"] == "llvm" else None,
             "task": {"name": task.name, "args": list(task.args), "flop": task.flop, "module": spec["module"]},
             "knobs": space_knobs(task.config_space), "restricted": spec["restrict"],
+            "valid": sp.valid if task.config_space._constraints else None,
             "timing": {"passes": args.passes, "repeat": REPEAT, "min_repeat_ms": MIN_REPEAT_MS,
                        "slow_s": SLOW_S, "figure": "median over passes of each pass's median"},
             "measured": [time.strftime("%Y-%m-%d %H:%M", time.localtime(min(times))),

@@ -98,17 +98,20 @@ def space_features(truth, name: str, feature: str) -> np.ndarray:
     from tilecraft.autotune import features as feature_mod
 
     path = os.path.join(TABLES, ".cache", name, f"features_{feature}.npy")
+    space = truth.task.config_space
     if os.path.exists(path):
         table = np.load(path)
-        if len(table) == len(truth):
+        if len(table) == space.range_length:
             return table
     t0 = time.time()
-    space = truth.task.config_space
-    rows = feature_mod.features_of_configs(truth.task, [space.get(i) for i in range(len(space))], feature)
+    rows = feature_mod.features_of_configs(truth.task, [space.get(int(i)) for i in truth.valid], feature)
     n = next((len(r) for r in rows if r is not None), None)
     if n is None:
         raise ValueError(f"{name}: no config lowers, so there are no {feature} features")
-    table = np.stack([r if r is not None else np.full(n, np.nan, np.float32) for r in rows]).astype(np.float32)
+    table = np.full((space.range_length, n), np.nan, np.float32)     # rows by index; NaN: filtered out
+    for i, r in zip(truth.valid, rows):
+        if r is not None:
+            table[int(i)] = r
     os.makedirs(os.path.dirname(path), exist_ok=True)
     np.save(path, table)
     print(f"  {name}: {feature} features of {len(table)} configs in {time.time() - t0:.0f} s", flush=True)

@@ -209,3 +209,24 @@ def test_transfer_keeps_the_other_shapes_model_under_a_few_own_measurements(task
 
     with_base, without = quality(True), quality(False)
     assert with_base > 0.8 and with_base > without + 0.1, (with_base, without)
+
+
+def test_a_filtered_space_replays_only_its_valid_configs(task):
+    """A table of a template with a multi_filter lists the kept indices; replayed tuners and
+    the metrics see only those."""
+    keep = [i for i in range(len(task.config_space)) if i % 3 == 0]
+    header = {"ground_truth": replay.TABLE_VERSION, "space": "filtered",
+              "task": {"name": task.name, "args": list(task.args), "flop": task.flop},
+              "knobs": replay.space_knobs(task.config_space), "valid": keep}
+    rows = [{"i": i, "cost": fk.synthetic_cost(task.config_space.get(i))} for i in keep]
+    t = GroundTruth(header, rows)
+    assert len(t) == len(keep) and len(t.task.config_space) == len(keep)
+    assert t.optimum == min(r["cost"] for r in rows)
+    for make in (lambda tk, s: RandomTuner(tk, seed=s),
+                 lambda tk, s: XGBTuner(tk, plan_size=16, cost_model=fk.FakeCostModel(tk), seed=s)):
+        runs = replay.replay_tuner(make, t, n_trial=40, seeds=range(2))
+        assert all(set(r) <= set(keep) and len(set(r)) == 40 for r in runs)
+    q = replay.ranking_quality(lambda tk: fk.FakeCostModel(tk), t, 64, seed=0)
+    assert q["test"] == len(keep) - 64 and q["ndcg"] > 0.99
+    with pytest.raises(ValueError, match=r"ground truth filtered: 1 of \d+ configs have no row"):
+        GroundTruth(header, rows[1:])

@@ -18,7 +18,9 @@ The table format (gzip'd JSON lines; the first line is the header)::
     {"i": 1, "error": "WRONG_ANSWER", "msg": "..."}
 
 ``i`` is the mixed-radix index in the space the header's ``knobs`` describe (a template's space,
-possibly restricted to some knob values: ``restricted``); ``cost`` is seconds per call (the
+possibly restricted to some knob values: ``restricted``); where the template filters its space
+(``multi_filter``), the header's ``valid`` lists the indices of the configs it keeps, and the
+table has a row for each of those (replayed tuners see the same filtered space); ``cost`` is seconds per call (the
 median of the passes' medians), ``passes`` the median of each pass, measured at different
 times; ``load`` the 1-minute load average and ``others`` the cores other processes kept busy
 while each pass timed the config.
@@ -59,9 +61,10 @@ def space_knobs(space: ConfigSpace) -> list:
     return [[name, ks.entities[0].kind, [e.to_json() for e in ks.entities]] for name, ks in space.space_map.items()]
 
 
-def space_from_knobs(knobs: Sequence) -> ConfigSpace:
+def space_from_knobs(knobs: Sequence, valid: Sequence[int] | None = None) -> ConfigSpace:
     """A ``ConfigSpace`` with exactly the knob values of ``knobs`` (``space_knobs``' form), so a
     table replays the space it was measured in, whatever the template offers on this host.
+    ``valid``: the indices a template's ``multi_filter`` kept (None: all).
 
     >>> space_from_knobs([["order", "ot", [0, 1]]]).get(1)["order"].val
     1
@@ -75,6 +78,12 @@ def space_from_knobs(knobs: Sequence) -> ConfigSpace:
             raise ValueError(f"knob {name!r} has no values")
         space._add(name, ks)
     space._collect = False
+    if valid is not None:
+        keep = frozenset(int(i) for i in valid)
+        if any(not 0 <= i < space.range_length for i in keep):
+            raise ValueError(f"valid config indices outside the space of {space.range_length}")
+        space._constraints.append(lambda entity: entity.index in keep)
+        space._valid_indices = np.array(sorted(keep), dtype=np.int64)
     return space
 
 
@@ -128,11 +137,13 @@ class GroundTruth:
         self.header = header
         self.name = header.get("space", "?")
         t = header["task"]
-        space = space_from_knobs(header["knobs"])
+        space = space_from_knobs(header["knobs"], header.get("valid"))
         self.task = Task(t["name"], t["args"], header.get("target") or "llvm", None, t.get("module"))
         self.task.config_space = space
         self.task.flop = float(t.get("flop") or 0.0)
-        n = len(space)
+        n = space.range_length
+        #: the indices of the space's configs (all of range(n) unless the template filters)
+        self.valid = space._valid() if space._constraints else np.arange(n)
         self.costs = np.full(n, np.nan)
         self.samples: list = [()] * n
         self.spread = np.zeros(n)
@@ -148,10 +159,11 @@ class GroundTruth:
                 self.costs[i] = float(r["cost"])
                 self.samples[i] = tuple(float(c) for c in r.get("passes", (r["cost"],)))
                 self.spread[i] = float(r.get("spread", 0.0))
-        missing = int(np.isnan(self.costs).sum())
+        missing = int(np.isnan(self.costs[self.valid]).sum())
         if missing:
-            raise ValueError(f"ground truth {self.name}: {missing} of {n} configs have no row "
+            raise ValueError(f"ground truth {self.name}: {missing} of {len(self.valid)} configs have no row "
                              "(an unfinished table? finish it with bench/ground_truth.py)")
+        self.costs[np.isnan(self.costs)] = np.inf          # indices the template's filter left out
         self.optimum = float(np.min(self.costs))
 
     @classmethod
@@ -194,7 +206,7 @@ class GroundTruth:
         return cls(header, rows)
 
     def __len__(self) -> int:
-        return len(self.costs)
+        return len(self.valid)
 
     def relative(self, indices) -> np.ndarray:
         """Throughput of ``indices`` relative to the optimum (1.0 = the best; 0 for failures)."""
@@ -408,7 +420,7 @@ def ranking_quality(make_model: Callable, truth: GroundTruth, n_train: int, seed
     >>> ranking_quality(lambda t: XGBoostCostModel(t, feature_type="knob"), truth, 128)
     """
     rng = np.random.default_rng(seed)
-    order = rng.permutation(len(truth))
+    order = truth.valid[rng.permutation(len(truth))]
     train, test = order[:n_train], order[n_train:]
     test = test[np.isfinite(truth.costs[test])]
     flops = lambda ids: truth.task.flop / truth.costs[ids]  # noqa: E731 -- inf cost → 0 FLOP/s
