@@ -180,24 +180,24 @@ class GroundTruth:
     @classmethod
     def from_costs(cls, task, costs: Sequence[float], name: str = "synthetic", spread: float = 0.0,
                    seed: int = 0) -> "GroundTruth":
-        """A table for ``task``'s space from a cost per config (``inf`` or ``nan``: an error),
-        e.g. a synthetic cost function in a test. With ``spread``, each config gets three
-        per-pass figures scattered by that relative amount.
+        """A table for ``task``'s space from a cost per config, in the order the space iterates
+        (``inf`` or ``nan``: an error), e.g. a synthetic cost function in a test. With
+        ``spread``, each config gets three per-pass figures scattered by that relative amount.
 
         >>> truth = GroundTruth.from_costs(task, [cost(c) for c in task.config_space])
         """
         space = task.config_space
-        if len(costs) != len(space) or space._constraints:
-            raise ValueError(f"from_costs: {len(costs)} costs for a space of {len(space)} configs "
-                             "(without multi_filter constraints)")
+        if len(costs) != len(space):
+            raise ValueError(f"from_costs: {len(costs)} costs for a space of {len(space)} configs")
         rng = np.random.default_rng(seed)
         header = {"ground_truth": TABLE_VERSION, "space": name, "target": str(task.target or "llvm"),
                   "device": "synthetic",
                   "task": {"name": task.name, "args": list(task.args), "flop": task.flop,
                            "module": task.template_module},
-                  "knobs": space_knobs(space)}
+                  "knobs": space_knobs(space),
+                  "valid": [space.valid_index(k) for k in range(len(space))] if space._constraints else None}
         rows = []
-        for i, c in enumerate(costs):
+        for i, c in zip((space.valid_index(k) for k in range(len(space))), costs):
             if not np.isfinite(c):
                 rows.append({"i": i, "error": "RUNTIME_DEVICE", "msg": "synthetic failure"})
             else:
