@@ -92,8 +92,8 @@ def test_xgb_tuner_with_fake_model_follows_the_model(task):
     tuner = XGBTuner(task, plan_size=16, cost_model=model, seed=0)
     option = fk.fake_option()
     tuner.tune(n_trial=64, measure_option=option)
-    # 16 random configs, then a refit after every batch of 4: at 16, 20, ..., 64
-    assert model.fits == 13 and model.predicted > 0
+    # 16 random configs, then a refit every 8 (batches of 4): at 16, 24, ..., 64
+    assert model.fits == 7 and model.predicted > 0
     ran = option["runner"].ran
     assert len(set(ran)) == 64
     # a perfect model finds the optimum within a few plans
@@ -103,16 +103,16 @@ def test_xgb_tuner_with_fake_model_follows_the_model(task):
 
 def test_refit_per_plan_and_warmup_as_autotvm_does(task):
     model = fk.FakeCostModel(task)
-    tuner = XGBTuner(task, plan_size=16, cost_model=model, seed=0, n_warmup=None, refit="plan")
+    tuner = XGBTuner(task, plan_size=16, cost_model=model, seed=0, n_warmup=None, refit_every=None)
     tuner.tune(n_trial=64, measure_option=fk.fake_option())
     assert model.fits == 4          # at 16, 32, 48, 64
-    with pytest.raises(ValueError, match="refit must be 'batch' or 'plan', not 'often'"):
-        XGBTuner(task, cost_model=model, refit="often")
+    with pytest.raises(ValueError, match=r"refit_every must be a positive number of measurements \(or None\), not 0"):
+        XGBTuner(task, cost_model=model, refit_every=0)
 
 
 def test_warmup_is_random_then_the_plan_is_followed(task):
     model = fk.FakeCostModel(task)
-    tuner = XGBTuner(task, plan_size=16, cost_model=model, seed=3, n_warmup=8, eps=0.0)
+    tuner = XGBTuner(task, plan_size=16, cost_model=model, seed=3, n_warmup=8, eps=0.0, refit_every=4)
     option = fk.fake_option()
     tuner.tune(n_trial=16, measure_option=option)
     ran = option["runner"].ran

@@ -1,8 +1,8 @@
 """Model-based tuning: a cost model ranks configs, an optimizer proposes the next plan.
 
 The first ``n_warmup`` configs (16 by default) are random. From then on the model is refitted on
-every measurement so far after each measured batch (``refit="batch"``; AutoTVM's ``"plan"``
-refits only every ``plan_size`` measurements) and the optimizer (parallel simulated annealing,
+every measurement so far after each ``refit_every`` new ones (8 by default, at the end of the
+batch that completes them; AutoTVM refits every ``plan_size``) and the optimizer (parallel simulated annealing,
 or an exact ranking of a small space) returns the ``plan_size`` unmeasured configs the model
 likes best; the next batch is taken from the top of that plan. Each pick is a random unmeasured
 config instead with probability ``eps`` (5%), so a wrong model cannot trap the search. The
@@ -58,17 +58,17 @@ class ModelBasedTuner(Tuner):
 
     def __init__(self, task, cost_model, model_optimizer, plan_size: int = 64,
                  diversity_filter_ratio: float | None = None, eps: float = 0.05, seed: int | None = None,
-                 n_warmup: int | None = 16, refit: str = "batch", seed_chains: int = 8):
+                 n_warmup: int | None = 16, refit_every: int | None = 8, seed_chains: int = 8):
         super().__init__(task, seed)
-        if refit not in ("batch", "plan"):
-            raise ValueError(f"refit must be 'batch' or 'plan', not {refit!r}")
+        if refit_every is not None and refit_every < 1:
+            raise ValueError(f"refit_every must be a positive number of measurements (or None), not {refit_every!r}")
         self.cost_model = cost_model
         self.model_optimizer = model_optimizer
         self.plan_size = plan_size
         self.diversity_filter_ratio = diversity_filter_ratio
         self.eps = eps
         self.n_warmup = max(1, plan_size if n_warmup is None else n_warmup)
-        self.refit = refit
+        self.refit_every = refit_every or plan_size
         self.seed_chains = seed_chains
         self.trials: list[int] = []
         self.trial_pt = 0
@@ -114,7 +114,7 @@ class ModelBasedTuner(Tuner):
         if self.train_ct == 0:
             due = n >= self.n_warmup
         else:
-            due = self.refit == "batch" or n >= self.fitted_at + self.plan_size
+            due = n >= self.fitted_at + self.refit_every
         if due:
             self.retrain()
 
@@ -182,8 +182,8 @@ class XGBTuner(ModelBasedTuner):
     or ``reg``; ``optimizer``: ``"sa"`` or an object with ``find_maximums(model, num,
     exclusive)``; ``cost_model``: replace the XGBoost model (tests inject a fake);
     ``n_warmup``: random configs before the first fit (None: ``plan_size``, AutoTVM's);
-    ``refit``: ``"batch"`` (after every measured batch) or ``"plan"`` (every ``plan_size``
-    measurements, AutoTVM's); ``eps``: the chance that a pick is random.
+    ``refit_every``: measurements between refits (None: ``plan_size``, AutoTVM's); ``eps``: the
+    chance that a pick is random.
 
     >>> tuner = XGBTuner(task, loss_type="rank")
     >>> tuner.tune(n_trial=200, measure_option=option, callbacks=[progress_bar(200)])
@@ -192,7 +192,7 @@ class XGBTuner(ModelBasedTuner):
     def __init__(self, task, plan_size: int = 64, feature_type: str = "itervar", loss_type: str = "rank",
                  num_threads: int | None = None, optimizer="sa", diversity_filter_ratio: float | None = None,
                  log_interval: int = 50, cost_model=None, seed: int | None = None, n_warmup: int | None = 16,
-                 refit: str = "batch", eps: float = 0.05):
+                 refit_every: int | None = 8, eps: float = 0.05):
         if cost_model is None:
             from ..cost_model import XGBoostCostModel
 
@@ -203,6 +203,6 @@ class XGBTuner(ModelBasedTuner):
         elif isinstance(optimizer, str):
             raise ValueError(f"unknown optimizer {optimizer!r}: expected 'sa' or an optimizer object")
         super().__init__(task, cost_model, optimizer, plan_size, diversity_filter_ratio, eps=eps, seed=seed,
-                         n_warmup=n_warmup, refit=refit)
+                         n_warmup=n_warmup, refit_every=refit_every)
         self.feature_type = feature_type
         self.loss_type = loss_type
