@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from ..ir import dtype as dt
 from ..ir.expr import (BinOp, BufferLoad, Const, IterKind, TensorLoad, Var, binary, convert)
-from ..ir.functor import IRMutator, substitute
+from ..ir.functor import IRMutator, collect_vars, substitute
 from ..ir.simplify import simplify
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, IfThenElse, LetStmt, seq)
 from ..te.tensor import ComputeOp, PlaceholderOp
+from .ragged import let_positions, wrap_bound_lets
 from .tensorize import tensorized_axis, tensorized_nest
 
 CROSS_THREAD_REDUCTION = "cross_thread_reduction"
@@ -89,15 +90,25 @@ class NestBuilder:
         body = self.compute_stmt(st, info)
         # position of the first loop that depends on a reduction axis
         first_reduce = next((k for k, iv in enumerate(leaves) if iv.kind is IterKind.REDUCE), None)
+        lets = let_positions(st, info) if info.ragged else {}
         for k in range(len(leaves) - 1, -1, -1):
             iv = leaves[k]
+            if k in lets:   # a ragged axis's bounds, loaded once just outside its outermost loop
+                loop = wrap_bound_lets(self.make_for(st, iv, info, body), lets[k], self.to_loads)
+                # only for points inside the stage's domain (a split tail's row has no bounds)
+                inner_vars = {x.var for x in leaves[k:]}
+                guard = _and_all(c for c in info.conditions if not (collect_vars(c) & inner_vars))
+                if guard is not None:
+                    loop = IfThenElse(guard, loop)
+            else:
+                loop = None
             if is_reduce and k == first_reduce:
-                body = seq(self.init_stmt(st, info, k), self.make_for(st, iv, info, body))
+                body = seq(self.init_stmt(st, info, k), loop or self.make_for(st, iv, info, body))
                 tags = _launch_bound_reduce_tags(st, leaves[k:])
                 if tags:
                     body = AttrStmt(CROSS_THREAD_REDUCTION, st.op.name, ",".join(tags), body)
             else:
-                body = self.make_for(st, iv, info, body)
+                body = loop or self.make_for(st, iv, info, body)
         if is_reduce and first_reduce is None:
             body = seq(self.init_stmt(st, info, len(leaves)), body)
         return body
