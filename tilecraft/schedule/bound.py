@@ -43,7 +43,7 @@ class StageInfo:
         v = self.value[iv]
         if d is None:
             rb = self.ragged.get(iv)
-            if rb is not None:
+            if rb is not None and rb.min_var is not None:
                 return v + rb.min_var
             return v if _is_zero(iv.dom.min) else v + iv.dom.min
         return v if _is_zero(self.root_min[d]) else self.root_min[d] + v
@@ -373,7 +373,7 @@ def _read_box(st, consumers, infos, relax):
             vmap[iv.var] = cinfo.root_value(iv)
         # a ragged axis's symbols exist only inside the consumer's nest: a read that depends on
         # them (or on loops whose extent does) is taken as unknown, so the whole dimension is made
-        ragged = {v for rb in cinfo.ragged.values() for v in (rb.min_var, rb.extent_var)}
+        ragged = {v for rb in cinfo.ragged.values() for v in (rb.min_var, rb.extent_var) if v is not None}
         for acc in _accesses(cinfo.body, tensors):
             for d, idx in enumerate(acc.indices):
                 if unknown[d]:

@@ -52,6 +52,9 @@ def check_indices(sch) -> None:
             if isinstance(lo, Const) and isinstance(ext, Const) and ext.value >= 1:
                 box[iv.var] = (lo.value, lo.value + ext.value - 1)
         checker = _Checker(op.name)
+        for iv in op.reduce_axis:       # a ragged axis's bounds read tensors (row_ptr[i + 1])
+            checker.walk(iv.dom.min, box)
+            checker.walk(iv.dom.extent, box)
         for b in op.body:
             checker.walk(b, box)
 

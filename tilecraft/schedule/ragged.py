@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.expr import Expr, IterVar, TensorLoad, Var
+from ..ir.expr import Const, Expr, IterVar, TensorLoad, Var
 from ..ir.functor import collect_vars, post_order_visit, substitute
 from ..ir.stmt import LetStmt
 from ..te.tensor import is_ragged_axis
@@ -38,7 +38,7 @@ from ..te.tensor import is_ragged_axis
 class RaggedBound:
     """The symbols of one ragged axis and their values in the stage's loop variables."""
     axis: IterVar
-    min_var: Var
+    min_var: Var | None                # None: the min is a constant (a triangular 0 .. i + 1)
     extent_var: Var
     min_value: Expr | None = None      # filled once the data axes' values are known
     extent_value: Expr | None = None
@@ -63,7 +63,8 @@ def new_bounds(op) -> dict:
     out = {}
     for iv in ragged_axes(op):
         name = iv.var.name
-        out[iv] = RaggedBound(iv, Var(name + ".min", iv.dom.min.dtype), Var(name + ".extent", iv.dom.extent.dtype))
+        lo = None if isinstance(iv.dom.min, Const) else Var(name + ".min", iv.dom.min.dtype)
+        out[iv] = RaggedBound(iv, lo, Var(name + ".extent", iv.dom.extent.dtype))
     return out
 
 
@@ -103,7 +104,7 @@ def let_positions(stage, info) -> dict:
         if inner:
             raise ScheduleError(
                 f"stage '{stage.name}': the bounds of the ragged axis '{rb.axis.var.name}' "
-                f"({rb.axis.dom.min} .. {rb.axis.dom.min} + {rb.axis.dom.extent}) depend on loop "
+                f"(min `{rb.axis.dom.min}`, extent `{rb.axis.dom.extent}`) depend on loop "
                 f"'{inner[0].name}', which runs inside loop '{leaves[pos].var.name}' of that axis; "
                 f"reorder so that the loops of '{rb.axis.var.name}' are inside '{inner[0].name}'")
         out.setdefault(pos, []).append(rb)
@@ -115,5 +116,6 @@ def wrap_bound_lets(body, bounds: list, to_loads):
     the tensor loads of the bounds into buffer loads)."""
     for rb in reversed(bounds):
         body = LetStmt(rb.extent_var, to_loads.visit_expr(rb.extent_value), body)
-        body = LetStmt(rb.min_var, to_loads.visit_expr(rb.min_value), body)
+        if rb.min_var is not None:
+            body = LetStmt(rb.min_var, to_loads.visit_expr(rb.min_value), body)
     return body
