@@ -170,7 +170,10 @@ class NestBuilder:
                     body = LetStmt(t, substitute(r, cmap), body)
             cond = red.condition
             if not (isinstance(cond, Const) and cond.value is True):
-                conds = list(conds) + [self.to_loads.visit_expr(substitute(cond, vmap))]
+                # inside the guards, not beside them: ``where=`` may read the tensor at the
+                # reduction's point, which a split tail's guard keeps in bounds (`and` evaluates
+                # both sides)
+                body = IfThenElse(self.to_loads.visit_expr(substitute(cond, vmap)), body)
         c = _and_all(conds)
         return body if c is None else IfThenElse(c, body)
 
