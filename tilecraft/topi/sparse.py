@@ -218,33 +218,20 @@ def embedding_bag(vocab=None, dim=None, bags=None, nnz=None, mode: str = "sum", 
 def schedule_spmv(s, y, row_grain: int = 16, vector: int = 8, unroll: int = 1, dynamic: bool = True):
     """Rows in chunks of ``row_grain`` on the thread pool (``dynamic``: chunks handed out as threads
     become free, which balances rows of uneven length); the nonzeros of a row split by
-    ``vector`` and factored (``rfactor``) into ``vector`` partial sums computed as one vector
-    (gathers from ``x``; the last partial block is a guarded scalar loop), then summed;
-    ``unroll`` > 1 unrolls that many vector steps. ``vector=1``: a scalar loop per row."""
+    ``vector`` and accumulated in that many vector lanes (gathers from ``x``; the last partial
+    block is a guarded scalar loop), summed across lanes at the end of the row; ``unroll`` > 1
+    unrolls that many vector steps. ``vector=1``: a scalar loop per row."""
     (j,) = s[y].op.reduce_axis
-    yf = None
-    if vector > 1:
-        jo, ji = s[y].split(j, factor=vector)
-        yf = s.rfactor(y, ji)              # (rfactor rebuilds y's axes: split its rows after)
     io, ii = s[y].split(s[y].op.axis[0], factor=row_grain)
     s[y].parallel(io)
     if dynamic:
         s[y].pragma(io, "parallel_dynamic", 1)
-    if yf is None:
-        if unroll > 1:
-            _, ju = s[y].split(j, factor=unroll)
-            s[y].unroll(ju)
-        return s
-    s[yf].compute_at(s[y], ii)
-    lane, row = s[yf].op.axis
-    (k,) = s[yf].op.reduce_axis
+    if vector > 1:
+        j, lane = s[y].split(j, factor=vector)
+        s[y].vectorize(lane)
     if unroll > 1:
-        ko, ku = s[yf].split(k, factor=unroll)
-        s[yf].reorder(row, ko, ku, lane)
-        s[yf].unroll(ku)
-    else:
-        s[yf].reorder(row, k, lane)
-    s[yf].vectorize(lane)
+        _, ju = s[y].split(j, factor=unroll)
+        s[y].unroll(ju)
     return s
 
 
