@@ -67,9 +67,9 @@ def make_matrix(rows: int, cols: int, nnz_per_row: float, pattern: str = "unifor
 
 def _csr_arrays(A, what: str):
     """``(row_ptr, col_idx, val)`` from a ``scipy.sparse`` matrix or three arrays."""
+    if hasattr(A, "tocsr") and getattr(A, "format", "csr") != "csr":
+        raise TypeError(f"{what}: expected a CSR matrix, got scipy's {A.format!r} format (use A.tocsr())")
     if hasattr(A, "indptr") and hasattr(A, "indices") and hasattr(A, "data"):
-        if getattr(A, "format", "csr") != "csr":
-            raise TypeError(f"{what}: expected a CSR matrix, got scipy's {A.format!r} format (use A.tocsr())")
         row_ptr, col_idx, val = A.indptr, A.indices, A.data
     elif isinstance(A, (tuple, list)) and len(A) == 3:
         row_ptr, col_idx, val = A
