@@ -47,7 +47,7 @@ def poison(shape, dtype, variant: int = 0) -> np.ndarray:
     1e30 / 0x25 / True). A run on each variant that gives the same result has written every
     element.
 
-    >>> c = poison((4,), "float32"); f(a, b, c)
+    >>> c = poison((4,), "float32")      # then f(a, b, c) and compare
     """
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
@@ -83,8 +83,8 @@ def sum_tolerance(terms, axis=None, extra: float = 0.0, dtype=None):
     Use it as ``atol`` with ``rtol=0``.
 
     >>> a = np.random.default_rng(0).uniform(-1, 1, (4, 100)).astype("float32")
-    >>> np.testing.assert_allclose(a.sum(1), a.astype("float64").sum(1), rtol=0,
-    ...                            atol=sum_tolerance(a, axis=1))
+    >>> bool((abs(a.sum(1) - a.astype("float64").sum(1)) <= sum_tolerance(a, axis=1)).all())
+    True
     """
     t = np.asarray(terms)
     dtype = np.dtype(dtype or t.dtype)
