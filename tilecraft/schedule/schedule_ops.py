@@ -94,10 +94,14 @@ class NestBuilder:
         plan = plan_vector_reduction(st, info, self.buffers) if is_reduce else None
         if plan is not None:
             self.vector_plans[st] = plan
-        body = self.compute_stmt(st, info)
+        lets = let_positions(st, info) if info.ragged else {}
+        # the guards that the outermost ragged bounds' `if` already checks (below) are not
+        # repeated in the body: a row tail's guard there would keep the nonzero loop from vectorizing
+        outer = {x.var for x in leaves[min(lets):]} if lets else set()
+        hoisted = [c for c in info.conditions if not (collect_vars(c) & outer)] if lets else []
+        body = self.compute_stmt(st, info, hoisted)
         # position of the first loop that depends on a reduction axis
         first_reduce = next((k for k, iv in enumerate(leaves) if iv.kind is IterKind.REDUCE), None)
-        lets = let_positions(st, info) if info.ragged else {}
         for k in range(len(leaves) - 1, -1, -1):
             iv = leaves[k]
             if k in lets:   # a ragged axis's bounds, loaded once just outside its outermost loop
@@ -160,12 +164,12 @@ class NestBuilder:
             vmap[iv.var] = info.root_value(iv)
         return vmap
 
-    def compute_stmt(self, st, info):
+    def compute_stmt(self, st, info, hoisted=()):
         op = st.op
         vmap = self._root_map(st, info)
         idxs = [self.store_index(st, info, t) for t in op.outputs]
         bufs = [self.buffers[t] for t in op.outputs]
-        conds = info.conditions
+        conds = [c for c in info.conditions if not any(c is h for h in hoisted)]
         if not op.reduce_axis:
             stores = [BufferStore(b, self.to_loads.visit_expr(substitute(e, vmap)), idx)
                       for b, e, idx in zip(bufs, info.body, idxs)]

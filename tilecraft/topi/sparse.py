@@ -239,7 +239,8 @@ def schedule_rows(s, out, row_grain: int = 16, vector: int = 8, unroll: int = 1,
     """A schedule for the row-wise operators with a dense inner axis (``csr_spmm``,
     ``segment_sum``, ``embedding_bag``; their last stage is ``out``): rows in chunks of
     ``row_grain`` on the thread pool, for each row the nonzeros (``unroll``-ed) outside the dense
-    axis, which is split by ``vector`` and vectorized (contiguous loads of a row of ``X``)."""
+    axis, which is split by ``vector`` and vectorized (contiguous loads of a row of ``X``; the
+    row of the output stays in the L1 cache while the nonzeros are folded into it)."""
     red = out
     if not out.op.reduce_axis:              # a mean: the sum is the stage before
         red = out.op.input_tensors[0]
@@ -263,10 +264,10 @@ def schedule_rows(s, out, row_grain: int = 16, vector: int = 8, unroll: int = 1,
         rco, rci = co, ci
     if unroll > 1:
         jo, ju = s[red].split(j, factor=unroll)
-        s[red].reorder(rco, jo, ju, rci)
+        s[red].reorder(jo, ju, rco, rci)
         s[red].unroll(ju)
     else:
-        s[red].reorder(rco, j, rci)
+        s[red].reorder(j, rco, rci)
     if vector > 1:
         s[red].vectorize(rci)
     return s
