@@ -20,6 +20,7 @@ from ..ir.expr import (BinOp, Binary, Cast, Const, Expr, IterKind, IterVar, Sele
                        Unary, UnOp, Var, binary, const, convert, max_expr, min_expr)
 from ..ir.functor import collect_vars, post_order_visit, substitute
 from ..ir.simplify import simplify
+from ..te.extern import ExternOp
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 
@@ -228,7 +229,12 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
             continue
         info = StageInfo(st, bodies[st])
         op = st.op
-        if st.attach_type == "scope" and not st.is_output:
+        if isinstance(op, ExternOp):
+            if st.attach_type == "scope":
+                raise ScheduleError(f"compute_at of the extern stage '{st.name}': it has no loops of its "
+                                    f"own to place; it runs at the root")
+            info.root_min, info.root_extent = [], []
+        elif st.attach_type == "scope" and not st.is_output:
             _check_attach(st, consumers[st])
             mins, exts = _region(st, consumers[st], infos, loop_extent)
             if any(t in args for t in op.outputs):

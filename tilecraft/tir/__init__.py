@@ -18,4 +18,5 @@ from ..te.intrin import (const, floordiv, floormod, truncdiv, truncmod, indexdiv
 from ..te.intrin import select as Select
 from ..ir.expr import min_expr as min, max_expr as max  # noqa: A001
 from ..ir.expr import div
+from ..ir.packed import call_packed
 from . import ir_builder
