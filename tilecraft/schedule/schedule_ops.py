@@ -14,6 +14,9 @@ comma-separated). Later passes keep everything that belongs to the reduction ins
 (loop partitioning splits loops in place), and ``gpu_thread_reduce`` turns the scope into a
 per-thread fold, one all-reduce and one write.
 
+A ``te.extern`` stage is its own statement, inside one ``AttrStmt("buffer_bind_scope", declared
+buffer, BufferRegion(whole tensor))`` per input and output, which storage flattening resolves.
+
 The buffer of an attached stage marked with ``double_buffer()`` is allocated inside
 ``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))``; the GPU passes give it two
 copies where it stays inside a loop (``gpu_hoist_shared``, ``gpu_double_buffer``), the CPU
