@@ -200,14 +200,16 @@ def concatenate(tensors, axis: int = 0):
     shape = list(shape_of(tensors[0]))
     shape[axis] = builtins.sum(sizes)
 
+    starts = [builtins.sum(sizes[:k]) for k in range(len(sizes))]
+
     def f(*i):
-        starts = [builtins.sum(sizes[:k]) for k in range(len(sizes))]
         value = None
-        for t, start in reversed(list(zip(tensors, starts))):
+        for k in reversed(range(len(tensors))):
             idx = list(i)
-            idx[axis] = i[axis] - start
-            v = t[tuple(idx)]
-            value = v if value is None else te.if_then_else(i[axis] >= start, v, value)
+            idx[axis] = i[axis] - starts[k] if starts[k] else i[axis]
+            v = tensors[k][tuple(idx)]
+            # tensor k holds [starts[k], starts[k + 1]); the later ones are already in value
+            value = v if value is None else te.if_then_else(i[axis] < starts[k + 1], v, value)
         return value
     return te.compute(tuple(shape), f, name="concatenate")
 

@@ -50,9 +50,9 @@ def _run(f: Function, mod) -> Function:
         return uses.get(id(e), 0) == 1
 
     def scaled_conv(conv, scale):
-        w = conv.args[1]
-        if _name(conv) != "nn.conv2d" or type(w) is not Constant or not single(conv):
+        if _name(conv) != "nn.conv2d" or type(conv.args[1]) is not Constant or not single(conv):
             return None
+        w = conv.args[1]
         vec = _channel_scale(scale, w.data.shape[0])
         if vec is None or vec.dtype != w.data.dtype:
             return None
