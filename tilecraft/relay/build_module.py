@@ -33,8 +33,8 @@ def bind_params_by_name(func: Function, params: dict) -> Function:
     names = [p.name_hint for p in func.params]
     unknown = sorted(set(params) - set(names))
     if unknown:
-        raise RelayError(f"bind_params_by_name: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} "
-                         f"not parameters of the function (its parameters: {', '.join(names)})")
+        raise RelayError(f"bind_params_by_name: {', '.join(unknown)} "
+                         f"{'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of the function (its parameters: {', '.join(names)})")
     consts = {}
     for p in func.params:
         if p.name_hint in params:

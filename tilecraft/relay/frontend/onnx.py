@@ -385,8 +385,8 @@ def from_onnx(model, shape: dict | None = None, dtype="float32", opset: int | No
         inputs.append(v)
     unknown = sorted(set(shape) - {v.name_hint for v in inputs})
     if unknown:
-        raise RelayError(f"from_onnx: shape= names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} "
-                         f"not inputs of the model (its inputs: {', '.join(v.name_hint for v in inputs)})")
+        raise RelayError(f"from_onnx: shape= names {', '.join(unknown)}, which "
+                         f"{'is not an input' if len(unknown) == 1 else 'are not inputs'} of the model (its inputs: {', '.join(v.name_hint for v in inputs)})")
     params = {}
     for t in graph.initializer:
         arr = numpy_helper.to_array(t)
