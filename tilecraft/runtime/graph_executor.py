@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .ndarray import NDArray, array
+from .threads import mark_parallel_used
 
 GRAPH_FORMAT = 1
 
@@ -59,8 +60,10 @@ class GraphExecutor:
             if node["op"] == "kernel":
                 func = module.get_function(node["func"])
                 args = [self.arrays[i] for i in node["inputs"]] + [self.arrays[nid]]
-                self._steps.append((func, args))
+                # the arrays never move: their shapes, dtypes and addresses are checked once here
+                self._steps.append((func, func._prepare(args)))
         self.outputs = list(graph["outputs"])
+        self._parallel = any(f.parallel for f, _ in self._steps)
 
     # --- TVM's GraphModule surface ---------------------------------------------------------
     def set_input(self, key=None, value=None, **params) -> None:
@@ -92,8 +95,12 @@ class GraphExecutor:
         """Run every kernel once (after setting ``inputs`` by name, if given)."""
         if inputs:
             self.set_input(**inputs)
-        for func, args in self._steps:
-            func(*args)
+        if self._parallel:
+            mark_parallel_used()
+        for func, raw in self._steps:
+            rc = func._cfunc(*raw)
+            if rc:
+                func._check_rc(rc)
 
     def get_num_outputs(self) -> int:
         return len(self.outputs)
@@ -124,15 +131,22 @@ class GraphExecutor:
 
 
 class _RunAll:
-    """``run`` as a callable the time evaluator accepts."""
+    """``run`` in the shape of a compiled function, for the time evaluator."""
     name = "run"
 
     def __init__(self, ex):
         self.ex = ex
-        self.parallel = any(getattr(f, "parallel", False) for f, _ in ex._steps)
+        self.parallel = any(f.parallel for f, _ in ex._steps)
 
-    def __call__(self):
+    def _prepare(self, args) -> list:
+        return []
+
+    def _cfunc(self) -> int:
         self.ex.run()
+        return 0
+
+    def _check_rc(self, rc) -> None:
+        pass
 
 
 class GraphExecutorFactory:
