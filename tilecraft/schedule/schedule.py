@@ -292,9 +292,10 @@ class Stage:
     def _annotate(self, iv, kind: ForKind, what: str, step):
         k = self._leaf_index(iv, what)
         iv = self.leaf_iter_vars[k]
-        if kind in (ForKind.VECTORIZED, ForKind.PARALLEL) and iv.kind is IterKind.REDUCE:
+        if kind is ForKind.PARALLEL and iv.kind is IterKind.REDUCE:
             raise ScheduleError(f"{what} on stage '{self.name}': axis '{iv.var.name}' is a reduction axis; "
-                                f"only data-parallel axes can be {what}d (reorder it inside, or use rfactor)")
+                                f"only data-parallel axes can run in parallel (use rfactor to make the "
+                                f"partial results of a reduction axis data-parallel)")
         self._attr(iv).kind = kind
         self._record(step(self._ref(), self._axis_ref(iv)))
 
@@ -307,6 +308,15 @@ class Stage:
                 for i.inner in range(8):               C[ramp(i.outer * 8, 1, 8)] =
                     C[i.outer * 8 + i.inner] =             A[ramp(i.outer * 8, 1, 8)] * broadcast(2.0, 8)
                         A[i.outer * 8 + i.inner] * 2.0
+
+        On a reduction axis each lane gets its own accumulator, combined once at the end
+        (``schedule/vector_reduce.py``; unrolled reduction axes add more accumulators)::
+
+            C[i] = 0.0                             C.vacc[ramp(0, 1, 8)] = broadcast(0.0, 8)
+            for k.outer in range(128):             for k.outer in range(128):
+                for k.inner in range(8):               C.vacc[ramp(0, 1, 8)] = C.vacc[ramp(0, 1, 8)] +
+                    C[i] = C[i] +                          A[i, ramp(k.outer * 8, 1, 8)]
+                        A[i, k.outer * 8 + k.inner]    C[i] = vector_reduce_add(C.vacc[ramp(0, 1, 8)])
         """
         self._annotate(iv, ForKind.VECTORIZED, "vectorize", VectorizeStep)
 
