@@ -96,3 +96,12 @@ def test_export_library_reloads_in_a_fresh_process(rng, tmp_path):
     import tilecraft as tc
     info = json.loads(tc.runtime.load_module(path).module.artifact.manifest_text)
     assert info["graph"] == lib.graph and len(info["params"]) == len(lib.params)
+
+
+def test_bert_block_kernels_use_the_row_reduction_templates(rng):
+    """Softmax and layer norm are computed by their templates on 2-d views ([rows, N])."""
+    model, inputs = bert_block(rng)
+    lib = build(model, inputs)
+    views = {n["func"]: n.get("arg_shapes") for n in lib.graph["nodes"] if n["op"] == "kernel"}
+    assert views["fused_nn_softmax"] == [[18, 9], [18, 9]]
+    assert views["fused_nn_layer_norm"] == [[18, 24], [24], [24], [18, 24]]

@@ -85,22 +85,25 @@ def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_
     mod = optimize(mod, params)
     main = mod["main"]
     with tgt:
-        funcs, kernel_of, by_text, taken = [], {}, {}, {}
+        funcs, kernel_of, by_text, taken, views = [], {}, {}, {}, {}
         for n in post_order(main.body):
             if type(n) is Call and isinstance(n.op, Function):
                 key = astext(n.op)          # equal groups (same ops, attributes, shapes) share a kernel
                 if key not in by_text:
                     name = _kernel_name(n.op, taken)
-                    funcs.append(lower_primitive(n.op, name, "llvm"))
+                    func, views[name] = lower_primitive(n.op, name, "llvm")
+                    funcs.append(func)
                     by_text[key] = name
                 kernel_of[id(n)] = by_text[key]
         module = build_llvm(funcs, str(tgt)) if funcs else None
-    graph, weights = plan_graph(main, kernel_of)
+    graph, weights = plan_graph(main, kernel_of, views)
     return GraphExecutorFactory(graph, module, weights, exporter=_export)
 
 
-def plan_graph(main: Function, kernel_of: dict) -> tuple:
-    """The executor's graph (format 1) and weights of a fused ``main``."""
+def plan_graph(main: Function, kernel_of: dict, views: dict | None = None) -> tuple:
+    """The executor's graph (format 1) and weights of a fused ``main``; ``views`` gives, per
+    kernel, the shapes its arguments are passed as (a template on 2-d views), or None."""
+    views = views or {}
     nodes, index, weights = [], {}, {}
 
     def add(node, e):
@@ -123,8 +126,11 @@ def plan_graph(main: Function, kernel_of: dict) -> tuple:
                 if id(a) not in index:
                     raise RelayError(f"relay.build: a kernel reads a {type(a).__name__}, which the executor "
                                      "cannot pass yet")
-            add({"op": "kernel", "name": kernel_of[id(n)], "func": kernel_of[id(n)],
-                 "inputs": [index[id(a)] for a in n.args]}, n)
+            node = {"op": "kernel", "name": kernel_of[id(n)], "func": kernel_of[id(n)],
+                    "inputs": [index[id(a)] for a in n.args]}
+            if views.get(kernel_of[id(n)]):
+                node["arg_shapes"] = [list(v) for v in views[kernel_of[id(n)]]]
+            add(node, n)
         elif t is Var:
             if id(n) not in index:
                 raise RelayError(f"relay.build: %{n.name_hint} is not a parameter of main")

@@ -10,7 +10,8 @@ A *graph* is the JSON-able plan ``relay.build`` writes (format 1)::
      "outputs": [2]}
 
 Nodes come in execution order; a kernel node calls the module function ``func`` with the arrays
-of its ``inputs`` (node ids) and then its own output array. Every kernel output has a buffer of
+of its ``inputs`` (node ids) and then its own output array, reshaped (views of the same memory)
+to its ``arg_shapes`` when it has them (a row-reduction template that takes ``[rows, N]``). Every kernel output has a buffer of
 its own for now (memory planning by liveness is a later part). The executor lives in the
 runtime: a library loaded with ``load_module`` runs it without the compiler.
 
@@ -60,6 +61,8 @@ class GraphExecutor:
             if node["op"] == "kernel":
                 func = module.get_function(node["func"])
                 args = [self.arrays[i] for i in node["inputs"]] + [self.arrays[nid]]
+                if "arg_shapes" in node:     # a kernel on other views of the same memory (2-d rows)
+                    args = [a.reshape(shape) for a, shape in zip(args, node["arg_shapes"])]
                 # the arrays never move: their shapes, dtypes and addresses are checked once here
                 self._steps.append((func, func._prepare(args)))
         self.outputs = list(graph["outputs"])

@@ -11,12 +11,17 @@ group's *anchor*:
 * ``nn.dense``: computed through packed weight panels (``matmul_compute``); with a tuned config
   of ``topi/matmul.llvm`` scheduled by the template, otherwise rows in parallel with the
   columns vectorized inside the k loop.
+* a group that is one softmax / layer_norm (last axis) / global pooling: the row-reduction
+  template of that operator (``topi/softmax.py``, ``topi/layer_norm.py``, ``topi/pooling.py``)
+  computes it whole, on 2-d views of the tensors;
 * anything else: every injective stage is inlined; reductions and the output run their outer
   axes in parallel and the output's innermost axis is vectorized when 8 divides it.
 
 >>> func = lower_primitive(mod["main"].body.op, "fused_add_nn_relu", "llvm")   # doctest: +SKIP
 """
 from __future__ import annotations
+
+import numpy as np
 
 from tilecraft import te
 from tilecraft.schedule import create_schedule, lower
@@ -196,8 +201,44 @@ def schedule_group(out, anchor):
     return s
 
 
+def template_kernel(fn: Function):
+    """``(schedule, args, arg_shapes)`` when the group is one operator a row-reduction template
+    computes whole (``topi/softmax.llvm``, ``topi/layer_norm.llvm``, ``topi/global_pool.llvm``),
+    scheduled by its tuned config or its own fallback; None otherwise. The templates take 2-d
+    ``[rows, N]`` tensors: ``arg_shapes`` are the shapes the kernel sees (the executor passes
+    reshaped views of the graph's arrays)."""
+    from tilecraft.topi.layer_norm import layer_norm
+    from tilecraft.topi.pooling import global_pool
+    from tilecraft.topi.softmax import softmax
+    body = fn.body
+    if type(body) is not Call or isinstance(body.op, Function) or body.ty.dtype != "float32" or \
+            any(type(a) is not Var for a in body.args):
+        return None
+    name, ty = body.op.name, body.ty
+    if name == "nn.softmax" and body.attrs.axis % ty.ndim == ty.ndim - 1:
+        rows, n = ty.size // ty.shape[-1], ty.shape[-1]
+        s, args = softmax(rows, n, "float32")
+        return s, args, [(rows, n), (rows, n)]
+    # the template's epsilon is 1e-5 (an ONNX model's is that in float32)
+    if name == "nn.layer_norm" and np.float32(body.attrs.epsilon) == np.float32(1e-5):
+        rows, n = ty.size // ty.shape[-1], ty.shape[-1]
+        s, args = layer_norm(rows, n, "float32")
+        return s, args, [(rows, n), (n,), (n,), (rows, n)]
+    if name in ("nn.global_avg_pool2d", "nn.global_max_pool2d"):
+        N, C, H, W = body.args[0].ty.shape
+        s, args = global_pool(N, C, H, W, "avg" if name == "nn.global_avg_pool2d" else "max", "float32")
+        return s, args, [(N, C, H, W), (N, C)]
+    return None
+
+
 def lower_primitive(fn: Function, name: str, target: str = "llvm"):
-    """The ``PrimFunc`` of a primitive function: arguments ``p0, p1, ...`` then the output."""
+    """``(PrimFunc, arg_shapes)`` of a primitive function: arguments ``p0, p1, ...`` then the
+    output; ``arg_shapes`` is None when the kernel takes the graph's shapes, else the shapes it
+    takes (see :func:`template_kernel`)."""
+    whole = template_kernel(fn)
+    if whole is not None:
+        s, args, shapes = whole
+        return lower(s, args, name=name, target=target), shapes
     inputs, out, anchor = compute_group(fn)
     s = schedule_group(out, anchor)
-    return lower(s, inputs + [out], name=name, target=target)
+    return lower(s, inputs + [out], name=name, target=target), None
