@@ -115,3 +115,11 @@ def test_fold_constant_value(rng):
     y = relay.add(x, relay.transpose(relay.multiply(relay.const(a), relay.const(2.0))))
     out = run_passes(relay.IRModule.from_expr(relay.Function([x], y)), [T.InferType(), T.FoldConstant()])
     np.testing.assert_allclose(out["main"].body.args[1].data, (a * 2).T)
+
+
+def test_dead_code_drops_uncalled_functions():
+    x = relay.var("x", shape=(3,))
+    y = relay.var("y", shape=(3,))
+    mod = relay.IRModule({"main": relay.Function([x], relay.exp(x)), "helper": relay.Function([y], relay.sqrt(y))})
+    out = run_passes(mod, [T.DeadCodeElimination()])
+    assert list(out.functions()) == ["main"] and out["main"] is mod["main"]

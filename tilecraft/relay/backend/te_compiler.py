@@ -8,9 +8,9 @@ group's *anchor*:
   symmetric padding): computed with the template's stages and scheduled with its config, the
   tuned one inside ``autotune.apply_history_best`` (workload ``topi/conv2d_nchw.llvm``), the
   fallback otherwise; the element-wise epilogue is the stage the template writes.
-* ``nn.dense``: computed through packed weight panels (``matmul_compute``); with a tuned config
-  of ``topi/matmul.llvm`` scheduled by the template, otherwise rows in parallel with the
-  columns vectorized inside the k loop.
+* ``nn.dense``: computed through packed weight panels (``matmul_compute``) and scheduled by the
+  matmul template's schedule with the tuned config of ``topi/matmul.llvm``, or without one a
+  fallback of register tiles of up to 8 rows x 2 vectors (the template has no fallback schedule).
 * a group that is one softmax / layer_norm (last axis) / global pooling: the row-reduction
   template of that operator (``topi/softmax.py``, ``topi/layer_norm.py``, ``topi/pooling.py``)
   computes it whole, on 2-d views of the tensors;
@@ -25,7 +25,8 @@ import numpy as np
 
 from tilecraft import te
 from tilecraft.schedule import create_schedule, lower
-from tilecraft.topi.conv2d import conv2d_nchwc_compute, conv2d_nchwc_config, schedule_conv2d_nchwc
+from tilecraft.topi.conv2d import (conv2d_nchwc_compute, conv2d_nchwc_config, schedule_conv2d_nchwc,
+                                   vector_registers)
 from tilecraft.topi.matmul import matmul_compute, matmul_config, schedule_matmul
 
 from ..ir import Call, Constant, Function, RelayError, Tuple, TupleGetItem, Var, post_order
@@ -115,7 +116,14 @@ def _dense_template(call, ins):
     N = call.args[1].ty.shape[0]
     cfg = _query(("topi/matmul.llvm", M, N, K, call.ty.dtype))
     matmul_config(cfg, M, N, K)
-    bn = (16 if N % 16 == 0 else 1) if cfg.is_fallback else cfg["tile_x"].size[-1]
+    if cfg.is_fallback:
+        # the template leaves its fallback unscheduled; the graph level's: a register tile of up
+        # to 8 rows x 2 vectors, up to 4 of them per cache block, k in blocks of up to 256
+        lanes, _ = vector_registers()
+        cfg.fallback_split("tile_y", [-1, 4, 8])
+        cfg.fallback_split("tile_x", [-1, 4, 2 * lanes])
+        cfg.fallback_split("tile_k", [-1, 256])
+    bn = cfg["tile_x"].size[-1]
     C, packed = matmul_compute(data, weight, bn, transpose_b=True)
     return C, _Anchor("dense", C=C, packed=packed, cfg=cfg)
 
@@ -169,7 +177,7 @@ def schedule_group(out, anchor):
         p = anchor.parts
         C, packed = p["C"], p["packed"]
         _inline_injective(s, keep={packed.op})
-        if not p["cfg"].is_fallback and _shape(out) == _shape(C):
+        if _shape(out) == _shape(C):
             schedule_matmul(p["cfg"], s, C, packed, out)
             return s
         bn = int(getattr(packed.shape[2], "value", packed.shape[2]))

@@ -10,7 +10,7 @@ and ``b`` dies with it unless something else reads it) and (2) functions of the 
 """
 from __future__ import annotations
 
-from ..ir import Call, Function, IRModule, Tuple, TupleGetItem, post_order, rewrite, with_children
+from ..ir import Function, IRModule, Tuple, TupleGetItem, rewrite, with_children
 from .pass_infra import module_pass
 
 
@@ -28,12 +28,9 @@ def _run(mod: IRModule) -> IRModule:
     for name, f in mod.functions().items():
         body = _simplify_projections(f.body)
         functions[name] = f if body is f.body else Function(f.params, body, f.ret_type, f.attrs)
-    # functions reached from main by name (GlobalVar calls come with later parts: none yet)
-    reached = {"main"} | {n.op for name in ("main",) if name in functions
-                          for n in post_order(functions[name].body)
-                          if type(n) is Call and isinstance(n.op, str)}
+    # nothing calls a module function by name yet (no GlobalVar calls): only main is reachable
     if "main" in functions:
-        functions = {k: v for k, v in functions.items() if k in reached}
+        functions = {"main": functions["main"]}
     return IRModule(functions)
 
 
