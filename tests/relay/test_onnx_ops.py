@@ -105,3 +105,25 @@ def test_unfused_build_matches(rng):
     """opt_level 0: every operator its own kernel, no folding; the same results."""
     nodes, inputs, inits = CASES["batch_norm"](rng)
     check_model(make_model(nodes, inputs, ["y"], inits), inputs, opt_level=0)
+
+
+def test_freeze_params_gives_the_same_model(rng):
+    """Weights as graph constants (freeze_params=True): no params, the same results."""
+    import tilecraft as tc
+    from tilecraft import relay
+    from relay_helpers import run_lib, run_ort
+    nodes, inputs, inits = CASES["gemm"](rng)
+    model = make_model(nodes, inputs, ["y"], inits)
+    mod, params = relay.frontend.from_onnx(model, freeze_params=True)
+    assert params == {} and [p.name_hint for p in mod["main"].params] == ["a"]
+    with tc.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, "llvm")
+    np.testing.assert_allclose(run_lib(lib, inputs)[0], run_ort(model, inputs)[0], rtol=2e-5, atol=2e-5)
+
+
+def test_repr_is_short():
+    from tilecraft import relay
+    x = relay.var("x", shape=(2, 3))
+    y = relay.nn.relu(relay.add(x, relay.const(np.ones((2, 3), "float32"))))
+    assert repr(y) == "<relay.Call nn.relu(...)>"
+    assert repr(x) == "<relay.Var %x : Tensor[(2, 3), float32]>"

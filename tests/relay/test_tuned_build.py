@@ -37,7 +37,7 @@ def test_tuned_config_schedules_the_fused_conv(rng):
     model, inputs = conv_relu_model(rng)
     mod, params = relay.frontend.from_onnx(model)
     with tc.transform.PassContext(opt_level=3):
-        fused = relay.optimize(mod, params)
+        fused, _ = relay.optimize(mod, "llvm", params)
     (group,) = [n.op for n in relay.ir.post_order(fused["main"].body) if isinstance(n, relay.Call)]
     with autotune.apply_history_best(records), tc.target.Target("llvm"):
         _, _, anchor = te_compiler.compute_group(group)
@@ -52,7 +52,7 @@ def test_fallback_without_a_log(rng):
     model, inputs = conv_relu_model(rng)
     mod, params = relay.frontend.from_onnx(model)
     with tc.transform.PassContext(opt_level=3):
-        fused = relay.optimize(mod, params)
+        fused, _ = relay.optimize(mod, "llvm", params)
     (group,) = [n.op for n in relay.ir.post_order(fused["main"].body) if isinstance(n, relay.Call)]
     with tc.target.Target("llvm"):
         _, _, anchor = te_compiler.compute_group(group)

@@ -47,13 +47,16 @@ def bind_params_by_name(func: Function, params: dict) -> Function:
     return Function([p for p in func.params if id(p) not in consts], body, None, func.attrs)
 
 
-def optimize(mod: IRModule, params: dict | None = None) -> IRModule:
-    """The graph after the build's passes (fused, not yet compiled)."""
+def optimize(mod: IRModule, target=None, params: dict | None = None) -> tuple:
+    """``(mod, params)`` after the build's passes (TVM's ``relay.optimize``): the graph fused,
+    not yet compiled; the weights are constants of the graph, so ``params`` comes back empty."""
+    if isinstance(mod, Function):
+        mod = IRModule.from_expr(mod)
     if params:
         mod = mod.with_function("main", bind_params_by_name(mod["main"], params))
     seq = Sequential([InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis(), FoldConstant(),
                       DeadCodeElimination(), FuseOps(), InferType()], name="relay.build")
-    return seq(mod)
+    return seq(mod), {}
 
 
 def _kernel_name(fn: Function, taken: dict) -> str:
@@ -82,7 +85,7 @@ def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_
     if tgt.kind != "llvm":
         raise RelayError(f"relay.build: target {str(tgt)!r} is not supported yet; the graph level builds "
                          "for 'llvm' (the CPU) so far")
-    mod = optimize(mod, params)
+    mod, _ = optimize(mod, tgt, params)
     main = mod["main"]
     with tgt:
         funcs, kernel_of, by_text, taken, views = [], {}, {}, {}, {}

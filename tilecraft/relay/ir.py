@@ -143,7 +143,7 @@ def _freeze(v):
 # ------------------------------------------------------------------------------------------------
 # Expressions
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Expr:
     """Base of the graph's nodes. ``checked_type`` is set by InferType."""
 
@@ -162,8 +162,12 @@ class Expr:
         from .printer import astext
         return astext(self)
 
+    def __repr__(self) -> str:         # short: a node's fields hold the whole graph below it
+        ty = f" : {self.ty}" if self.ty is not None else ""
+        return f"<relay.{type(self).__name__} {_short(self)}{ty}>".replace(" >", ">").replace("  ", " ")
 
-@dataclass(frozen=True, eq=False)
+
+@dataclass(frozen=True, eq=False, repr=False)
 class Var(Expr):
     """A function parameter: ``relay.var("data", shape=(1, 3, 224, 224), dtype="float32")``."""
     name_hint: str
@@ -175,7 +179,7 @@ class Var(Expr):
             object.__setattr__(self, "ty", self.type_annotation)
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Constant(Expr):
     """A constant tensor (a weight): its ``data`` is a read-only numpy array."""
     data: np.ndarray
@@ -191,7 +195,7 @@ class Constant(Expr):
             object.__setattr__(self, "ty", TensorType(data.shape, data.dtype.name))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Call(Expr):
     """``op(args..., attrs)``: an operator of the table (an :class:`~tilecraft.relay.op.Op`) or a
     (primitive) :class:`Function`."""
@@ -208,7 +212,7 @@ class Call(Expr):
         return getattr(self.op, "name", "fn")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Tuple(Expr):
     """``(a, b, ...)``: several values as one (concatenate's input, a model's outputs)."""
     fields: tuple
@@ -218,7 +222,7 @@ class Tuple(Expr):
         object.__setattr__(self, "fields", tuple(self.fields))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class TupleGetItem(Expr):
     """``t.N``: field ``index`` of a tuple-valued expression."""
     tuple_value: Expr
@@ -226,7 +230,7 @@ class TupleGetItem(Expr):
     ty: object = None
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Function(Expr):
     """``fn (%x: Tensor[...], ...) { body }``. ``attrs`` holds ``Primitive=1`` for a fused group."""
     params: tuple
