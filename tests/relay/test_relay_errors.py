@@ -95,3 +95,27 @@ def test_set_input_errors():
         m.set_input("x", np.ones(2))
     with pytest.raises(GraphExecutorError, match=r"output 1 does not exist; the model has 1 output"):
         m.get_output(1)
+
+
+def test_relay_works_without_onnx():
+    """onnx is imported by from_onnx only: without it the graph level still builds and runs,
+    and from_onnx says what to install."""
+    import subprocess
+    import sys
+    code = """
+import sys; sys.modules["onnx"] = None
+import numpy as np, tilecraft as tc
+from tilecraft import relay
+x = relay.var("x", shape=(3,))
+lib = relay.build(relay.IRModule.from_expr(relay.Function([x], relay.exp(x))), "llvm")
+m = tc.contrib.graph_executor.GraphModule(lib["default"](tc.cpu(0)))
+m.set_input("x", np.ones(3, "float32")); m.run()
+assert np.allclose(m.get_output(0).numpy(), np.e)
+try:
+    relay.frontend.from_onnx(object())
+except ImportError as e:
+    print("ImportError:", e)
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "ImportError: relay.frontend.from_onnx needs the onnx package: pip install onnx" in r.stdout, r.stdout

@@ -368,7 +368,11 @@ def from_onnx(model, shape: dict | None = None, dtype="float32", opset: int | No
 
     >>> mod, params = from_onnx(model, shape={"x": (1, 8)})     # doctest: +SKIP
     """
-    from onnx import numpy_helper
+    try:
+        from onnx import numpy_helper
+    except ImportError:
+        raise ImportError('relay.frontend.from_onnx needs the onnx package: pip install onnx '
+                          '(or pip install -e ".[relay]")') from None
     shape = dict(shape or {})
     graph = model.graph
     if opset is None:
