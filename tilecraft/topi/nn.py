@@ -124,7 +124,9 @@ def pool2d(data, pool_type: str, pool_size, strides, padding, dilation=(1, 1), c
     def f(n, c, y, x):
         ch = _inside(y * sh - pt, KH, H, dh)
         cw = _inside(x * sw - pl, KW, W, dw)
-        return total[n, c, y, x] / (ch * cw).astype(data.dtype)
+        count = ch * cw
+        # a window wholly in the padding averages nothing: 0, not 0 / 0
+        return total[n, c, y, x] / te.select(count > 0, count, 1).astype(data.dtype)
     return te.compute((N, C, OH, OW), f, name="avg_pool2d")
 
 
