@@ -123,3 +123,21 @@ def test_dead_code_drops_uncalled_functions():
     mod = relay.IRModule({"main": relay.Function([x], relay.exp(x)), "helper": relay.Function([y], relay.sqrt(y))})
     out = run_passes(mod, [T.DeadCodeElimination()])
     assert list(out.functions()) == ["main"] and out["main"] is mod["main"]
+
+
+def test_eliminate_common_subexpr_golden_and_value(golden, rng):
+    """Two equal chains (and equal small constants) computed once; the result unchanged."""
+    x = relay.var("x", shape=(2, 5))
+    a = relay.nn.relu(relay.multiply(x, relay.const(2.0)))
+    b = relay.nn.relu(relay.multiply(x, relay.const(2.0)))
+    c = relay.add(a, b)
+    mod = relay.IRModule.from_expr(relay.Function([x], relay.Tuple([c, relay.exp(b)])))
+    out = run_passes(mod, [T.InferType(), T.EliminateCommonSubexpr()])
+    golden("relay_eliminate_common_subexpr", str(out))
+    with tc.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, "llvm")
+    m = tc.contrib.graph_executor.GraphModule(lib["default"](tc.cpu(0)))
+    xv = rng.uniform(-1, 1, (2, 5)).astype("float32")
+    m.run(x=xv)
+    np.testing.assert_allclose(m.get_output(0).numpy(), 2 * np.maximum(2 * xv, 0), rtol=1e-6)
+    np.testing.assert_allclose(m.get_output(1).numpy(), np.exp(np.maximum(2 * xv, 0)), rtol=1e-6)
