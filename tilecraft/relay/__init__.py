@@ -11,9 +11,9 @@ See docs/relay.md: what exists and what does not yet.
 """
 from .ir import (Attrs, Call, Constant, Expr, Function, IRModule, RelayError, TensorType, Tuple,
                  TupleGetItem, TupleType, Var, const, var)
-from .op import (OpPattern, add, cast, concatenate, copy, divide, erf, exp, expand_dims, max, mean,
-                 multiply, negative, nn, power, reshape, sigmoid, sqrt, squeeze, strided_slice, subtract,
-                 sum, take, tanh, transpose, where)
+from .op import (OpPattern, add, cast, concatenate, copy, divide, equal, erf, exp, expand_dims, greater, less,
+                 max, mean, multiply, negative, nn, power, reshape, sigmoid, sqrt, squeeze, strided_slice,
+                 subtract, sum, take, tanh, transpose, where)
 from . import op, transform, frontend
 from .build_module import build, optimize, bind_params_by_name
 

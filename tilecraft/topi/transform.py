@@ -88,6 +88,21 @@ def maximum(a, b):
     return broadcast_op(a, b, lambda x, y: te.select(x > y, x, y), "maximum")
 
 
+def greater(a, b):
+    """``a > b`` (bool) with broadcasting."""
+    return broadcast_op(a, b, lambda x, y: x > y, "greater")
+
+
+def less(a, b):
+    """``a < b`` (bool) with broadcasting."""
+    return broadcast_op(a, b, lambda x, y: x < y, "less")
+
+
+def equal(a, b):
+    """``a == b`` (bool) with broadcasting."""
+    return broadcast_op(a, b, lambda x, y: x == y, "equal")
+
+
 def where(cond, a, b):
     """``a`` where ``cond`` (bool) holds, else ``b``; the three broadcast together."""
     out = broadcast_shape(broadcast_shape(shape_of(cond), shape_of(a)), shape_of(b))

@@ -319,6 +319,7 @@ def _constant(ctx, ins, a, node):
 CONVERTERS = {
     "Add": _binary(_op.add), "Sub": _binary(_op.subtract), "Mul": _binary(_op.multiply),
     "Div": _binary(_op.divide), "Pow": _binary(_op.power),
+    "Greater": _binary(_op.greater), "Less": _binary(_op.less), "Equal": _binary(_op.equal),
     "Relu": _unary(_nn.relu), "Sigmoid": _unary(_op.sigmoid), "Tanh": _unary(_op.tanh), "Erf": _unary(_op.erf),
     "Exp": _unary(_op.exp), "Sqrt": _unary(_op.sqrt), "Neg": _unary(_op.negative), "Gelu": _gelu,
     "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul,

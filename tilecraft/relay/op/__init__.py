@@ -49,6 +49,9 @@ def subtract(a, b): return make_call("subtract", [a, b])            # noqa: E704
 def multiply(a, b): return make_call("multiply", [a, b])            # noqa: E704
 def divide(a, b): return make_call("divide", [a, b])                # noqa: E704
 def power(a, b): return make_call("power", [a, b])                  # noqa: E704
+def greater(a, b): return make_call("greater", [a, b])              # noqa: E704
+def less(a, b): return make_call("less", [a, b])                    # noqa: E704
+def equal(a, b): return make_call("equal", [a, b])                  # noqa: E704
 def where(c, a, b): return make_call("where", [c, a, b])            # noqa: E704
 def exp(x): return make_call("exp", [x])                            # noqa: E704
 def sqrt(x): return make_call("sqrt", [x])                          # noqa: E704

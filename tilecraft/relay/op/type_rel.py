@@ -53,6 +53,10 @@ def broadcast_rel(op, types, attrs):
     return TensorType(broadcast_shapes(op, a.shape, b.shape), a.dtype)
 
 
+def compare_rel(op, types, attrs):
+    return TensorType(broadcast_rel(op, types, attrs).shape, "bool")
+
+
 def where_rel(op, types, attrs):
     c, a, b = (_tensor(op, t, k) for k, t in enumerate(types))
     if c.dtype != "bool":
