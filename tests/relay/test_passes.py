@@ -141,3 +141,27 @@ def test_eliminate_common_subexpr_golden_and_value(golden, rng):
     m.run(x=xv)
     np.testing.assert_allclose(m.get_output(0).numpy(), 2 * np.maximum(2 * xv, 0), rtol=1e-6)
     np.testing.assert_allclose(m.get_output(1).numpy(), np.exp(np.maximum(2 * xv, 0)), rtol=1e-6)
+
+
+def test_fuse_ops_diamonds(rng):
+    """A value read twice joins its readers' group when both are in one group (GELU's input);
+    not when they are in different groups, nor when both groups have an anchor."""
+    x = relay.var("x", shape=(2, 8))
+    h = relay.add(x, relay.const(1.0))
+    gelu = relay.multiply(relay.multiply(h, relay.const(0.5)),
+                          relay.add(relay.const(1.0), relay.erf(relay.multiply(h, relay.const(0.7)))))
+    split = relay.Tuple([relay.exp(h), relay.nn.softmax(h)])
+    names = lambda m: [n.op.attrs["Name"] for n in relay.ir.post_order(m["main"].body)   # noqa: E731
+                       if isinstance(n, relay.Call)]
+    one = run_passes(relay.IRModule.from_expr(relay.Function([x], gelu)), [T.InferType(), T.FuseOps()])
+    assert names(one) == ["add_multiply_erf_add_multiply_multiply"]
+    two = run_passes(relay.IRModule.from_expr(relay.Function([x], split)), [T.InferType(), T.FuseOps()])
+    assert names(two) == ["add", "exp", "nn_softmax"]
+    with tc.transform.PassContext(opt_level=3):
+        lib = relay.build(relay.IRModule.from_expr(relay.Function([x], gelu)), "llvm")
+    m = tc.contrib.graph_executor.GraphModule(lib["default"](tc.cpu(0)))
+    xv = rng.uniform(-2, 2, (2, 8)).astype("float32")
+    m.run(x=xv)
+    from scipy.special import erf
+    hv = xv + 1
+    np.testing.assert_allclose(m.get_output(0).numpy(), hv * 0.5 * (1 + erf(hv * 0.7)), rtol=2e-6, atol=1e-6)

@@ -154,26 +154,52 @@ def identity(x):
     return elemwise(x, lambda v: v, "copy")
 
 
-def _strides(shape) -> list:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= d
-    return out[::-1]
+def _reshape_blocks(in_shape, out_shape) -> list:
+    """The dimensions of extent > 1 of both shapes, cut into consecutive blocks of equal
+    element count: ``[(input dims, output dims)]``. Index arithmetic stays inside a block, so a
+    reshape that only adds or drops 1s, or splits or merges a few axes, needs no division over
+    the whole flat index."""
+    a = [k for k, d in enumerate(in_shape) if d != 1]
+    b = [k for k, d in enumerate(out_shape) if d != 1]
+    blocks, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        bi, bo = [a[i]], [b[j]]
+        pa, pb = in_shape[a[i]], out_shape[b[j]]
+        while pa != pb:
+            if pa < pb:
+                i += 1
+                bi.append(a[i])
+                pa *= in_shape[a[i]]
+            else:
+                j += 1
+                bo.append(b[j])
+                pb *= out_shape[b[j]]
+        blocks.append((bi, bo))
+        i, j = i + 1, j + 1
+    return blocks
 
 
 def reshape(x, newshape):
     """``x`` with the shape ``newshape`` (the same number of elements, row-major order)."""
     in_shape, out_shape = shape_of(x), tuple(int(d) for d in newshape)
-    in_strides, out_strides = _strides(in_shape), _strides(out_shape)
+    blocks = _reshape_blocks(in_shape, out_shape)
 
     def f(*i):
-        flat = 0
-        for ix, st in zip(i, out_strides):
-            flat = flat + ix * st if st != 1 else flat + ix
-        idx = []
-        for d, st in zip(in_shape, in_strides):
-            idx.append(0 if d == 1 else (flat // st) % d if st != 1 else flat % d)
+        idx = [0] * len(in_shape)
+        for ins, outs in blocks:
+            if len(ins) == 1 and len(outs) == 1:
+                idx[ins[0]] = i[outs[0]]
+                continue
+            flat, stride = None, 1
+            for k in reversed(outs):
+                term = i[k] if stride == 1 else i[k] * stride
+                flat = term if flat is None else flat + term
+                stride *= out_shape[k]
+            stride = 1
+            for pos, k in enumerate(reversed(ins)):
+                v = flat if stride == 1 else flat // stride
+                idx[k] = v if pos == len(ins) - 1 else v % in_shape[k]
+                stride *= in_shape[k]
         return x[tuple(idx)] if idx else x[()]
     return te.compute(out_shape, f, name="reshape")
 

@@ -12,8 +12,11 @@ the consumer call N reads:
 * nothing else: a reduction or an injective op after an anchor ends the group, an opaque op
   (softmax, layer_norm) is a group of its own, a group has at most one anchor.
 
-A node read by several consumers starts a group of its own (TVM fuses through diamonds with a
-post-dominator tree; that is a later part), so every group is a tree with one result.
+A node read by several consumers starts a group of its own, unless all of them end up in one
+group and every edge obeys the rules above: then it joins that group (a diamond, such as GELU's
+two reads of its input). Every group has one result and is convex. (TVM fuses through diamonds
+with a post-dominator tree, which also fuses when the readers are in different groups that the
+result post-dominates; that is a later part.)
 Afterwards ``main`` calls only primitive functions (plus tuples and projections between
 them); their parameters are the group's inputs, non-scalar constants included (weights stay
 arguments so the executor owns them). With ``opt_level`` 0 every operator is its own group.
@@ -85,7 +88,40 @@ def partition(body, opt_level: int) -> dict:
             g.members = pg.members + g.members
             g.pattern = max(g.pattern, pg.pattern)
             g.anchor = g.anchor or pg.anchor
+    if opt_level:
+        _fuse_diamonds(nodes, group, uses, body)
     return group
+
+
+def _fuse_diamonds(nodes, group: dict, uses: dict, body) -> None:
+    """Merge a group whose result several calls read into their group when they are all in
+    one group and every edge obeys the rules. The merged group stays convex with one result:
+    a group's members other than its root are read only inside it, so no path from the
+    producer leaves the consumers' group and comes back."""
+    readers: dict = {}
+    for n in nodes:
+        for c in children(n):
+            readers.setdefault(id(c), []).append(n)
+    changed = True
+    while changed:
+        changed = False
+        for n in reversed(nodes):
+            pg = group.get(id(n))
+            if pg is None or pg.root is not n or n is body or uses[id(n)] < 2:
+                continue
+            rs = readers.get(id(n), [])
+            groups = {id(group.get(id(r))) for r in rs}
+            g = group.get(id(rs[0])) if rs else None
+            if g is None or g is pg or len(groups) != 1:
+                continue
+            if not all(type(r) is Call and _can_fuse(pg, g, r.op.pattern) for r in rs):
+                continue
+            for m in pg.members:
+                group[id(m)] = g
+            g.members = pg.members + g.members
+            g.pattern = max(g.pattern, pg.pattern)
+            g.anchor = g.anchor or pg.anchor
+            changed = True
 
 
 def _op_names(members) -> str:
