@@ -11,6 +11,7 @@ group's *anchor*:
 * ``nn.dense``: computed through packed weight panels (``matmul_compute``) and scheduled by the
   matmul template's schedule with the tuned config of ``topi/matmul.llvm``, or without one a
   fallback of register tiles of up to 8 rows x 2 vectors (the template has no fallback schedule).
+* ``nn.batch_matmul``: rows of all batches in parallel, columns vectorized inside the k loop;
 * a group that is one softmax / layer_norm (last axis) / global pooling: the row-reduction
   template of that operator (``topi/softmax.py``, ``topi/layer_norm.py``, ``topi/pooling.py``)
   computes it whole, on 2-d views of the tensors;
@@ -90,6 +91,8 @@ def compute_group(fn: Function):
                 if n.op.compute is None:
                     raise RelayError(f"lowering: {name} has no compute (run SimplifyInference first)")
                 out = n.op.compute(n.attrs, ins, n.ty)
+                if name == "nn.batch_matmul" and anchor is None:
+                    anchor = _Anchor("batch_matmul", bmm=out)
             values[id(n)] = out
     out = values[id(fn.body)]
     if not hasattr(out, "op"):
@@ -197,6 +200,13 @@ def schedule_group(out, anchor):
         if out is not C:
             _schedule_output(s, out)
         return s
+    if anchor is not None and anchor.kind == "batch_matmul":
+        bmm = anchor.parts["bmm"]
+        _inline_injective(s, keep=set())
+        _schedule_batch_matmul(s, bmm)
+        if out is not bmm:
+            _schedule_output(s, out)
+        return s
     _inline_injective(s, keep=set())
     for st in s.stages:
         if type(st.op).__name__ == "ComputeOp" and st.attach_type == "root" and not st.is_output:
@@ -237,6 +247,22 @@ def template_kernel(fn: Function):
         s, args = global_pool(N, C, H, W, "avg" if name == "nn.global_avg_pool2d" else "max", "float32")
         return s, args, [(N, C, H, W), (N, C)]
     return None
+
+
+def _schedule_batch_matmul(s, bmm) -> None:
+    """Rows of all batches in parallel; in each, the columns in vectors of 16 (8, 4) that
+    accumulate over k (contiguous loads when the second operand is not transposed)."""
+    st = s[bmm]
+    b, i, j = st.op.axis
+    (k,) = st.op.reduce_axis
+    width = next((w for w in (16, 8, 4) if _extent(j) % w == 0), 1)
+    if width > 1:
+        jo, ji = st.split(j, factor=width)
+        st.reorder(b, i, jo, k, ji)
+        st.vectorize(ji)
+    rows = st.fuse(b, i)
+    if _extent(rows) > 1:
+        st.parallel(rows)
 
 
 def lower_primitive(fn: Function, name: str, target: str = "llvm"):
