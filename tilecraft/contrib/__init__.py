@@ -1,8 +1,9 @@
 """TVM's ``tvm.contrib`` names: ``clang`` (C to LLVM IR for ``pragma import_llvm``), ``utils``
-(``tempdir``) and ``graph_executor`` (run a model built by ``relay.build``); each loads on
-first use (``from tilecraft.contrib import graph_executor`` or ``tc.contrib.graph_executor``)."""
+(``tempdir``), ``cblas`` (matrix products as extern stages calling packed functions) and
+``graph_executor`` (run a model built by ``relay.build``); each loads on first use
+(``from tilecraft.contrib import graph_executor`` or ``tc.contrib.graph_executor``)."""
 
-_LAZY = ("clang", "utils", "graph_executor")
+_LAZY = ("clang", "utils", "cblas", "graph_executor")
 
 
 def __getattr__(name):

@@ -14,6 +14,9 @@ comma-separated). Later passes keep everything that belongs to the reduction ins
 (loop partitioning splits loops in place), and ``gpu_thread_reduce`` turns the scope into a
 per-thread fold, one all-reduce and one write.
 
+A ``te.extern`` stage is its own statement, inside one ``AttrStmt("buffer_bind_scope", declared
+buffer, BufferRegion(whole tensor))`` per input and output, which storage flattening resolves.
+
 The buffer of an attached stage marked with ``double_buffer()`` is allocated inside
 ``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))``; the GPU passes give it two
 copies where it stays inside a loop (``gpu_hoist_shared``, ``gpu_double_buffer``), the CPU
@@ -25,8 +28,11 @@ from ..ir import dtype as dt
 from ..ir.expr import (BinOp, BufferLoad, Const, IterKind, TensorLoad, Var, binary, convert)
 from ..ir.functor import IRMutator, substitute
 from ..ir.simplify import simplify
-from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, IfThenElse, LetStmt, seq)
+from ..ir.expr import BufferRegion
+from ..ir.stmt import (Allocate, AttrStmt, Buffer, BUFFER_BIND_SCOPE, BufferStore, For, ForKind,
+                       IfThenElse, LetStmt, seq)
 from .schedule import ScheduleError
+from ..te.extern import ExternOp
 from ..te.tensor import ComputeOp, PlaceholderOp
 from .tensorize import tensorized_axis, tensorized_nest
 from .vector_reduce import (accumulator_index, combine_stores, plan_vector_reduction,
@@ -83,6 +89,8 @@ class NestBuilder:
 
     # ------------------------------------------------------------------------------------------
     def stage_nest(self, st):
+        if isinstance(st.op, ExternOp):
+            return self.extern_stmt(st)
         tensorized = tensorized_axis(st)
         if tensorized is not None:
             return tensorized_nest(self, st, *tensorized)
@@ -116,6 +124,17 @@ class NestBuilder:
                 body = self.make_for(st, iv, info, body)
         if is_reduce and first_reduce is None:
             body = seq(self.init_stmt(st, info, len(leaves)), body)
+        return body
+
+    def extern_stmt(self, st):
+        """A ``te.extern`` stage: its statement, each declared buffer bound to its whole tensor."""
+        op = st.op
+        body = op.body
+        for declared, t in reversed(list(zip(op.input_placeholders + op.output_placeholders,
+                                             op.inputs + op.outputs))):
+            buf = self.buffers[t]
+            begin = tuple(convert(0) for _ in buf.shape)
+            body = AttrStmt(BUFFER_BIND_SCOPE, declared, BufferRegion(buf, begin, tuple(buf.shape)), body)
         return body
 
     def make_for(self, st, iv, info, body):
