@@ -6,7 +6,7 @@ import tilecraft as tc
 from tilecraft import relay
 from tilecraft.relay import RelayError
 
-from relay_helpers import build, helper, make_model, onnx  # noqa: F401
+from relay_helpers import helper, make_model
 
 
 def test_unsupported_onnx_op_names_op_and_node():

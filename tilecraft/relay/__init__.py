@@ -19,4 +19,8 @@ from .build_module import build, optimize, bind_params_by_name
 
 __all__ = ["Attrs", "Call", "Constant", "Expr", "Function", "IRModule", "RelayError", "TensorType", "Tuple",
            "TupleGetItem", "TupleType", "Var", "const", "var", "op", "nn", "transform", "frontend", "build",
-           "optimize", "bind_params_by_name", "OpPattern"]
+           "optimize", "bind_params_by_name", "OpPattern",
+           # operators (relay.nn.* for the layers)
+           "add", "cast", "concatenate", "copy", "divide", "equal", "erf", "exp", "expand_dims", "greater", "less",
+           "max", "mean", "multiply", "negative", "power", "reshape", "sigmoid", "sqrt", "squeeze",
+           "strided_slice", "subtract", "sum", "take", "tanh", "transpose", "where"]

@@ -31,7 +31,6 @@ from tilecraft.topi.conv2d import (conv2d_nchwc_compute, conv2d_nchwc_config, sc
 from tilecraft.topi.matmul import matmul_compute, matmul_config, schedule_matmul
 
 from ..ir import Call, Constant, Function, RelayError, Tuple, TupleGetItem, Var, post_order
-from ..op import OpPattern
 
 
 def _query(workload):
