@@ -292,13 +292,6 @@ def test_primitive_given_a_non_axis():
         s[D].parallel(3)
 
 
-def test_fuse_nothing():
-    A, B, C, D = matmul()
-    s = te.create_schedule(D.op)
-    with raises(ScheduleError, r"fuse on stage 'D': give at least one axis"):
-        s[D].fuse()
-
-
 def test_fuse_not_adjacent():
     A, B, C, D = matmul()
     s = te.create_schedule(D.op)
@@ -554,14 +547,16 @@ def test_compute_at_longer_cycle():
         s[D].compute_at(s[B], B.op.axis[0])
 
 
-def test_compute_at_axis_split_afterwards():
+def test_compute_at_axis_fused_as_outer_afterwards():
+    # split, or fused as the inner loop, the attach point follows (tests/schedule/test_te_features.py)
     A, B, C, D = matmul()
     s = te.create_schedule(D.op)
-    i = D.op.axis[0]
+    i, j = D.op.axis
     s[C].compute_at(s[D], i)
-    s[D].split(i, factor=4)
+    s[D].fuse(i, j)
     with raises(ScheduleError, r"compute_at of stage 'C': axis 'i' is no longer a loop of stage 'D' "
-                               r"\(it was split or fused after compute_at\)"):
+                               r"\(it was fused with the loop inside it after compute_at\); compute_at "
+                               r"the fused loop instead"):
         tc.lower(s, [A, B, D])
 
 

@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 
 from . import ir, te, target, tir, transform
 from .ir import DTypeError
+from .ir.packed import get_global_func, register_func
 from .te import TEError
 from .schedule import ScheduleError, create_schedule, lower
 te.create_schedule = create_schedule   # TVM's te.create_schedule, handed to te (which sits below schedule)
@@ -29,7 +30,7 @@ from .runtime import nd, cpu, cuda, device, load_module, set_num_threads, get_nu
 from . import runtime, testing
 
 
-_LAZY = ("autotune", "topi", "rpc", "interp")
+_LAZY = ("autotune", "topi", "rpc", "interp", "relay", "contrib")
 
 
 def __getattr__(name):

@@ -47,6 +47,7 @@ import re
 
 from ..ir import dtype as dt
 from ..ir.builtin import BUILTINS
+from ..ir.packed import PACKED_CALL
 from ..ir.expr import (AccessPtr, BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp,
                        Select, SizeVar, StringImm, Unary, UnOp, Var, VectorReduce)
 from ..ir.functor import post_order_visit
@@ -710,6 +711,8 @@ class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls, CallEmit
     def e_Call(self, e: Call) -> str:
         if e.name in BUILTINS:                  # call_extern, call_llvm_intrin, ...
             return self.builtin_call(e)
+        if e.name == PACKED_CALL:               # call_packed: a Python function (llvm_calls.py)
+            return self.packed_call(e)
         return MathCalls.e_Call(self, e)
 
     _EXPR = {Var: e_Var, SizeVar: e_Var, Const: e_Const, Binary: e_Binary, Unary: e_Unary, Cast: e_Cast,

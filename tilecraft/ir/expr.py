@@ -579,6 +579,8 @@ def convert(value, dtype: str | None = None) -> Expr:
         except ImportError:  # pragma: no cover
             pass
         return const(value, dtype)
+    if hasattr(value, "asobject"):      # TVM's ObjectGeneric: a te.TensorSlice says what it lacks
+        return convert(value.asobject(), dtype)
     raise TypeError(f"expected an expression or a number, got {type(value).__name__}: {value!r}")
 
 
