@@ -187,6 +187,8 @@ def best_curves(path) -> dict:
             labels[run_id] += f" #{nth} ({time.strftime('%b %d %H:%M', time.localtime(started))})"
     curves: dict = {}
     for inp, res, run in rows:
+        if res.stage == "verify":       # re-measurements after the run are not trials
+            continue
         label = labels[run.get("id", "")]
         if several:
             label = f"{inp.task.name}{list(inp.task.args)} {label}"

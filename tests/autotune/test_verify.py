@@ -78,3 +78,13 @@ def test_logs_without_stage_read_as_tuning_records_and_a_bad_stage_is_named(task
     line["stage"] = "final"
     with pytest.raises(record.RecordError, match=r"stage must be one of \['tune', 'verify'\], got 'final'"):
         record.decode(json.dumps(line))
+
+
+def test_log_plot_curves_leave_the_remeasurements_out(task, tmp_path):
+    from tilecraft.cli import best_curves
+
+    log = tmp_path / "t.jsonl"
+    option = autotune.measure_option(builder=fk.FakeBuilder(), runner=fk.FakeRunner())
+    RandomTuner(task, seed=0).tune(12, option, callbacks=[autotune.callback.log_to_file(log)], verify_top=2)
+    (curve,) = best_curves(str(log)).values()
+    assert len(curve) == 12
