@@ -135,3 +135,24 @@ def test_errors_for_bad_matrices():
         f((np.array([0, 1, 3]), np.array([0, 1]), np.ones(2, "float32")), x)
     with pytest.raises(ValueError, match="make_matrix: unknown pattern 'diagonal'"):
         sparse.make_matrix(4, 4, 1, "diagonal")
+
+
+def test_input_recipe_errors():
+    """``autotune.inputs.make_inputs`` says which recipe does not fit and why."""
+    from tilecraft.autotune.inputs import RecipeError, make_inputs
+
+    info = [((4,), "int32", False), ((3,), "int32", False), ((3,), "float32", False),
+            ((5,), "float32", False), ((3,), "float32", True)]
+    row_ptr, col_idx, val, x, y = make_inputs(("csr_matrix", (3, 5, 1.0, "banded")), info, seed=1)
+    np.testing.assert_array_equal(row_ptr, [0, 1, 2, 3])
+    np.testing.assert_array_equal(col_idx, [0, 1, 2])
+    with pytest.raises(RecipeError, match=r"unknown input recipe 'coo'; known: csr_matrix"):
+        make_inputs(("coo", ()), info, 1)
+    with pytest.raises(RecipeError, match=r"csr_matrix: a 4 x 5 matrix does not fit row_ptr \(4,\) int32"):
+        make_inputs(("csr_matrix", (4, 5, 1.0, "banded")), info, 1)
+    with pytest.raises(RecipeError, match=r"csr_matrix: the matrix has 8 nonzeros, but col_idx has the shape \(3,\)"):
+        make_inputs(("csr_matrix", (3, 5, 3.0, "banded")), info, 1)
+    with pytest.raises(RecipeError, match=r"csr_matrix: nnz_per_row must be a number in \[0, cols\], got 9.0"):
+        make_inputs(("csr_matrix", (3, 5, 9.0, "banded")), info, 1)
+    with pytest.raises(RecipeError, match=r"csr_matrix: unknown pattern 'diagonal'"):
+        make_inputs(("csr_matrix", (3, 5, 1.0, "diagonal")), info, 1)

@@ -22,48 +22,11 @@ import numpy as np
 
 import tilecraft.autotune as autotune
 from tilecraft import te
-
-PATTERNS = ("uniform", "powerlaw", "banded")
+from tilecraft.autotune.inputs import PATTERNS, make_matrix   # noqa: F401 -- part of this module's API
 
 
 # ---------------------------------------------------------------------------------------------
 # matrices
-
-def make_matrix(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform", seed: int = 0,
-                dtype: str = "float32"):
-    """A random CSR matrix ``(row_ptr, col_idx, val)`` with about ``nnz_per_row`` nonzeros per row:
-
-    * ``uniform``: each row has a Poisson number of nonzeros at uniform random columns;
-    * ``powerlaw``: row lengths follow a Pareto law of shape 1.5 scaled to the mean (many empty
-      and one-element rows, a few rows with thousands of nonzeros);
-    * ``banded``: row ``i`` holds the columns ``i - w .. i + w`` (clipped), ``2w + 1 ≈ nnz_per_row``.
-
-    Columns are sorted within a row; values are uniform in [-1, 1), never all zero.
-
-    >>> row_ptr, col_idx, val = make_matrix(1000, 1000, 10, "powerlaw")
-    """
-    if pattern not in PATTERNS:
-        raise ValueError(f"make_matrix: unknown pattern {pattern!r}; expected one of {', '.join(PATTERNS)}")
-    rng = np.random.default_rng(seed)
-    if pattern == "banded":
-        w = max(0, int(round((nnz_per_row - 1) / 2)))
-        cols_of = [np.arange(max(0, i - w), min(cols, i + w + 1)) for i in range(rows)]
-    else:
-        if pattern == "uniform":
-            lengths = rng.poisson(nnz_per_row, rows)
-        else:
-            # Pareto (Lomax, shape 1.5: mean 2, unbounded variance): many empty and one-element
-            # rows, a few very long ones
-            lengths = np.floor(rng.pareto(1.5, rows) * (nnz_per_row / 2.0)).astype(np.int64)
-        lengths = np.minimum(lengths, cols)
-        cols_of = [np.sort(rng.choice(cols, n, replace=False)) if n * 4 > cols
-                   else np.unique(rng.integers(0, cols, n)) for n in lengths]
-    row_ptr = np.zeros(rows + 1, np.int64)
-    np.cumsum([len(c) for c in cols_of], out=row_ptr[1:])
-    col_idx = np.concatenate(cols_of).astype(np.int32) if rows else np.zeros(0, np.int32)
-    val = rng.uniform(-1.0, 1.0, len(col_idx)).astype(dtype)
-    return row_ptr.astype(np.int32), col_idx, val
-
 
 def _csr_arrays(A, what: str):
     """``(row_ptr, col_idx, val)`` from a ``scipy.sparse`` matrix or three arrays."""
@@ -324,18 +287,14 @@ def build_spmm(row_grain: int = 16, vector: int = 8, unroll: int = 1, dynamic: b
 # ---------------------------------------------------------------------------------------------
 # tuning templates
 
-def template_inputs(args: tuple, arg_info, seed: int) -> list:
-    """The inputs a candidate of a sparse template runs on: the matrix of :func:`make_matrix`
-    for the template's arguments (the workload fixes its structure), a random dense operand from
-    ``seed``, outputs filled with random values (a candidate that skips a row is caught)."""
-    rng = np.random.default_rng(seed)
+def template_input_recipe(args: tuple) -> tuple:
+    """The inputs a candidate of a sparse template runs on, as a recipe (``autotune.inputs``,
+    which a device server can follow too): the matrix of :func:`make_matrix` for the template's
+    arguments (the workload fixes its structure), a random dense operand and random outputs
+    (a candidate that skips a row is caught) from the measurement's seed."""
     rows, cols, nnz_per_row = args[:3]
     pattern = args[3] if len(args) > 3 else "uniform"
-    row_ptr, col_idx, val = make_matrix(rows, cols, nnz_per_row, pattern, seed=0, dtype=arg_info[2][1])
-    dense_shape, dense_dtype, _ = arg_info[3]
-    dense = rng.uniform(-1.0, 1.0, dense_shape).astype(dense_dtype)
-    out_shape, out_dtype, _ = arg_info[4]
-    return [row_ptr, col_idx, val, dense, rng.uniform(-1.0, 1.0, out_shape).astype(out_dtype)]
+    return ("csr_matrix", (int(rows), int(cols), float(nnz_per_row), str(pattern)))
 
 
 def _template_matrix_sizes(rows, cols, nnz_per_row, pattern):
@@ -383,4 +342,4 @@ def spmm(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform", wid
     return s, [row_ptr, col_idx, val, X, Y]
 
 
-spmv.make_inputs = spmm.make_inputs = template_inputs
+spmv.input_recipe = spmm.input_recipe = template_input_recipe
