@@ -198,12 +198,25 @@ def schedule_spmv(s, y, row_grain: int = 16, vector: int = 8, unroll: int = 1, d
     return s
 
 
-def schedule_rows(s, out, row_grain: int = 16, vector: int = 8, unroll: int = 1, dynamic: bool = True):
+def schedule_rows(s, out, row_grain: int = 16, vector: int = 8, unroll: int = 1, dynamic: bool = True,
+                  block: int = 1):
     """A schedule for the row-wise operators with a dense inner axis (``csr_spmm``,
     ``segment_sum``, ``embedding_bag``; their last stage is ``out``): rows in chunks of
-    ``row_grain`` on the thread pool, for each row the nonzeros (``unroll``-ed) outside the dense
-    axis, which is split by ``vector`` and vectorized (contiguous loads of a row of ``X``; the
-    row of the output stays in the L1 cache while the nonzeros are folded into it)."""
+    ``row_grain`` on the thread pool; the dense axis split by ``vector`` and vectorized
+    (contiguous loads of a row of ``X``); the nonzeros ``unroll``-ed.
+
+    ``block=1``: for each row, the nonzeros outside the whole dense axis (each nonzero is folded
+    into the output row, which stays in the L1 cache)::
+
+        for i: for j in row i: for c.outer: for c.inner (vector): Y[i, c] += val[j] * X[col[j], c]
+
+    ``block=b > 1``: register blocking; tiles of ``b`` vectors of the output row are accumulated
+    across the row's nonzeros (the ``b`` vector accumulators stay in registers; each nonzero's
+    ``val`` and ``col_idx`` are loaded once per tile)::
+
+        for i: for c.tile: for j in row i: for c.lane (unrolled b): for c.inner (vector): ...
+
+    The dense axis is best of a constant size that ``vector * block`` divides (no guards)."""
     red = out
     if not out.op.reduce_axis:              # a mean: the sum is the stage before
         red = out.op.input_tensors[0]
@@ -225,12 +238,18 @@ def schedule_rows(s, out, row_grain: int = 16, vector: int = 8, unroll: int = 1,
         rco, rci = s[red].split(rc, factor=vector)
     else:
         rco, rci = co, ci
+    tile, inner = [], [rco, rci]
+    if block > 1:
+        rcb, rcu = s[red].split(rco, factor=block)
+        tile, inner = [rcb], [rcu, rci]
     if unroll > 1:
         jo, ju = s[red].split(j, factor=unroll)
-        s[red].reorder(jo, ju, rco, rci)
+        s[red].reorder(*tile, jo, ju, *inner)
         s[red].unroll(ju)
     else:
-        s[red].reorder(j, rco, rci)
+        s[red].reorder(*tile, j, *inner)
+    if block > 1:
+        s[red].unroll(inner[0])
     if vector > 1:
         s[red].vectorize(rci)
     return s
@@ -272,16 +291,26 @@ def build_spmv(row_grain: int = 16, vector: int = 8, unroll: int = 1, dynamic: b
 
 
 def build_spmm(row_grain: int = 16, vector: int = 8, unroll: int = 1, dynamic: bool = True,
-               dtype: str = "float32", target: str = "llvm") -> SparseFunction:
-    """``Y = A @ X`` (``X`` dense) compiled for the CPU with :func:`schedule_rows`.
+               dtype: str = "float32", target: str = "llvm", width: int | None = None,
+               block: int = 1) -> SparseFunction:
+    """``Y = A @ X`` (``X`` dense) compiled for the CPU with :func:`schedule_rows` (``block``:
+    register blocking). ``width``: the number of columns of ``X`` the function is built for
+    (``None``: any; a constant width needs no guards in the vector loop and runs several times
+    faster).
 
-    >>> Y = build_spmm()(A, X)
+    >>> Y = build_spmm(width=64, vector=16, block=2)(A, X)
     """
     import tilecraft
-    row_ptr, col_idx, val, X, Y = csr_spmm(dtype=dtype)
-    s = schedule_rows(te.create_schedule(Y.op), Y, row_grain, vector, unroll, dynamic)
+    row_ptr, col_idx, val, X, Y = csr_spmm(width=width, dtype=dtype)
+    s = schedule_rows(te.create_schedule(Y.op), Y, row_grain, vector, unroll, dynamic, block)
     mod = tilecraft.build(s, [row_ptr, col_idx, val, X, Y], target=target, name="csr_spmm")
-    return SparseFunction(mod, lambda rows, X: (rows, X.shape[1]), "csr_spmm")
+
+    def out_shape(rows, X):
+        if X.ndim != 2 or (width is not None and X.shape[1] != width):
+            raise ValueError(f"csr_spmm: this function was built for a dense operand of {width or 'any number of'} "
+                             f"columns, got the shape {X.shape}")
+        return (rows, X.shape[1])
+    return SparseFunction(mod, out_shape, "csr_spmm")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,19 +355,24 @@ def spmm(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform", wid
          dtype: str = "float32"):
     """CSR SpMM (sparse × dense ``cols × width``) on the CPU over ``make_matrix(rows, cols,
     nnz_per_row, pattern)``: rows per parallel chunk, vector width of the dense axis, unroll of the
-    nonzero loop."""
+    nonzero loop, register blocking (``block`` vectors of the output row accumulated across the
+    nonzeros; a tile wider than ``width`` is refused)."""
     cfg = autotune.get_config()
     cfg.define_knob("row_grain", [1, 4, 16, 64])
     cfg.define_knob("vector", [v for v in (4, 8, 16, 32, 64) if v <= max(width, 4)])
     cfg.define_knob("unroll", [1, 2, 4])
     cfg.define_knob("dynamic", [1, 0])
+    cfg.define_knob("block", [1, 2, 4])
     nnz = _template_matrix_sizes(rows, cols, nnz_per_row, pattern)
     cfg.add_flop(2.0 * nnz * width)
     row_ptr, col_idx, val, X, Y = csr_spmm(rows, cols, nnz, width, dtype)
     s = te.create_schedule(Y.op)
     if cfg.is_fallback:
         return schedule_rows(s, Y, vector=min(16, width)), [row_ptr, col_idx, val, X, Y]
-    schedule_rows(s, Y, cfg["row_grain"].val, cfg["vector"].val, cfg["unroll"].val, bool(cfg["dynamic"].val))
+    if cfg["vector"].val * cfg["block"].val > width:
+        cfg.raise_error(f"a tile of {cfg['block'].val} x {cfg['vector'].val} lanes is wider than the {width} columns")
+    schedule_rows(s, Y, cfg["row_grain"].val, cfg["vector"].val, cfg["unroll"].val, bool(cfg["dynamic"].val),
+                  cfg["block"].val)
     return s, [row_ptr, col_idx, val, X, Y]
 
 
