@@ -1,7 +1,8 @@
 """Ready operators and tuning templates: ``matmul``, ``batch_matmul``, ``conv2d``, ``softmax``,
 ``layer_norm``, ``pooling`` (``global_pool``), ``sparse`` (CSR SpMV/SpMM, SDDMM, segment sums,
-embedding bags) (each registers its ``llvm`` template with ``tilecraft.autotune``; ``matmul`` and
-``conv2d_cuda`` register ``cuda`` ones)."""
-from . import batch_matmul, conv2d, conv2d_cuda, layer_norm, matmul, pooling, softmax, sparse
+embedding bags) (each registers its ``llvm`` template with ``tilecraft.autotune``; ``matmul``,
+``conv2d_cuda`` and ``sparse_cuda`` register ``cuda`` ones)."""
+from . import batch_matmul, conv2d, conv2d_cuda, layer_norm, matmul, pooling, softmax, sparse, sparse_cuda
 
-__all__ = ["matmul", "batch_matmul", "conv2d", "conv2d_cuda", "softmax", "layer_norm", "pooling", "sparse"]
+__all__ = ["matmul", "batch_matmul", "conv2d", "conv2d_cuda", "softmax", "layer_norm", "pooling", "sparse",
+           "sparse_cuda"]
