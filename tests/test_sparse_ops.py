@@ -108,7 +108,7 @@ def test_embedding_bag(mode, rng, check_llvm):
 
 
 def test_templates_run_on_their_matrix(rng):
-    """Every template's candidates run on ``make_inputs``: a valid CSR matrix fixed by the
+    """Every template's candidates run on their ``input_recipe``: a valid CSR matrix fixed by the
     workload; a few configurations of each template agree with scipy on it."""
     from tilecraft import autotune
     from tilecraft.autotune.local import cached_random_inputs, tensor_arg_info
