@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 
 from . import dtype as dt
-from .expr import Call, Const, Expr, StringImm, convert, const
+from .expr import AccessPtr, Call, Const, Expr, StringImm, Var, convert, const
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*\Z")
 
@@ -134,10 +134,108 @@ def call_intrin(dtype, func_name: str, *args) -> Call:
         make = {"call_extern": call_extern, "call_pure_extern": call_pure_extern,
                 "call_llvm_intrin": call_llvm_intrin, "call_llvm_pure_intrin": call_llvm_pure_intrin}[name]
         return make(dtype, first, *args[1:])
+    if name in WARP_BUILTINS:
+        return call_warp_builtin(name, args)
     if name in PURE_CALLS:
         return Call(name, _args("call_intrin", name, args), dt.normalize(dtype))
     raise ValueError(f"call_intrin: unknown intrinsic {func_name!r}; known: "
-                     f"{', '.join(sorted(BUILTINS) + sorted(PURE_CALLS))}")
+                     f"{', '.join(sorted(BUILTINS) + sorted(WARP_BUILTINS) + sorted(PURE_CALLS))}")
+
+
+# ------------------------------------------------------------------------------------------------
+# GPU tensor-core calls: warp-collective (all 32 threads of a warp call them together, with the
+# same arguments) on *fragments*, buffers in one of FRAGMENT_SCOPES that only these calls touch.
+# A fragment holds 16 x 16 tiles (m x k for matrix_a, k x n for matrix_b, m x n for the
+# accumulator); ``index`` picks one tile of a fragment buffer (TVM's ``elem_offset // 256``).
+# Argument kinds, checked when the call is built:
+#   frag    a fragment buffer's ``data``        shape   an integer constant (m, n, k)
+#   index   which tile of the fragment (int)    ptr     Buffer.access_ptr of the tile in memory
+#   stride  the memory tile's row stride        layout  "row_major" or "col_major"
+#   value   the fill value (a number)
+
+FRAGMENT_SCOPES = frozenset({"wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator",
+                             "mma.matrix_a", "mma.matrix_b", "mma.accumulator"})
+LAYOUTS = ("row_major", "col_major")
+
+
+@dataclass(frozen=True)
+class WarpBuiltin:
+    """One warp-collective tensor-core call: its name, the kind of each argument, what it does."""
+    name: str
+    params: tuple
+    doc: str
+
+
+WARP_BUILTINS = {b.name: b for b in (
+    # TVM's wmma calls (nvcuda::wmma in CUDA C), fragments in the wmma.* scopes
+    WarpBuiltin("tvm_fill_fragment", ("frag", "shape", "shape", "shape", "index", "value"),
+                "set every element of the fragment tile to value"),
+    WarpBuiltin("tvm_load_matrix_sync",
+                ("frag", "shape", "shape", "shape", "index", "ptr", "stride", "layout"),
+                "load the fragment tile from memory (rows `stride` elements apart; col_major: "
+                "the memory holds its transpose)"),
+    WarpBuiltin("tvm_mma_sync", ("frag", "index") * 4, "d[di] = a[ai] @ b[bi] + c[ci]"),
+    WarpBuiltin("tvm_store_matrix_sync",
+                ("frag", "shape", "shape", "shape", "index", "ptr", "stride", "layout"),
+                "store the accumulator tile to memory"),
+    # the PTX path (ldmatrix, mma.sync.m16n8k16, per-lane stores), fragments in the mma.* scopes
+    WarpBuiltin("tc_ldmatrix", ("frag", "index", "ptr", "stride", "layout"),
+                "ldmatrix.x4 (.trans for a tile stored the other way) of a 16 x 16 tile in shared memory"),
+    WarpBuiltin("tc_mma_sync", ("frag", "index") * 4,
+                "d[di] = a[ai] @ b[bi] + c[ci] as two mma.sync.aligned.m16n8k16 (fp32 accumulation)"),
+    WarpBuiltin("tc_mma_fill", ("frag", "index", "value"), "set the accumulator tile to value"),
+    WarpBuiltin("tc_mma_store", ("frag", "index", "ptr", "stride"),
+                "store the accumulator tile, row-major, each lane its own elements"),
+)}
+
+
+def call_warp_builtin(name: str, args) -> Call:
+    """A call of :data:`WARP_BUILTINS` with its arguments checked (``call_intrin`` builds them):
+    ``call_intrin("handle", "tir.tvm_mma_sync", BC.data, 0, BA.data, 0, BB.data, 0, BC.data, 0)``."""
+    row = WARP_BUILTINS[name]
+    if len(args) != len(row.params):
+        raise ValueError(f"call_intrin('tir.{name}') takes {len(row.params)} arguments "
+                         f"({', '.join(row.params)}), got {len(args)}")
+    out = []
+    for k, (kind, a) in enumerate(zip(row.params, args)):
+        where = f"call_intrin('tir.{name}'): argument {k} ({kind})"
+        if kind == "layout":
+            a = a.value if isinstance(a, StringImm) else a
+            if a not in LAYOUTS:
+                raise ValueError(f"{where} must be 'row_major' or 'col_major', got {a!r}")
+            out.append(StringImm(a))
+            continue
+        if isinstance(a, str):
+            raise TypeError(f"{where} is the string {a!r}")
+        a = convert(a)
+        if kind == "frag" and not (isinstance(a, Var) and a.dtype == "handle"):
+            raise TypeError(f"{where} must be a fragment buffer's data (BC.data), got `{a}`")
+        if kind == "ptr" and not isinstance(a, AccessPtr):
+            raise TypeError(f"{where} must be a pointer into memory (Buffer.access_ptr), got `{a}`")
+        if kind == "shape" and not (isinstance(a, Const) and a.value == 16):
+            raise ValueError(f"{where} must be 16 (tiles are 16 x 16 x 16), got `{a}`")
+        if kind in ("index", "stride") and not dt.is_int(a.dtype):
+            raise TypeError(f"{where} must be an integer expression, got `{a}` ({a.dtype})")
+        out.append(a)
+    return Call(name, tuple(out), "handle")
+
+
+def warp_operands(call: Call) -> dict:
+    """The arguments of a warp builtin call by kind: ``{"frag": [(data, index), ...], "ptr":
+    AccessPtr or None, "stride", "layout", "value"}`` (fragments in argument order)."""
+    row = WARP_BUILTINS[call.name]
+    out = {"frag": [], "ptr": None, "stride": None, "layout": "row_major", "value": None}
+    pending = None
+    for kind, a in zip(row.params, call.args):
+        if kind == "frag":
+            pending = a
+        elif kind == "index":
+            out["frag"].append((pending, a))
+        elif kind == "layout":
+            out["layout"] = a.value
+        elif kind != "shape":
+            out[kind] = a
+    return out
 
 
 def symbol_of(call: Call) -> str:
@@ -151,5 +249,10 @@ def call_args(call: Call) -> tuple:
 
 
 def is_builtin_call(e) -> bool:
-    """Whether ``e`` is a call of this table."""
+    """Whether ``e`` is a call of this table (the symbol calls; see also :func:`is_warp_call`)."""
     return isinstance(e, Call) and e.name in BUILTINS
+
+
+def is_warp_call(e) -> bool:
+    """Whether ``e`` is a warp-collective tensor-core call (:data:`WARP_BUILTINS`)."""
+    return isinstance(e, Call) and e.name in WARP_BUILTINS

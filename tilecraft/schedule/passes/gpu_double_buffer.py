@@ -21,7 +21,7 @@ copy ``k % 2``; ``insert_barriers`` then knows that no barrier is needed before 
 """
 from __future__ import annotations
 
-from ...ir.expr import BufferLoad, Const, Ramp, const
+from ...ir.expr import AccessPtr, BufferLoad, BufferRegion, Const, Ramp, const
 from ...ir.functor import IRMutator, post_order_visit, substitute
 from ...ir.simplify import simplify
 from ...ir.stmt import (Allocate, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt,
@@ -46,6 +46,18 @@ class _Alternate(IRMutator):
         hit = self.remap.get(s.buffer)
         return s if hit is None else BufferStore(hit[0], s.value, (offset_index(s.indices[0], hit[1]),))
 
+    def visit_AccessPtr(self, e):            # a tensor intrinsic's pointer into the tile
+        e = super().visit_AccessPtr(e)
+        hit = self.remap.get(e.buffer)
+        return e if hit is None else AccessPtr(hit[0], e.offset + hit[1], e.extent, e.access_mask)
+
+    def visit_BufferRegion(self, e):         # its tile: one more leading dimension, the copy
+        e = super().visit_BufferRegion(e)
+        hit = self.remap.get(e.buffer)
+        if hit is None:
+            return e
+        return BufferRegion(hit[0], (hit[1],) + e.begin, (const(1),) + e.extent, (const(1),) + e.strides)
+
 
 def _shared_access(node):
     reads, writes = set(), set()
@@ -55,6 +67,11 @@ def _shared_access(node):
             reads.add(n.buffer)
         elif isinstance(n, BufferStore) and n.buffer.scope == "shared":
             writes.add(n.buffer)
+        elif isinstance(n, AccessPtr) and n.buffer.scope == "shared":
+            if n.access_mask & 1:
+                reads.add(n.buffer)
+            if n.access_mask & 2:
+                writes.add(n.buffer)
     post_order_visit(node, f)
     return reads, writes
 

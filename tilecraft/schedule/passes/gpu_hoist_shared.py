@@ -2,14 +2,15 @@
 declared once per kernel.
 
 Afterwards the kernel body has no ``Allocate`` in ``shared`` scope: each one is listed in
-``KernelInfo.shared`` with its constant size (a symbolic size, or more than the 48 KiB of static
+``KernelInfo.shared`` with its constant size, and every access, pointer (``access_ptr``) and
+tile (a tensor intrinsic's ``buffer_bind_scope``) names the hoisted buffer (a symbolic size, or more than the 48 KiB of static
 shared memory in all, is refused naming the buffers). A buffer marked ``double_buffer_scope``
 (``schedule_ops``) and allocated inside a loop is recorded in ``KernelInfo.double_buffered``
 with that loop, for ``gpu_double_buffer``; the marks are removed.
 """
 from __future__ import annotations
 
-from ...ir.expr import BufferLoad, Const
+from ...ir.expr import AccessPtr, BufferLoad, BufferRegion, Const
 from ...ir.functor import IRMutator
 from ...ir.simplify import simplify
 from ...ir.stmt import Buffer, BufferStore, ForKind
@@ -49,7 +50,7 @@ class _Hoist(IRMutator):
                 f"kernel {self.info.name}: the shared buffer '{buf.name}' has the size `{size}`, which is not "
                 f"a constant; its tile depends on a symbolic extent. Use constant split factors for the "
                 f"loops it is attached under (compute_at)")
-        nb = Buffer(buf.name, (size,), buf.dtype, "shared")
+        nb = Buffer(buf.name, (size,), buf.dtype, "shared", data=buf.data)   # same storage
         self.info.shared.append(nb)
         if buf.name in self.db:
             # a copy outside any loop (a tile peeled off by loop partitioning, or the only tile of
@@ -71,6 +72,16 @@ class _Hoist(IRMutator):
         if v is s.value and idx is s.indices and b is s.buffer:
             return s
         return BufferStore(b, v, idx)
+
+    def visit_AccessPtr(self, e):          # a tensor intrinsic's pointer into the tile
+        e = super().visit_AccessPtr(e)
+        b = self.rename.get(e.buffer)
+        return e if b is None else AccessPtr(b, e.offset, e.extent, e.access_mask)
+
+    def visit_BufferRegion(self, e):       # the tile a tensor intrinsic's buffer views
+        e = super().visit_BufferRegion(e)
+        b = self.rename.get(e.buffer)
+        return e if b is None else BufferRegion(b, e.begin, e.extent, e.strides)
 
 
 def hoist_shared_allocations(stmt, info: KernelInfo):
