@@ -29,6 +29,12 @@ VARIANTS = {
     "mma_128x128_nt": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=2, layout_b="col_major"),
     "mma_128x128_k64_nodb": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=4, double_buffer=False),
     "mma_128x128_nodb": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=2, double_buffer=False),
+    # warp tiles of 64 x 64 (4 x 4 tensor-core tiles: 8 ldmatrix per 16 mma.sync instead of 6 per 8)
+    "mma_128x128_w64_nodb": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2, double_buffer=False),
+    "mma_128x128_w64_k64_nodb": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=4, double_buffer=False),
+    "mma_128x128_w64": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2),
+    "mma_128x256_w64_nodb": dict(impl="mma", block=(2, 4), warp=(4, 4), chunk=2, double_buffer=False),
+    "mma_256x128_w64_nodb": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=2, double_buffer=False),
 }
 
 
