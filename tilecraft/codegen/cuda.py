@@ -15,7 +15,7 @@ import time
 
 from ..ir import dtype as dt
 from ..ir import intrinsics
-from ..ir.builtin import FRAGMENT_SCOPES, WARP_BUILTINS
+from ..ir.builtin import ASYNC_COPY_BUILTINS, FRAGMENT_SCOPES, WARP_BUILTINS
 from ..ir.expr import AccessPtr, BinOp, Const
 from ..ir.functor import post_order_visit
 from ..ir.stmt import BufferStore, ForKind, PrimFunc
@@ -24,7 +24,8 @@ from ..schedule.passes.gpu_lower import kernels_of
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
 from ..schedule.passes.legalize import legalize_func
 from .cuda_cstyle import CStyleRenderer
-from .cuda_tensorcore import MMA_PRELUDE, FragmentError, check_fragment_use, fragment_decl, fragment_layouts, warp_call
+from .cuda_tensorcore import (ASYNC_COPY_PRELUDE, MMA_PRELUDE, FragmentError, async_copy_call, check_fragment_use,
+                              fragment_decl, fragment_layouts, warp_call)
 
 PRELUDE = r"""
 #define TC_INF_F __int_as_float(0x7f800000)
@@ -139,6 +140,7 @@ class CUDARenderer(CStyleRenderer):
         self.nthreads = 1
         self.uses_wmma = False
         self.uses_mma = False
+        self.uses_async_copy = False
         self.fragments: dict = {}      # C name -> (scope, C element type) of the kernel's fragments
         self.layouts: dict = {}        # fragment data var -> layout of its wmma loads
 
@@ -182,6 +184,9 @@ class CUDARenderer(CStyleRenderer):
     def e_Call(self, e):
         if e.name in WARP_BUILTINS:
             return warp_call(self, e)
+        if e.name in ASYNC_COPY_BUILTINS:
+            self.uses_async_copy = True
+            return async_copy_call(self, e)
         return super().e_Call(e)
 
     def e_BufferLoad(self, e):
@@ -334,6 +339,8 @@ def generate_cuda(funcs) -> str:
     prelude = PRELUDE + ALLREDUCE_ANY if r.uses_allreduce_any else PRELUDE
     if r.uses_mma:
         prelude += MMA_PRELUDE
+    if r.uses_async_copy:
+        prelude += ASYNC_COPY_PRELUDE
     return "\n".join(head) + "\n" + prelude + "\n" + "\n\n".join(kernels) + "\n"
 
 

@@ -38,7 +38,7 @@ from ..ir import intrinsics
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Ramp, Select, Unary,
                        UnOp, Var)
 from ..ir.functor import post_order_visit
-from ..ir.builtin import FRAGMENT_SCOPES
+from ..ir.builtin import ASYNC_COPY_BUILTINS, FRAGMENT_SCOPES
 from ..ir.stmt import (Allocate, AttrStmt, BUFFER_BIND_SCOPE, Buffer, BufferStore, Evaluate, For, IfThenElse,
                        LetStmt, SeqStmt, TENSOR_INTRIN_SCOPE)
 from ..ir.expr import trunc_divide, trunc_remainder
@@ -46,6 +46,7 @@ from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
 from .cuda_cstyle import hoisted_loads, wide_access_bytes
+from .cuda_emulate_async import AsyncCopyMixin
 from .cuda_emulate_intrin import EmulationError, TensorIntrinMixin, _np, _poisoned, fragment_message  # noqa: F401
 
 
@@ -102,7 +103,7 @@ class _Global:
         self.r_epoch = np.zeros(n, np.int64)
 
 
-class _Kernel(TensorIntrinMixin):
+class _Kernel(TensorIntrinMixin, AsyncCopyMixin):
     def __init__(self, info, body, globals_: dict, env: dict, check_races: bool, shapes: dict | None = None):
         self.info, self.body, self.globals, self.check = info, body, globals_, check_races
         self.shapes = shapes or {}
@@ -126,8 +127,9 @@ class _Kernel(TensorIntrinMixin):
             self.env[v] = coords[tag].astype(np.int32)
         self.shared = {buf: _Shared(buf, self.nblocks) for buf in info.shared}
         self.local: dict = {}
-        self.init_tensor_intrins()
         self.L = L
+        self.init_tensor_intrins()
+        self.init_async_copies()
         self.grid, self.block = grid, block
         self.epoch = np.zeros(self.nblocks, np.int64)        # barriers each block has passed
         self.wide: dict = {}                                   # (buffer, index) -> bytes per wide access
@@ -182,6 +184,8 @@ class _Kernel(TensorIntrinMixin):
         elif t is Evaluate:
             if isinstance(s.value, Call) and s.value.name == SYNC:
                 self.barrier(mask)
+            elif isinstance(s.value, Call) and s.value.name in ASYNC_COPY_BUILTINS:
+                self.async_copy(s.value, mask)
             elif not isinstance(s.value, Const):
                 self.expr(s.value, mask)
         elif t is AttrStmt:
@@ -256,6 +260,8 @@ class _Kernel(TensorIntrinMixin):
     def _shared_write(self, buf, where, blk, tid, idx):
         """Record writes of shared ``buf`` (elements ``idx`` of blocks ``blk`` by threads ``tid``,
         arrays of one shape); a race if another thread touched one since the last barrier."""
+        if self.in_flight_count:
+            self._check_not_in_flight(buf, blk, tid, idx, "writes")
         if not self.check:
             return
         w, r = where.writer[blk, idx], where.reader[blk, idx]
@@ -271,6 +277,8 @@ class _Kernel(TensorIntrinMixin):
     def _shared_read(self, buf, where, blk, tid, idx):
         """Record reads of shared ``buf`` (as :meth:`_shared_write`); a race if another thread
         wrote one since the last barrier."""
+        if self.in_flight_count:
+            self._check_not_in_flight(buf, blk, tid, idx, "reads")
         if not self.check:
             return
         w = where.writer[blk, idx]

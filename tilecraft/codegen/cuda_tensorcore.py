@@ -75,6 +75,32 @@ __device__ __forceinline__ void tc_mma_store(float* out, const float* d, int str
 }
 """
 
+ASYNC_COPY_PRELUDE = r"""
+// ---- asynchronous copies global -> shared (cp.async, sm_80+), waited for by groups ------------
+template <int BYTES>
+__device__ __forceinline__ void tc_cp_async(void* dst, const void* src) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  if (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(s), "l"(src) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(s), "l"(src), "n"(BYTES) : "memory");
+  }
+}
+#define tc_cp_async_commit() asm volatile("cp.async.commit_group;\n" ::: "memory")
+#define tc_cp_async_wait(N) asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory")
+"""
+
+
+def async_copy_call(r, e) -> str:
+    """The C statement (without ``;``) of an asynchronous-copy call (``ASYNC_COPY_BUILTINS``)."""
+    if e.name == "tc_cp_async":
+        dst, src, nbytes = e.args
+        return f"tc_cp_async<{int(nbytes.value)}>({r.expr(dst)}, {r.expr(src)})"
+    if e.name == "tc_cp_async_commit":
+        return "tc_cp_async_commit()"
+    return f"tc_cp_async_wait({int(e.args[0].value)})"
+
+
 # registers per lane and 16 x 16 tile, and their C type, for the mma.* scopes
 MMA_REGS = {"mma.matrix_a": (4, "unsigned"), "mma.matrix_b": (4, "unsigned"), "mma.accumulator": (8, "float")}
 WMMA_ROLE = {"wmma.matrix_a": "matrix_a", "wmma.matrix_b": "matrix_b", "wmma.accumulator": "accumulator"}

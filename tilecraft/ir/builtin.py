@@ -136,10 +136,12 @@ def call_intrin(dtype, func_name: str, *args) -> Call:
         return make(dtype, first, *args[1:])
     if name in WARP_BUILTINS:
         return call_warp_builtin(name, args)
+    if name in ASYNC_COPY_BUILTINS:
+        return call_async_copy(name, args)
     if name in PURE_CALLS:
         return Call(name, _args("call_intrin", name, args), dt.normalize(dtype))
     raise ValueError(f"call_intrin: unknown intrinsic {func_name!r}; known: "
-                     f"{', '.join(sorted(BUILTINS) + sorted(WARP_BUILTINS) + sorted(PURE_CALLS))}")
+                     f"{', '.join(sorted(BUILTINS) + sorted(WARP_BUILTINS) + sorted(ASYNC_COPY_BUILTINS) + sorted(PURE_CALLS))}")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -187,6 +189,60 @@ WARP_BUILTINS = {b.name: b for b in (
     WarpBuiltin("tc_mma_store", ("frag", "index", "ptr", "stride"),
                 "store the accumulator tile, row-major, each lane its own elements"),
 )}
+
+
+# ------------------------------------------------------------------------------------------------
+# Asynchronous copies (PTX ``cp.async``, sm_80 and later): each thread copies global memory into
+# shared memory without going through registers, and waits for its own copies by groups.
+#   tc_cp_async(dst, src, bytes)   start copying ``bytes`` (4, 8 or 16, aligned to that) from ``src``
+#                                  (an access_ptr into global memory) to ``dst`` (into shared memory)
+#   tc_cp_async_commit()           the copies this thread started since its last commit form a group
+#   tc_cp_async_wait(n)            wait until at most the newest ``n`` of this thread's groups are in
+#                                  flight; the others have landed (a barrier then shows them to the block)
+
+@dataclass(frozen=True)
+class AsyncCopyBuiltin:
+    """One per-thread asynchronous-copy call: its name, the kind of each argument, what it does."""
+    name: str
+    params: tuple
+    doc: str
+
+
+ASYNC_COPY_BUILTINS = {b.name: b for b in (
+    AsyncCopyBuiltin("tc_cp_async", ("dst", "src", "bytes"),
+                     "start copying `bytes` bytes from global `src` to shared `dst` (cp.async)"),
+    AsyncCopyBuiltin("tc_cp_async_commit", (), "close this thread's group of copies (cp.async.commit_group)"),
+    AsyncCopyBuiltin("tc_cp_async_wait", ("count",),
+                     "wait until at most `count` of this thread's groups are in flight (cp.async.wait_group)"),
+)}
+ASYNC_COPY_BYTES = (4, 8, 16)
+
+
+def call_async_copy(name: str, args) -> Call:
+    """A call of :data:`ASYNC_COPY_BUILTINS` with its arguments checked (``call_intrin`` builds
+    them): ``call_intrin("handle", "tir.tc_cp_async", AS.access_ptr("w", offset=i), A.access_ptr("r",
+    offset=j), 16)``."""
+    row = ASYNC_COPY_BUILTINS[name]
+    if len(args) != len(row.params):
+        raise ValueError(f"call_intrin('tir.{name}') takes {len(row.params)} argument(s) "
+                         f"({', '.join(row.params)}), got {len(args)}")
+    out = []
+    for k, (kind, a) in enumerate(zip(row.params, args)):
+        where = f"call_intrin('tir.{name}'): argument {k} ({kind})"
+        if isinstance(a, str):
+            raise TypeError(f"{where} is the string {a!r}")
+        a = convert(a)
+        if kind in ("dst", "src"):
+            scope = "shared" if kind == "dst" else "global"
+            if not isinstance(a, AccessPtr) or a.buffer.scope != scope:
+                raise TypeError(f"{where} must be a pointer into {scope} memory (Buffer.access_ptr of a "
+                                f"{scope} buffer), got `{a}`")
+        elif kind == "bytes" and not (isinstance(a, Const) and a.value in ASYNC_COPY_BYTES):
+            raise ValueError(f"{where} must be 4, 8 or 16 (what one cp.async copies), got `{a}`")
+        elif kind == "count" and not (isinstance(a, Const) and dt.is_int(a.dtype) and 0 <= a.value <= 7):
+            raise ValueError(f"{where} must be a constant from 0 to 7 (cp.async.wait_group's), got `{a}`")
+        out.append(a)
+    return Call(name, tuple(out), "handle")
 
 
 def call_warp_builtin(name: str, args) -> Call:

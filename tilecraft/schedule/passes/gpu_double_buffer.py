@@ -112,6 +112,57 @@ def _split_fetch(stmt, reg_name: str):
     return reg, wrap(load), wrap(store)
 
 
+def _async_fetch(stmt):
+    """A fetch ``loops(if c: B[ramp] = A[ramp])`` of whole 4-, 8- or 16-byte vectors from global
+    memory → ``loops(if c: tc_cp_async(B + base, A + base, bytes))``, or None if it is not
+    of that shape."""
+    from ...ir import dtype as dt
+    from ...ir.builtin import ASYNC_COPY_BYTES
+    from ...ir.expr import Call
+    from .gpu_vector_index import canonicalize_vector_indices, known_multiple
+    loops = []
+    s = canonicalize_vector_indices(stmt)
+    while isinstance(s, For):
+        loops.append(s)
+        s = s.body
+    cond = None
+    if isinstance(s, IfThenElse) and s.else_case is None:
+        cond, s = s.condition, s.then_case
+    if not isinstance(s, BufferStore) or not isinstance(s.value, BufferLoad):
+        return None
+    src, dst = s.value, s
+    if src.buffer.scope != "global" or src.buffer.dtype != dst.buffer.dtype:
+        return None
+    lanes = dt.lanes(src.dtype)
+    nbytes = lanes * dt.bits(dst.buffer.dtype) // 8
+    if nbytes not in ASYNC_COPY_BYTES:
+        return None
+
+    def base(i):
+        if lanes == 1:
+            return i if dt.lanes(i.dtype) == 1 else None
+        if isinstance(i, Ramp) and isinstance(i.stride, Const) and i.stride.value == 1 and i.lanes == lanes \
+                and known_multiple(i.base) % lanes == 0:     # cp.async needs aligned addresses
+            return i.base
+        return None
+    b_src, b_dst = base(src.indices[0]), base(dst.indices[0])
+    if b_src is None or b_dst is None:
+        return None
+    inner = Evaluate(Call("tc_cp_async", (AccessPtr(dst.buffer, b_dst, const(lanes), 2),
+                                          AccessPtr(src.buffer, b_src, const(lanes), 1), const(nbytes)), "handle"))
+    if cond is not None:
+        inner = IfThenElse(cond, inner)
+    for lp in reversed(loops):
+        kind = ForKind.UNROLLED if lp.kind is ForKind.VECTORIZED else lp.kind
+        inner = For(lp.loop_var, lp.min, lp.extent, kind, inner, lp.thread_tag, lp.annotations)
+    return inner
+
+
+def _async_call(name, *args):
+    from ...ir.expr import Call
+    return Evaluate(Call(name, tuple(const(a) for a in args), "handle"))
+
+
 class _Pipeline(IRMutator):
     def __init__(self, info: KernelInfo, remap: dict, loops: dict):
         self.info, self.remap, self.loops = info, remap, loops      # loop var -> {buffers}
@@ -139,6 +190,11 @@ class _Pipeline(IRMutator):
         if w:                               # the compute writes shared memory: keep it simple
             return None
         k = loop.loop_var
+        rings = {self.remap[b][3] for b in bufs}           # 0: through registers, else cp.async stages
+        if rings != {0}:
+            if len(rings) != 1:
+                return None                  # buffers of one loop with different rings: alternate
+            return self.pipeline_async(loop, bufs, fetches, rest, rings.pop())
         stages = []
         for n, f in enumerate(fetches):
             got = _split_fetch(f, f"{_writes(f)}.stage{n}")
@@ -163,6 +219,35 @@ class _Pipeline(IRMutator):
         return seq(prologue, new)
 
 
+    def pipeline_async(self, loop: For, bufs: set, fetches: list, rest, n: int):
+        """The loop as an ``n``-stage cp.async pipeline (``Stage.pipeline``'s docstring)."""
+        copies = []
+        for f in fetches:
+            c = _async_fetch(f)
+            if c is None:
+                return None
+            copies.append(c)
+        k, lo, ext = loop.loop_var, loop.min, loop.extent
+
+        def slot(x):
+            return _Alternate({b: (self.remap[b][0], ((x - lo) % n) * self.remap[b][2]) for b in bufs})
+        prologue = []
+        for j in range(n - 1):
+            fetch = seq(*[slot(lo + j).visit_stmt(substitute(c, {k: lo + j})) for c in copies])
+            more = simplify(const(j) < ext)
+            if not (isinstance(more, Const) and not more.value):
+                prologue.append(fetch if isinstance(more, Const) else IfThenElse(more, fetch))
+            prologue.append(_async_call("tc_cp_async_commit"))
+        ahead = k + (n - 1)
+        fetch = seq(*[slot(ahead).visit_stmt(substitute(c, {k: ahead})) for c in copies])
+        body = seq(_async_call("tc_cp_async_wait", n - 2), Evaluate(_sync()),
+                   IfThenElse(simplify(ahead < lo + ext), fetch), _async_call("tc_cp_async_commit"),
+                   slot(k).visit_stmt(rest))
+        new = For(k, lo, ext, loop.kind, body, loop.thread_tag, loop.annotations + ((PIPELINED, 1),))
+        self.pipelined |= bufs
+        return seq(*prologue, new, Evaluate(_sync()))
+
+
 def _writes(stmt) -> str:
     out = []
     post_order_visit(stmt, lambda n: out.append(n.buffer.name) if isinstance(n, BufferStore) else None)
@@ -183,8 +268,10 @@ def double_buffer(stmt, info: KernelInfo):
     remap, loops = {}, {}
     for buf, loop_var in info.double_buffered.items():
         size = int(buf.shape[0].value)
-        nb = Buffer(buf.name, (Const(2 * size, "int32"),), buf.dtype, "shared")
-        remap[buf] = (nb, (loop_var % 2) * size, size)
+        ring = info.async_stages.get(buf, 0)
+        copies = ring or 2
+        nb = Buffer(buf.name, (Const(copies * size, "int32"),), buf.dtype, "shared")
+        remap[buf] = (nb, (loop_var % copies) * size, size, ring)
         loops.setdefault(loop_var, set()).add(buf)
     p = _Pipeline(info, remap, loops)
     stmt = p.visit_stmt(stmt)
@@ -192,4 +279,5 @@ def double_buffer(stmt, info: KernelInfo):
     stmt = _Alternate(rest).visit_stmt(stmt)
     info.shared = [remap[b][0] if b in remap else b for b in info.shared]
     info.double_buffered = {remap[b][0]: lv for b, lv in info.double_buffered.items() if b not in p.pipelined}
+    info.async_stages = {}
     return stmt

@@ -6,7 +6,8 @@ Afterwards the kernel body has no ``Allocate`` in ``shared`` scope: each one is 
 tile (a tensor intrinsic's ``buffer_bind_scope``) names the hoisted buffer (a symbolic size, or more than the 48 KiB of static
 shared memory in all, is refused naming the buffers). A buffer marked ``double_buffer_scope``
 (``schedule_ops``) and allocated inside a loop is recorded in ``KernelInfo.double_buffered``
-with that loop, for ``gpu_double_buffer``; the marks are removed.
+with that loop (and, marked by ``pipeline(stages)``, in ``KernelInfo.async_stages`` with its
+number of copies), for ``gpu_double_buffer``; the marks are removed.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from .gpu_kernels import MAX_STATIC_SHARED_BYTES, GPULoweringError, KernelInfo
 class _Hoist(IRMutator):
     def __init__(self, info: KernelInfo):
         self.info = info
-        self.db: set = set()           # names of buffers marked double_buffer_scope (schedule_ops)
+        self.db: dict = {}             # name of a buffer marked double_buffer_scope -> its mark (schedule_ops)
         self.loops: list = []          # enclosing loops that run in time (not virtual threads)
         self.rename: dict = {}
 
@@ -37,7 +38,7 @@ class _Hoist(IRMutator):
     def visit_AttrStmt(self, s):
         if s.key != DOUBLE_BUFFER_SCOPE:
             return super().visit_AttrStmt(s)
-        self.db.add(s.node)
+        self.db[s.node] = int(getattr(s.value, "value", s.value))
         return self.visit_stmt(s.body)
 
     def visit_Allocate(self, s):
@@ -58,6 +59,8 @@ class _Hoist(IRMutator):
             # lower() refuses double_buffer on a stage attached at no loop in time at all
             if self.loops:
                 self.info.double_buffered[nb] = self.loops[-1]
+                if self.db[buf.name] > 1:          # pipeline(stages): a ring of that many copies
+                    self.info.async_stages[nb] = self.db[buf.name]
         self.rename[buf] = nb
         return self.visit_stmt(s.body)
 

@@ -43,6 +43,7 @@ class KernelInfo:
     shared: list = field(default_factory=list)       # hoisted __shared__ buffers
     params: list = field(default_factory=list)       # global Buffers and scalar Vars, in call order
     double_buffered: dict = field(default_factory=dict)   # Buffer -> loop Var it alternates with
+    async_stages: dict = field(default_factory=dict)      # Buffer -> copies of a cp.async pipeline (pipeline())
 
     @property
     def grid(self) -> tuple:
