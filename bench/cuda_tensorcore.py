@@ -35,6 +35,19 @@ VARIANTS = {
     "mma_128x128_w64": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2),
     "mma_128x256_w64_nodb": dict(impl="mma", block=(2, 4), warp=(4, 4), chunk=2, double_buffer=False),
     "mma_256x128_w64_nodb": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=2, double_buffer=False),
+    # cp.async pipelines (Stage.pipeline): ring of `stages` shared buffers, k step 16 or 32
+    "mma_128x128_w64_s3": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=1, stages=3),
+    "mma_128x128_w64_s4": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=1, stages=4),
+    "mma_128x128_w64_k32_s2": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2, stages=2),
+    "mma_128x128_s4": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=1, stages=4),
+    "mma_128x256_w64_s3": dict(impl="mma", block=(2, 4), warp=(4, 4), chunk=1, stages=3),
+    # k step 32 or 64 with 3-4 stages: more than 48 KiB, dynamic shared memory
+    "mma_128x128_w64_k32_s3": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2, stages=3),
+    "mma_128x128_w64_k32_s4": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2, stages=4),
+    "mma_128x128_k32_s4": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=2, stages=4),
+    "mma_128x128_k64_s3": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=4, stages=3),
+    "mma_128x256_w64_k32_s3": dict(impl="mma", block=(2, 4), warp=(4, 4), chunk=2, stages=3),
+    "mma_256x128_w64_k32_s3": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=2, stages=3),
 }
 
 

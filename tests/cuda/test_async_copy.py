@@ -98,6 +98,8 @@ PIPELINES = [
     ("mma", "col_major", (64, 128, 64), 2, dict(block=(2, 2), warp=(2, 4), chunk=2)),
     ("mma", "row_major", (64, 64, 32), 4, dict(block=(2, 2), warp=(2, 2), chunk=1)),       # 2 tiles < stages - 1
     ("wmma", "row_major", (64, 64, 96), 3, dict(block=(2, 2), warp=(2, 2), chunk=1)),
+    # 4 stages of 128 x 32 and 32 x 128 tiles: 75776 bytes, more than a static __shared__ array
+    ("mma", "row_major", (128, 128, 160), 4, dict(block=(2, 2), warp=(4, 4), chunk=2)),
 ]
 PIPELINE_IDS = [f"{i}-{l}-{'x'.join(map(str, sz))}-{n}stages" for i, l, sz, n, _ in PIPELINES]
 
@@ -115,6 +117,30 @@ def test_tensor_core_gemm_pipelined(impl, layout_b, size, stages, opts, rng):
         assert not np.isnan(c).any()
         assert _rel_err(c, ref) < 1e-6
     _nvcc(src)
+
+
+def test_more_than_48k_of_shared_memory_is_dynamic():
+    from tilecraft.runtime.cuda_runtime import plan_of
+    s, (A, B, C) = _tc_gemm(128, 128, 64, 4, impl="mma", block=(2, 2), warp=(4, 4), chunk=2)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    src = generate_cuda(func)
+    assert "extern __shared__ __align__(16) unsigned char tc_dyn_smem[];" in src
+    assert "half* __restrict__ A_shared = (half*)(tc_dyn_smem + 0);" in src
+    assert "half* __restrict__ B_shared = (half*)(tc_dyn_smem + 40960);" in src     # 4 x 128 x 40 halves
+    assert plan_of(func).kernels[0].dynamic_shared_bytes == 40960 + 4 * 32 * 136 * 2
+    s, (A, B, C) = _tc_gemm(128, 128, 64, 2, impl="mma", block=(2, 2), warp=(4, 4), chunk=2)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    assert "__shared__ __align__(16) half A_shared[10240];" in generate_cuda(func)
+    assert plan_of(func).kernels[0].dynamic_shared_bytes == 0
+
+
+def test_more_shared_memory_than_a_block_may_have():
+    s, (A, B, C) = _tc_gemm(256, 256, 512, 7, impl="mma", block=(2, 2), warp=(8, 8), chunk=4)
+    with pytest.raises(GPULoweringError, match=r"kernel main_kernel needs \d+ bytes of shared memory \('A.shared' "
+                                               r"\d+ × float16 × 7 copies, 'B.shared' \d+ × float16 × 7 copies\), more "
+                                               r"than the 232448 bytes a block may have \(sm_90\): make the tiles cached "
+                                               r"with cache_read\(..., 'shared'\) smaller .* or use fewer pipeline stages"):
+        tc.lower(s, [A, B, C], target="cuda")
 
 
 @pytest.mark.parametrize("stages", [2, 3])
@@ -251,14 +277,14 @@ def test_async_copy_call_errors():
     assert call.name == "tc_cp_async"
 
 
-@pytest.mark.parametrize("stages", [2, 4])
-def test_gpu_pipelined_gemm(stages, rng):
+@pytest.mark.parametrize("stages,chunk", [(2, 1), (4, 1), (4, 2)])       # (4, 2): dynamic shared memory
+def test_gpu_pipelined_gemm(stages, chunk, rng):
     why = gpu_available()
     if why:
         pytest.skip(f"{why}: checked by test_tensor_core_gemm_pipelined (emulator + nvcc) only")
     import torch
     M, N, K = 256, 256, 512
-    s, (A, B, C) = _tc_gemm(M, N, K, stages, impl="mma", block=(2, 2), warp=(4, 4), chunk=1)
+    s, (A, B, C) = _tc_gemm(M, N, K, stages, impl="mma", block=(2, 2), warp=(4, 4), chunk=chunk)
     mod = tc.build(s, [A, B, C], target="cuda")
     for _ in range(2):
         a = rng.uniform(-1, 1, (M, K)).astype("float16")

@@ -21,6 +21,7 @@ from ..ir.functor import post_order_visit
 from ..ir.stmt import BufferStore, ForKind, PrimFunc
 from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of
+from ..schedule.passes.gpu_kernels import MAX_STATIC_SHARED_BYTES, dynamic_shared_layout
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
 from ..schedule.passes.legalize import legalize_func
 from .cuda_cstyle import CStyleRenderer
@@ -290,8 +291,16 @@ class CUDARenderer(CStyleRenderer):
                 params.append(f"{const}{self.ctype(p.dtype)}* __restrict__ {self.buf(p)}")
             else:
                 params.append(f"{self.ctype(p.dtype)} {self.name_of(p, p.name)}")
-        for b in info.shared:
-            self.emit(1, f"__shared__ __align__(16) {self.ctype(b.dtype)} {self.buf(b)}[{int(b.shape[0].value)}];")
+        if info.shared_bytes() > MAX_STATIC_SHARED_BYTES:
+            # more than a static __shared__ array may have: one dynamic block, carved 16-byte aligned
+            # (the launch passes its size and raises the kernel's limit, see runtime/cuda_runtime.py)
+            self.emit(1, "extern __shared__ __align__(16) unsigned char tc_dyn_smem[];")
+            for b, off in dynamic_shared_layout(info.shared):
+                ct = self.ctype(b.dtype)
+                self.emit(1, f"{ct}* __restrict__ {self.buf(b)} = ({ct}*)(tc_dyn_smem + {off});")
+        else:
+            for b in info.shared:
+                self.emit(1, f"__shared__ __align__(16) {self.ctype(b.dtype)} {self.buf(b)}[{int(b.shape[0].value)}];")
         self.stmt(body, 1)
         head = (f'extern "C" __global__ void __launch_bounds__({info.threads}) '
                 f"{info.name}({', '.join(params)}) {{")

@@ -121,7 +121,7 @@ def store_matrix(impl: str = "wmma", dst_scope: str = "global"):
 
 
 def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), warp=(2, 2), chunk=2,
-                      pad=8, double_buffer=True, unroll=True):
+                      pad=8, double_buffer=True, unroll=True, stages=0):
     """``C = A @ B`` (float16 in, float32 out) on tensor cores: ``A`` is (M, K); ``B`` is (K, N)
     (``layout_b="row_major"``) or (N, K) (``"col_major"``: ``C = A @ B.T``).
 
@@ -129,8 +129,9 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     16 × 16 (a block tile of ``16·block·warp``); the reduction steps ``16·chunk`` deep through
     shared tiles of A and B (rows padded by ``pad`` halves against bank conflicts), fetched by
     all threads 16 bytes at a time (``double_buffer``: the next step's tiles are loaded while
-    this one's are multiplied). ``unroll`` unrolls the loops over a warp's tiles. M, N must be
-    multiples of the block tile, K of the step.
+    this one's are multiplied; ``stages=n`` instead: ``cp.async`` copies into a ring of ``n``
+    buffers, ``n - 1`` steps ahead, see ``Stage.pipeline``). ``unroll`` unrolls the loops over a
+    warp's tiles. M, N must be multiples of the block tile, K of the step.
     """
     A = te.placeholder((M, K), name="A", dtype="float16")
     if layout_b == "row_major":
@@ -207,7 +208,10 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
         s[BF].tensorize(bni, load_matrix("b", "col_major", impl))
     s[CF].tensorize(cii, mma("row_major", layout_b, impl))
     s[C].tensorize(ii, store_matrix(impl))
-    if double_buffer:
+    if stages:
+        s[AS].pipeline(stages)
+        s[BS].pipeline(stages)
+    elif double_buffer:
         s[AS].double_buffer()
         s[BS].double_buffer()
     if unroll:

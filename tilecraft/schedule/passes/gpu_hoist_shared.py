@@ -3,8 +3,9 @@ declared once per kernel.
 
 Afterwards the kernel body has no ``Allocate`` in ``shared`` scope: each one is listed in
 ``KernelInfo.shared`` with its constant size, and every access, pointer (``access_ptr``) and
-tile (a tensor intrinsic's ``buffer_bind_scope``) names the hoisted buffer (a symbolic size, or more than the 48 KiB of static
-shared memory in all, is refused naming the buffers). A buffer marked ``double_buffer_scope``
+tile (a tensor intrinsic's ``buffer_bind_scope``) names the hoisted buffer (a symbolic size, or more
+than the 227 KiB a block may have on sm_90 in all, copies for double buffering and pipelines
+counted, is refused naming the buffers; above 48 KiB the kernel takes dynamic shared memory). A buffer marked ``double_buffer_scope``
 (``schedule_ops``) and allocated inside a loop is recorded in ``KernelInfo.double_buffered``
 with that loop (and, marked by ``pipeline(stages)``, in ``KernelInfo.async_stages`` with its
 number of copies), for ``gpu_double_buffer``; the marks are removed.
@@ -16,7 +17,8 @@ from ...ir.functor import IRMutator
 from ...ir.simplify import simplify
 from ...ir.stmt import Buffer, BufferStore, ForKind
 from ..schedule_ops import DOUBLE_BUFFER_SCOPE
-from .gpu_kernels import MAX_STATIC_SHARED_BYTES, GPULoweringError, KernelInfo
+from ...ir import dtype as dt
+from .gpu_kernels import MAX_SHARED_BYTES, GPULoweringError, KernelInfo
 
 
 class _Hoist(IRMutator):
@@ -93,12 +95,14 @@ def hoist_shared_allocations(stmt, info: KernelInfo):
     ``double_buffer_scope`` (``schedule_ops``) and allocated inside a loop, the loop it was
     allocated in, and removes the marks."""
     out = _Hoist(info).visit_stmt(stmt)
-    total = info.shared_bytes()
-    if total > MAX_STATIC_SHARED_BYTES:
-        parts = ", ".join(f"'{b.name}' {int(b.shape[0].value)} × {b.dtype}" for b in info.shared)
+    copies = {b: info.async_stages.get(b) or (2 if b in info.double_buffered else 1) for b in info.shared}
+    total = sum(int(b.shape[0].value) * dt.nbytes(b.dtype) * copies[b] for b in info.shared)
+    if total > MAX_SHARED_BYTES:
+        parts = ", ".join(f"'{b.name}' {int(b.shape[0].value)} × {b.dtype}"
+                          + (f" × {copies[b]} copies" if copies[b] > 1 else "") for b in info.shared)
         raise GPULoweringError(
             f"kernel {info.name} needs {total} bytes of shared memory ({parts}), more than the "
-            f"{MAX_STATIC_SHARED_BYTES} bytes of static shared memory a block may have: make the tiles "
-            f"cached with cache_read(..., 'shared') smaller (the split factors of the loops they are "
-            f"attached under)")
+            f"{MAX_SHARED_BYTES} bytes a block may have (sm_90): make the tiles cached with "
+            f"cache_read(..., 'shared') smaller (the split factors of the loops they are attached "
+            f"under), or use fewer pipeline stages")
     return out
