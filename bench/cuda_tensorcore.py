@@ -48,6 +48,13 @@ VARIANTS = {
     "mma_128x128_k64_s3": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=4, stages=3),
     "mma_128x256_w64_k32_s3": dict(impl="mma", block=(2, 4), warp=(4, 4), chunk=2, stages=3),
     "mma_256x128_w64_k32_s3": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=2, stages=3),
+    # all fragments of a step loaded before its first mma (ldmatrix overlapping mma.sync)
+    "mma_128x128_k64_nodb_pf": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=4, double_buffer=False,
+                                    prefetch=True),
+    "mma_128x128_k64_s3_pf": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=4, stages=3, prefetch=True),
+    "mma_128x128_k32_s4_pf": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=2, stages=4, prefetch=True),
+    "mma_128x128_w64_k32_s3_pf": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2, stages=3, prefetch=True),
+    "mma_128x256_w64_k32_s3_pf": dict(impl="mma", block=(2, 4), warp=(4, 4), chunk=2, stages=3, prefetch=True),
 }
 
 

@@ -60,6 +60,10 @@ GEMMS = [
     ("mma", "row_major", (64, 64, 32), dict(block=(1, 1), warp=(1, 1), chunk=2, double_buffer=False)),
     ("mma", "row_major", (128, 256, 96), dict(block=(2, 2), warp=(2, 2), chunk=2)),
     ("mma", "col_major", (256, 128, 64), dict(block=(2, 4), warp=(4, 1), chunk=2)),
+    # the fragments of a whole 64-deep step loaded before its first mma
+    ("mma", "row_major", (128, 128, 128), dict(block=(2, 2), warp=(2, 4), chunk=4, prefetch=True)),
+    ("mma", "col_major", (128, 128, 96), dict(block=(2, 2), warp=(4, 2), chunk=2, prefetch=True, stages=3)),
+    ("wmma", "col_major", (64, 128, 64), dict(block=(2, 2), warp=(2, 2), chunk=2, prefetch=True)),
 ]
 GEMM_IDS = [f"{i}-{l}-{'x'.join(map(str, sz))}" for i, l, sz, _ in GEMMS]
 

@@ -51,7 +51,7 @@ __device__ __forceinline__ void tc_ldmatrix_x4(unsigned* r, const void* tile, in
 __device__ __forceinline__ void tc_mma_16x16x16(float* d, const unsigned* a, const unsigned* b, const float* c) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
                  : "=f"(d[4 * h]), "=f"(d[4 * h + 1]), "=f"(d[4 * h + 2]), "=f"(d[4 * h + 3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[2 * h]), "r"(b[2 * h + 1]),

@@ -121,7 +121,7 @@ def store_matrix(impl: str = "wmma", dst_scope: str = "global"):
 
 
 def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), warp=(2, 2), chunk=2,
-                      pad=8, double_buffer=True, unroll=True, stages=0):
+                      pad=8, double_buffer=True, unroll=True, stages=0, prefetch=False):
     """``C = A @ B`` (float16 in, float32 out) on tensor cores: ``A`` is (M, K); ``B`` is (K, N)
     (``layout_b="row_major"``) or (N, K) (``"col_major"``: ``C = A @ B.T``).
 
@@ -131,7 +131,9 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     all threads 16 bytes at a time (``double_buffer``: the next step's tiles are loaded while
     this one's are multiplied; ``stages=n`` instead: ``cp.async`` copies into a ring of ``n``
     buffers, ``n - 1`` steps ahead, see ``Stage.pipeline``). ``unroll`` unrolls the loops over a
-    warp's tiles. M, N must be multiples of the block tile, K of the step.
+    warp's tiles. ``prefetch`` loads the fragments of a whole step (all ``chunk`` k-slices) before
+    its first mma, so the ``ldmatrix`` of later slices overlap earlier ``mma.sync``s (more
+    registers). M, N must be multiples of the block tile, K of the step.
     """
     A = te.placeholder((M, K), name="A", dtype="float16")
     if layout_b == "row_major":
@@ -176,8 +178,9 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     ko, kk = s[CF].split(ck, factor=TILE * chunk)
     kt, ki = s[CF].split(kk, factor=TILE)
     s[CF].reorder(ko, kt, ci, cj, cii, cji, ki)
-    s[AF].compute_at(s[CF], kt)
-    s[BF].compute_at(s[CF], kt)
+    frag_at = ko if prefetch else kt
+    s[AF].compute_at(s[CF], frag_at)
+    s[BF].compute_at(s[CF], frag_at)
     s[AS].compute_at(s[CF], ko)
     s[BS].compute_at(s[CF], ko)
     for X in (AS, BS):
@@ -197,14 +200,19 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
 
     ai, ak = AF.op.axis
     ai, aii = s[AF].split(ai, factor=TILE)
+    ako, aki = s[AF].split(ak, factor=TILE)          # one slice unless prefetch
+    s[AF].reorder(ako, ai, aii, aki)
     s[AF].tensorize(aii, load_matrix("a", "row_major", impl))
     bx0, bx1 = BF.op.axis
     if layout_b == "row_major":             # (k, n): tiles along n
         bno, bni = s[BF].split(bx1, factor=TILE)
-        s[BF].reorder(bno, bx0, bni)
-        s[BF].tensorize(bx0, load_matrix("b", "row_major", impl))
+        bko, bki = s[BF].split(bx0, factor=TILE)
+        s[BF].reorder(bko, bno, bki, bni)
+        s[BF].tensorize(bki, load_matrix("b", "row_major", impl))
     else:                                   # (n, k): tiles along n
         bno, bni = s[BF].split(bx0, factor=TILE)
+        bko, bki = s[BF].split(bx1, factor=TILE)
+        s[BF].reorder(bko, bno, bni, bki)
         s[BF].tensorize(bni, load_matrix("b", "col_major", impl))
     s[CF].tensorize(cii, mma("row_major", layout_b, impl))
     s[C].tensorize(ii, store_matrix(impl))
@@ -215,6 +223,6 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
         s[AS].double_buffer()
         s[BS].double_buffer()
     if unroll:
-        for st, ax in ((CF, kt), (CF, ci), (CF, cj), (AF, ai), (BF, bno), (C, iw), (C, jw)):
+        for st, ax in ((CF, kt), (CF, ci), (CF, cj), (AF, ako), (AF, ai), (BF, bko), (BF, bno), (C, iw), (C, jw)):
             s[st].unroll(ax)
     return s, (A, B, C)
