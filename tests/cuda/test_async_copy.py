@@ -294,3 +294,24 @@ def test_gpu_pipelined_gemm(stages, chunk, rng):
         got = c.cpu().numpy()
         assert not np.isnan(got).any()
         assert _rel_err(got, a.astype("float64") @ b.astype("float64")) < 1e-5
+
+
+def test_misaligned_copy_is_an_error(monkeypatch, rng):
+    # cp.async of 16 bytes needs 16-byte aligned addresses: the pass only makes aligned ones, so
+    # shift its destinations by one element to see the emulator refuse them
+    from tilecraft.ir.expr import AccessPtr
+    from tilecraft.ir.functor import IRMutator
+    orig = gpu_double_buffer._async_fetch
+
+    class Shift(IRMutator):
+        def visit_AccessPtr(self, e):
+            return AccessPtr(e.buffer, e.offset + 1, e.extent, e.access_mask) if e.access_mask == 2 else e
+
+    monkeypatch.setattr(gpu_double_buffer, "_async_fetch",
+                        lambda stmt: None if orig(stmt) is None else Shift().visit_stmt(orig(stmt)))
+    s, (A, B, C) = _tc_gemm(64, 64, 64, 2, impl="mma", block=(2, 2), warp=(2, 2), chunk=1)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    with pytest.raises(EmulationError, match=r"kernel main_kernel: cp.async of 16 bytes at element \d+ of "
+                                             r"'[AB]\.shared' by thread \(\d+, \d+, \d+\) of block \(\d+, \d+, \d+\): "
+                                             r"the address must be a multiple of 16 bytes"):
+        _run_tc(func, rng, 64, 64, 64)

@@ -18,6 +18,15 @@ after it, so their latency hides behind the arithmetic, and one barrier per iter
 the stores two iterations later). The loop is marked ``tc_pipelined``; ``insert_barriers`` leaves
 its inside alone. Any other shape falls back to alternating copies (iteration ``k`` fills and reads
 copy ``k % 2``; ``insert_barriers`` then knows that no barrier is needed before the next fetch).
+
+A buffer of ``pipeline(n)`` (``KernelInfo.async_stages``) gets ``n`` copies instead, and where
+every fetch of its loop is whole 4/8/16-byte vector copies of a global buffer (aligned: provable
+multiples of the vector), the loop becomes an ``n``-stage ``cp.async`` pipeline (``Stage.pipeline``'s
+docstring has the loop): the prologue issues ``n - 1`` tiles, one commit group each; each
+iteration waits until at most ``n - 2`` groups are in flight, synchronises the block once, issues
+the tile ``n - 1`` ahead into the slot read last iteration, commits (an empty group past the
+end), and computes on slot ``(k - min) % n``; one barrier follows the loop. Other fetches
+alternate among the ``n`` copies with ordinary loads and stores.
 """
 from __future__ import annotations
 
