@@ -145,3 +145,12 @@ def test_tvm_names_of_the_tensor_core_tutorial():
     assert nvcc.have_tensorcore("7.0") and nvcc.have_tensorcore("9.0") and not nvcc.have_tensorcore("6.1")
     assert nvcc.have_tensorcore(None, target="cuda -arch=sm_90")   # this GPU's version, else the target's
     assert tvm.cpu(0).compute_version is None
+
+
+def test_extern_op_tutorial(tmp_path):
+    """TVM's extern_op tutorial: call_packed of tvm.contrib.cblas.matmul, contrib.cblas, and a
+    Python function registered with tvm.register_func, run with `tvm` imported from tilecraft."""
+    script = pathlib.Path(__file__).parent / "tvm_scripts" / "extern_op.py"
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().endswith("OK"), r.stdout[-2000:]

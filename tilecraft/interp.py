@@ -35,6 +35,8 @@ from .ir import dtype as dt
 from .ir import intrinsics
 from .ir.expr import (Binary, BinOp, Call, Cast, Const, Expr, Let, Reduce, Select, TensorLoad,
                       Unary, UnOp, Var, trunc_divide, trunc_remainder)
+from .ir import packed
+from .te.extern import ExternOp
 from .te.tensor import ComputeOp, PlaceholderOp, Tensor, post_dfs_order
 
 # Largest number of elements (output points x reduction points) evaluated at once.
@@ -64,6 +66,8 @@ def evaluate(outputs, feed: dict, budget: int = BUDGET):
         elif isinstance(op, ComputeOp):
             for t, v in zip(op.outputs, _compute(op, values, scalars, budget)):
                 values[t] = v
+        elif isinstance(op, ExternOp):
+            values.update(zip(op.outputs, _extern(op, values, scalars)))
         else:
             raise InterpError(f"cannot evaluate operation {op!r}")
     res = [values[t] for t in outs]
@@ -170,6 +174,32 @@ def _fed(t: Tensor, arrays: dict, scalars: dict) -> np.ndarray:
     return a
 
 
+def _extern(op: ExternOp, values: dict, scalars: dict) -> list:
+    """A ``te.extern`` stage whose statement is one ``call_packed``: the registered Python
+    function, called on the input arrays and fresh output arrays."""
+    from .ir.stmt import Evaluate
+    body = op.body
+    call = body.value if isinstance(body, Evaluate) else None
+    if not (isinstance(call, Call) and call.name == packed.PACKED_CALL):
+        raise InterpError(f"extern '{op.name}': only a statement that is one tir.call_packed(...) is "
+                          f"evaluated here, not {type(body).__name__}")
+    arrays = {b: values[t] for b, t in zip(op.input_placeholders, op.inputs)}
+    outs = []
+    for b in op.output_placeholders:
+        shape = tuple(_scalar(s, scalars, f"the shape of '{b.name}'") for s in b.shape)
+        arrays[b] = np.full(shape, np.nan if dt.is_float(b.dtype) else 0, _np(b.dtype))
+        outs.append(arrays[b])
+    args = []
+    for a in call.args[1:]:
+        if isinstance(a, Call) and a.name == packed.MAKE_ARRAY:
+            args.append(arrays[a.args[0].buffer])
+        else:
+            v = _Eval(scalars, {}).ev(a, None)
+            args.append(v.item() if hasattr(v, "item") else v)
+    packed.call(call.args[0].value, args)
+    return outs
+
+
 # ------------------------------------------------------------------------------------------------
 # one compute stage
 
@@ -263,6 +293,26 @@ _BINARY = {
     BinOp.BITAND: np.bitwise_and, BinOp.BITOR: np.bitwise_or, BinOp.BITXOR: np.bitwise_xor,
     BinOp.SHL: np.left_shift, BinOp.SHR: np.right_shift,
 }
+
+
+def fold_lanes(v: np.ndarray, op: BinOp):
+    """The lanes of the vector ``v`` folded with ``op`` into one value, in the order of
+    ``VectorReduce`` in every backend: halves (``v[:n/2] op v[n/2:]``) while the number of lanes
+    is even and above 2, then lane by lane, so the lowered-IR interpreter (its user) and the
+    LLVM build agree bit for bit on float sums.
+
+    >>> int(fold_lanes(np.arange(6, dtype="int32"), BinOp.ADD))   # (0+3, 1+4, 2+5): 3 + 5 + 7
+    15
+    """
+    f = _BINARY[op]
+    with np.errstate(all="ignore"):
+        while len(v) > 2 and len(v) % 2 == 0:
+            h = len(v) // 2
+            v = f(v[:h], v[h:])
+        out = v[0]
+        for x in v[1:]:
+            out = f(out, x)
+    return out
 
 
 class _Eval:

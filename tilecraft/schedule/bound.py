@@ -20,6 +20,7 @@ from ..ir.expr import (BinOp, Binary, Cast, Const, Expr, IterKind, IterVar, Sele
                        Unary, UnOp, Var, binary, const, convert, max_expr, min_expr)
 from ..ir.functor import collect_vars, post_order_visit, substitute
 from ..ir.simplify import simplify
+from ..te.extern import ExternOp
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 
@@ -168,7 +169,7 @@ def union_max(a: Expr, b: Expr) -> Expr:
 
 def leaf_values(info: StageInfo, stage) -> None:
     """Fill ``extent``, ``value`` and tail ``conditions`` from the root extents and relations."""
-    from .schedule import Fuse, Split
+    from .schedule import Singleton, Split
     ext = info.extent
     root_axes = list(stage.op.axis) + list(stage.op.reduce_axis)
     for d, iv in enumerate(stage.op.axis):
@@ -192,6 +193,8 @@ def leaf_values(info: StageInfo, stage) -> None:
             covered = const_int(fo * fi - E)
             if covered != 0:
                 tails.append((rel.parent, E))
+        elif isinstance(rel, Singleton):
+            ext[rel.iv] = const(1)
         else:
             ext[rel.fused] = simplify(ext[rel.outer] * ext[rel.inner])
     val = info.value
@@ -200,7 +203,7 @@ def leaf_values(info: StageInfo, stage) -> None:
     for rel in reversed(stage.relations):
         if isinstance(rel, Split):
             val[rel.parent] = val[rel.outer] * ext[rel.inner] + val[rel.inner]
-        else:
+        elif not isinstance(rel, Singleton):
             fused = val[rel.fused]
             val[rel.outer] = fused // ext[rel.inner]
             val[rel.inner] = fused % ext[rel.inner]
@@ -226,7 +229,12 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
             continue
         info = StageInfo(st, bodies[st])
         op = st.op
-        if st.attach_type == "scope" and not st.is_output:
+        if isinstance(op, ExternOp):
+            if st.attach_type == "scope":
+                raise ScheduleError(f"compute_at of the extern stage '{st.name}': it has no loops of its "
+                                    f"own to place; it runs at the root")
+            info.root_min, info.root_extent = [], []
+        elif st.attach_type == "scope" and not st.is_output:
             _check_attach(st, consumers[st])
             mins, exts = _region(st, consumers[st], infos, loop_extent)
             if any(t in args for t in op.outputs):
@@ -283,7 +291,8 @@ def _check_attach(st, consumers: list) -> None:
     P, ax = st.attach_stage, st.attach_ivar
     if ax not in P.leaf_iter_vars:
         raise ScheduleError(f"compute_at of stage '{st.name}': axis '{ax.var.name}' is no longer a loop of "
-                            f"stage '{P.name}' (it was split or fused after compute_at)")
+                            f"stage '{P.name}' (it was fused with the loop inside it after compute_at); "
+                            f"compute_at the fused loop instead")
     if P.attach_type == "inline":
         raise ScheduleError(f"compute_at of stage '{st.name}': the target stage '{P.name}' is inlined")
     pos = P.leaf_iter_vars.index(ax)
@@ -327,7 +336,7 @@ def _thread_bound_roots(stage) -> set:
     (``bind``): the bound loops themselves, the parent of a split whose bound outer part has the
     extent ``ceil(E / factor)`` (or inner part ``ceil(E / nparts)``), both parts of a bound fusion.
     A split's ``factor`` (or ``nparts``) part does not depend on the parent's extent."""
-    from .schedule import Split
+    from .schedule import Fuse, Split
     bound = {iv for iv, a in stage.iter_var_attrs.items() if a.bind is not None}
     if not bound:
         return bound
@@ -335,7 +344,7 @@ def _thread_bound_roots(stage) -> set:
         if isinstance(rel, Split):
             if (rel.outer in bound and rel.factor is not None) or (rel.inner in bound and rel.factor is None):
                 bound.add(rel.parent)
-        elif rel.fused in bound:
+        elif isinstance(rel, Fuse) and rel.fused in bound:
             bound.update((rel.outer, rel.inner))
     return bound
 
