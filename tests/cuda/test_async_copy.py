@@ -134,6 +134,20 @@ def test_more_than_48k_of_shared_memory_is_dynamic():
     assert plan_of(func).kernels[0].dynamic_shared_bytes == 0
 
 
+def test_double_buffering_past_48k_compiles(rng):
+    # 36 KiB of tiles, doubled by double_buffer: the static arrays ptxas refused ("uses too much
+    # shared data") before the limit counted the copies; now they are dynamic
+    M = N = 128
+    K = 192
+    s, (A, B, C) = matmul_tensorcore(M, N, K, impl="mma", block=(2, 4), warp=(4, 2), chunk=4, double_buffer=True)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    src = generate_cuda(func)
+    assert "tc_dyn_smem" in src
+    c, ref = _run_tc(func, rng, M, N, K)
+    assert _rel_err(c, ref) < 1e-6
+    _nvcc(src)
+
+
 def test_more_shared_memory_than_a_block_may_have():
     s, (A, B, C) = _tc_gemm(256, 256, 512, 7, impl="mma", block=(2, 2), warp=(8, 8), chunk=4)
     with pytest.raises(GPULoweringError, match=r"kernel main_kernel needs \d+ bytes of shared memory \('A.shared' "
