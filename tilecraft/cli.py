@@ -29,7 +29,7 @@ from .cli_tune import DEFAULT_EARLY_STOPPING, CLIError, cmd_tune, usage_of
 
 TOPI_MODULES = ("tilecraft.topi.matmul", "tilecraft.topi.batch_matmul", "tilecraft.topi.conv2d",
                 "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax", "tilecraft.topi.layer_norm",
-                "tilecraft.topi.pooling")
+                "tilecraft.topi.pooling", "tilecraft.topi.sparse")
 TOPI_TEMPLATES = {
     "matmul": ("tilecraft.topi.matmul", "topi/matmul.{kind}"),
     "batch_matmul": ("tilecraft.topi.batch_matmul", "topi/batch_matmul.{kind}"),
@@ -38,6 +38,8 @@ TOPI_TEMPLATES = {
     "softmax": ("tilecraft.topi.softmax", "topi/softmax.{kind}"),
     "layer_norm": ("tilecraft.topi.layer_norm", "topi/layer_norm.{kind}"),
     "global_pool": ("tilecraft.topi.pooling", "topi/global_pool.{kind}"),
+    "spmv": ("tilecraft.topi.sparse", "topi/spmv.{kind}"),
+    "spmm": ("tilecraft.topi.sparse", "topi/spmm.{kind}"),
 }
 
 

@@ -48,6 +48,9 @@ def check_indices(sch) -> None:
             continue
         box = _domain_box(op)
         checker = _Checker(op.name)
+        for iv in op.reduce_axis:       # a ragged axis's bounds read tensors (row_ptr[i + 1])
+            checker.walk(iv.dom.min, box)
+            checker.walk(iv.dom.extent, box)
         for b in op.body:
             checker.walk(b, box)
 

@@ -27,6 +27,7 @@ from .passes.loop_partition import partition_loops
 from .passes.storage_flatten import storage_flatten
 from .passes.unroll import unroll_loops
 from .passes.vectorize import vectorize_loops
+from .ragged import bound_reads
 from .schedule import Schedule, ScheduleError
 from .schedule_ops import schedule_ops
 from .tensorize import llvm_imports
@@ -199,7 +200,7 @@ def _consumers(sch: Schedule, bodies: dict) -> dict:
     for st, body in bodies.items():
         if st.attach_type == "inline":
             continue
-        reads = set(_reads(body))
+        reads = set(_reads(body)) | set(_bound_reads(st, producer_of))
         if isinstance(st.op, ExternOp):
             reads = st.op.inputs
             for t in reads:
@@ -214,6 +215,20 @@ def _consumers(sch: Schedule, bodies: dict) -> dict:
             if st not in consumers[p]:
                 consumers[p].append(st)
     return consumers
+
+
+def _bound_reads(st, producer_of: dict) -> list:
+    """The tensors read by the bounds of the stage's ragged reduce axes; they must have storage."""
+    if not getattr(st.op, "reduce_axis", ()):
+        return []
+    reads = bound_reads(st.op)
+    for t in reads:
+        p = producer_of.get(t)
+        if p is not None and p.attach_type == "inline":
+            raise ScheduleError(f"stage '{st.name}': the bounds of a ragged reduce axis read '{t.name}', which is "
+                                f"inlined (compute_inline); bounds are loaded from storage: compute '{t.name}' "
+                                f"in its own stage (leave out compute_inline)")
+    return reads
 
 
 def _argument_buffers(sch: Schedule, arg_tensors: list, consumers: dict) -> tuple[dict, list]:
