@@ -30,11 +30,18 @@ from ..ir.builtin import FRAGMENT_SCOPES, warp_operands
 
 MMA_PRELUDE = r"""
 // ---- tensor cores through PTX: 16 x 16 x 16 tiles as two mma.sync.m16n8k16 ----------------
+// the thread's lane in its warp (whatever the block's shape: threadIdx.x & 31 is that only when
+// blockDim.x is a multiple of 32)
+__device__ __forceinline__ int tc_lane() {
+  unsigned l;
+  asm("mov.u32 %0, %%laneid;" : "=r"(l));
+  return (int)l;
+}
 // ldmatrix.x4 of a 16 x 16 tile of 16-bit elements at `tile` (rows `stride` elements apart);
 // SPLIT: the tile is stored the other way round (see cuda_tensorcore.py for the lane layouts)
 template <bool TRANS, bool SPLIT>
 __device__ __forceinline__ void tc_ldmatrix_x4(unsigned* r, const void* tile, int stride) {
-  const int lane = threadIdx.x & 31;
+  const int lane = tc_lane();
   const int row = SPLIT ? ((lane >> 4) << 3) + (lane & 7) : (lane & 15);
   const int col = SPLIT ? ((lane >> 3) & 1) << 3 : (lane >> 4) << 3;
   const unsigned addr = (unsigned)__cvta_generic_to_shared((const unsigned short*)tile + row * stride + col);
@@ -66,7 +73,7 @@ __device__ __forceinline__ void tc_mma_fill(float* d, float v) {
 
 // the accumulator tile to memory, row-major with rows `stride` apart: each lane its 8 elements
 __device__ __forceinline__ void tc_mma_store(float* out, const float* d, int stride) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int lane = tc_lane(), g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     *(float2*)(out + g * stride + 8 * h + 2 * t) = make_float2(d[4 * h], d[4 * h + 1]);
