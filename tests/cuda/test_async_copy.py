@@ -150,10 +150,10 @@ def test_double_buffering_past_48k_compiles(rng):
 
 def test_more_shared_memory_than_a_block_may_have():
     s, (A, B, C) = _tc_gemm(256, 256, 512, 7, impl="mma", block=(2, 2), warp=(8, 8), chunk=4)
-    with pytest.raises(GPULoweringError, match=r"kernel main_kernel needs \d+ bytes of shared memory \('A.shared' "
-                                               r"\d+ × float16 × 7 copies, 'B.shared' \d+ × float16 × 7 copies\), more "
-                                               r"than the 232448 bytes a block may have \(sm_90\): make the tiles cached "
-                                               r"with cache_read\(..., 'shared'\) smaller .* or use fewer pipeline stages"):
+    msg = (r"kernel main_kernel needs \d+ bytes of shared memory \('A.shared' \d+ × float16 × 7 copies, "
+           r"'B.shared' \d+ × float16 × 7 copies\), more than the 232448 bytes a block may have \(sm_90\): make "
+           r"the tiles cached with cache_read\(..., 'shared'\) smaller .* or use fewer pipeline stages")
+    with pytest.raises(GPULoweringError, match=msg):
         tc.lower(s, [A, B, C], target="cuda")
 
 
@@ -222,7 +222,8 @@ def test_reading_a_tile_still_in_flight_is_an_error(monkeypatch, rng):
     assert "tc_cp_async_wait(2)" in generate_cuda(func)
     with pytest.raises(EmulationError, match=r"kernel main_kernel: thread \d+ of block \d+ reads shared "
                                              r"'[AB]\.shared\[\d+\]' while a cp.async into it is in flight \(wait "
-                                             r"for its group with cp.async.wait_group, then __syncthreads\(\), first\)"):
+                                             r"for its group with cp.async.wait_group, then "
+                                             r"__syncthreads\(\), first\)"):
         _run_tc(func, rng, 64, 64, 128)
 
 

@@ -141,7 +141,8 @@ def call_intrin(dtype, func_name: str, *args) -> Call:
     if name in PURE_CALLS:
         return Call(name, _args("call_intrin", name, args), dt.normalize(dtype))
     raise ValueError(f"call_intrin: unknown intrinsic {func_name!r}; known: "
-                     f"{', '.join(sorted(BUILTINS) + sorted(WARP_BUILTINS) + sorted(ASYNC_COPY_BUILTINS) + sorted(PURE_CALLS))}")
+                     f"{', '.join(sorted(BUILTINS) + sorted(WARP_BUILTINS) + sorted(ASYNC_COPY_BUILTINS))}, "
+                     f"{', '.join(sorted(PURE_CALLS))}")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -227,7 +227,6 @@ class _Pipeline(IRMutator):
         self.pipelined |= bufs
         return seq(prologue, new)
 
-
     def pipeline_async(self, loop: For, bufs: set, fetches: list, rest, n: int):
         """The loop as an ``n``-stage cp.async pipeline (``Stage.pipeline``'s docstring)."""
         copies = []

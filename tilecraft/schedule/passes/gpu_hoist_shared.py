@@ -3,10 +3,10 @@ declared once per kernel.
 
 Afterwards the kernel body has no ``Allocate`` in ``shared`` scope: each one is listed in
 ``KernelInfo.shared`` with its constant size, and every access, pointer (``access_ptr``) and
-tile (a tensor intrinsic's ``buffer_bind_scope``) names the hoisted buffer (a symbolic size, or more
-than the 227 KiB a block may have on sm_90 in all, copies for double buffering and pipelines
-counted, is refused naming the buffers; above 48 KiB the kernel takes dynamic shared memory). A buffer marked ``double_buffer_scope``
-(``schedule_ops``) and allocated inside a loop is recorded in ``KernelInfo.double_buffered``
+tile (a tensor intrinsic's ``buffer_bind_scope``) names the hoisted buffer (a symbolic size, or
+more than the 227 KiB a block may have on sm_90 in all, copies for double buffering and
+pipelines counted, is refused naming the buffers; above 48 KiB the kernel takes dynamic shared
+memory). A buffer marked ``double_buffer_scope`` (``schedule_ops``) and allocated inside a loop is recorded in ``KernelInfo.double_buffered``
 with that loop (and, marked by ``pipeline(stages)``, in ``KernelInfo.async_stages`` with its
 number of copies), for ``gpu_double_buffer``; the marks are removed.
 """
