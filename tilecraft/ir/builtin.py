@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 
 from . import dtype as dt
-from .expr import Call, Const, Expr, StringImm, convert, const
+from .expr import AccessPtr, Call, Const, Expr, StringImm, Var, convert, const
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_.$]*\Z")
 
@@ -134,10 +134,165 @@ def call_intrin(dtype, func_name: str, *args) -> Call:
         make = {"call_extern": call_extern, "call_pure_extern": call_pure_extern,
                 "call_llvm_intrin": call_llvm_intrin, "call_llvm_pure_intrin": call_llvm_pure_intrin}[name]
         return make(dtype, first, *args[1:])
+    if name in WARP_BUILTINS:
+        return call_warp_builtin(name, args)
+    if name in ASYNC_COPY_BUILTINS:
+        return call_async_copy(name, args)
     if name in PURE_CALLS:
         return Call(name, _args("call_intrin", name, args), dt.normalize(dtype))
     raise ValueError(f"call_intrin: unknown intrinsic {func_name!r}; known: "
-                     f"{', '.join(sorted(BUILTINS) + sorted(PURE_CALLS))}")
+                     f"{', '.join(sorted(BUILTINS) + sorted(WARP_BUILTINS) + sorted(ASYNC_COPY_BUILTINS))}, "
+                     f"{', '.join(sorted(PURE_CALLS))}")
+
+
+# ------------------------------------------------------------------------------------------------
+# GPU tensor-core calls: warp-collective (all 32 threads of a warp call them together, with the
+# same arguments) on *fragments*, buffers in one of FRAGMENT_SCOPES that only these calls touch.
+# A fragment holds 16 x 16 tiles (m x k for matrix_a, k x n for matrix_b, m x n for the
+# accumulator); ``index`` picks one tile of a fragment buffer (TVM's ``elem_offset // 256``).
+# Argument kinds, checked when the call is built:
+#   frag    a fragment buffer's ``data``        shape   an integer constant (m, n, k)
+#   index   which tile of the fragment (int)    ptr     Buffer.access_ptr of the tile in memory
+#   stride  the memory tile's row stride        layout  "row_major" or "col_major"
+#   value   the fill value (a number)
+
+FRAGMENT_SCOPES = frozenset({"wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator",
+                             "mma.matrix_a", "mma.matrix_b", "mma.accumulator"})
+LAYOUTS = ("row_major", "col_major")
+
+
+@dataclass(frozen=True)
+class WarpBuiltin:
+    """One warp-collective tensor-core call: its name, the kind of each argument, what it does."""
+    name: str
+    params: tuple
+    doc: str
+
+
+WARP_BUILTINS = {b.name: b for b in (
+    # TVM's wmma calls (nvcuda::wmma in CUDA C), fragments in the wmma.* scopes
+    WarpBuiltin("tvm_fill_fragment", ("frag", "shape", "shape", "shape", "index", "value"),
+                "set every element of the fragment tile to value"),
+    WarpBuiltin("tvm_load_matrix_sync",
+                ("frag", "shape", "shape", "shape", "index", "ptr", "stride", "layout"),
+                "load the fragment tile from memory (rows `stride` elements apart; col_major: "
+                "the memory holds its transpose)"),
+    WarpBuiltin("tvm_mma_sync", ("frag", "index") * 4, "d[di] = a[ai] @ b[bi] + c[ci]"),
+    WarpBuiltin("tvm_store_matrix_sync",
+                ("frag", "shape", "shape", "shape", "index", "ptr", "stride", "layout"),
+                "store the accumulator tile to memory"),
+    # the PTX path (ldmatrix, mma.sync.m16n8k16, per-lane stores), fragments in the mma.* scopes
+    WarpBuiltin("tc_ldmatrix", ("frag", "index", "ptr", "stride", "layout"),
+                "ldmatrix.x4 (.trans for a tile stored the other way) of a 16 x 16 tile in shared memory"),
+    WarpBuiltin("tc_mma_sync", ("frag", "index") * 4,
+                "d[di] = a[ai] @ b[bi] + c[ci] as two mma.sync.aligned.m16n8k16 (fp32 accumulation)"),
+    WarpBuiltin("tc_mma_fill", ("frag", "index", "value"), "set the accumulator tile to value"),
+    WarpBuiltin("tc_mma_store", ("frag", "index", "ptr", "stride"),
+                "store the accumulator tile, row-major, each lane its own elements"),
+)}
+
+
+# ------------------------------------------------------------------------------------------------
+# Asynchronous copies (PTX ``cp.async``, sm_80 and later): each thread copies global memory into
+# shared memory without going through registers, and waits for its own copies by groups.
+#   tc_cp_async(dst, src, bytes)   start copying ``bytes`` (4, 8 or 16, aligned to that) from ``src``
+#                                  (an access_ptr into global memory) to ``dst`` (into shared memory)
+#   tc_cp_async_commit()           the copies this thread started since its last commit form a group
+#   tc_cp_async_wait(n)            wait until at most the newest ``n`` of this thread's groups are in
+#                                  flight; the others have landed (a barrier then shows them to the block)
+
+@dataclass(frozen=True)
+class AsyncCopyBuiltin:
+    """One per-thread asynchronous-copy call: its name, the kind of each argument, what it does."""
+    name: str
+    params: tuple
+    doc: str
+
+
+ASYNC_COPY_BUILTINS = {b.name: b for b in (
+    AsyncCopyBuiltin("tc_cp_async", ("dst", "src", "bytes"),
+                     "start copying `bytes` bytes from global `src` to shared `dst` (cp.async)"),
+    AsyncCopyBuiltin("tc_cp_async_commit", (), "close this thread's group of copies (cp.async.commit_group)"),
+    AsyncCopyBuiltin("tc_cp_async_wait", ("count",),
+                     "wait until at most `count` of this thread's groups are in flight (cp.async.wait_group)"),
+)}
+ASYNC_COPY_BYTES = (4, 8, 16)
+
+
+def call_async_copy(name: str, args) -> Call:
+    """A call of :data:`ASYNC_COPY_BUILTINS` with its arguments checked (``call_intrin`` builds
+    them): ``call_intrin("handle", "tir.tc_cp_async", AS.access_ptr("w", offset=i), A.access_ptr("r",
+    offset=j), 16)``."""
+    row = ASYNC_COPY_BUILTINS[name]
+    if len(args) != len(row.params):
+        raise ValueError(f"call_intrin('tir.{name}') takes {len(row.params)} argument(s) "
+                         f"({', '.join(row.params)}), got {len(args)}")
+    out = []
+    for k, (kind, a) in enumerate(zip(row.params, args)):
+        where = f"call_intrin('tir.{name}'): argument {k} ({kind})"
+        if isinstance(a, str):
+            raise TypeError(f"{where} is the string {a!r}")
+        a = convert(a)
+        if kind in ("dst", "src"):
+            scope = "shared" if kind == "dst" else "global"
+            if not isinstance(a, AccessPtr) or a.buffer.scope != scope:
+                raise TypeError(f"{where} must be a pointer into {scope} memory (Buffer.access_ptr of a "
+                                f"{scope} buffer), got `{a}`")
+        elif kind == "bytes" and not (isinstance(a, Const) and a.value in ASYNC_COPY_BYTES):
+            raise ValueError(f"{where} must be 4, 8 or 16 (what one cp.async copies), got `{a}`")
+        elif kind == "count" and not (isinstance(a, Const) and dt.is_int(a.dtype) and 0 <= a.value <= 7):
+            raise ValueError(f"{where} must be a constant from 0 to 7 (cp.async.wait_group's), got `{a}`")
+        out.append(a)
+    return Call(name, tuple(out), "handle")
+
+
+def call_warp_builtin(name: str, args) -> Call:
+    """A call of :data:`WARP_BUILTINS` with its arguments checked (``call_intrin`` builds them):
+    ``call_intrin("handle", "tir.tvm_mma_sync", BC.data, 0, BA.data, 0, BB.data, 0, BC.data, 0)``."""
+    row = WARP_BUILTINS[name]
+    if len(args) != len(row.params):
+        raise ValueError(f"call_intrin('tir.{name}') takes {len(row.params)} arguments "
+                         f"({', '.join(row.params)}), got {len(args)}")
+    out = []
+    for k, (kind, a) in enumerate(zip(row.params, args)):
+        where = f"call_intrin('tir.{name}'): argument {k} ({kind})"
+        if kind == "layout":
+            a = a.value if isinstance(a, StringImm) else a
+            if a not in LAYOUTS:
+                raise ValueError(f"{where} must be 'row_major' or 'col_major', got {a!r}")
+            out.append(StringImm(a))
+            continue
+        if isinstance(a, str):
+            raise TypeError(f"{where} is the string {a!r}")
+        a = convert(a)
+        if kind == "frag" and not (isinstance(a, Var) and a.dtype == "handle"):
+            raise TypeError(f"{where} must be a fragment buffer's data (BC.data), got `{a}`")
+        if kind == "ptr" and not isinstance(a, AccessPtr):
+            raise TypeError(f"{where} must be a pointer into memory (Buffer.access_ptr), got `{a}`")
+        if kind == "shape" and not (isinstance(a, Const) and a.value == 16):
+            raise ValueError(f"{where} must be 16 (tiles are 16 x 16 x 16), got `{a}`")
+        if kind in ("index", "stride") and not dt.is_int(a.dtype):
+            raise TypeError(f"{where} must be an integer expression, got `{a}` ({a.dtype})")
+        out.append(a)
+    return Call(name, tuple(out), "handle")
+
+
+def warp_operands(call: Call) -> dict:
+    """The arguments of a warp builtin call by kind: ``{"frag": [(data, index), ...], "ptr":
+    AccessPtr or None, "stride", "layout", "value"}`` (fragments in argument order)."""
+    row = WARP_BUILTINS[call.name]
+    out = {"frag": [], "ptr": None, "stride": None, "layout": "row_major", "value": None}
+    pending = None
+    for kind, a in zip(row.params, call.args):
+        if kind == "frag":
+            pending = a
+        elif kind == "index":
+            out["frag"].append((pending, a))
+        elif kind == "layout":
+            out["layout"] = a.value
+        elif kind != "shape":
+            out[kind] = a
+    return out
 
 
 def symbol_of(call: Call) -> str:
@@ -151,5 +306,10 @@ def call_args(call: Call) -> tuple:
 
 
 def is_builtin_call(e) -> bool:
-    """Whether ``e`` is a call of this table."""
+    """Whether ``e`` is a call of this table (the symbol calls; see also :func:`is_warp_call`)."""
     return isinstance(e, Call) and e.name in BUILTINS
+
+
+def is_warp_call(e) -> bool:
+    """Whether ``e`` is a warp-collective tensor-core call (:data:`WARP_BUILTINS`)."""
+    return isinstance(e, Call) and e.name in WARP_BUILTINS
