@@ -26,13 +26,15 @@ import warnings
 from .cli_tune import DEFAULT_EARLY_STOPPING, CLIError, cmd_tune, usage_of
 
 TOPI_MODULES = ("tilecraft.topi.matmul", "tilecraft.topi.batch_matmul", "tilecraft.topi.conv2d",
-                "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax")
+                "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax", "tilecraft.topi.matmul_microkernel")
 TOPI_TEMPLATES = {
     "matmul": ("tilecraft.topi.matmul", "topi/matmul.{kind}"),
     "batch_matmul": ("tilecraft.topi.batch_matmul", "topi/batch_matmul.{kind}"),
     "conv2d": ("tilecraft.topi.conv2d", "topi/conv2d_nchw.{kind}"),
     "conv2d_nchw": ("tilecraft.topi.conv2d", "topi/conv2d_nchw.{kind}"),
     "softmax": ("tilecraft.topi.softmax", "topi/softmax.{kind}"),
+    "matmul_tensorized": ("tilecraft.topi.matmul_microkernel", "topi/matmul_tensorized.{kind}"),
+    "dense_int8": ("tilecraft.topi.matmul_microkernel", "topi/dense_int8.{kind}"),
 }
 
 

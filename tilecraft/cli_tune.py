@@ -47,6 +47,7 @@ def _np_softmax(x):
 
 NUMPY_EQUIVALENTS = {
     "topi/matmul.llvm": ("A @ B", lambda a, b: a @ b),
+    "topi/matmul_tensorized.llvm": ("A @ B", lambda a, b: a @ b),
     "topi/batch_matmul.llvm": ("A @ B", lambda a, b: a @ b),
     "topi/softmax.llvm": ("softmax(X)", _np_softmax),
 }
