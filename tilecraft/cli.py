@@ -11,7 +11,9 @@
 ``softmax``, or a full registered name like ``topi/matmul.llvm``) or from a user's module
 (``--module path.py`` or ``--module package.module``), the template's arguments, and tunes it on
 the local machine (``tilecraft/cli_tune.py``). Bad input is one line on stderr and exit status 2,
-before any work; warnings are one line each; Ctrl-C is one line and status 130.
+before any work; a device pool (``--tracker``) that cannot be used (it stays unreachable or
+refuses the secret) stops tuning with one line and status 1; warnings are one line each; Ctrl-C
+is one line and status 130.
 """
 from __future__ import annotations
 
@@ -96,6 +98,21 @@ def tracker_address(args) -> tuple[str, int, bytes]:
     return host, int(port), secret
 
 
+def pool_options(args):
+    """The ``PoolOptions`` of ``tilecraft tune --tracker``'s flags, checked before any work
+    (``CLIError`` naming the flag otherwise).
+
+    >>> pool_options(build_parser().parse_args(["tune", "matmul", "--tracker-retry-s", "30"])).tracker_retry_s
+    30.0
+    """
+    from tilecraft.autotune.measure import OptionError
+    from tilecraft.rpc import PoolOptions
+    try:
+        return PoolOptions(tracker_retry_s=args.tracker_retry_s)
+    except OptionError as err:
+        raise CLIError(f"--tracker-retry-s must be {err.allowed}, got {err.got!r}") from None
+
+
 def rpc_runner(args, timing):
     """An RPCRunner for ``--tracker HOST:PORT --key KEY`` (measure on the device pool), timing
     as ``timing`` (``cli_tune.timing_options(args)``) says.
@@ -105,7 +122,7 @@ def rpc_runner(args, timing):
     """
     from tilecraft.rpc import RPCRunner
     host, port, secret = tracker_address(args)
-    return RPCRunner(args.key, host, port, secret=secret, timing=timing)
+    return RPCRunner(args.key, host, port, secret=secret, timing=timing, pool=pool_options(args))
 
 
 def _existing_log(path: str) -> str:
@@ -390,6 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--key", help="with --tracker: the device key to measure on (e.g. llvm:znver3)")
     t.add_argument("--key-file", help="with --tracker: the pool's shared secret (default: $TILECRAFT_RPC_KEY, "
                                       "or on loopback ~/.tilecraft/rpc.key)")
+    t.add_argument("--tracker-retry-s", type=float, default=120.0, metavar="SECONDS",
+                   help="with --tracker: how long to keep trying a tracker that cannot be reached before "
+                        "stopping (the log keeps what was measured; the same command resumes)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--verbose", action="store_true", help="print the config space")
     t.set_defaults(func=cmd_tune)

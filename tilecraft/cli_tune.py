@@ -434,9 +434,13 @@ def cmd_tune(args) -> int:
             raise CLIError(str(err)) from None
     else:
         check_cuda_locally(args)
+    pool_errors = ()                    # what stops tuning on a device pool that cannot be used
     if args.tracker:
-        from tilecraft.cli import tracker_address
+        from tilecraft.cli import pool_options, tracker_address
+        from tilecraft.rpc import PoolUnavailableError
         tracker_address(args)
+        pool_options(args)
+        pool_errors = (PoolUnavailableError,)
     log = args.log or default_log_path(args.template if not args.module else name, template_args)
     existed = check_log_writable(log)
     for extra in args.transfer or ():
@@ -487,6 +491,10 @@ def cmd_tune(args) -> int:
         print(f"tilecraft tune: interrupted; the {counter.n} trial(s) measured in this run are in {log}: "
               "run the same command to go on from there", file=sys.stderr)
         return 130
+    except pool_errors as err:
+        print(f"tilecraft tune: error: {err} ({counter.n} trial(s) measured in this run, in {log})",
+              file=sys.stderr)
+        return 1
     wall = time.perf_counter() - started
     stop = (f"; stopped early: no better config in the last {tuner.trials_since_best} (--early-stopping {early})"
             if tuner.stopped_early else "")

@@ -119,6 +119,32 @@ def test_tune_bad_input_is_one_line_before_any_work(tmp_path, args, expected):
     assert not (tmp_path / "tuning_logs").exists()       # nothing was started
 
 
+@pytest.mark.slow
+def test_tune_with_a_tracker_that_stays_away_ends_with_one_line(tmp_path):
+    """A device pool that cannot be used stops tuning with one line and status 1 (it was a
+    ``ConnectionRefusedError`` traceback); ``--tracker-retry-s`` is how long it is tried."""
+    import socket
+    key = tmp_path / "pool.key"
+    key.write_text("s" * 32)
+    key.chmod(0o600)
+    with socket.socket() as sock:           # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        p = run_tilecraft("tune", "matmul", "8", "8", "8", "--trials", "2", "--quiet", "--no-verdict",
+                          "--tracker", f"127.0.0.1:{port}", "--key", "llvm:nobody", "--key-file", key,
+                          "--tracker-retry-s", "0.5", cwd=tmp_path)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr, p.stderr
+    (line,) = p.stderr.strip().splitlines()
+    assert line.startswith(f"tilecraft tune: error: tracker 127.0.0.1:{port} unreachable for "), line
+    assert "(ConnectionRefusedError" in line and "run the same command again to resume" in line, line
+    assert line.endswith("(0 trial(s) measured in this run, in tuning_logs/matmul_8_8_8.jsonl)"), line
+    line = one_line_error(run_tilecraft("tune", "matmul", "8", "8", "8", "--tracker", f"127.0.0.1:{port}",
+                                        "--key", "llvm:nobody", "--key-file", key, "--tracker-retry-s", "-1",
+                                        cwd=tmp_path))
+    assert line == "tilecraft tune: error: --tracker-retry-s must be a number of seconds from 0 to 86400, got -1.0"
+
+
 def test_tune_unknown_cpu_suggests_close_names(tmp_path):
     line = one_line_error(run_tilecraft("tune", "matmul", "8", "8", "8", "--target", "llvm -mcpu=skylakex",
                                         cwd=tmp_path))
@@ -171,17 +197,25 @@ def test_tune_help_lists_templates_and_every_default(tmp_path):
     assert p.returncode == 0 and "topi/softmax.llvm (tilecraft tune softmax)" in " ".join(p.stdout.split())
 
 
-def test_every_option_has_help():
+def test_every_option_has_help_that_shows_its_default():
+    """Every argument of every command (``tilecraft rpc ...`` included) has help text, and every
+    option with a default says it in its ``--help``."""
     import argparse
     parser = cli.build_parser()
-    todo = [parser]
+    todo, seen = [parser], set()
     while todo:
         p = todo.pop()
+        seen.add(p.prog)
+        formatter = p._get_formatter()
         for action in p._actions:
             if isinstance(action, argparse._SubParsersAction):
                 todo.extend(action.choices.values())
-            elif not isinstance(action, argparse._HelpAction) and " rpc" not in p.prog:   # rpc: docs/rpc.md
+            elif not isinstance(action, argparse._HelpAction):
                 assert action.help, f"{p.prog} {action.dest} has no help text"
+                if action.option_strings and action.default not in (None, False):
+                    shown = formatter._expand_help(action)
+                    assert "default" in shown, f"{p.prog} {action.option_strings[0]}: no default in {shown!r}"
+    assert {"tilecraft tune", "tilecraft rpc server", "tilecraft rpc status", "tilecraft rpc keygen"} <= seen
 
 
 # -- tune: real runs --------------------------------------------------------------------------
@@ -286,7 +320,7 @@ def test_ctrl_c_is_one_line_and_the_log_resumes(tmp_path):
 
 
 @pytest.mark.slow
-def test_export_builds_the_best_config_as_a_library(tmp_path, capsys):
+def test_export_builds_the_best_config_as_a_library(tmp_path, capsys, rand):
     import numpy as np
     import tilecraft
     import autotune_real_templates  # noqa: F401
@@ -300,7 +334,7 @@ def test_export_builds_the_best_config_as_a_library(tmp_path, capsys):
     (entry,) = json.loads((out / "manifest.json").read_text())
     assert entry["task"] == "test/real_matmul" and entry["args"] == [16]
     mod = tilecraft.runtime.load_module(str(out / entry["library"]))
-    a, b = np.random.rand(16, 16).astype("float32"), np.random.rand(16, 16).astype("float32")
+    a, b = rand((16, 16), low=0.0, high=1.0), rand((16, 16), low=0.0, high=1.0)
     c = np.full((16, 16), np.nan, "float32")
     mod(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)

@@ -1,6 +1,7 @@
 """The measurement path on the real compiler: isolation of misbehaving candidates, correctness
 checks against the naive schedule, SIGKILL + resume, loop-nest features."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -173,3 +174,53 @@ def test_a_script_template_that_cannot_be_pickled_is_named_in_the_error():
     task = Task("script/locked", (4,), "llvm", func=template, template_module="__main__")
     with pytest.raises(TemplateTransferError, match=r"'script/locked' is defined in the running script.*pickled"):
         pickle.dumps(task)
+
+
+def test_wrong_answer_names_the_worst_element_with_plain_indices(tmp_path):
+    """The runner's check on real libraries: a candidate wrong at one element is reported with
+    that element's index as plain numbers (it printed ``at (np.int64(3), np.int64(5))``)."""
+    from types import SimpleNamespace
+
+    import tilecraft
+    from tilecraft import te
+    from tilecraft.autotune.local import default_run_func, prepare_reference, tensor_arg_info
+    from tilecraft.autotune.measure import BuildResult, MeasureInput, TimingOptions
+
+    A = te.placeholder((6, 9), name="A")
+    B = te.placeholder((6, 9), name="B")
+    C = te.compute((6, 9), lambda i, j: A[i, j] + B[i, j], name="C")
+    W = te.compute((6, 9), lambda i, j: te.if_then_else(te.all(i == 3, j == 5), A[i, j] + B[i, j] + 4.0,
+                                                         A[i, j] + B[i, j]), name="C")
+    paths = {}
+    for name, out in (("reference", C), ("wrong", W)):
+        paths[name] = str(tmp_path / f"{name}.so")
+        tilecraft.build(te.create_schedule(out.op), [A, B, out], target="llvm",
+                        name="default_function").export_library(paths[name])
+    info = tensor_arg_info([A, B, C])
+    timing = TimingOptions(number=1, repeat=1, seed=7)
+    ref = prepare_reference(paths["reference"], info, timing.seed, "llvm")
+    inp = MeasureInput("llvm", SimpleNamespace(target="llvm"), None)
+    costs, error_no, msg = default_run_func(inp, BuildResult(paths["wrong"], info), timing, ref)
+    assert (costs, error_no) == ((), E.WRONG_ANSWER)
+    m = re.fullmatch(r"output 2 differs from the reference: max abs error 4 at index \(3, 5\) "
+                     r"\(got (\S+), expected (\S+)\), 1 of 54 elements differ", msg)
+    assert m, msg
+    assert abs(float(m[1]) - float(m[2]) - 4.0) < 1e-5, msg
+    costs, error_no, msg = default_run_func(inp, BuildResult(paths["reference"], info), timing, ref)
+    assert error_no == E.NO_ERROR and len(costs) == 1, msg
+
+
+def test_difference_description_ranks_nan_first_and_counts_matching_nans_as_equal():
+    from tilecraft.autotune.local import describe_difference
+
+    want = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, 6.0]], "float32")
+    assert describe_difference(want.copy(), want, 1e-3, 1e-3) is None
+    got = want.copy()
+    got[0, 0], got[1, 2] = 9.0, np.nan
+    assert describe_difference(got, want, 1e-3, 1e-3) == (
+        "max abs error nan at index (1, 2) (got nan, expected 6.0), 2 of 6 elements differ")
+    assert describe_difference(np.full(3, np.nan), np.zeros(3), 0, 0) == (
+        "max abs error nan at index (0,) (got nan, expected 0.0), 3 of 3 elements differ")
+    assert describe_difference(np.array([1, 7], "int8"), np.array([1, 2], "int8"), 0, 0) == (
+        "max abs error 5 at index (1,) (got 7, expected 2), 1 of 2 elements differ")
+    assert describe_difference(np.zeros((2, 3)), np.zeros(6), 0, 0) == "shape (2, 3) != (6,)"

@@ -5,7 +5,7 @@ from tilecraft.ir import (Broadcast, Buffer, BufferLoad, BufferStore, For, ForKi
                           Var, const, convert)
 from tilecraft.ir import dtype as dt
 
-RNG = np.random.default_rng()
+RNG = np.random.default_rng()   # a test module's seeded_ir_helpers fixture replaces it with the test's rng
 
 
 def buf(name, shape, dtype="float32", scope="global"):

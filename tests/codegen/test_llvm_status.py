@@ -25,6 +25,8 @@ from tilecraft.runtime.status import (STATUS_OUT_OF_MEMORY, KernelError, KernelM
 sys.path.insert(0, os.path.dirname(__file__))
 from llvm_ir_helpers import buf, func, ld, loop, poisoned, rand, st  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("seeded_ir_helpers")   # rand() replays with the seed
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 HUGE = 1 << 44          # elements: 64 TiB of float32, more than any machine's memory
 

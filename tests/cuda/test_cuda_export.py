@@ -120,8 +120,7 @@ def test_export_to_a_missing_folder_says_so(tmp_path):
     assert os.listdir(tmp_path) == []                     # no temporary file left behind
 
 
-def test_naive_gpu_schedule_is_correct_in_the_emulator():
-    rng = np.random.default_rng()
+def test_naive_gpu_schedule_is_correct_in_the_emulator(rng):
     s, args = cs.conv2d_nchw(1, 8, 10, 10, 8, 3, 3, 1)
     f = tilecraft.lower(cs.naive(args[-1], 64), args, target="cuda")
     _check_emulated_conv(f, rng, 8, 8, 10)
@@ -142,8 +141,7 @@ def test_conv2d_cuda_template_configs_in_the_emulator(seed):
 
 
 @pytest.mark.parametrize("xpt,cpt", [(2, 4), (4, 1)])
-def test_conv2d_schedule_with_several_pixels_per_thread(xpt, cpt):
-    rng = np.random.default_rng()
+def test_conv2d_schedule_with_several_pixels_per_thread(xpt, cpt, rng):
     s, args = cs.conv2d_nchw(1, 8, 8, 8, 16, 3, 3, 1, tile_co=8, tile_y=4, tile_x=8, co_per_thread=cpt,
                              ci_tile=4, x_per_thread=xpt)
     f = tilecraft.lower(s, args, target="cuda")
@@ -174,9 +172,8 @@ def test_conv2d_cuda_template_stride_2(seed):
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
-def test_conv2d_schedule_split_over_input_channels():
+def test_conv2d_schedule_split_over_input_channels(rng):
     """k_split: partial sums over input-channel parts in separate blocks, then a sum kernel."""
-    rng = np.random.default_rng()
     s, args = cs.conv2d_nchw(1, 8, 12, 12, 16, 3, 3, 1, tile_co=8, tile_y=3, tile_x=6, co_per_thread=2,
                              ci_tile=2, stride=2, k_split=2)
     f = tilecraft.lower(s, args, target="cuda")
@@ -228,10 +225,9 @@ def test_cli_exports_the_best_cuda_configs_as_archives(tmp_path, capsys):
 # ---------------------------------------------------------------------------------------------
 # on a GPU
 
-def test_gpu_loaded_module_runs(tmp_path):
+def test_gpu_loaded_module_runs(tmp_path, rng):
     _needs_gpu()
     from tilecraft.runtime import cuda_ndarray
-    rng = np.random.default_rng()
     dev = tilecraft.cuda(0)
     mod, _ = _build(lambda: cs.elementwise(), target="cuda")
     loaded = tilecraft.runtime.load_module(mod.export_library(str(tmp_path / "ew.tcuda")))
@@ -256,7 +252,7 @@ def test_gpu_loaded_module_runs(tmp_path):
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
 
 
-def test_gpu_tuning_records_and_applies_the_best(tmp_path):
+def test_gpu_tuning_records_and_applies_the_best(tmp_path, rng):
     """A short XGBTuner run of topi/matmul.cuda on the GPU: candidates are built in workers,
     measured in a separate process, checked against the naive GPU schedule; the best config
     then builds through apply_history_best and computes the product."""
@@ -277,7 +273,6 @@ def test_gpu_tuning_records_and_applies_the_best(tmp_path):
         with tilecraft.target.Target("cuda"):
             s, args = tilecraft.topi.matmul.matmul_cuda(256, 256, 256, "float32")
     mod = tilecraft.build(s, args, target="cuda")
-    rng = np.random.default_rng()
     a = rng.uniform(-1, 1, (256, 256)).astype("float32")
     b = rng.uniform(-1, 1, (256, 256)).astype("float32")
     dev = tilecraft.cuda(0)

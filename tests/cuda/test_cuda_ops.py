@@ -37,11 +37,6 @@ def gpu_available() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def rng():
-    return np.random.default_rng()
-
-
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_codegen(case, rng):
     s, args = case.make(**case.emu)

@@ -83,6 +83,14 @@ def test_tilecraft_tune_tracker_errors_are_plain(pool, tmp_path, monkeypatch, ca
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert line.startswith("tilecraft tune: error: ") and re.search(expected, line), line
     assert not (tmp_path / "t.jsonl").exists()        # found before any work
+    wrong = tmp_path / "wrong.key"
+    wrong.write_text("w" * 32)
+    wrong.chmod(0o600)
+    assert cli.main(base + ["--tracker", f"127.0.0.1:{pool.tracker_port}", "--key", "llvm:rpctest",
+                            "--key-file", str(wrong)]) == 1          # the pool refuses it: tuning stops
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"tilecraft tune: error: tracker 127.0.0.1:{pool.tracker_port} refused the shared "
+                           "secret"), line
 
 
 @pytest.mark.slow

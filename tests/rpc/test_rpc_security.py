@@ -187,6 +187,10 @@ def test_keygen_writes_an_owner_only_secret(tmp_path):
     assert cli.main(["keygen", str(path)]) == 0
     assert os.stat(path).st_mode & 0o077 == 0
     assert len(load_secret(str(path), environ={})) == 64
+    path.chmod(0o644)                # a file already there that others can read: replaced, and private
+    before = path.read_bytes()
+    assert cli.main(["keygen", str(path)]) == 0
+    assert os.stat(path).st_mode & 0o777 == 0o600 and path.read_bytes() != before
 
 
 @pytest.fixture(scope="module")

@@ -84,6 +84,32 @@ def test_a_request_for_an_unknown_key_stops_tuning_instead_of_recording_an_error
         runner.run(inputs, builds)
 
 
+def test_set_task_stops_on_a_refused_secret_or_a_tracker_that_stays_away(tracker, kernels):
+    """``set_task`` asks the tracker how many servers the key has: a pool it cannot use stops
+    tuning with ``PoolUnavailableError``, as a candidate's request does (it raised a bare
+    ``ConnectionRefusedError`` / ``AuthenticationError``, a traceback in ``tilecraft tune``)."""
+    import socket
+    import time
+
+    from tilecraft.rpc import PoolUnavailableError
+    task, _, _ = measure_inputs(kernels, [])
+    runner = RPCRunner("llvm:x", "127.0.0.1", tracker.port, secret=b"wrong-secret-wrong-secret")
+    with pytest.raises(PoolUnavailableError, match=rf"tracker 127.0.0.1:{tracker.port} refused the shared secret"):
+        runner.set_task(task)
+    with socket.socket() as sock:           # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        runner = RPCRunner("llvm:x", "127.0.0.1", port, secret=SECRET, tracker_retry_s=0.5)
+        t0 = time.monotonic()
+        with pytest.raises(PoolUnavailableError, match=rf"tracker 127.0.0.1:{port} unreachable for \d+ s "
+                                                       r"\(ConnectionRefusedError.*run the same command again"):
+            runner.set_task(task)
+        assert time.monotonic() - t0 >= 0.5          # tried again with pauses, for tracker_retry_s
+    runner = RPCRunner("llvm:x", "127.0.0.1", tracker.port, secret=SECRET)
+    runner.set_task(task)
+    assert runner.n_parallel == 1           # no server of the key yet: one candidate at a time
+
+
 def test_a_device_server_in_this_process_measures_and_registers(tracker, kernels):
     with DeviceServer("llvm:here", secret=SECRET, tracker=("127.0.0.1", tracker.port),
                       heartbeat_interval=0.1) as server:
@@ -137,3 +163,30 @@ def test_with_one_hung_server_and_no_retries_the_result_is_run_timeout(tracker, 
         assert result.error_no == E.RUN_TIMEOUT and "did not answer within 0.6 s" in result.error_msg
         # reported: the tracker cut the server's session; the server registers again
         wait_until(lambda: tracker.status().keys().get("llvm:hung") == (1, 1), 10, "the server back")
+
+
+def test_status_command_errors_are_one_line(tracker, tmp_path, capsys):
+    """``tilecraft rpc status``: an unreachable tracker is status 1, a refused secret or a
+    malformed address status 2, each one line (they were tracebacks, or a bare SystemExit)."""
+    import socket
+
+    from tilecraft.rpc import cli
+    keys = {}
+    for name, secret in (("right", SECRET), ("wrong", b"wrong-secret-wrong-secret")):
+        keys[name] = tmp_path / name
+        keys[name].write_bytes(secret)
+        keys[name].chmod(0o600)
+    assert cli.main(["status", "--tracker", f"127.0.0.1:{tracker.port}", "--key-file", str(keys["right"])]) == 0
+    assert "key" in capsys.readouterr().out
+    with socket.socket() as sock:           # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        cases = [(f"127.0.0.1:{port}", "right", 1,
+                  f"error: cannot reach the tracker at 127.0.0.1:{port} (ConnectionRefusedError: "),
+                 (f"127.0.0.1:{tracker.port}", "wrong", 2,
+                  f"error: tracker 127.0.0.1:{tracker.port} refused the shared secret ("),
+                 ("localhost", "right", 2, "error: --tracker expects HOST:PORT (e.g. 127.0.0.1:9190), got 'localhost'")]
+        for address, key, status, start in cases:
+            assert cli.main(["status", "--tracker", address, "--key-file", str(keys[key])]) == status
+            (line,) = capsys.readouterr().err.strip().splitlines()
+            assert line.startswith(start), line

@@ -18,6 +18,8 @@ from tilecraft.ir import ForKind, Var, cast, const, seq
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "codegen"))
 from llvm_ir_helpers import buf, func, ld, loop, poisoned, rand, st  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("seeded_ir_helpers")   # rand() replays with the seed
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="export links with gcc")
 

@@ -120,7 +120,7 @@ def test_reexport_under_another_name_warns_about_the_soname(nearest_lib, tmp_pat
     assert os.path.exists(tmp_path / "other.h")
 
 
-def test_cli_export_names_libraries_without_dots(tmp_path):
+def test_cli_export_names_libraries_without_dots(tmp_path, rng):
     """`tilecraft export` of a topi template (task 'topi/softmax.llvm') writes lib<name>.so that
     links with -l<name>, loads, and computes softmax."""
     import tilecraft.autotune as autotune
@@ -141,7 +141,7 @@ def test_cli_export_names_libraries_without_dots(tmp_path):
     assert "Library soname: [libtopi_softmax_llvm_8_24_float32.so]" in dynamic_section(lib)
     from tilecraft.runtime import load_module
     mod = load_module(lib)
-    x = np.random.default_rng().standard_normal((8, 24)).astype("float32")
+    x = rng.standard_normal((8, 24)).astype("float32")
     y = np.full((8, 24), np.nan, "float32")
     mod(x, y)
     e = np.exp(x - x.max(1, keepdims=True))

@@ -15,6 +15,8 @@ from tilecraft import te
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "codegen"))
 from llvm_ir_helpers import poisoned, rand  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("seeded_ir_helpers")   # rand() replays with the seed
+
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="export links with gcc")
 N = 48
 

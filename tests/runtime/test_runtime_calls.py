@@ -15,6 +15,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "codegen"))
 from llvm_ir_helpers import buf, func, ld, loop, poisoned, rand, st  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("seeded_ir_helpers")   # rand() replays with the seed
+
 
 @pytest.fixture(scope="module")
 def vadd():

@@ -24,7 +24,7 @@ def _loops(func):
     return out
 
 
-def test_compute_at_allocates_exactly_the_consumed_region():
+def test_compute_at_allocates_exactly_the_consumed_region(rand):
     A = te.placeholder((64, 64), name="A")
     B = te.compute((64, 64), lambda i, j: A[i, j] * 2.0, name="B")
     # C reads a 3-wide window of B along j
@@ -36,7 +36,7 @@ def test_compute_at_allocates_exactly_the_consumed_region():
     # one row (i is fixed at jo's level), 8 + 2 columns
     assert [x.value for x in _allocs(f)["B"]] == [10]
     mod = tc.build(s, [A, C])
-    a = np.random.rand(64, 64).astype("float32")
+    a = rand((64, 64), low=0.0, high=1.0)
     c = np.full((64, 62), np.nan, "float32")
     mod(a, c)
     b = a * 2
@@ -90,7 +90,7 @@ def test_partitioned_main_loop_is_vectorized():
     assert any(isinstance(st.indices[0], Ramp) for st in stores), str(f)
 
 
-def test_vectorize_falls_back_when_lanes_would_collide():
+def test_vectorize_falls_back_when_lanes_would_collide(rand):
     # every lane would store to B[0]: the loop must stay a (hinted) scalar loop
     A = te.placeholder((8,), name="A")
     k = te.reduce_axis((0, 8), name="k")
@@ -100,7 +100,7 @@ def test_vectorize_falls_back_when_lanes_would_collide():
     s[B].compute_at(s[C], C.op.axis[0])
     s[B].vectorize(B.op.axis[1])
     mod = tc.build(s, [A, C])
-    a = np.random.rand(8).astype("float32")
+    a = rand(8, low=0.0, high=1.0)
     c = np.full(1, np.nan, "float32")
     mod(a, c)
     np.testing.assert_allclose(c, [(a + 1).sum()], rtol=1e-6)

@@ -214,6 +214,26 @@ def _flush_cpu_cache(_buf=[]):
     _buf[0].fill(1.0)
 
 
+def describe_difference(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str | None:
+    """``None`` when ``got`` matches ``want`` (``np.isclose``, NaN matching NaN), else how they
+    differ, with plain indices: the worst element (a NaN where a number is expected counts as
+    worst) and how many differ.
+
+    >>> describe_difference(np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.5, 3.0]), 1e-5, 1e-5)
+    'max abs error 0.5 at index (1,) (got 2.0, expected 2.5), 1 of 3 elements differ'
+    """
+    if got.shape != want.shape:
+        return f"shape {tuple(got.shape)} != {tuple(want.shape)}"
+    bad = ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    if not bad.any():
+        return None
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    rank = np.where(bad, np.nan_to_num(err, nan=np.inf, posinf=np.inf), -1.0)
+    at = tuple(int(k) for k in np.unravel_index(int(np.argmax(rank)), got.shape))
+    return (f"max abs error {float(err[at]):.3g} at index {at} (got {got[at]!s}, expected {want[at]!s}), "
+            f"{int(bad.sum())} of {bad.size} elements differ")
+
+
 def default_run_func(inp: MeasureInput, br: BuildResult, timing: TimingOptions, ref_outputs: str | None):
     """Load ``br.filename``, check it against the reference outputs saved at ``ref_outputs``
     (``None``: no check), time it as ``timing`` says (its ``seed`` set: see
@@ -232,12 +252,8 @@ def default_run_func(inp: MeasureInput, br: BuildResult, timing: TimingOptions, 
         for i, (_, _, is_out) in enumerate(br.arg_info):
             if not is_out:
                 continue
-            got, want = _to_numpy(nd[i]), ref[f"out{i}"]
-            if got.shape != want.shape or not np.allclose(got, want, rtol=rtol, atol=atol, equal_nan=True):
-                err = np.abs(got.astype(np.float64) - want) if got.shape == want.shape else None
-                where = ("shape " + str(got.shape) + " != " + str(want.shape)) if err is None else (
-                    f"max abs error {float(np.nanmax(err)):.3g} at {np.unravel_index(np.nanargmax(err), err.shape)}, "
-                    f"{int(np.sum(~np.isclose(got, want, rtol=rtol, atol=atol)))} of {err.size} elements differ")
+            where = describe_difference(_to_numpy(nd[i]), ref[f"out{i}"], rtol, atol)
+            if where is not None:
                 return (), int(MeasureErrorNo.WRONG_ANSWER), f"output {i} differs from the reference: {where}"
     number, repeat = timing.number, timing.repeat
     budget = timing.max_timing_s

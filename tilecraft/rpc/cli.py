@@ -22,7 +22,9 @@ from .protocol import is_loopback, load_secret, write_key_file
 
 def add_commands(subparsers) -> None:
     """Add ``rpc {tracker,server,status,keygen}`` to a parent CLI's ``subparsers``; the parsed
-    arguments' ``func(args) -> int`` runs the command (exit status: 0, or 2 for a refused secret).
+    arguments' ``func(args) -> int`` runs the command (exit status: 0; 2 for bad input: a missing,
+    short or refused secret, an address that is not HOST:PORT; 1 when ``status`` cannot reach
+    the tracker).
 
     >>> # sub = parser.add_subparsers(dest="command"); add_commands(sub)
     >>> # args = parser.parse_args(); sys.exit(args.func(args))
@@ -36,21 +38,25 @@ def add_commands(subparsers) -> None:
 def _add_rpc_subcommands(sub) -> None:
     p = sub.add_parser("tracker", help="run a tracker")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
-    p.add_argument("--port", type=int, default=9190, help="port (0: any free one)")
+    p.add_argument("--port", type=int, default=9190, help="port (default: 9190; 0: any free one)")
     p.add_argument("--heartbeat-timeout", type=float, default=10.0,
-                   help="seconds without a heartbeat before a server leaves the pool")
+                   help="seconds without a heartbeat before a server leaves the pool (default: 10)")
     _secret_args(p)
     _tls_server_args(p)
     p.set_defaults(func=dispatch, rpc_func=run_tracker)
 
     p = sub.add_parser("server", help="run a device server and register it with a tracker")
-    p.add_argument("--tracker", required=True, metavar="HOST:PORT")
+    p.add_argument("--tracker", required=True, metavar="HOST:PORT",
+                   help="the tracker to register with; the server registers again whenever the tracker "
+                        "comes back")
     p.add_argument("--key", default=None, help="device key, e.g. llvm:znver3 (default: llvm:<this CPU>)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     p.add_argument("--port", type=int, default=0, help="port (default: any free one)")
     p.add_argument("--advertise-host", default=None, help="address clients use to reach this server")
-    p.add_argument("--heartbeat-interval", type=float, default=2.0)
-    p.add_argument("--max-upload-mb", type=float, default=64.0, help="largest library accepted")
+    p.add_argument("--heartbeat-interval", type=float, default=2.0, metavar="SECONDS",
+                   help="seconds between heartbeats to the tracker (default: 2); keep it well under the "
+                        "tracker's --heartbeat-timeout")
+    p.add_argument("--max-upload-mb", type=float, default=64.0, help="largest library accepted (default: 64)")
     p.add_argument("--max-memory-mb", type=int, default=None, help="cap the measuring process's memory")
     _secret_args(p)
     _tls_server_args(p)
@@ -58,13 +64,15 @@ def _add_rpc_subcommands(sub) -> None:
     p.set_defaults(func=dispatch, rpc_func=run_server)
 
     p = sub.add_parser("status", help="list a tracker's servers, keys and queues")
-    p.add_argument("--tracker", required=True, metavar="HOST:PORT")
+    p.add_argument("--tracker", required=True, metavar="HOST:PORT", help="the tracker to ask")
     _secret_args(p)
     p.add_argument("--ca-file", default=None, help="verify the tracker's TLS certificate with this CA")
     p.set_defaults(func=dispatch, rpc_func=run_status)
 
     p = sub.add_parser("keygen", help="write a new random shared secret to FILE (mode 0600)")
-    p.add_argument("file")
+    p.add_argument("file", metavar="FILE",
+                   help="where to write the secret (a file there is replaced); give the file to every "
+                        "machine of the pool and name it with --key-file")
     p.set_defaults(func=dispatch, rpc_func=run_keygen)
 
 
@@ -81,7 +89,7 @@ def _tls_server_args(p):
 
 def _server_ssl(args):
     if bool(args.certfile) != bool(args.keyfile):
-        raise SystemExit("--certfile and --keyfile go together")
+        raise ValueError("--certfile and --keyfile go together")
     if not args.certfile:
         return None
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -93,10 +101,15 @@ def _client_ssl(args):
     return ssl.create_default_context(cafile=args.ca_file) if getattr(args, "ca_file", None) else None
 
 
-def parse_address(text: str) -> tuple:
+def parse_address(text: str, flag: str = "--tracker") -> tuple:
+    """``(host, port)`` of ``HOST:PORT``; a ``ValueError`` naming ``flag`` otherwise.
+
+    >>> parse_address("127.0.0.1:9190")
+    ('127.0.0.1', 9190)
+    """
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit():
-        raise SystemExit(f"expected HOST:PORT, got {text!r}")
+        raise ValueError(f"{flag} expects HOST:PORT (e.g. 127.0.0.1:9190), got {text!r}")
     return host, int(port)
 
 
@@ -150,11 +163,20 @@ def run_server(args) -> int:
 
 
 def run_status(args) -> int:
+    from .protocol import AuthenticationError
     from .tracker import TrackerClient
 
     host, port = parse_address(args.tracker)
-    with TrackerClient(host, port, load_secret(args.key_file, host=host), ssl_context=_client_ssl(args)) as t:
-        print(t.status().format())
+    secret = load_secret(args.key_file, host=host)
+    try:
+        with TrackerClient(host, port, secret, ssl_context=_client_ssl(args)) as t:
+            print(t.status().format())
+    except AuthenticationError as err:
+        raise ValueError(f"tracker {host}:{port} refused the shared secret ({err}): check --key-file "
+                         "or $TILECRAFT_RPC_KEY") from None
+    except (OSError, EOFError) as err:
+        print(f"error: cannot reach the tracker at {host}:{port} ({type(err).__name__}: {err})", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -180,6 +202,6 @@ def dispatch(args) -> int:
                         format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     try:
         return args.rpc_func(args)
-    except ValueError as err:   # a missing or short secret, a refused address
+    except ValueError as err:   # a missing, short or refused secret, a refused or malformed address
         print(f"error: {err}", file=sys.stderr)
         return 2

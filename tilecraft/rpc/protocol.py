@@ -99,6 +99,7 @@ def write_key_file(path: str, secret: bytes | None = None) -> bytes:
     path = os.path.expanduser(path)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)         # the mode above applies only to a new file; an existing one keeps its own
     with os.fdopen(fd, "wb") as f:
         f.write(secret + b"\n")
     return secret

@@ -126,8 +126,14 @@ class RPCRunner(TimingFront):
         self.task = task
         self._task_seed = self.timing.seeded().seed
         if self._n_parallel is None:
-            with self._tracker() as t:
-                total = t.status().keys().get(self.key, (0, 0))[1]
+            outage = _Backoff(self.pool.tracker_retry_s)
+            while True:
+                with self._reach_tracker(outage) as tracker:
+                    try:
+                        total = tracker.status().keys().get(self.key, (0, 0))[1]
+                        break
+                    except _NETWORK_ERRORS + (AsyncResultTimeout,) as err:
+                        outage.wait_or_give_up(f"tracker {self.host}:{self.port}", err)
             self.n_parallel = max(1, total)
 
     def _task_timing(self) -> TimingOptions:
@@ -140,6 +146,18 @@ class RPCRunner(TimingFront):
 
     def _tracker(self) -> TrackerClient:
         return TrackerClient(self.host, self.port, self.secret, ssl_context=self.ssl_context)
+
+    def _reach_tracker(self, outage: "_Backoff") -> TrackerClient:
+        """A connection to the tracker, tried again with ``outage``'s pauses while it cannot be
+        reached; :class:`PoolUnavailableError` when it refuses the secret or stays away."""
+        while True:
+            try:
+                return self._tracker()
+            except AuthenticationError as err:
+                raise PoolUnavailableError(f"tracker {self.host}:{self.port} refused the shared secret "
+                                           f"({err}): check --key-file or ${ENV_SECRET}") from None
+            except _NETWORK_ERRORS + (AsyncResultTimeout,) as err:
+                outage.wait_or_give_up(f"tracker {self.host}:{self.port}", err)
 
     def run(self, measure_inputs: Sequence[MeasureInput], build_results: Sequence[BuildResult]) -> list[MeasureResult]:
         jobs = list(zip(measure_inputs, build_results))
@@ -168,15 +186,7 @@ class RPCRunner(TimingFront):
         failures = []            # servers that failed this candidate
         outage = _Backoff(self.pool.tracker_retry_s)
         while True:
-            try:
-                tracker = self._tracker()
-            except AuthenticationError as err:
-                raise PoolUnavailableError(f"tracker {self.host}:{self.port} refused the shared secret "
-                                           f"({err}): check --key-file or ${ENV_SECRET}") from None
-            except _NETWORK_ERRORS + (AsyncResultTimeout,) as err:
-                outage.wait_or_give_up(f"tracker {self.host}:{self.port}", err)
-                continue
-            with tracker:
+            with self._reach_tracker(outage) as tracker:
                 try:
                     lease = tracker.request(self.key, self.pool.request_timeout)
                 except _NETWORK_ERRORS + (AsyncResultTimeout,) as err:
