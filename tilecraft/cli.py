@@ -28,7 +28,8 @@ import warnings
 from .cli_tune import DEFAULT_EARLY_STOPPING, CLIError, cmd_tune, usage_of
 
 TOPI_MODULES = ("tilecraft.topi.matmul", "tilecraft.topi.batch_matmul", "tilecraft.topi.conv2d",
-                "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax", "tilecraft.topi.matmul_microkernel")
+                "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax", "tilecraft.topi.matmul_microkernel",
+                "tilecraft.topi.conv2d_microkernel")
 TOPI_TEMPLATES = {
     "matmul": ("tilecraft.topi.matmul", "topi/matmul.{kind}"),
     "batch_matmul": ("tilecraft.topi.batch_matmul", "topi/batch_matmul.{kind}"),
@@ -37,6 +38,8 @@ TOPI_TEMPLATES = {
     "softmax": ("tilecraft.topi.softmax", "topi/softmax.{kind}"),
     "matmul_tensorized": ("tilecraft.topi.matmul_microkernel", "topi/matmul_tensorized.{kind}"),
     "dense_int8": ("tilecraft.topi.matmul_microkernel", "topi/dense_int8.{kind}"),
+    "conv2d_tensorized": ("tilecraft.topi.conv2d_microkernel", "topi/conv2d_nchwc_tensorized.{kind}"),
+    "conv2d_int8": ("tilecraft.topi.conv2d_microkernel", "topi/conv2d_nchwc_int8.{kind}"),
 }
 
 

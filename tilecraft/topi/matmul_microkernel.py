@@ -57,6 +57,15 @@ def register_tiles(isa, acc_lanes: int, m: int, n: int, b_regs_extra: int = 1) -
     return out
 
 
+def _fallback_tile(tiles, isa, lanes: int) -> tuple[int, int]:
+    """The untuned register tile: two vectors wide, with accumulators filling about half the
+    registers (8 × 32 on AVX-512, 4 × 16 on AVX2), else the largest."""
+    def key(t):
+        accs = t[0] * t[1] // lanes
+        return accs <= isa.registers // 2, t[1] == 2 * lanes, accs
+    return max(tiles, key=key)
+
+
 def _blocks(total: int, unit: int) -> list[int]:
     return [t for t in (1, 2, 4, 8, 16, 32, 64) if total % (unit * t) == 0] or [1]
 
@@ -86,8 +95,8 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
                      and e["k_unroll"].val <= e["kc"].val)
     cfg.add_flop(2.0 * M * N * K)
     if cfg.is_fallback:
-        mr, nr = max(tiles, key=lambda t: (t[0] * t[1] <= 8 * 4 * isa.lanes, t[0] * t[1], t[1]))
-        kc = max([k for k in (128, 256, 512) if K % k == 0] or [K])
+        mr, nr = _fallback_tile(tiles, isa, isa.lanes)
+        kc = 256 if K % 256 == 0 else max([k for k in (64, 128, 512) if K % k == 0] or [K])
         mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
         order, k_unroll, pack_a, pack_b = "mn", 4 if kc % 4 == 0 else 1, 0, 1
     else:
@@ -172,7 +181,7 @@ def dense_int8(M: int, N: int, K: int):
                      and e["k_unroll"].val <= e["kc"].val // 4)
     cfg.add_flop(2.0 * M * N * K)
     if cfg.is_fallback:
-        mr, nr = max(tiles, key=lambda t: (t[0] * t[1] <= 8 * 4 * lanes, t[0] * t[1], t[1]))
+        mr, nr = _fallback_tile(tiles, isa, lanes)
         kc = max([k for k in (256, 512) if K % k == 0] or [K])
         mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
         order, k_unroll = "mn", 4 if kc % 16 == 0 else 1
