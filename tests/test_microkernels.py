@@ -334,3 +334,20 @@ def test_tvm_intrinsic_needs_512_bit_vectors():
     with pytest.raises(ValueError, match=r"dot_16x1x16_uint8_int8_int32 needs AVX512-BW or AVX512-VNNI; the "
                                          r"target llvm -mcpu=znver3 has avx2"):
         ci.dot_16x1x16_uint8_int8_int32("llvm -mcpu=znver3")
+
+
+# ------------------------------------------------------------------------------------------------
+# the printed IR
+
+@pytest.mark.parametrize("name,int8", [("avx512", False), ("avx2", False), ("avx512vnni", True), ("avx2", True)],
+                         ids=["fp32-avx512", "fp32-avx2", "int8-vnni", "int8-avx2-exact"])
+def test_tensorized_module_shows_the_calls(golden, name, int8):
+    """The lowered GEMM: reset, then per kc slice the update's accumulators loaded from C, one
+    step per k (FMAs on zmm/ymm, vpdpbusd, or the exact vpmaddubsw + vpmaddwd pairs), stored
+    back; the same on any host (the ISA is the target's)."""
+    isa = ci.vector_isa(ISA_TARGETS[name])
+    if int8:
+        s, args = dense_int8_schedule(2, 2 * isa.int8_lanes, 16, 2, isa.int8_lanes, 8, isa)
+    else:
+        s, args = gemm_fp32_schedule(2, 2 * isa.lanes, 8, 2, isa.lanes, 4, isa, parallel=False)
+    golden(f"microkernel_{'int8' if int8 else 'fp32'}_{name}", str(tc.lower(s, args)))

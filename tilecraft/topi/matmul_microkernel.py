@@ -39,7 +39,7 @@ def register_tiles(isa, acc_lanes: int, m: int, n: int, b_regs_extra: int = 1) -
     dividing ``m`` and ``nr`` dividing ``n``.
 
     >>> register_tiles(vector_isa("llvm -mcpu=znver3"), 8, 64, 64)[:3]
-    [(1, 8), ...]
+    [(8, 8), (4, 16), (2, 32)]
     """
     out = []
     for nv in (1, 2, 3, 4):
