@@ -298,6 +298,8 @@ def test_isa_follows_the_target_not_the_host():
     assert ci.vector_isa("llvm -mcpu=alderlake") == ci.VectorISA("avx2", 8, 16, "avxvnni", 8)
     assert ci.vector_isa("llvm -mcpu=znver3") == ci.VectorISA("avx2", 8, 16, "avx2", 8)
     assert ci.vector_isa("llvm -mcpu=x86-64") == ci.VectorISA("sse", 4, 16, None, 8)
+    assert ci.vector_isa("llvm -mcpu=znver3 -mattr=+avxvnni").int8 == "avxvnni"
+    assert ci.vector_isa("llvm -mcpu=cascadelake -mattr=-avx512vnni").int8 == "avx512bw"
     with tc.target.Target("llvm -mcpu=znver3"):
         assert ci.vector_isa().name == "avx2"       # the current target by default
 
