@@ -154,7 +154,8 @@ def tune(key: str, trials: int, logs: str) -> None:
     tuner.tune(trials - done, option, early_stopping=max(32, trials // 2),
                callbacks=[autotune.callback.progress_bar(trials - done, prefix=name),
                           autotune.callback.log_to_file(path)])
-    print(f"{name}: {trials - done} candidates in {time.perf_counter() - t0:.0f} s ({load()}), log {path}")
+    new = len(autotune.record.load_from_file(path)) - done       # early stopping may end it sooner
+    print(f"{name}: {new} candidates in {time.perf_counter() - t0:.0f} s ({load()}), log {path}")
 
 
 def tuned(key: str, logs: str):
