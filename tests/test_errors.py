@@ -292,13 +292,6 @@ def test_primitive_given_a_non_axis():
         s[D].parallel(3)
 
 
-def test_fuse_nothing():
-    A, B, C, D = matmul()
-    s = te.create_schedule(D.op)
-    with raises(ScheduleError, r"fuse on stage 'D': give at least one axis"):
-        s[D].fuse()
-
-
 def test_fuse_not_adjacent():
     A, B, C, D = matmul()
     s = te.create_schedule(D.op)
@@ -324,19 +317,32 @@ def test_reorder_axis_twice():
         s[D].reorder(i, i)
 
 
-def test_vectorize_reduction_axis():
-    A, B, C, D = matmul()
-    s = te.create_schedule(D.op)
-    with raises(ScheduleError, r"vectorize on stage 'C': axis 'k' is a reduction axis; only data-parallel "
-                               r"axes can be vectorized"):
-        s[C].vectorize(C.op.reduce_axis[0])
+def test_vectorized_reduction_axis_in_a_cross_thread_reduction():
+    """A vectorized reduction axis keeps one accumulator per lane; a reduction that also runs
+    across GPU threads (its own all-reduce) cannot have that as well."""
+    A = te.placeholder((64, 256), name="A")
+    k = te.reduce_axis((0, 256), name="k")
+    C = te.compute((64,), lambda i: te.sum(A[i, k], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    ko, ki = s[C].split(k, factor=32)
+    kvo, kv = s[C].split(ko, factor=4)
+    s[C].reorder(C.op.axis[0], ki, kvo, kv)
+    s[C].bind(C.op.axis[0], te.thread_axis("blockIdx.x"))
+    s[C].bind(ki, te.thread_axis("threadIdx.x"))
+    s[C].vectorize(kv)
+    with raises(ScheduleError, r"vectorize on stage 'C': the reduction axis 'k.outer.inner' is vectorized, "
+                               r"but the reduction also runs across GPU threads \(threadIdx.x\); vectorize a "
+                               r"data-parallel axis instead, or leave the reduction axis serial"):
+        tc.lower(s, [A, C], target="cuda")
 
 
 def test_parallel_reduction_axis():
     A, B, C, D = matmul()
     s = te.create_schedule(D.op)
     ko, ki = s[C].split(C.op.reduce_axis[0], factor=4)
-    with raises(ScheduleError, r"parallel on stage 'C': axis 'k.outer' is a reduction axis; .*use rfactor"):
+    with raises(ScheduleError, r"parallel on stage 'C': axis 'k.outer' is a reduction axis; only "
+                               r"data-parallel axes can run in parallel \(use rfactor to make the partial "
+                               r"results of a reduction axis data-parallel\)"):
         s[C].parallel(ko)
 
 
@@ -541,14 +547,16 @@ def test_compute_at_longer_cycle():
         s[D].compute_at(s[B], B.op.axis[0])
 
 
-def test_compute_at_axis_split_afterwards():
+def test_compute_at_axis_fused_as_outer_afterwards():
+    # split, or fused as the inner loop, the attach point follows (tests/schedule/test_te_features.py)
     A, B, C, D = matmul()
     s = te.create_schedule(D.op)
-    i = D.op.axis[0]
+    i, j = D.op.axis
     s[C].compute_at(s[D], i)
-    s[D].split(i, factor=4)
+    s[D].fuse(i, j)
     with raises(ScheduleError, r"compute_at of stage 'C': axis 'i' is no longer a loop of stage 'D' "
-                               r"\(it was split or fused after compute_at\)"):
+                               r"\(it was fused with the loop inside it after compute_at\); compute_at "
+                               r"the fused loop instead"):
         tc.lower(s, [A, B, D])
 
 

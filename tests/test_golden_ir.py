@@ -89,6 +89,20 @@ def pragma_auto_unroll():
     return s, [A, B]
 
 
+def vector_reduce_accumulators():
+    """A vectorized reduction axis with a tail, two unrolled vector accumulators and init=: the
+    accumulators start from the identity, the init is combined once at the end."""
+    A = te.placeholder((6, 45), name="A")
+    k = te.reduce_axis((0, 45), name="k")
+    S = te.compute((6,), lambda i: te.sum(A[i, k] * A[i, k], axis=k, init=0.5), name="S")
+    s = te.create_schedule(S.op)
+    ko, ki = s[S].split(k, factor=8)
+    ko, ku = s[S].split(ko, factor=2)
+    s[S].unroll(ku)
+    s[S].vectorize(ki)
+    return s, [A, S]
+
+
 def tensorize_gemv_reset_update():
     """A GEMV intrinsic (loops on its declared buffers) with the reduction split: reset, then
     update per chunk; the buffers bound to boxes of A, B, C with their offsets and strides."""
@@ -110,7 +124,8 @@ def tensorize_llvm_fma():
 GOLDEN = {f.__name__: f for f in (
     vadd_split_parallel_vectorize, matmul_blocked, softmax_compute_at, conv2d_pad_inlined,
     cache_read_storage_align_pragma, rfactor_parallel, split_tail_fuse_reorder_unroll,
-    pragma_auto_unroll, tensorize_gemv_reset_update, tensorize_llvm_fma)}
+    pragma_auto_unroll, vector_reduce_accumulators, tensorize_gemv_reset_update,
+    tensorize_llvm_fma)}
 
 
 @pytest.mark.parametrize("name", sorted(GOLDEN))

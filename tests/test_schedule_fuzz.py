@@ -1,7 +1,8 @@
 """Random schedules, compiled and compared with the interpreter.
 
 Each case draws a short random sequence of primitives (split by factor or nparts, fuse of
-adjacent axes, reorder, then vectorize/unroll/parallel annotations) for the consumer stage,
+adjacent axes, reorder, then vectorize/unroll/parallel annotations; the innermost axis is
+vectorized whether it is data-parallel or a reduction axis) for the consumer stage,
 sometimes a write cache attached at one of its loops or an rfactor of one of its reduction
 loops (partials maybe in parallel, maybe attached), a random placement for the producer
 (root, inline, or compute_at at any loop of the consumer or of its cache), sometimes a read
@@ -64,6 +65,15 @@ def conv():
     return [A, W], P, C, True
 
 
+def rows():
+    """A row reduction with init= and a tail for most splits: vectorized reduction axes."""
+    A = te.placeholder((6, 29), name="A")
+    P = te.compute((6, 29), lambda i, k: A[i, k] * A[i, k] + 0.5, name="P")
+    k = te.reduce_axis((0, 29), name="k")
+    C = te.compute((6,), lambda i: te.sum(P[i, k] - A[i, k], axis=k, init=0.25), name="C")
+    return [A], P, C, True
+
+
 def _const(iv):
     e = iv.dom.extent if iv.dom is not None else None
     return e.value if isinstance(e, Const) else None
@@ -100,8 +110,8 @@ def random_schedule(rng, make):
             reader.compute_at(st, st.leaf_iter_vars[0])
     leaves = st.leaf_iter_vars
     inner = leaves[-1]
-    if inner.kind is IterKind.DATA_PAR and _const(inner) and rng.random() < 0.6:
-        st.vectorize(inner)
+    if _const(inner) and rng.random() < 0.6:
+        st.vectorize(inner)                 # a reduction axis too: vector accumulators
     for ax in leaves[:-1]:
         if _const(ax) and _const(ax) <= 8 and rng.random() < 0.25:
             st.unroll(ax)
@@ -114,6 +124,9 @@ def random_schedule(rng, make):
         leaves = st.leaf_iter_vars
     if reader is not None:
         st, leaves = reader, reader.leaf_iter_vars
+        last = leaves[-1]
+        if last.kind is IterKind.REDUCE and _const(last) and rng.random() < 0.5:
+            reader.vectorize(last)          # the partial sums' own reduction
     where = rng.integers(0, 3)
     if where == 1 and inlinable:
         s[P].compute_inline()
@@ -139,7 +152,7 @@ def pytest_generate_tests(metafunc):
                                       for k in range(n)])
 
 
-@pytest.mark.parametrize("make", [stencil, matmul, reduce_producer, symbolic, conv], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("make", [stencil, matmul, reduce_producer, symbolic, conv, rows], ids=lambda f: f.__name__)
 def test_random_schedule(make, case, rng, check_llvm):
     s, inputs, C = random_schedule(rng, make)
     feed = {t: rng.uniform(-1, 1, size=[getattr(d, "value", 13) for d in t.shape]).astype("float32")

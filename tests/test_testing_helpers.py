@@ -87,3 +87,10 @@ def test_bad_calls_are_refused():
     with pytest.raises(ValueError, match=r"no error bound \(n \* u >= 1\)"):
         sum_error_bound(1.0, 4096, "float16")
     assert unit_roundoff("float32") == 2.0 ** -24 and unit_roundoff("float16") == 2.0 ** -11
+
+
+def test_the_testing_module_examples_run():
+    """The docstring examples of tilecraft.testing (sum_tolerance's failed on numpy 2.4 unnoticed)."""
+    import doctest
+    import tilecraft.testing
+    assert doctest.testmod(tilecraft.testing).failed == 0

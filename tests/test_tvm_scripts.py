@@ -122,3 +122,12 @@ def test_tensorize_tutorial(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().endswith("OK"), r.stdout[-2000:]
     assert 'call_extern("gemv_update"' in r.stdout and 'call_extern("gemv_reset"' in r.stdout
+
+
+def test_extern_op_tutorial(tmp_path):
+    """TVM's extern_op tutorial: call_packed of tvm.contrib.cblas.matmul, contrib.cblas, and a
+    Python function registered with tvm.register_func, run with `tvm` imported from tilecraft."""
+    script = pathlib.Path(__file__).parent / "tvm_scripts" / "extern_op.py"
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().endswith("OK"), r.stdout[-2000:]

@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 
 from . import ir, te, target, tir, transform
 from .ir import DTypeError
+from .ir.packed import get_global_func, register_func
 from .te import TEError
 from .schedule import ScheduleError, create_schedule, lower
 te.create_schedule = create_schedule   # TVM's te.create_schedule, handed to te (which sits below schedule)

@@ -28,7 +28,8 @@ import warnings
 from .cli_tune import DEFAULT_EARLY_STOPPING, CLIError, cmd_tune, usage_of
 
 TOPI_MODULES = ("tilecraft.topi.matmul", "tilecraft.topi.batch_matmul", "tilecraft.topi.conv2d",
-                "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax", "tilecraft.topi.matmul_microkernel",
+                "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax", "tilecraft.topi.layer_norm",
+                "tilecraft.topi.pooling", "tilecraft.topi.sparse", "tilecraft.topi.matmul_microkernel",
                 "tilecraft.topi.conv2d_microkernel")
 TOPI_TEMPLATES = {
     "matmul": ("tilecraft.topi.matmul", "topi/matmul.{kind}"),
@@ -40,6 +41,10 @@ TOPI_TEMPLATES = {
     "dense_int8": ("tilecraft.topi.matmul_microkernel", "topi/dense_int8.{kind}"),
     "conv2d_tensorized": ("tilecraft.topi.conv2d_microkernel", "topi/conv2d_nchwc_tensorized.{kind}"),
     "conv2d_int8": ("tilecraft.topi.conv2d_microkernel", "topi/conv2d_nchwc_int8.{kind}"),
+    "layer_norm": ("tilecraft.topi.layer_norm", "topi/layer_norm.{kind}"),
+    "global_pool": ("tilecraft.topi.pooling", "topi/global_pool.{kind}"),
+    "spmv": ("tilecraft.topi.sparse", "topi/spmv.{kind}"),
+    "spmm": ("tilecraft.topi.sparse", "topi/spmm.{kind}"),
 }
 
 
@@ -374,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Tune a template on this machine: measure configs, log every measurement, "
                                    "then compare the best with numpy and say what to do next. Running the same "
                                    "command again resumes from the log.")
-    t.add_argument("template", help="topi name (matmul, batch_matmul, conv2d, softmax) or registered template name")
+    t.add_argument("template", help="topi name (matmul, batch_matmul, conv2d, softmax, layer_norm, global_pool) or registered template name")
     t.add_argument("args", nargs="*", help="template arguments (shapes, dtype), e.g. 1024 1024 1024 float32")
     t.add_argument("--module", help="a .py file or module that defines the template")
     t.add_argument("--target", default="llvm", help="llvm (this CPU), 'llvm -mcpu=NAME -mattr=+f,-g', or cuda")

@@ -45,11 +45,19 @@ def _np_softmax(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
+def _np_layer_norm(x, gamma, beta):
+    import numpy as np
+
+    mean = x.mean(axis=1, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5) * gamma + beta
+
+
 NUMPY_EQUIVALENTS = {
     "topi/matmul.llvm": ("A @ B", lambda a, b: a @ b),
     "topi/matmul_tensorized.llvm": ("A @ B", lambda a, b: a @ b),
     "topi/batch_matmul.llvm": ("A @ B", lambda a, b: a @ b),
     "topi/softmax.llvm": ("softmax(X)", _np_softmax),
+    "topi/layer_norm.llvm": ("layer_norm(X, gamma, beta)", _np_layer_norm),
 }
 
 

@@ -11,7 +11,8 @@ compare compiled code against, so it is written to be obviously correct rather t
   reads where its mask holds, so a guarded out-of-bounds index is never touched. A load that
   is out of bounds where the mask holds raises :class:`InterpError` naming the stage, the
   element read, the index expression, the extent and the axes' values at the first such point;
-* a ``Reduce`` folds its combiner over the reduction points in lexicographic order, starting
+* a ``Reduce`` folds its combiner over the reduction points in lexicographic order (a ragged
+  axis, whose bounds read tensors or outer axes, over the points of each output's own range), starting
   from ``init=`` (evaluated at each output point) or else the identity; points where ``where=``
   fails contribute the identity (their source is evaluated under that mask). Points are evaluated in chunks that fit a memory budget; within a
   chunk they are combined by an order-preserving pairwise tree (``(v0+v1)+(v2+v3)``), which
@@ -35,7 +36,9 @@ from .ir import dtype as dt
 from .ir import intrinsics
 from .ir.expr import (Binary, BinOp, Call, Cast, Const, Expr, Let, Reduce, Select, TensorLoad,
                       Unary, UnOp, Var, trunc_divide, trunc_remainder)
-from .te.tensor import ComputeOp, PlaceholderOp, Tensor, post_dfs_order
+from .ir import packed
+from .te.extern import ExternOp
+from .te.tensor import ComputeOp, PlaceholderOp, Tensor, is_ragged_axis, post_dfs_order
 
 # Largest number of elements (output points x reduction points) evaluated at once.
 BUDGET = 1 << 22
@@ -64,6 +67,8 @@ def evaluate(outputs, feed: dict, budget: int = BUDGET):
         elif isinstance(op, ComputeOp):
             for t, v in zip(op.outputs, _compute(op, values, scalars, budget)):
                 values[t] = v
+        elif isinstance(op, ExternOp):
+            values.update(zip(op.outputs, _extern(op, values, scalars)))
         else:
             raise InterpError(f"cannot evaluate operation {op!r}")
     res = [values[t] for t in outs]
@@ -170,6 +175,32 @@ def _fed(t: Tensor, arrays: dict, scalars: dict) -> np.ndarray:
     return a
 
 
+def _extern(op: ExternOp, values: dict, scalars: dict) -> list:
+    """A ``te.extern`` stage whose statement is one ``call_packed``: the registered Python
+    function, called on the input arrays and fresh output arrays."""
+    from .ir.stmt import Evaluate
+    body = op.body
+    call = body.value if isinstance(body, Evaluate) else None
+    if not (isinstance(call, Call) and call.name == packed.PACKED_CALL):
+        raise InterpError(f"extern '{op.name}': only a statement that is one tir.call_packed(...) is "
+                          f"evaluated here, not {type(body).__name__}")
+    arrays = {b: values[t] for b, t in zip(op.input_placeholders, op.inputs)}
+    outs = []
+    for b in op.output_placeholders:
+        shape = tuple(_scalar(s, scalars, f"the shape of '{b.name}'") for s in b.shape)
+        arrays[b] = np.full(shape, np.nan if dt.is_float(b.dtype) else 0, _np(b.dtype))
+        outs.append(arrays[b])
+    args = []
+    for a in call.args[1:]:
+        if isinstance(a, Call) and a.name == packed.MAKE_ARRAY:
+            args.append(arrays[a.args[0].buffer])
+        else:
+            v = _Eval(scalars, {}).ev(a, None)
+            args.append(v.item() if hasattr(v, "item") else v)
+    packed.call(call.args[0].value, args)
+    return outs
+
+
 # ------------------------------------------------------------------------------------------------
 # one compute stage
 
@@ -196,10 +227,33 @@ def _grid(axis, shape, extra: int) -> dict:
     return env
 
 
+def _ragged_bounds(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict):
+    """Per reduce axis, its min and extent as arrays over the output grid (ragged axes: bounds
+    that read tensors or the op's axes), and the largest extent (the box the points range over)."""
+    env = dict(scalars)
+    env.update(_grid(op.axis, shape, extra=0))
+    ev = _Eval(env, values, op.name)
+    los, exts, box = [], [], []
+    for iv in r.axis:
+        try:
+            lo, ext = (np.broadcast_to(ev.ev(e, None), shape).astype(np.int64) for e in (iv.dom.min, iv.dom.extent))
+        except KeyError as err:
+            raise InterpError(f"the reduce axis '{iv.var.name}' of '{op.name}' uses the variable "
+                              f"'{err.args[0]}', which is not in the feed") from None
+        los.append(lo[..., None])
+        exts.append(ext[..., None])
+        box.append(max(int(ext.max(initial=0)), 0))
+    return los, exts, box
+
+
 def _reduce(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict, budget: int) -> list:
     comb = r.combiner
-    los = [_scalar(iv.dom.min, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
-    exts = [_scalar(iv.dom.extent, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
+    ragged = any(is_ragged_axis(op, iv) for iv in r.axis)
+    if ragged:
+        los, rexts, exts = _ragged_bounds(op, r, shape, values, scalars)
+    else:
+        los = [_scalar(iv.dom.min, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
+        exts = [_scalar(iv.dom.extent, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
     total = math.prod(exts)
     identity = [_Eval(scalars, {}).ev(e, None) for e in comb.identity]
     start = identity
@@ -214,10 +268,17 @@ def _reduce(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict,
     for start in range(0, total, chunk):
         points = np.arange(start, min(total, start + chunk))
         full = shape + (len(points),)
-        for iv, lo, coord in zip(r.axis, los, np.unravel_index(points, exts) if exts else ()):
-            env[iv.var] = (coord + lo).astype(iv.var.dtype).reshape((1,) * len(shape) + (-1,))
+        inside = None
+        for k, (iv, lo, coord) in enumerate(zip(r.axis, los, np.unravel_index(points, exts) if exts else ())):
+            coord = coord.reshape((1,) * len(shape) + (-1,))
+            env[iv.var] = (coord + lo).astype(iv.var.dtype)
+            if ragged:      # a point of the box outside this output point's range: not reduced
+                here = coord < rexts[k]
+                inside = here if inside is None else inside & here
         ev = _Eval(env, values, op.name)
-        mask = np.broadcast_to(ev.ev(r.condition, None), full)
+        mask = np.broadcast_to(ev.ev(r.condition, inside), full)
+        if inside is not None:
+            mask = mask & inside
         vals = [np.where(mask, ev.ev(s, mask), x) for s, x in zip(r.source, identity)]
         vals = [np.broadcast_to(v, full).astype(s.dtype, copy=False) for v, s in zip(vals, r.source)]
         acc = _combine(comb, acc, _fold_last(comb, vals))
@@ -263,6 +324,26 @@ _BINARY = {
     BinOp.BITAND: np.bitwise_and, BinOp.BITOR: np.bitwise_or, BinOp.BITXOR: np.bitwise_xor,
     BinOp.SHL: np.left_shift, BinOp.SHR: np.right_shift,
 }
+
+
+def fold_lanes(v: np.ndarray, op: BinOp):
+    """The lanes of the vector ``v`` folded with ``op`` into one value, in the order of
+    ``VectorReduce`` in every backend: halves (``v[:n/2] op v[n/2:]``) while the number of lanes
+    is even and above 2, then lane by lane, so the lowered-IR interpreter (its user) and the
+    LLVM build agree bit for bit on float sums.
+
+    >>> int(fold_lanes(np.arange(6, dtype="int32"), BinOp.ADD))   # (0+3, 1+4, 2+5): 3 + 5 + 7
+    15
+    """
+    f = _BINARY[op]
+    with np.errstate(all="ignore"):
+        while len(v) > 2 and len(v) % 2 == 0:
+            h = len(v) // 2
+            v = f(v[:h], v[h:])
+        out = v[0]
+        for x in v[1:]:
+            out = f(out, x)
+    return out
 
 
 class _Eval:

@@ -17,6 +17,8 @@ What it runs, following the semantics stated in :mod:`tilecraft.ir.expr` and
   for integers: ``tilecraft.testing.poison``), so a read of an element that was not written
   shows in the result;
 * ``LetStmt``, ``IfThenElse``, ``AttrStmt`` (annotations: the body runs), ``Evaluate``;
+* ``VectorReduce`` folds the lanes in halves (``v[:n/2] op v[n/2:]``), as the LLVM backend does,
+  so a vectorized float sum gives the same bits in both;
 * a tensorized region (``schedule/tensorize.py``) by the intrinsic's TE definition, not its
   lowering (which calls what this interpreter cannot run): a ``buffer_bind_scope`` makes the
   declared buffer a numpy view of its box (checked to lie inside the target), and each
@@ -54,7 +56,7 @@ import sys
 
 import numpy as np
 
-from .interp import InterpError, run_tensor_intrin, tile_view
+from .interp import InterpError, fold_lanes, run_tensor_intrin, tile_view
 from .ir import dtype as dt
 from .ir import intrinsics
 from .ir.expr import BinOp, Const, UnOp, Var, trunc_divide, trunc_remainder
@@ -366,6 +368,7 @@ _NAMESPACE = {
     "_budget_exceeded": _budget_exceeded, "_iota": _iota, "_bad_size": _bad_size,
     "_intrinsic": intrinsics.evaluate, "_reinterpret": _reinterpret,
     "_view": tile_view, "_run_intrin": run_tensor_intrin,
+    "_vreduce": fold_lanes, "BinOp": BinOp,
 }
 
 
@@ -787,6 +790,9 @@ class _Gen:
         body = self.expr(e.body)
         self.unbind(saved)
         return f"(({name} := {value}), {body})[1]"
+
+    def e_VectorReduce(self, e):
+        return f"_vreduce({self.expr(e.value)}, BinOp.{e.op.name})"
 
     def e_Ramp(self, e):
         return f"_ramp({self.expr(e.base)}, {self.expr(e.stride)}, {e.lanes}, {self.dtype_name(e.base.dtype)})"

@@ -3,6 +3,7 @@
 Accepts NDArrays, numpy arrays and anything ``np.asarray`` takes, and reports the worst element.
 ``poison(shape, dtype, variant)`` makes an output buffer no correct kernel leaves as it is, and
 ``random_array(rng, shape, dtype)`` inputs that are never all zeros (the test suite's habits).
+``sum_tolerance(terms, axis)`` is how far two float sums of the same terms may be apart.
 
 ``assert_sum_close(got, want, terms_abs_sum, n_terms)`` checks a floating-point reduction
 against a float64 reference within the error that *any* order of its additions may make
@@ -46,7 +47,7 @@ def poison(shape, dtype, variant: int = 0) -> np.ndarray:
     1e30 / 0x25 / True). A run on each variant that gives the same result has written every
     element.
 
-    >>> c = poison((4,), "float32"); f(a, b, c)
+    >>> c = poison((4,), "float32")      # then f(a, b, c) and compare
     """
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
@@ -67,6 +68,30 @@ def random_array(rng, shape, dtype, low=-1.0, high=1.0) -> np.ndarray:
     if dtype.kind == "b":
         return rng.integers(0, 2, size=shape).astype(bool)
     return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
+
+
+def sum_tolerance(terms, axis=None, extra: float = 0.0, dtype=None):
+    """How far apart two float sums of ``terms`` (along ``axis``) may be when they add in different
+    orders, or one of them and the exact sum: twice ``sum_error_bound`` of n + 1 terms, about
+    ``(n + 1) * eps * (sum(|terms|) + |extra|)`` for n
+    terms (``extra``: a start value added too), ``eps`` of ``dtype`` (default: the terms' dtype).
+
+    Any order of n - 1 additions is within ``(n - 1) * eps / 2 * sum(|terms|)`` of the exact sum
+    (the classical bound, to first order), so this bounds the difference between a vectorized
+    sum (lanes, then a tree), a sequential one and a float64 reference rounded once. It is
+    relative to the sum of magnitudes, not to the result, which cancellation can make tiny.
+    Use it as ``atol`` with ``rtol=0``.
+
+    >>> a = np.random.default_rng(0).uniform(-1, 1, (4, 100)).astype("float32")
+    >>> bool((abs(a.sum(1) - a.astype("float64").sum(1)) <= sum_tolerance(a, axis=1)).all())
+    True
+    """
+    t = np.asarray(terms)
+    dtype = np.dtype(dtype or t.dtype)
+    n = t.size if axis is None else t.shape[axis]
+    magnitude = np.abs(t.astype(np.float64)).sum(axis=axis) + abs(float(extra))
+    # two sums, each within sum_error_bound of the exact one (n terms and the start value)
+    return 2 * sum_error_bound(magnitude, n + 1, dtype) + np.finfo(dtype).tiny
 
 
 def unit_roundoff(dtype) -> float:

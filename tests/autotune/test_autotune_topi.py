@@ -25,6 +25,12 @@ def _softmax(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
+def _layer_norm(x, gamma, beta):
+    x = x.astype("float64")
+    mean = x.mean(axis=1, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(axis=1, keepdims=True) + 1e-5) * gamma + beta
+
+
 CASES = [
     ("tilecraft.topi.matmul", "topi/matmul.llvm", (32, 48, 16, "float32"), lambda a, b: a @ b),
     ("tilecraft.topi.batch_matmul", "topi/batch_matmul.llvm", (2, 16, 32, 8, "float32"), lambda a, b: a @ b),
@@ -33,10 +39,16 @@ CASES = [
     ("tilecraft.topi.conv2d", "topi/conv2d_nchw_direct.llvm", (1, 8, 10, 10, 8, 3, 3, 1, 1, "float32"),
      lambda x, w: _np_conv2d(x, w, 1, 1)),
     ("tilecraft.topi.softmax", "topi/softmax.llvm", (8, 64, "float32"), _softmax),
+    ("tilecraft.topi.softmax", "topi/softmax.llvm", (6, 75, "float32"), _softmax),       # tails
+    ("tilecraft.topi.layer_norm", "topi/layer_norm.llvm", (6, 75, "float32"), _layer_norm),
+    ("tilecraft.topi.pooling", "topi/global_pool.llvm", (2, 12, 7, 9, "avg", "float32"),
+     lambda x: x.astype("float64").mean(axis=(2, 3))),
+    ("tilecraft.topi.pooling", "topi/global_pool.llvm", (2, 12, 7, 9, "max", "float32"),
+     lambda x: x.max(axis=(2, 3))),
 ]
 
 
-@pytest.mark.parametrize("module,name,args,ref", CASES, ids=[c[1] for c in CASES])
+@pytest.mark.parametrize("module,name,args,ref", CASES, ids=[f"{c[1]}{list(c[2])}" for c in CASES])
 def test_topi_template_configs_match_numpy(module, name, args, ref, rng):
     """Three random configs (a fresh draw each run: the seed is printed) on random inputs."""
     import importlib
@@ -56,6 +68,21 @@ def test_topi_template_configs_match_numpy(module, name, args, ref, rng):
             mod(*ins, out)
             np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, equal_nan=False,
                                        err_msg=f"config {int(i)}, poison {variant}")
+
+
+@pytest.mark.parametrize("name,args", [("topi/softmax.llvm", (64, 1000)), ("topi/layer_norm.llvm", (64, 1000)),
+                                       ("topi/global_pool.llvm", (2, 8, 28, 28, "avg"))])
+def test_row_reduction_templates_fall_back_to_vector_reductions(name, args):
+    """Without a tuned configuration the templates still schedule themselves: rows in parallel,
+    row reductions in vector registers (not the unscheduled nest)."""
+    import tilecraft
+    import tilecraft.topi  # noqa: F401
+
+    task = autotune.task.create(name, args=args, target="llvm")
+    with pytest.warns(UserWarning, match="no tuned configuration"), tilecraft.target.Target("llvm"):
+        sch, tensors = task.func(*args)
+    text = str(tilecraft.lower(sch, tensors, simple_mode=True))
+    assert "parallel(" in text and "vector_reduce_" in text and ".vacc" in text
 
 
 @pytest.mark.slow

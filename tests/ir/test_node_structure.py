@@ -17,7 +17,7 @@ from tilecraft.ir import (AccessPtr, Allocate, AttrStmt, Binary, BinOp, Broadcas
                           BufferRegion, BufferStore, Call, Cast, CommReducer, Const, Evaluate, For,
                           ForKind, IfThenElse, IRMutator, IterVar, Let, LetStmt, Ramp, Range, Reduce,
                           Select, SeqStmt, SizeVar, StringImm, TensorLoad, Unary, UnOp, Var,
-                          structural_equal)
+                          VectorReduce, structural_equal)
 from tilecraft.ir.functor import children, expr_key, post_order_visit
 from tilecraft.ir.node import EXPR, Node, ir_node, node_source
 
@@ -134,6 +134,9 @@ BUILDERS = {
     Ramp: ((E, E), lambda pick, a, b: (lambda: Ramp(a(), b(), 4 + 4 * (pick % 2)))),
     Broadcast: ((E,), lambda pick, a: (lambda: Broadcast(a(), 4 + 4 * (pick % 2)))),
     Let: ((E, E), lambda pick, a, b: (lambda: Let(VARS[pick % 2], a(), b()))),
+    # a float32 vector whatever the subtree's dtype (a handle, a vector) is
+    VectorReduce: ((E,), lambda pick, a: (lambda: VectorReduce((BinOp.ADD, BinOp.MAX)[pick % 2],
+                                                               Broadcast(Cast("float32", a()), 4)))),
     Reduce: ((E, E), lambda pick, a, b: (lambda: Reduce(COMBINER, (a(),) if pick % 2 else (a(), b()), (K,),
                                                             Const(True, "bool"), 0,
                                                             (b(),) if pick % 2 else ()))),

@@ -361,3 +361,26 @@ def test_errors_name_no_server_internals(caplog):
             assert "FileNotFoundError" in caplog.text and server.store.root in caplog.text
         finally:
             conn.close()
+
+
+def test_a_server_closing_before_its_greeting_is_a_network_error_not_a_refused_secret():
+    """A tracker killed or restarting closes connections before it greets; that was reported as
+    'refused the shared secret' and stopped a tuning run (found by test_rpc_tracker_restart)."""
+    import socket
+    import threading
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def close_at_once():
+        conn, _ = listener.accept()
+        conn.close()
+
+    t = threading.Thread(target=close_at_once, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(ConnectionResetError, match="before its greeting") as info:
+            connect("127.0.0.1", port, SECRET, timeout=5)
+        assert not isinstance(info.value, AuthenticationError)
+    finally:
+        t.join(5)
+        listener.close()

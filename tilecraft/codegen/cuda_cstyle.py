@@ -18,7 +18,7 @@ import re
 from ..ir import dtype as dt
 from ..ir.builtin import BUILTINS, symbol_of
 from ..ir.expr import (AccessPtr, BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp,
-                       Select, Unary, UnOp, Var)
+                       Select, Unary, UnOp, Var, VectorReduce)
 from ..ir.functor import children
 from ..schedule.passes.gpu_vector_index import known_multiple
 from ..ir.stmt import Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt
@@ -383,6 +383,18 @@ class CStyleRenderer:
 
     def e_BufferLoad(self, e: BufferLoad) -> str:
         return f"{self.buf(e.buffer)}[{self.expr(e.indices[0])}]"
+
+    def e_VectorReduce(self, e: VectorReduce) -> str:
+        """The lanes folded in halves (``v[:n/2] op v[n/2:]``), as the LLVM backend does."""
+        elem = dt.element_of(e.value.dtype)
+        v = [self.lane(e.value, k) for k in range(dt.lanes(e.value.dtype))]
+        while len(v) > 2 and len(v) % 2 == 0:
+            h = len(v) // 2
+            v = [self.binary(e.op, v[k], v[k + h], elem) for k in range(h)]
+        out = v[0]
+        for x in v[1:]:
+            out = self.binary(e.op, out, x, elem)
+        return out
 
     def e_Let(self, e: Let) -> str:
         raise NotImplementedError("Let expressions are not rendered; lowering removes them")

@@ -36,7 +36,7 @@ import numpy as np
 from ..ir import dtype as dt
 from ..ir import intrinsics
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Ramp, Select, Unary,
-                       UnOp, Var)
+                       UnOp, Var, VectorReduce)
 from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt,
                        SeqStmt, TENSOR_INTRIN_SCOPE)
@@ -318,6 +318,18 @@ class _Kernel:
         if t is Broadcast:
             v = self.expr(e.value, mask)
             return np.repeat(v[:, None], e.lanes, 1)
+        if t is VectorReduce:
+            # the lanes folded in halves, as the CUDA C does: v[:n/2] op v[n/2:]
+            v = self.expr(e.value, mask)
+            f = _BIN[e.op]
+            with np.errstate(all="ignore"):
+                while v.shape[1] > 2 and v.shape[1] % 2 == 0:
+                    h = v.shape[1] // 2
+                    v = f(v[:, :h], v[:, h:])
+                out = v[:, 0]
+                for k in range(1, v.shape[1]):
+                    out = f(out, v[:, k])
+            return out
         if t is BufferLoad:
             return self.load(e, mask)
         if t is Call:

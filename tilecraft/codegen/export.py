@@ -60,6 +60,12 @@ def export_llvm(artifact, module, path: str) -> str:
     if shutil.which(cc[0]) is None:
         raise ExportError(f"export_library links with a C compiler, but {cc[0]!r} was not found; "
                           "install gcc or set CC")
+    from ..runtime.packed import SYMBOL as PACKED_SYMBOL
+    if PACKED_SYMBOL in artifact.source.text:
+        raise ExportError("export_library: the module calls packed Python functions (te.extern with "
+                          "tir.call_packed), which run only in the Python process that built it; a "
+                          "library cannot call them: keep the module in this process, or call a C "
+                          "function (tir.call_extern) instead")
     info = dict(manifest(module), error_getter=getter_name(library_stem(path)),
                 soname=os.path.basename(path))
     if info["error_getter"] in module.function_names:

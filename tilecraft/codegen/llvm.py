@@ -11,7 +11,7 @@ pipeline), ``llvm_jit.py`` (optimisation and machine code, on first use), ``llvm
 and constants), and the mixins of :class:`LLVMCodegen`: ``llvm_parallel.py`` (parallel loops),
 ``llvm_math.py`` (intrinsic calls, as the intrinsic table's ``llvm=`` entries say, after
 ``codegen_llvm`` has legalized each function for LLVM), ``llvm_status.py`` (failure points), ``llvm_bounds.py`` (bound
-checks).
+checks); ``llvm_vector_reduce.py`` emits ``VectorReduce`` (the lanes of a vector folded in halves).
 
 IR is emitted as text, not through ``llvmlite.ir``: building the same 10,000 instructions takes
 about 7 ms as text and 160 ms through ``llvmlite.ir`` (measured here), and code generation must be
@@ -47,8 +47,9 @@ import re
 
 from ..ir import dtype as dt
 from ..ir.builtin import BUILTINS
+from ..ir.packed import PACKED_CALL
 from ..ir.expr import (AccessPtr, BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Let, Ramp,
-                       Select, SizeVar, StringImm, Unary, UnOp, Var)
+                       Select, SizeVar, StringImm, Unary, UnOp, Var, VectorReduce)
 from ..ir.functor import post_order_visit
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                        LetStmt, PrimFunc, SeqStmt)
@@ -64,6 +65,7 @@ from .llvm_status import ERROR_BUFFER_SYMBOL, StatusEmitter, printf_escape
 from .llvm_target import LLVMOptions, parse_target
 from .llvm_types import (CodegenError, cast_instruction, const_literal, intrinsic_suffix, kind, ll_type,
                          mem_type, splat_literal, zero)
+from .llvm_vector_reduce import vector_reduce
 
 STACK_LIMIT_BYTES = 64 * 1024
 
@@ -721,12 +723,14 @@ class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls, CallEmit
     def e_Call(self, e: Call) -> str:
         if e.name in BUILTINS:                  # call_extern, call_llvm_intrin, ...
             return self.builtin_call(e)
+        if e.name == PACKED_CALL:               # call_packed: a Python function (llvm_calls.py)
+            return self.packed_call(e)
         return MathCalls.e_Call(self, e)
 
     _EXPR = {Var: e_Var, SizeVar: e_Var, Const: e_Const, Binary: e_Binary, Unary: e_Unary, Cast: e_Cast,
              Select: e_Select, Let: e_Let, Ramp: e_Ramp, Broadcast: e_Broadcast,
              BufferLoad: e_BufferLoad, Call: e_Call, AccessPtr: CallEmitter.e_AccessPtr,
-             StringImm: CallEmitter.e_StringImm}
+             StringImm: CallEmitter.e_StringImm, VectorReduce: vector_reduce}
     _STMT = {SeqStmt: s_SeqStmt, AttrStmt: s_AttrStmt, Evaluate: s_Evaluate, LetStmt: s_LetStmt,
              IfThenElse: s_IfThenElse, BufferStore: s_BufferStore, Allocate: s_Allocate, For: s_For}
 

@@ -29,8 +29,10 @@ from functools import lru_cache
 
 from ..ir import dtype as dt
 from ..ir.builtin import EXTERN_CALLS, call_args, symbol_of
-from ..ir.expr import Const, StringImm
-from ..runtime.status import STATUS_OUT_OF_BOUNDS
+from ..ir.expr import Call, Const, StringImm
+from ..ir.packed import MAKE_ARRAY
+from ..runtime.status import STATUS_OUT_OF_BOUNDS, STATUS_PACKED_FUNC
+from .llvm_status import printf_escape
 from .llvm_types import CodegenError, const_literal, intrinsic_suffix, ll_type, mem_type
 
 _EXTENSION = {"bool": " zeroext", "uint8": " zeroext", "uint16": " zeroext",
@@ -86,6 +88,45 @@ class CallEmitter:
         if src == dst:
             return v
         return self.op(f"bitcast {ll_type(src)} {v} to {ll_type(dst)}")
+
+    def packed_call(self, e) -> str:
+        """``call_packed`` (``ir/packed.py``): the arguments as tagged ``int64`` words on the
+        stack, a call of the runtime's callback (``runtime/packed.py``), a failure return when
+        the Python function raised; the value is the function's ``int32`` result."""
+        import llvmlite.binding as llvm
+        from ..runtime import packed as rt
+        llvm.add_symbol(rt.SYMBOL, rt.dispatcher_address())
+        name = e.args[0].value
+        words = []
+        for a in e.args[1:]:
+            if isinstance(a, Call) and a.name == MAKE_ARRAY:
+                ptr, buf = self.expr(a.args[0]), a.args[0].buffer
+                words += [str(rt.TAG_ARRAY), self.op(f"ptrtoint ptr {ptr} to i64"),
+                          str(rt.DTYPES.index(buf.dtype)), str(len(a.args) - 1)]
+                words += [self.index_i64(d) for d in a.args[1:]]
+            elif dt.is_float(a.dtype):
+                v = self.expr(a)
+                if a.dtype != "float64":
+                    v = self.op(f"fpext {ll_type(a.dtype)} {v} to double")
+                words += [str(rt.TAG_FLOAT), self.op(f"bitcast double {v} to i64")]
+            else:
+                v, t = self.expr(a), ll_type(a.dtype)
+                if t != "i64":
+                    ext = "zext" if dt.is_uint(a.dtype) or dt.is_bool(a.dtype) else "sext"
+                    v = self.op(f"{ext} {t} {v} to i64")
+                words += [str(rt.TAG_INT), v]
+        n = len(words)
+        array = self.alloca(f"[{max(n, 1)} x i64]", 8)
+        for k, w in enumerate(words):
+            slot = self.op(f"getelementptr inbounds [{max(n, 1)} x i64], ptr {array}, i64 0, i64 {k}")
+            self.emit(f"store i64 {w}, ptr {slot}, align 8")
+        result = self.alloca("i32", 4)
+        self.declare(rt.SYMBOL, f"declare i32 @{rt.SYMBOL}(ptr, i32, ptr, ptr)")
+        rc = self.op(f"call i32 @{rt.SYMBOL}(ptr {self.format_constant(name)}, i32 {n}, ptr {array}, "
+                     f"ptr {result})")
+        self.fail_if(self.op(f"icmp ne i32 {rc}, 0"), STATUS_PACKED_FUNC,
+                     f"the packed function '{printf_escape(name)}' raised an exception")
+        return self.op(f"load i32, ptr {result}, align 4")
 
     def _arg_type(self, a, kind: str, symbol: str, k: int) -> str:
         if isinstance(a, StringImm):

@@ -6,8 +6,9 @@ from . import dtype
 from .dtype import DTypeError
 from .expr import (AccessPtr, BinOp, Binary, Broadcast, BufferLoad, BufferRegion, Call, Cast,
                    CommReducer, Const, Expr, IterKind, IterVar, Let, Ramp, Range, Reduce, Select,
-                   SizeVar, StringImm, TensorLoad, Unary, UnOp, Var, binary, cast, const, convert,
-                   div, is_const_int, const_value, logical_not, max_expr, min_expr, neg, select)
+                   SizeVar, StringImm, TensorLoad, Unary, UnOp, Var, VectorReduce, binary, cast,
+                   const, convert, div, is_const_int, const_value, logical_not, max_expr, min_expr,
+                   neg, select)
 from .stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse,
                    LetStmt, PrimFunc, SeqStmt, Stmt, decl_buffer, seq)
 from .functor import (IRMutator, collect_vars, expr_key, post_order_visit, structural_equal,

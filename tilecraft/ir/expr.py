@@ -23,7 +23,15 @@ Semantics (stated once; every pass and backend follows them)
   unspecified (combiners are commutative and associative). A ``Reduce`` may only appear at the
   top of a ``te.compute`` body.
 * ``Ramp(base, stride, lanes)`` is the vector ``[base, base+stride, ...]``; ``Broadcast(v, lanes)``
-  repeats a scalar. They only appear after vectorization.
+  repeats a scalar. They only appear after vectorization, and in the horizontal step of a
+  vectorized reduction.
+* ``VectorReduce(op, value)`` is the scalar fold of ``op`` (``+ * min max`` and the bitwise and
+  logical ones) over the lanes of the vector ``value``, in an unspecified order (backends and the
+  interpreter fold halves, ``v[:n/2] op v[n/2:]``, while more than two lanes are left and their
+  number is even, then the rest lane by lane; float ``+``/``*`` may therefore differ from a
+  left-to-right fold in the last bits). It is what a reduction over a
+  vectorized reduction axis ends with (``schedule_ops``: vector accumulators, then one
+  horizontal reduction per output point).
 * ``Call`` names a math function (``exp``), a compiler builtin, or one of the calls of
   ``builtin.py`` (``call_extern``: a C function, whose symbol is the first argument, a
   ``StringImm``; ``call_llvm_intrin``: an LLVM intrinsic by name). Those may read and write memory
@@ -40,6 +48,7 @@ Grammar (fields in order)::
           | BufferLoad(buffer, indices)        -- after lowering: an element of a Buffer
           | Reduce(combiner, source, axis, condition, value_index, init)
           | Ramp(base, stride, lanes) | Broadcast(value, lanes) | Let(var, value, body)
+          | VectorReduce(op, value)            -- the lanes of a vector folded to one scalar
           | StringImm(value)                   -- a string argument (the symbol of call_extern)
           | AccessPtr(buffer, offset, extent, access_mask)   -- the address of buffer's element offset
           | BufferRegion(buffer, begin, extent, strides)     -- a box of a buffer (buffer_bind_scope)
@@ -331,6 +340,32 @@ class Let(Expr):
         return self.body.dtype
 
 
+# the operators a VectorReduce may fold with: associative and commutative
+VECTOR_REDUCE_OPS = frozenset({BinOp.ADD, BinOp.MUL, BinOp.MIN, BinOp.MAX, BinOp.AND, BinOp.OR,
+                               BinOp.BITAND, BinOp.BITOR, BinOp.BITXOR})
+
+
+@ir_node
+@dataclass(**_frozen)
+class VectorReduce(Expr):
+    """The lanes of a vector folded with ``op`` into one scalar (Halide's ``VectorReduce``):
+    ``VectorReduce(BinOp.ADD, acc[ramp(0, 1, 8)])`` is the sum of the eight lanes."""
+    op: BinOp
+    value: Expr
+    child_fields = (("value", EXPR),)
+
+    def __post_init__(self):
+        if self.op not in VECTOR_REDUCE_OPS:
+            raise DTypeError(f"VectorReduce folds with one of "
+                             f"{', '.join(sorted(o.value for o in VECTOR_REDUCE_OPS))}, not '{self.op.value}'")
+        if dt.lanes(self.value.dtype) < 2:
+            raise DTypeError(f"VectorReduce needs a vector, got the {self.value.dtype} `{self.value}`")
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return dt.element_of(self.value.dtype)
+
+
 @ir_node
 @dataclass(**_frozen)
 class StringImm(Expr):
@@ -544,6 +579,8 @@ def convert(value, dtype: str | None = None) -> Expr:
         except ImportError:  # pragma: no cover
             pass
         return const(value, dtype)
+    if hasattr(value, "asobject"):      # TVM's ObjectGeneric: a te.TensorSlice says what it lacks
+        return convert(value.asobject(), dtype)
     raise TypeError(f"expected an expression or a number, got {type(value).__name__}: {value!r}")
 
 

@@ -13,7 +13,7 @@ import dataclasses
 from operator import is_
 
 from .expr import (AccessPtr, Binary, Broadcast, BufferLoad, BufferRegion, Call, Cast, Const, Expr,
-                   Let, Ramp, Reduce, Select, SizeVar, StringImm, TensorLoad, Unary, Var)
+                   Let, Ramp, Reduce, Select, SizeVar, StringImm, TensorLoad, Unary, Var, VectorReduce)
 from .node import Node, mutator_default
 from .stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt,
                    SeqStmt, Stmt, seq)
@@ -65,6 +65,7 @@ class IRMutator:
     visit_Ramp = mutator_default(Ramp)
     visit_Broadcast = mutator_default(Broadcast)
     visit_Let = mutator_default(Let)
+    visit_VectorReduce = mutator_default(VectorReduce)
     visit_StringImm = mutator_default(StringImm)
     visit_AccessPtr = mutator_default(AccessPtr)
     visit_BufferRegion = mutator_default(BufferRegion)

@@ -16,7 +16,8 @@ from . import dtype as dt
 import json
 
 from .expr import (AccessPtr, BinOp, Binary, Broadcast, BufferLoad, BufferRegion, Call, Cast, Const,
-                   Let, Ramp, Reduce, Select, SizeVar, StringImm, TensorLoad, Unary, UnOp, Var, IterVar)
+                   Let, Ramp, Reduce, Select, SizeVar, StringImm, TensorLoad, Unary, UnOp, Var,
+                   VectorReduce, IterVar)
 from .stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse, LetStmt,
                    SeqStmt, Buffer, PrimFunc)
 
@@ -29,6 +30,10 @@ _PREC = {
 }
 _FUNC_OPS = {BinOp.MIN: "min", BinOp.MAX: "max", BinOp.TRUNCDIV: "truncdiv", BinOp.TRUNCMOD: "truncmod"}
 _ATOM = 12
+# vector_reduce_add(v), vector_reduce_max(v), ...
+_REDUCE_NAMES = {BinOp.ADD: "add", BinOp.MUL: "mul", BinOp.MIN: "min", BinOp.MAX: "max",
+                 BinOp.AND: "and", BinOp.OR: "or", BinOp.BITAND: "bitand", BinOp.BITOR: "bitor",
+                 BinOp.BITXOR: "bitxor"}
 
 
 class Printer:
@@ -99,6 +104,8 @@ class Printer:
             return f"ramp({self.expr(e.base)}, {self.expr(e.stride)}, {e.lanes})", _ATOM
         if t is Broadcast:
             return f"broadcast({self.expr(e.value)}, {e.lanes})", _ATOM
+        if t is VectorReduce:
+            return f"vector_reduce_{_REDUCE_NAMES[e.op]}({self.expr(e.value)})", _ATOM
         if t is Let:
             return f"let({self.name(e.var)} = {self.expr(e.value)}, {self.expr(e.body)})", _ATOM
         if t is StringImm:

@@ -228,6 +228,10 @@ def client_handshake(sock, secret: bytes, timeout: float = HANDSHAKE_TIMEOUT) ->
         # a hung server looks the same as a port that is not ours: the caller decides
         raise TimeoutError(f"no greeting within {timeout:g} s (a hung server, or not a tilecraft "
                            f"rpc endpoint)") from None
+    except AuthenticationError:
+        # closed before it greeted us: the server is going away or starting (a restart), not
+        # refusing the secret (which it has not seen yet): a network error the caller retries
+        raise ConnectionResetError("the server closed the connection before its greeting") from None
     if hello[:len(MAGIC)] != MAGIC:
         raise AuthenticationError("the server does not speak tilecraft-rpc/1")
     nonce_s, nonce_c = hello[len(MAGIC):], secrets.token_bytes(NONCE_BYTES)

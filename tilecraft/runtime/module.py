@@ -20,7 +20,8 @@ import numpy as np
 
 from .ndarray import NDArray
 from .signature import FuncSignature, eval_dim, shape_str
-from .status import raise_for_status
+from .packed import take_error
+from .status import STATUS_PACKED_FUNC, KernelError, raise_for_status
 from .threads import mark_parallel_used
 from .timing import time_evaluator as _time_evaluator
 
@@ -103,7 +104,13 @@ class Function:
     def _check_rc(self, rc):
         if rc != 0:
             message = self._error_message() if self._error_message is not None else None
-            raise_for_status(self.name, rc, message)
+            cause = take_error() if rc == STATUS_PACKED_FUNC else None
+            try:
+                raise_for_status(self.name, rc, message)
+            except KernelError as e:
+                if cause is None:
+                    raise
+                raise e from cause
 
     def _prepare(self, args) -> list:
         """Check the arguments and return the raw C arguments (pointers, then scalars)."""

@@ -18,12 +18,14 @@ from __future__ import annotations
 STATUS_OK = 0
 STATUS_OUT_OF_MEMORY = 1        # aligned_alloc returned NULL for a local buffer
 STATUS_OUT_OF_BOUNDS = 2        # an index outside its buffer (bounds-checked builds)
+STATUS_PACKED_FUNC = 3          # a packed Python function (te.extern, call_packed) raised
 
 # code -> (C macro, meaning); the exported header defines the macros from this table
 STATUS_CODES = {
     STATUS_OK: ("TILECRAFT_OK", "success"),
     STATUS_OUT_OF_MEMORY: ("TILECRAFT_ERR_OUT_OF_MEMORY", "out of memory"),
     STATUS_OUT_OF_BOUNDS: ("TILECRAFT_ERR_OUT_OF_BOUNDS", "index out of bounds"),
+    STATUS_PACKED_FUNC: ("TILECRAFT_ERR_PACKED_FUNC", "a packed function failed"),
 }
 
 MESSAGE_BYTES = 512

@@ -10,6 +10,9 @@ Afterwards every non-inlined compute stage has a :class:`StageInfo`:
 * ``extent[leaf]``: the extent of each loop (all loops start at 0), and ``value[iv]``: each axis
   as an expression of the loop variables (``i = i.outer * 64 + i.inner``).
 * ``conditions``: guards for split tails and for points outside the tensor's own domain.
+* ``ragged``: for each ragged reduce axis (bounds that read tensors or outer axes), its symbols
+  ``j.min``/``j.extent`` and their values in loop variables (``ragged.py``); the axis's extent
+  and value are written in the symbols, which ``schedule_ops`` binds once per outer iteration.
 """
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ from ..ir.expr import (BinOp, Binary, Cast, Const, Expr, IterKind, IterVar, Sele
                        Unary, UnOp, Var, binary, const, convert, max_expr, min_expr)
 from ..ir.functor import collect_vars, post_order_visit, substitute
 from ..ir.simplify import simplify
+from ..te.extern import ExternOp
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from .ragged import new_bounds, with_values
 
 
 @dataclass
@@ -32,11 +37,15 @@ class StageInfo:
     extent: dict = field(default_factory=dict)      # IterVar -> Expr (leaf and intermediate)
     value: dict = field(default_factory=dict)       # IterVar -> Expr in loop vars (offset from min)
     conditions: list = field(default_factory=list)
+    ragged: dict = field(default_factory=dict)      # ragged reduce IterVar -> RaggedBound
 
     def root_value(self, iv: IterVar, d: int | None = None) -> Expr:
         """The absolute coordinate of a root axis."""
         v = self.value[iv]
         if d is None:
+            rb = self.ragged.get(iv)
+            if rb is not None and rb.min_var is not None:
+                return v + rb.min_var
             return v if _is_zero(iv.dom.min) else v + iv.dom.min
         return v if _is_zero(self.root_min[d]) else self.root_min[d] + v
 
@@ -168,13 +177,15 @@ def union_max(a: Expr, b: Expr) -> Expr:
 
 def leaf_values(info: StageInfo, stage) -> None:
     """Fill ``extent``, ``value`` and tail ``conditions`` from the root extents and relations."""
-    from .schedule import Fuse, Split
+    from .schedule import Singleton, Split
     ext = info.extent
     root_axes = list(stage.op.axis) + list(stage.op.reduce_axis)
     for d, iv in enumerate(stage.op.axis):
         ext[iv] = info.root_extent[d]
+    info.ragged = new_bounds(stage.op)
     for iv in stage.op.reduce_axis:
-        ext[iv] = iv.dom.extent
+        rb = info.ragged.get(iv)
+        ext[iv] = iv.dom.extent if rb is None else rb.extent_var
     tails = []
     for rel in stage.relations:
         if isinstance(rel, Split):
@@ -192,6 +203,8 @@ def leaf_values(info: StageInfo, stage) -> None:
             covered = const_int(fo * fi - E)
             if covered != 0:
                 tails.append((rel.parent, E))
+        elif isinstance(rel, Singleton):
+            ext[rel.iv] = const(1)
         else:
             ext[rel.fused] = simplify(ext[rel.outer] * ext[rel.inner])
     val = info.value
@@ -200,7 +213,7 @@ def leaf_values(info: StageInfo, stage) -> None:
     for rel in reversed(stage.relations):
         if isinstance(rel, Split):
             val[rel.parent] = val[rel.outer] * ext[rel.inner] + val[rel.inner]
-        else:
+        elif not isinstance(rel, Singleton):
             fused = val[rel.fused]
             val[rel.outer] = fused // ext[rel.inner]
             val[rel.inner] = fused % ext[rel.inner]
@@ -209,6 +222,9 @@ def leaf_values(info: StageInfo, stage) -> None:
             raise AssertionError(f"axis {iv} of stage {stage.name} has no value")
     for parent, E in tails:
         info.conditions.append(val[parent] < E)
+    if info.ragged:
+        axis_values = {iv.var: info.root_value(iv, d) for d, iv in enumerate(stage.op.axis)}
+        info.ragged = {iv: with_values(rb, axis_values) for iv, rb in info.ragged.items()}
 
 
 def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=frozenset()) -> dict:
@@ -226,7 +242,12 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
             continue
         info = StageInfo(st, bodies[st])
         op = st.op
-        if st.attach_type == "scope" and not st.is_output:
+        if isinstance(op, ExternOp):
+            if st.attach_type == "scope":
+                raise ScheduleError(f"compute_at of the extern stage '{st.name}': it has no loops of its "
+                                    f"own to place; it runs at the root")
+            info.root_min, info.root_extent = [], []
+        elif st.attach_type == "scope" and not st.is_output:
             _check_attach(st, consumers[st])
             mins, exts = _region(st, consumers[st], infos, loop_extent)
             if any(t in args for t in op.outputs):
@@ -283,7 +304,8 @@ def _check_attach(st, consumers: list) -> None:
     P, ax = st.attach_stage, st.attach_ivar
     if ax not in P.leaf_iter_vars:
         raise ScheduleError(f"compute_at of stage '{st.name}': axis '{ax.var.name}' is no longer a loop of "
-                            f"stage '{P.name}' (it was split or fused after compute_at)")
+                            f"stage '{P.name}' (it was fused with the loop inside it after compute_at); "
+                            f"compute_at the fused loop instead")
     if P.attach_type == "inline":
         raise ScheduleError(f"compute_at of stage '{st.name}': the target stage '{P.name}' is inlined")
     pos = P.leaf_iter_vars.index(ax)
@@ -327,7 +349,7 @@ def _thread_bound_roots(stage) -> set:
     (``bind``): the bound loops themselves, the parent of a split whose bound outer part has the
     extent ``ceil(E / factor)`` (or inner part ``ceil(E / nparts)``), both parts of a bound fusion.
     A split's ``factor`` (or ``nparts``) part does not depend on the parent's extent."""
-    from .schedule import Split
+    from .schedule import Fuse, Split
     bound = {iv for iv, a in stage.iter_var_attrs.items() if a.bind is not None}
     if not bound:
         return bound
@@ -335,7 +357,7 @@ def _thread_bound_roots(stage) -> set:
         if isinstance(rel, Split):
             if (rel.outer in bound and rel.factor is not None) or (rel.inner in bound and rel.factor is None):
                 bound.add(rel.parent)
-        elif rel.fused in bound:
+        elif isinstance(rel, Fuse) and rel.fused in bound:
             bound.update((rel.outer, rel.inner))
     return bound
 
@@ -358,12 +380,15 @@ def _read_box(st, consumers, infos, relax):
             vmap[iv.var] = cinfo.root_value(iv, d)
         for iv in cop.reduce_axis:
             vmap[iv.var] = cinfo.root_value(iv)
+        # a ragged axis's symbols exist only inside the consumer's nest: a read that depends on
+        # them (or on loops whose extent does) is taken as unknown, so the whole dimension is made
+        ragged = {v for rb in cinfo.ragged.values() for v in (rb.min_var, rb.extent_var) if v is not None}
         for acc in _accesses(cinfo.body, tensors):
             for d, idx in enumerate(acc.indices):
                 if unknown[d]:
                     continue
                 r = interval(substitute(idx, vmap))
-                if r is None:
+                if r is None or (ragged and (collect_vars(r[0]) | collect_vars(r[1])) & ragged):
                     unknown[d] = True
                     continue
                 a, b = simplify(r[0]), simplify(r[1])

@@ -46,14 +46,54 @@ def check_indices(sch) -> None:
         op = st.op
         if not isinstance(op, ComputeOp):
             continue
-        box = {}
-        for iv in list(op.axis) + list(op.reduce_axis):
-            lo, ext = iv.dom.min, iv.dom.extent
-            if isinstance(lo, Const) and isinstance(ext, Const) and ext.value >= 1:
-                box[iv.var] = (lo.value, lo.value + ext.value - 1)
+        box = _domain_box(op)
         checker = _Checker(op.name)
+        for iv in op.reduce_axis:       # a ragged axis's bounds read tensors (row_ptr[i + 1])
+            checker.walk(iv.dom.min, box)
+            checker.walk(iv.dom.extent, box)
         for b in op.body:
             checker.walk(b, box)
+
+
+def reads_in_bounds(op, e) -> bool:
+    """Whether evaluating ``e`` (an expression of ``op``'s axes) at every point of ``op``'s whole
+    domain, guards ignored, is safe: every read is of a constant-shaped tensor at an index that
+    provably stays inside it, and there is no integer division. A vectorized reduction uses it to
+    turn ``where=`` into a per-lane select, which evaluates its source at every lane.
+
+    >>> reads_in_bounds(C.op, A[i, k])                  # A: (8, 8); i, k in 0..7
+    True
+    """
+    box = _domain_box(op)
+    safe = [True]
+
+    def visit(x):
+        t = type(x)
+        if t is TensorLoad:
+            for idx, n in zip(x.indices, x.tensor.shape):
+                r = _exact(idx, box) if isinstance(n, Const) else None
+                if r is None or r[0] < 0 or r[1] >= n.value:
+                    safe[0] = False
+        elif t is Binary and x.op in _TRAPPING and not dt.is_float(x.dtype):
+            safe[0] = False
+        for c in children(x):
+            if safe[0]:
+                visit(c)
+    visit(e)
+    return safe[0]
+
+
+_TRAPPING = frozenset({BinOp.TRUNCDIV, BinOp.TRUNCMOD, BinOp.FLOORDIV, BinOp.FLOORMOD})
+
+
+def _domain_box(op) -> dict:
+    """Each axis of ``op`` with constant bounds: its smallest and largest value."""
+    box = {}
+    for iv in list(op.axis) + list(op.reduce_axis):
+        lo, ext = iv.dom.min, iv.dom.extent
+        if isinstance(lo, Const) and isinstance(ext, Const) and ext.value >= 1:
+            box[iv.var] = (lo.value, lo.value + ext.value - 1)
+    return box
 
 
 # ----------------------------------------------------------------------------------------------

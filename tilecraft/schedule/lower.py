@@ -18,6 +18,7 @@ from ..ir.functor import IRMutator, collect_vars, post_order_visit, substitute
 from ..ir.printer import func_str
 from ..ir.simplify import simplify
 from ..ir.stmt import Buffer, For, LetStmt, PrimFunc
+from ..te.extern import ExternOp
 from ..te.tensor import PlaceholderOp, Tensor
 from .bound import infer_bounds
 from .check_indices import check_indices
@@ -26,6 +27,7 @@ from .passes.loop_partition import partition_loops
 from .passes.storage_flatten import storage_flatten
 from .passes.unroll import unroll_loops
 from .passes.vectorize import vectorize_loops
+from .ragged import bound_reads
 from .schedule import Schedule, ScheduleError
 from .schedule_ops import schedule_ops
 from .tensorize import llvm_imports
@@ -52,6 +54,9 @@ def inline_stages(sch: Schedule) -> dict:
     for st in sch.stages:
         op = st.op
         if isinstance(op, PlaceholderOp):
+            continue
+        if isinstance(op, ExternOp):
+            bodies[st] = ()         # its statement reads whole input buffers (see _consumers)
             continue
         body = tuple(m.visit_expr(b) for b in op.body) if inlined else op.body
         bodies[st] = body
@@ -195,13 +200,35 @@ def _consumers(sch: Schedule, bodies: dict) -> dict:
     for st, body in bodies.items():
         if st.attach_type == "inline":
             continue
-        for t in set(_reads(body)):
+        reads = set(_reads(body)) | set(_bound_reads(st, producer_of))
+        if isinstance(st.op, ExternOp):
+            reads = st.op.inputs
+            for t in reads:
+                p = producer_of.get(t)
+                if p is not None and p.attach_type == "inline":
+                    raise ScheduleError(f"stage '{p.name}' is inlined (compute_inline), but the extern "
+                                        f"stage '{st.name}' reads its whole buffer; compute it at the root")
+        for t in reads:
             p = producer_of.get(t)
             if p is None:
                 raise ScheduleError(f"stage '{st.name}' reads tensor '{t.name}', which is not part of this schedule")
             if st not in consumers[p]:
                 consumers[p].append(st)
     return consumers
+
+
+def _bound_reads(st, producer_of: dict) -> list:
+    """The tensors read by the bounds of the stage's ragged reduce axes; they must have storage."""
+    if not getattr(st.op, "reduce_axis", ()):
+        return []
+    reads = bound_reads(st.op)
+    for t in reads:
+        p = producer_of.get(t)
+        if p is not None and p.attach_type == "inline":
+            raise ScheduleError(f"stage '{st.name}': the bounds of a ragged reduce axis read '{t.name}', which is "
+                                f"inlined (compute_inline); bounds are loaded from storage: compute '{t.name}' "
+                                f"in its own stage (leave out compute_inline)")
+    return reads
 
 
 def _argument_buffers(sch: Schedule, arg_tensors: list, consumers: dict) -> tuple[dict, list]:
@@ -235,7 +262,8 @@ def _stage_buffers(infos: dict, buffers: dict) -> dict:
         for t in st.op.outputs:
             if t in buffers:
                 continue
-            buffers[t] = Buffer(t.name, tuple(info.root_extent), t.dtype, st.scope)
+            shape = t.shape if isinstance(st.op, ExternOp) else tuple(info.root_extent)
+            buffers[t] = Buffer(t.name, shape, t.dtype, st.scope)
             if any(not (isinstance(m, Const) and m.value == 0) for m in info.root_min):
                 mins[t] = info.root_min
     return mins

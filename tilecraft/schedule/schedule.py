@@ -51,6 +51,12 @@ class Fuse:
     fused: IterVar
 
 
+@dataclass(frozen=True, eq=False)
+class Singleton:
+    """An axis of extent 1 that maps to no axis of the operation: ``fuse()`` of no axes."""
+    iv: IterVar
+
+
 @dataclass
 class IterAttr:
     kind: ForKind = ForKind.SERIAL
@@ -152,6 +158,14 @@ class Stage:
         self.all_iter_vars.append(iv)
         return iv
 
+    def _move_attached(self, old: IterVar, new: IterVar) -> None:
+        """Stages computed at loop ``old`` of this stage follow it when it is split (to the inner
+        loop) or fused as the inner loop (to the fused one): TVM's legalization of compute_at
+        targets, so that they keep running once per iteration of the loops they were inside."""
+        for st in self.schedule.stages:
+            if st.attach_stage is self and st.attach_ivar is old:
+                st.attach_ivar = new
+
     def _attr(self, iv: IterVar) -> IterAttr:
         a = self.iter_var_attrs.get(iv)
         if a is None:
@@ -209,6 +223,7 @@ class Stage:
         self.relations.append(Split(parent, outer, inner, amount_e if factor is not None else None,
                                     amount_e if nparts is not None else None))
         self.leaf_iter_vars[k:k + 1] = [outer, inner]
+        self._move_attached(parent, inner)
         return outer, inner, amount_e
 
     def tile(self, x_parent, y_parent, x_factor, y_factor):
@@ -242,7 +257,7 @@ class Stage:
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
             args = tuple(args[0])
         if len(args) == 0:
-            raise ScheduleError(f"fuse on stage '{self.name}': give at least one axis")
+            return self._fuse_none()
         idx = [self._leaf_index(a, "fuse") for a in args]
         ivs = [self.leaf_iter_vars[k] for k in idx]
         if len(args) == 1:
@@ -262,9 +277,25 @@ class Stage:
             ext = (e1.value * e2.value) if isinstance(e1, Const) and isinstance(e2, Const) else None
             fused = self._new_iv(f"{cur.var.name}.{nxt.var.name}.fused", cur.kind, ext)
             self.relations.append(Fuse(cur, nxt, fused))
+            self._move_attached(nxt, fused)
             cur = fused
         self.leaf_iter_vars[idx[0]:idx[-1] + 1] = [cur]
         return cur
+
+    def _fuse_none(self) -> IterVar:
+        """``fuse()`` of no axes (TVM): a new outermost loop of extent 1, e.g. a place to
+        ``compute_at`` a producer of a 0-dimensional stage, which has no loop of its own.
+
+        Before (``S`` of shape ())::             After ``s[S].fuse()``::
+
+            S[()] = A[()] + 1.0                    for singleton in range(1):
+                                                       S[()] = A[()] + 1.0
+        """
+        iv = self._new_iv("singleton", IterKind.DATA_PAR, 1)
+        self.relations.append(Singleton(iv))
+        self.leaf_iter_vars.insert(0, iv)
+        self._record(FuseStep(self._ref(), ()))
+        return iv
 
     def reorder(self, *args):
         """Put the given axes, in this order, in the positions they occupy now.
@@ -292,9 +323,10 @@ class Stage:
     def _annotate(self, iv, kind: ForKind, what: str, step):
         k = self._leaf_index(iv, what)
         iv = self.leaf_iter_vars[k]
-        if kind in (ForKind.VECTORIZED, ForKind.PARALLEL) and iv.kind is IterKind.REDUCE:
+        if kind is ForKind.PARALLEL and iv.kind is IterKind.REDUCE:
             raise ScheduleError(f"{what} on stage '{self.name}': axis '{iv.var.name}' is a reduction axis; "
-                                f"only data-parallel axes can be {what}d (reorder it inside, or use rfactor)")
+                                f"only data-parallel axes can run in parallel (use rfactor to make the "
+                                f"partial results of a reduction axis data-parallel)")
         self._attr(iv).kind = kind
         self._record(step(self._ref(), self._axis_ref(iv)))
 
@@ -307,6 +339,15 @@ class Stage:
                 for i.inner in range(8):               C[ramp(i.outer * 8, 1, 8)] =
                     C[i.outer * 8 + i.inner] =             A[ramp(i.outer * 8, 1, 8)] * broadcast(2.0, 8)
                         A[i.outer * 8 + i.inner] * 2.0
+
+        On a reduction axis each lane gets its own accumulator, combined once at the end
+        (``schedule/vector_reduce.py``; unrolled reduction axes add more accumulators)::
+
+            C[i] = 0.0                             C.vacc[ramp(0, 1, 8)] = broadcast(0.0, 8)
+            for k.outer in range(128):             for k.outer in range(128):
+                for k.inner in range(8):               C.vacc[ramp(0, 1, 8)] = C.vacc[ramp(0, 1, 8)] +
+                    C[i] = C[i] +                          A[i, ramp(k.outer * 8, 1, 8)]
+                        A[i, k.outer * 8 + k.inner]    C[i] = vector_reduce_add(C.vacc[ramp(0, 1, 8)])
         """
         self._annotate(iv, ForKind.VECTORIZED, "vectorize", VectorizeStep)
 

@@ -14,6 +14,9 @@ comma-separated). Later passes keep everything that belongs to the reduction ins
 (loop partitioning splits loops in place), and ``gpu_thread_reduce`` turns the scope into a
 per-thread fold, one all-reduce and one write.
 
+A ``te.extern`` stage is its own statement, inside one ``AttrStmt("buffer_bind_scope", declared
+buffer, BufferRegion(whole tensor))`` per input and output, which storage flattening resolves.
+
 The buffer of an attached stage marked with ``double_buffer()`` is allocated inside
 ``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))``; the GPU passes give it two
 copies where it stays inside a loop (``gpu_hoist_shared``, ``gpu_double_buffer``), the CPU
@@ -23,11 +26,18 @@ from __future__ import annotations
 
 from ..ir import dtype as dt
 from ..ir.expr import (BinOp, BufferLoad, Const, IterKind, TensorLoad, Var, binary, convert)
-from ..ir.functor import IRMutator, substitute
+from ..ir.functor import IRMutator, collect_vars, substitute
 from ..ir.simplify import simplify
-from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, For, ForKind, IfThenElse, LetStmt, seq)
+from ..ir.expr import BufferRegion
+from ..ir.stmt import (Allocate, AttrStmt, Buffer, BUFFER_BIND_SCOPE, BufferStore, For, ForKind,
+                       IfThenElse, LetStmt, seq)
+from .schedule import ScheduleError
+from ..te.extern import ExternOp
 from ..te.tensor import ComputeOp, PlaceholderOp
+from .ragged import let_positions, wrap_bound_lets
 from .tensorize import tensorized_axis, tensorized_nest
+from .vector_reduce import (accumulator_index, combine_stores, plan_vector_reduction,
+                            vector_reduction_nest)
 
 CROSS_THREAD_REDUCTION = "cross_thread_reduction"
 DOUBLE_BUFFER_SCOPE = "double_buffer_scope"
@@ -69,6 +79,7 @@ class NestBuilder:
         self.args = args                  # tensors whose buffers are function arguments
         self.aligns = aligns or {}        # buffer -> storage_align of its stage (tensorize's strides)
         self.to_loads = _ToBufferLoads(buffers, mins)
+        self.vector_plans: dict = {}      # stage -> VectorPlan of a vectorized reduction axis
 
     def store_index(self, st, info, t) -> tuple:
         """Where the stage's output ``t`` is written: relative to the computed region in a buffer
@@ -79,6 +90,8 @@ class NestBuilder:
 
     # ------------------------------------------------------------------------------------------
     def stage_nest(self, st):
+        if isinstance(st.op, ExternOp):
+            return self.extern_stmt(st)
         tensorized = tensorized_axis(st)
         if tensorized is not None:
             return tensorized_nest(self, st, *tensorized)
@@ -86,20 +99,57 @@ class NestBuilder:
         leaves = st.leaf_iter_vars
         op = st.op
         is_reduce = bool(op.reduce_axis)
-        body = self.compute_stmt(st, info)
+        plan = plan_vector_reduction(st, info, self.buffers) if is_reduce else None
+        if plan is not None:
+            self.vector_plans[st] = plan
+        lets = let_positions(st, info) if info.ragged else {}
+        # the guards that the outermost ragged bounds' `if` already checks (below) are not
+        # repeated in the body: a row tail's guard there would keep the nonzero loop from vectorizing
+        outer = {x.var for x in leaves[min(lets):]} if lets else set()
+        hoisted = [c for c in info.conditions if not (collect_vars(c) & outer)] if lets else []
+        body = self.compute_stmt(st, info, hoisted)
         # position of the first loop that depends on a reduction axis
         first_reduce = next((k for k, iv in enumerate(leaves) if iv.kind is IterKind.REDUCE), None)
         for k in range(len(leaves) - 1, -1, -1):
             iv = leaves[k]
+            if k in lets:   # a ragged axis's bounds, loaded once just outside its outermost loop
+                loop = wrap_bound_lets(self.make_for(st, iv, info, body), lets[k], self.to_loads)
+                # only for points inside the stage's domain (a split tail's row has no bounds)
+                inner_vars = {x.var for x in leaves[k:]}
+                guard = _and_all(c for c in info.conditions if not (collect_vars(c) & inner_vars))
+                if guard is not None:
+                    loop = IfThenElse(guard, loop)
+            else:
+                loop = None
             if is_reduce and k == first_reduce:
-                body = seq(self.init_stmt(st, info, k), self.make_for(st, iv, info, body))
+                loops = loop or self.make_for(st, iv, info, body)
                 tags = _launch_bound_reduce_tags(st, leaves[k:])
+                if plan is not None:
+                    if tags:
+                        raise ScheduleError(
+                            f"vectorize on stage '{st.name}': the reduction axis '{plan.lane.var.name}' is "
+                            f"vectorized, but the reduction also runs across GPU threads ({', '.join(tags)}); "
+                            f"vectorize a data-parallel axis instead, or leave the reduction axis serial")
+                    body = vector_reduction_nest(self, st, info, k, loops)
+                    continue
+                body = seq(self.init_stmt(st, info, k), loops)
                 if tags:
                     body = AttrStmt(CROSS_THREAD_REDUCTION, st.op.name, ",".join(tags), body)
             else:
-                body = self.make_for(st, iv, info, body)
+                body = loop or self.make_for(st, iv, info, body)
         if is_reduce and first_reduce is None:
             body = seq(self.init_stmt(st, info, len(leaves)), body)
+        return body
+
+    def extern_stmt(self, st):
+        """A ``te.extern`` stage: its statement, each declared buffer bound to its whole tensor."""
+        op = st.op
+        body = op.body
+        for declared, t in reversed(list(zip(op.input_placeholders + op.output_placeholders,
+                                             op.inputs + op.outputs))):
+            buf = self.buffers[t]
+            begin = tuple(convert(0) for _ in buf.shape)
+            body = AttrStmt(BUFFER_BIND_SCOPE, declared, BufferRegion(buf, begin, tuple(buf.shape)), body)
         return body
 
     def make_for(self, st, iv, info, body):
@@ -133,51 +183,79 @@ class NestBuilder:
             vmap[iv.var] = info.root_value(iv)
         return vmap
 
-    def compute_stmt(self, st, info):
+    def compute_stmt(self, st, info, hoisted=()):
         op = st.op
         vmap = self._root_map(st, info)
         idxs = [self.store_index(st, info, t) for t in op.outputs]
         bufs = [self.buffers[t] for t in op.outputs]
-        conds = info.conditions
+        conds = [c for c in info.conditions if not any(c is h for h in hoisted)]
         if not op.reduce_axis:
             stores = [BufferStore(b, self.to_loads.visit_expr(substitute(e, vmap)), idx)
                       for b, e, idx in zip(bufs, info.body, idxs)]
             body = seq(*stores)
         else:
             red = info.body[0]
-            comb = red.combiner
             src = [self.to_loads.visit_expr(substitute(s, vmap)) for s in red.source]
-            cur = [BufferLoad(b, idx, b.dtype) for b, idx in zip(bufs, idxs)]
-            cmap = {**dict(zip(comb.lhs, cur)), **dict(zip(comb.rhs, src))}
-            if len(bufs) == 1:
-                body = BufferStore(bufs[0], substitute(comb.result[0], cmap), idxs[0])
-            else:
-                tmp = [Var(f"{b.name}.next", b.dtype) for b in bufs]
-                stores = seq(*[BufferStore(b, t, idx) for b, t, idx in zip(bufs, tmp, idxs)])
-                body = stores
-                for t, r in reversed(list(zip(tmp, comb.result))):
-                    body = LetStmt(t, substitute(r, cmap), body)
             cond = red.condition
-            if not (isinstance(cond, Const) and cond.value is True):
-                conds = list(conds) + [self.to_loads.visit_expr(substitute(cond, vmap))]
+            where = None if isinstance(cond, Const) and cond.value is True else \
+                self.to_loads.visit_expr(substitute(cond, vmap))
+            plan = self.vector_plans.get(st)
+            if plan is not None:            # fold into the vector accumulators instead
+                bufs, idxs = plan.accs, [accumulator_index(plan)] * len(plan.accs)
+                if where is not None and self.safe_everywhere(op, red.source):
+                    # a per-lane select, which vectorizes (an `if` that differs between lanes
+                    # would not); the source is then read at every point, so only where it
+                    # provably may be
+                    body = combine_stores(red.combiner, bufs, idxs, src, where)
+                    c = _and_all(conds)
+                    return body if c is None else IfThenElse(c, body)
+            body = combine_stores(red.combiner, bufs, idxs, src)
+            if where is not None:
+                # inside the guards, not beside them: ``where=`` may read the tensor at the
+                # reduction's point, which a split tail's guard keeps in bounds (`and` evaluates
+                # both sides)
+                body = IfThenElse(where, body)
         c = _and_all(conds)
         return body if c is None else IfThenElse(c, body)
 
-    def init_stmt(self, st, info, pos: int):
+    def safe_everywhere(self, op, exprs) -> bool:
+        """Whether ``exprs`` (of ``op``'s axes) may be evaluated at every point of its domain,
+        guards ignored: reads provably inside tensors whose buffers hold all of them (inputs, or
+        stages computed whole), and no integer division."""
+        from ..ir.functor import post_order_visit
+        from .check_indices import reads_in_bounds
+        tensors = []
+        for e in exprs:
+            post_order_visit(e, lambda n: tensors.append(n.tensor) if type(n) is TensorLoad else None)
+        for t in tensors:
+            buf = self.buffers.get(t)
+            if buf is None or t in self.mins or not all(
+                    isinstance(a, Const) and isinstance(b, Const) and a.value == b.value
+                    for a, b in zip(buf.shape, t.shape)):
+                return False
+        return all(reads_in_bounds(op, e) for e in exprs)
+
+    def init_stmt(self, st, info, pos: int, finish=None):
         """Set the reduction's outputs to their start values (``init=`` or the identity) over the
-        data axes below ``pos``."""
+        data axes below ``pos``. With ``finish(fresh_vars, starts, buffers, indices)`` the stores
+        are what it returns instead (a vectorized reduction's horizontal step; ``starts`` is None
+        without ``init=``)."""
         op = st.op
         red = info.body[0]
         leaves = st.leaf_iter_vars
         inner = [iv for iv in leaves[pos:] if iv.kind is not IterKind.REDUCE]
-        fresh = {iv.var: Var(iv.var.name + ".init", iv.var.dtype) for iv in inner}
+        suffix = ".init" if finish is None else ".final"
+        fresh = {iv.var: Var(iv.var.name + suffix, iv.var.dtype) for iv in inner}
         starts = red.combiner.identity
         if red.init:
             vmap = self._root_map(st, info)
             starts = [self.to_loads.visit_expr(substitute(substitute(x, vmap), fresh)) for x in red.init]
         bufs = [self.buffers[t] for t in op.outputs]
-        body = seq(*[BufferStore(b, v, tuple(substitute(i, fresh) for i in self.store_index(st, info, t)))
-                     for b, t, v in zip(bufs, op.outputs, starts)])
+        idxs = [tuple(substitute(i, fresh) for i in self.store_index(st, info, t)) for t in op.outputs]
+        if finish is None:
+            body = seq(*[BufferStore(b, v, idx) for b, v, idx in zip(bufs, starts, idxs)])
+        else:
+            body = finish(fresh, starts if red.init else None, bufs, idxs)
         reduce_vars = {iv.var for iv in leaves if iv.kind is IterKind.REDUCE}
         from ..ir.functor import collect_vars
         conds = [substitute(c, fresh) for c in info.conditions if not (collect_vars(c) & reduce_vars)]

@@ -7,10 +7,13 @@
 >>> s = te.create_schedule(C.op)
 """
 from ..ir.expr import Var, IterVar, Range, Expr
-from .tensor import ComputeOp, Operation, PlaceholderOp, TEError, Tensor
+from .tensor import ComputeOp, Operation, PlaceholderOp, TEError, Tensor, TensorSlice
+from .tag import TagScope, tag_scope
+from .extern import ExternOp, extern
 from .operation import (Reducer, comm_reducer, compute, max, min, placeholder, reduce_axis,
                         size_var, sum, thread_axis, var)
 from .tensor_intrin import TensorIntrin, decl_tensor_intrin
+from ..ir.expr import div
 from .intrin import (abs, all, any, ceil, const, cos, erf, exp, exp2, floor, floordiv, floormod,
                      fma, if_then_else, indexdiv, indexmod, isnan, log, log2, log10, max_value,
                      min_value, pow, power, round, rsqrt, select, sigmoid, sin, sqrt, tanh, trunc,

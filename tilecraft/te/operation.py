@@ -18,6 +18,7 @@ from ..ir.expr import (BinOp, Call, CommReducer, Const, Expr, IterKind, IterVar,
                        SizeVar, TensorLoad, Var, binary, cast, const, convert, logical_not, select)
 from ..ir.functor import post_order_visit, collect_vars
 from ..ir.simplify import simplify
+from .tag import scoped_tag
 from .tensor import (ComputeOp, PlaceholderOp, TEError, Tensor, is_reduce_var,
                      register_reduce_var)
 
@@ -117,6 +118,12 @@ def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs=None):
 
     >>> C = compute((n, m), lambda i, j: A[i, j] + B[j], name="C")
     """
+    return compute_tagged(shape, fcompute, name, scoped_tag(tag, f"compute '{name}'"), attrs)
+
+
+def compute_tagged(shape, fcompute, name: str, tag: str, attrs=None):
+    """``compute`` with exactly this tag, whatever ``te.tag_scope`` encloses it (topi's operators
+    keep theirs, as TVM's C++ ones do)."""
     shape = _shape(shape, f"compute '{name}'")
     names = _lambda_arg_names(fcompute, len(shape))
     axis = tuple(IterVar(Range(const(0, s.dtype), s), Var(nm, s.dtype), IterKind.DATA_PAR)
@@ -125,8 +132,21 @@ def compute(shape, fcompute, name: str = "compute", tag: str = "", attrs=None):
     bodies = tuple(body) if isinstance(body, (list, tuple)) else (body,)
     bodies = tuple(_to_expr(b, name) for b in bodies)
     reduce_axes = _check_body(bodies, axis, name)
+    _check_ragged_bounds(reduce_axes, name)
     op = ComputeOp(name, tag, attrs or {}, axis, reduce_axes, bodies)
     return list(op.outputs) if len(bodies) > 1 else op.output(0)
+
+
+def _check_ragged_bounds(r_axes: tuple, name: str) -> None:
+    """A reduce axis's bounds may read tensors and the output's axes (a ragged axis), not
+    another reduce axis: the bounds are loaded once per output point."""
+    for iv in r_axes:
+        for part in (iv.dom.min, iv.dom.extent):
+            for v in collect_vars(part):
+                if is_reduce_var(v):
+                    raise TEError(f"compute '{name}': the bounds of the reduce axis '{iv.var.name}' use the reduce "
+                                  f"axis '{v.name}'; bounds may use the output's axes and tensor loads "
+                                  f"(row_ptr[i], row_ptr[i + 1]), not another reduction axis")
 
 
 def _to_expr(b, name):
@@ -215,7 +235,23 @@ class Reducer:
             self._cache[dtypes] = c
         return c
 
-    def __call__(self, expr, axis, where=None, init=None):
+    def __call__(self, expr, axis=None, where=None, init=None, *rest):
+        if axis is None:
+            raise TEError(f"te.{self.name}: give the reduce axes (axis=k, made by te.reduce_axis), "
+                          f"or two or more values to combine")
+        if not isinstance(axis, (IterVar, list, tuple)):
+            # TVM: a reducer called on plain values combines them: mysum(a, b) is a + b
+            try:
+                return self.combine(expr, axis, *[x for x in (where, init, *rest) if x is not None])
+            except DTypeError as e:
+                if not isinstance(axis, Var):
+                    raise
+                raise TEError(f"te.{self.name}: axis must be reduce axes made by te.reduce_axis, got the "
+                              f"variable '{axis.name}'; called with plain values a reducer combines them "
+                              f"(TVM), and these do not combine: {e}") from None
+        if rest:
+            raise TEError(f"te.{self.name}: called with a reduce axis, it takes (expr, axis, where=, "
+                          f"init=); {len(rest)} more argument(s) given")
         axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
         for a in axes:
             if not isinstance(a, IterVar) or a.kind is not IterKind.REDUCE:
@@ -228,6 +264,18 @@ class Reducer:
         inits = () if init is None else self._init(init, srcs)
         outs = tuple(Reduce(comb, srcs, axes, cond, i, inits) for i in range(len(srcs)))
         return outs if len(outs) > 1 else outs[0]
+
+    def combine(self, *values):
+        """The combine function folded over plain values, left to right (TVM's reducer called
+        without a reduce axis): ``te.sum(a, b, c)`` is ``(a + b) + c``.
+
+        >>> mymax = te.comm_reducer(lambda x, y: te.max(x, y), lambda t: te.min_value(t))
+        >>> mymax(A[i], B[i])                   # max(A[i], B[i])
+        """
+        res = values[0]
+        for v in values[1:]:
+            res = self.fcombine(res, v)
+        return tuple(res) if isinstance(res, list) else res
 
     def _init(self, init, srcs: tuple) -> tuple:
         vals = tuple(init) if isinstance(init, (list, tuple)) else (init,)
@@ -265,15 +313,11 @@ _min_reducer = comm_reducer(lambda x, y: binary(BinOp.MIN, x, y), lambda t: cons
 
 def max(expr, axis=None, where=None, init=None, *rest):  # noqa: A001 - TVM's name
     """``te.max(expr, axis=k)`` (``where=``, ``init=`` as for ``te.sum``) reduces;
-    ``te.max(a, b)`` is the elementwise maximum."""
-    if axis is not None and not isinstance(axis, (IterVar, list, tuple)):
-        return binary(BinOp.MAX, expr, axis)
-    return _max_reducer(expr, axis, where, init)
+    ``te.max(a, b)`` (or more values) is the elementwise maximum."""
+    return _max_reducer(expr, axis, where, init, *rest)
 
 
 def min(expr, axis=None, where=None, init=None, *rest):  # noqa: A001
     """``te.min(expr, axis=k)`` (``where=``, ``init=`` as for ``te.sum``) reduces;
-    ``te.min(a, b)`` is the elementwise minimum."""
-    if axis is not None and not isinstance(axis, (IterVar, list, tuple)):
-        return binary(BinOp.MIN, expr, axis)
-    return _min_reducer(expr, axis, where, init)
+    ``te.min(a, b)`` (or more values) is the elementwise minimum."""
+    return _min_reducer(expr, axis, where, init, *rest)

@@ -52,9 +52,10 @@ class Tensor:
             indices = (indices,)
         if len(indices) == 1 and isinstance(indices[0], (list, tuple)):
             indices = tuple(indices[0])
-        if len(indices) != len(self.shape):
-            raise TEError(f"tensor '{self.name}' has {len(self.shape)} dimension(s) but was indexed "
-                          f"with {len(indices)} index(es): {self.name}[{', '.join(map(str, indices))}]")
+        if len(indices) < len(self.shape):
+            return TensorSlice(self, indices)       # T[i][j]: completed by further indexing
+        if len(indices) > len(self.shape):
+            raise _index_count_error(self, indices)
         out = []
         for pos, i in enumerate(indices):
             if isinstance(i, slice):
@@ -71,6 +72,17 @@ class Tensor:
 
     __call__ = lambda self, *idx: self.__getitem__(idx)
 
+    # Whole-tensor arithmetic (TVM's te tensor overloads, from topi): ``A + B`` with numpy-style
+    # broadcasting, ``A * 2``, ``1 - A``; a new elementwise compute stage (tensor_ops.py).
+    def __add__(self, o): return _tensor_binary("add", self, o)
+    def __radd__(self, o): return _tensor_binary("add", o, self)
+    def __sub__(self, o): return _tensor_binary("subtract", self, o)
+    def __rsub__(self, o): return _tensor_binary("subtract", o, self)
+    def __mul__(self, o): return _tensor_binary("multiply", self, o)
+    def __rmul__(self, o): return _tensor_binary("multiply", o, self)
+    def __truediv__(self, o): return _tensor_binary("divide", self, o)
+    def __rtruediv__(self, o): return _tensor_binary("divide", o, self)
+
     def __repr__(self) -> str:
         shape = ", ".join(str(s) for s in self.shape)
         return f"Tensor({self.name}, shape=({shape}), dtype={self.dtype})"
@@ -80,6 +92,52 @@ class Tensor:
 
     def __eq__(self, other):
         return self is other
+
+
+def _tensor_binary(name, a, b):
+    from .tensor_ops import tensor_binary      # tensor_ops builds computes (operation.py)
+    return tensor_binary(name, a, b)
+
+
+def _index_count_error(t: Tensor, indices) -> TEError:
+    return TEError(f"tensor '{t.name}' has {len(t.shape)} dimension(s) but was indexed "
+                   f"with {len(indices)} index(es): {t.name}[{', '.join(map(str, indices))}]")
+
+
+class TensorSlice:
+    """A tensor indexed in fewer dimensions than it has (TVM's ``TensorSlice``): ``A[i]`` of a
+    2-D ``A``; indexing it again, ``A[i][j]``, reads the element. Anywhere else (in arithmetic,
+    as a compute body) it is the error of a missing index.
+
+    >>> te.compute((n, m), lambda i, j: A[i][j] * 2)
+    """
+
+    __slots__ = ("tensor", "indices")
+
+    def __init__(self, tensor: Tensor, indices: tuple):
+        self.tensor, self.indices = tensor, tuple(indices)
+
+    def __getitem__(self, more):
+        more = more if isinstance(more, tuple) else (more,)
+        return self.tensor[self.indices + more]
+
+    @property
+    def dtype(self) -> str:
+        return self.tensor.dtype
+
+    def asobject(self):
+        """The element this slice reads; a slice with indices missing is an error saying so."""
+        raise _index_count_error(self.tensor, self.indices)
+
+    def _refuse(self, *_):
+        return self.asobject()
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = __rtruediv__ = _refuse
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __neg__ = __lt__ = __le__ = __gt__ = __ge__ = _refuse
+    astype = _refuse
+
+    def __repr__(self) -> str:
+        return f"{self.tensor.name}[{', '.join(map(str, self.indices))}]"
 
 
 class Operation:
@@ -146,7 +204,8 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list:
-        """Tensors read by the body, in first-use order."""
+        """Tensors read by the body and by the bounds of ragged reduce axes (``row_ptr`` in
+        ``te.reduce_axis((row_ptr[i], row_ptr[i + 1]))``), in first-use order, bounds first."""
         if self._inputs is None:
             seen, out = set(), []
 
@@ -154,6 +213,9 @@ class ComputeOp(Operation):
                 if isinstance(n, TensorLoad) and id(n.tensor) not in seen:
                     seen.add(id(n.tensor))
                     out.append(n.tensor)
+            for r in self.reduce_axis:
+                post_order_visit(r.dom.min, f)
+                post_order_visit(r.dom.extent, f)
             for b in self.body:
                 post_order_visit(b, f)
             self._inputs = out
@@ -161,6 +223,21 @@ class ComputeOp(Operation):
 
     def __repr__(self):
         return f"ComputeOp({self.name})"
+
+
+def is_ragged_axis(op, iv) -> bool:
+    """Whether the reduce axis ``iv`` of ``op`` is *ragged*: its bounds read tensors or the op's
+    own axes, as in ``te.reduce_axis((row_ptr[i], row_ptr[i + 1]))``, so its range changes with
+    the output point (``docs/ragged.md``)."""
+    data = {a.var for a in op.axis}
+    found = []
+
+    def f(n):
+        if isinstance(n, TensorLoad) or (isinstance(n, Var) and n in data):
+            found.append(1)
+    post_order_visit(iv.dom.min, f)
+    post_order_visit(iv.dom.extent, f)
+    return bool(found)
 
 
 def post_dfs_order(ops) -> list:

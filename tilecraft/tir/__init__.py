@@ -17,4 +17,6 @@ from ..te.intrin import (const, floordiv, floormod, truncdiv, truncmod, indexdiv
                          all, any, max_value, min_value, trunc)
 from ..te.intrin import select as Select
 from ..ir.expr import min_expr as min, max_expr as max  # noqa: A001
+from ..ir.expr import div
+from ..ir.packed import call_packed
 from . import ir_builder

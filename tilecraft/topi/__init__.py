@@ -1,6 +1,7 @@
-"""Ready operators and tuning templates: ``matmul``, ``batch_matmul``, ``conv2d``, ``softmax``
-(each registers its ``llvm`` template with ``tilecraft.autotune``; ``matmul`` and ``conv2d_cuda``
-register ``cuda`` ones)."""
-from . import batch_matmul, conv2d, conv2d_cuda, matmul, softmax
+"""Ready operators and tuning templates: ``matmul``, ``batch_matmul``, ``conv2d``, ``softmax``,
+``layer_norm``, ``pooling`` (``global_pool``), ``sparse`` (CSR SpMV/SpMM, SDDMM, segment sums,
+embedding bags) (each registers its ``llvm`` template with ``tilecraft.autotune``; ``matmul`` and
+``conv2d_cuda`` register ``cuda`` ones)."""
+from . import batch_matmul, conv2d, conv2d_cuda, layer_norm, matmul, pooling, softmax, sparse
 
-__all__ = ["matmul", "batch_matmul", "conv2d", "conv2d_cuda", "softmax"]
+__all__ = ["matmul", "batch_matmul", "conv2d", "conv2d_cuda", "softmax", "layer_norm", "pooling", "sparse"]

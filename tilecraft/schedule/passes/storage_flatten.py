@@ -3,7 +3,11 @@
 Afterwards each ``BufferLoad``/``BufferStore`` has a single element-offset index. Argument
 buffers keep their n-dimensional ``shape`` (it is the function's signature) but are indexed
 row-major; allocated buffers are replaced by 1-D buffers whose size honours ``storage_align``
-(the stride of an aligned axis ``d`` satisfies ``stride % factor == offset``). A constant size is
+(the stride of an aligned axis ``d`` satisfies ``stride % factor == offset``). Two indices that
+are the quotient and remainder of one value by one constant, with strides that make them adjacent
+digits (``A[f // 9, f % 9]`` into a row of 9), become that value (``f``): the axes of a ``fuse``
+recombine here, before vectorization sees the index (it would make gathers of ``ramp // 9`` and
+``ramp % 9``; the simplifier would recombine them only after vectorization). A constant size is
 exact: an int32 constant, or an int64 one where it does not fit in int32 (folding it in int32
 would wrap it to a smaller buffer); a symbolic size stays an int32 expression, which the LLVM
 backend evaluates in 64 bits.
@@ -18,8 +22,8 @@ interpreters can still find the box.
 """
 from __future__ import annotations
 
-from ...ir.expr import AccessPtr, BufferLoad, BufferRegion, Const, Var, const, convert
-from ...ir.functor import IRMutator, substitute
+from ...ir.expr import AccessPtr, BinOp, Binary, BufferLoad, BufferRegion, Const, Var, const, convert
+from ...ir.functor import IRMutator, structural_equal, substitute
 from ...ir.simplify import simplify
 from ...ir.stmt import Allocate, AttrStmt, BUFFER_BIND_SCOPE, Buffer, BufferStore
 
@@ -76,8 +80,11 @@ class _Flatten(IRMutator):
             return nb, indices
         if not indices:
             return nb, (base if base is not None else convert(0),)
+        pairs = list(zip(indices, strides))
+        if len(pairs) > 1:
+            pairs = _recombine_divmod(pairs)
         flat = base
-        for i, s in zip(indices, strides):
+        for i, s in pairs:
             term = i if (isinstance(s, Const) and s.value == 1) else i * s
             flat = term if flat is None else flat + term
         return nb, (flat,)
@@ -142,6 +149,24 @@ class _Flatten(IRMutator):
         idx = self._exprs(s.indices)
         nb, flat = self._index(s.buffer, idx)
         return BufferStore(nb, v, tuple(flat))
+
+
+_DIV_MOD = {BinOp.FLOORDIV: BinOp.FLOORMOD, BinOp.TRUNCDIV: BinOp.TRUNCMOD}
+
+
+def _recombine_divmod(pairs: list) -> list:
+    """(index, stride) pairs with ``(x // c, c * s)`` and ``(x % c, s)`` merged into ``(x, s)``:
+    ``x // c * c + x % c == x`` for floor and for truncating division alike."""
+    for d, (q, qs) in enumerate(pairs):
+        if type(q) is not Binary or q.op not in _DIV_MOD or type(q.b) is not Const or type(qs) is not Const:
+            continue
+        for e, (r, rs) in enumerate(pairs):
+            if (type(r) is Binary and r.op is _DIV_MOD[q.op] and type(r.b) is Const and r.b.value == q.b.value
+                    and type(rs) is Const and qs.value == rs.value * q.b.value and structural_equal(q.a, r.a)):
+                merged = [p for k, p in enumerate(pairs) if k not in (d, e)]
+                merged.insert(min(d, e), (q.a, rs))
+                return _recombine_divmod(merged)
+    return pairs
 
 
 def storage_flatten(body, aligns: dict | None = None):
