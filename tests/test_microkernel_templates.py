@@ -121,3 +121,15 @@ def test_cli_lists_the_tensorized_templates(capsys):
                         ("topi/conv2d_nchwc_tensorized.llvm", "conv2d_tensorized"),
                         ("topi/conv2d_nchwc_int8.llvm", "conv2d_int8")]:
         assert f"{name}   (tilecraft tune {short})" in out
+
+
+def test_a_task_for_another_cpu_tiles_and_builds_for_it():
+    """The ISA is the task's target's, in its config space and its schedules: AVX2 tiles (8
+    lanes, 16 registers) and ymm code for znver3, whatever the host."""
+    target = "llvm -mcpu=znver3"
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(16, 32, 64, "float32"), target=target)
+    tiles = [e.val for e in task.config_space.space_map["tile"].entities]
+    assert (8, 8) in tiles and all(nr % 8 == 0 and mr * nr // 8 + nr // 8 + 1 <= 16 for mr, nr in tiles)
+    s, args = task.instantiate(task.config_space.get(task.config_space.valid_index(0)))
+    asm = tc.build(s, args, target=target).get_source("asm")
+    assert "vfmadd" in asm and "%ymm" in asm and "%zmm" not in asm
