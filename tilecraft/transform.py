@@ -4,7 +4,8 @@
 ...     f = tilecraft.build(s, [A, B], target="llvm")
 >>> f(a_too_small, b)     # KernelIndexError: index 8 out of bounds for buffer 'A' of extent 8 ...
 
-``opt_level`` and ``config`` take TVM's names. The options known so far:
+``opt_level``, ``required_pass``/``disabled_pass`` (pass names), ``instruments`` and ``config``
+take TVM's names; the graph level (``tilecraft.relay``) runs its passes by them. The options known so far:
 
 =================================  =====  ==========================================================
 ``tir.instrument_bound_checkers``  bool   CPU code checks every load and store against its buffer's
@@ -35,12 +36,16 @@ class PassContextError(ValueError):
 class PassContext:
     """Build options for a ``with`` block: ``PassContext(opt_level=3, config={...})``."""
 
-    def __init__(self, opt_level: int = 2, required_pass=None, disabled_pass=None, config=None):
+    def __init__(self, opt_level: int = 2, required_pass=None, disabled_pass=None, config=None,
+                 instruments=None):
         if not isinstance(opt_level, int) or isinstance(opt_level, bool) or not 0 <= opt_level <= 4:
             raise PassContextError(f"PassContext: opt_level must be an integer from 0 to 4, got {opt_level!r}")
         self.opt_level = opt_level
         self.required_pass = list(required_pass or [])
         self.disabled_pass = list(disabled_pass or [])
+        # objects with run_after_pass(mod, pass_info), called after each graph pass (relay's
+        # PrintAfterAll prints the module)
+        self.instruments = list(instruments or [])
         self.config = {}
         for key, value in dict(config or {}).items():
             if key not in CONFIG_OPTIONS:
