@@ -17,6 +17,11 @@ through these; every backend and evaluator looks them up by ``Call.name``:
                            name that lacks it (``llvm.fma`` with a float32x8 argument and
                            ``n = 1`` is ``llvm.fma.v8f32``). The result has ``dtype``.
 ``call_llvm_pure_intrin``  the same, for an intrinsic without effects.
+``reinterpret``            ``Call("reinterpret", (value,), dtype)``: the bits of ``value`` read as
+                           ``dtype``, of the same total size (TVM's ``tir.reinterpret``): four
+                           ``uint8`` lanes as one ``int32``, ``int8x64`` as ``int32x16``, what
+                           the operands of an int8 dot-product instruction need. It names no
+                           symbol.
 =========================  ==================================================================
 
 None of them is evaluated by the interpreters: a tensorized region runs there by the
@@ -25,6 +30,7 @@ dropped by CSE and dead-code removal (they are not in ``cse.PURE_CALLS``).
 
 >>> call_extern("int32", "gemv_update", Cb.access_ptr("w"), Ab.access_ptr("r"), 16)
 >>> call_llvm_pure_intrin("float32x8", "llvm.fma.v8f32", a, b, c)
+>>> reinterpret("int32", Ab.vload([0], "uint8x4"))
 """
 from __future__ import annotations
 
@@ -42,7 +48,8 @@ class Builtin:
     """One builtin call: its name, whether it is pure, and what its first arguments are."""
     name: str
     pure: bool
-    symbol_kind: str          # what the StringImm first argument names: "C function", "LLVM intrinsic"
+    symbol_kind: str          # what the StringImm first argument names: "C function", "LLVM intrinsic";
+                              # "" for a call without one (reinterpret)
     doc: str
 
 
@@ -51,6 +58,7 @@ BUILTINS = {b.name: b for b in (
     Builtin("call_pure_extern", True, "C function", "a C function without effects"),
     Builtin("call_llvm_intrin", False, "LLVM intrinsic", "an LLVM intrinsic by name"),
     Builtin("call_llvm_pure_intrin", True, "LLVM intrinsic", "an LLVM intrinsic without effects"),
+    Builtin("reinterpret", True, "", "the bits of a value as another dtype of the same size"),
 )}
 EXTERN_CALLS = frozenset({"call_extern", "call_pure_extern"})
 LLVM_INTRIN_CALLS = frozenset({"call_llvm_intrin", "call_llvm_pure_intrin"})
@@ -121,11 +129,40 @@ def call_llvm_pure_intrin(dtype, name: str, *args) -> Call:
     return _llvm_intrin("call_llvm_pure_intrin", dtype, name, args)
 
 
+def reinterpret(dtype, value) -> Call:
+    """The bits of ``value`` read as ``dtype`` (TVM's ``tir.reinterpret``); both hold the same
+    number of bits: ``reinterpret("int32", Ab.vload([0], "uint8x4"))`` is four bytes as one
+    ``int32`` (the first byte the lowest), ``reinterpret("int32x16", Bb.vload([0, 0], "int8x64"))``
+    64 bytes as 16 ``int32`` lanes. Booleans and handles have no bits to read.
+
+    >>> reinterpret("float32", tir.const(0x3F800000, "int32"))      # 1.0
+    """
+    dtype = dt.normalize(dtype)
+    try:
+        value = convert(value)
+    except TypeError:
+        raise TypeError(f"reinterpret: the value must be an expression or a number, got "
+                        f"{type(value).__name__} {value!r}") from None
+    for d in (dtype, value.dtype):
+        if dt.is_bool(d) or d == "handle":
+            raise ValueError(f"reinterpret of `{value}` ({value.dtype}) as {dtype}: {d} has no bits to "
+                             f"reinterpret; use a cast")
+    have, want = dt.bits(value.dtype) * dt.lanes(value.dtype), dt.bits(dtype) * dt.lanes(dtype)
+    if have != want:
+        raise ValueError(f"reinterpret of `{value}` ({value.dtype}, {have} bits) as {dtype} ({want} bits): "
+                         f"the sizes differ")
+    return Call("reinterpret", (value,), dtype)
+
+
 def call_intrin(dtype, func_name: str, *args) -> Call:
     """A builtin of this table or a math function by name (TVM's ``tir.call_intrin``; a
     ``"tir."`` prefix is accepted): ``call_intrin("float32", "tir.exp", x)``."""
     from .cse import PURE_CALLS
     name = func_name[4:] if isinstance(func_name, str) and func_name.startswith("tir.") else func_name
+    if name == "reinterpret":
+        if len(args) != 1:
+            raise ValueError(f"call_intrin('{func_name}') takes one argument, got {len(args)}")
+        return reinterpret(dtype, args[0])
     if name in BUILTINS:
         if not args or not isinstance(args[0], (str, StringImm)):
             raise ValueError(f"call_intrin('{func_name}'): the first argument is the "
@@ -296,12 +333,17 @@ def warp_operands(call: Call) -> dict:
 
 
 def symbol_of(call: Call) -> str:
-    """The C function or LLVM intrinsic a builtin call names: ``symbol_of(call_extern("int32", "f")) == "f"``."""
+    """The C function or LLVM intrinsic a builtin call names: ``symbol_of(call_extern("int32", "f")) == "f"``
+    (the builtin's own name for one without a symbol: ``reinterpret``)."""
+    if not BUILTINS[call.name].symbol_kind:
+        return call.name
     return call.args[0].value
 
 
 def call_args(call: Call) -> tuple:
     """The arguments a builtin call passes (after its symbol, and the LLVM signature count)."""
+    if not BUILTINS[call.name].symbol_kind:
+        return call.args
     return call.args[2:] if call.name in LLVM_INTRIN_CALLS else call.args[1:]
 
 
