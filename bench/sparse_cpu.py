@@ -9,7 +9,8 @@ Matrices (``make_matrix``): uniform random at 1% density (100k x 100k, 100M nonz
 ``--scale 1``), power-law row lengths (mean 32, 200k x 200k), banded (2M rows, 15 per row);
 ``--scale`` multiplies the rows and columns (the uniform one keeps 1% density, so its nonzeros
 scale with the square). tilecraft runs a few schedules (``CONFIGS``: scalar and vector
-accumulators, dynamic row chunks) and the best is reported beside each of them; scipy is single
+accumulators, dynamic row chunks; ``spmm_configs``: vectors of the dense axis, register
+blocking) and the best is reported beside each of them; scipy is single
 threaded whatever ``--threads`` says (it has no threaded SpMV), torch uses ``torch.set_num_threads``.
 GB/s counts the bytes an ideal SpMV moves: row_ptr, col_idx and val read once, x read once, y
 written once; "copy" is the faster of ``np.copyto`` and a parallel tilecraft copy of as many bytes
@@ -30,7 +31,20 @@ CONFIGS = {
     "vec8": dict(vector=8, row_grain=64),
     "vec16x2": dict(vector=16, unroll=2, row_grain=64),
 }
-SPMM_CONFIGS = {"vec": dict(row_grain=16), "vec_u2": dict(unroll=2, row_grain=16)}   # vector: min(16, width)
+
+
+def spmm_configs(width: int) -> dict:
+    """SpMM schedules for a dense operand of ``width`` columns: built for that width (no guards)
+    except ``vec (any width)``; ``rb``: register blocking (``block`` vectors of the output row
+    accumulated across a row's nonzeros, ``schedule_rows``)."""
+    v = min(16, width)
+    out = {"vec (any width)": dict(row_grain=16, vector=v),
+           "vec": dict(row_grain=16, vector=v, width=width),
+           "vec_u2": dict(unroll=2, row_grain=16, vector=v, width=width)}
+    for vector, block in ((8, 2), (8, 4), (16, 2), (16, 4)):
+        if vector * block <= width:
+            out[f"rb{block}x{vector}"] = dict(row_grain=16, vector=vector, block=block, width=width)
+    return out
 
 
 def parse_args(argv=None):
@@ -110,7 +124,7 @@ def main(argv=None) -> None:
     print(f"numpy {np.__version__}, scipy {scipy.__version__}, torch {torch.__version__ if torch else 'absent'}; "
           f"scale {args.scale}; median of {args.repeat}")
     spmv = {k: sparse.build_spmv(**c) for k, c in CONFIGS.items()}
-    spmm = {w: {k: sparse.build_spmm(vector=min(16, w), **c) for k, c in SPMM_CONFIGS.items()} for w in args.widths}
+    spmm = {w: {k: sparse.build_spmm(**c) for k, c in spmm_configs(w).items()} for w in args.widths}
     for kind in args.matrices:
         t0 = time.perf_counter()
         (row_ptr, col_idx, val), n = matrix(kind, args.scale)

@@ -45,11 +45,14 @@ def test_spmv_matches_scipy(cfg, rng):
 def test_spmm_matches_scipy(width, rng):
     f = sparse.build_spmm(vector=min(16, width), unroll=2)
     g = sparse.build_spmm(vector=4, row_grain=1, dynamic=False)
+    # register blocking, on a constant width (tiles that divide it, and a tail tile that does not)
+    blocked = [sparse.build_spmm(vector=4, block=2, unroll=2, width=width),
+               sparse.build_spmm(vector=8, block=4, width=width, dynamic=False, row_grain=3)]
     for name, row_ptr, col_idx, val, cols in _matrices(rng):
         A = sp.csr_matrix((val, col_idx, row_ptr), shape=(len(row_ptr) - 1, cols))
         X = rng.uniform(-1, 1, (cols, width)).astype("float32")
         want = A.astype(np.float64) @ X.astype(np.float64)
-        for h in (f, g):
+        for h in (f, g, *blocked):
             Y = poison((A.shape[0], width), "float32", 0)
             h(A, X, out=Y)
             np.testing.assert_allclose(Y, want, rtol=1e-4, atol=1e-5, err_msg=f"{name} matrix")
@@ -105,7 +108,7 @@ def test_embedding_bag(mode, rng, check_llvm):
 
 
 def test_templates_run_on_their_matrix(rng):
-    """Every template's candidates run on ``make_inputs``: a valid CSR matrix fixed by the
+    """Every template's candidates run on their ``input_recipe``: a valid CSR matrix fixed by the
     workload; a few configurations of each template agree with scipy on it."""
     from tilecraft import autotune
     from tilecraft.autotune.local import cached_random_inputs, tensor_arg_info
@@ -123,6 +126,26 @@ def test_templates_run_on_their_matrix(rng):
             np.testing.assert_allclose(out, A.astype(np.float64) @ dense.astype(np.float64), rtol=1e-4, atol=1e-5)
 
 
+def test_spmm_register_blocking_loop_nest():
+    """``block=2``: the nonzero loop runs inside a tile of the dense axis and holds two vector
+    updates of the tile (its accumulators: unrolled lanes), not a loop over the whole row."""
+    row_ptr, col_idx, val, X, Y = sparse.csr_spmm(width=64)
+    s = sparse.schedule_rows(te.create_schedule(Y.op), Y, vector=16, block=2)
+    text = str(tilecraft.lower(s, [row_ptr, col_idx, val, X, Y], simple_mode=True))
+    loops = [line.strip().split(" in ")[0] for line in text.splitlines() if line.strip().startswith("for ")]
+    assert loops[-2:] == ["for c.outer.outer", "for j"], text
+    body = text.split("for j in")[1]
+    assert body.count("Y[ramp(") == 2 * 2 and "if " not in body, text     # 64 = 2 x 2 x 16: no guards
+
+
+def test_spmm_width_error():
+    f = sparse.build_spmm(width=8)
+    A = sp.csr_matrix(np.eye(3, dtype="float32"))
+    with pytest.raises(ValueError, match=r"csr_spmm: this function was built for a dense operand of 8 columns, "
+                                         r"got the shape \(3, 4\)"):
+        f(A, np.ones((3, 4), "float32"))
+
+
 def test_errors_for_bad_matrices():
     f = sparse.build_spmv()
     x = np.ones(3, "float32")
@@ -135,3 +158,24 @@ def test_errors_for_bad_matrices():
         f((np.array([0, 1, 3]), np.array([0, 1]), np.ones(2, "float32")), x)
     with pytest.raises(ValueError, match="make_matrix: unknown pattern 'diagonal'"):
         sparse.make_matrix(4, 4, 1, "diagonal")
+
+
+def test_input_recipe_errors():
+    """``autotune.inputs.make_inputs`` says which recipe does not fit and why."""
+    from tilecraft.autotune.inputs import RecipeError, make_inputs
+
+    info = [((4,), "int32", False), ((3,), "int32", False), ((3,), "float32", False),
+            ((5,), "float32", False), ((3,), "float32", True)]
+    row_ptr, col_idx, val, x, y = make_inputs(("csr_matrix", (3, 5, 1.0, "banded")), info, seed=1)
+    np.testing.assert_array_equal(row_ptr, [0, 1, 2, 3])
+    np.testing.assert_array_equal(col_idx, [0, 1, 2])
+    with pytest.raises(RecipeError, match=r"unknown input recipe 'coo'; known: csr_matrix"):
+        make_inputs(("coo", ()), info, 1)
+    with pytest.raises(RecipeError, match=r"csr_matrix: a 4 x 5 matrix does not fit row_ptr \(4,\) int32"):
+        make_inputs(("csr_matrix", (4, 5, 1.0, "banded")), info, 1)
+    with pytest.raises(RecipeError, match=r"csr_matrix: the matrix has 8 nonzeros, but col_idx has the shape \(3,\)"):
+        make_inputs(("csr_matrix", (3, 5, 3.0, "banded")), info, 1)
+    with pytest.raises(RecipeError, match=r"csr_matrix: nnz_per_row must be a number in \[0, cols\], got 9.0"):
+        make_inputs(("csr_matrix", (3, 5, 9.0, "banded")), info, 1)
+    with pytest.raises(RecipeError, match=r"csr_matrix: unknown pattern 'diagonal'"):
+        make_inputs(("csr_matrix", (3, 5, 1.0, "diagonal")), info, 1)

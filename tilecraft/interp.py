@@ -396,6 +396,12 @@ class _Eval:
         return np.where(c, t, f)
 
     def Call(self, e, mask):
+        if e.name == "reinterpret":               # elementwise: a TE value has one lane
+            (x,) = e.args
+            if dt.lanes(x.dtype) != dt.lanes(e.dtype):
+                raise InterpError(f"reinterpret of {x.dtype} as {e.dtype} changes the lane count; "
+                                  f"a tensor expression's values have one lane")
+            return np.ascontiguousarray(self.ev(x, mask).astype(_np(x.dtype))).view(_np(e.dtype))
         if intrinsics.lookup(e.name) is None:
             raise InterpError(f"the interpreter does not know the intrinsic '{e.name}'")
         # the table's numpy reference; float16 computes in float32 and rounds once

@@ -11,6 +11,11 @@ take TVM's names; the graph level (``tilecraft.relay``) runs its passes by them.
 ``tir.instrument_bound_checkers``  bool   CPU code checks every load and store against its buffer's
                                           extent and fails with ``KernelIndexError`` (buffer, index,
                                           extent, function) instead of touching memory outside it
+``tir.UnrollLoop``                 dict   ``{"auto_max_step": n}``: every serial loop nest of at
+                                          most ``n`` iterations is unrolled, as under
+                                          ``pragma(ax, "auto_unroll_max_step", n)`` (TVM's other
+                                          keys ``explicit_unroll``, ``max_depth``,
+                                          ``unroll_local_access`` are accepted and ignored)
 =================================  =====  ==========================================================
 
 An unknown key or a value of the wrong type is refused when the context is made. Contexts nest;
@@ -24,7 +29,9 @@ import threading
 # key -> (type, default, what it does)
 CONFIG_OPTIONS = {
     "tir.instrument_bound_checkers": (bool, False, "check every CPU load and store against its buffer"),
+    "tir.UnrollLoop": (dict, {}, "unroll every loop nest of at most auto_max_step iterations"),
 }
+UNROLL_KEYS = {"auto_max_step": int, "explicit_unroll": bool, "max_depth": int, "unroll_local_access": bool}
 
 _local = threading.local()
 
@@ -55,6 +62,14 @@ class PassContext:
             if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
                 raise PassContextError(f"PassContext: config option {key!r} takes a {typ.__name__}, "
                                        f"got {value!r}")
+            if key == "tir.UnrollLoop":
+                for k, v in value.items():
+                    want = UNROLL_KEYS.get(k)
+                    if want is None or not isinstance(v, want) or (want is int and isinstance(v, bool)):
+                        raise PassContextError(
+                            f"PassContext: tir.UnrollLoop takes {', '.join(f'{n} ({t.__name__})' for n, t in UNROLL_KEYS.items())}; "
+                            f"got {k!r}: {v!r}")
+                value = dict(value)
             self.config[key] = value
 
     def get(self, key: str):

@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .inputs import input_recipe, make_inputs
 from .worker_pool import WorkerPool, signal_name
 from .measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, TimingFront, TimingOptions,
                       resolve_timing)
@@ -140,27 +141,18 @@ def random_inputs(arg_info, seed: int) -> list[np.ndarray]:
 _inputs_cache: dict = {}
 
 
-def _input_maker(task):
-    """The template's own ``make_inputs(args, arg_info, seed)``, where it has one: inputs whose
-    values matter (a sparse template's CSR matrix: ``tilecraft.topi.sparse``)."""
-    try:
-        func = task.func if task is not None and hasattr(task, "args") else None
-    except KeyError:
-        return None
-    return getattr(func, "make_inputs", None)
-
-
 def cached_random_inputs(arg_info, seed: int, task=None) -> list[np.ndarray]:
     """``random_inputs`` drawn once per worker and task (drawing 3 × 16M numbers for a 4096²
-    GEMM takes longer than measuring it), or the inputs of the task's template's ``make_inputs``.
-    The arrays are only ever copied to the device, never handed to a candidate, so each
-    candidate starts from the same untouched values."""
-    maker = _input_maker(task)
-    key = (tuple(arg_info), seed, tuple(task.args) if maker is not None else None)
+    GEMM takes longer than measuring it), or the arrays of the task's input recipe
+    (``autotune.inputs``: a sparse template's CSR matrix). The arrays are only ever copied to
+    the device, never handed to a candidate, so each candidate starts from the same untouched
+    values."""
+    recipe = input_recipe(task)
+    key = (tuple(arg_info), seed, recipe)
     hit = _inputs_cache.get(key)
     if hit is None:
         _inputs_cache.clear()
-        hit = _inputs_cache[key] = (maker(tuple(task.args), list(arg_info), seed) if maker is not None
+        hit = _inputs_cache[key] = (make_inputs(recipe, list(arg_info), seed) if recipe
                                     else random_inputs(arg_info, seed))
     return hit
 
@@ -188,14 +180,19 @@ def _to_numpy(x) -> np.ndarray:
 _reference_cache: dict = {}
 
 
-def reference_outputs_path(reference: str, seed: int) -> str:
-    return f"{reference}.seed{seed}.npz"
+def reference_outputs_path(reference: str, seed: int, recipe: tuple = ()) -> str:
+    """Where the reference's outputs on the inputs of ``seed`` (and ``recipe``) are saved."""
+    if not recipe:
+        return f"{reference}.seed{seed}.npz"
+    import hashlib
+
+    return f"{reference}.seed{seed}.{hashlib.sha256(repr(recipe).encode()).hexdigest()[:16]}.npz"
 
 
 def prepare_reference(reference: str, arg_info, seed: int, target: str, task=None) -> str:
     """Run the reference library once on the seeded inputs (``task``'s, see
     :func:`cached_random_inputs`) and save its outputs next to it."""
-    out_path = reference_outputs_path(reference, seed)
+    out_path = reference_outputs_path(reference, seed, input_recipe(task))
     if not os.path.exists(out_path):
         arrays = cached_random_inputs(arg_info, seed, task)
         _, _, nd = _call_library(reference, arrays, target)

@@ -317,6 +317,6 @@ def _check_double_buffer(sch) -> None:
         attr = st.attach_stage.iter_var_attrs.get(at) if at is not None else None
         if at is None or (attr is not None and attr.bind is not None):
             raise GPULoweringError(
-                f"double_buffer on '{st.name}': the stage is not attached inside a "
-                f"loop of the kernel, so there is no next tile to overlap with; compute_at it inside the "
-                f"reduction loop")
+                f"{'pipeline' if st.pipeline_stages else 'double_buffer'} on '{st.name}': the stage is not "
+                f"attached inside a loop of the kernel, so there is no next tile to overlap with; compute_at it "
+                f"inside the reduction loop")

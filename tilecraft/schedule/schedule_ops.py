@@ -18,8 +18,9 @@ A ``te.extern`` stage is its own statement, inside one ``AttrStmt("buffer_bind_s
 buffer, BufferRegion(whole tensor))`` per input and output, which storage flattening resolves.
 
 The buffer of an attached stage marked with ``double_buffer()`` is allocated inside
-``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))``; the GPU passes give it two
-copies where it stays inside a loop (``gpu_hoist_shared``, ``gpu_double_buffer``), the CPU
+``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))`` (``pipeline(stages)``: the
+value is ``stages``); the GPU passes give it two copies (a ring of ``stages`` filled by
+``cp.async``) where it stays inside a loop (``gpu_hoist_shared``, ``gpu_double_buffer``), the CPU
 ignores it. The mark is part of the lowered function, so ``build(lower(...))`` keeps it.
 """
 from __future__ import annotations
@@ -159,12 +160,13 @@ class NestBuilder:
             parts = []
             for x in inner:
                 parts.append(self.stage_nest(x))
-                allocs.extend((self.buffers[t], x.double_buffered) for t in x.op.outputs if t not in self.args)
+                allocs.extend((self.buffers[t], x.double_buffered and (x.pipeline_stages or 1))
+                              for t in x.op.outputs if t not in self.args)
             body = seq(*parts, body)
             for b, db in reversed(allocs):
                 body = Allocate(b, body)
                 if db:
-                    body = AttrStmt(DOUBLE_BUFFER_SCOPE, b.name, 1, body)
+                    body = AttrStmt(DOUBLE_BUFFER_SCOPE, b.name, db, body)
         attr = st.iter_var_attrs.get(iv)
         kind, tag, ann = ForKind.SERIAL, "", ()
         if attr is not None:

@@ -22,48 +22,11 @@ import numpy as np
 
 import tilecraft.autotune as autotune
 from tilecraft import te
-
-PATTERNS = ("uniform", "powerlaw", "banded")
+from tilecraft.autotune.inputs import PATTERNS, make_matrix   # noqa: F401 -- part of this module's API
 
 
 # ---------------------------------------------------------------------------------------------
 # matrices
-
-def make_matrix(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform", seed: int = 0,
-                dtype: str = "float32"):
-    """A random CSR matrix ``(row_ptr, col_idx, val)`` with about ``nnz_per_row`` nonzeros per row:
-
-    * ``uniform``: each row has a Poisson number of nonzeros at uniform random columns;
-    * ``powerlaw``: row lengths follow a Pareto law of shape 1.5 scaled to the mean (many empty
-      and one-element rows, a few rows with thousands of nonzeros);
-    * ``banded``: row ``i`` holds the columns ``i - w .. i + w`` (clipped), ``2w + 1 ≈ nnz_per_row``.
-
-    Columns are sorted within a row; values are uniform in [-1, 1), never all zero.
-
-    >>> row_ptr, col_idx, val = make_matrix(1000, 1000, 10, "powerlaw")
-    """
-    if pattern not in PATTERNS:
-        raise ValueError(f"make_matrix: unknown pattern {pattern!r}; expected one of {', '.join(PATTERNS)}")
-    rng = np.random.default_rng(seed)
-    if pattern == "banded":
-        w = max(0, int(round((nnz_per_row - 1) / 2)))
-        cols_of = [np.arange(max(0, i - w), min(cols, i + w + 1)) for i in range(rows)]
-    else:
-        if pattern == "uniform":
-            lengths = rng.poisson(nnz_per_row, rows)
-        else:
-            # Pareto (Lomax, shape 1.5: mean 2, unbounded variance): many empty and one-element
-            # rows, a few very long ones
-            lengths = np.floor(rng.pareto(1.5, rows) * (nnz_per_row / 2.0)).astype(np.int64)
-        lengths = np.minimum(lengths, cols)
-        cols_of = [np.sort(rng.choice(cols, n, replace=False)) if n * 4 > cols
-                   else np.unique(rng.integers(0, cols, n)) for n in lengths]
-    row_ptr = np.zeros(rows + 1, np.int64)
-    np.cumsum([len(c) for c in cols_of], out=row_ptr[1:])
-    col_idx = np.concatenate(cols_of).astype(np.int32) if rows else np.zeros(0, np.int32)
-    val = rng.uniform(-1.0, 1.0, len(col_idx)).astype(dtype)
-    return row_ptr.astype(np.int32), col_idx, val
-
 
 def _csr_arrays(A, what: str):
     """``(row_ptr, col_idx, val)`` from a ``scipy.sparse`` matrix or three arrays."""
@@ -235,12 +198,25 @@ def schedule_spmv(s, y, row_grain: int = 16, vector: int = 8, unroll: int = 1, d
     return s
 
 
-def schedule_rows(s, out, row_grain: int = 16, vector: int = 8, unroll: int = 1, dynamic: bool = True):
+def schedule_rows(s, out, row_grain: int = 16, vector: int = 8, unroll: int = 1, dynamic: bool = True,
+                  block: int = 1):
     """A schedule for the row-wise operators with a dense inner axis (``csr_spmm``,
     ``segment_sum``, ``embedding_bag``; their last stage is ``out``): rows in chunks of
-    ``row_grain`` on the thread pool, for each row the nonzeros (``unroll``-ed) outside the dense
-    axis, which is split by ``vector`` and vectorized (contiguous loads of a row of ``X``; the
-    row of the output stays in the L1 cache while the nonzeros are folded into it)."""
+    ``row_grain`` on the thread pool; the dense axis split by ``vector`` and vectorized
+    (contiguous loads of a row of ``X``); the nonzeros ``unroll``-ed.
+
+    ``block=1``: for each row, the nonzeros outside the whole dense axis (each nonzero is folded
+    into the output row, which stays in the L1 cache)::
+
+        for i: for j in row i: for c.outer: for c.inner (vector): Y[i, c] += val[j] * X[col[j], c]
+
+    ``block=b > 1``: register blocking; tiles of ``b`` vectors of the output row are accumulated
+    across the row's nonzeros (the ``b`` vector accumulators stay in registers; each nonzero's
+    ``val`` and ``col_idx`` are loaded once per tile)::
+
+        for i: for c.tile: for j in row i: for c.lane (unrolled b): for c.inner (vector): ...
+
+    The dense axis is best of a constant size that ``vector * block`` divides (no guards)."""
     red = out
     if not out.op.reduce_axis:              # a mean: the sum is the stage before
         red = out.op.input_tensors[0]
@@ -262,12 +238,18 @@ def schedule_rows(s, out, row_grain: int = 16, vector: int = 8, unroll: int = 1,
         rco, rci = s[red].split(rc, factor=vector)
     else:
         rco, rci = co, ci
+    tile, inner = [], [rco, rci]
+    if block > 1:
+        rcb, rcu = s[red].split(rco, factor=block)
+        tile, inner = [rcb], [rcu, rci]
     if unroll > 1:
         jo, ju = s[red].split(j, factor=unroll)
-        s[red].reorder(jo, ju, rco, rci)
+        s[red].reorder(*tile, jo, ju, *inner)
         s[red].unroll(ju)
     else:
-        s[red].reorder(j, rco, rci)
+        s[red].reorder(*tile, j, *inner)
+    if block > 1:
+        s[red].unroll(inner[0])
     if vector > 1:
         s[red].vectorize(rci)
     return s
@@ -309,33 +291,39 @@ def build_spmv(row_grain: int = 16, vector: int = 8, unroll: int = 1, dynamic: b
 
 
 def build_spmm(row_grain: int = 16, vector: int = 8, unroll: int = 1, dynamic: bool = True,
-               dtype: str = "float32", target: str = "llvm") -> SparseFunction:
-    """``Y = A @ X`` (``X`` dense) compiled for the CPU with :func:`schedule_rows`.
+               dtype: str = "float32", target: str = "llvm", width: int | None = None,
+               block: int = 1) -> SparseFunction:
+    """``Y = A @ X`` (``X`` dense) compiled for the CPU with :func:`schedule_rows` (``block``:
+    register blocking). ``width``: the number of columns of ``X`` the function is built for
+    (``None``: any; a constant width needs no guards in the vector loop and runs several times
+    faster).
 
-    >>> Y = build_spmm()(A, X)
+    >>> Y = build_spmm(width=64, vector=16, block=2)(A, X)
     """
     import tilecraft
-    row_ptr, col_idx, val, X, Y = csr_spmm(dtype=dtype)
-    s = schedule_rows(te.create_schedule(Y.op), Y, row_grain, vector, unroll, dynamic)
+    row_ptr, col_idx, val, X, Y = csr_spmm(width=width, dtype=dtype)
+    s = schedule_rows(te.create_schedule(Y.op), Y, row_grain, vector, unroll, dynamic, block)
     mod = tilecraft.build(s, [row_ptr, col_idx, val, X, Y], target=target, name="csr_spmm")
-    return SparseFunction(mod, lambda rows, X: (rows, X.shape[1]), "csr_spmm")
+
+    def out_shape(rows, X):
+        if X.ndim != 2 or (width is not None and X.shape[1] != width):
+            raise ValueError(f"csr_spmm: this function was built for a dense operand of {width or 'any number of'} "
+                             f"columns, got the shape {X.shape}")
+        return (rows, X.shape[1])
+    return SparseFunction(mod, out_shape, "csr_spmm")
 
 
 # ---------------------------------------------------------------------------------------------
 # tuning templates
 
-def template_inputs(args: tuple, arg_info, seed: int) -> list:
-    """The inputs a candidate of a sparse template runs on: the matrix of :func:`make_matrix`
-    for the template's arguments (the workload fixes its structure), a random dense operand from
-    ``seed``, outputs filled with random values (a candidate that skips a row is caught)."""
-    rng = np.random.default_rng(seed)
+def template_input_recipe(args: tuple) -> tuple:
+    """The inputs a candidate of a sparse template runs on, as a recipe (``autotune.inputs``,
+    which a device server can follow too): the matrix of :func:`make_matrix` for the template's
+    arguments (the workload fixes its structure), a random dense operand and random outputs
+    (a candidate that skips a row is caught) from the measurement's seed."""
     rows, cols, nnz_per_row = args[:3]
     pattern = args[3] if len(args) > 3 else "uniform"
-    row_ptr, col_idx, val = make_matrix(rows, cols, nnz_per_row, pattern, seed=0, dtype=arg_info[2][1])
-    dense_shape, dense_dtype, _ = arg_info[3]
-    dense = rng.uniform(-1.0, 1.0, dense_shape).astype(dense_dtype)
-    out_shape, out_dtype, _ = arg_info[4]
-    return [row_ptr, col_idx, val, dense, rng.uniform(-1.0, 1.0, out_shape).astype(out_dtype)]
+    return ("csr_matrix", (int(rows), int(cols), float(nnz_per_row), str(pattern)))
 
 
 def _template_matrix_sizes(rows, cols, nnz_per_row, pattern):
@@ -367,20 +355,25 @@ def spmm(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform", wid
          dtype: str = "float32"):
     """CSR SpMM (sparse × dense ``cols × width``) on the CPU over ``make_matrix(rows, cols,
     nnz_per_row, pattern)``: rows per parallel chunk, vector width of the dense axis, unroll of the
-    nonzero loop."""
+    nonzero loop, register blocking (``block`` vectors of the output row accumulated across the
+    nonzeros; a tile wider than ``width`` is refused)."""
     cfg = autotune.get_config()
     cfg.define_knob("row_grain", [1, 4, 16, 64])
     cfg.define_knob("vector", [v for v in (4, 8, 16, 32, 64) if v <= max(width, 4)])
     cfg.define_knob("unroll", [1, 2, 4])
     cfg.define_knob("dynamic", [1, 0])
+    cfg.define_knob("block", [1, 2, 4])
     nnz = _template_matrix_sizes(rows, cols, nnz_per_row, pattern)
     cfg.add_flop(2.0 * nnz * width)
     row_ptr, col_idx, val, X, Y = csr_spmm(rows, cols, nnz, width, dtype)
     s = te.create_schedule(Y.op)
     if cfg.is_fallback:
         return schedule_rows(s, Y, vector=min(16, width)), [row_ptr, col_idx, val, X, Y]
-    schedule_rows(s, Y, cfg["row_grain"].val, cfg["vector"].val, cfg["unroll"].val, bool(cfg["dynamic"].val))
+    if cfg["vector"].val * cfg["block"].val > width:
+        cfg.raise_error(f"a tile of {cfg['block'].val} x {cfg['vector'].val} lanes is wider than the {width} columns")
+    schedule_rows(s, Y, cfg["row_grain"].val, cfg["vector"].val, cfg["unroll"].val, bool(cfg["dynamic"].val),
+                  cfg["block"].val)
     return s, [row_ptr, col_idx, val, X, Y]
 
 
-spmv.make_inputs = spmm.make_inputs = template_inputs
+spmv.input_recipe = spmm.input_recipe = template_input_recipe
