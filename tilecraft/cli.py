@@ -192,6 +192,8 @@ def best_curves(path) -> dict:
             labels[run_id] += f" #{nth} ({time.strftime('%b %d %H:%M', time.localtime(started))})"
     curves: dict = {}
     for inp, res, run in rows:
+        if res.stage == "verify":       # re-measurements after the run are not trials
+            continue
         label = labels[run.get("id", "")]
         if several:
             label = f"{inp.task.name}{list(inp.task.args)} {label}"
@@ -394,7 +396,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="search strategy: XGBoost cost model + simulated annealing, random, or grid")
     t.add_argument("--feature-type", choices=("itervar", "knob", "curve"), default="itervar",
                    help="what the xgb cost model learns from")
-    t.add_argument("--plan-size", type=int, default=64, help="xgb: trials between two retrainings of the model")
+    t.add_argument("--plan-size", type=int, default=64,
+                   help="xgb: configs in each plan of the model (refitted after every measured batch)")
+    t.add_argument("--verify", type=int, default=3, metavar="K",
+                   help="after the search, measure the K fastest configs again, each alone; export and "
+                        "apply_history_best choose by those figures (0: skip)")
     t.add_argument("--transfer", action="append", metavar="LOG", help="an earlier log to learn from (repeatable)")
     t.add_argument("--number", type=int, default=3, help="calls per timing")
     t.add_argument("--repeat", type=int, default=3, help="timings per candidate")

@@ -494,7 +494,7 @@ def cmd_tune(args) -> int:
     started = time.perf_counter()
     try:
         tuner.tune(remaining, _measure_option(args, timing), early_stopping=early, callbacks=callbacks,
-                   min_trials=min_trials_before_stopping(args))
+                   min_trials=min_trials_before_stopping(args), verify_top=getattr(args, "verify", 0))
     except KeyboardInterrupt:
         print(f"tilecraft tune: interrupted; the {counter.n} trial(s) measured in this run are in {log}: "
               "run the same command to go on from there", file=sys.stderr)
@@ -518,6 +518,11 @@ def _finish(args, task, tuner, log: str, total: int) -> int:
     print(f"best: {tuner.best_flops / 1e9:.2f} GFLOP/s ({res.mean_cost * 1e3:.3f} ms per run) after {total} "
           "trials, as measured while tuning")
     print(f"best config: {tuner.best_config}")
+    verified = [(i, r) for i, r in getattr(tuner, "verified", ()) if r.ok]
+    if verified:
+        vi, vr = min(verified, key=lambda p: p[1].mean_cost)
+        print(f"re-measured alone, the {len(tuner.verified)} fastest: best {task.flop / vr.mean_cost / 1e9:.2f} "
+              f"GFLOP/s (config {vi.config.index}); export and apply_history_best use that one")
     if not args.no_verdict:
         print_verdict(task, tuner.best_config)
     print(f"next: tilecraft export {log} --out-dir tuned_ops   "

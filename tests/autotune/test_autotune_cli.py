@@ -17,7 +17,7 @@ import autotune_fakes as fk
 from cli_run import HERE, one_line_error, popen_tilecraft, run_tilecraft
 
 REAL = os.path.join(HERE, "autotune_real_templates.py")
-QUICK = ["--tuner", "random", "--quiet", "--number", "1", "--repeat", "1"]
+QUICK = ["--tuner", "random", "--quiet", "--number", "1", "--repeat", "1", "--verify", "0"]
 
 
 def fake_log(tmp_path, n=20):
@@ -366,3 +366,18 @@ def test_export_uses_the_best_valid_record_and_its_gflops(tmp_path):
     (warning,) = p.stderr.strip().splitlines()
     assert "skipped 2 invalid record(s) of 8" in warning and "1 implausible costs" in warning
     assert "1 not fitting the template now" in warning
+
+
+@pytest.mark.slow
+def test_tune_verifies_the_fastest_configs_and_export_uses_them(tmp_path):
+    args = ["tune", "test/real_matmul", "16", "--module", REAL, "--trials", "4", "--no-verdict",
+            "--log", "t.jsonl"] + QUICK[:-2] + ["--verify", "2"]
+    p = run_tilecraft(*args, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    recs = autotune.record.load_from_file(tmp_path / "t.jsonl")
+    stages = [res.stage for _, res in recs]
+    assert stages == ["tune"] * 4 + ["verify"] * 2
+    verified = {inp.config.index for inp, res in recs if res.stage == "verify"}
+    assert "re-measured alone, the 2 fastest" in p.stdout
+    best = autotune.record.pick_best(tmp_path / "t.jsonl")
+    assert best[0][1].stage == "verify" and best[0][0].config.index in verified

@@ -92,7 +92,8 @@ def test_xgb_tuner_with_fake_model_follows_the_model(task):
     tuner = XGBTuner(task, plan_size=16, cost_model=model, seed=0)
     option = fk.fake_option()
     tuner.tune(n_trial=64, measure_option=option)
-    assert model.fits == 4 and model.predicted > 0
+    # 16 random configs, then a refit every 8 (batches of 4): at 16, 24, ..., 64
+    assert model.fits == 7 and model.predicted > 0
     ran = option["runner"].ran
     assert len(set(ran)) == 64
     # a perfect model finds the optimum within a few plans
@@ -100,9 +101,62 @@ def test_xgb_tuner_with_fake_model_follows_the_model(task):
     assert fk.synthetic_cost(tuner.best_config) == pytest.approx(best)
 
 
+def test_refit_per_plan_and_warmup_as_autotvm_does(task):
+    model = fk.FakeCostModel(task)
+    tuner = XGBTuner(task, plan_size=16, cost_model=model, seed=0, n_warmup=None, refit_every=None)
+    tuner.tune(n_trial=64, measure_option=fk.fake_option())
+    assert model.fits == 4          # at 16, 32, 48, 64
+    with pytest.raises(ValueError, match=r"refit_every must be a positive number of measurements \(or None\), not 0"):
+        XGBTuner(task, cost_model=model, refit_every=0)
+
+
+def test_warmup_is_random_then_the_plan_is_followed(task):
+    model = fk.FakeCostModel(task)
+    tuner = XGBTuner(task, plan_size=16, cost_model=model, seed=3, n_warmup=8, eps=0.0, refit_every=4)
+    option = fk.fake_option()
+    tuner.tune(n_trial=16, measure_option=option)
+    ran = option["runner"].ran
+    assert model.fits == 3                 # after 8, 12 and 16
+    space = task.config_space
+    ranked = sorted((i for i in range(len(space)) if i not in ran[:8]),
+                    key=lambda i: fk.synthetic_cost(space.get(i)))
+    assert ran[8:12] == ranked[:4]        # the model's four favourites, in order
+
+
+def test_eps_picks_random_configs_at_that_rate(task):
+    model = fk.FakeCostModel(task)
+    tuner = XGBTuner(task, plan_size=64, cost_model=model, seed=1, n_warmup=8, eps=0.5)
+    option = fk.fake_option()
+    tuner.tune(n_trial=200, measure_option=option)
+    space = task.config_space
+    top = set(sorted(range(len(space)), key=lambda i: fk.synthetic_cost(space.get(i)))[:200])
+    off_plan = sum(i not in top for i in option["runner"].ran[8:])
+    assert 40 <= off_plan <= 110         # about half of 192 picks are random (some land in the top)
+
+
+def test_small_spaces_are_ranked_exactly_and_planted_chains_walk_from_the_best(task):
+    model = fk.FakeCostModel(task)
+    space = task.config_space
+    ranked = sorted(range(len(space)), key=lambda i: fk.synthetic_cost(space.get(i)))
+    exact = SimulatedAnnealingOptimizer(task, seed=0)
+    assert exact.exhaustive
+    assert exact.find_maximums(model, 10, set(ranked[:3])) == ranked[3:13]
+    worst = {}
+    for planted in (False, True):
+        sa = SimulatedAnnealingOptimizer(task, n_iter=1, early_stop=0, parallel_size=16, seed=0,
+                                         exhaustive_limit=0)
+        if planted:
+            sa.seed_chains(ranked[:8] + ranked[100:120])
+            assert list(sa.points[:8]) == ranked[:8] and len(sa.points) == 16    # at most half planted
+        picks = sa.find_maximums(model, 4, set(ranked[:8]))
+        worst[planted] = max(ranked.index(p) for p in picks)
+    # one step from the best configs finds better ones than one step from random chains
+    assert worst[True] < worst[False]
+
+
 def test_sa_never_proposes_measured_configs(task):
     model = fk.FakeCostModel(task)
-    sa = SimulatedAnnealingOptimizer(task, n_iter=200, seed=1)
+    sa = SimulatedAnnealingOptimizer(task, n_iter=200, seed=1, exhaustive_limit=0)
     space = task.config_space
     # exclude the model's 100 favourite configs: SA must find others
     ranked = sorted(range(len(space)), key=lambda i: fk.synthetic_cost(space.get(i)))
@@ -117,7 +171,7 @@ def test_sa_never_proposes_measured_configs(task):
 
 def test_sa_early_stops_and_persists_chains(task):
     model = fk.FakeCostModel(task)
-    sa = SimulatedAnnealingOptimizer(task, n_iter=500, early_stop=50, seed=2)
+    sa = SimulatedAnnealingOptimizer(task, n_iter=500, early_stop=50, seed=2, exhaustive_limit=0)
     sa.find_maximums(model, 8, set())
     assert sa.last_steps < 500
     first = sa.points.copy()
@@ -183,7 +237,7 @@ def test_diversity_filter_picks_a_more_varied_plan_than_the_top_candidates(task)
     for ratio in (None, 2):
         opt = _FixedOptimizer(same_tiles + varied)
         tuner = XGBTuner(task, plan_size=8, cost_model=fk.FakeCostModel(task), optimizer=opt,
-                         diversity_filter_ratio=ratio, seed=0)
+                         diversity_filter_ratio=ratio, seed=0, eps=0.0)
         tuner.xs, tuner.ys = list(range(8)), [1.0] * 8
         tuner.retrain()
         assert opt.asked == [8 * (ratio or 1)]

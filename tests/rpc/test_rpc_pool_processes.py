@@ -64,10 +64,15 @@ def test_tilecraft_tune_measures_on_the_pool(pool, tmp_path, capsys):
                    "--tracker", f"127.0.0.1:{pool.tracker_port}", "--key", "llvm:rpctest",
                    "--key-file", str(pool.key_file)])
     assert rc == 0, capsys.readouterr()
-    records = [json.loads(line) for line in log.read_text().splitlines()]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    records = [r for r in lines if "stage" not in r]
     assert len(records) == 6
     assert sum(r["error"] == "NO_ERROR" for r in records) >= 1
     assert not [r for r in records if r["error"] == "WRONG_ANSWER"]
+    # then the fastest (up to --verify 3) are measured again on the pool, one at a time
+    verified = [r for r in lines if r.get("stage") == "verify"]
+    assert 1 <= len(verified) <= 3 and lines[-len(verified):] == verified
+    assert {r["config"]["index"] for r in verified} <= {r["config"]["index"] for r in records if r["error"] == "NO_ERROR"}
 
 
 def test_tilecraft_tune_tracker_errors_are_plain(pool, tmp_path, monkeypatch, capsys):

@@ -16,7 +16,8 @@ from . import record
 def log_to_file(path, device: str | None = None):
     """Append every measurement to the JSON-lines log at ``path``. Each record is flushed and
     fsynced before the tuner goes on, so a killed run loses no completed measurement; a torn
-    last line left by a killed run is closed first (``record.append_lines``)."""
+    last line left by a killed run is closed first (``record.append_lines``). Re-measurements
+    of ``tune(verify_top=)`` are logged too, as ``"stage": "verify"`` records."""
     path = os.fspath(path)
     if os.path.dirname(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -30,6 +31,7 @@ def log_to_file(path, device: str | None = None):
                                           for inp, res in zip(inputs, results)))
 
     _callback.path = path
+    _callback.logs_verification = True      # Tuner.verify logs its re-measurements through it
     return _callback
 
 

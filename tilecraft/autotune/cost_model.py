@@ -52,11 +52,11 @@ class XGBoostCostModel:
         if self.knob_extractor is None:
             self.predict_fast = None
 
-    def _train(self, x: np.ndarray, y: np.ndarray):
+    def _train(self, x: np.ndarray, y: np.ndarray, base_margin: np.ndarray | None = None):
         import xgboost as xgb
 
         y = y / max(float(np.max(y)), 1e-12)
-        dtrain = xgb.DMatrix(x, label=y)
+        dtrain = xgb.DMatrix(x, label=y, base_margin=base_margin)
         if self.loss_type == "rank":
             dtrain.set_group([len(y)])
         return xgb.train(self.params, dtrain, num_boost_round=self.num_boost_round)
@@ -65,7 +65,9 @@ class XGBoostCostModel:
         x = self.extractor(np.asarray(xs, dtype=np.int64))
         y = np.asarray(ys, dtype=np.float64)
         valid = np.all(np.isfinite(x), axis=1)
-        self.bst = self._train(x[valid], y[valid])
+        # with a model of other tasks (transfer), this task's model learns what that one gets
+        # wrong: its predictions are the starting margin (AutoTVM's XGBoostCostModel does this)
+        self.bst = self._train(x[valid], y[valid], self._base_margin(x[valid]))
         if self.knob_extractor is not None:
             self.knob_bst = self._train(self.knob_extractor(np.asarray(xs, dtype=np.int64)), y)
 
@@ -102,10 +104,18 @@ class XGBoostCostModel:
         self.base_bst = self._train(np.stack(xs), np.asarray(ys))
         return True
 
+    def _base_margin(self, x: np.ndarray) -> np.ndarray | None:
+        if self.base_bst is None or not len(x):
+            return None
+        return np.asarray(self.base_bst.inplace_predict(x, predict_type="margin"), dtype=np.float32)
+
     def predict(self, xs) -> np.ndarray:
         x = self.extractor(np.asarray(xs, dtype=np.int64))
-        bst = self.bst if self.bst is not None else self.base_bst
-        if bst is None:
+        if self.bst is None and self.base_bst is None:
             return np.zeros(len(x))
-        pred = np.asarray(bst.inplace_predict(x), dtype=np.float64)
+        if self.bst is None:
+            pred = self.base_bst.inplace_predict(x)
+        else:
+            pred = self.bst.inplace_predict(x, base_margin=self._base_margin(x))
+        pred = np.asarray(pred, dtype=np.float64)
         return np.where(np.all(np.isfinite(x), axis=1), pred, -1e9)

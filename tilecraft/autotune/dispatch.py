@@ -145,7 +145,8 @@ class ApplyHistoryBest(DispatchContext):
         for inp, res in records:
             if res.error_no != 0 or not res.costs:
                 continue
-            cost = sum(res.costs) / len(res.costs)
+            # re-measured configs first (record.preference), then by cost
+            cost = (0 if getattr(res, "stage", "tune") == "verify" else 1, sum(res.costs) / len(res.costs))
             workload = inp.task.workload
             target = inp.target
             for table, key in ((self.best_by_target, (str(target), workload)),

@@ -69,7 +69,9 @@ class MeasureResult:
     ``costs``: seconds per run, one per repeat (empty on error); ``error_no``: a
     ``MeasureErrorNo``; ``error_msg``: what went wrong, kept whole; ``all_cost``: wall seconds
     spent on this candidate (build + run); ``timestamp``: when it finished (Unix time);
-    ``build_time``: seconds spent building.
+    ``build_time``: seconds spent building; ``stage``: ``"tune"`` for a measurement while
+    tuning, ``"verify"`` for a re-measurement of a top config after the run, alone
+    (``Tuner.tune(verify_top=)``): what ``apply_history_best`` and ``export`` choose by first.
     """
 
     costs: tuple
@@ -78,6 +80,7 @@ class MeasureResult:
     all_cost: float = 0.0
     timestamp: float = 0.0
     build_time: float = 0.0
+    stage: str = "tune"
 
     def __post_init__(self):
         object.__setattr__(self, "costs", tuple(float(c) for c in self.costs))

@@ -9,6 +9,12 @@ A record (format version 1)::
      "costs": [0.0012, 0.0011], "error": "NO_ERROR", "error_msg": "", "all_cost": 0.9,
      "build_time": 0.4, "timestamp": 1763730000.0}
 
+A record of a re-measurement after the run (``Tuner.tune(verify_top=)``) also has
+``"stage": "verify"`` (absent means ``"tune"``; logs written before it existed read as they
+did). Where a workload has verified records, the best of those is its best (``best_by_workload``,
+``export``, ``apply_history_best``): the tuning figures of the best configs are biased
+(the fastest of many noisy measurements is the luckiest) and taken while other builds ran.
+
 Readers skip lines that are not valid records, with one warning that counts them by reason: a
 truncated last line (a run killed mid-write), a newer format version, a non-integer ``"v"``,
 arguments that are not a list, costs that are missing, zero, negative or implausibly small
@@ -33,6 +39,8 @@ from .space import ConfigEntity
 from .task import Task, workload_from_json
 
 FORMAT_VERSION = 1
+#: what a record's optional ``stage`` may say (see the module docstring)
+STAGES = ("tune", "verify")
 
 
 def tilecraft_version() -> str:
@@ -88,6 +96,8 @@ def encode(inp: MeasureInput, res: MeasureResult, device: str | None = None, run
         build_time=res.build_time,
         timestamp=res.timestamp,
     )
+    if res.stage != "tune":
+        rec["stage"] = res.stage
     if run:
         rec["run"] = run
     return json.dumps(rec, separators=(",", ":"))
@@ -162,6 +172,8 @@ def _check(rec: dict) -> None:
     error = rec.get("error")
     if error not in MeasureErrorNo.__members__:
         raise RecordError(f"unknown error kind {error!r}", "malformed")
+    if rec.get("stage", "tune") not in STAGES:
+        raise RecordError(f"stage must be one of {list(STAGES)}, got {rec.get('stage')!r}", "malformed")
     costs = rec.get("costs")
     if not isinstance(costs, list) or not all(_is_number(c) for c in costs):
         raise RecordError(f"costs must be a list of seconds, got {costs!r}", "bad costs")
@@ -201,7 +213,7 @@ def decode(line: str) -> tuple[MeasureInput, MeasureResult]:
         config = ConfigEntity.from_json_dict(rec["config"])
         res = MeasureResult(tuple(rec["costs"]), MeasureErrorNo[rec["error"]], rec.get("error_msg", ""),
                             float(rec.get("all_cost", 0.0)), float(rec.get("timestamp", 0.0)),
-                            float(rec.get("build_time", 0.0)))
+                            float(rec.get("build_time", 0.0)), rec.get("stage", "tune"))
     except (KeyError, TypeError, ValueError) as err:
         raise RecordError(f"malformed record: {type(err).__name__}: {err}") from err
     return MeasureInput(target, task, config), res
@@ -396,9 +408,10 @@ def read_valid(records_or_path, check_templates: bool = True, with_run: bool = F
 
 def best_by_workload(records_or_path, check_templates: bool = True) -> dict:
     """``{(target, workload): (MeasureInput, MeasureResult)}``: the fastest valid, error-free
-    record of each workload on each target. With ``check_templates`` (the default), records
-    that no longer fit their template (``TemplateFit``) are skipped, so a stale record cannot
-    hide the best one that still applies.
+    record of each workload on each target; where a workload has re-measured records
+    (``"stage": "verify"``), the fastest of those. With ``check_templates`` (the default),
+    records that no longer fit their template (``TemplateFit``) are skipped, so a stale record
+    cannot hide the best one that still applies.
 
     >>> best_by_workload("tuning_logs/matmul.jsonl")
     """
@@ -407,9 +420,18 @@ def best_by_workload(records_or_path, check_templates: bool = True) -> dict:
         if not res.ok:
             continue
         key = (str(inp.target), inp.task.workload)
-        if key not in best or res.mean_cost < best[key][1].mean_cost:
+        if key not in best or preference(res) < preference(best[key][1]):
             best[key] = (inp, res)
     return best
+
+
+def preference(res: MeasureResult) -> tuple:
+    """The order records are chosen in (lower first): re-measured ones before tuning ones, then
+    by mean cost.
+
+    >>> sorted(results, key=preference)[0]      # the best verified result, if any
+    """
+    return (0 if res.stage == "verify" else 1, res.mean_cost)
 
 
 def pick_best(in_file, out_file=None, check_templates: bool = True) -> list[tuple[MeasureInput, MeasureResult]]:

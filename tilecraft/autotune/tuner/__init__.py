@@ -1,8 +1,9 @@
-"""Search strategies: ``RandomTuner``, ``GridSearchTuner``, ``XGBTuner`` (model-based)."""
+"""Search strategies: ``RandomTuner``, ``GridSearchTuner``, ``GATuner``, ``XGBTuner`` (model-based)."""
 from .basic import GridSearchTuner, RandomTuner
+from .ga_tuner import GATuner
 from .model_based import ModelBasedTuner, XGBTuner, submodular_pick
 from .sa_optimizer import SimulatedAnnealingOptimizer
 from .tuner import Tuner
 
-__all__ = ["Tuner", "RandomTuner", "GridSearchTuner", "ModelBasedTuner", "XGBTuner",
+__all__ = ["Tuner", "RandomTuner", "GridSearchTuner", "GATuner", "ModelBasedTuner", "XGBTuner",
            "SimulatedAnnealingOptimizer", "submodular_pick"]

@@ -10,7 +10,12 @@ class RandomTuner(Tuner):
     >>> RandomTuner(task, seed=0).tune(64, measure_option)
     """
 
+    #: spaces up to this size are walked in one shuffled order (O(1) a draw); larger ones sampled
+    SHUFFLE_LIMIT = 1 << 16
+
     def next_batch(self, batch_size):
+        if len(self.space) <= self.SHUFFLE_LIMIT:
+            return self._next_shuffled(batch_size)
         batch = []
         taken = set()
         while len(batch) < batch_size:
@@ -19,6 +24,18 @@ class RandomTuner(Tuner):
                 break
             taken.add(i)
             batch.append(self.space.get(i))
+        return batch
+
+    def _next_shuffled(self, batch_size):
+        if getattr(self, "_order", None) is None:
+            self._order = [self.space.valid_index(int(i)) for i in self.rng.permutation(len(self.space))]
+            self._pos = 0
+        batch = []
+        while len(batch) < batch_size and self._pos < len(self._order):
+            i = self._order[self._pos]
+            self._pos += 1
+            if i not in self.visited:
+                batch.append(self.space.get(i))
         return batch
 
     def _random_unvisited_excluding(self, taken):

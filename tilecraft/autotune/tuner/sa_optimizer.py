@@ -4,7 +4,12 @@
 under a temperature falling linearly from ``temp[0]`` to ``temp[1]``); every point visited on the
 way competes for a top list of the ``num`` best predictions that have not been measured yet. The
 walk stops after ``n_iter`` steps, or ``early_stop`` steps after the top list last changed. With
-``persistent=True`` the chains start the next search where the last one stopped.
+``persistent=True`` the chains start the next search where the last one stopped;
+``seed_chains(points)`` moves some chains onto given points first (the tuner plants its best
+measured configs there).
+
+A space of at most ``exhaustive_limit`` configs (4096) is not walked: every unmeasured config
+is scored in one call and the best ``num`` are exact (a few milliseconds with knob features).
 """
 from __future__ import annotations
 
@@ -23,7 +28,8 @@ class SimulatedAnnealingOptimizer:
     """
 
     def __init__(self, task, n_iter: int = 500, temp=(1.0, 0.0), persistent: bool = True,
-                 parallel_size: int = 128, early_stop: int = 50, seed: int | None = None):
+                 parallel_size: int = 128, early_stop: int = 50, seed: int | None = None,
+                 exhaustive_limit: int = 4096):
         self.space = task.config_space
         self.n_iter = n_iter
         self.temp = temp
@@ -39,6 +45,7 @@ class SimulatedAnnealingOptimizer:
         self._filtered = bool(self.space._constraints)
         self._int64 = self.space.range_length < 2**62
         self.last_steps = 0
+        self.exhaustive = len(self.space) <= exhaustive_limit and self._int64
 
     def random_walk(self, points: np.ndarray) -> np.ndarray:
         """Each point with one knob (chosen at random among knobs with more than one value)
@@ -58,8 +65,35 @@ class SimulatedAnnealingOptimizer:
         ints = self.space.sample_ints(self.parallel_size, self.rng)
         return np.array(ints, dtype=np.int64 if self._int64 else object)
 
+    def seed_chains(self, points) -> None:
+        """Move the first chains onto ``points`` (at most half of them), e.g. the best measured
+        configs, so the next search walks from there.
+
+        >>> sa.seed_chains([best_index, second_index])
+        """
+        if self.exhaustive:
+            return
+        if self.points is None:
+            self.points = self._initial_points()
+        points = [int(p) for p in points][: len(self.points) // 2]
+        for k, p in enumerate(points):
+            self.points[k] = p
+
     def find_maximums(self, model, num: int, exclusive: set) -> list[int]:
-        """The (up to) ``num`` best-predicted indices not in ``exclusive``, best first."""
+        """The (up to) ``num`` best-predicted indices not in ``exclusive``, best first.
+
+        >>> sa.find_maximums(model, 64, tuner.visited)[:2]
+        [1234, 567]
+        """
+        if self.exhaustive:
+            cand = np.array([i for i in (self.space.valid_index(k) for k in range(len(self.space)))
+                             if i not in exclusive], dtype=np.int64)
+            if len(cand) == 0:
+                return []
+            scores = np.asarray(model.predict(cand), dtype=np.float64)
+            top = np.argsort(-scores, kind="stable")[:num]
+            self.last_steps = 0
+            return [int(i) for i in cand[top]]
         if self.points is None or not self.persistent:
             self.points = self._initial_points()
         points = self.points

@@ -37,6 +37,8 @@ class Tuner:
         self.best_iter = 0
         self.visited: set[int] = set()
         self.trace: list[float] = []
+        self.trace_index: list[int] = []     # the config of each trial
+        self.verified: list = []             # (input, result) re-measured by ``verify``
         self.error_count = 0
         self.device_name: str | None = None
         self.finished = False
@@ -133,7 +135,7 @@ class Tuner:
 
     # -- the loop --------------------------------------------------------------------------
     def tune(self, n_trial: int, measure_option: dict, early_stopping: int | None = None,
-             callbacks: Sequence = (), si_prefix: str = "G", min_trials: int = 0):
+             callbacks: Sequence = (), si_prefix: str = "G", min_trials: int = 0, verify_top: int = 0):
         """Measure up to ``n_trial`` new configurations.
 
         ``measure_option``: from ``autotune.measure_option``; ``early_stopping``: stop when this
@@ -141,7 +143,10 @@ class Tuner:
         one count too, so a resumed run goes on counting); ``callbacks``: ``f(tuner, inputs,
         results)`` after each batch (``progress_bar``, ``log_to_file``); ``min_trials``: never
         stop early before this many configs of the task are measured in all (loaded ones count),
-        e.g. before a cost model has proposed a plan of its own.
+        e.g. before a cost model has proposed a plan of its own; ``verify_top=k``: when the
+        search ends, measure the ``k`` fastest configs of this run again, one at a time with no
+        other build or run beside them (``verify``); ``log_to_file`` logs them as
+        ``"stage": "verify"`` records, which ``apply_history_best`` and ``export`` choose by.
         """
         measure_batch = create_measure_batch(self.task, measure_option)
         runner = measure_option["runner"]
@@ -169,6 +174,7 @@ class Tuner:
                 for inp, res in zip(inputs, results):
                     flops = self.flops_of(res)
                     self.trace.append(flops)
+                    self.trace_index.append(inp.config.index)
                     self.trials_since_best += 1
                     if res.ok:
                         consecutive_errors = 0
@@ -197,6 +203,8 @@ class Tuner:
                     self.stopped_early = True
                     log.info("early stopped at trial %d (best at %d)", i, self.best_iter)
                     break
+            if verify_top:
+                self.verify(measure_batch, verify_top, callbacks)
         finally:
             self.measure_stats = dict(measure_batch.stats)
             self.finished = True
@@ -206,6 +214,31 @@ class Tuner:
                     close()
             measure_batch.close()
         return self
+
+    def verify(self, measure_batch, top: int, callbacks: Sequence = ()) -> list:
+        """Measure the ``top`` fastest distinct configs of this run again, each alone (a batch of
+        one: built, then run, with nothing else building or running), and hand the results,
+        marked ``stage="verify"``, to the callbacks that log (``log_to_file``). Sets and returns
+        ``self.verified``: ``[(MeasureInput, MeasureResult)]`` in the order measured.
+
+        >>> tuner.tune(256, option, verify_top=5); tuner.verified[0][1].mean_cost
+        """
+        from dataclasses import replace
+
+        best: dict[int, float] = {}
+        for index, flops in zip(self.trace_index, self.trace):
+            if flops > 0:
+                best[index] = max(flops, best.get(index, 0.0))
+        chosen = sorted(best, key=lambda i: -best[i])[:top]
+        self.verified = []
+        for index in chosen:
+            inp = MeasureInput(self.task.target, self.task, self.space.get(index))
+            res = replace(measure_batch([inp])[0], stage="verify")
+            self.verified.append((inp, res))
+            for callback in callbacks:
+                if getattr(callback, "logs_verification", False):
+                    callback(self, [inp], [res])
+        return self.verified
 
     def reset(self):
         self.visited = set()

@@ -1,0 +1,294 @@
+"""Search quality against ground truth: every tuner replayed over a measured space, many seeds.
+
+    python3 bench/tuner_compare.py gemm256 conv2d_64 softmax1024 gemm512 --seeds 20
+    python3 bench/tuner_compare.py gemm256 --tuners random,xgb-knob --seeds 5 --trials 128
+
+Each space is a table of `bench/ground_truth/<space>.jsonl.gz` (`bench/ground_truth.py`):
+measuring is looking up (`tilecraft.autotune.replay`), so each tuner runs `--seeds` times in
+seconds, each seed drawing its own warm-up (no shared first plan). A replayed measurement is one
+of the config's per-pass figures, drawn at random, so a tuner meets the recorded noise; the
+curves are scored by the table's medians against the true optimum.
+
+Per space and tuner it reports the trials to reach 95%, 99% and 100% of the optimum (quartiles
+over seeds; `inf`: not within `--trials`), the area under the best-so-far curve, and the exact
+median of uniform random search as a check of the simulator; per cost model, ndcg@32 and
+recall@32 on held-out configs after training on 64 random ones. It writes
+`bench/results/search_<space>.json` and `.png` (best-so-far against trials, median and
+quartile band per tuner) and prints a markdown table.
+
+Loop-nest features (`itervar`, `curve`) of every config of a space are computed once and kept
+in `bench/ground_truth/.cache/<space>/features_<type>.npy`; the tuners read them from there.
+Transfer (`xgb-transfer`) pre-trains on 128 random configs of the neighbouring space's table
+(`NEIGHBOUR`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+TABLES = os.path.join(HERE, "ground_truth")
+RESULTS = os.path.join(HERE, "results")
+NEIGHBOUR = {"gemm256": "gemm512", "gemm512": "gemm256", "conv2d_64": "conv2d_128",
+             "conv2d_128": "conv2d_64", "softmax1024": "softmax256x4096",
+             "softmax256x4096": "softmax1024"}
+LEVELS = (0.95, 0.99, 1.0)
+TRANSFER_RECORDS = 128
+
+
+def tuner_table():
+    """name -> (make(task, seed, ctx), what it is)."""
+    from tilecraft.autotune.tuner import GATuner, GridSearchTuner, RandomTuner, XGBTuner
+
+    def xgb(feature="knob", loss="rank", **kw):
+        def make(task, seed, ctx):
+            model = ctx.model(task, feature, loss, seed)
+            return XGBTuner(task, feature_type=feature, loss_type=loss, cost_model=model, seed=seed, **kw)
+        return make
+
+    return {
+        "random": (lambda t, s, c: RandomTuner(t, seed=s), "uniform without replacement"),
+        "grid": (lambda t, s, c: GridSearchTuner(t), "index order (one run: no seed)"),
+        "ga": (lambda t, s, c: GATuner(t, pop_size=32, seed=s), "genetic, population 32"),
+        "xgb-autotvm": (xgb("knob", n_warmup=None, refit_every=None),
+                        "knob features, rank loss, AutoTVM's schedule: 64 random, refit every 64"),
+        "xgb-knob": (xgb("knob"), "knob features, rank loss: 16 random, refit every 8"),
+        "xgb-knob-reg": (xgb("knob", "reg"), "knob features, regression loss"),
+        "xgb-itervar": (xgb("itervar"), "itervar (loop-nest) features, rank loss"),
+        "xgb-curve": (xgb("curve"), "curve features, rank loss"),
+        "xgb-knob-div": (xgb("knob", diversity_filter_ratio=2), "knob features, diversity filter 2x"),
+        "xgb-transfer": (xgb("itervar"), "itervar features, pre-trained on the neighbouring shape"),
+    }
+
+
+class Context:
+    """Per space: the table, cached loop-nest features, the neighbour's records."""
+
+    def __init__(self, truth, name: str):
+        self.truth, self.name = truth, name
+        self.features: dict[str, np.ndarray] = {}
+
+    def feature_matrix(self, feature: str) -> np.ndarray:
+        if feature not in self.features:
+            self.features[feature] = space_features(self.truth, self.name, feature)
+        return self.features[feature]
+
+    def model(self, task, feature: str, loss: str, seed: int):
+        from tilecraft.autotune.cost_model import XGBoostCostModel
+
+        extractor = None
+        if feature != "knob":
+            table = self.feature_matrix(feature)
+            extractor = lambda idx: table[np.asarray(idx, dtype=np.int64)]  # noqa: E731
+        return XGBoostCostModel(task, feature_type=feature, loss_type=loss, seed=seed, num_threads=1,
+                                extractor=extractor)
+
+
+def space_features(truth, name: str, feature: str) -> np.ndarray:
+    """Loop-nest features of every config of ``truth``'s space (cached on disk by space)."""
+    from tilecraft.autotune import features as feature_mod
+
+    path = os.path.join(TABLES, ".cache", name, f"features_{feature}.npy")
+    space = truth.task.config_space
+    if os.path.exists(path):
+        table = np.load(path)
+        if len(table) == space.range_length:
+            return table
+    t0 = time.time()
+    rows = feature_mod.features_of_configs(truth.task, [space.get(int(i)) for i in truth.valid], feature)
+    n = next((len(r) for r in rows if r is not None), None)
+    if n is None:
+        raise ValueError(f"{name}: no config lowers, so there are no {feature} features")
+    table = np.full((space.range_length, n), np.nan, np.float32)     # rows by index; NaN: filtered out
+    for i, r in zip(truth.valid, rows):
+        if r is not None:
+            table[int(i)] = r
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    np.save(path, table)
+    print(f"  {name}: {feature} features of {len(table)} configs in {time.time() - t0:.0f} s", flush=True)
+    return table
+
+
+def memoize_other_task_features(contexts: dict) -> None:
+    """Transfer pre-trains on the neighbour's records through ``features_of_configs``: answer
+    from the neighbour's cached table instead of lowering each config again."""
+    from tilecraft.autotune import features as feature_mod
+
+    original = feature_mod.features_of_configs
+
+    def cached(task, configs, feature_type):
+        for ctx in contexts.values():
+            if ctx.truth.task.workload == task.workload:
+                table = ctx.feature_matrix(feature_type)
+                return [None if np.isnan(table[c.index]).any() else table[c.index] for c in configs]
+        return original(task, configs, feature_type)
+
+    feature_mod.features_of_configs = cached
+
+
+def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: dict) -> dict:
+    from tilecraft.autotune import replay
+
+    ctx = contexts[name]
+    truth = ctx.truth
+    table = tuner_table()
+    out = {"space": name, "configs": len(truth), "optimum_s": truth.optimum,
+           "optimum_gflops": truth.task.flop / truth.optimum / 1e9, "trials": trials, "seeds": seeds,
+           "near_optimal": {str(lv): truth.near_optimal(lv) for lv in LEVELS},
+           "random_exact_median": {str(lv): replay.random_search_median(truth, lv) for lv in LEVELS},
+           "header": {k: truth.header.get(k) for k in ("device", "threads", "restricted", "measured", "timing")},
+           "tuners": {}}
+    for tname in tuners:
+        make, what = table[tname]
+        history = None
+        if tname == "xgb-transfer":
+            nb = NEIGHBOUR.get(name)
+            if nb not in contexts:
+                print(f"  {name}: no neighbouring table loaded ({nb}); xgb-transfer skipped")
+                continue
+            nbt = contexts[nb].truth
+
+            def history(seed, nbt=nbt):
+                idx = np.random.default_rng(5000 + seed).permutation(len(nbt))[:TRANSFER_RECORDS]
+                return nbt.records(idx, np.random.default_rng(seed))
+        n_seeds = 1 if tname == "grid" else seeds
+        t0 = time.time()
+        runs = replay.replay_tuner(lambda t, s: make(t, s, ctx), truth, trials, range(n_seeds), history=history)
+        curves = [replay.curve(truth, r) for r in runs]
+        res = {"what": what, "seconds": round(time.time() - t0, 1), "runs": len(runs)}
+        for lv in LEVELS:
+            res[f"to{int(lv * 100)}"] = replay.quartiles([replay.trials_to_reach(c, lv) for c in curves])
+        res["auc"] = float(np.median([replay.area_under_curve(c, trials) for c in curves]))
+        full = np.stack([np.concatenate([c, np.full(trials - len(c), c[-1])]) for c in curves])
+        res["curve_q"] = [np.percentile(full, q, axis=0).round(5).tolist() for q in (25, 50, 75)]
+        out["tuners"][tname] = res
+        print(f"  {name} {tname:13s} to99 {fmt_q(res['to99'])}  to100 {fmt_q(res['to100'])}  "
+              f"auc {res['auc']:.3f}  ({res['seconds']} s)", flush=True)
+    out["ranking"] = ranking(ctx, seeds)
+    return out
+
+
+def ranking(ctx, seeds: int) -> dict:
+    from tilecraft.autotune import replay
+
+    out = {}
+    for feature in ("knob", "itervar", "curve"):
+        for loss in ("rank", "reg"):
+            try:
+                got = [replay.ranking_quality(lambda t: ctx.model(t, feature, loss, s), ctx.truth, 64, seed=s)
+                       for s in range(min(seeds, 10))]
+            except ValueError as err:
+                print(f"  ranking with {feature} features: {err}")
+                continue
+            out[f"{feature}-{loss}"] = {"ndcg32": float(np.median([g["ndcg"] for g in got])),
+                                        "recall32": float(np.median([g["recall"] for g in got]))}
+    return out
+
+
+def fmt_q(q) -> str:
+    f = lambda v: "inf" if math.isinf(v) else f"{v:.0f}"  # noqa: E731
+    return f"{f(q[1])} [{f(q[0])}-{f(q[2])}]"
+
+
+def plot(result: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    x = np.arange(1, result["trials"] + 1)
+    for name, res in result["tuners"].items():
+        lo, med, hi = (np.asarray(c) for c in res["curve_q"])
+        line, = ax.plot(x, med, label=f"{name} (99% at {fmt_q(res['to99']).split()[0]})", lw=1.4)
+        if res["runs"] > 1:
+            ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15, lw=0)
+    ax.set_xscale("log")
+    ax.set_ylim(0.75, 1.005)          # the region where tuners differ; the legend gives trials to 99%
+    ax.axhline(0.99, color="grey", lw=0.6, ls=":")
+    ax.set_xlabel("trials (configs measured)")
+    ax.set_ylabel("best so far / true optimum (throughput)")
+    ax.set_title(f"{result['space']}: {result['configs']} configs, optimum "
+                 f"{result['optimum_gflops']:.1f} GFLOP/s; median and quartiles over {result['seeds']} seeds",
+                 fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def markdown(results: list[dict]) -> str:
+    lines = ["| space | configs (≥99%) | tuner | trials to 95% | to 99% | to 100% | AUC |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        for name, res in r["tuners"].items():
+            lines.append(f"| {r['space']} | {r['configs']} ({r['near_optimal']['0.99']}) | {name} | "
+                         f"{fmt_q(res['to95'])} | {fmt_q(res['to99'])} | {fmt_q(res['to100'])} | {res['auc']:.3f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("spaces", nargs="+", help="table names under bench/ground_truth/ (or paths)")
+    p.add_argument("--seeds", type=int, default=20)
+    p.add_argument("--trials", type=int, default=0, help="budget per run (default: half the space, at most 256)")
+    p.add_argument("--tuners", default=",".join(tuner_table()))
+    p.add_argument("--out", default=RESULTS)
+    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--replot", action="store_true", help="only redraw the plots from bench/results/search_*.json")
+    args = p.parse_args(argv)
+    os.environ.setdefault("TILECRAFT_FEATURE_WORKERS", "1")
+    if args.replot:
+        for name in args.spaces:
+            with open(os.path.join(args.out, f"search_{name}.json")) as f:
+                plot(json.load(f), os.path.join(args.out, f"search_{name}.png"))
+        return 0
+    from tilecraft.autotune.replay import GroundTruth
+
+    tuners = args.tuners.split(",")
+    unknown = [t for t in tuners if t not in tuner_table()]
+    if unknown:
+        p.error(f"unknown tuner {unknown[0]!r}; the tuners: {', '.join(tuner_table())}")
+
+    def path_of(name):
+        return name if os.path.exists(name) else os.path.join(TABLES, f"{name}.jsonl.gz")
+
+    names = [os.path.basename(s).split(".")[0] for s in args.spaces]
+    contexts = {}
+    for name, spec in zip(names, args.spaces):
+        contexts[name] = Context(GroundTruth.load(path_of(spec)), name)
+    if "xgb-transfer" in tuners:
+        for name in names:
+            nb = NEIGHBOUR.get(name)
+            if nb and nb not in contexts and os.path.exists(path_of(nb)):
+                contexts[nb] = Context(GroundTruth.load(path_of(nb)), nb)
+        memoize_other_task_features(contexts)
+    os.makedirs(args.out, exist_ok=True)
+    results = []
+    for name in names:
+        truth = contexts[name].truth
+        trials = args.trials or min(256, len(truth) // 2)
+        print(f"{name}: {len(truth)} configs, {truth.near_optimal(0.99)} within 99% of the optimum "
+              f"({truth.task.flop / truth.optimum / 1e9:.1f} GFLOP/s); {trials} trials, {args.seeds} seeds", flush=True)
+        r = run_space(name, tuners, args.seeds, trials, contexts)
+        r["command"] = "python3 bench/tuner_compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        results.append(r)
+        with open(os.path.join(args.out, f"search_{name}.json"), "w") as f:
+            json.dump(r, f, indent=1, default=lambda v: None if isinstance(v, float) and math.isinf(v) else v)
+        if not args.no_plot:
+            plot(r, os.path.join(args.out, f"search_{name}.png"))
+    print(markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
