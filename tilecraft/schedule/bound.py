@@ -21,6 +21,7 @@ from ..ir.expr import (BinOp, Binary, Cast, Const, Expr, IterKind, IterVar, Sele
 from ..ir.functor import collect_vars, post_order_visit, substitute
 from ..ir.simplify import simplify
 from ..te.extern import ExternOp
+from ..te.scan import ScanOp
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 
 
@@ -171,10 +172,11 @@ def leaf_values(info: StageInfo, stage) -> None:
     """Fill ``extent``, ``value`` and tail ``conditions`` from the root extents and relations."""
     from .schedule import Singleton, Split
     ext = info.extent
-    root_axes = list(stage.op.axis) + list(stage.op.reduce_axis)
+    own = tuple(getattr(stage.op, "root_iter_vars", ()))       # te.scan's loop over its steps
+    root_axes = list(stage.op.axis) + list(stage.op.reduce_axis) + list(own)
     for d, iv in enumerate(stage.op.axis):
         ext[iv] = info.root_extent[d]
-    for iv in stage.op.reduce_axis:
+    for iv in list(stage.op.reduce_axis) + list(own):
         ext[iv] = iv.dom.extent
     tails = []
     for rel in stage.relations:
@@ -234,6 +236,8 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
                 raise ScheduleError(f"compute_at of the extern stage '{st.name}': it has no loops of its "
                                     f"own to place; it runs at the root")
             info.root_min, info.root_extent = [], []
+        elif isinstance(op, ScanOp):
+            info.root_min, info.root_extent = [], []     # its outputs are whole buffers (scan_buffers)
         elif st.attach_type == "scope" and not st.is_output:
             _check_attach(st, consumers[st])
             mins, exts = _region(st, consumers[st], infos, loop_extent)
@@ -244,7 +248,7 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
             info.root_min = [iv.dom.min for iv in op.axis]
             info.root_extent = [iv.dom.extent for iv in op.axis]
         leaf_values(info, st)
-        if st.attach_type == "scope" and not st.is_output:
+        if st.attach_type == "scope" and not st.is_output and not _is_scan_update(st, consumers[st]):
             for d, iv in enumerate(op.axis):
                 absval = info.root_value(iv, d)
                 lo_ok = _provably(info.root_min[d] >= 0)
@@ -362,6 +366,9 @@ def _read_box(st, consumers, infos, relax):
     for c in consumers:
         cinfo = infos[c]
         cop = c.op
+        if isinstance(cop, ScanOp):      # at each step the scan takes row t of its updates, whole
+            _scan_rows(st, cop, cinfo, interval, lo, hi)
+            continue
         vmap = {}
         for d, iv in enumerate(cop.axis):
             vmap[iv.var] = cinfo.root_value(iv, d)
@@ -379,6 +386,25 @@ def _read_box(st, consumers, infos, relax):
                 lo[d] = a if lo[d] is None else union_min(lo[d], a)
                 hi[d] = b if hi[d] is None else union_max(hi[d], b)
     return [None if u else x for x, u in zip(lo, unknown)], [None if u else x for x, u in zip(hi, unknown)]
+
+
+def _is_scan_update(st, consumers) -> bool:
+    """An update stage of a scan: the row it computes lies inside it by construction."""
+    return any(isinstance(c.op, ScanOp) and st.op in {u.op for u in c.op.update} for c in consumers)
+
+
+def _scan_rows(st, scan, sinfo, interval, lo, hi) -> None:
+    """Widen ``[lo, hi]`` by what scan ``scan`` takes of ``st``'s outputs at one step: the row
+    of the current time, every element of the other dimensions."""
+    for u in scan.update:
+        if u.op is not st.op:
+            continue
+        r = interval(sinfo.root_value(scan.scan_axis))
+        box = [r] + [(const(0, s.dtype), s - 1) for s in u.shape[1:]]
+        for d, b in enumerate(box):       # the time is an affine expression of loops: never unknown
+            a, z = simplify(b[0]), simplify(b[1])
+            lo[d] = a if lo[d] is None else union_min(lo[d], a)
+            hi[d] = z if hi[d] is None else union_max(hi[d], z)
 
 
 def _check_covered(st, consumers, infos, loop_extent) -> None:

@@ -26,6 +26,7 @@ from .record import (BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep, Com
                      UnrollStep, VectorizeStep, name_ref, python_form, resolve_ref, step_from_json,
                      steps_to_json, with_intrins)
 from ..te.tensor_intrin import TensorIntrin
+from .scan import attach_scan_bodies, check_attach as check_scan_attach, check_ordered, group_root as scan_group_root
 
 
 class ScheduleError(ValueError):
@@ -81,7 +82,8 @@ class Stage:
         self.op = op
         self.origin_op = op
         self.schedule = schedule
-        self.all_iter_vars: list[IterVar] = list(op.axis) + list(op.reduce_axis)
+        self.all_iter_vars: list[IterVar] = (list(op.axis) + list(op.reduce_axis) +
+                                             list(getattr(op, "root_iter_vars", ())))   # te.scan's loop
         self.leaf_iter_vars: list[IterVar] = list(self.all_iter_vars)
         self.relations: list = []
         self.iter_var_attrs: dict[IterVar, IterAttr] = {}
@@ -323,6 +325,8 @@ class Stage:
     def _annotate(self, iv, kind: ForKind, what: str, step):
         k = self._leaf_index(iv, what)
         iv = self.leaf_iter_vars[k]
+        if kind in (ForKind.PARALLEL, ForKind.VECTORIZED):
+            check_ordered(self, iv, what)
         if kind is ForKind.PARALLEL and iv.kind is IterKind.REDUCE:
             raise ScheduleError(f"{what} on stage '{self.name}': axis '{iv.var.name}' is a reduction axis; "
                                 f"only data-parallel axes can run in parallel (use rfactor to make the "
@@ -390,6 +394,7 @@ class Stage:
         iv = self.leaf_iter_vars[k]
         if not isinstance(thread_ivar, IterVar) or thread_ivar.kind is not IterKind.THREAD:
             raise ScheduleError(f"bind on stage '{self.name}': the second argument must be te.thread_axis(...)")
+        check_ordered(self, iv, "bind")
         a = self._attr(iv)
         a.kind, a.bind = ForKind.THREAD_BINDING, thread_ivar
         tag, name, dom = thread_ivar.thread_tag, thread_ivar.var.name, thread_ivar.dom
@@ -435,6 +440,7 @@ class Stage:
         k = parent._leaf_index(scope, f"compute_at of stage '{self.name}'")
         if self.is_output:
             raise ScheduleError(f"compute_at of stage '{self.name}': it is an output of the schedule")
+        check_scan_attach(self, "compute_at", parent)
         cur = parent
         while cur.attach_type == "scope" and cur.attach_stage is not None:
             if cur.attach_stage is self:
@@ -461,6 +467,7 @@ class Stage:
             raise ScheduleError(f"compute_inline: stage '{self.name}' is a reduction and cannot be inlined")
         if self.is_output:
             raise ScheduleError(f"compute_inline: stage '{self.name}' is an output of the schedule")
+        check_scan_attach(self, "compute_inline")
         self.attach_type, self.attach_stage, self.attach_ivar = "inline", None, None
         self._record(ComputeInlineStep(self._ref()))
 
@@ -474,7 +481,9 @@ class Stage:
                 C[i] = B[0] + 1.0                  for i in range(100):
                                                        C[i] = B[i] + 1.0
         """
-        self.attach_type, self.attach_stage, self.attach_ivar = "root", None, None
+        check_scan_attach(self, "compute_root")
+        at = scan_group_root(self)      # a scan's body stage: the scan's loop (TVM's group root)
+        self.attach_type, self.attach_stage, self.attach_ivar = ("root", None, None) if at is None else ("scope", *at)
         self._record(ComputeRootStep(self._ref()))
 
     def storage_align(self, axis: IterVar, factor: int, offset: int):
@@ -598,6 +607,7 @@ class Schedule:
             self.stage_map[op] = st
         for op in self.outputs:
             self.stage_map[op].is_output = True
+        attach_scan_bodies(self)
 
     def __getitem__(self, key) -> Stage:
         """The stage of a tensor, an operation, or a name (``s["C"]``; ``s["compute#1"]`` for the

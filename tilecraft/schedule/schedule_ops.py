@@ -29,10 +29,11 @@ from ..ir.expr import (BinOp, BufferLoad, Const, IterKind, TensorLoad, Var, bina
 from ..ir.functor import IRMutator, substitute
 from ..ir.simplify import simplify
 from ..ir.expr import BufferRegion
-from ..ir.stmt import (Allocate, AttrStmt, Buffer, BUFFER_BIND_SCOPE, BufferStore, For, ForKind,
+from ..ir.stmt import (Allocate, AttrStmt, Buffer, BUFFER_BIND_SCOPE, BufferStore, Evaluate, For, ForKind,
                        IfThenElse, LetStmt, seq)
 from .schedule import ScheduleError
 from ..te.extern import ExternOp
+from ..te.scan import ScanOp
 from ..te.tensor import ComputeOp, PlaceholderOp
 from .tensorize import tensorized_axis, tensorized_nest
 from .vector_reduce import (accumulator_index, combine_stores, plan_vector_reduction,
@@ -91,6 +92,8 @@ class NestBuilder:
     def stage_nest(self, st):
         if isinstance(st.op, ExternOp):
             return self.extern_stmt(st)
+        if isinstance(st.op, ScanOp):
+            return self.scan_nest(st)
         tensorized = tensorized_axis(st)
         if tensorized is not None:
             return tensorized_nest(self, st, *tensorized)
@@ -137,7 +140,24 @@ class NestBuilder:
             body = AttrStmt(BUFFER_BIND_SCOPE, declared, BufferRegion(buf, begin, tuple(buf.shape)), body)
         return body
 
+    def scan_nest(self, st):
+        """A ``te.scan``: its loop over the steps (``scan.idx``, as split), with the body stages
+        attached inside it; a split's tail guards them."""
+        info = self.infos[st]
+        body = None
+        for k in range(len(st.leaf_iter_vars) - 1, -1, -1):
+            iv = st.leaf_iter_vars[k]
+            body = self.with_attached(st, iv, body)
+            if k == len(st.leaf_iter_vars) - 1 and info.conditions and body is not None:
+                body = IfThenElse(_and_all(info.conditions), body)
+            body = self.loop(st, iv, info, body if body is not None else Evaluate(convert(0)))
+        return body
+
     def make_for(self, st, iv, info, body):
+        return self.loop(st, iv, info, self.with_attached(st, iv, body))
+
+    def with_attached(self, st, iv, body):
+        """``body`` after the stages attached at loop ``iv`` of ``st``, inside their allocations."""
         inner = self.attached.get((st, iv))
         if inner:
             allocs = []
@@ -150,6 +170,9 @@ class NestBuilder:
                 body = Allocate(b, body)
                 if db:
                     body = AttrStmt(DOUBLE_BUFFER_SCOPE, b.name, 1, body)
+        return body
+
+    def loop(self, st, iv, info, body):
         attr = st.iter_var_attrs.get(iv)
         kind, tag, ann = ForKind.SERIAL, "", ()
         if attr is not None:
