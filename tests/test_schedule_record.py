@@ -159,9 +159,26 @@ def gpu_named_thread_axes():
     return s, [A, B]
 
 
+def scan_split_compute_at():
+    m, n = te.var("m"), te.var("n")
+    X = te.placeholder((m, n), name="X")
+    state = te.placeholder((m, n), name="state")
+    init = te.compute((1, n), lambda _, i: X[0, i], name="init")
+    s1 = te.compute((m, n), lambda t, i: state[t - 1, i] * 2.0, name="s1")
+    s2 = te.compute((m, n), lambda t, i: s1[t, i] + X[t, i], name="s2")
+    res = te.scan(init, s2, state, inputs=[X])
+    s = te.create_schedule(res.op)
+    to, ti = s[res].split(res.op.scan_axis, factor=2)
+    s[res].unroll(ti)
+    xo, xi = s[s2].split(s2.op.axis[1], factor=8)
+    s[s1].compute_at(s[s2], xo)
+    return s, [X, res]
+
+
 SCHEDULES = [vadd, matmul_blocked, softmax_rows, conv2d_inline_fuse_unroll, cache_read_align_pragma_nparts,
              rfactor_parallel, rfactor_factor_axis_attached, tile_compute_root, cache_write_fuse_three_set_scope,
-             same_names, tensorize_reset_update, gpu_matmul_bind_vthread_double_buffer, gpu_named_thread_axes]
+             same_names, tensorize_reset_update, gpu_matmul_bind_vthread_double_buffer, gpu_named_thread_axes,
+             scan_split_compute_at]
 
 
 def _ir(s, args) -> str:

@@ -663,6 +663,9 @@ class PythonPrinter:
         return self.var[iv]
 
     def _bind_roots(self, st, iv):
+        if iv is getattr(st.op, "scan_axis", None):          # te.scan's loop
+            self.lines.append(f"{self._name_axis(st, iv)} = s[{self._origin_tensor(st)}].op.scan_axis")
+            return
         for what in ("axis", "reduce_axis"):
             ivs = list(getattr(st.op, what))
             if any(x is iv for x in ivs):
