@@ -248,6 +248,45 @@ def test_gpu_launch_list_unrolls_the_host_loop():
     assert all(c[1] == (2, 1, 1) for c in calls)
 
 
+def test_gpu_two_stage_scan_keeps_its_intermediate_in_workspace(rand):
+    # s1 (global, allocated per step) becomes workspace of the function; the time guard of its
+    # region is proved away by the scan loop's range (a guard there split the host loop before)
+    from tilecraft.codegen.cuda_emulate import emulate
+    from tilecraft.schedule.passes.gpu_lower import launch_program
+    X, s1, s2, res = two_stage_scan()
+    s = te.create_schedule(res.op)
+    init = res.op.init[0]
+    for x in (init, s1, s2):
+        xo, xi = s[x].split(x.op.axis[1], factor=32)
+        s[x].bind(xo, te.thread_axis("blockIdx.x"))
+        s[x].bind(xi, te.thread_axis("threadIdx.x"))
+    assert "scan.idx + 1 < m" not in str(tc.lower(s, [X, res], simple_mode=True))
+    f = tc.lower(s, [X, res], target="cuda")
+    workspace, program = launch_program(f.body)
+    assert [b.name for b in workspace] == ["s1"] and [len(p[2]) for p in program if p[0] == "loop"] == [2]
+    x = rand((5, 70))
+    y = np.full((5, 70), np.nan, "float32")
+    emulate(f, [x, y])
+    np.testing.assert_allclose(y, two_stage_ref(x), rtol=1e-5)
+
+
+def test_gpu_scan_errors():
+    from tilecraft.schedule.passes.gpu_kernels import GPULoweringError
+    s, (X, res) = gpu_cumsum()
+    s[res].split(res.op.scan_axis, factor=3)
+    with pytest.raises(GPULoweringError, match=r"a te.scan's loop over the steps runs on the host .* split the "
+                                               r"scan axis evenly or leave it unsplit"):
+        tc.lower(s, [X, res], target="cuda")
+    X, init, update, res = cumsum_scan()
+    s = te.create_schedule(res.op)
+    xo, xi = s[init].split(init.op.axis[1], factor=32)
+    s[init].bind(xo, te.thread_axis("blockIdx.x"))
+    s[init].bind(xi, te.thread_axis("threadIdx.x"))
+    with pytest.raises(GPULoweringError, match=r"stage 'update' runs at every step of scan 'scan' and is not "
+                                               r"bound to the GPU grid: .* its loops must be bound"):
+        tc.lower(s, [X, res], target="cuda")
+
+
 # ---- errors ---------------------------------------------------------------------------------
 
 def _parts():

@@ -226,6 +226,7 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
     """
     from .schedule import ScheduleError
     infos: dict = {}
+    scan_body = {o for st in sch.stages if isinstance(st.op, ScanOp) for o in st.op.body_ops}
     for st in reversed(sch.stages):
         if isinstance(st.op, PlaceholderOp) or st.attach_type == "inline":
             continue
@@ -253,6 +254,10 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
                 absval = info.root_value(iv, d)
                 lo_ok = _provably(info.root_min[d] >= 0)
                 hi_ok = _provably(info.root_min[d] + info.root_extent[d] <= iv.dom.extent)
+                if op in scan_body and not (lo_ok and hi_ok):
+                    # a scan's body stage: its rows follow the scan's loop, whose range bounds them
+                    lo_ok, hi_ok = _inside_over_loops(info.root_min[d], info.root_extent[d], iv.dom.extent,
+                                                      loop_extent, lo_ok, hi_ok)
                 if not hi_ok:
                     info.conditions.append(absval < iv.dom.extent)
                 if not lo_ok:
@@ -261,6 +266,15 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
             loop_extent[iv.var] = (st, iv, info.extent[iv])
         infos[st] = info
     return infos
+
+
+def _inside_over_loops(lo, ext, full, loop_extent, lo_ok, hi_ok):
+    """Whether ``[lo, lo + ext)`` provably lies inside ``[0, full)`` for every value of the
+    loops it depends on (each over ``[0, its extent)``)."""
+    r = Interval(lambda v: (const(0, v.dtype), loop_extent[v][2] - 1) if v in loop_extent else None)(lo)
+    if r is None:
+        return lo_ok, hi_ok
+    return lo_ok or _provably(r[0] >= 0), hi_ok or _provably(r[1] + ext <= full)
 
 
 def _provably(cond: Expr) -> bool:

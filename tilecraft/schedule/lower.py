@@ -28,7 +28,7 @@ from .passes.loop_partition import partition_loops
 from .passes.storage_flatten import storage_flatten
 from .passes.unroll import unroll_loops
 from .passes.vectorize import vectorize_loops
-from .scan import scan_buffers, state_placeholders
+from .scan import check_gpu_scans, scan_buffers, state_placeholders
 from .schedule import Schedule, ScheduleError
 from .schedule_ops import schedule_ops
 from .tensorize import llvm_imports
@@ -122,6 +122,7 @@ def lower(sch: Schedule, args, name: str = "main", binds=None, simple_mode: bool
     if kind == "cuda":
         from .passes.gpu_attached_args import check_attached_arguments
         check_attached_arguments(sch, arg_set)
+        check_gpu_scans(sch)
     infos = infer_bounds(sch, bodies, consumers, {}, arg_set)
     mins = _stage_buffers(infos, buffers)
     params = tuple(buffer_params + _scalar_params(buffer_params, arg_scalars))

@@ -115,3 +115,21 @@ def scan_buffers(sch, buffers: dict) -> set:
 
 def state_placeholders(sch) -> set:
     return {p.op for st in scan_stages(sch) for p in st.op.state_placeholder}
+
+
+def check_gpu_scans(sch) -> None:
+    """For CUDA, each stage computed directly in a scan's loop is a kernel launched at every step:
+    its outermost loop must be bound to the grid (the loop itself stays on the host)."""
+    from .passes.gpu_kernels import LAUNCH_TAGS, GPULoweringError
+    for scan in scan_stages(sch):
+        for st in sch.stages:
+            if st.attach_type != "scope" or st.attach_stage is not scan:
+                continue
+            attrs = [st.iter_var_attrs.get(iv) for iv in st.leaf_iter_vars]
+            if not any(a is not None and a.bind is not None and a.bind.thread_tag in LAUNCH_TAGS for a in attrs):
+                raise GPULoweringError(
+                    f"stage '{st.name}' runs at every step of scan '{scan.name}' and is not bound to the GPU "
+                    f"grid: for target 'cuda' the scan's loop stays on the host and launches '{st.name}' as a "
+                    f"kernel per step, so its loops must be bound, e.g. "
+                    f"s[{st.name}].bind(xo, te.thread_axis('blockIdx.x')) and "
+                    f"s[{st.name}].bind(xi, te.thread_axis('threadIdx.x'))")

@@ -105,24 +105,31 @@ def split_kernels(body, func_name: str):
 def _split_parts(body, workspace: list, count: list, host_loops: tuple) -> list:
     parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
     program = []
-    for part in parts:
-        while isinstance(part, Allocate) and host_loops:
+    while parts:
+        part = parts.pop(0)
+        if isinstance(part, Allocate) and host_loops:
             _hoist(part.buffer, host_loops)
             workspace.append(part.buffer)
-            part = part.body
+            parts[:0] = list(part.body.seq) if isinstance(part.body, SeqStmt) else [part.body]
+            continue
         if isinstance(part, For) and part.kind is ForKind.THREAD_BINDING and part.thread_tag in LAUNCH_TAGS:
             program.append(["kernel", None, part])
             count[0] += 1
         elif isinstance(part, For) and part.kind is ForKind.SERIAL and _launches_inside(part.body):
             program.append(["loop", part, _split_parts(part.body, workspace, count, host_loops + (part,))])
+        elif not isinstance(part, For) and _launches_inside(part):
+            raise GPULoweringError(
+                f"kernels sit under a {type(part).__name__} on the host, outside any kernel: a te.scan's loop "
+                f"over the steps runs on the host and launches the kernels of its body, so it cannot be "
+                f"guarded (a split of the scan axis whose factor does not divide the number of steps); "
+                f"split the scan axis evenly or leave it unsplit")
         else:
             loop = f"its outermost loop '{part.loop_var.name}'" if isinstance(part, For) else "it"
             raise GPULoweringError(
                 f"stage '{_writer(part)}' is not bound to the GPU grid: {loop} is not bound to blockIdx/"
                 f"threadIdx. For target 'cuda' every root stage needs e.g. "
                 f"s[X].bind(xo, te.thread_axis('blockIdx.x')) and s[X].bind(xi, te.thread_axis('threadIdx.x'))"
-                + (" (inside the loop of a scan too, without a guard: split the scan axis evenly)"
-                   if host_loops else ""))
+                + (" (the body stages of a te.scan too)" if host_loops else ""))
     return program
 
 
