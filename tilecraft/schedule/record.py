@@ -392,16 +392,23 @@ class CacheReadStep(_CreatingStep):
 
 @dataclass(frozen=True)
 class CacheWriteStep(_CreatingStep):
-    """``s.cache_write(tensor, scope)``."""
+    """``s.cache_write(tensor, scope)``; ``tensor`` is a tuple for the outputs of a stage of
+    several (``s.cache_write([C0, C1], scope)``)."""
     kind: ClassVar[str] = "cache_write"
-    tensor: str
+    tensor: str | tuple
     scope: str
     result: str | None = None
 
     def apply(self, s):
-        return self._check_result(s, s.cache_write(s._tensor_by_ref(self.tensor), self.scope))
+        if isinstance(self.tensor, tuple):
+            t = [s._tensor_by_ref(x) for x in self.tensor]
+        else:
+            t = s._tensor_by_ref(self.tensor)
+        return self._check_result(s, s.cache_write(t, self.scope))
 
     def python(self, p):
+        if isinstance(self.tensor, tuple):
+            return f"s.cache_write([{', '.join(p.tensor(x) for x in self.tensor)}], {_lit(self.scope)})"
         return f"s.cache_write({p.tensor(self.tensor)}, {_lit(self.scope)})"
 
 

@@ -695,10 +695,10 @@ class Schedule:
         self.steps.append(CacheReadStep(refs[0], scope, refs[1], self._stage_ref(st)))
         return cache
 
-    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+    def cache_write(self, tensor, scope: str):
         """Compute ``tensor`` into a cache of ``scope``, then copy it out. Returns the cache
         tensor (``C.local``); ``s[tensor]`` becomes the copy-out stage, which keeps the original
-        axes (``C.op.axis``). Must come before other primitives on that stage.
+        axes (``C.op.axis``). A list of a stage's outputs caches them all (a list back).
 
         Before::                               After ``CL = s.cache_write(C, "local")``::
 
@@ -710,43 +710,16 @@ class Schedule:
                                                        for j in range(30):
                                                            C[i, j] = CL[i, j]
 
-        Attach the cache with ``s[CL].compute_at(s[C], ...)`` to keep a register tile.
+        After other primitives on the stage (split, fuse, reorder of data-parallel loops), the
+        cache takes the current loops as its axes and the copy-out starts afresh from the
+        original axes (TVM's re-layout; ``schedule/cache_write.py``). Attach the cache with
+        ``s[CL].compute_at(s[C], ...)`` to keep a register tile.
         """
-        if isinstance(tensor, (list, tuple)):
-            raise ScheduleError("cache_write of several outputs at once is not supported")
-        st = self[tensor]
-        op = st.op
-        if not isinstance(op, ComputeOp):
-            raise ScheduleError(f"cache_write: stage '{st.name}' is not a compute stage")
-        if len(op.outputs) > 1:
-            raise ScheduleError(f"cache_write: stage '{st.name}' has several outputs; not supported")
-        if st.relations or st.iter_var_attrs or len(st.leaf_iter_vars) != len(st.all_iter_vars):
-            raise ScheduleError(f"cache_write of '{st.name}' must come before other schedule primitives on "
-                                f"that stage (it replaces the stage's axes)")
-        ref = self._tensor_ref(op.outputs[0])
-        name = f"{op.name}.{scope}"
-        new_axis = tuple(IterVar(iv.dom, Var(iv.var.name + ".c", iv.var.dtype), iv.kind) for iv in op.axis)
-        vmap = {old.var: new.var for old, new in zip(op.axis, new_axis)}
-        body = tuple(substitute(b, vmap) for b in op.body)
-        cache_op = ComputeOp(name, op.tag, op.attrs, new_axis, op.reduce_axis, body)
-        cache = cache_op.output(0)
-        out_axis = op.axis   # TVM keeps the original axes on the copy-out stage: C.op.axis stays valid
-        copy_op = ComputeOp(op.name, op.tag, op.attrs, out_axis, (),
-                            (TensorLoad(cache, tuple(iv.var for iv in out_axis)),),
-                            tuple(t.name for t in op.outputs))
-        cst = Stage(cache_op, self)
-        cst.scope = scope
-        idx = self.stages.index(st)
-        self.stages.insert(idx, cst)
-        self.stage_map[cache_op] = cst
-        old_out = op.outputs[0]
-        st.op = copy_op
-        st.all_iter_vars = list(out_axis)
-        st.leaf_iter_vars = list(out_axis)
-        self.stage_map[copy_op] = st
-        self._replace_inputs([x for x in self.stages if x is not st and x is not cst], {old_out: copy_op.output(0)})
+        from .cache_write import cache_write as _cache_write
+        refs, cst, out = _cache_write(self, tensor, scope)
+        ref = tuple(refs) if isinstance(tensor, (list, tuple)) else refs[0]
         self.steps.append(CacheWriteStep(ref, scope, self._stage_ref(cst)))
-        return cache
+        return out
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         """Factor a reduction: the partial results over ``axis`` (a leaf reduce axis of
