@@ -84,8 +84,8 @@ def _resolve_args(sch: Schedule, args) -> tuple[list, list]:
             st = sch.stage_map.get(a.op)
             if st is None:
                 raise ScheduleError(f"argument {pos} '{a.name}' is not part of the schedule")
-            if st.attach_type == "inline":
-                raise ScheduleError(f"argument {pos} '{a.name}' is inlined (compute_inline) and has no storage")
+            # an inlined stage as an argument (TVM): a parameter buffer that nothing writes; its
+            # consumers compute its values in place
             tensors.append((pos, st.op.outputs[a.value_index], a))
         elif isinstance(a, Var):
             scalars.append((pos, a))
