@@ -175,10 +175,22 @@ def scan_split_compute_at():
     return s, [X, res]
 
 
+def store_predicate_threads():
+    A = te.placeholder((64, 8), name="A")
+    B = te.compute((64, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=16)
+    tx = te.thread_axis("threadIdx.x")
+    s[B].bind(xo, te.thread_axis("blockIdx.x"))
+    s[B].bind(xi, tx)
+    s[B].set_store_predicate((tx.var < 8) & (B.op.axis[1] % 2 == 0))
+    return s, [A, B]
+
+
 SCHEDULES = [vadd, matmul_blocked, softmax_rows, conv2d_inline_fuse_unroll, cache_read_align_pragma_nparts,
              rfactor_parallel, rfactor_factor_axis_attached, tile_compute_root, cache_write_fuse_three_set_scope,
              same_names, tensorize_reset_update, gpu_matmul_bind_vthread_double_buffer, gpu_named_thread_axes,
-             scan_split_compute_at]
+             scan_split_compute_at, store_predicate_threads]
 
 
 def _ir(s, args) -> str:

@@ -357,6 +357,31 @@ class SetScopeStep(Step):
         return f"{p.stage(self.stage)}.set_scope({_lit(self.scope)})"
 
 
+def _tuples(x):
+    return tuple(_tuples(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+@dataclass(frozen=True)
+class SetStorePredicateStep(Step):
+    """``s[stage].set_store_predicate(pred)``; ``predicate`` is its JSON tree
+    (``schedule/store_predicate.py``)."""
+    kind: ClassVar[str] = "set_store_predicate"
+    stage: str
+    predicate: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "predicate", _tuples(self.predicate))
+
+    def apply(self, s):
+        from .store_predicate import from_json
+        st = s[self.stage]
+        return st.set_store_predicate(from_json(st, self.predicate))
+
+    def python(self, p):
+        from .store_predicate import python
+        return f"{p.stage(self.stage)}.set_store_predicate({python(p, self.stage, self.predicate)})"
+
+
 @dataclass(frozen=True)
 class _CreatingStep(Step):
     """A primitive that adds a stage; ``result`` is the name it got (None: not checked)."""
@@ -488,7 +513,7 @@ def with_intrins(step: Step, intrins, where: str) -> Step:
 STEP_TYPES = {cls.kind: cls for cls in (
     SplitStep, TileStep, FuseStep, ReorderStep, VectorizeStep, UnrollStep, ParallelStep, BindStep,
     PragmaStep, ComputeAtStep, ComputeInlineStep, ComputeRootStep, DoubleBufferStep, StorageAlignStep,
-    SetScopeStep, CacheReadStep, CacheWriteStep, RFactorStep, TensorizeStep)}
+    SetScopeStep, CacheReadStep, CacheWriteStep, RFactorStep, TensorizeStep, SetStorePredicateStep)}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from ..ir.stmt import ForKind
 from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, post_dfs_order
 from .record import (BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
                      ComputeRootStep, DoubleBufferStep, FuseStep, ParallelStep, PragmaStep, ReorderStep,
-                     RFactorStep, SetScopeStep, SplitStep, Step, StorageAlignStep, TensorizeStep, TileStep,
+                     RFactorStep, SetScopeStep, SetStorePredicateStep, SplitStep, Step, StorageAlignStep, TensorizeStep, TileStep,
                      UnrollStep, VectorizeStep, name_ref, python_form, resolve_ref, step_from_json,
                      steps_to_json, with_intrins)
 from ..te.tensor_intrin import TensorIntrin
@@ -94,6 +94,7 @@ class Stage:
         self.is_output = False
         self.align: dict[int, tuple[int, int]] = {}
         self.double_buffered = False
+        self.store_predicate = None      # set_store_predicate (store_predicate.py)
 
     @property
     def name(self) -> str:
@@ -514,6 +515,22 @@ class Stage:
         """
         self.scope = scope
         self._record(SetScopeStep(self._ref(), scope))
+
+    def set_store_predicate(self, predicate):
+        """Store the stage's values only where ``predicate`` holds (``tx.var == 0``: one of the
+        threads that compute the same value writes it); see ``schedule/store_predicate.py``.
+
+        Before::                               After ``s[B].set_store_predicate(tx.var == 0)``::
+
+            for tx in thread_binding(32):          for tx in thread_binding(32):
+                B[0] = A[0] * 2.0                      if tx == 0:
+                                                           B[0] = A[0] * 2.0
+        """
+        from .store_predicate import check_predicate
+        if not isinstance(self.op, ComputeOp):
+            raise ScheduleError(f"set_store_predicate: stage '{self.name}' is not a compute stage")
+        self.store_predicate, tree = check_predicate(self, predicate)
+        self._record(SetStorePredicateStep(self._ref(), tree))
 
     def double_buffer(self):
         """Give a shared tile two buffers, so that the next tile's fetch overlaps this tile's

@@ -197,6 +197,13 @@ class NestBuilder:
         idxs = [self.store_index(st, info, t) for t in op.outputs]
         bufs = [self.buffers[t] for t in op.outputs]
         conds = info.conditions
+        if st.store_predicate is not None:
+            from .bound import enclosing_loops
+            from .store_predicate import lowered_predicate
+            pred = lowered_predicate(st, info, enclosing_loops(st),
+                                     _launch_bound_reduce_tags(st, st.leaf_iter_vars) if op.reduce_axis else [])
+            if pred is not None:
+                conds = list(conds) + [self.to_loads.visit_expr(pred)]
         if not op.reduce_axis:
             stores = [BufferStore(b, self.to_loads.visit_expr(substitute(e, vmap)), idx)
                       for b, e, idx in zip(bufs, info.body, idxs)]
