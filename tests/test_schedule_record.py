@@ -187,10 +187,26 @@ def store_predicate_threads():
     return s, [A, B]
 
 
+def groups_nested():
+    A = te.placeholder((6, 5), name="A")
+    x = te.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="x")
+    x1 = te.compute((6, 5), lambda i, j: x[i, j] + 1.0, name="x1")
+    x2 = te.compute((6, 5), lambda i, j: x1[i, j] * 3.0, name="x2")
+    s = te.create_schedule(x2.op)
+    g1 = s.create_group(outputs=x, inputs=x, include_inputs=True)
+    g2 = s.create_group(outputs=x1, inputs=x, include_inputs=True)
+    g2.compute_at(s[x2], x2.op.axis[0])
+    g2.compute_root()
+    io, ii = s[x2].split(x2.op.axis[0], factor=2)
+    g2.compute_at(s[x2], io)
+    g1.compute_at(s[x1], x1.op.axis[1])
+    return s, [A, x2]
+
+
 SCHEDULES = [vadd, matmul_blocked, softmax_rows, conv2d_inline_fuse_unroll, cache_read_align_pragma_nparts,
              rfactor_parallel, rfactor_factor_axis_attached, tile_compute_root, cache_write_fuse_three_set_scope,
              same_names, tensorize_reset_update, gpu_matmul_bind_vthread_double_buffer, gpu_named_thread_axes,
-             scan_split_compute_at, store_predicate_threads]
+             scan_split_compute_at, store_predicate_threads, groups_nested]
 
 
 def _ir(s, args) -> str:

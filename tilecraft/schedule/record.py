@@ -383,6 +383,65 @@ class SetStorePredicateStep(Step):
 
 
 @dataclass(frozen=True)
+class CreateGroupStep(Step):
+    """``s.create_group(outputs, inputs, include_inputs)``; ``result`` is the group's name
+    (``group0``, ``group1``, ... in creation order)."""
+    kind: ClassVar[str] = "create_group"
+    outputs: tuple
+    inputs: tuple
+    include_inputs: bool = False
+    result: str | None = None
+
+    def apply(self, s):
+        g = s.create_group([s._tensor_by_ref(t) for t in self.outputs], [s._tensor_by_ref(t) for t in self.inputs],
+                           self.include_inputs)
+        if self.result is not None and g.name != self.result:
+            raise _error(f"create_group made '{g.name}' where the record says '{self.result}'")
+        return g
+
+    def python(self, p):
+        outs = ", ".join(p.tensor(t) for t in self.outputs)
+        ins = ", ".join(p.tensor(t) for t in self.inputs)
+        return f"s.create_group(outputs=[{outs}], inputs=[{ins}], include_inputs={self.include_inputs})"
+
+
+def _group(s, name: str):
+    for g in s.groups:
+        if g.name == name:
+            return g
+    raise _error(f"no group named '{name}' (groups: {', '.join(g.name for g in s.groups) or 'none'})")
+
+
+@dataclass(frozen=True)
+class GroupComputeAtStep(Step):
+    """``g.compute_at(s[parent], axis)`` of a group made by ``create_group``."""
+    kind: ClassVar[str] = "group_compute_at"
+    group: str
+    parent: str
+    axis: str
+
+    def apply(self, s):
+        parent = s[self.parent]
+        return _group(s, self.group).compute_at(parent, parent._axis_by_ref(self.axis))
+
+    def python(self, p):
+        return f"{p.var[_group(p.s, self.group)]}.compute_at({p.stage(self.parent)}, {p.axis(self.parent, self.axis)})"
+
+
+@dataclass(frozen=True)
+class GroupComputeRootStep(Step):
+    """``g.compute_root()`` of a group."""
+    kind: ClassVar[str] = "group_compute_root"
+    group: str
+
+    def apply(self, s):
+        return _group(s, self.group).compute_root()
+
+    def python(self, p):
+        return f"{p.var[_group(p.s, self.group)]}.compute_root()"
+
+
+@dataclass(frozen=True)
 class _CreatingStep(Step):
     """A primitive that adds a stage; ``result`` is the name it got (None: not checked)."""
 
@@ -513,7 +572,8 @@ def with_intrins(step: Step, intrins, where: str) -> Step:
 STEP_TYPES = {cls.kind: cls for cls in (
     SplitStep, TileStep, FuseStep, ReorderStep, VectorizeStep, UnrollStep, ParallelStep, BindStep,
     PragmaStep, ComputeAtStep, ComputeInlineStep, ComputeRootStep, DoubleBufferStep, StorageAlignStep,
-    SetScopeStep, CacheReadStep, CacheWriteStep, RFactorStep, TensorizeStep, SetStorePredicateStep)}
+    SetScopeStep, CacheReadStep, CacheWriteStep, RFactorStep, TensorizeStep, SetStorePredicateStep,
+    CreateGroupStep, GroupComputeAtStep, GroupComputeRootStep)}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -729,7 +789,10 @@ class PythonPrinter:
         items = list(out) if isinstance(out, (list, tuple)) else [out]
         names = []
         for x in items:
-            if hasattr(x, "op"):                                 # a tensor made by the step
+            if hasattr(x, "num_child_stages"):                   # a group (create_group)
+                names.append(_fresh(x.name, self.taken))
+                self.var[x] = names[-1]
+            elif hasattr(x, "op"):                               # a tensor made by the step
                 names.append(_fresh(_ident(x.name), self.taken))
                 self.var[x] = names[-1]
             else:                                                # an axis made by the step

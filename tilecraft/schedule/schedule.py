@@ -22,11 +22,12 @@ from ..ir.stmt import ForKind
 from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, post_dfs_order
 from .record import (BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
                      ComputeRootStep, DoubleBufferStep, FuseStep, ParallelStep, PragmaStep, ReorderStep,
-                     RFactorStep, SetScopeStep, SetStorePredicateStep, SplitStep, Step, StorageAlignStep, TensorizeStep, TileStep,
+                     RFactorStep, SetScopeStep, SetStorePredicateStep, SplitStep, CreateGroupStep, Step, StorageAlignStep, TensorizeStep, TileStep,
                      UnrollStep, VectorizeStep, name_ref, python_form, resolve_ref, step_from_json,
                      steps_to_json, with_intrins)
 from ..te.tensor_intrin import TensorIntrin
-from .scan import attach_scan_bodies, check_attach as check_scan_attach, check_ordered, group_root as scan_group_root
+from .group import check_compute_at as check_group_attach, root_of as group_root_of
+from .scan import attach_scan_bodies, check_attach as check_scan_attach, check_ordered
 
 
 class ScheduleError(ValueError):
@@ -95,6 +96,7 @@ class Stage:
         self.align: dict[int, tuple[int, int]] = {}
         self.double_buffered = False
         self.store_predicate = None      # set_store_predicate (store_predicate.py)
+        self.group, self.group_rooted = None, True       # create_group (group.py)
 
     @property
     def name(self) -> str:
@@ -442,6 +444,8 @@ class Stage:
         if self.is_output:
             raise ScheduleError(f"compute_at of stage '{self.name}': it is an output of the schedule")
         check_scan_attach(self, "compute_at", parent)
+        check_group_attach(self, parent)
+        self.group_rooted = False
         cur = parent
         while cur.attach_type == "scope" and cur.attach_stage is not None:
             if cur.attach_stage is self:
@@ -469,6 +473,7 @@ class Stage:
         if self.is_output:
             raise ScheduleError(f"compute_inline: stage '{self.name}' is an output of the schedule")
         check_scan_attach(self, "compute_inline")
+        self.group_rooted = False
         self.attach_type, self.attach_stage, self.attach_ivar = "inline", None, None
         self._record(ComputeInlineStep(self._ref()))
 
@@ -483,7 +488,8 @@ class Stage:
                                                        C[i] = B[i] + 1.0
         """
         check_scan_attach(self, "compute_root")
-        at = scan_group_root(self)      # a scan's body stage: the scan's loop (TVM's group root)
+        at = group_root_of(self)     # in a group (a scan's body too): where the group is computed
+        self.group_rooted = True
         self.attach_type, self.attach_stage, self.attach_ivar = ("root", None, None) if at is None else ("scope", *at)
         self._record(ComputeRootStep(self._ref()))
 
@@ -616,6 +622,7 @@ class Schedule:
     def __init__(self, outputs: list):
         self.outputs = list(outputs)
         self.steps: list[Step] = []
+        self.groups: list = []         # create_group
         self.stages: list[Stage] = []
         self.stage_map: dict = {}
         for op in post_dfs_order(self.outputs):
@@ -766,6 +773,22 @@ class Schedule:
         self.steps.append(RFactorStep(tref, name_ref(iv, iv.var.name, leaves, _iv_name), factor_axis,
                                       self._stage_ref(rf)))
         return out
+
+    def create_group(self, outputs, inputs, include_inputs: bool = False):
+        """Group the stages between ``inputs`` and ``outputs`` (TVM): ``g.compute_at(s[X], ax)``
+        then computes those at the group's root inside that loop (``schedule/group.py``).
+
+        >>> g = s.create_group(outputs=x1, inputs=x, include_inputs=True)
+        >>> g.compute_at(s[x2], x2.op.axis[0])
+        """
+        from .group import create_group
+        ins = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        outs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+        g = create_group(self, outs, ins, include_inputs)
+        self.steps.append(CreateGroupStep(tuple(self._tensor_ref(self._current(t)) for t in outs),
+                                          tuple(self._tensor_ref(self._current(t)) for t in ins),
+                                          bool(include_inputs), g.name))
+        return g
 
     def _current(self, tensor: Tensor) -> Tensor:
         st = self.stage_map.get(tensor.op)
