@@ -203,10 +203,21 @@ def groups_nested():
     return s, [A, x2]
 
 
+def transform_layout_split():
+    A = te.placeholder((6, 8), name="A")
+    B = te.compute((6, 8), lambda i, j: A[i, j] + 1.0, name="B")
+    C = te.compute((6, 8), lambda i, j: B[i, j] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    s[A].transform_layout(lambda i, j: [j, i])
+    jo, i, ji = s[B].transform_layout(lambda i, j: [j // 4, i, j % 4])
+    s[B].vectorize(ji)
+    return s, [A, C]
+
+
 SCHEDULES = [vadd, matmul_blocked, softmax_rows, conv2d_inline_fuse_unroll, cache_read_align_pragma_nparts,
              rfactor_parallel, rfactor_factor_axis_attached, tile_compute_root, cache_write_fuse_three_set_scope,
              same_names, tensorize_reset_update, gpu_matmul_bind_vthread_double_buffer, gpu_named_thread_axes,
-             scan_split_compute_at, store_predicate_threads, groups_nested]
+             scan_split_compute_at, store_predicate_threads, groups_nested, transform_layout_split]
 
 
 def _ir(s, args) -> str:

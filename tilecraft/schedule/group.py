@@ -142,6 +142,9 @@ def create_group(sch, outputs, inputs, include_inputs: bool = False) -> Group:
                                 f"the others; a group holds whole groups or stages of one group")
         child.group = g
     sch.groups.append(g)
+    from .record import CreateGroupStep
+    sch.steps.append(CreateGroupStep(tuple(sch._tensor_ref(sch._current(t)) for t in outs),
+                                     tuple(sch._tensor_ref(sch._current(t)) for t in ins), bool(include_inputs), g.name))
     return g
 
 

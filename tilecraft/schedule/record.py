@@ -442,6 +442,27 @@ class GroupComputeRootStep(Step):
 
 
 @dataclass(frozen=True)
+class TransformLayoutStep(Step):
+    """``s[stage].transform_layout(lambda i, j: [...])``: the mapping's argument names and each new
+    index as a JSON tree (``schedule/transform_layout.py``)."""
+    kind: ClassVar[str] = "transform_layout"
+    stage: str
+    args: tuple
+    index: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "index", _tuples(self.index))
+
+    def apply(self, s):
+        from .transform_layout import mapping_from_record
+        return s[self.stage].transform_layout(mapping_from_record(self.args, self.index))
+
+    def python(self, p):
+        from .transform_layout import python_lambda
+        return f"{p.stage(self.stage)}.transform_layout({python_lambda(self.args, self.index)})"
+
+
+@dataclass(frozen=True)
 class _CreatingStep(Step):
     """A primitive that adds a stage; ``result`` is the name it got (None: not checked)."""
 
@@ -573,7 +594,7 @@ STEP_TYPES = {cls.kind: cls for cls in (
     SplitStep, TileStep, FuseStep, ReorderStep, VectorizeStep, UnrollStep, ParallelStep, BindStep,
     PragmaStep, ComputeAtStep, ComputeInlineStep, ComputeRootStep, DoubleBufferStep, StorageAlignStep,
     SetScopeStep, CacheReadStep, CacheWriteStep, RFactorStep, TensorizeStep, SetStorePredicateStep,
-    CreateGroupStep, GroupComputeAtStep, GroupComputeRootStep)}
+    CreateGroupStep, GroupComputeAtStep, GroupComputeRootStep, TransformLayoutStep)}
 
 
 # ------------------------------------------------------------------------------------------------

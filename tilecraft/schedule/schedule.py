@@ -22,7 +22,7 @@ from ..ir.stmt import ForKind
 from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, post_dfs_order
 from .record import (BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
                      ComputeRootStep, DoubleBufferStep, FuseStep, ParallelStep, PragmaStep, ReorderStep,
-                     RFactorStep, SetScopeStep, SetStorePredicateStep, SplitStep, CreateGroupStep, Step, StorageAlignStep, TensorizeStep, TileStep,
+                     RFactorStep, SetScopeStep, SetStorePredicateStep, SplitStep, TransformLayoutStep, Step, StorageAlignStep, TensorizeStep, TileStep,
                      UnrollStep, VectorizeStep, name_ref, python_form, resolve_ref, step_from_json,
                      steps_to_json, with_intrins)
 from ..te.tensor_intrin import TensorIntrin
@@ -538,6 +538,23 @@ class Stage:
         self.store_predicate, tree = check_predicate(self, predicate)
         self._record(SetStorePredicateStep(self._ref(), tree))
 
+    def transform_layout(self, mapping):
+        """Store this stage's tensor in the layout ``mapping(*index)`` gives (a permutation or
+        split of its axes); a compute stage then iterates the new layout, whose loops are
+        returned (``schedule/transform_layout.py``).
+
+        Before::                               After ``s[B].transform_layout(lambda i, j: [j, i])``::
+
+            for i in range(4):                     for ax0 in range(6):
+                for j in range(6):                     for ax1 in range(4):
+                    B[i, j] = A[i, j] * 2.0                B[ax0, ax1] = A[ax1, ax0] * 2.0
+        """
+        from .transform_layout import transform_layout
+        ref = self._ref()
+        loops, names, tree = transform_layout(self, mapping)
+        self._record(TransformLayoutStep(ref, names, tree))
+        return loops
+
     def double_buffer(self):
         """Give a shared tile two buffers, so that the next tile's fetch overlaps this tile's
         compute (GPU). The stage must be attached inside a loop of its kernel (the loop of tiles).
@@ -782,13 +799,7 @@ class Schedule:
         >>> g.compute_at(s[x2], x2.op.axis[0])
         """
         from .group import create_group
-        ins = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-        outs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-        g = create_group(self, outs, ins, include_inputs)
-        self.steps.append(CreateGroupStep(tuple(self._tensor_ref(self._current(t)) for t in outs),
-                                          tuple(self._tensor_ref(self._current(t)) for t in ins),
-                                          bool(include_inputs), g.name))
-        return g
+        return create_group(self, outputs, inputs, include_inputs)
 
     def _current(self, tensor: Tensor) -> Tensor:
         st = self.stage_map.get(tensor.op)
