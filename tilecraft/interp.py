@@ -11,6 +11,8 @@ compare compiled code against, so it is written to be obviously correct rather t
   reads where its mask holds, so a guarded out-of-bounds index is never touched. A load that
   is out of bounds where the mask holds raises :class:`InterpError` naming the stage, the
   element read, the index expression, the extent and the axes' values at the first such point;
+* a ``te.scan`` runs its body stages one step at a time (``_scan``), the state holding the rows
+  before the step (a read of the current step or a later one is an out-of-bounds read);
 * a ``Reduce`` folds its combiner over the reduction points in lexicographic order, starting
   from ``init=`` (evaluated at each output point) or else the identity; points where ``where=``
   fails contribute the identity (their source is evaluated under that mask). Points are evaluated in chunks that fit a memory budget; within a

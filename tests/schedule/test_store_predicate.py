@@ -115,3 +115,13 @@ def test_store_predicate_errors():
     with pytest.raises(ScheduleError, match=r"its reduction runs across GPU threads \(threadIdx.x\), which store "
                                             r"each result once"):
         tc.lower(s, [A, B], target="cuda")
+
+
+def test_store_predicate_on_a_tensorized_stage_is_refused():
+    from tensorize_intrins import tensorized_gemv
+    s, args, _ = tensorized_gemv()
+    C = args[2]
+    s[C].set_store_predicate(C.op.axis[0] < 3)
+    with pytest.raises(ScheduleError, match=r"set_store_predicate on stage 'C': the stage is tensorized, and the "
+                                            r"intrinsic's stores cannot be guarded"):
+        tc.lower(s, args)

@@ -101,3 +101,13 @@ def test_transform_layout_errors():
     Y = te.compute((n, 3), lambda i, j: X[i, j], name="Y")
     with pytest.raises(ScheduleError, match=r"dimension 0 of 'Y' has the symbolic extent `n`"):
         te.create_schedule(Y.op)[Y].transform_layout(lambda i, j: [j, i])
+
+
+def test_transform_layout_of_a_tensor_read_whole_by_an_extern_stage():
+    A = te.placeholder((4, 6), name="A")
+    B = te.compute((4, 6), lambda i, j: A[i, j] * 2.0, name="B")
+    E = te.extern((4, 6), [B], lambda ins, outs: tc.tir.call_packed("test.none", ins[0], outs[0]), name="E")
+    s = te.create_schedule(E.op)
+    with pytest.raises(ScheduleError, match=r"stage 'E' \(ExternOp\) reads 'B' as a whole buffer and cannot be "
+                                            r"re-indexed"):
+        s[B].transform_layout(lambda i, j: [j, i])

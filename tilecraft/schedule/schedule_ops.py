@@ -96,6 +96,9 @@ class NestBuilder:
             return self.scan_nest(st)
         tensorized = tensorized_axis(st)
         if tensorized is not None:
+            if st.store_predicate is not None:
+                raise ScheduleError(f"set_store_predicate on stage '{st.name}': the stage is tensorized, and the "
+                                    f"intrinsic's stores cannot be guarded")
             return tensorized_nest(self, st, *tensorized)
         info = self.infos[st]
         leaves = st.leaf_iter_vars

@@ -48,6 +48,10 @@ def transform_layout(stage, mapping):
             raise _error(f"{where}: stage '{other.name}' is computed at its loop '{other.attach_ivar.var.name}'; "
                          f"compute_at after transform_layout")
     old = op.outputs[0]
+    for st in stage.schedule.stages:
+        if not isinstance(st.op, ComputeOp) and any(t is old for t in st.op.input_tensors):
+            raise _error(f"{where}: stage '{st.name}' ({type(st.op).__name__}) reads '{old.name}' as a whole "
+                         f"buffer and cannot be re-indexed to the new layout")
     shape = []
     for d, e in enumerate(old.shape):
         if not isinstance(e, Const):
