@@ -9,14 +9,16 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = [ROOT / "examples" / name for name in
             ("vector_add.py", "matmul_cpu.py", "softmax_cpu.py", "conv2d_cpu.py", "export_library.py",
-                         "export_c_library.py", "tensorize_cpu.py")]
-ARGS = {"matmul_cpu.py": ["256"]}
+                         "export_c_library.py", "tensorize_cpu.py", "csr_spmv.py", "onnx_model.py",
+                         "microkernels_cpu.py")]
+ARGS = {"matmul_cpu.py": ["256"], "microkernels_cpu.py": ["--n", "128"]}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.name)
 def test_example_runs(script, tmp_path):
-    args = ARGS.get(script.name, [str(tmp_path)] if script.name.startswith("export_") else [])
+    args = ARGS.get(script.name, [str(tmp_path)] if script.name.startswith("export_") or
+                    script.name == "onnx_model.py" else [])
     r = subprocess.run([sys.executable, str(script), *args], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, f"{script.name} failed:\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"

@@ -31,6 +31,7 @@ LAYERS = [
     ("autotune",),
     ("rpc",),
     ("topi",),
+    ("relay",),             # the graph level: IR, passes, frontends, build (contrib/graph_executor is its runtime face)
     ("cli",),               # cli.py, cli_tune.py, __main__.py
 ]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}

@@ -1,5 +1,9 @@
 """Random schedules, compiled and compared with the interpreter.
 
+The ragged family (at the end) does the same for CSR programs (``docs/ragged.md``): fixed-seed
+random schedules of a ragged reduce axis on fresh random matrices with empty, one-element and
+long rows.
+
 Each case draws a short random sequence of primitives (split by factor or nparts, fuse of
 adjacent axes, reorder, then vectorize/unroll/parallel annotations; the innermost axis is
 vectorized whether it is data-parallel or a reduction axis) for the consumer stage,
@@ -150,6 +154,9 @@ def pytest_generate_tests(metafunc):
         n = metafunc.config.getoption("--fuzz-cases") or CASES
         metafunc.parametrize("case", [pytest.param(k, marks=[pytest.mark.slow] if k >= FAST_CASES else [])
                                       for k in range(n)])
+    if metafunc.function.__name__ == "test_random_ragged_schedule":
+        n = metafunc.config.getoption("--fuzz-cases") or RAGGED_CASES
+        metafunc.parametrize("case", [pytest.param(k, marks=[pytest.mark.slow] if k >= 1 else []) for k in range(n)])
 
 
 @pytest.mark.parametrize("make", [stencil, matmul, reduce_producer, symbolic, conv, rows], ids=lambda f: f.__name__)
@@ -161,3 +168,145 @@ def test_random_schedule(make, case, rng, check_llvm):
         check_llvm(s, inputs + [C], feed, rtol=1e-5, atol=1e-5, passes=True)   # every pass, every case
     except AssertionError as e:
         raise AssertionError(f"schedule:\n{s.to_python()}\n{tc.lower(s, inputs + [C], simple_mode=True)}\n{e}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The ragged family: CSR programs whose reduce axis runs from row_ptr[i] to row_ptr[i + 1]
+# (docs/ragged.md), random schedules of their ragged axes, fresh random matrices.
+
+RAGGED_SEED = 1616       # the schedules of the CI slice are fixed; the matrices are fresh each run
+RAGGED_CASES = 2         # schedules per program and kind of matrix (--fuzz-cases N for more)
+
+
+def csr_matrix(rng, kind: str):
+    """``(row_ptr, col_idx, val, cols)``: ``ragged`` (empty, one-element, full-width and power-law
+    rows, shuffled), ``empty`` (no nonzero at all), ``one`` (a single nonzero), ``long`` (one row
+    far longer than any vector width, the others empty or short)."""
+    from test_ragged import ragged_matrix
+
+    cols = int(rng.integers(2, 40))
+    if kind == "ragged":
+        rows = int(rng.integers(7, 30))
+        row_ptr, col_idx, val = ragged_matrix(rng, rows, cols)
+        return row_ptr, col_idx, val, cols
+    rows = int(rng.integers(1, 12))
+    lengths = np.zeros(rows, np.int64)
+    if kind == "one":
+        lengths[rng.integers(rows)] = 1
+    elif kind == "long":
+        cols = int(rng.integers(60, 120))
+        lengths = rng.integers(0, 3, rows)
+        lengths[rng.integers(rows)] = cols - int(rng.integers(0, 5))
+    col_idx = np.concatenate([np.sort(rng.choice(cols, n, replace=False)) for n in lengths]
+                             + [np.zeros(0, np.int64)]).astype("int32")
+    row_ptr = np.concatenate([[0], np.cumsum(lengths)]).astype("int32")
+    return row_ptr, col_idx, rng.uniform(-1, 1, len(col_idx)).astype("float32"), cols
+
+
+def ragged_program(kind: str, rows, cols, nnz, width: int):
+    """``(row_ptr, col_idx, val, dense, out, has_dense_axis)``: ``spmv`` (y = A x), ``spmm``
+    (Y = A X, ``width`` columns), ``segment`` (rows of X summed per row of A, ``init=0.5``)."""
+    row_ptr = te.placeholder((rows + 1,), dtype="int32", name="row_ptr")
+    col_idx = te.placeholder((nnz,), dtype="int32", name="col_idx")
+    val = te.placeholder((nnz,), name="val")
+    if kind == "spmv":
+        x = te.placeholder((cols,), name="x")
+
+        def row(i):
+            j = te.reduce_axis((row_ptr[i], row_ptr[i + 1]), "j")
+            return te.sum(val[j] * x[col_idx[j]], axis=j)
+        return row_ptr, col_idx, val, x, te.compute((rows,), row, name="y"), False
+    if kind == "spmm":
+        X = te.placeholder((cols, width), name="X")
+
+        def rowc(i, c):
+            j = te.reduce_axis((row_ptr[i], row_ptr[i + 1]), "j")
+            return te.sum(val[j] * X[col_idx[j], c], axis=j)
+        return row_ptr, col_idx, val, X, te.compute((rows, width), rowc, name="Y"), True
+    D = te.placeholder((nnz, width), name="D")
+
+    def seg(i, c):
+        j = te.reduce_axis((row_ptr[i], row_ptr[i + 1]), "j")
+        return te.sum(D[j, c] * val[j], axis=j, init=0.5)
+    return row_ptr, col_idx, val, D, te.compute((rows, width), seg, name="S"), True
+
+
+def ragged_schedule(srng, s, out, dense_axis: bool):
+    """Random primitives on ``out``'s stage: a split of the rows (parallel, maybe dynamic), a
+    split of the ragged axis by factor or nparts (its inner part maybe vectorized, unrolled or
+    rfactor-ed), the dense axis split and placed outside, between or inside the ragged loops."""
+    st = s[out]
+    axes = list(st.op.axis)
+    (j,) = st.op.reduce_axis
+    rows_loops = [axes[0]]
+    if srng.random() < 0.6:
+        io, ii = st.split(axes[0], factor=int(srng.integers(1, 6)))
+        rows_loops = [io, ii]
+        if srng.random() < 0.7:
+            st.parallel(io)
+            if srng.random() < 0.5:
+                st.pragma(io, "parallel_dynamic", int(srng.integers(1, 4)))
+    dense = []
+    if dense_axis:
+        dense = [axes[1]]
+        if srng.random() < 0.6:
+            dense = list(st.split(axes[1], factor=int(srng.integers(1, 9))))
+    jl = [j]
+    split_by = srng.choice(["none", "factor", "factor", "nparts"])
+    if split_by == "factor":
+        jl = list(st.split(j, factor=int(srng.integers(1, 9))))
+    elif split_by == "nparts":
+        jl = list(st.split(j, nparts=int(srng.integers(1, 4))))
+    cut = int(srng.integers(0, len(jl) + 1))        # the dense loops go after jl[:cut]
+    order = rows_loops + jl[:cut] + dense + jl[cut:]
+    st.reorder(*order)
+    inner = order[-1]
+    constant = [ax for ax in order if _const(ax)]
+    if split_by == "factor" and not dense_axis and srng.random() < 0.3:
+        # partial sums over the constant inner part of the ragged axis
+        yf = s.rfactor(out, jl[1], factor_axis=int(srng.integers(0, 2)))
+        if srng.random() < 0.5:
+            s[yf].compute_at(st, st.leaf_iter_vars[len(rows_loops) - 1])
+        elif srng.random() < 0.5:
+            s[yf].parallel(s[yf].op.axis[0])
+        return s
+    if inner in constant and srng.random() < 0.7:
+        st.vectorize(inner)                 # vector accumulators for a ragged inner part
+    for ax in order[:-1]:
+        if ax in constant and _const(ax) <= 8 and srng.random() < 0.3:
+            st.unroll(ax)
+    return s
+
+
+@pytest.mark.parametrize("program", ["spmv", "spmm", "segment"])
+@pytest.mark.parametrize("matrix", ["ragged", "empty", "one", "long"])
+def test_random_ragged_schedule(program, matrix, case, rng, check_llvm):
+    """A fixed-seed random schedule of a CSR program on a fresh random matrix of each kind,
+    against numpy (and the interpreter, after every pass), outputs poisoned."""
+    srng = np.random.default_rng([RAGGED_SEED, case, ["spmv", "spmm", "segment"].index(program)])
+    row_ptr, col_idx, val, cols = csr_matrix(rng, matrix)
+    rows, nnz, width = len(row_ptr) - 1, len(val), int(srng.integers(1, 20))
+    symbolic = srng.random() < 0.5
+    sizes = (te.var("m"), te.var("n"), te.var("nnz")) if symbolic else (rows, cols, nnz)
+    rp_t, ci_t, val_t, dense_t, out, has_dense = ragged_program(program, *sizes, width)
+    s = ragged_schedule(srng, te.create_schedule(out.op), out, has_dense)
+    if program == "segment":
+        dense = rng.uniform(-1, 1, (nnz, width)).astype("float32")
+    else:
+        dense = rng.uniform(-1, 1, (cols, width) if has_dense else (cols,)).astype("float32")
+    want = np.zeros((rows, width) if has_dense else (rows,), np.float64)
+    for i in range(rows):
+        for k in range(row_ptr[i], row_ptr[i + 1]):
+            want[i] += (dense[k] * val[k] if program == "segment" else val[k] * dense[col_idx[k]])
+    if program == "segment":
+        want += 0.5
+    feed = {rp_t: row_ptr, ci_t: col_idx, val_t: val, dense_t: dense}
+    if program == "segment":            # no column indices: the nonzeros are rows of D
+        del feed[ci_t]
+    args = [*feed, out]
+    scalars = {sizes[0]: rows} if symbolic else None
+    try:
+        check_llvm(s, args, feed, expected={out: want},
+                   scalars=scalars, rtol=1e-4, atol=1e-5, passes=True)
+    except AssertionError as e:
+        raise AssertionError(f"schedule:\n{s.to_python()}\n{tc.lower(s, args, simple_mode=True)}\n{e}") from None

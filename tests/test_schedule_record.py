@@ -139,6 +139,16 @@ def gpu_matmul_bind_vthread_double_buffer():
     return cs.matmul(64, 64, 32, block=(32, 32), threads=(4, 4), vthreads=(2, 2), k_tile=8, double_buffer=True)
 
 
+def gpu_matmul_pipeline():
+    s, args = cs.matmul(64, 64, 32, block=(32, 32), threads=(4, 4), vthreads=(2, 2), k_tile=8, double_buffer=False)
+    _stage(s, "B.shared").pipeline(3)          # B is copied as it is: cp.async; AT (a transpose) is not
+    return s, args
+
+
+def _stage(s, name):
+    return next(st for st in s.stages if st.name == name)
+
+
 def gpu_named_thread_axes():
     A = te.placeholder((64, 64), name="A")
     B = te.compute((64, 64), lambda i, j: A[j, i] + 1.0, name="B")
@@ -217,7 +227,8 @@ def transform_layout_split():
 SCHEDULES = [vadd, matmul_blocked, softmax_rows, conv2d_inline_fuse_unroll, cache_read_align_pragma_nparts,
              rfactor_parallel, rfactor_factor_axis_attached, tile_compute_root, cache_write_fuse_three_set_scope,
              same_names, tensorize_reset_update, gpu_matmul_bind_vthread_double_buffer, gpu_named_thread_axes,
-             scan_split_compute_at, store_predicate_threads, groups_nested, transform_layout_split]
+             scan_split_compute_at, store_predicate_threads, groups_nested, transform_layout_split,
+             gpu_matmul_pipeline]
 
 
 def _ir(s, args) -> str:
@@ -355,7 +366,7 @@ def test_random_schedules_round_trip(make, case, rng):
 
 PRIMITIVES = ["split", "tile", "fuse", "reorder", "vectorize", "unroll", "parallel", "bind", "pragma",
               "compute_at", "compute_inline", "compute_root", "storage_align", "set_scope", "double_buffer",
-              "tensorize"]
+              "pipeline", "tensorize"]
 
 
 @pytest.mark.parametrize("name", PRIMITIVES + ["cache_read", "cache_write", "rfactor"])

@@ -124,6 +124,29 @@ def test_tensorize_tutorial(tmp_path):
     assert 'call_extern("gemv_update"' in r.stdout and 'call_extern("gemv_reset"' in r.stdout
 
 
+def test_tensor_core_tutorial_script(tmp_path):
+    """TVM's tensor-core convolution tutorial (opt_conv_tensorcore.py) at its own sizes, with `tvm`
+    imported from tilecraft: the loop nests before and after tensorizing onto wmma; on a GPU with
+    tensor cores it also builds and times the kernel (tests/cuda/test_tensorcore.py emulates and
+    compiles it at small sizes, and checks it on a GPU)."""
+    script = pathlib.Path(__file__).parent / "tvm_scripts" / "opt_conv_tensorcore.py"
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().endswith("OK"), r.stdout[-2000:]
+    for call in ("tvm_load_matrix_sync(", "tvm_fill_fragment(", "tvm_mma_sync(", "tvm_store_matrix_sync("):
+        assert call in r.stdout
+    assert 'allocate(float32[2048], "wmma.accumulator")' in r.stdout     # 2 x 4 tiles of 16 x 16 per warp
+
+
+def test_tvm_names_of_the_tensor_core_tutorial():
+    from tilecraft.contrib import nvcc
+    A = tvm.te.placeholder((4,), name="A", dtype="float16")
+    assert A[0].astype("float").dtype == "float32" and A[0].astype("int").dtype == "int32"   # TVM's short names
+    assert nvcc.have_tensorcore("7.0") and nvcc.have_tensorcore("9.0") and not nvcc.have_tensorcore("6.1")
+    assert nvcc.have_tensorcore(None, target="cuda -arch=sm_90")   # this GPU's version, else the target's
+    assert tvm.cpu(0).compute_version is None
+
+
 def test_extern_op_tutorial(tmp_path):
     """TVM's extern_op tutorial: call_packed of tvm.contrib.cblas.matmul, contrib.cblas, and a
     Python function registered with tvm.register_func, run with `tvm` imported from tilecraft."""

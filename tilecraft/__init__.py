@@ -30,7 +30,7 @@ from .runtime import nd, cpu, cuda, device, load_module, set_num_threads, get_nu
 from . import runtime, testing
 
 
-_LAZY = ("autotune", "topi", "rpc", "interp")
+_LAZY = ("autotune", "topi", "rpc", "interp", "relay", "contrib")
 
 
 def __getattr__(name):

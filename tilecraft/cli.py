@@ -29,15 +29,22 @@ from .cli_tune import DEFAULT_EARLY_STOPPING, CLIError, cmd_tune, usage_of
 
 TOPI_MODULES = ("tilecraft.topi.matmul", "tilecraft.topi.batch_matmul", "tilecraft.topi.conv2d",
                 "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax", "tilecraft.topi.layer_norm",
-                "tilecraft.topi.pooling")
+                "tilecraft.topi.pooling", "tilecraft.topi.sparse", "tilecraft.topi.matmul_microkernel",
+                "tilecraft.topi.conv2d_microkernel")
 TOPI_TEMPLATES = {
     "matmul": ("tilecraft.topi.matmul", "topi/matmul.{kind}"),
     "batch_matmul": ("tilecraft.topi.batch_matmul", "topi/batch_matmul.{kind}"),
     "conv2d": ("tilecraft.topi.conv2d", "topi/conv2d_nchw.{kind}"),
     "conv2d_nchw": ("tilecraft.topi.conv2d", "topi/conv2d_nchw.{kind}"),
     "softmax": ("tilecraft.topi.softmax", "topi/softmax.{kind}"),
+    "matmul_tensorized": ("tilecraft.topi.matmul_microkernel", "topi/matmul_tensorized.{kind}"),
+    "dense_int8": ("tilecraft.topi.matmul_microkernel", "topi/dense_int8.{kind}"),
+    "conv2d_tensorized": ("tilecraft.topi.conv2d_microkernel", "topi/conv2d_nchwc_tensorized.{kind}"),
+    "conv2d_int8": ("tilecraft.topi.conv2d_microkernel", "topi/conv2d_nchwc_int8.{kind}"),
     "layer_norm": ("tilecraft.topi.layer_norm", "topi/layer_norm.{kind}"),
     "global_pool": ("tilecraft.topi.pooling", "topi/global_pool.{kind}"),
+    "spmv": ("tilecraft.topi.sparse", "topi/spmv.{kind}"),
+    "spmm": ("tilecraft.topi.sparse", "topi/spmm.{kind}"),
 }
 
 

@@ -54,6 +54,7 @@ def _np_layer_norm(x, gamma, beta):
 
 NUMPY_EQUIVALENTS = {
     "topi/matmul.llvm": ("A @ B", lambda a, b: a @ b),
+    "topi/matmul_tensorized.llvm": ("A @ B", lambda a, b: a @ b),
     "topi/batch_matmul.llvm": ("A @ B", lambda a, b: a @ b),
     "topi/softmax.llvm": ("softmax(X)", _np_softmax),
     "topi/layer_norm.llvm": ("layer_norm(X, gamma, beta)", _np_layer_norm),

@@ -13,7 +13,8 @@ compare compiled code against, so it is written to be obviously correct rather t
   element read, the index expression, the extent and the axes' values at the first such point;
 * a ``te.scan`` runs its body stages one step at a time (``_scan``), the state holding the rows
   before the step (a read of the current step or a later one is an out-of-bounds read);
-* a ``Reduce`` folds its combiner over the reduction points in lexicographic order, starting
+* a ``Reduce`` folds its combiner over the reduction points in lexicographic order (a ragged
+  axis, whose bounds read tensors or outer axes, over the points of each output's own range), starting
   from ``init=`` (evaluated at each output point) or else the identity; points where ``where=``
   fails contribute the identity (their source is evaluated under that mask). Points are evaluated in chunks that fit a memory budget; within a
   chunk they are combined by an order-preserving pairwise tree (``(v0+v1)+(v2+v3)``), which
@@ -40,7 +41,7 @@ from .ir.expr import (Binary, BinOp, Call, Cast, Const, Expr, Let, Reduce, Selec
 from .ir import packed
 from .te.extern import ExternOp
 from .te.scan import ScanOp
-from .te.tensor import ComputeOp, PlaceholderOp, Tensor, post_dfs_order
+from .te.tensor import ComputeOp, PlaceholderOp, Tensor, is_ragged_axis, post_dfs_order
 
 # Largest number of elements (output points x reduction points) evaluated at once.
 BUDGET = 1 << 22
@@ -269,11 +270,34 @@ def _grid(axis, shape, extra: int, start=None) -> dict:
     return env
 
 
+def _ragged_bounds(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict, time=None):
+    """Per reduce axis, its min and extent as arrays over the output grid (ragged axes: bounds
+    that read tensors or the op's axes), and the largest extent (the box the points range over)."""
+    env = dict(scalars)
+    env.update(_grid(op.axis, shape, extra=0, start=time))
+    ev = _Eval(env, values, op.name)
+    los, exts, box = [], [], []
+    for iv in r.axis:
+        try:
+            lo, ext = (np.broadcast_to(ev.ev(e, None), shape).astype(np.int64) for e in (iv.dom.min, iv.dom.extent))
+        except KeyError as err:
+            raise InterpError(f"the reduce axis '{iv.var.name}' of '{op.name}' uses the variable "
+                              f"'{err.args[0]}', which is not in the feed") from None
+        los.append(lo[..., None])
+        exts.append(ext[..., None])
+        box.append(max(int(ext.max(initial=0)), 0))
+    return los, exts, box
+
+
 def _reduce(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict, budget: int,
             time=None) -> list:
     comb = r.combiner
-    los = [_scalar(iv.dom.min, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
-    exts = [_scalar(iv.dom.extent, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
+    ragged = any(is_ragged_axis(op, iv) for iv in r.axis)
+    if ragged:
+        los, rexts, exts = _ragged_bounds(op, r, shape, values, scalars, time)
+    else:
+        los = [_scalar(iv.dom.min, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
+        exts = [_scalar(iv.dom.extent, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
     total = math.prod(exts)
     identity = [_Eval(scalars, {}).ev(e, None) for e in comb.identity]
     start = identity
@@ -288,10 +312,17 @@ def _reduce(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict,
     for start in range(0, total, chunk):
         points = np.arange(start, min(total, start + chunk))
         full = shape + (len(points),)
-        for iv, lo, coord in zip(r.axis, los, np.unravel_index(points, exts) if exts else ()):
-            env[iv.var] = (coord + lo).astype(iv.var.dtype).reshape((1,) * len(shape) + (-1,))
+        inside = None
+        for k, (iv, lo, coord) in enumerate(zip(r.axis, los, np.unravel_index(points, exts) if exts else ())):
+            coord = coord.reshape((1,) * len(shape) + (-1,))
+            env[iv.var] = (coord + lo).astype(iv.var.dtype)
+            if ragged:      # a point of the box outside this output point's range: not reduced
+                here = coord < rexts[k]
+                inside = here if inside is None else inside & here
         ev = _Eval(env, values, op.name)
-        mask = np.broadcast_to(ev.ev(r.condition, None), full)
+        mask = np.broadcast_to(ev.ev(r.condition, inside), full)
+        if inside is not None:
+            mask = mask & inside
         vals = [np.where(mask, ev.ev(s, mask), x) for s, x in zip(r.source, identity)]
         vals = [np.broadcast_to(v, full).astype(s.dtype, copy=False) for v, s in zip(vals, r.source)]
         acc = _combine(comb, acc, _fold_last(comb, vals))
@@ -409,6 +440,12 @@ class _Eval:
         return np.where(c, t, f)
 
     def Call(self, e, mask):
+        if e.name == "reinterpret":               # elementwise: a TE value has one lane
+            (x,) = e.args
+            if dt.lanes(x.dtype) != dt.lanes(e.dtype):
+                raise InterpError(f"reinterpret of {x.dtype} as {e.dtype} changes the lane count; "
+                                  f"a tensor expression's values have one lane")
+            return np.ascontiguousarray(self.ev(x, mask).astype(_np(x.dtype))).view(_np(e.dtype))
         if intrinsics.lookup(e.name) is None:
             raise InterpError(f"the interpreter does not know the intrinsic '{e.name}'")
         # the table's numpy reference; float16 computes in float32 and rounds once

@@ -329,6 +329,12 @@ def _to_bool(x):
     return x != 0
 
 
+def _reinterpret(x, src, dst):
+    """``reinterpret``: the bytes of ``x`` (lanes of ``src``) read as ``dst``; one lane is a scalar."""
+    out = np.ascontiguousarray(np.asarray(x, src)).reshape(-1).view(dst)
+    return out if out.size > 1 else out[0]
+
+
 def _lazy_select(cond, true_side, false_side):
     """A lazy vector select: each side is evaluated under its mask (a function of the mask)."""
     c = np.asarray(cond, bool)
@@ -360,7 +366,7 @@ _NAMESPACE = {
     "_fmax": _fmax, "_cast_int": _cast_int, "_float_to_int": _float_to_int, "_to_float": _to_float,
     "_to_bool": _to_bool, "_lazy_select": _lazy_select, "_lazy_select_masked": _lazy_select_masked,
     "_budget_exceeded": _budget_exceeded, "_iota": _iota, "_bad_size": _bad_size,
-    "_intrinsic": intrinsics.evaluate,
+    "_intrinsic": intrinsics.evaluate, "_reinterpret": _reinterpret,
     "_view": tile_view, "_run_intrin": run_tensor_intrin,
     "_vreduce": fold_lanes, "BinOp": BinOp,
 }
@@ -765,6 +771,9 @@ class _Gen:
         return f"_lazy_select_masked({c}, {outer}, lambda {m}: {t}, lambda {m}: {f})"
 
     def e_Call(self, e):
+        if e.name == "reinterpret":
+            (x,) = e.args
+            return f"_reinterpret({self.expr(x)}, {self.dtype_name(x.dtype)}, {self.dtype_name(e.dtype)})"
         if intrinsics.lookup(e.name) is None:
             raise LoweredInterpError(f"the interpreter does not know the intrinsic '{e.name}' in `{e}`")
         # the table's numpy reference (float16 computes in float32 and rounds once)

@@ -4,12 +4,18 @@
 ...     f = tilecraft.build(s, [A, B], target="llvm")
 >>> f(a_too_small, b)     # KernelIndexError: index 8 out of bounds for buffer 'A' of extent 8 ...
 
-``opt_level`` and ``config`` take TVM's names. The options known so far:
+``opt_level``, ``required_pass``/``disabled_pass`` (pass names), ``instruments`` and ``config``
+take TVM's names; the graph level (``tilecraft.relay``) runs its passes by them. The options known so far:
 
 =================================  =====  ==========================================================
 ``tir.instrument_bound_checkers``  bool   CPU code checks every load and store against its buffer's
                                           extent and fails with ``KernelIndexError`` (buffer, index,
                                           extent, function) instead of touching memory outside it
+``tir.UnrollLoop``                 dict   ``{"auto_max_step": n}``: every serial loop nest of at
+                                          most ``n`` iterations is unrolled, as under
+                                          ``pragma(ax, "auto_unroll_max_step", n)`` (TVM's other
+                                          keys ``explicit_unroll``, ``max_depth``,
+                                          ``unroll_local_access`` are accepted and ignored)
 =================================  =====  ==========================================================
 
 An unknown key or a value of the wrong type is refused when the context is made. Contexts nest;
@@ -23,7 +29,9 @@ import threading
 # key -> (type, default, what it does)
 CONFIG_OPTIONS = {
     "tir.instrument_bound_checkers": (bool, False, "check every CPU load and store against its buffer"),
+    "tir.UnrollLoop": (dict, {}, "unroll every loop nest of at most auto_max_step iterations"),
 }
+UNROLL_KEYS = {"auto_max_step": int, "explicit_unroll": bool, "max_depth": int, "unroll_local_access": bool}
 
 _local = threading.local()
 
@@ -35,12 +43,16 @@ class PassContextError(ValueError):
 class PassContext:
     """Build options for a ``with`` block: ``PassContext(opt_level=3, config={...})``."""
 
-    def __init__(self, opt_level: int = 2, required_pass=None, disabled_pass=None, config=None):
+    def __init__(self, opt_level: int = 2, required_pass=None, disabled_pass=None, config=None,
+                 instruments=None):
         if not isinstance(opt_level, int) or isinstance(opt_level, bool) or not 0 <= opt_level <= 4:
             raise PassContextError(f"PassContext: opt_level must be an integer from 0 to 4, got {opt_level!r}")
         self.opt_level = opt_level
         self.required_pass = list(required_pass or [])
         self.disabled_pass = list(disabled_pass or [])
+        # objects with run_after_pass(mod, pass_info), called after each graph pass (relay's
+        # PrintAfterAll prints the module)
+        self.instruments = list(instruments or [])
         self.config = {}
         for key, value in dict(config or {}).items():
             if key not in CONFIG_OPTIONS:
@@ -50,6 +62,14 @@ class PassContext:
             if not isinstance(value, typ) or (typ is not bool and isinstance(value, bool)):
                 raise PassContextError(f"PassContext: config option {key!r} takes a {typ.__name__}, "
                                        f"got {value!r}")
+            if key == "tir.UnrollLoop":
+                for k, v in value.items():
+                    want = UNROLL_KEYS.get(k)
+                    if want is None or not isinstance(v, want) or (want is int and isinstance(v, bool)):
+                        raise PassContextError(
+                            f"PassContext: tir.UnrollLoop takes {', '.join(f'{n} ({t.__name__})' for n, t in UNROLL_KEYS.items())}; "
+                            f"got {k!r}: {v!r}")
+                value = dict(value)
             self.config[key] = value
 
     def get(self, key: str):

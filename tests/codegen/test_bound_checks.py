@@ -213,7 +213,7 @@ def test_pass_context_nests_and_defaults():
 
 def test_pass_context_errors():
     with pytest.raises(PassContextError, match=r"unknown config option 'tir.instrument_bound_checker'; "
-                                               r"known options: tir.instrument_bound_checkers"):
+                                               r"known options: tir.UnrollLoop, tir.instrument_bound_checkers"):
         PassContext(config={"tir.instrument_bound_checker": True})
     with pytest.raises(PassContextError, match=r"config option 'tir.instrument_bound_checkers' takes a "
                                                r"bool, got 1"):
@@ -222,3 +222,7 @@ def test_pass_context_errors():
         PassContext(opt_level=7)
     with pytest.raises(PassContextError, match=r"unknown config option 'x'"):
         PassContext().get("x")
+    with pytest.raises(PassContextError, match=r"tir.UnrollLoop takes auto_max_step \(int\), explicit_unroll "
+                                               r"\(bool\), max_depth \(int\), unroll_local_access \(bool\); "
+                                               r"got 'auto_max_steps': 16"):
+        PassContext(config={"tir.UnrollLoop": {"auto_max_steps": 16}})

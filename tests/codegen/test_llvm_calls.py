@@ -1,6 +1,6 @@
 """Calls out of generated CPU code (codegen/llvm_calls.py): C functions, LLVM intrinsics, pointers
-into buffers, LLVM IR linked with pragma import_llvm, clang; and the backends that cannot run
-them (CUDA C, the CUDA emulator) saying so. Each error has a test; none of them may abort the
+into buffers, LLVM IR linked with pragma import_llvm, clang; the CUDA C refusing them, and the
+CUDA emulator running such a region by the intrinsic's definition. Each error has a test; none of them may abort the
 process (LLVM would, on an unresolved symbol or an intrinsic the CPU lacks)."""
 import platform
 import shutil
@@ -290,14 +290,16 @@ def test_cuda_c_refuses_calls_out_of_the_kernel():
         generate_cuda([tc.lower(s, [A, B, C], target="cuda")])
 
 
-def test_emulator_refuses_tensor_intrinsics():
-    from tilecraft.codegen.cuda_emulate import EmulationError, emulate
+def test_emulator_runs_a_per_thread_tensor_intrinsic_by_its_definition(rand):
+    # the CUDA C cannot call gemv's C functions (above), but the emulator runs the region by the
+    # intrinsic's TE definition, once per thread (no warp-wide call in its lowering)
+    from tilecraft.codegen.cuda_emulate import emulate
     s, args = _gpu_schedule()
     func = tc.lower(s, args, target="cuda")
-    arrays = [np.ones((4, 16), "float32"), np.ones((32, 16), "float32"), np.zeros((4, 32), "float32")]
-    with pytest.raises(EmulationError, match="the kernel uses the tensor intrinsic 'gemv'; the emulator does not "
-                                             "run tensor intrinsics yet"):
-        emulate(func, arrays)
+    a, b = rand((4, 16)), rand((32, 16))
+    c = np.full((4, 32), np.nan, "float32")
+    emulate(func, [a, b, c])
+    np.testing.assert_allclose(c, a @ b.T, rtol=1e-5, atol=1e-5)
 
 
 # -- the lowered-IR interpreter on malformed regions ---------------------------------------------------

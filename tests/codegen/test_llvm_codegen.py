@@ -741,3 +741,25 @@ def test_error_dtype_of_access_differs_from_buffer():
         codegen_llvm(func("f", (A, C), loop(i, 4, st(C, i, ld(A, i)))))
     with pytest.raises(CodegenError, match="a int32 load from A, a float32 buffer"):
         codegen_llvm(func("g", (A, C), loop(i, 4, st(C, i, cast("float64", BufferLoad(A, (i,), "int32"))))))
+
+
+def test_a_long_chain_of_lets_compiles():
+    """CSE binds each repeated subexpression of an unrolled micro-kernel in a LetStmt, a chain of
+    hundreds; the code generator binds a chain in a loop (it recursed a few Python frames per
+    let and hit the recursion limit at about 250 before)."""
+    import tilecraft as tc
+    from tilecraft import tir
+    from tilecraft.ir import Var
+
+    n = 300
+    A = tir.decl_buffer((4,), "float32", name="A")
+    B = tir.decl_buffer((4,), "float32", name="B")
+    xs = [Var(f"x{i}", "float32") for i in range(n)]
+    body = B.vstore([0], xs[-1])
+    for i in range(n - 1, 0, -1):
+        body = tir.LetStmt(xs[i], xs[i - 1] + A.vload([i % 4]), body)
+    body = tir.LetStmt(xs[0], A.vload([0]), body)
+    f = tc.build(tir.PrimFunc("lets", (A, B), body), target="llvm")
+    a, b = np.arange(1, 5, dtype="float32"), np.full(4, np.nan, "float32")
+    f(a, b)
+    assert b[0] == a[0] + sum(a[i % 4] for i in range(1, n))

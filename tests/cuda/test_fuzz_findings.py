@@ -88,8 +88,9 @@ def test_float16_scalar_is_passed_as_its_bits():
     assert plan.kernels[0].types == "PPei"                    # the manifest keeps numpy's 'e'
     f = CUDAFunction(None, plan, [_Kernel(k, _FakeFunction()) for k in plan.kernels])
     assert f.kernels[0].fn.types == "PPHi"
-    (fn, grid, block, kargs), = f.prepare((_FakeGPUArray((100,), "float16"), _FakeGPUArray((100,), "float16"), -1.5))
-    assert grid == (2, 1, 1) and block == (64, 1, 1)
+    (fn, grid, block, kargs, smem), = f.prepare((_FakeGPUArray((100,), "float16"), _FakeGPUArray((100,), "float16"),
+                                                 -1.5))
+    assert grid == (2, 1, 1) and block == (64, 1, 1) and smem == 0        # no dynamic shared memory
     assert kargs[2] == int(np.float16(-1.5).view(np.uint16)) == 0xBE00 and int(kargs[3]) == 100
     a = np.linspace(-2, 2, 100).astype("float16")
     c = np.full(100, np.nan, "float16")

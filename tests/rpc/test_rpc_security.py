@@ -342,8 +342,8 @@ def test_errors_name_no_server_internals(caplog):
             with pytest.raises(Exception) as err:
                 conn.root.measure("0" * 64)
             text = str(err.value)
-            assert "measure(lib_digest, ref_digest, arg_info, target, timing) takes 5 positional arguments, " \
-                   "got 1" in text
+            assert "measure(lib_digest, ref_digest, arg_info, target, timing, inputs) takes 5 to 6 positional " \
+                   "arguments, got 1" in text
             assert "Service" not in text and "exposed_" not in text
             junk = conn.root.upload_library(b"not a shared library")
             timing = TimingOptions(number=1, repeat=1, timeout=30.0, seed=1).to_json()

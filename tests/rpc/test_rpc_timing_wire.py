@@ -20,12 +20,12 @@ class RecordingServer(DeviceServer):
         self.received = []
         self._lock = threading.Lock()
 
-    def prepare_reference(self, ref_digest, arg_info, target, timing):
+    def prepare_reference(self, ref_digest, arg_info, target, timing, inputs=()):
         with self._lock:
             self.received.append(("prepare_reference", timing))
         return (True, "")
 
-    def measure(self, lib_digest, ref_digest, arg_info, target, timing):
+    def measure(self, lib_digest, ref_digest, arg_info, target, timing, inputs=()):
         with self._lock:
             self.received.append(("measure", timing))
         return ((1e-3,), 0, "")

@@ -95,3 +95,22 @@ def test_lower_and_build_take_tvm_argument_order():
     s, args = vadd_split(128)
     assert tc.lower(s, args, "f", None, True).name == "f"
     assert tc.build(s, args, "llvm", "llvm").entry_name == "default_function"
+
+
+def test_unroll_loop_config_unrolls_small_loop_nests(rand):
+    # PassContext(config={"tir.UnrollLoop": {"auto_max_step": n}}) (TVM's; the tensor-core tutorial
+    # builds under it): every serial loop nest of at most n iterations is unrolled, larger ones stay
+    A = te.placeholder((8, 4, 8), name="A")
+    B = te.compute(A.shape, lambda i, j, k: A[i, j, k] * 2, name="B")
+    s = te.create_schedule(B.op)
+    plain = tc.lower(s, [A, B])
+    assert len(_nodes(plain, For)) == 3
+    with tc.transform.PassContext(config={"tir.UnrollLoop": {"auto_max_step": 32}}):
+        func = tc.lower(s, [A, B])
+        f = tc.build(s, [A, B], target="llvm")
+    loops = _nodes(func, For)
+    assert [lp.loop_var.name for lp in loops] == ["i"]        # j, k (32 iterations) unrolled, i not
+    a = rand((8, 4, 8))
+    b = poison((8, 4, 8), "float32")
+    f(a, b)
+    np.testing.assert_array_equal(b, a * 2)

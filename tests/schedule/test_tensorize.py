@@ -134,6 +134,28 @@ def test_index_pattern_with_division_and_modulo(check_llvm, rand):
     check_llvm(s, [A, B], {A: a}, {B: a[jj // 3 + ii % 3, jj % 3 + ii // 3]}, passes=True)
 
 
+def test_packed_operand_indexed_by_outer_loops(check_llvm, rand):
+    """B packed in 16-row panels, ``Bp[j // 16, j % 16, k]``, with j split twice (32, then 16):
+    in the region the index is ``(jo * 32 + jm * 16 + j) % 16``, which is ``j`` only given the
+    bounds of the intrinsic's axis (and the outer loops'); the match simplifies with them (it
+    failed with "the stage does not compute what the intrinsic does" before)."""
+    n, m, l = 4, 64, 24
+    A = te.placeholder((n, l), name="A")
+    B = te.placeholder((m, l), name="B")
+    Bp = te.compute((m // 16, 16, l), lambda p, r, k: B[p * 16 + r, k], name="Bp")
+    k = te.reduce_axis((0, l), name="k")
+    C = te.compute((n, m), lambda i, j: te.sum(A[i, k] * Bp[j // 16, j % 16, k], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    x, y = C.op.axis
+    yo, yr = s[C].split(y, factor=32)
+    ym, yi = s[C].split(yr, factor=16)
+    s[C].reorder(x, yo, ym, yi, k)
+    s[C].parallel(yo)
+    s[C].tensorize(yi, gemv(16, l, "body"))
+    a, b = rand((n, l)), rand((m, l))
+    check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b.T}, rtol=1e-5, atol=1e-5, passes=True)
+
+
 def test_extern_c_functions_from_a_loaded_library(check_llvm, rand, tmp_path):
     """call_extern of C functions (gcc-compiled, loaded with RTLD_GLOBAL) with access_ptr
     arguments and the bound stride, reset + update."""

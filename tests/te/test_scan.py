@@ -237,15 +237,16 @@ def test_gpu_launch_list_unrolls_the_host_loop():
     from tilecraft.runtime.cuda_runtime import CUDAFunction, plan_of
     s, args = gpu_cumsum(256)
     plan = plan_of(tc.lower(s, args, target="cuda"))
-    kernels = [SimpleNamespace(plan=k, fn=k.name, block=k.block, static_grid=None) for k in plan.kernels]
+    kernels = [SimpleNamespace(plan=k, fn=k.name, block=k.block, static_grid=None, smem=k.dynamic_shared_bytes)
+               for k in plan.kernels]
     f = CUDAFunction(None, plan, kernels)
     values = {("arg", 0): "X", ("arg", 1): "scan", ("arg", 2): 5, ("arg", 3): 300}
     calls = []
     f._calls(plan.program, {"m": 5, "n": 300}, values, calls)
-    steps = [int(a) for fn, _, _, kargs in calls[1:] for a, p in zip(kargs, plan.kernels[1].params)
+    steps = [int(a) for fn, _, _, kargs, _ in calls[1:] for a, p in zip(kargs, plan.kernels[1].params)
              if p == ("loop", 0)]
     assert [c[0] for c in calls] == ["main_kernel0"] + ["main_kernel1"] * 4 and steps == [0, 1, 2, 3]
-    assert all(c[1] == (2, 1, 1) for c in calls)
+    assert all(c[1] == (2, 1, 1) and c[4] == 0 for c in calls)       # no dynamic shared memory
 
 
 def test_gpu_two_stage_scan_keeps_its_intermediate_in_workspace(rand):

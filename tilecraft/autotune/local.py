@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from .inputs import input_recipe, make_inputs
 from .worker_pool import WorkerPool, signal_name
 from .measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, TimingFront, TimingOptions,
                       resolve_timing)
@@ -140,15 +141,19 @@ def random_inputs(arg_info, seed: int) -> list[np.ndarray]:
 _inputs_cache: dict = {}
 
 
-def cached_random_inputs(arg_info, seed: int) -> list[np.ndarray]:
+def cached_random_inputs(arg_info, seed: int, task=None) -> list[np.ndarray]:
     """``random_inputs`` drawn once per worker and task (drawing 3 × 16M numbers for a 4096²
-    GEMM takes longer than measuring it). The arrays are only ever copied to the device, never
-    handed to a candidate, so each candidate starts from the same untouched values."""
-    key = (tuple(arg_info), seed)
+    GEMM takes longer than measuring it), or the arrays of the task's input recipe
+    (``autotune.inputs``: a sparse template's CSR matrix). The arrays are only ever copied to
+    the device, never handed to a candidate, so each candidate starts from the same untouched
+    values."""
+    recipe = input_recipe(task)
+    key = (tuple(arg_info), seed, recipe)
     hit = _inputs_cache.get(key)
     if hit is None:
         _inputs_cache.clear()
-        hit = _inputs_cache[key] = random_inputs(arg_info, seed)
+        hit = _inputs_cache[key] = (make_inputs(recipe, list(arg_info), seed) if recipe
+                                    else random_inputs(arg_info, seed))
     return hit
 
 
@@ -175,15 +180,21 @@ def _to_numpy(x) -> np.ndarray:
 _reference_cache: dict = {}
 
 
-def reference_outputs_path(reference: str, seed: int) -> str:
-    return f"{reference}.seed{seed}.npz"
+def reference_outputs_path(reference: str, seed: int, recipe: tuple = ()) -> str:
+    """Where the reference's outputs on the inputs of ``seed`` (and ``recipe``) are saved."""
+    if not recipe:
+        return f"{reference}.seed{seed}.npz"
+    import hashlib
+
+    return f"{reference}.seed{seed}.{hashlib.sha256(repr(recipe).encode()).hexdigest()[:16]}.npz"
 
 
-def prepare_reference(reference: str, arg_info, seed: int, target: str) -> str:
-    """Run the reference library once on the seeded inputs and save its outputs next to it."""
-    out_path = reference_outputs_path(reference, seed)
+def prepare_reference(reference: str, arg_info, seed: int, target: str, task=None) -> str:
+    """Run the reference library once on the seeded inputs (``task``'s, see
+    :func:`cached_random_inputs`) and save its outputs next to it."""
+    out_path = reference_outputs_path(reference, seed, input_recipe(task))
     if not os.path.exists(out_path):
-        arrays = cached_random_inputs(arg_info, seed)
+        arrays = cached_random_inputs(arg_info, seed, task)
         _, _, nd = _call_library(reference, arrays, target)
         outs = {f"out{i}": _to_numpy(nd[i]) for i, (_, _, o) in enumerate(arg_info) if o}
         np.savez(out_path + ".tmp.npz", **outs)
@@ -242,7 +253,7 @@ def default_run_func(inp: MeasureInput, br: BuildResult, timing: TimingOptions, 
     Returns ``(costs, error_no, error_msg)``.
     """
     target = str(inp.task.target) if inp.task.target is not None else "llvm"
-    arrays = cached_random_inputs(br.arg_info, timing.seed)
+    arrays = cached_random_inputs(br.arg_info, timing.seed, inp.task)
     t0 = time.perf_counter()
     mod, dev, nd = _call_library(br.filename, arrays, target)
     first_call = time.perf_counter() - t0
@@ -420,7 +431,7 @@ class LocalRunner(TimingFront):
         key = (br.reference, timing.seed)
         if key not in self._prepared:
             target = str(inp.task.target) if inp.task.target is not None else "llvm"
-            out = self._pool_().map(prepare_reference, [(br.reference, br.arg_info, timing.seed, target)],
+            out = self._pool_().map(prepare_reference, [(br.reference, br.arg_info, timing.seed, target, inp.task)],
                                     timeout=timing.reference_limit_s)[0]
             if out.status != "ok":
                 warnings.warn(f"running the reference failed; outputs will not be checked: "

@@ -15,14 +15,18 @@ import time
 
 from ..ir import dtype as dt
 from ..ir import intrinsics
-from ..ir.expr import BinOp, Const
+from ..ir.builtin import ASYNC_COPY_BUILTINS, FRAGMENT_SCOPES, WARP_BUILTINS
+from ..ir.expr import AccessPtr, BinOp, Const
 from ..ir.functor import post_order_visit
 from ..ir.stmt import BufferStore, ForKind, PrimFunc
 from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of
+from ..schedule.passes.gpu_kernels import MAX_STATIC_SHARED_BYTES, dynamic_shared_layout
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
 from ..schedule.passes.legalize import legalize_func
 from .cuda_cstyle import CStyleRenderer
+from .cuda_tensorcore import (ASYNC_COPY_PRELUDE, MMA_PRELUDE, FragmentError, async_copy_call, check_fragment_use,
+                              fragment_decl, fragment_layouts, warp_call)
 
 PRELUDE = r"""
 #define TC_INF_F __int_as_float(0x7f800000)
@@ -135,6 +139,11 @@ class CUDARenderer(CStyleRenderer):
         self.uses_allreduce_any = False
         self.bdx = 1
         self.nthreads = 1
+        self.uses_wmma = False
+        self.uses_mma = False
+        self.uses_async_copy = False
+        self.fragments: dict = {}      # C name -> (scope, C element type) of the kernel's fragments
+        self.layouts: dict = {}        # fragment data var -> layout of its wmma loads
 
     # --- overrides of the C-style base ----------------------------------------------------------
     def ctype(self, dtype: str) -> str:
@@ -144,6 +153,50 @@ class CUDARenderer(CStyleRenderer):
 
     def alloc_qualifier(self, b) -> str:
         return "__align__(16) "          # register arrays are also accessed 16 bytes at a time
+
+    # --- tensor cores: fragments and the warp-collective calls (cuda_tensorcore.py) ---------------
+    def s_Allocate(self, s, d):
+        b = s.buffer
+        if b.scope not in FRAGMENT_SCOPES:
+            return super().s_Allocate(s, d)
+        scoped = b.data in self.names          # allocated again (an unrolled loop's copies): new scope
+        if scoped:
+            self.emit(d, "{")
+            d += 1
+        name = self.buf(b)
+        ctype = self.ctype(b.dtype)
+        self.fragments[name] = (b.scope, ctype)
+        if b.scope.startswith("wmma."):
+            self.uses_wmma = True
+        else:
+            self.uses_mma = True
+        self.emit(d, fragment_decl(b, name, ctype, self.layouts))
+        self.stmt(s.body, d)
+        if scoped:
+            self.emit(d - 1, "}")
+
+    def fragment(self, var, call) -> str:
+        name = self.names.get(var)
+        if name not in self.fragments:
+            raise FragmentError(f"{call.name}: '{var.name}' is not a fragment allocated in this kernel (a "
+                                f"buffer in scope {', '.join(sorted(FRAGMENT_SCOPES))})")
+        return name
+
+    def e_Call(self, e):
+        if e.name in WARP_BUILTINS:
+            return warp_call(self, e)
+        if e.name in ASYNC_COPY_BUILTINS:
+            self.uses_async_copy = True
+            return async_copy_call(self, e)
+        return super().e_Call(e)
+
+    def e_BufferLoad(self, e):
+        check_fragment_use(e.buffer, "read")
+        return super().e_BufferLoad(e)
+
+    def s_BufferStore(self, s, d):
+        check_fragment_use(s.buffer, "written")
+        return super().s_BufferStore(s, d)
 
     def loop_pragma(self, s) -> str:
         if s.kind in (ForKind.UNROLLED, ForKind.VECTORIZED):
@@ -224,7 +277,13 @@ class CUDARenderer(CStyleRenderer):
         self.bdx = info.block[0]
         self.nthreads = info.threads
         written = set()
-        post_order_visit(body, lambda n: written.add(n.buffer) if isinstance(n, BufferStore) else None)
+
+        def note(n):
+            if isinstance(n, BufferStore) or (isinstance(n, AccessPtr) and n.access_mask & 2):
+                written.add(n.buffer)
+        post_order_visit(body, note)
+        self.fragments = {}
+        self.layouts = fragment_layouts(body)
         params = []
         for p in info.params:
             if hasattr(p, "scope"):
@@ -232,8 +291,16 @@ class CUDARenderer(CStyleRenderer):
                 params.append(f"{const}{self.ctype(p.dtype)}* __restrict__ {self.buf(p)}")
             else:
                 params.append(f"{self.ctype(p.dtype)} {self.name_of(p, p.name)}")
-        for b in info.shared:
-            self.emit(1, f"__shared__ __align__(16) {self.ctype(b.dtype)} {self.buf(b)}[{int(b.shape[0].value)}];")
+        if info.shared_bytes() > MAX_STATIC_SHARED_BYTES:
+            # more than a static __shared__ array may have: one dynamic block, carved 16-byte aligned
+            # (the launch passes its size and raises the kernel's limit, see runtime/cuda_runtime.py)
+            self.emit(1, "extern __shared__ __align__(16) unsigned char tc_dyn_smem[];")
+            for b, off in dynamic_shared_layout(info.shared):
+                ct = self.ctype(b.dtype)
+                self.emit(1, f"{ct}* __restrict__ {self.buf(b)} = ({ct}*)(tc_dyn_smem + {off});")
+        else:
+            for b in info.shared:
+                self.emit(1, f"__shared__ __align__(16) {self.ctype(b.dtype)} {self.buf(b)}[{int(b.shape[0].value)}];")
         self.stmt(body, 1)
         head = (f'extern "C" __global__ void __launch_bounds__({info.threads}) '
                 f"{info.name}({', '.join(params)}) {{")
@@ -276,9 +343,15 @@ def generate_cuda(funcs) -> str:
         for info, body in ks:
             kernels.append(r.kernel(info, body))
     head = ["// generated by tilecraft"]
-    if r.uses_half:
+    if r.uses_half or r.uses_wmma or r.uses_mma:
         head.append("#include <cuda_fp16.h>")
+    if r.uses_wmma:
+        head.append("#include <mma.h>")
     prelude = PRELUDE + ALLREDUCE_ANY if r.uses_allreduce_any else PRELUDE
+    if r.uses_mma:
+        prelude += MMA_PRELUDE
+    if r.uses_async_copy:
+        prelude += ASYNC_COPY_PRELUDE
     return "\n".join(head) + "\n" + prelude + "\n" + "\n\n".join(kernels) + "\n"
 
 

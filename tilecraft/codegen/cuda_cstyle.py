@@ -365,6 +365,9 @@ class CStyleRenderer:
         return f"({self.expr(e.condition)} ? {self.expr(e.true_value)} : {self.expr(e.false_value)})"
 
     def e_Call(self, e: Call) -> str:
+        if e.name == "reinterpret":
+            raise NotImplementedError(f"reinterpret in a kernel (`{e}`): the CUDA backend does not "
+                                      f"support it yet")
         if e.name in BUILTINS:
             raise NotImplementedError(
                 f"{e.name}('{symbol_of(e)}') in a kernel: this backend cannot call C functions or LLVM "

@@ -38,32 +38,16 @@ from ..ir import intrinsics
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Ramp, Select, Unary,
                        UnOp, Var, VectorReduce)
 from ..ir.functor import post_order_visit
-from ..ir.stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, IfThenElse, LetStmt,
-                       SeqStmt, TENSOR_INTRIN_SCOPE)
+from ..ir.builtin import ASYNC_COPY_BUILTINS, FRAGMENT_SCOPES
+from ..ir.stmt import (Allocate, AttrStmt, BUFFER_BIND_SCOPE, Buffer, BufferStore, Evaluate, For, IfThenElse,
+                       LetStmt, SeqStmt, TENSOR_INTRIN_SCOPE)
 from ..ir.expr import trunc_divide, trunc_remainder
 from ..schedule.passes.gpu_barriers import SYNC
 from ..schedule.passes.gpu_lower import kernels_of, launch_program
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
 from .cuda_cstyle import hoisted_loads, wide_access_bytes
-
-
-class EmulationError(RuntimeError):
-    """The kernel would misbehave on a GPU: out-of-bounds access, race, divergent barrier."""
-
-
-def _np(dtype: str):
-    return np.dtype("bool" if dt.is_bool(dtype) else dt.element_of(dtype))
-
-
-def _poisoned(shape, dtype: str) -> np.ndarray:
-    """Memory the kernels have not written yet: NaN for floats, bytes of 0x5A for integers, True
-    for bools (a GPU leaves it as it was, so a read of it must show, not read zeros)."""
-    d = _np(dtype)
-    if d.kind == "f":
-        return np.full(shape, np.nan, d)
-    if d.kind == "b":
-        return np.ones(shape, d)
-    return np.full(shape, int.from_bytes(b"\x5a" * d.itemsize, "little"), d)
+from .cuda_emulate_async import AsyncCopyMixin
+from .cuda_emulate_intrin import EmulationError, TensorIntrinMixin, _np, _poisoned, fragment_message  # noqa: F401
 
 
 _BIN = {
@@ -119,7 +103,7 @@ class _Global:
         self.r_epoch = np.zeros(n, np.int64)
 
 
-class _Kernel:
+class _Kernel(TensorIntrinMixin, AsyncCopyMixin):
     def __init__(self, info, body, globals_: dict, env: dict, check_races: bool, shapes: dict | None = None):
         self.info, self.body, self.globals, self.check = info, body, globals_, check_races
         self.shapes = shapes or {}
@@ -144,6 +128,8 @@ class _Kernel:
         self.shared = {buf: _Shared(buf, self.nblocks) for buf in info.shared}
         self.local: dict = {}
         self.L = L
+        self.init_tensor_intrins()
+        self.init_async_copies()
         self.grid, self.block = grid, block
         self.epoch = np.zeros(self.nblocks, np.int64)        # barriers each block has passed
         self.wide: dict = {}                                   # (buffer, index) -> bytes per wide access
@@ -190,21 +176,25 @@ class _Kernel:
             n = int(_const_eval(s.buffer.shape[0], {}))
             if s.buffer.scope == "local":
                 self.local[s.buffer] = _poisoned((self.L, n), s.buffer.dtype)
+            elif s.buffer.scope in FRAGMENT_SCOPES:
+                self.allocate_fragment(s.buffer, n)
             else:
                 raise EmulationError(f"unexpected {s.buffer.scope} allocation '{s.buffer.name}' inside a kernel")
             self.stmt(s.body, mask)
         elif t is Evaluate:
             if isinstance(s.value, Call) and s.value.name == SYNC:
                 self.barrier(mask)
+            elif isinstance(s.value, Call) and s.value.name in ASYNC_COPY_BUILTINS:
+                self.async_copy(s.value, mask)
             elif not isinstance(s.value, Const):
                 self.expr(s.value, mask)
         elif t is AttrStmt:
-            if s.key == TENSOR_INTRIN_SCOPE:
-                # the hook for GPU tensor intrinsics: run interp.run_tensor_intrin on the boxes
-                # of the enclosing buffer_bind_scopes (per thread, or per warp for warp-wide ones)
-                raise EmulationError(f"the kernel uses the tensor intrinsic '{s.node.name}'; the emulator "
-                                     f"does not run tensor intrinsics yet")
-            self.stmt(s.body, mask)
+            if s.key == BUFFER_BIND_SCOPE:
+                self.bind_view(s, mask)
+            elif s.key == TENSOR_INTRIN_SCOPE:
+                self.run_intrin(s, mask)
+            else:
+                self.stmt(s.body, mask)
         else:
             raise EmulationError(f"cannot emulate {t.__name__}")
 
@@ -222,6 +212,8 @@ class _Kernel:
             return "shared", self.shared[buf]
         if buf.scope == "local":
             return "local", self.local[buf]
+        if buf.scope in FRAGMENT_SCOPES:
+            return "fragment", self.fragments[buf]
         return "global", self.globals[buf]
 
     def _check_bounds(self, buf, idx, mask, size):
@@ -253,6 +245,8 @@ class _Kernel:
             self._check_bounds(s.buffer, idx, mask, where.shape[1])
             rows = lanes if idx.ndim == 1 else np.repeat(lanes[:, None], idx.shape[1], 1)
             where[rows, idx_m] = val_m
+        elif kind == "fragment":
+            raise EmulationError(f"kernel {self.info.name}: {fragment_message(s.buffer, 'written')}")
         else:
             self._check_bounds(s.buffer, idx, mask, where.data.shape[1])
             blk = self.block_of[lanes]
@@ -260,17 +254,42 @@ class _Kernel:
             if idx.ndim == 2:
                 blk = np.repeat(blk[:, None], idx.shape[1], 1)
                 tid = np.repeat(tid[:, None], idx.shape[1], 1)
-            if self.check:
-                w, r = where.writer[blk, idx_m], where.reader[blk, idx_m]
-                bad = ((w != -1) & (w != tid)) | ((r != -1) & (r != tid))
-                if bad.any():
-                    k = np.argwhere(bad)[0]
-                    raise EmulationError(
-                        f"kernel {self.info.name}: race on shared '{s.buffer.name}[{idx_m[tuple(k)]}]': thread "
-                        f"{tid[tuple(k)]} writes it after thread {max(w[tuple(k)], r[tuple(k)])} accessed it "
-                        f"with no __syncthreads() between")
-                where.writer[blk, idx_m] = tid
+            self._shared_write(s.buffer, where, blk, tid, idx_m)
             where.data[blk, idx_m] = val_m
+
+    def _shared_write(self, buf, where, blk, tid, idx):
+        """Record writes of shared ``buf`` (elements ``idx`` of blocks ``blk`` by threads ``tid``,
+        arrays of one shape); a race if another thread touched one since the last barrier."""
+        if self.in_flight_count:
+            self._check_not_in_flight(buf, blk, tid, idx, "writes")
+        if not self.check:
+            return
+        w, r = where.writer[blk, idx], where.reader[blk, idx]
+        bad = ((w != -1) & (w != tid)) | ((r != -1) & (r != tid))
+        if bad.any():
+            k = tuple(np.argwhere(bad)[0])
+            raise EmulationError(
+                f"kernel {self.info.name}: race on shared '{buf.name}[{idx[k]}]': thread "
+                f"{tid[k]} writes it after thread {max(w[k], r[k])} accessed it "
+                f"with no __syncthreads() between")
+        where.writer[blk, idx] = tid
+
+    def _shared_read(self, buf, where, blk, tid, idx):
+        """Record reads of shared ``buf`` (as :meth:`_shared_write`); a race if another thread
+        wrote one since the last barrier."""
+        if self.in_flight_count:
+            self._check_not_in_flight(buf, blk, tid, idx, "reads")
+        if not self.check:
+            return
+        w = where.writer[blk, idx]
+        bad = (w != -1) & (w != tid)
+        if bad.any():
+            k = tuple(np.argwhere(bad)[0])
+            raise EmulationError(
+                f"kernel {self.info.name}: race on shared '{buf.name}[{idx[k]}]': thread {tid[k]} "
+                f"reads what thread {w[k]} wrote with no __syncthreads() between")
+        r = where.reader[blk, idx]
+        where.reader[blk, idx] = np.where((r == -1) | (r == tid), tid, -2)
 
     # --- expressions ----------------------------------------------------------------------
     def expr(self, e, mask=None):
@@ -359,20 +378,12 @@ class _Kernel:
             self._check_bounds(e.buffer, idx, mask, where.shape[1])
             rows = np.arange(self.L) if idx.ndim == 1 else np.repeat(np.arange(self.L)[:, None], idx.shape[1], 1)
             return where[rows, safe]
+        if kind == "fragment":
+            raise EmulationError(f"kernel {self.info.name}: {fragment_message(e.buffer, 'read')}")
         self._check_bounds(e.buffer, idx, mask, where.data.shape[1])
         blk = self.block_of if idx.ndim == 1 else np.repeat(self.block_of[:, None], idx.shape[1], 1)
         tid = self.tid if idx.ndim == 1 else np.repeat(self.tid[:, None], idx.shape[1], 1)
-        if self.check:
-            w = where.writer[blk, safe]
-            bad = m & (w != -1) & (w != tid)
-            if bad.any():
-                k = tuple(np.argwhere(bad)[0])
-                raise EmulationError(
-                    f"kernel {self.info.name}: race on shared '{e.buffer.name}[{safe[k]}]': thread {tid[k]} "
-                    f"reads what thread {w[k]} wrote with no __syncthreads() between")
-            r = where.reader[blk[m], safe[m]]
-            t_m = tid[m]
-            where.reader[blk[m], safe[m]] = np.where((r == -1) | (r == t_m), t_m, -2)
+        self._shared_read(e.buffer, where, blk[m], tid[m], safe[m])
         return where.data[blk, safe]
 
     def _check_alignment(self, buf, node, idx, mask, what: str):

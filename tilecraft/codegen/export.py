@@ -53,8 +53,27 @@ def manifest_object(info: dict, options) -> bytes:
         return tm.emit_object(mod)
 
 
-def export_llvm(artifact, module, path: str) -> str:
-    """Write ``path`` (a shared library) and its header from an LLVM module's artifact."""
+def blob_object(symbol: str, data: bytes, folder: str, cc: list) -> str:
+    """An object file (assembled by ``cc``) defining ``const char symbol[]`` with ``data``,
+    64-byte aligned: ``.incbin`` copies the bytes, so large weights cost no text."""
+    raw = os.path.join(folder, f"{symbol}.bin")
+    with open(raw, "wb") as f:
+        f.write(data)
+    asm = os.path.join(folder, f"{symbol}.S")
+    with open(asm, "w") as f:
+        f.write(f'.section .rodata\n.global {symbol}\n.balign 64\n{symbol}:\n.incbin "{raw}"\n'
+                '.section .note.GNU-stack,"",@progbits\n')
+    obj = os.path.join(folder, f"{symbol}.o")
+    proc = subprocess.run(cc + ["-c", asm, "-o", obj], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ExportError(f"assembling the data of {symbol!r} failed: {proc.stderr}")
+    return obj
+
+
+def export_llvm(artifact, module, path: str, extra_info: dict | None = None, blobs: dict | None = None) -> str:
+    """Write ``path`` (a shared library) and its header from an LLVM module's artifact.
+    ``extra_info`` joins the manifest (the graph level puts its graph there) and ``blobs``
+    (symbol → bytes) become read-only data symbols (its weights)."""
     path = check_destination(path)
     cc = shlex.split(os.environ.get("CC", "gcc"))
     if shutil.which(cc[0]) is None:
@@ -67,7 +86,7 @@ def export_llvm(artifact, module, path: str) -> str:
                           "library cannot call them: keep the module in this process, or call a C "
                           "function (tir.call_extern) instead")
     info = dict(manifest(module), error_getter=getter_name(library_stem(path)),
-                soname=os.path.basename(path))
+                soname=os.path.basename(path), **(extra_info or {}))
     if info["error_getter"] in module.function_names:
         raise ExportError(f"export_library: the library's error getter {info['error_getter']!r} would "
                           "have the name of one of its functions; choose another file name")
@@ -80,6 +99,8 @@ def export_llvm(artifact, module, path: str) -> str:
             paths.append(os.path.join(tmp, name))
             with open(paths[-1], "wb") as f:
                 f.write(data)
+        for symbol, data in (blobs or {}).items():
+            paths.append(blob_object(symbol, data, tmp, cc))
         out_tmp = os.path.join(tmp, "lib.so")
         # the SONAME is what a program linked against the library records (DT_NEEDED), so it
         # finds it through its rpath or LD_LIBRARY_PATH however it was linked

@@ -285,7 +285,19 @@ class LLVMCodegen(StatusEmitter, BoundChecks, ParallelLoops, MathCalls, CallEmit
             self.expr(s.value)
 
     def s_LetStmt(self, s: LetStmt) -> None:
-        self.bind(s.var, self.expr(s.value), lambda: self.stmt(s.body))
+        # a chain of lets (CSE makes hundreds in an unrolled micro-kernel) binds in a loop: one
+        # Python frame for the chain, not a few per let
+        saved = []
+        while isinstance(s, LetStmt):
+            saved.append((s.var, self.env.get(s.var)))
+            self.env[s.var] = self.expr(s.value)
+            s = s.body
+        self.stmt(s)
+        for var, old in reversed(saved):
+            if old is None:
+                del self.env[var]
+            else:
+                self.env[var] = old
 
     def bind(self, var: Var, value: str, body) -> None:
         old = self.env.get(var)

@@ -14,6 +14,7 @@ LLVM IR that ``pragma import_llvm`` links in (what tensor intrinsics lower to).
   and compiles an unknown ``llvm.*`` name into a call of a missing symbol, so each intrinsic is
   first compiled alone in a short-lived child process, once per process for each name,
   signature and target (:func:`check_llvm_intrinsic`; about 0.2 s).
+* ``reinterpret`` is a ``bitcast`` (``<4 x i8>`` to ``i32``, ``<64 x i8>`` to ``<16 x i32>``).
 * ``AccessPtr`` (``Buffer.access_ptr``) is the address of an element: ``getelementptr`` from the
   buffer's pointer. Bounds-checked builds check its whole extent.
 * ``import_llvm`` texts are parsed (llvmlite's LLVM reads the IR of its own version and older:
@@ -48,7 +49,10 @@ class CallEmitter:
     each C symbol called to its LLVM signature."""
 
     def builtin_call(self, e) -> str:
-        """A call of ``ir/builtin.py``'s table: an extern C function or an LLVM intrinsic."""
+        """A call of ``ir/builtin.py``'s table: an extern C function, an LLVM intrinsic, a
+        reinterpretation of bits."""
+        if e.name == "reinterpret":
+            return self.reinterpret(e)
         symbol, args = symbol_of(e), call_args(e)
         ret = ll_type(e.dtype)
         types = [self._arg_type(a, e.name, symbol, k) for k, a in enumerate(args)]
@@ -71,6 +75,19 @@ class CallEmitter:
                              self.opts.triple, self.opts.cpu, self.opts.features)
         self.declare(name, f"declare {ret} @{name}({', '.join(types)})")
         return self.op(f"call {ret} @{name}({', '.join(f'{t} {v}' for t, v in zip(types, values))})")
+
+    def reinterpret(self, e) -> str:
+        """``reinterpret``: a ``bitcast`` between types of the same size (``<4 x i8>`` → ``i32``)."""
+        (value,) = e.args
+        src, dst = value.dtype, e.dtype
+        if dt.is_bool(src) or dt.is_bool(dst) or "handle" in (src, dst) or \
+                dt.bits(src) * dt.lanes(src) != dt.bits(dst) * dt.lanes(dst):
+            raise _codegen_error(f"reinterpret of {src} as {dst} in `{e}`: both must be numbers of the "
+                                 f"same total size")
+        v = self.expr(value)
+        if src == dst:
+            return v
+        return self.op(f"bitcast {ll_type(src)} {v} to {ll_type(dst)}")
 
     def packed_call(self, e) -> str:
         """``call_packed`` (``ir/packed.py``): the arguments as tagged ``int64`` words on the

@@ -1,8 +1,10 @@
 """Parallel loops in the LLVM backend: a ``parallel`` ``For`` runs on libgomp's thread pool.
 
 The loop is outlined into a function that each thread of ``GOMP_parallel`` runs on its static
-chunk of iterations (see :meth:`ParallelLoops.parallel_for`); parallel loops nested in a parallel
-loop run serially. The thread count is read from the module's global ``tilecraft_num_threads``
+chunk of iterations (see :meth:`ParallelLoops.parallel_for`), or, with
+``pragma(ax, "parallel_dynamic", chunk)``, on chunks of ``chunk`` iterations handed out as threads
+become free (libgomp's dynamic schedule: rows of uneven cost, such as a sparse matrix's, balance
+without knowing their cost); parallel loops nested in a parallel loop run serially. The thread count is read from the module's global ``tilecraft_num_threads``
 (``THREADS_GLOBAL``), which the runtime sets (``tc.set_num_threads``); 0 lets libgomp choose.
 """
 from __future__ import annotations
@@ -97,6 +99,13 @@ class ParallelLoops:
             p = self.op(f"getelementptr inbounds {sty}, ptr %closure, i32 0, i32 {k}")
             vals.append(self.op(f"load {ty}, ptr {p}"))
         lo, ext = vals[0], vals[1]
+        args = [f"{ty} {v}" for v, (_, ty) in zip(vals[2:], fields)]
+        dynamic = s.annotation("pragma_parallel_dynamic")
+        if dynamic is not None:
+            self._dynamic_chunks(ity, lo, ext, max(1, int(dynamic)), outlined, args, can_fail, sty, n_in)
+            self.finish_function(f"define internal void @{outlined}(ptr noalias %closure) #0", "ret void")
+            self.fn, self.env = saved
+            return
         tid = self.op("call i32 @omp_get_thread_num()")
         nth = self.op("call i32 @omp_get_num_threads()")
         if ity != "i32":
@@ -109,7 +118,7 @@ class ParallelLoops:
         stop = self.op(f"call {ity} @llvm.smin.{ity}({ity} {stop}, {ity} {ext})")
         start = self.op(f"add nsw {ity} {start}, {lo}")
         stop = self.op(f"add nsw {ity} {stop}, {lo}")
-        args = [f"{ity} {start}", f"{ity} {stop}"] + [f"{ty} {v}" for v, (_, ty) in zip(vals[2:], fields)]
+        args = [f"{ity} {start}", f"{ity} {stop}"] + args
         if can_fail:
             rc = self.op(f"call i32 @{outlined}_body({', '.join(args)})")
             self.record_first_failure(
@@ -119,6 +128,39 @@ class ParallelLoops:
             self.emit(f"call void @{outlined}_body({', '.join(args)})")
         self.finish_function(f"define internal void @{outlined}(ptr noalias %closure) #0", "ret void")
         self.fn, self.env = saved
+
+    def _dynamic_chunks(self, ity, lo, ext, chunk, outlined, args, can_fail, sty, n_in) -> None:
+        """The thread entry of a ``parallel_dynamic`` loop: take chunks of ``chunk`` iterations from
+        libgomp (``GOMP_loop_dynamic_start``/``_next``) until none is left, calling the body on each."""
+        for name, decl in (("GOMP_loop_dynamic_start",
+                            "declare zeroext i1 @GOMP_loop_dynamic_start(i64, i64, i64, i64, ptr, ptr)"),
+                           ("GOMP_loop_dynamic_next", "declare zeroext i1 @GOMP_loop_dynamic_next(ptr, ptr)"),
+                           ("GOMP_loop_end_nowait", "declare void @GOMP_loop_end_nowait()")):
+            self.declare(name, decl)
+        wide = (lambda v: self.op(f"sext {ity} {v} to i64")) if ity != "i64" else (lambda v: v)
+        begin = wide(lo)
+        end = self.op(f"add nsw i64 {begin}, {wide(ext)}")
+        istart, iend = self.alloca("i64", 8), self.alloca("i64", 8)
+        got = self.op(f"call zeroext i1 @GOMP_loop_dynamic_start(i64 {begin}, i64 {end}, i64 1, i64 {chunk}, "
+                      f"ptr {istart}, ptr {iend})")
+        body, done = self.label(), self.label()
+        self.emit(f"br i1 {got}, label %{body}, label %{done}")
+        self.start_block(body)
+        narrow = (lambda v: self.op(f"trunc i64 {v} to {ity}")) if ity != "i64" else (lambda v: v)
+        start = narrow(self.op(f"load i64, ptr {istart}"))
+        stop = narrow(self.op(f"load i64, ptr {iend}"))
+        call_args = ", ".join([f"{ity} {start}", f"{ity} {stop}"] + args)
+        if can_fail:
+            rc = self.op(f"call i32 @{outlined}_body({call_args})")
+            self.record_first_failure(
+                rc, self.op(f"getelementptr inbounds {sty}, ptr %closure, i32 0, i32 {n_in}"),
+                self.op(f"getelementptr inbounds {sty}, ptr %closure, i32 0, i32 {n_in + 1}"))
+        else:
+            self.emit(f"call void @{outlined}_body({call_args})")
+        more = self.op(f"call zeroext i1 @GOMP_loop_dynamic_next(ptr {istart}, ptr {iend})")
+        self.emit(f"br i1 {more}, label %{body}, label %{done}")
+        self.start_block(done)
+        self.emit("call void @GOMP_loop_end_nowait()")
 
     def free_values(self, body) -> list:
         """(key, LLVM type) of every bound variable and buffer pointer that ``body`` uses."""

@@ -1,2 +1,14 @@
-"""TVM's ``tvm.contrib`` names: ``clang`` (C to LLVM IR for ``pragma import_llvm``),
-``utils`` (``tempdir``) and ``cblas`` (matrix products as extern stages calling packed functions)."""
+"""TVM's ``tvm.contrib`` names: ``clang`` (C to LLVM IR for ``pragma import_llvm``), ``utils``
+(``tempdir``), ``cblas`` (matrix products as extern stages calling packed functions),
+``graph_executor`` (run a model built by ``relay.build``) and ``nvcc`` (``have_tensorcore``);
+each loads on first use (``from tilecraft.contrib import graph_executor`` or
+``tc.contrib.graph_executor``)."""
+
+_LAZY = ("clang", "utils", "cblas", "graph_executor", "nvcc")
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'tilecraft.contrib' has no attribute {name!r}")

@@ -13,6 +13,10 @@ SCALAR_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "u
                 "float16", "float32", "float64")
 
 
+# TVM's short names: te.compute(..., lambda i: A[i].astype("float")) is float32
+ALIASES = {"float": "float32", "int": "int32", "uint": "uint32"}
+
+
 class DTypeError(TypeError):
     pass
 
@@ -41,8 +45,10 @@ def parse(dtype: str) -> tuple[str, int, int]:
 
 
 def normalize(dtype) -> str:
-    """Accept numpy dtypes and Python types; return the canonical string."""
+    """Accept numpy dtypes and Python types (and TVM's ``"float"``, ``"int"``); return the
+    canonical string: ``normalize("float") == normalize(np.float32) == "float32"``."""
     if isinstance(dtype, str):
+        dtype = ALIASES.get(dtype, dtype)
         parse(dtype)
         return dtype
     try:

@@ -80,6 +80,8 @@ class Printer:
             fn = "if_then_else" if e.lazy else "select"
             return f"{fn}({self.expr(e.condition)}, {self.expr(e.true_value)}, {self.expr(e.false_value)})", _ATOM
         if t is Call:
+            if e.name == "reinterpret":       # the dtype is the whole point: tir.reinterpret's form
+                return f'reinterpret("{e.dtype}", {self.expr(e.args[0])})', _ATOM
             return f"{e.name}({', '.join(self.expr(a) for a in e.args)})", _ATOM
         if t is TensorLoad:
             return f"{e.tensor.name}[{', '.join(self.expr(i) for i in e.indices)}]", _ATOM

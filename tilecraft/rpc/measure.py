@@ -14,23 +14,28 @@ from ..autotune.measure import BuildResult, MeasureInput, TimingOptions
 
 @dataclass(frozen=True)
 class _TargetOnly:
-    """What ``default_run_func`` reads of a task: its target."""
+    """What ``default_run_func`` reads of a task: its target, and the recipe of its inputs
+    (``autotune.inputs``; ``()``: random arrays) as the client sent it."""
 
     target: str
+    input_recipe: tuple = ()
 
 
-def run_library(path: str, arg_info: tuple, target: str, timing: TimingOptions, ref_outputs: str | None):
-    """Check and time the library at ``path`` as ``timing`` says; ``(costs, error_no, error_msg)``.
+def run_library(path: str, arg_info: tuple, target: str, timing: TimingOptions, ref_outputs: str | None,
+                recipe: tuple = ()):
+    """Check and time the library at ``path`` as ``timing`` says, on the inputs of ``recipe``
+    and ``timing.seed``; ``(costs, error_no, error_msg)``.
 
     ``ref_outputs``: the path :func:`prepare_reference_outputs` returned, or ``None`` for no check.
     """
-    inp = MeasureInput(target, _TargetOnly(target), None)
+    inp = MeasureInput(target, _TargetOnly(target, recipe), None)
     return default_run_func(inp, BuildResult(path, arg_info), timing, ref_outputs)
 
 
-def prepare_reference_outputs(reference: str, arg_info: tuple, seed: int, target: str) -> str:
-    """Run the reference library on the seeded inputs once; the path of its saved outputs."""
-    return prepare_reference(reference, arg_info, seed, target)
+def prepare_reference_outputs(reference: str, arg_info: tuple, seed: int, target: str, recipe: tuple = ()) -> str:
+    """Run the reference library on the inputs of ``recipe`` and ``seed`` once; the path of its
+    saved outputs."""
+    return prepare_reference(reference, arg_info, seed, target, _TargetOnly(target, recipe))
 
 
 def warm_up() -> bool:

@@ -36,6 +36,7 @@ from typing import Sequence
 import rpyc
 from rpyc.core.async_ import AsyncResultTimeout
 
+from ..autotune.inputs import input_recipe
 from ..autotune.measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, TimingFront,
                                 TimingOptions, check_options, option, resolve_timing, split_options)
 from .protocol import ENV_SECRET, AuthenticationError, abort, check_secret, connect, load_secret
@@ -199,7 +200,8 @@ class RPCRunner(TimingFront):
                                                "`tilecraft rpc status` lists the pool")
                 try:
                     costs, err, msg = self._on_server(lease, library, reference, br.arg_info, target, timing,
-                                                      wire, alive=lambda: _registered(tracker, lease))
+                                                      wire, alive=lambda: _registered(tracker, lease),
+                                                      inputs=input_recipe(task))
                 except ServerFailure as failure:
                     failures.append(failure)
                     _quietly(tracker.report_broken, lease)   # a tracker that went away forgot it anyway
@@ -212,14 +214,16 @@ class RPCRunner(TimingFront):
                 return MeasureResult(costs, MeasureErrorNo(err), msg, time.perf_counter() - t0, time.time())
 
     def _on_server(self, lease: Lease, library: bytes, reference: bytes | None, arg_info, target: str,
-                   timing: TimingOptions, wire: str, alive=None):
+                   timing: TimingOptions, wire: str, alive=None, inputs: tuple = ()):
         """Measure on the leased server; ``wire`` is ``timing.to_json()``. ``alive()`` says
         whether the tracker still has the server; it is asked during the long reference run, so
         a server that stops (missed heartbeats) is given up then rather than after
-        ``timing.reference_limit_s``."""
+        ``timing.reference_limit_s``. ``inputs``: the task's input recipe (``autotune.inputs``),
+        sent as names and numbers for the server to make the same arrays as a local run."""
         where = f"server {lease.server_id} ({lease.host}:{lease.port})"
         arg_info = tuple((tuple(int(d) for d in shape), str(dtype), bool(out)) for shape, dtype, out in arg_info)
         slack = self.pool.slack
+        recipe = (inputs,) if inputs else ()     # random inputs: the request of servers before recipes
         try:
             conn = connect(lease.host, lease.port, self.secret, ssl_context=self.ssl_context, timeout=slack)
         except _NETWORK_ERRORS as err:
@@ -241,14 +245,15 @@ class RPCRunner(TimingFront):
                 ref_digest = _upload(root, reference, slack)
                 stage = f"running the reference (limit {timing.reference_limit_s + slack:g} s)"
                 ok, msg = _call(root.prepare_reference, timing.reference_limit_s + slack,
-                                ref_digest, arg_info, target, wire, alive=alive)
+                                ref_digest, arg_info, target, wire, *recipe, alive=alive)
                 if not ok:
                     if not self._warned_no_reference:
                         self._warned_no_reference = True
                         warnings.warn(f"{where}: {msg}; outputs are not checked", RuntimeWarning)
                     ref_digest = ""
             stage = f"the measurement: did not answer within {timing.timeout + slack:g} s"
-            answer = _call(root.measure, timing.timeout + slack, lib_digest, ref_digest, arg_info, target, wire)
+            answer = _call(root.measure, timing.timeout + slack, lib_digest, ref_digest, arg_info, target, wire,
+                           *recipe)
             healthy = True
             return answer
         except AsyncResultTimeout:

@@ -3,11 +3,13 @@
 A client (``RPCRunner``) holding a lease on this server calls, in order::
 
     has_library(digest) / upload_library(bytes) -> digest      the candidate and the reference
-    prepare_reference(ref_digest, arg_info, target, timing)   -> (ok, message)
-    measure(lib_digest, ref_digest, arg_info, target, timing) -> (costs, error_no, error_msg)
+    prepare_reference(ref_digest, arg_info, target, timing, inputs)   -> (ok, message)
+    measure(lib_digest, ref_digest, arg_info, target, timing, inputs) -> (costs, error_no, error_msg)
 
 ``timing`` is a ``TimingOptions`` as JSON text (``to_json``), validated here as it would be
-where it was made; an invalid one is refused with the message naming the option.
+where it was made; an invalid one is refused with the message naming the option. ``inputs``
+is the recipe of the measurement's inputs (``autotune.inputs``: a name and plain parameters,
+``()`` for random arrays, the default); the server makes the arrays from it and the seed.
 
 Libraries are stored by SHA-256 in a private temporary folder (size-limited, least recently
 used evicted). Every load and run happens in a worker process (``autotune.worker_pool.WorkerPool``):
@@ -32,6 +34,7 @@ import time
 import rpyc
 
 from ..autotune.worker_pool import WorkerPool, signal_name
+from ..autotune.inputs import RECIPES
 from ..autotune.local import limit_memory
 from ..autotune.measure import MeasureErrorNo, OptionError, TimingOptions
 from ..runtime.tempdirs import owned_temp_dir
@@ -144,6 +147,25 @@ def check_timing(value) -> TimingOptions:
     return timing
 
 
+def check_inputs(value) -> tuple:
+    """An input recipe as plain values: ``()`` or ``(name, params)`` with ``name`` one of
+    ``autotune.inputs.RECIPES`` and ``params`` numbers and strings (the recipe checks them
+    against the arguments when it runs)."""
+    recipe = plain(value, "inputs", tuple, 2)
+    if not recipe:
+        return ()
+    if len(recipe) != 2 or type(recipe[0]) is not str or type(recipe[1]) is not tuple:
+        raise ProtocolError("inputs: expected () or (recipe name, parameters)")
+    name, params = recipe
+    if name not in RECIPES:
+        raise ProtocolError(f"inputs: unknown input recipe {name[:64]!r}; this server knows "
+                            f"{', '.join(sorted(RECIPES))}")
+    if len(params) > 16 or any(type(p) not in (int, float, str, bool) or (type(p) is str and len(p) > 64)
+                               for p in params):
+        raise ProtocolError(f"inputs: the parameters of {name!r} must be at most 16 numbers and short strings")
+    return (name, params)
+
+
 class DeviceServerService(GuardedService):
     """What a connection to a device server may call (one instance per connection). A message
     may be as large as the upload limit plus 64 KiB for the rest of the request; a larger one is
@@ -172,21 +194,23 @@ class DeviceServerService(GuardedService):
         return self._server.store.put(data)
 
     @remote
-    def exposed_prepare_reference(self, ref_digest, arg_info, target, timing):
-        """Run the reference once on the inputs of ``timing``'s seed (a ``TimingOptions`` as
-        JSON), within its ``reference_limit_s``; ``(ok, message)``."""
+    def exposed_prepare_reference(self, ref_digest, arg_info, target, timing, inputs=()):
+        """Run the reference once on the inputs of ``inputs`` (a recipe, ``()``: random) and
+        ``timing``'s seed (a ``TimingOptions`` as JSON), within its ``reference_limit_s``;
+        ``(ok, message)``."""
         return self._server.prepare_reference(
             _digest(ref_digest, "ref_digest"), check_arg_info(arg_info), plain(target, "target", str, 200),
-            check_timing(timing))
+            check_timing(timing), check_inputs(inputs))
 
     @remote
-    def exposed_measure(self, lib_digest, ref_digest, arg_info, target, timing):
-        """Check and time a library as ``timing`` (a ``TimingOptions`` as JSON) says;
-        ``(costs, error_no, error_msg)``. ``ref_digest`` empty: no correctness check."""
+    def exposed_measure(self, lib_digest, ref_digest, arg_info, target, timing, inputs=()):
+        """Check and time a library as ``timing`` (a ``TimingOptions`` as JSON) says, on the
+        inputs of ``inputs`` and its seed; ``(costs, error_no, error_msg)``. ``ref_digest``
+        empty: no correctness check."""
         ref = plain(ref_digest, "ref_digest", str, 64)
         return self._server.measure(_digest(lib_digest, "lib_digest"), _digest(ref, "ref_digest") if ref else "",
                                     check_arg_info(arg_info), plain(target, "target", str, 200),
-                                    check_timing(timing))
+                                    check_timing(timing), check_inputs(inputs))
 
 
 class DeviceServer:
@@ -310,34 +334,36 @@ class DeviceServer:
         """A client's timeout as this server grants it: at most ``max_timeout``, at least 0.1 s."""
         return max(min(seconds, self.max_timeout), 0.1)
 
-    def prepare_reference(self, ref_digest: str, arg_info: tuple, target: str, timing: TimingOptions):
+    def prepare_reference(self, ref_digest: str, arg_info: tuple, target: str, timing: TimingOptions,
+                          inputs: tuple = ()):
         path = self.store.get(ref_digest)
         if path is None:
             return (False, "the reference library was not uploaded")
-        cache_key = (ref_digest, arg_info, target, timing.seed)
+        cache_key = (ref_digest, arg_info, target, timing.seed, inputs)
         done = self._references.get(cache_key)
         if done is not None and os.path.exists(done):
             return (True, "")
         with self._measure_lock:
-            out = self._pool.map(child.prepare_reference_outputs, [(path, arg_info, timing.seed, target)],
+            out = self._pool.map(child.prepare_reference_outputs, [(path, arg_info, timing.seed, target, inputs)],
                                  timeout=self._limit(timing.reference_limit_s))[0]
         if out.status != "ok":
             return (False, f"running the reference failed: {out.status} {self._for_client(out)}")
         self._references[cache_key] = out.value
         return (True, "")
 
-    def measure(self, lib_digest: str, ref_digest: str, arg_info: tuple, target: str, timing: TimingOptions):
+    def measure(self, lib_digest: str, ref_digest: str, arg_info: tuple, target: str, timing: TimingOptions,
+                inputs: tuple = ()):
         path = self.store.get(lib_digest)
         if path is None:
             return ((), int(MeasureErrorNo.RUNTIME_DEVICE), "the library was not uploaded")
         ref_outputs = None
         if ref_digest and timing.check_correctness:
-            ref_outputs = self._references.get((ref_digest, arg_info, target, timing.seed))
+            ref_outputs = self._references.get((ref_digest, arg_info, target, timing.seed, inputs))
             if ref_outputs is None or not os.path.exists(ref_outputs):
                 return ((), int(MeasureErrorNo.RUNTIME_DEVICE), "the reference was not prepared")
         timeout = self._limit(timing.timeout)
         with self._measure_lock:
-            out = self._pool.map(child.run_library, [(path, arg_info, target, timing, ref_outputs)],
+            out = self._pool.map(child.run_library, [(path, arg_info, target, timing, ref_outputs, inputs)],
                                  timeout=timeout)[0]
         if out.status == "ok":
             costs, err, msg = out.value

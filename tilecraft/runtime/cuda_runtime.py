@@ -137,6 +137,16 @@ class KernelPlan:
     def describe(self, tag: str) -> str:
         return dict(self.bindings).get(tag, "nothing")
 
+    @property
+    def dynamic_shared_bytes(self) -> int:
+        """Bytes of dynamic shared memory the launch passes: 0, or the whole tile set where it
+        is more than a static ``__shared__`` declaration may hold (the renderer then carves the
+        tiles out of one dynamic block, 16-byte aligned)."""
+        from ..schedule.passes.gpu_kernels import MAX_STATIC_SHARED_BYTES
+        sizes = [-(-e * np.dtype(t).itemsize // 16) * 16 for _, e, t in self.shared]
+        raw = sum(e * np.dtype(t).itemsize for _, e, t in self.shared)
+        return sum(sizes) if raw > MAX_STATIC_SHARED_BYTES else 0
+
     def to_json(self) -> dict:
         return {"name": self.name, "grid": [_dim_json(g) for g in self.grid], "block": list(self.block),
                 "params": [list(p) for p in self.params], "types": self.types,
@@ -257,6 +267,9 @@ class _Kernel:
         self.plan = plan
         self.fn = fn
         self.fn.prepare(plan.types.replace("e", "H"))    # pycuda packs no half: its bits, as uint16
+        self.smem = plan.dynamic_shared_bytes
+        if self.smem:                                    # above 48 KiB a kernel must opt in
+            self.fn.set_attribute(driver().function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, self.smem)
         self.block = plan.block
         self.static_grid = tuple(plan.grid) if all(isinstance(g, int) for g in plan.grid) else None
 
@@ -373,7 +386,7 @@ class CUDAFunction:
                                  f"(x < 2^31, y and z <= 65535); bind the larger extent to blockIdx.x")
             if min(grid) <= 0:
                 grid = None          # nothing to do
-            calls.append((k.fn, grid, k.block, [values[p] for p in k.plan.params]))
+            calls.append((k.fn, grid, k.block, [values[p] for p in k.plan.params], k.smem))
 
     def _workspace(self, j, size):
         hit = self._ws_cache.get((j, size))
@@ -383,9 +396,9 @@ class CUDAFunction:
 
     @staticmethod
     def launch(calls):
-        for fn, grid, block, kargs in calls:
+        for fn, grid, block, kargs, smem in calls:
             if grid is not None:
-                fn.prepared_call(grid, block, *kargs)
+                fn.prepared_call(grid, block, *kargs, shared_size=smem)
 
     def time_evaluator(self, dev=None, number=10, repeat=1, min_repeat_ms=0):
         return _time_evaluator(self, number, repeat, min_repeat_ms)

@@ -38,6 +38,16 @@ class Device:
     def exist(self) -> bool:
         return self.kind == "cpu" or _cuda_exists()
 
+    @property
+    def compute_version(self) -> str | None:
+        """A GPU's compute capability as TVM gives it (``"9.0"`` on an H100), or None without
+        a GPU or pycuda (and for the CPU)."""
+        if self.kind != "cuda":
+            return None
+        from .cuda_runtime import device_arch
+        arch = device_arch(self.index)
+        return None if arch is None else f"{arch[3:-1]}.{arch[-1]}"
+
     def sync(self) -> None:
         """Wait for queued work. CPU calls are synchronous, so this is a no-op there; on a GPU it
         synchronizes the device's context."""

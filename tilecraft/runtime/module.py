@@ -392,4 +392,8 @@ def load_module(path) -> Module:
         register_thread_count_cell(artifact, ctypes.addressof(threads))
     for f in functions.values():
         f._keepalive = artifact
-    return Module(functions, info["entry"], info["target"], artifact)
+    module = Module(functions, info["entry"], info["target"], artifact)
+    if "graph" in info:     # a whole model (relay.build): kernels, graph and weights
+        from .graph_executor import load_factory
+        return load_factory(module, info, lib)
+    return module

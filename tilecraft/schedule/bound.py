@@ -10,6 +10,9 @@ Afterwards every non-inlined compute stage has a :class:`StageInfo`:
 * ``extent[leaf]``: the extent of each loop (all loops start at 0), and ``value[iv]``: each axis
   as an expression of the loop variables (``i = i.outer * 64 + i.inner``).
 * ``conditions``: guards for split tails and for points outside the tensor's own domain.
+* ``ragged``: for each ragged reduce axis (bounds that read tensors or outer axes), its symbols
+  ``j.min``/``j.extent`` and their values in loop variables (``ragged.py``); the axis's extent
+  and value are written in the symbols, which ``schedule_ops`` binds once per outer iteration.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from ..ir.simplify import simplify
 from ..te.extern import ExternOp
 from ..te.scan import ScanOp
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
+from .ragged import new_bounds, with_values
 
 
 @dataclass
@@ -34,11 +38,15 @@ class StageInfo:
     extent: dict = field(default_factory=dict)      # IterVar -> Expr (leaf and intermediate)
     value: dict = field(default_factory=dict)       # IterVar -> Expr in loop vars (offset from min)
     conditions: list = field(default_factory=list)
+    ragged: dict = field(default_factory=dict)      # ragged reduce IterVar -> RaggedBound
 
     def root_value(self, iv: IterVar, d: int | None = None) -> Expr:
         """The absolute coordinate of a root axis."""
         v = self.value[iv]
         if d is None:
+            rb = self.ragged.get(iv)
+            if rb is not None and rb.min_var is not None:
+                return v + rb.min_var
             return v if _is_zero(iv.dom.min) else v + iv.dom.min
         return v if _is_zero(self.root_min[d]) else self.root_min[d] + v
 
@@ -176,7 +184,11 @@ def leaf_values(info: StageInfo, stage) -> None:
     root_axes = list(stage.op.axis) + list(stage.op.reduce_axis) + list(own)
     for d, iv in enumerate(stage.op.axis):
         ext[iv] = info.root_extent[d]
-    for iv in list(stage.op.reduce_axis) + list(own):
+    info.ragged = new_bounds(stage.op)
+    for iv in stage.op.reduce_axis:
+        rb = info.ragged.get(iv)
+        ext[iv] = iv.dom.extent if rb is None else rb.extent_var
+    for iv in own:
         ext[iv] = iv.dom.extent
     tails = []
     for rel in stage.relations:
@@ -214,6 +226,9 @@ def leaf_values(info: StageInfo, stage) -> None:
             raise AssertionError(f"axis {iv} of stage {stage.name} has no value")
     for parent, E in tails:
         info.conditions.append(val[parent] < E)
+    if info.ragged:
+        axis_values = {iv.var: info.root_value(iv, d) for d, iv in enumerate(stage.op.axis)}
+        info.ragged = {iv: with_values(rb, axis_values) for iv, rb in info.ragged.items()}
 
 
 def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=frozenset()) -> dict:
@@ -388,12 +403,15 @@ def _read_box(st, consumers, infos, relax):
             vmap[iv.var] = cinfo.root_value(iv, d)
         for iv in cop.reduce_axis:
             vmap[iv.var] = cinfo.root_value(iv)
+        # a ragged axis's symbols exist only inside the consumer's nest: a read that depends on
+        # them (or on loops whose extent does) is taken as unknown, so the whole dimension is made
+        ragged = {v for rb in cinfo.ragged.values() for v in (rb.min_var, rb.extent_var) if v is not None}
         for acc in _accesses(cinfo.body, tensors):
             for d, idx in enumerate(acc.indices):
                 if unknown[d]:
                     continue
                 r = interval(substitute(idx, vmap))
-                if r is None:
+                if r is None or (ragged and (collect_vars(r[0]) | collect_vars(r[1])) & ragged):
                     unknown[d] = True
                     continue
                 a, b = simplify(r[0]), simplify(r[1])

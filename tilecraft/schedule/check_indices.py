@@ -56,6 +56,9 @@ def check_indices(sch) -> None:
             if max(lo, t0) > hi:
                 del box[op.axis[0].var]       # no step at all: nothing to check exactly
         checker = _Checker(op.name)
+        for iv in op.reduce_axis:       # a ragged axis's bounds read tensors (row_ptr[i + 1])
+            checker.walk(iv.dom.min, box)
+            checker.walk(iv.dom.extent, box)
         for b in op.body:
             checker.walk(b, box)
 

@@ -28,6 +28,7 @@ from .passes.loop_partition import partition_loops
 from .passes.storage_flatten import storage_flatten
 from .passes.unroll import unroll_loops
 from .passes.vectorize import vectorize_loops
+from .ragged import bound_reads
 from .scan import check_gpu_scans, scan_buffers, state_placeholders
 from .schedule import Schedule, ScheduleError
 from .schedule_ops import schedule_ops
@@ -203,7 +204,7 @@ def _consumers(sch: Schedule, bodies: dict) -> dict:
     for st, body in bodies.items():
         if st.attach_type == "inline":
             continue
-        reads = set(_reads(body))
+        reads = set(_reads(body)) | set(_bound_reads(st, producer_of))
         if isinstance(st.op, ScanOp):
             reads = st.op.input_tensors       # its init and update stages
         if isinstance(st.op, ExternOp):
@@ -220,6 +221,20 @@ def _consumers(sch: Schedule, bodies: dict) -> dict:
             if st not in consumers[p]:
                 consumers[p].append(st)
     return consumers
+
+
+def _bound_reads(st, producer_of: dict) -> list:
+    """The tensors read by the bounds of the stage's ragged reduce axes; they must have storage."""
+    if not getattr(st.op, "reduce_axis", ()):
+        return []
+    reads = bound_reads(st.op)
+    for t in reads:
+        p = producer_of.get(t)
+        if p is not None and p.attach_type == "inline":
+            raise ScheduleError(f"stage '{st.name}': the bounds of a ragged reduce axis read '{t.name}', which is "
+                                f"inlined (compute_inline); bounds are loaded from storage: compute '{t.name}' "
+                                f"in its own stage (leave out compute_inline)")
+    return reads
 
 
 def _argument_buffers(sch: Schedule, arg_tensors: list, consumers: dict) -> tuple[dict, list]:
@@ -309,6 +324,6 @@ def _check_double_buffer(sch) -> None:
         attr = st.attach_stage.iter_var_attrs.get(at) if at is not None else None
         if at is None or (attr is not None and attr.bind is not None):
             raise GPULoweringError(
-                f"double_buffer on '{st.name}': the stage is not attached inside a "
-                f"loop of the kernel, so there is no next tile to overlap with; compute_at it inside the "
-                f"reduction loop")
+                f"{'pipeline' if st.pipeline_stages else 'double_buffer'} on '{st.name}': the stage is not "
+                f"attached inside a loop of the kernel, so there is no next tile to overlap with; compute_at it "
+                f"inside the reduction loop")

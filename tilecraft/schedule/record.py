@@ -326,6 +326,20 @@ class DoubleBufferStep(_StageStep):
 
 
 @dataclass(frozen=True)
+class PipelineStep(Step):
+    """``s[stage].pipeline(stages)``."""
+    kind: ClassVar[str] = "pipeline"
+    stage: str
+    stages: int
+
+    def apply(self, s):
+        return s[self.stage].pipeline(self.stages)
+
+    def python(self, p):
+        return f"{p.stage(self.stage)}.pipeline({self.stages})"
+
+
+@dataclass(frozen=True)
 class StorageAlignStep(Step):
     """``s[stage].storage_align(axis, factor, offset)``; ``axis`` is one of the stage's ``op.axis``."""
     kind: ClassVar[str] = "storage_align"
@@ -592,9 +606,9 @@ def with_intrins(step: Step, intrins, where: str) -> Step:
 
 STEP_TYPES = {cls.kind: cls for cls in (
     SplitStep, TileStep, FuseStep, ReorderStep, VectorizeStep, UnrollStep, ParallelStep, BindStep,
-    PragmaStep, ComputeAtStep, ComputeInlineStep, ComputeRootStep, DoubleBufferStep, StorageAlignStep,
-    SetScopeStep, CacheReadStep, CacheWriteStep, RFactorStep, TensorizeStep, SetStorePredicateStep,
-    CreateGroupStep, GroupComputeAtStep, GroupComputeRootStep, TransformLayoutStep)}
+    PragmaStep, ComputeAtStep, ComputeInlineStep, ComputeRootStep, DoubleBufferStep, PipelineStep,
+    StorageAlignStep, SetScopeStep, CacheReadStep, CacheWriteStep, RFactorStep, TensorizeStep,
+    SetStorePredicateStep, CreateGroupStep, GroupComputeAtStep, GroupComputeRootStep, TransformLayoutStep)}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from ..ir.expr import (Const, IterKind, IterVar, Range, Reduce, TensorLoad, Var,
                        const, convert, select)
 from ..ir.functor import substitute
 from ..ir.simplify import simplify
-from ..te.tensor import ComputeOp, Tensor
+from ..te.tensor import ComputeOp, Tensor, is_ragged_axis
 from ..te.operation import register_reduce_var
 
 
@@ -38,8 +38,11 @@ def rfactor(s, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
     if not 0 <= factor_axis <= len(op.axis):
         raise ScheduleError(f"{what}: factor_axis must be between 0 and {len(op.axis)}")
 
-    # extents of the reduce axes (symbolic ones included), outermost relations first
-    ext = {r: r.dom.extent for r in op.reduce_axis}
+    data_axis = [IterVar(iv.dom, Var(iv.var.name, iv.var.dtype), IterKind.DATA_PAR) for iv in op.axis]
+    # a ragged axis's bounds are written in the op's axes: in the new op, in its own axes
+    amap = {old.var: new.var for old, new in zip(op.axis, data_axis)}
+    # extents of the reduce axes (symbolic and ragged ones included), outermost relations first
+    ext = {r: substitute(r.dom.extent, amap) for r in op.reduce_axis}
     for rel in st.relations:
         if isinstance(rel, Split) and rel.parent.kind is IterKind.REDUCE:
             E = ext[rel.parent]
@@ -59,7 +62,13 @@ def rfactor(s, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
     # the new op's axes
     fvar = Var(axis.var.name + ".v", "int32")
     f_iv = IterVar(Range(const(0), ext[axis]), fvar, IterKind.DATA_PAR)
-    data_axis = [IterVar(iv.dom, Var(iv.var.name, iv.var.dtype), IterKind.DATA_PAR) for iv in op.axis]
+    if not isinstance(ext[axis], Const) and any(is_ragged_axis(op, r) for r in op.reduce_axis):
+        from .ragged import leaves_of
+        if any(axis in leaves_of(st, r) for r in op.reduce_axis if is_ragged_axis(op, r)):
+            raise ScheduleError(f"{what}: axis '{axis.var.name}' comes from the ragged axis(es) "
+                                f"{', '.join(repr(r.var.name) for r in op.reduce_axis if is_ragged_axis(op, r))} "
+                                f"and has no fixed extent (`{ext[axis]}`), so it cannot be a dimension of "
+                                f"'{st.name}.rf'; split the ragged axis and factor its constant inner part")
     new_axis = data_axis[:factor_axis] + [f_iv] + data_axis[factor_axis:]
     new_reduce = []
     leaf_map = {axis.var: fvar}
@@ -70,9 +79,10 @@ def rfactor(s, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
             nr = IterVar(Range(const(0), ext[iv]), v, IterKind.REDUCE)
             new_reduce.append(nr)
             leaf_map[iv.var] = v
-    vmap = {old.var: new.var for old, new in zip(op.axis, data_axis)}
+    vmap = dict(amap)
     for r in op.reduce_axis:
-        vmap[r.var] = substitute(value[r] + r.dom.min if not (isinstance(r.dom.min, Const) and r.dom.min.value == 0)
+        vmap[r.var] = substitute(value[r] + substitute(r.dom.min, amap)
+                                 if not (isinstance(r.dom.min, Const) and r.dom.min.value == 0)
                                  else value[r], leaf_map)
     body0 = op.body
     cond_extra = [substitute(c, leaf_map) for c in conds]

@@ -21,8 +21,9 @@ from ..ir.functor import IRMutator, substitute
 from ..ir.stmt import ForKind
 from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, post_dfs_order
 from .record import (BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
-                     ComputeRootStep, DoubleBufferStep, FuseStep, ParallelStep, PragmaStep, ReorderStep,
-                     RFactorStep, SetScopeStep, SetStorePredicateStep, SplitStep, TransformLayoutStep, Step, StorageAlignStep, TensorizeStep, TileStep,
+                     ComputeRootStep, DoubleBufferStep, FuseStep, ParallelStep, PipelineStep, PragmaStep,
+                     ReorderStep, RFactorStep, SetScopeStep, SetStorePredicateStep, SplitStep, Step,
+                     StorageAlignStep, TensorizeStep, TileStep, TransformLayoutStep,
                      UnrollStep, VectorizeStep, name_ref, python_form, resolve_ref, step_from_json,
                      steps_to_json, with_intrins)
 from ..te.tensor_intrin import TensorIntrin
@@ -95,6 +96,7 @@ class Stage:
         self.is_output = False
         self.align: dict[int, tuple[int, int]] = {}
         self.double_buffered = False
+        self.pipeline_stages = 0         # pipeline(stages): a cp.async ring of that many copies
         self.store_predicate = None      # set_store_predicate (store_predicate.py)
         self.group, self.group_rooted = None, True       # create_group (group.py)
 
@@ -573,6 +575,38 @@ class Stage:
         """
         self.double_buffered = True
         self._record(DoubleBufferStep(self._ref()))
+
+    def pipeline(self, stages: int = 3):
+        """Fetch a shared tile with asynchronous copies (``cp.async``, 16 bytes per thread) into a
+        ring of ``stages`` buffers, ``stages - 1`` tiles ahead of the compute (GPU, sm_80+).
+        ``double_buffer`` generalised: the copies go straight to shared memory, with no registers
+        and no stores after the compute. The stage must be attached inside a loop of its kernel,
+        and its fetch must be copies of 4, 8 or 16 bytes (``vectorize`` the innermost axis); else
+        the buffers still alternate along the loop but are filled by ordinary loads and stores.
+
+        Before (``AS`` attached at ``k.outer``)::  After ``s[AS].pipeline(3)`` (lowered for cuda)::
+
+            for k.outer in range(n):               cp.async AS[slot 0] <- A[tile 0]; commit
+                AS[i] = A[tile k.outer]            cp.async AS[slot 1] <- A[tile 1]; commit
+                sync()                             for k.outer in range(n):
+                ... compute(AS) ...                    cp.async.wait_group 1   # tile k.outer landed
+                sync()                                 sync()
+                                                       if k.outer + 2 < n:
+                                                           cp.async AS[slot (k.outer + 2) % 3] <- A[tile k.outer + 2]
+                                                       commit
+                                                       ... compute(AS[slot k.outer % 3]) ...
+                                                   sync()
+
+        (``slot j`` is ``AS[j * size : (j + 1) * size]``.) One barrier per iteration orders both
+        the landed copies before the reads and the reads of a slot before it is filled again.
+        """
+        stages = int(stages)
+        if stages < 2:
+            raise ValueError(f"pipeline on '{self.name}': stages must be at least 2 (a ring of that many "
+                             f"buffers), got {stages}")
+        self.double_buffered = True
+        self.pipeline_stages = stages
+        self._record(PipelineStep(self._ref(), stages))
 
     def tensorize(self, axis, intrin):
         """Compute the loops from ``axis`` inwards with a tensor intrinsic (``te.decl_tensor_intrin``).

@@ -18,15 +18,16 @@ A ``te.extern`` stage is its own statement, inside one ``AttrStmt("buffer_bind_s
 buffer, BufferRegion(whole tensor))`` per input and output, which storage flattening resolves.
 
 The buffer of an attached stage marked with ``double_buffer()`` is allocated inside
-``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))``; the GPU passes give it two
-copies where it stays inside a loop (``gpu_hoist_shared``, ``gpu_double_buffer``), the CPU
+``AttrStmt("double_buffer_scope", buffer name, 1, Allocate(...))`` (``pipeline(stages)``: the
+value is ``stages``); the GPU passes give it two copies (a ring of ``stages`` filled by
+``cp.async``) where it stays inside a loop (``gpu_hoist_shared``, ``gpu_double_buffer``), the CPU
 ignores it. The mark is part of the lowered function, so ``build(lower(...))`` keeps it.
 """
 from __future__ import annotations
 
 from ..ir import dtype as dt
 from ..ir.expr import (BinOp, BufferLoad, Const, IterKind, TensorLoad, Var, binary, convert)
-from ..ir.functor import IRMutator, substitute
+from ..ir.functor import IRMutator, collect_vars, substitute
 from ..ir.simplify import simplify
 from ..ir.expr import BufferRegion
 from ..ir.stmt import (Allocate, AttrStmt, Buffer, BUFFER_BIND_SCOPE, BufferStore, Evaluate, For, ForKind,
@@ -35,6 +36,7 @@ from .schedule import ScheduleError
 from ..te.extern import ExternOp
 from ..te.scan import ScanOp
 from ..te.tensor import ComputeOp, PlaceholderOp
+from .ragged import let_positions, wrap_bound_lets
 from .tensorize import tensorized_axis, tensorized_nest
 from .vector_reduce import (accumulator_index, combine_stores, plan_vector_reduction,
                             vector_reduction_nest)
@@ -107,13 +109,27 @@ class NestBuilder:
         plan = plan_vector_reduction(st, info, self.buffers) if is_reduce else None
         if plan is not None:
             self.vector_plans[st] = plan
-        body = self.compute_stmt(st, info)
+        lets = let_positions(st, info) if info.ragged else {}
+        # the guards that the outermost ragged bounds' `if` already checks (below) are not
+        # repeated in the body: a row tail's guard there would keep the nonzero loop from vectorizing
+        outer = {x.var for x in leaves[min(lets):]} if lets else set()
+        hoisted = [c for c in info.conditions if not (collect_vars(c) & outer)] if lets else []
+        body = self.compute_stmt(st, info, hoisted)
         # position of the first loop that depends on a reduction axis
         first_reduce = next((k for k, iv in enumerate(leaves) if iv.kind is IterKind.REDUCE), None)
         for k in range(len(leaves) - 1, -1, -1):
             iv = leaves[k]
+            if k in lets:   # a ragged axis's bounds, loaded once just outside its outermost loop
+                loop = wrap_bound_lets(self.make_for(st, iv, info, body), lets[k], self.to_loads)
+                # only for points inside the stage's domain (a split tail's row has no bounds)
+                inner_vars = {x.var for x in leaves[k:]}
+                guard = _and_all(c for c in info.conditions if not (collect_vars(c) & inner_vars))
+                if guard is not None:
+                    loop = IfThenElse(guard, loop)
+            else:
+                loop = None
             if is_reduce and k == first_reduce:
-                loops = self.make_for(st, iv, info, body)
+                loops = loop or self.make_for(st, iv, info, body)
                 tags = _launch_bound_reduce_tags(st, leaves[k:])
                 if plan is not None:
                     if tags:
@@ -127,7 +143,7 @@ class NestBuilder:
                 if tags:
                     body = AttrStmt(CROSS_THREAD_REDUCTION, st.op.name, ",".join(tags), body)
             else:
-                body = self.make_for(st, iv, info, body)
+                body = loop or self.make_for(st, iv, info, body)
         if is_reduce and first_reduce is None:
             body = seq(self.init_stmt(st, info, len(leaves)), body)
         return body
@@ -167,12 +183,13 @@ class NestBuilder:
             parts = []
             for x in inner:
                 parts.append(self.stage_nest(x))
-                allocs.extend((self.buffers[t], x.double_buffered) for t in x.op.outputs if t not in self.args)
+                allocs.extend((self.buffers[t], x.double_buffered and (x.pipeline_stages or 1))
+                              for t in x.op.outputs if t not in self.args)
             body = seq(*parts, body)
             for b, db in reversed(allocs):
                 body = Allocate(b, body)
                 if db:
-                    body = AttrStmt(DOUBLE_BUFFER_SCOPE, b.name, 1, body)
+                    body = AttrStmt(DOUBLE_BUFFER_SCOPE, b.name, db, body)
         return body
 
     def loop(self, st, iv, info, body):
@@ -194,12 +211,12 @@ class NestBuilder:
             vmap[iv.var] = info.root_value(iv)
         return vmap
 
-    def compute_stmt(self, st, info):
+    def compute_stmt(self, st, info, hoisted=()):
         op = st.op
         vmap = self._root_map(st, info)
         idxs = [self.store_index(st, info, t) for t in op.outputs]
         bufs = [self.buffers[t] for t in op.outputs]
-        conds = info.conditions
+        conds = [c for c in info.conditions if not any(c is h for h in hoisted)]
         if st.store_predicate is not None:
             from .bound import enclosing_loops
             from .store_predicate import lowered_predicate
@@ -229,7 +246,10 @@ class NestBuilder:
                     return body if c is None else IfThenElse(c, body)
             body = combine_stores(red.combiner, bufs, idxs, src)
             if where is not None:
-                conds = list(conds) + [where]
+                # inside the guards, not beside them: ``where=`` may read the tensor at the
+                # reduction's point, which a split tail's guard keeps in bounds (`and` evaluates
+                # both sides)
+                body = IfThenElse(where, body)
         c = _and_all(conds)
         return body if c is None else IfThenElse(c, body)
 

@@ -300,8 +300,14 @@ def _match(nb, st, info, intrin, inner, relax, bounds, where):
             vmap[iv.var] = t_iv.var if _equal(lo, 0) else t_iv.var + lo
             axes[id(iv)] = t_iv
     loads, in_boxes = _inputs(st, info, intrin, relax, bounds, where)
-    body = [simplify(_Remap(vmap, loads, axes).visit_expr(b)) for b in info.body]
-    want = [simplify(b) for b in iop.body]
+    # the outer loops' bounds and the intrinsic's axes' ranges decide index arithmetic such as
+    # (jo * 32 + j) % 32 -> j of a packed operand
+    ranges = dict(bounds)
+    for t_iv in list(iop.axis) + list(iop.reduce_axis):
+        if isinstance(t_iv.dom.extent, Const):
+            ranges[t_iv.var] = (0, t_iv.dom.extent.value - 1)
+    body = [simplify(_Remap(vmap, loads, axes).visit_expr(b), ranges) for b in info.body]
+    want = [simplify(b, ranges) for b in iop.body]
     for o, (mine, theirs) in enumerate(zip(body, want)):
         diff = _first_difference(mine, theirs)
         if diff is not None:

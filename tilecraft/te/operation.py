@@ -132,8 +132,21 @@ def compute_tagged(shape, fcompute, name: str, tag: str, attrs=None):
     bodies = tuple(body) if isinstance(body, (list, tuple)) else (body,)
     bodies = tuple(_to_expr(b, name) for b in bodies)
     reduce_axes = _check_body(bodies, axis, name)
+    _check_ragged_bounds(reduce_axes, name)
     op = ComputeOp(name, tag, attrs or {}, axis, reduce_axes, bodies)
     return list(op.outputs) if len(bodies) > 1 else op.output(0)
+
+
+def _check_ragged_bounds(r_axes: tuple, name: str) -> None:
+    """A reduce axis's bounds may read tensors and the output's axes (a ragged axis), not
+    another reduce axis: the bounds are loaded once per output point."""
+    for iv in r_axes:
+        for part in (iv.dom.min, iv.dom.extent):
+            for v in collect_vars(part):
+                if is_reduce_var(v):
+                    raise TEError(f"compute '{name}': the bounds of the reduce axis '{iv.var.name}' use the reduce "
+                                  f"axis '{v.name}'; bounds may use the output's axes and tensor loads "
+                                  f"(row_ptr[i], row_ptr[i + 1]), not another reduction axis")
 
 
 def _to_expr(b, name):

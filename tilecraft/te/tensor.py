@@ -204,7 +204,8 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list:
-        """Tensors read by the body, in first-use order."""
+        """Tensors read by the body and by the bounds of ragged reduce axes (``row_ptr`` in
+        ``te.reduce_axis((row_ptr[i], row_ptr[i + 1]))``), in first-use order, bounds first."""
         if self._inputs is None:
             seen, out = set(), []
 
@@ -212,6 +213,9 @@ class ComputeOp(Operation):
                 if isinstance(n, TensorLoad) and id(n.tensor) not in seen:
                     seen.add(id(n.tensor))
                     out.append(n.tensor)
+            for r in self.reduce_axis:
+                post_order_visit(r.dom.min, f)
+                post_order_visit(r.dom.extent, f)
             for b in self.body:
                 post_order_visit(b, f)
             self._inputs = out
@@ -219,6 +223,21 @@ class ComputeOp(Operation):
 
     def __repr__(self):
         return f"ComputeOp({self.name})"
+
+
+def is_ragged_axis(op, iv) -> bool:
+    """Whether the reduce axis ``iv`` of ``op`` is *ragged*: its bounds read tensors or the op's
+    own axes, as in ``te.reduce_axis((row_ptr[i], row_ptr[i + 1]))``, so its range changes with
+    the output point (``docs/ragged.md``)."""
+    data = {a.var for a in op.axis}
+    found = []
+
+    def f(n):
+        if isinstance(n, TensorLoad) or (isinstance(n, Var) and n in data):
+            found.append(1)
+    post_order_visit(iv.dom.min, f)
+    post_order_visit(iv.dom.extent, f)
+    return bool(found)
 
 
 def post_dfs_order(ops) -> list:

@@ -1,6 +1,6 @@
 """TVM's ``tir`` names that TE scripts use: ``tvm.tir.const``, ``tvm.tir.indexmod``, ``tvm.tir.Select``,
 and what a tensor intrinsic's lowering is written with: ``decl_buffer`` (with ``access_ptr``,
-``vload``, ``vstore``), ``ir_builder.create()``, ``call_extern``, ``call_llvm_intrin`` ...
+``vload``, ``vstore``), ``ir_builder.create()``, ``call_extern``, ``call_llvm_intrin``, ``reinterpret`` ...
 
 >>> Bb = tvm.tir.decl_buffer((16, 64), "float32", name="B", offset_factor=1, strides=[te.var("s1"), 1])
 >>> tvm.tir.call_extern("int32", "gemv_update", Bb.access_ptr("r"), Bb.strides[0])
@@ -11,7 +11,7 @@ from ..ir.stmt import (For, ForKind, BufferStore, Allocate, SeqStmt, IfThenElse,
                        AttrStmt, PrimFunc, Buffer, Stmt, decl_buffer)
 from ..ir.stmt import seq as stmt_seq         # TVM's tir.stmt_seq(*stmts)
 from ..ir.builtin import (call_extern, call_pure_extern, call_intrin, call_llvm_intrin,
-                          call_llvm_pure_intrin)
+                          call_llvm_pure_intrin, reinterpret)
 from ..te.intrin import (const, floordiv, floormod, truncdiv, truncmod, indexdiv, indexmod, exp, log,
                          sqrt, rsqrt, tanh, sigmoid, erf, power, floor, ceil, round, abs, if_then_else,
                          all, any, max_value, min_value, trunc)

@@ -1,6 +1,10 @@
 """Ready operators and tuning templates: ``matmul``, ``batch_matmul``, ``conv2d``, ``softmax``,
-``layer_norm``, ``pooling`` (``global_pool``) (each registers its ``llvm`` template with
-``tilecraft.autotune``; ``matmul`` and ``conv2d_cuda`` register ``cuda`` ones)."""
-from . import batch_matmul, conv2d, conv2d_cuda, layer_norm, matmul, pooling, softmax
+``layer_norm``, ``pooling`` (``global_pool``), ``sparse`` (CSR SpMV/SpMM, SDDMM, segment sums,
+embedding bags) (each registers its ``llvm`` template with ``tilecraft.autotune``; ``matmul``,
+``conv2d_cuda`` and ``sparse_cuda`` register ``cuda`` ones); ``nn`` and ``transform``: the computes the
+graph level (``tilecraft.relay``) fuses, with TVM's ``topi.nn.*`` / ``topi.*`` names."""
+from . import (batch_matmul, conv2d, conv2d_cuda, layer_norm, matmul, nn, pooling, softmax, sparse, sparse_cuda,
+               transform)
 
-__all__ = ["matmul", "batch_matmul", "conv2d", "conv2d_cuda", "softmax", "layer_norm", "pooling"]
+__all__ = ["matmul", "batch_matmul", "conv2d", "conv2d_cuda", "softmax", "layer_norm", "pooling", "sparse",
+           "sparse_cuda", "nn", "transform"]

@@ -91,10 +91,28 @@ def conv2d_nchw(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stri
                 dtype: str = "float32"):
     """conv2d NCHW in, NCHW out, computed in the NCHW[x]c layout (see the module docstring)."""
     cfg = autotune.get_config()
-    lanes, nregs = vector_registers()
-    OH = (H + 2 * padding - KH) // stride + 1
-    OW = (W + 2 * padding - KW) // stride + 1
+    ic_bn, oc_bn, reg_n, unroll_kw, ic_outer = conv2d_nchwc_config(cfg, N, CI, H, W, CO, KH, KW, stride, padding)
+    data = te.placeholder((N, CI, H, W), name="data", dtype=dtype)
+    kernel = te.placeholder((CO, CI, KH, KW), name="kernel", dtype=dtype)
+    out, (data_vec, kernel_vec, conv) = conv2d_nchwc_compute(data, kernel, stride, padding, ic_bn, oc_bn)
+    s = te.create_schedule(out.op)
+    schedule_conv2d_nchwc(s, data_vec, kernel_vec, conv, out, reg_n, unroll_kw, ic_outer)
+    return s, [data, kernel, out]
 
+
+def conv2d_nchwc_config(cfg, N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int,
+                        padding: int) -> tuple:
+    """Define the template's knobs on ``cfg`` and return the parameters it chooses,
+    ``(ic_bn, oc_bn, reg_n, unroll_kw, ic_outer)`` (the fallback's without a tuned config). The
+    graph level (``relay``) calls it with the config of the same workload, so a tuned
+    configuration schedules a fused convolution as it scheduled the template.
+
+    >>> conv2d_nchwc_config(autotune.FallbackConfigEntity(), 1, 64, 56, 56, 64, 3, 3, 1, 1)  # doctest: +SKIP
+    (16, 32, 7, True, True)
+    """
+    lanes, nregs = vector_registers()
+    OW = (W + 2 * padding - KW) // stride + 1
+    OH = (H + 2 * padding - KH) // stride + 1
     cfg.define_split("tile_ic", CI, num_outputs=2, policy="candidate",
                      candidate=[[-1, d] for d in _ic_blocks(CI)])
     cfg.define_split("tile_oc", CO, num_outputs=2, policy="candidate",
@@ -109,20 +127,12 @@ def conv2d_nchw(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stri
     cfg.add_flop(2.0 * N * CO * OH * OW * CI * KH * KW)
 
     if cfg.is_fallback:
-        ic_bn, oc_bn, reg_n, unroll_kw, ic_outer = _fallback_config(CI, CO, OW, lanes, nregs)
-    else:
-        ic_bn, oc_bn = cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1]
-        reg_n, unroll_kw, ic_outer = cfg["tile_ow"].size[-1], cfg["unroll_kw"].val, cfg["ic_outer"].val
-
-    data = te.placeholder((N, CI, H, W), name="data", dtype=dtype)
-    kernel = te.placeholder((CO, CI, KH, KW), name="kernel", dtype=dtype)
-    out, (data_vec, kernel_vec, conv) = _conv2d_nchwc(data, kernel, stride, padding, ic_bn, oc_bn)
-    s = te.create_schedule(out.op)
-    _schedule_nchwc(s, data_vec, kernel_vec, conv, out, reg_n, unroll_kw, ic_outer)
-    return s, [data, kernel, out]
+        return _fallback_config(CI, CO, OW, lanes, nregs)
+    return (cfg["tile_ic"].size[-1], cfg["tile_oc"].size[-1], cfg["tile_ow"].size[-1], cfg["unroll_kw"].val,
+            cfg["ic_outer"].val)
 
 
-def _conv2d_nchwc(data, kernel, stride, padding, ic_bn, oc_bn):
+def conv2d_nchwc_compute(data, kernel, stride, padding, ic_bn, oc_bn):
     """The NCHW output of ``data ⊛ kernel`` and the stages it is computed through: packed data,
     packed kernel (zero filters pad CO up to a multiple of ``oc_bn``), the NCHW[x]c convolution."""
     N, CI, H, W = (int(getattr(d, "value", d)) for d in data.shape)
@@ -164,7 +174,10 @@ def _conv2d_nchwc(data, kernel, stride, padding, ic_bn, oc_bn):
     return out, (data_vec, kernel_vec, conv)
 
 
-def _schedule_nchwc(s, data_vec, kernel_vec, conv, out, reg_n, unroll_kw, ic_outer):
+def schedule_conv2d_nchwc(s, data_vec, kernel_vec, conv, out, reg_n, unroll_kw, ic_outer):
+    """Schedule the stages of :func:`conv2d_nchwc_compute`. ``out`` is the NCHW output, or an
+    element-wise epilogue of it of the same shape (bias, ReLU, ...) into which the unpacking was
+    inlined: the graph level fuses those into the convolution."""
     oc_bn = int(getattr(conv.shape[-1], "value", conv.shape[-1]))
     # with zero filters padding CO, the last block's lanes are guarded: left scalar
     whole_blocks = int(getattr(out.shape[1], "value", out.shape[1])) % oc_bn == 0

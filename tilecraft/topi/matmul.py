@@ -23,6 +23,23 @@ from tilecraft import te
 def matmul(M: int, N: int, K: int, dtype: str = "float32"):
     """C[M, N] = A[M, K] @ B[K, N] on the CPU: packed B panels, register tile, k split, parallel blocks."""
     cfg = autotune.get_config()
+    matmul_config(cfg, M, N, K)
+    bn = cfg["tile_x"].size[-1]
+    if cfg.is_fallback:
+        bn = 16 if N % 16 == 0 else 1
+    A = te.placeholder((M, K), name="A", dtype=dtype)
+    B = te.placeholder((K, N), name="B", dtype=dtype)
+    C, packed = matmul_compute(A, B, bn)
+    s = te.create_schedule(C.op)
+    if cfg.is_fallback:
+        return s, [A, B, C]
+    schedule_matmul(cfg, s, C, packed, C)
+    return s, [A, B, C]
+
+
+def matmul_config(cfg, M: int, N: int, K: int) -> None:
+    """Define the template's knobs on ``cfg`` (the graph level defines them on the config of the
+    same workload to schedule a fused dense layer as the template schedules a matmul)."""
     # register tile: at most 8 rows of 1-4 vectors of 16 lanes (all that fits in 32 registers)
     cfg.define_split("tile_y", M, num_outputs=3, filter=lambda e: e.size[-1] <= 8)
     cfg.define_split("tile_x", N, num_outputs=3,
@@ -32,27 +49,40 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32"):
     cfg.define_knob("unroll_k", [1, 4, 8])
     cfg.add_flop(2.0 * M * N * K)
 
-    bn = cfg["tile_x"].size[-1]
-    if cfg.is_fallback:
-        bn = 16 if N % 16 == 0 else 1
-    A = te.placeholder((M, K), name="A", dtype=dtype)
-    B = te.placeholder((K, N), name="B", dtype=dtype)
-    packed = te.compute((N // bn, K, bn), lambda xo, k, xi: B[k, xo * bn + xi], name="packedB")
+
+def matmul_compute(A, B, bn: int, transpose_b: bool = False):
+    """``C = A @ B`` (``A @ B.T`` with ``transpose_b``, B then ``[N, K]`` as a dense layer's
+    weight) through B packed into panels ``[N / bn, K, bn]``; returns ``(C, packed)``.
+
+    >>> C, packed = matmul_compute(A, B, 16)      # doctest: +SKIP
+    """
+    M, K = (int(getattr(d, "value", d)) for d in A.shape)
+    N = int(getattr(B.shape[0 if transpose_b else 1], "value", B.shape[0 if transpose_b else 1]))
+    if transpose_b:
+        packed = te.compute((N // bn, K, bn), lambda xo, k, xi: B[xo * bn + xi, k], name="packedB")
+    else:
+        packed = te.compute((N // bn, K, bn), lambda xo, k, xi: B[k, xo * bn + xi], name="packedB")
     k = te.reduce_axis((0, K), name="k")
     C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * packed[j // bn, k, j % bn], axis=k), name="C")
-    s = te.create_schedule(C.op)
-    if cfg.is_fallback:
-        return s, [A, B, C]
+    return C, packed
 
-    CC = s.cache_write(C, "global")
-    y, x = s[C].op.axis
-    yo, ym, yi = cfg["tile_y"].apply(s, C, y)
-    xo, xm, xi = cfg["tile_x"].apply(s, C, x)
-    s[C].reorder(yo, xo, ym, xm, yi, xi)
-    s[C].vectorize(xi)
-    fused = s[C].fuse(yo, xo)
-    s[C].parallel(fused)
-    s[CC].compute_at(s[C], xm)
+
+def schedule_matmul(cfg, s, C, packed, out) -> None:
+    """Schedule :func:`matmul_compute`'s stages with ``cfg``'s knobs. ``out`` is ``C``, or an
+    element-wise epilogue of it of the same shape (bias, activation) whose intermediate stages
+    are inlined: the epilogue is then tiled and ``C`` accumulates inside its tiles."""
+    if out is C:
+        CC = s.cache_write(C, "global")
+    else:
+        CC = C
+    y, x = s[out].op.axis
+    yo, ym, yi = cfg["tile_y"].apply(s, out, y)
+    xo, xm, xi = cfg["tile_x"].apply(s, out, x)
+    s[out].reorder(yo, xo, ym, xm, yi, xi)
+    s[out].vectorize(xi)
+    fused = s[out].fuse(yo, xo)
+    s[out].parallel(fused)
+    s[CC].compute_at(s[out], xm)
 
     yc, xc = s[CC].op.axis
     (kc,) = s[CC].op.reduce_axis
@@ -70,7 +100,6 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32"):
     xo_p, k_p, xi_p = s[packed].op.axis
     s[packed].vectorize(xi_p)
     s[packed].parallel(xo_p)
-    return s, [A, B, C]
 
 
 def _cuda_tiles_ok(M, N, K, bm, bn, vy, vx, ty, tx, kt, double_buffer=True) -> bool:

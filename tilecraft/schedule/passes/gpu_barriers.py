@@ -17,7 +17,7 @@ the thread-bound loops of a schedule guarantee).
 """
 from __future__ import annotations
 
-from ...ir.expr import BufferLoad, Call, Var
+from ...ir.expr import AccessPtr, BufferLoad, Call, Var
 from ...ir.functor import post_order_visit
 from ...ir.stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt,
                         SeqStmt, seq)
@@ -34,7 +34,9 @@ def barrier():
 
 
 def _accesses(node):
-    """(shared buffers read, shared buffers written, contains a block-wide sync)."""
+    """(shared buffers read, shared buffers written, contains a block-wide sync). A pointer
+    into shared memory (``access_ptr``, what a tensor intrinsic's call reads or writes through)
+    counts as the access its mask says."""
     reads, writes, sync = set(), set(), [False]
 
     def f(n):
@@ -42,6 +44,11 @@ def _accesses(node):
             reads.add(n.buffer)
         elif isinstance(n, BufferStore) and n.buffer.scope == "shared":
             writes.add(n.buffer)
+        elif isinstance(n, AccessPtr) and n.buffer.scope == "shared":
+            if n.access_mask & 1:
+                reads.add(n.buffer)
+            if n.access_mask & 2:
+                writes.add(n.buffer)
         elif isinstance(n, Call) and (n.name == SYNC or n.name.startswith(ALLREDUCE_PREFIX)):
             sync[0] = True
     post_order_visit(node, f)

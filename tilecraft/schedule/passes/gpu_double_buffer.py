@@ -18,10 +18,19 @@ after it, so their latency hides behind the arithmetic, and one barrier per iter
 the stores two iterations later). The loop is marked ``tc_pipelined``; ``insert_barriers`` leaves
 its inside alone. Any other shape falls back to alternating copies (iteration ``k`` fills and reads
 copy ``k % 2``; ``insert_barriers`` then knows that no barrier is needed before the next fetch).
+
+A buffer of ``pipeline(n)`` (``KernelInfo.async_stages``) gets ``n`` copies instead, and where
+every fetch of its loop is whole 4/8/16-byte vector copies of a global buffer (aligned: provable
+multiples of the vector), the loop becomes an ``n``-stage ``cp.async`` pipeline (``Stage.pipeline``'s
+docstring has the loop): the prologue issues ``n - 1`` tiles, one commit group each; each
+iteration waits until at most ``n - 2`` groups are in flight, synchronises the block once, issues
+the tile ``n - 1`` ahead into the slot read last iteration, commits (an empty group past the
+end), and computes on slot ``(k - min) % n``; one barrier follows the loop. Other fetches
+alternate among the ``n`` copies with ordinary loads and stores.
 """
 from __future__ import annotations
 
-from ...ir.expr import BufferLoad, Const, Ramp, const
+from ...ir.expr import AccessPtr, BufferLoad, BufferRegion, Const, Ramp, const
 from ...ir.functor import IRMutator, post_order_visit, substitute
 from ...ir.simplify import simplify
 from ...ir.stmt import (Allocate, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt,
@@ -46,6 +55,18 @@ class _Alternate(IRMutator):
         hit = self.remap.get(s.buffer)
         return s if hit is None else BufferStore(hit[0], s.value, (offset_index(s.indices[0], hit[1]),))
 
+    def visit_AccessPtr(self, e):            # a tensor intrinsic's pointer into the tile
+        e = super().visit_AccessPtr(e)
+        hit = self.remap.get(e.buffer)
+        return e if hit is None else AccessPtr(hit[0], e.offset + hit[1], e.extent, e.access_mask)
+
+    def visit_BufferRegion(self, e):         # its tile: one more leading dimension, the copy
+        e = super().visit_BufferRegion(e)
+        hit = self.remap.get(e.buffer)
+        if hit is None:
+            return e
+        return BufferRegion(hit[0], (hit[1],) + e.begin, (const(1),) + e.extent, (const(1),) + e.strides)
+
 
 def _shared_access(node):
     reads, writes = set(), set()
@@ -55,6 +76,11 @@ def _shared_access(node):
             reads.add(n.buffer)
         elif isinstance(n, BufferStore) and n.buffer.scope == "shared":
             writes.add(n.buffer)
+        elif isinstance(n, AccessPtr) and n.buffer.scope == "shared":
+            if n.access_mask & 1:
+                reads.add(n.buffer)
+            if n.access_mask & 2:
+                writes.add(n.buffer)
     post_order_visit(node, f)
     return reads, writes
 
@@ -95,6 +121,57 @@ def _split_fetch(stmt, reg_name: str):
     return reg, wrap(load), wrap(store)
 
 
+def _async_fetch(stmt):
+    """A fetch ``loops(if c: B[ramp] = A[ramp])`` of whole 4-, 8- or 16-byte vectors from global
+    memory → ``loops(if c: tc_cp_async(B + base, A + base, bytes))``, or None if it is not
+    of that shape."""
+    from ...ir import dtype as dt
+    from ...ir.builtin import ASYNC_COPY_BYTES
+    from ...ir.expr import Call
+    from .gpu_vector_index import canonicalize_vector_indices, known_multiple
+    loops = []
+    s = canonicalize_vector_indices(stmt)
+    while isinstance(s, For):
+        loops.append(s)
+        s = s.body
+    cond = None
+    if isinstance(s, IfThenElse) and s.else_case is None:
+        cond, s = s.condition, s.then_case
+    if not isinstance(s, BufferStore) or not isinstance(s.value, BufferLoad):
+        return None
+    src, dst = s.value, s
+    if src.buffer.scope != "global" or src.buffer.dtype != dst.buffer.dtype:
+        return None
+    lanes = dt.lanes(src.dtype)
+    nbytes = lanes * dt.bits(dst.buffer.dtype) // 8
+    if nbytes not in ASYNC_COPY_BYTES:
+        return None
+
+    def base(i):
+        if lanes == 1:
+            return i if dt.lanes(i.dtype) == 1 else None
+        if isinstance(i, Ramp) and isinstance(i.stride, Const) and i.stride.value == 1 and i.lanes == lanes \
+                and known_multiple(i.base) % lanes == 0:     # cp.async needs aligned addresses
+            return i.base
+        return None
+    b_src, b_dst = base(src.indices[0]), base(dst.indices[0])
+    if b_src is None or b_dst is None:
+        return None
+    inner = Evaluate(Call("tc_cp_async", (AccessPtr(dst.buffer, b_dst, const(lanes), 2),
+                                          AccessPtr(src.buffer, b_src, const(lanes), 1), const(nbytes)), "handle"))
+    if cond is not None:
+        inner = IfThenElse(cond, inner)
+    for lp in reversed(loops):
+        kind = ForKind.UNROLLED if lp.kind is ForKind.VECTORIZED else lp.kind
+        inner = For(lp.loop_var, lp.min, lp.extent, kind, inner, lp.thread_tag, lp.annotations)
+    return inner
+
+
+def _async_call(name, *args):
+    from ...ir.expr import Call
+    return Evaluate(Call(name, tuple(const(a) for a in args), "handle"))
+
+
 class _Pipeline(IRMutator):
     def __init__(self, info: KernelInfo, remap: dict, loops: dict):
         self.info, self.remap, self.loops = info, remap, loops      # loop var -> {buffers}
@@ -122,6 +199,11 @@ class _Pipeline(IRMutator):
         if w:                               # the compute writes shared memory: keep it simple
             return None
         k = loop.loop_var
+        rings = {self.remap[b][3] for b in bufs}           # 0: through registers, else cp.async stages
+        if rings != {0}:
+            if len(rings) != 1:
+                return None                  # buffers of one loop with different rings: alternate
+            return self.pipeline_async(loop, bufs, fetches, rest, rings.pop())
         stages = []
         for n, f in enumerate(fetches):
             got = _split_fetch(f, f"{_writes(f)}.stage{n}")
@@ -145,6 +227,34 @@ class _Pipeline(IRMutator):
         self.pipelined |= bufs
         return seq(prologue, new)
 
+    def pipeline_async(self, loop: For, bufs: set, fetches: list, rest, n: int):
+        """The loop as an ``n``-stage cp.async pipeline (``Stage.pipeline``'s docstring)."""
+        copies = []
+        for f in fetches:
+            c = _async_fetch(f)
+            if c is None:
+                return None
+            copies.append(c)
+        k, lo, ext = loop.loop_var, loop.min, loop.extent
+
+        def slot(x):
+            return _Alternate({b: (self.remap[b][0], ((x - lo) % n) * self.remap[b][2]) for b in bufs})
+        prologue = []
+        for j in range(n - 1):
+            fetch = seq(*[slot(lo + j).visit_stmt(substitute(c, {k: lo + j})) for c in copies])
+            more = simplify(const(j) < ext)
+            if not (isinstance(more, Const) and not more.value):
+                prologue.append(fetch if isinstance(more, Const) else IfThenElse(more, fetch))
+            prologue.append(_async_call("tc_cp_async_commit"))
+        ahead = k + (n - 1)
+        fetch = seq(*[slot(ahead).visit_stmt(substitute(c, {k: ahead})) for c in copies])
+        body = seq(_async_call("tc_cp_async_wait", n - 2), Evaluate(_sync()),
+                   IfThenElse(simplify(ahead < lo + ext), fetch), _async_call("tc_cp_async_commit"),
+                   slot(k).visit_stmt(rest))
+        new = For(k, lo, ext, loop.kind, body, loop.thread_tag, loop.annotations + ((PIPELINED, 1),))
+        self.pipelined |= bufs
+        return seq(*prologue, new, Evaluate(_sync()))
+
 
 def _writes(stmt) -> str:
     out = []
@@ -166,8 +276,10 @@ def double_buffer(stmt, info: KernelInfo):
     remap, loops = {}, {}
     for buf, loop_var in info.double_buffered.items():
         size = int(buf.shape[0].value)
-        nb = Buffer(buf.name, (Const(2 * size, "int32"),), buf.dtype, "shared")
-        remap[buf] = (nb, (loop_var % 2) * size, size)
+        ring = info.async_stages.get(buf, 0)
+        copies = ring or 2
+        nb = Buffer(buf.name, (Const(copies * size, "int32"),), buf.dtype, "shared")
+        remap[buf] = (nb, (loop_var % copies) * size, size, ring)
         loops.setdefault(loop_var, set()).add(buf)
     p = _Pipeline(info, remap, loops)
     stmt = p.visit_stmt(stmt)
@@ -175,4 +287,5 @@ def double_buffer(stmt, info: KernelInfo):
     stmt = _Alternate(rest).visit_stmt(stmt)
     info.shared = [remap[b][0] if b in remap else b for b in info.shared]
     info.double_buffered = {remap[b][0]: lv for b, lv in info.double_buffered.items() if b not in p.pipelined}
+    info.async_stages = {}
     return stmt

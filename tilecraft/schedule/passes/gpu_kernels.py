@@ -27,6 +27,19 @@ LAUNCH_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadI
 VIRTUAL_TAGS = ("vthread", "cthread")
 MAX_THREADS_PER_BLOCK = 1024
 MAX_STATIC_SHARED_BYTES = 48 * 1024
+MAX_SHARED_BYTES = 227 * 1024          # per block on sm_90 (H100/H200), as dynamic shared memory
+
+
+def dynamic_shared_layout(buffers) -> list:
+    """``[(buffer, byte offset)]`` of shared buffers laid out one after another in one dynamic
+    block, each 16-byte aligned (a kernel needing more than ``MAX_STATIC_SHARED_BYTES``); the
+    renderer declares them so and the launcher passes ``dynamic_shared_layout``'s end as the size."""
+    from ...ir import dtype as dt
+    out, off = [], 0
+    for b in buffers:
+        out.append((b, off))
+        off += -(-int(b.shape[0].value) * dt.nbytes(b.dtype) // 16) * 16
+    return out
 
 
 class GPULoweringError(ValueError):
@@ -43,6 +56,7 @@ class KernelInfo:
     shared: list = field(default_factory=list)       # hoisted __shared__ buffers
     params: list = field(default_factory=list)       # global Buffers and scalar Vars, in call order
     double_buffered: dict = field(default_factory=dict)   # Buffer -> loop Var it alternates with
+    async_stages: dict = field(default_factory=dict)      # Buffer -> copies of a cp.async pipeline (pipeline())
 
     @property
     def grid(self) -> tuple:

@@ -11,7 +11,7 @@ in order.
 """
 from __future__ import annotations
 
-from ...ir.expr import BufferLoad, Const, Var
+from ...ir.expr import AccessPtr, BufferLoad, Const, Var
 from ...ir.functor import post_order_visit
 from ...ir.printer import stmt_str
 from ...ir.simplify import simplify
@@ -88,7 +88,7 @@ def kernel_params(stmt, params, workspace, info: KernelInfo) -> list:
     used_bufs, used_vars, bound = set(), set(), set(info.index_vars.values())
 
     def f(n):
-        if isinstance(n, (BufferLoad, BufferStore)) and n.buffer.scope == "global":
+        if isinstance(n, (BufferLoad, BufferStore, AccessPtr)) and n.buffer.scope == "global":
             used_bufs.add(n.buffer)
         elif isinstance(n, Var) and n.dtype != "handle":
             used_vars.add(n)

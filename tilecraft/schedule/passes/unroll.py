@@ -1,5 +1,6 @@
 """Unrolling: ``pragma(ax, "auto_unroll_max_step", n)`` marks every serial loop inside ``ax``
-whose subtree has at most ``n`` iterations (constant extents) as unrolled, then every unrolled
+whose subtree has at most ``n`` iterations (constant extents) as unrolled (and, with
+``PassContext(config={"tir.UnrollLoop": {"auto_max_step": n}})``, every such loop anywhere), then every unrolled
 loop with a constant extent of at most ``EXPLICIT_UNROLL_LIMIT`` is replaced by copies of its body.
 
 Unrolling here rather than in LLVM matters: LLVM promotes a register tile's accumulators out of
@@ -15,8 +16,8 @@ from ...ir.stmt import For, ForKind
 
 
 class _AutoUnroll(IRMutator):
-    def __init__(self):
-        self.limit = None
+    def __init__(self, limit=None):
+        self.limit = limit
 
     def visit_For(self, s):
         saved = self.limit
@@ -77,4 +78,6 @@ class _ExplicitUnroll(IRMutator):
 
 
 def unroll_loops(body):
-    return _ExplicitUnroll().visit_stmt(_AutoUnroll().visit_stmt(body))
+    from ...transform import PassContext
+    limit = PassContext.current().get("tir.UnrollLoop").get("auto_max_step") or None
+    return _ExplicitUnroll().visit_stmt(_AutoUnroll(limit).visit_stmt(body))

@@ -1,0 +1,116 @@
+"""A BERT-base encoder layer (batch 1, sequence 128, hidden 768, 12 heads, FFN 3072, random
+weights, built here with onnx.helper): build time without tuning and time per inference against
+onnxruntime, measured in this run with the same thread count. Not a test.
+
+    python3 bench/relay_bert.py [--threads 2] [--seq 128] [--repeat 5]
+"""
+import argparse
+import os
+import time
+import warnings
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+
+def encoder_layer(rng, S, H=768, heads=12, F=3072):
+    d = H // heads
+    nodes, inits = [], []
+
+    def w(name, *shape, scale=0.02):
+        inits.append(numpy_helper.from_array((rng.standard_normal(shape) * scale).astype("float32"), name))
+        return name
+
+    def const(name, values):
+        inits.append(numpy_helper.from_array(np.asarray(values, "int64"), name))
+        return name
+
+    def node(op, ins, out, **attrs):
+        nodes.append(helper.make_node(op, ins, [out], **attrs))
+        return out
+
+    const("heads_shape", [1, S, heads, d])
+    const("merge_shape", [1, S, H])
+    proj = {}
+    for p in "qkv":
+        t = node("MatMul", ["x", w(f"w{p}", H, H)], f"{p}0")
+        t = node("Add", [t, w(f"b{p}", H)], f"{p}1")
+        t = node("Reshape", [t, "heads_shape"], f"{p}2")
+        proj[p] = node("Transpose", [t], f"{p}3", perm=[0, 2, 3, 1] if p == "k" else [0, 2, 1, 3])
+    s = node("MatMul", [proj["q"], proj["k"]], "scores")
+    inits.append(numpy_helper.from_array(np.float32(1 / np.sqrt(d)), "scale"))
+    s = node("Mul", [s, "scale"], "scaled")
+    p = node("Softmax", [s], "probs", axis=-1)
+    c = node("MatMul", [p, proj["v"]], "ctx")
+    c = node("Transpose", [c], "ctx_t", perm=[0, 2, 1, 3])
+    c = node("Reshape", [c, "merge_shape"], "ctx_m")
+    o = node("Add", [node("MatMul", [c, w("wo", H, H)], "o0"), w("bo", H)], "o1")
+    r = node("Add", [o, "x"], "res1")
+    ln1 = node("LayerNormalization", [r, w("g1", H, scale=1.0), w("be1", H)], "ln1", epsilon=1e-5)
+    h = node("Add", [node("MatMul", [ln1, w("w1", H, F)], "h0"), w("b1", F)], "h1")
+    h = node("Gelu", [h], "h2")
+    h = node("Add", [node("MatMul", [h, w("w2", F, H)], "f0"), w("b2", H)], "f1")
+    r2 = node("Add", [h, ln1], "res2")
+    node("LayerNormalization", [r2, w("g2", H, scale=1.0), w("be2", H)], "y", epsilon=1e-5)
+    graph = helper.make_graph(nodes, "bert_layer", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, S, H])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, S, H])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    import onnxruntime as ort
+
+    import tilecraft as tc
+    from tilecraft import relay
+    from tilecraft.contrib import graph_executor
+    tc.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    model = encoder_layer(rng, args.seq)
+    x = rng.standard_normal((1, args.seq, 768)).astype("float32")
+    warnings.filterwarnings("ignore", message="no tuned configuration")
+    t0 = time.perf_counter()
+    mod, params = relay.frontend.from_onnx(model)
+    with tc.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm", params=params)
+    m = graph_executor.GraphModule(lib["default"](tc.cpu(0)))
+    m.set_input("x", x)
+    m.run()
+    t1 = time.perf_counter()
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"x": x})[0]
+    err = np.abs(m.get_output(0).numpy() - ref).max()
+    ours, theirs = [], []
+    for _ in range(args.repeat):
+        ours.append(m.benchmark(tc.cpu(0), repeat=1, number=2).mean)
+        t = time.perf_counter()
+        for _ in range(2):
+            sess.run(None, {"x": x})
+        theirs.append((time.perf_counter() - t) / 2)
+    a, b = np.median(ours), np.median(theirs)
+    kernels = [n["func"] for n in lib.graph["nodes"] if n["op"] == "kernel"]
+    print(f"BERT-base encoder layer, seq {args.seq}, {args.threads} threads, load {os.getloadavg()[0]:.1f}: "
+          f"import + optimise + build + first run {t1 - t0:.1f} s ({len(kernels)} kernels); max |difference| "
+          f"to onnxruntime {err:.1e}")
+    print(f"time per inference (median of {args.repeat}): tilecraft untuned {a * 1e3:.1f} ms, onnxruntime "
+          f"{b * 1e3:.1f} ms: {b / a:.2f}x onnxruntime")
+    for _ in range(1):
+        ex = m.module
+        times = []
+        for (func, raw), node in zip(ex._steps, [n for n in lib.graph["nodes"] if n["op"] == "kernel"]):
+            t = time.perf_counter()
+            func._cfunc(*raw)
+            times.append((time.perf_counter() - t, node["func"]))
+        for t, name in sorted(times, reverse=True)[:6]:
+            print(f"  {t * 1e3:8.2f} ms  {name}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""ResNet-18 (batch 1, 224×224, random weights, built here with onnx.helper): import + optimise +
+build time without tuning, and the time per inference against onnxruntime, both measured in
+this run with the same thread count. Not a test; figures in docs/relay.md.
+
+    python3 bench/relay_resnet18.py [--threads 2] [--repeat 5]
+"""
+import argparse
+import os
+import time
+import warnings
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+
+def resnet18(rng):
+    nodes, inits = [], []
+    counter = [0]
+
+    def name(p):
+        counter[0] += 1
+        return f"{p}{counter[0]}"
+
+    def conv_bn(x, cin, cout, k, stride, pad, relu=True):
+        w, c, b = name("w"), name("conv"), name("bn")
+        inits.append(numpy_helper.from_array(
+            (rng.standard_normal((cout, cin, k, k)) * np.sqrt(2 / (cin * k * k))).astype("float32"), w))
+        stats = [name(s) for s in ("g", "be", "mu", "var")]
+        for s, v in zip(stats, (rng.uniform(0.5, 1.5, cout), rng.uniform(-0.1, 0.1, cout),
+                                rng.uniform(-0.1, 0.1, cout), rng.uniform(0.5, 1.5, cout))):
+            inits.append(numpy_helper.from_array(v.astype("float32"), s))
+        nodes.append(helper.make_node("Conv", [x, w], [c], kernel_shape=[k, k], strides=[stride, stride],
+                                      pads=[pad] * 4))
+        nodes.append(helper.make_node("BatchNormalization", [c] + stats, [b]))
+        if not relu:
+            return b
+        r = name("relu")
+        nodes.append(helper.make_node("Relu", [b], [r]))
+        return r
+
+    x = conv_bn("data", 3, 64, 7, 2, 3)
+    p = name("pool")
+    nodes.append(helper.make_node("MaxPool", [x], [p], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    x, cin = p, 64
+    for cout, stride in ((64, 1), (64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1)):
+        y = conv_bn(x, cin, cout, 3, stride, 1)
+        y = conv_bn(y, cout, cout, 3, 1, 1, relu=False)
+        short = conv_bn(x, cin, cout, 1, stride, 0, relu=False) if (stride != 1 or cin != cout) else x
+        a, r = name("add"), name("relu")
+        nodes += [helper.make_node("Add", [y, short], [a]), helper.make_node("Relu", [a], [r])]
+        x, cin = r, cout
+    nodes += [helper.make_node("GlobalAveragePool", [x], ["gap"]), helper.make_node("Flatten", ["gap"], ["flat"]),
+              helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["logits"], transB=1)]
+    inits += [numpy_helper.from_array((rng.standard_normal((1000, 512)) * 0.04).astype("float32"), "fc_w"),
+              numpy_helper.from_array(np.zeros(1000, "float32"), "fc_b")]
+    graph = helper.make_graph(nodes, "resnet18",
+                              [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 224, 224])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1000])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    os.environ.setdefault("TILECRAFT_NUM_THREADS", str(args.threads))
+    import onnxruntime as ort
+
+    import tilecraft as tc
+    from tilecraft import relay
+    from tilecraft.contrib import graph_executor
+    tc.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    model = resnet18(rng)
+    x = rng.uniform(-1, 1, (1, 3, 224, 224)).astype("float32")
+    warnings.filterwarnings("ignore", message="no tuned configuration")
+    t0 = time.perf_counter()
+    mod, params = relay.frontend.from_onnx(model, shape={"data": x.shape})
+    t1 = time.perf_counter()
+    with tc.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm", params=params)
+    m = graph_executor.GraphModule(lib["default"](tc.cpu(0)))
+    m.set_input("data", x)
+    m.run()                                # machine code is generated on the first run
+    t2 = time.perf_counter()
+    kernels = sum(n["op"] == "kernel" for n in lib.graph["nodes"])
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = args.threads
+    so.inter_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    ref = sess.run(None, {"data": x})[0]
+    out = m.get_output(0).numpy()
+    err = np.abs(out - ref).max() / np.abs(ref).max()
+    ours, theirs = [], []
+    for _ in range(args.repeat):         # in turns, so both see the same machine load
+        ours.append(m.benchmark(tc.cpu(0), repeat=1, number=3).mean)
+        t = time.perf_counter()
+        for _ in range(3):
+            sess.run(None, {"data": x})
+        theirs.append((time.perf_counter() - t) / 3)
+    a, b = np.median(ours), np.median(theirs)
+    print(f"ResNet-18 batch 1 fp32, {args.threads} threads, load {os.getloadavg()[0]:.1f}: import {t1 - t0:.1f} s, "
+          f"optimise + build + first run {t2 - t1:.1f} s ({kernels} kernels); max relative difference to "
+          f"onnxruntime {err:.1e}")
+    print(f"time per inference (median of {args.repeat}): tilecraft untuned {a * 1e3:.1f} ms, onnxruntime "
+          f"{b * 1e3:.1f} ms: {b / a:.2f}x onnxruntime")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""CSR SpMV and SpMM on the GPU: tilecraft's ragged-loop schedules (``topi/sparse_cuda.py``: warp
+per row, row merging with 2-16 threads per row, thread per row) beside cuSPARSE through
+``torch.sparse`` (CSR ``torch.mv`` / ``torch.mm``), in the same process, CUDA-event medians, with
+SpMV's achieved bandwidth as a share of the measured device copy bandwidth.
+
+    python3 bench/sparse_cuda.py                       # 1M-row matrices, SpMM widths 32 and 128
+    python3 bench/sparse_cuda.py --scale 0.1 --widths 64
+
+Matrices (``make_matrix``): uniform (1M x 1M, 32 per row), power-law (1M x 1M, mean 32 per row,
+rows up to ~1M long), banded (4M x 4M, 15 per row); ``--scale`` multiplies the rows. GB/s counts
+the bytes an ideal SpMV moves (row_ptr, col_idx, val, x read once, y written once). Each line
+ends ``RESULT``-tagged with the best tilecraft config against cuSPARSE (target: >= 0.9x).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from cuda_common import device_line, tc_time, torch_time  # noqa: E402
+
+SPMV_CONFIGS = [(32, 4), (32, 8), (16, 8), (8, 16), (4, 32), (2, 64), (1, 128), (1, 256)]   # (threads per row, rows per block)
+SPMM_CONFIGS = [(4, 32), (8, 32), (2, 64), (4, 64), (1, 128)]                                # (rows per block, threads_x)
+
+
+def copy_bandwidth(nbytes: int, repeat: int) -> float:
+    import torch
+    src = torch.ones(max(1, nbytes // 4), device="cuda")
+    dst = torch.empty_like(src)
+    return 2 * src.numel() * 4 / torch_time(lambda: dst.copy_(src), repeat=repeat) / 1e9
+
+
+def matrix(kind: str, scale: float):
+    from tilecraft.topi.sparse import make_matrix
+    if kind == "uniform":
+        n = int(1_000_000 * scale)
+        return make_matrix(n, n, 32, "uniform", seed=1), n
+    if kind == "powerlaw":
+        n = int(1_000_000 * scale)
+        return make_matrix(n, n, 32, "powerlaw", seed=2), n
+    n = int(4_000_000 * scale)
+    return make_matrix(n, n, 15, "banded", seed=3), n
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--widths", type=int, nargs="+", default=[32, 128])
+    p.add_argument("--matrices", nargs="+", default=["uniform", "powerlaw", "banded"])
+    p.add_argument("--repeat", type=int, default=9)
+    a = p.parse_args(argv)
+    import numpy as np
+    import torch
+
+    import tilecraft
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_cuda
+
+    def build_spmv(tpr, rpb):
+        args = sparse.csr_spmv()
+        s = sparse_cuda.schedule_spmv_cuda(te.create_schedule(args[-1].op), args[-1], tpr, rpb)
+        return tilecraft.build(s, list(args), target="cuda")
+
+    def build_spmm(rpb, tx, width):
+        args = sparse.csr_spmm(width=width)
+        s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx)
+        return tilecraft.build(s, list(args), target="cuda")
+
+    print(f"CSR sparse fp32 on {device_line()}; scale {a.scale}; median of {a.repeat}")
+    spmv = {c: build_spmv(*c) for c in SPMV_CONFIGS}
+    for kind in a.matrices:
+        (row_ptr, col_idx, val), n = matrix(kind, a.scale)
+        nnz = len(val)
+        lengths = np.diff(row_ptr)
+        print(f"\n== {kind}: {n} x {n}, {nnz} nonzeros ({nnz / n:.1f} per row, longest {int(lengths.max())}, "
+              f"{int((lengths == 0).sum())} empty rows)")
+        rp, ci, v = (torch.from_numpy(t).cuda() for t in (row_ptr, col_idx, val))
+        tA = torch.sparse_csr_tensor(rp.long(), ci.long(), v, size=(n, n))
+        x = torch.rand(n, device="cuda") * 2 - 1
+        y = torch.full((n,), float("nan"), device="cuda")
+        ideal = 4 * (len(row_ptr) + 2 * nnz + 2 * n)
+        copy = copy_bandwidth(ideal, a.repeat)
+        want = torch.mv(tA, x)
+        t_ref = torch_time(lambda: torch.mv(tA, x), repeat=a.repeat)
+        print(f"SpMV: copy {copy:.0f} GB/s; cuSPARSE (torch.mv) {t_ref * 1e6:.1f} us, "
+              f"{ideal / t_ref / 1e9:.0f} GB/s ({ideal / t_ref / 1e9 / copy:.0%} of copy)")
+        best = None
+        for (tpr, rpb), f in spmv.items():
+            y.fill_(float("nan"))
+            f(rp, ci, v, x, y)
+            err = float((y - want).abs().max() / want.abs().max().clamp_min(1e-30))
+            t = tc_time(f, (rp, ci, v, x, y), repeat=a.repeat)
+            gbs = ideal / t / 1e9
+            print(f"  tilecraft {tpr:2d} threads/row x {rpb:3d} rows/block: {t * 1e6:9.1f} us {gbs:6.0f} GB/s "
+                  f"({gbs / copy:4.0%} of copy) {t_ref / t:5.2f}x cuSPARSE, max rel.err {err:.1e}")
+            if best is None or t < best[1]:
+                best = ((tpr, rpb), t)
+        print(f"RESULT SpMV {kind}: best {best[0][0]} threads/row x {best[0][1]} rows/block "
+              f"{ideal / best[1] / 1e9:.0f} GB/s = {ideal / best[1] / 1e9 / copy:.0%} of copy, "
+              f"{t_ref / best[1]:.2f}x cuSPARSE (target >= 0.9x)")
+        for width in a.widths:
+            if nnz * width * 4 > 16e9:
+                print(f"SpMM width {width}: skipped (too large)")
+                continue
+            X = torch.rand(n, width, device="cuda") * 2 - 1
+            Y = torch.full((n, width), float("nan"), device="cuda")
+            want = torch.mm(tA, X)
+            t_ref = torch_time(lambda: torch.mm(tA, X), repeat=a.repeat, number=5)
+            best = None
+            for rpb, tx in SPMM_CONFIGS:
+                if tx > max(width, 8):
+                    continue
+                f = build_spmm(rpb, tx, width)
+                Y.fill_(float("nan"))
+                f(rp, ci, v, X, Y)
+                err = float((Y - want).abs().max() / want.abs().max().clamp_min(1e-30))
+                t = tc_time(f, (rp, ci, v, X, Y), repeat=a.repeat, number=5)
+                print(f"  SpMM width {width}: tilecraft {rpb} rows/block x {tx} columns: {t * 1e3:8.3f} ms "
+                      f"{t_ref / t:5.2f}x cuSPARSE ({t_ref * 1e3:.3f} ms), max rel.err {err:.1e}")
+                if best is None or t < best[1]:
+                    best = ((rpb, tx), t)
+            print(f"RESULT SpMM {kind} width {width}: best {best[0][0]} rows/block x {best[0][1]} columns "
+                  f"{2 * nnz * width / best[1] / 1e9:.0f} GFLOP/s, {t_ref / best[1]:.2f}x cuSPARSE (target >= 0.9x)")
+            del X, Y, want
+        del rp, ci, v, tA, x, y
+
+
+if __name__ == "__main__":
+    main()

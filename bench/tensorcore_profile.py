@@ -1,0 +1,41 @@
+"""Launch tensor-core GEMM variants once each, for a profiler (Nsight Compute) to read:
+
+    ncu --clock-control none -k main_kernel --section SpeedOfLight --section WarpStateStats \\
+        python bench/tensorcore_profile.py --size 4096 --variants mma_128x128_k64_nodb
+
+The variants are those of ``cuda_tensorcore.py``; each is built, run once, and checked against
+a float64 product (so a profile is of a kernel that computes the right thing).
+"""
+from __future__ import annotations
+
+import argparse
+
+from cuda_common import rel_err
+from cuda_tensorcore import VARIANTS, _make
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--size", type=int, default=4096)
+    p.add_argument("--variants", default="mma_128x128_k64_nodb")
+    a = p.parse_args(argv)
+    import torch
+    import tilecraft as tc
+    from tilecraft.topi.tensorcore import matmul_tensorcore
+    n = a.size
+    A = torch.randn(n, n, device="cuda").half()
+    B = torch.randn(n, n, device="cuda").half()
+    ref = A.double() @ B.double()
+    for name in a.variants.split(","):
+        kw = dict(VARIANTS[name])
+        lay = kw.pop("layout_b", "row_major")
+        s, args = _make(matmul_tensorcore, n, lay, kw)
+        mod = tc.build(s, args, target="cuda")
+        C = torch.full((n, n), float("nan"), device="cuda")
+        mod(A, B if lay == "row_major" else B.t().contiguous(), C)
+        torch.cuda.synchronize()
+        print(f"{name}: rel.err {rel_err(C, ref):.1e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""relay.build inside autotune.apply_history_best: the conv2d group is scheduled with the
+logged configuration of its workload (not the fallback), and still computes the same values."""
+import numpy as np
+import pytest
+
+import tilecraft as tc
+from tilecraft import autotune, relay
+from tilecraft.relay.backend import te_compiler
+from tilecraft.topi.conv2d import conv2d_nchwc_config
+
+from relay_helpers import check_model, helper, make_model, run_lib, run_ort
+
+pytestmark = pytest.mark.filterwarnings("ignore:no tuned configuration")
+ARGS = (1, 16, 10, 10, 32, 3, 3, 1, 1, "float32")
+
+
+def conv_relu_model(rng):
+    inputs = {"x": rng.uniform(-1, 1, (1, 16, 10, 10)).astype("float32")}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    return make_model(nodes, inputs, ["y"], {"w": rng.uniform(-1, 1, (32, 16, 3, 3)).astype("float32")}), inputs
+
+
+def a_config_unlike_the_fallback():
+    import tilecraft.topi.conv2d  # noqa: F401  (registers the template)
+    task = autotune.task.create("topi/conv2d_nchw.llvm", args=ARGS, target="llvm")
+    fallback = conv2d_nchwc_config(autotune.FallbackConfigEntity(), *ARGS[:-1])
+    for cfg in task.config_space:            # the valid configurations
+        chosen = conv2d_nchwc_config(cfg, *ARGS[:-1])
+        if chosen[:3] != fallback[:3]:
+            return task, cfg, chosen
+    pytest.fail("every configuration of the space has the fallback's blocks")
+
+
+def test_tuned_config_schedules_the_fused_conv(rng):
+    task, cfg, chosen = a_config_unlike_the_fallback()
+    records = [(autotune.MeasureInput(task.target, task, cfg), autotune.MeasureResult((1e-3,), 0))]
+    model, inputs = conv_relu_model(rng)
+    mod, params = relay.frontend.from_onnx(model)
+    with tc.transform.PassContext(opt_level=3):
+        fused, _ = relay.optimize(mod, "llvm", params)
+    (group,) = [n.op for n in relay.ir.post_order(fused["main"].body) if isinstance(n, relay.Call)]
+    with autotune.apply_history_best(records), tc.target.Target("llvm"):
+        _, _, anchor = te_compiler.compute_group(group)
+        with tc.transform.PassContext(opt_level=3):
+            lib = relay.build(mod, target="llvm", params=params)
+    p = anchor.parts
+    assert (p["data_vec"].shape[-1].value, p["conv"].shape[-1].value, p["reg_n"]) == chosen[:3]
+    np.testing.assert_allclose(run_lib(lib, inputs)[0], run_ort(model, inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_fallback_without_a_log(rng):
+    model, inputs = conv_relu_model(rng)
+    mod, params = relay.frontend.from_onnx(model)
+    with tc.transform.PassContext(opt_level=3):
+        fused, _ = relay.optimize(mod, "llvm", params)
+    (group,) = [n.op for n in relay.ir.post_order(fused["main"].body) if isinstance(n, relay.Call)]
+    with tc.target.Target("llvm"):
+        _, _, anchor = te_compiler.compute_group(group)
+    fallback = conv2d_nchwc_config(autotune.FallbackConfigEntity(), *ARGS[:-1])
+    assert anchor.parts["reg_n"] == fallback[2]
+    check_model(model, inputs, rtol=1e-4, atol=1e-4)

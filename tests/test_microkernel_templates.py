@@ -1,0 +1,135 @@
+"""The tensorized templates (``topi/matmul_microkernel.py``, ``topi/conv2d_microkernel.py``) on
+the host's ISA: the fallback config and random configs of each space, built and run on
+poisoned outputs (bounds-checked and not, the lowered-IR interpreter after every pass where the
+loop nest is small) against numpy — int8 exactly against int64 arithmetic on the full uint8 /
+int8 ranges. Shapes are small and not powers of two; the conv2d has fewer filters than a whole
+channel block (the packed kernel's last block is padded with zero filters) and a stride-2 case.
+The tuning CLI lists the templates.
+"""
+import numpy as np
+import pytest
+
+import tilecraft as tc
+import tilecraft.autotune as autotune
+from tilecraft.codegen.llvm_features import cpu_features
+from tilecraft.topi import conv2d_microkernel  # noqa: F401  (registers the templates)
+from tilecraft.topi import matmul_microkernel  # noqa: F401
+from tilecraft.topi.cpu_intrinsics import vector_isa
+
+from test_microkernels import conv_ref, int8_inputs
+
+HOST = cpu_features("llvm")
+ISA = vector_isa("llvm")
+needs_fma = pytest.mark.skipif(not {"avx2", "fma"} <= HOST and "avx512f" not in HOST,
+                               reason="this CPU has no FMA (AVX2 + FMA or AVX-512); the micro-kernels' "
+                                      "machine code is checked in test_microkernels.py")
+needs_int8 = pytest.mark.skipif(ISA.int8 is None, reason="this CPU has no int8 dot product (AVX2 at least)")
+
+
+def configs(task, rng, n=3):
+    """None (the fallback) and ``n`` random valid configs of the task's space."""
+    return [None] + [task.config_space.get(i) for i in task.config_space.sample_ints(n, rng)]
+
+
+def instantiate(task, cfg):
+    with tc.target.Target("llvm"):
+        if cfg is None:
+            with pytest.warns(UserWarning, match="fallback configuration"):
+                return task.func(*task.args)
+        return task.instantiate(cfg)
+
+
+@needs_fma
+def test_matmul_tensorized(check_llvm, rand, rng):
+    M, N, K = 24, 6 * ISA.lanes, 128
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(M, N, K, "float32"), target="llvm")
+    a, b = rand((M, K)), rand((K, N))
+    space = task.config_space
+    # A packed and B read in place (the fallback is the other way round)
+    other = next(c for c in (space.get(space.valid_index(i)) for i in rng.permutation(len(space)))
+                 if c["pack_a"].val == 1 and c["pack_b"].val == 0)
+    for cfg in configs(task, rng) + [other]:
+        s, (A, B, C) = instantiate(task, cfg)
+        check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b}, rtol=1e-4, atol=1e-4, passes=False)
+
+
+@needs_int8
+def test_dense_int8_is_exact(check_llvm, rng):
+    M, N, K = 12, 3 * ISA.int8_lanes, 128
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K), target="llvm")
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    a[0, :2], w[0, :2] = 255, -128                # the pair that saturates a single vpmaddubsw
+    want = a.astype(np.int64) @ w.astype(np.int64).T
+    for cfg in configs(task, rng):
+        s, (d, wt, C) = instantiate(task, cfg)
+        check_llvm(s, [d, wt, C], {d: a, wt: w}, {C: want}, rtol=0, atol=0, passes=False)
+
+
+@needs_fma
+@pytest.mark.parametrize("shape", [(1, 8, 7, 9, 20, 3, 3, 1, 1), (1, 8, 9, 9, 12, 3, 3, 2, 1)],
+                         ids=["pad1", "stride2"])
+def test_conv2d_nchwc_tensorized(check_llvm, rand, rng, shape):
+    N, CI, H, W, CO, KH, KW, stride, pad = shape
+    task = autotune.task.create("topi/conv2d_nchwc_tensorized.llvm", args=shape + ("float32",), target="llvm")
+    x, w = rand((N, CI, H, W)), rand((CO, CI, KH, KW))
+    for cfg in configs(task, rng, 1):
+        s, (data, kernel, out) = instantiate(task, cfg)
+        check_llvm(s, [data, kernel, out], {data: x, kernel: w}, {out: conv_ref(x, w, stride, pad)},
+                   rtol=1e-4, atol=1e-4, passes=False)
+
+
+@needs_int8
+def test_conv2d_nchwc_int8_is_exact(check_llvm, rng):
+    shape = (1, 8, 6, 10, 20, 3, 3, 1, 1)
+    N, CI, H, W, CO, KH, KW, stride, pad = shape
+    task = autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=shape, target="llvm")
+    x, w = int8_inputs(rng, ((N, CI, H, W), "u"), ((CO, CI, KH, KW), "s"))
+    want = conv_ref(x, w, stride, pad).astype(np.int64)
+    for cfg in configs(task, rng, 1):
+        s, (data, kernel, out) = instantiate(task, cfg)
+        check_llvm(s, [data, kernel, out], {data: x, kernel: w}, {out: want}, rtol=0, atol=0, passes=False)
+
+
+def test_the_interpreter_runs_a_tensorized_template_by_the_intrinsic_definition(check_llvm, rand):
+    """Every pass of a small tensorized GEMM, checked by the lowered-IR interpreter (which runs
+    the tensorized region by the intrinsic's TE definition), built for any x86 host."""
+    if not ({"avx2", "fma"} <= HOST or "avx512f" in HOST):
+        pytest.skip("this CPU has no FMA: the build would not run")
+    M, N, K = 8, 2 * ISA.lanes, 64
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(M, N, K, "float32"), target="llvm")
+    s, (A, B, C) = instantiate(task, None)
+    a, b = rand((M, K)), rand((K, N))
+    check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b}, rtol=1e-4, atol=1e-4, passes=True)
+
+
+def test_templates_refuse_shapes_they_cannot_tile():
+    with pytest.raises(ValueError, match=r"topi/matmul_tensorized.llvm: N = 20 is not a multiple of the "
+                                         r"target's \d+ lanes; use topi/matmul.llvm"):
+        autotune.task.create("topi/matmul_tensorized.llvm", args=(8, 20, 32, "float32"), target="llvm")
+    with pytest.raises(ValueError, match=r"computes float32 \(got dtype 'float64'\); int8 is topi/dense_int8.llvm"):
+        autotune.task.create("topi/matmul_tensorized.llvm", args=(8, 16, 32, "float64"), target="llvm")
+    with pytest.raises(ValueError, match=r"topi/conv2d_nchwc_int8.llvm: CI = 6 must be a multiple of 4"):
+        autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=(1, 6, 8, 8, 16, 3, 3, 1, 1), target="llvm")
+
+
+def test_cli_lists_the_tensorized_templates(capsys):
+    from tilecraft.cli import main
+
+    assert main(["templates"]) == 0
+    out = capsys.readouterr().out
+    for name, short in [("topi/matmul_tensorized.llvm", "matmul_tensorized"), ("topi/dense_int8.llvm", "dense_int8"),
+                        ("topi/conv2d_nchwc_tensorized.llvm", "conv2d_tensorized"),
+                        ("topi/conv2d_nchwc_int8.llvm", "conv2d_int8")]:
+        assert f"{name}   (tilecraft tune {short})" in out
+
+
+def test_a_task_for_another_cpu_tiles_and_builds_for_it():
+    """The ISA is the task's target's, in its config space and its schedules: AVX2 tiles (8
+    lanes, 16 registers) and ymm code for znver3, whatever the host."""
+    target = "llvm -mcpu=znver3"
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(16, 32, 64, "float32"), target=target)
+    tiles = [e.val for e in task.config_space.space_map["tile"].entities]
+    assert (8, 8) in tiles and all(nr % 8 == 0 and mr * nr // 8 + nr // 8 + 1 <= 16 for mr, nr in tiles)
+    s, args = task.instantiate(task.config_space.get(task.config_space.valid_index(0)))
+    asm = tc.build(s, args, target=target).get_source("asm")
+    assert "vfmadd" in asm and "%ymm" in asm and "%zmm" not in asm

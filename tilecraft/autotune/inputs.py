@@ -1,0 +1,130 @@
+"""The inputs a candidate is measured on: seeded random arrays, or a named *recipe*.
+
+Most templates run on random arrays (``local.random_inputs``). Some need inputs whose values
+matter: a sparse template's integer arrays must form a real CSR matrix, or the measurement times
+a different loop nest from the one the template is tuned for. Such a template says how to make
+its inputs with a recipe: a name from :data:`RECIPES` and plain parameters (numbers, strings),
+from its arguments::
+
+    spmv.input_recipe = lambda args: ("csr_matrix", (rows, cols, nnz_per_row, pattern))
+
+A recipe is data, not code: the local runner and a device server (``rpc/server.py``, which
+receives names and numbers only, never code or pickles) make the same arrays from the same
+recipe and seed. A new kind of input is a function added to :data:`RECIPES` here.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+PATTERNS = ("uniform", "powerlaw", "banded")
+
+
+def make_matrix(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform", seed: int = 0,
+                dtype: str = "float32"):
+    """A random CSR matrix ``(row_ptr, col_idx, val)`` with about ``nnz_per_row`` nonzeros per row:
+
+    * ``uniform``: each row has a Poisson number of nonzeros at uniform random columns;
+    * ``powerlaw``: row lengths follow a Pareto law of shape 1.5 scaled to the mean (many empty
+      and one-element rows, a few rows with thousands of nonzeros);
+    * ``banded``: row ``i`` holds the columns ``i - w .. i + w`` (clipped), ``2w + 1 ≈ nnz_per_row``.
+
+    Columns are sorted within a row; values are uniform in [-1, 1), never all zero.
+
+    >>> row_ptr, col_idx, val = make_matrix(1000, 1000, 10, "powerlaw")
+    """
+    if pattern not in PATTERNS:
+        raise ValueError(f"make_matrix: unknown pattern {pattern!r}; expected one of {', '.join(PATTERNS)}")
+    rng = np.random.default_rng(seed)
+    if pattern == "banded":
+        w = max(0, int(round((nnz_per_row - 1) / 2)))
+        cols_of = [np.arange(max(0, i - w), min(cols, i + w + 1)) for i in range(rows)]
+    else:
+        if pattern == "uniform":
+            lengths = rng.poisson(nnz_per_row, rows)
+        else:
+            # Pareto (Lomax, shape 1.5: mean 2, unbounded variance): many empty and one-element
+            # rows, a few very long ones
+            lengths = np.floor(rng.pareto(1.5, rows) * (nnz_per_row / 2.0)).astype(np.int64)
+        lengths = np.minimum(lengths, cols)
+        cols_of = [np.sort(rng.choice(cols, n, replace=False)) if n * 4 > cols
+                   else np.unique(rng.integers(0, cols, n)) for n in lengths]
+    row_ptr = np.zeros(rows + 1, np.int64)
+    np.cumsum([len(c) for c in cols_of], out=row_ptr[1:])
+    col_idx = np.concatenate(cols_of).astype(np.int32) if rows else np.zeros(0, np.int32)
+    val = rng.uniform(-1.0, 1.0, len(col_idx)).astype(dtype)
+    return row_ptr.astype(np.int32), col_idx, val
+
+
+class RecipeError(ValueError):
+    """A recipe that names no known recipe, or whose parameters do not fit the arguments."""
+
+
+def _csr_matrix(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
+    """``(rows, cols, nnz_per_row, pattern)``: the arguments ``(row_ptr, col_idx, val, dense,
+    out)`` of a CSR product; the matrix is ``make_matrix(..., seed=0)`` (the workload fixes its
+    structure), the dense operand and the output are random from ``seed``."""
+    if len(params) != 4:
+        raise RecipeError(f"csr_matrix: expected (rows, cols, nnz_per_row, pattern), got {len(params)} values")
+    rows, cols, nnz_per_row, pattern = params
+    if type(rows) is not int or type(cols) is not int or rows < 0 or cols < 1:
+        raise RecipeError(f"csr_matrix: rows and cols must be integers >= 0 and >= 1, got {rows!r}, {cols!r}")
+    if type(nnz_per_row) not in (int, float) or not math.isfinite(nnz_per_row) or not 0 <= nnz_per_row <= cols:
+        raise RecipeError(f"csr_matrix: nnz_per_row must be a number in [0, cols], got {nnz_per_row!r}")
+    if pattern not in PATTERNS:
+        raise RecipeError(f"csr_matrix: unknown pattern {pattern!r}; expected one of {', '.join(PATTERNS)}")
+    if len(arg_info) != 5:
+        raise RecipeError(f"csr_matrix: the arguments must be (row_ptr, col_idx, val, dense, out), "
+                          f"got {len(arg_info)}")
+    (ptr_shape, ptr_dtype, _), _, (_, val_dtype, _), (dense_shape, dense_dtype, _), (out_shape, out_dtype, _) = arg_info
+    if tuple(ptr_shape) != (rows + 1,) or ptr_dtype != "int32" or not dense_shape or dense_shape[0] != cols:
+        raise RecipeError(f"csr_matrix: a {rows} x {cols} matrix does not fit row_ptr {tuple(ptr_shape)} "
+                          f"{ptr_dtype} and the dense operand {tuple(dense_shape)}")
+    row_ptr, col_idx, val = make_matrix(rows, cols, nnz_per_row, pattern, seed=0, dtype=val_dtype)
+    if (len(col_idx),) != tuple(arg_info[1][0]):
+        raise RecipeError(f"csr_matrix: the matrix has {len(col_idx)} nonzeros, but col_idx has the shape "
+                          f"{tuple(arg_info[1][0])}")
+    rng = np.random.default_rng(seed)
+    dense = rng.uniform(-1.0, 1.0, dense_shape).astype(dense_dtype)
+    return [row_ptr, col_idx, val, dense, rng.uniform(-1.0, 1.0, out_shape).astype(out_dtype)]
+
+
+#: recipe name → ``make(params, arg_info, seed) -> arrays`` (each checks its parameters)
+RECIPES = {"csr_matrix": _csr_matrix}
+
+
+def make_inputs(recipe: tuple, arg_info, seed: int) -> list[np.ndarray]:
+    """The arrays of ``recipe`` (``(name, params)``) for ``arg_info`` and ``seed``; a
+    :class:`RecipeError` says what does not fit.
+
+    >>> info = [((4,), "int32", False), ((3,), "int32", False), ((3,), "float32", False),
+    ...         ((5,), "float32", False), ((3,), "float32", True)]
+    >>> row_ptr = make_inputs(("csr_matrix", (3, 5, 1.0, "banded")), info, seed=1)[0]
+    """
+    if type(recipe) is not tuple or len(recipe) != 2 or type(recipe[1]) is not tuple:
+        raise RecipeError(f"an input recipe is (name, params), got {recipe!r}")
+    name, params = recipe
+    make = RECIPES.get(name)
+    if make is None:
+        raise RecipeError(f"unknown input recipe {name!r}; known: {', '.join(sorted(RECIPES))}")
+    return make(params, arg_info, seed)
+
+
+def input_recipe(task) -> tuple:
+    """The recipe of ``task``'s inputs: ``()`` for random arrays, else ``(name, params)`` from
+    its template's ``input_recipe(args)``. A device server's stand-in task carries the recipe
+    it received as ``task.input_recipe``."""
+    if task is None:
+        return ()
+    given = getattr(task, "input_recipe", None)
+    if given is not None:
+        return given
+    if not hasattr(task, "args"):
+        return ()
+    try:
+        func = task.func
+    except KeyError:
+        return ()
+    make = getattr(func, "input_recipe", None)
+    return tuple(make(tuple(task.args))) if make is not None else ()

@@ -1,0 +1,354 @@
+"""Tensor intrinsics in the CUDA emulator (``cuda_emulate.py``): a tensorized region runs by the
+intrinsic's TE definition, on the tiles its ``buffer_bind_scope``s bind.
+
+* ``buffer_bind_scope``: the declared buffer views a tile of its target; the tile's first element
+  is evaluated per thread (``sum(begin[d] * strides[d])``), its shape and strides are constants.
+* ``tensor_intrin``: one use of the intrinsic. If its lowering calls a warp-collective builtin
+  (``ir/builtin.py``'s ``WARP_BUILTINS``: wmma, ldmatrix, mma.sync) it runs **once per warp**: all
+  32 threads of each warp that gets there must get there together (``.sync.aligned``: a warp
+  whose threads disagree is an error, and so is a block whose threads are not whole warps), and
+  they must bind the same tiles. Otherwise it runs once per thread, on that thread's tiles. Each
+  run is ``interp.run_tensor_intrin`` on numpy views of the tiles (``interp.tile_view``, which
+  refuses a tile that leaves its buffer).
+* A **fragment** (a buffer in a scope of ``FRAGMENT_SCOPES``) is one array per warp, poisoned
+  when allocated; only tensor intrinsics may touch it (an element access is an error, as the
+  CUDA C cannot express it).
+* **The lowering is checked against the definition**: each warp call's operands must describe
+  the tiles the definition used. A memory pointer (``access_ptr``) must start where its tile
+  does, with the tile's row stride; a load or store with ``row_major``/``col_major`` must move
+  the same elements as the definition did (in that orientation); a fragment's tile ``index``
+  must name one tile per index and one index per tile within a warp's fragment (TVM's
+  ``elem_offset // 256``), inside the fragment. So an index or stride the CUDA C would get wrong
+  fails here, without a GPU.
+* Races: a use reads its input tiles and writes its output tiles; shared and global tiles go
+  through the same bookkeeping as single accesses (a warp's accesses count as its first lane's).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..interp import InterpError, run_tensor_intrin, tile_view
+from ..ir import dtype as dt
+from ..ir.builtin import FRAGMENT_SCOPES, WARP_BUILTINS, warp_operands
+from ..ir.expr import Call
+from ..ir.functor import post_order_visit
+from .cuda_tensorcore import FragmentError, fragment_layouts
+
+TILE_CALLS = {"tvm_load_matrix_sync": "load", "tc_ldmatrix": "load",
+              "tvm_store_matrix_sync": "store", "tc_mma_store": "store"}
+MMA_CALLS = ("tvm_mma_sync", "tc_mma_sync")
+
+
+class EmulationError(RuntimeError):
+    """The kernel would misbehave on a GPU: out-of-bounds access, race, divergent barrier."""
+
+
+def _np(dtype: str):
+    return np.dtype("bool" if dt.is_bool(dtype) else dt.element_of(dtype))
+
+
+def _poisoned(shape, dtype: str) -> np.ndarray:
+    """Memory the kernels have not written yet: NaN for floats, bytes of 0x5A for integers, True
+    for bools (a GPU leaves it as it was, so a read of it must show, not read zeros)."""
+    d = _np(dtype)
+    if d.kind == "f":
+        return np.full(shape, np.nan, d)
+    if d.kind == "b":
+        return np.ones(shape, d)
+    return np.full(shape, int.from_bytes(b"\x5a" * d.itemsize, "little"), d)
+
+
+def fragment_message(buf, what: str) -> str:
+    return (f"'{buf.name}' is a fragment (scope {buf.scope}) but is {what} element by element; its "
+            f"elements live in the registers of a whole warp, so only tensor-core calls may touch it: "
+            f"tensorize the stages that read and write it (load, mma, store)")
+
+
+class _View:
+    """A declared buffer's tile: its target, first element per lane, shape and strides."""
+    __slots__ = ("buffer", "offset", "shape", "strides", "declared")
+
+    def __init__(self, buffer, offset, shape, strides, declared):
+        self.buffer, self.offset, self.shape, self.strides = buffer, offset, shape, strides
+        self.declared = declared
+
+    def elements(self, units) -> np.ndarray:
+        """The flat indices of the tile's elements, ``(len(units), tile size)``."""
+        grid = np.zeros(1, np.int64)
+        for n, st in zip(self.shape, self.strides):
+            grid = (grid[:, None] + np.arange(n, dtype=np.int64)[None, :] * st).reshape(-1)
+        return self.offset[units][:, None] + grid[None, :]
+
+
+def _warp_calls(stmt) -> list:
+    out = []
+    post_order_visit(stmt, lambda n: out.append(n) if isinstance(n, Call) and n.name in WARP_BUILTINS else None)
+    return out
+
+
+class TensorIntrinMixin:
+    """The tensor-intrinsic part of the emulator's ``_Kernel`` (it provides ``expr``, ``stmt``,
+    ``globals``, ``shared``, ``local``, the race checks and the thread bookkeeping)."""
+
+    def init_tensor_intrins(self):
+        self.fragments: dict = {}          # fragment buffer -> (warps, elements) array
+        self.views: dict = {}              # declared buffer -> _View
+        self.frag_tiles: dict = {}         # fragment buffer -> (index -> offset, offset -> index) per warp
+        self.wpb = -(-self.nthreads // 32)                   # warps per block
+        self.layouts = fragment_layouts(self.body)            # fragment data var -> its layout
+        self.warp_of = self.block_of * self.wpb + self.tid // 32
+
+    def allocate_fragment(self, buf, n: int):
+        self.fragments[buf] = _poisoned((self.nblocks * self.wpb, n), buf.dtype)
+        self.frag_tiles.pop(buf, None)
+
+    # --- buffer_bind_scope ----------------------------------------------------------------------
+    def bind_view(self, s, mask):
+        declared, region = s.node, s.value
+        start = len(region.begin) - len(declared.shape)
+        offset = np.zeros(self.L, np.int64)
+        for b, st in zip(region.begin, region.strides):
+            offset = offset + self.expr(b, mask).astype(np.int64) * self.expr(st, mask).astype(np.int64)
+        act = np.nonzero(mask)[0]
+        if not act.size:
+            return
+        strides = []
+        for st in region.strides[start:]:
+            v = self.expr(st, mask)[act]
+            if (v != v[0]).any():
+                raise EmulationError(f"kernel {self.info.name}: the tile of '{region.buffer.name}' bound to "
+                                     f"'{declared.name}' has a stride that differs between threads")
+            strides.append(int(v[0]))
+        shape = []
+        for x in region.extent[start:]:
+            v = self.expr(x, mask)[act]
+            shape.append(int(v[0]))
+        old = self.views.get(declared)
+        self.views[declared] = _View(region.buffer, offset, tuple(shape), tuple(strides), declared)
+        try:
+            self.stmt(s.body, mask)
+        finally:
+            if old is None:
+                del self.views[declared]
+            else:
+                self.views[declared] = old
+
+    # --- tensor_intrin --------------------------------------------------------------------------
+    def run_intrin(self, s, mask):
+        intrin, part = s.node, s.value
+        n_in = len(intrin.inputs)
+        bufs = intrin.buffers[n_in:] if part == "reset" else intrin.buffers
+        missing = [b.name for b in bufs if b not in self.views]
+        if missing:
+            raise EmulationError(f"kernel {self.info.name}: the {part} of tensor intrinsic '{intrin.name}' runs "
+                                 f"where its buffer(s) {', '.join(missing)} are bound to nothing")
+        calls = _warp_calls(s.body)
+        what = f"kernel {self.info.name}: tensor intrinsic '{intrin.name}' ({part})"
+        views = [self.views[b] for b in bufs]
+        units = self._warp_units(what, mask, views) if calls else np.nonzero(mask)[0]
+        ins = views[:n_in] if part != "reset" else []
+        outs = views[len(ins):]
+        for v in ins:
+            self._tile_access(v, units, write=False)
+        checks = self._check_operands(what, calls, views, units, mask) if calls else []
+        for u in units:
+            before = [[self._tile(v, u).copy() for v in fv] if kind == "mma" else None for kind, _, fv in checks]
+            try:
+                run_tensor_intrin(intrin, part, [self._tile(v, u) for v in ins], [self._tile(v, u) for v in outs])
+            except InterpError as err:
+                raise EmulationError(f"{what}: {err}") from None
+            for (kind, call, fv), old in zip(checks, before):
+                if kind == "mma":
+                    self._check_mma(what, call, fv, old, u)
+                else:
+                    self._check_tile_call(what, call, fv, u)
+        for v in outs:
+            self._tile_access(v, units, write=True)
+
+    def _warp_units(self, what, mask, views) -> np.ndarray:
+        """The first lane of each warp that runs a warp-collective use (all of its lanes must)."""
+        if self.nthreads % 32:
+            raise EmulationError(f"{what} is warp-wide, but the block has {self.nthreads} threads, not whole "
+                                 f"warps of 32")
+        m = mask.reshape(-1, 32)
+        part = m.any(1) & ~m.all(1)
+        if part.any():
+            w = int(np.argmax(part))
+            raise EmulationError(f"{what} is warp-wide, but only {int(m[w].sum())} of the 32 threads of the warp "
+                                 f"of {self._thread(w * 32)} run it (threads of a warp must run it together)")
+        units = np.nonzero(m.all(1))[0] * 32
+        for v in views:
+            off = v.offset.reshape(-1, 32)[units // 32]
+            bad = (off != off[:, :1]).any(1)
+            if bad.any():
+                w = int(units[np.argmax(bad)])
+                lane = int(np.argmax(off[np.argmax(bad)] != off[np.argmax(bad), 0]))
+                raise EmulationError(
+                    f"{what} is warp-wide, but the threads of a warp bind different tiles of "
+                    f"'{v.buffer.name}' to '{v.declared.name}': {self._thread(w)} starts at element "
+                    f"{int(off[np.argmax(bad), 0])}, {self._thread(w + lane)} at {int(off[np.argmax(bad), lane])} "
+                    f"(bind the warp's 32 threads to no loop of the tensorized stage)")
+        return units
+
+    def _storage(self, buf, u: int) -> np.ndarray:
+        if buf.scope in FRAGMENT_SCOPES:
+            return self.fragments[buf][self.warp_of[u]]
+        if buf.scope == "shared":
+            return self.shared[buf].data[self.block_of[u]]
+        if buf.scope == "local":
+            return self.local[buf][u]
+        return self.globals[buf]
+
+    def _tile(self, v: _View, u: int) -> np.ndarray:
+        flat = self._storage(v.buffer, u)
+        try:
+            return tile_view(flat, v.offset[u], v.shape, v.strides, v.declared.name, v.buffer.name)
+        except InterpError as err:
+            raise EmulationError(f"kernel {self.info.name}: {self._thread(u)}: {err}") from None
+
+    def _tile_access(self, v: _View, units, write: bool):
+        """The race bookkeeping of a use's reads or writes of a tile (after bounds are known good
+        or about to be checked by ``_tile``)."""
+        buf = v.buffer
+        if buf.scope in FRAGMENT_SCOPES or buf.scope == "local" or not units.size:
+            return
+        idx = v.elements(units)
+        size = self._storage(buf, int(units[0])).size
+        if ((idx < 0) | (idx >= size)).any():
+            return                     # _tile reports it with the tile's description
+        if buf.scope == "shared":
+            where = self.shared[buf]
+            blk = np.repeat(self.block_of[units][:, None], idx.shape[1], 1)
+            tid = np.repeat(self.tid[units][:, None], idx.shape[1], 1)
+            (self._shared_write if write else self._shared_read)(buf, where, blk, tid, idx)
+        elif buf in self.tracked:
+            if write:
+                self._global_write(buf, idx, units, self.globals[buf][idx])
+            else:
+                self._global_read(buf, idx, units)
+
+    # --- the lowering's operands against the definition's tiles --------------------------------
+    def _uniform(self, what, e, mask, units, name: str) -> np.ndarray:
+        v = self.expr(e, mask).astype(np.int64)
+        per = v.reshape(-1, 32)[units // 32]
+        bad = (per != per[:, :1]).any(1)
+        if bad.any():
+            raise EmulationError(f"{what}: the {name} `{e}` differs between the threads of the warp of "
+                                 f"{self._thread(int(units[np.argmax(bad)]))}; a warp-wide call takes one value")
+        return per[:, 0]
+
+    def _view_of(self, what, views, buf, call, role: str):
+        for v in views:
+            if v.buffer is buf:
+                return v
+        raise EmulationError(f"{what}: {call.name}'s {role} is '{buf.name}', which is not a buffer the "
+                             f"intrinsic binds here ({', '.join(f'{v.declared.name} -> {v.buffer.name}' for v in views)})")
+
+    def _check_operands(self, what, calls, views, units, mask) -> list:
+        """Check each warp call's fragments, pointers and strides against the bound tiles;
+        returns the loads and stores to compare element by element after each run."""
+        by_data = {b.data: b for b in self.fragments}
+        checks = []
+        for call in calls:
+            ops = warp_operands(call)
+            frag_views = []
+            for var, index in ops["frag"]:
+                buf = by_data.get(var)
+                if buf is None:
+                    raise EmulationError(f"{what}: {call.name}'s fragment `{var}` is not a fragment allocated in "
+                                         f"this kernel")
+                v = self._view_of(what, views, buf, call, "fragment")
+                idx = self._uniform(what, index, mask, units, f"index of fragment '{buf.name}'")
+                self._check_fragment_index(what, call, buf, v, idx, units)
+                frag_views.append(v)
+            if call.name in MMA_CALLS:
+                checks.append(("mma", call, tuple(frag_views)))
+            ptr = ops["ptr"]
+            if ptr is None:
+                continue
+            mem = self._view_of(what, views, ptr.buffer, call, "pointer's buffer")
+            start = self._uniform(what, ptr.offset, mask, units, "pointer offset")
+            want = mem.offset[units]
+            if (start != want).any():
+                k = int(np.argmax(start != want))
+                raise EmulationError(
+                    f"{what}: {call.name} points at element {int(start[k])} of '{ptr.buffer.name}', but the tile "
+                    f"bound to '{mem.declared.name}' starts at element {int(want[k])} (in the warp of "
+                    f"{self._thread(int(units[k]))})")
+            stride = self._uniform(what, ops["stride"], mask, units, "stride")
+            row = mem.strides[-2] if len(mem.strides) >= 2 else None
+            if row is not None and (stride != row).any():
+                raise EmulationError(
+                    f"{what}: {call.name} reads rows {int(stride[0])} elements apart, but the tile bound to "
+                    f"'{mem.declared.name}' in '{ptr.buffer.name}' has rows {row} apart (pass the tile's "
+                    f"stride, e.g. {mem.declared.name}.strides[0])")
+            if call.name in TILE_CALLS and frag_views:
+                checks.append((TILE_CALLS[call.name], call, (mem, frag_views[0])))
+        return checks
+
+    def _check_fragment_index(self, what, call, buf, v, idx, units):
+        size = self.fragments[buf].shape[1]
+        tiles = size // 256
+        if (idx < 0).any() or (idx >= tiles).any():
+            k = int(np.argmax((idx < 0) | (idx >= tiles)))
+            raise EmulationError(f"{what}: {call.name} uses tile {int(idx[k])} of the fragment '{buf.name}', "
+                                 f"which holds {tiles} tile(s) of 16 x 16")
+        by_index, by_offset = self.frag_tiles.setdefault(
+            buf, (np.full((self.nblocks * self.wpb, max(tiles, 1)), -1, np.int64),
+                  np.full((self.nblocks * self.wpb, size), -1, np.int64)))
+        w = self.warp_of[units]
+        off = v.offset[units]
+        old = by_index[w, idx]
+        bad = (old != -1) & (old != off)
+        old_i = by_offset[w, np.clip(off, 0, size - 1)]
+        bad2 = (old_i != -1) & (old_i != idx)
+        if bad.any() or bad2.any():
+            k = int(np.argmax(bad | bad2))
+            other = (f"tile {int(idx[k])} stood for the tile at element {int(old[k])} before" if bad[k] else
+                     f"that tile was tile {int(old_i[k])} before")
+            raise EmulationError(
+                f"{what}: {call.name} names tile {int(idx[k])} of the fragment '{buf.name}' for the tile that "
+                f"starts at element {int(off[k])}, but {other} (in the warp of {self._thread(int(units[k]))}); "
+                f"the index must pick one 16 x 16 tile per value, e.g. elem_offset // 256 for tiles stored "
+                f"one after another")
+        by_index[w, idx] = off
+        by_offset[w, np.clip(off, 0, size - 1)] = idx
+
+    def _check_tile_call(self, what, call, views, u):
+        """After a load or store: the fragment tile holds what the memory tile does, in the same
+        orientation (the call's layout says how the hardware reads that orientation)."""
+        mem, frag = views
+        m, f = self._tile(mem, u), self._tile(frag, u)
+        src, dst = (m, f) if TILE_CALLS[call.name] == "load" else (f, m)
+        same = src.astype(dst.dtype) == dst
+        if dst.dtype.kind == "f":
+            same |= np.isnan(src.astype(dst.dtype)) & np.isnan(dst)
+        if not same.all():
+            raise EmulationError(
+                f"{what}: {call.name} copies the tile between '{mem.buffer.name}' and '{frag.buffer.name}' as it "
+                f"is, but the intrinsic's definition moves other elements (a transposed or shifted copy); "
+                f"define it as a copy C[i, j] = A[i, j] and give the orientation as the call's layout")
+
+    def _check_mma(self, what, call, views, before, u):
+        """After an mma: the definition's result is what the hardware computes, ``d = a @ b + c``
+        with each fragment read in its layout (``col_major``: the tile is the transpose of the
+        hardware's matrix; the layout of a fragment is the one its loads or stores give)."""
+        d_view = views[0]
+        a, b, c = (self._oriented(v, t) for v, t in zip(views[1:], before[1:]))
+        with np.errstate(all="ignore"):
+            want = a.astype(np.float64) @ b.astype(np.float64) + c.astype(np.float64)
+        got = self._oriented(d_view, self._tile(d_view, u)).astype(np.float64)
+        scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)) + np.abs(c.astype(np.float64))
+        ok = np.abs(got - want) <= 1e-3 * scale + 1e-6
+        ok |= np.isnan(want) & np.isnan(got)
+        if not ok.all():
+            i, j = np.argwhere(~ok)[0]
+            lay = ", ".join(f"'{v.buffer.name}' {self.layouts.get(v.buffer.data, 'row_major')}" for v in views)
+            raise EmulationError(
+                f"{what}: {call.name} computes d = a @ b + c on the fragments as the hardware reads them "
+                f"({lay}), which gives {want[i, j]!r} at [{i}, {j}], but the intrinsic's definition gives "
+                f"{got[i, j]!r}: the definition must read each fragment in its layout (a row_major B tile "
+                f"as B[k, j], a col_major one as B[j, k]) and accumulate onto d's previous value")
+
+    def _oriented(self, v, tile):
+        return tile.T if self.layouts.get(v.buffer.data) == "col_major" else tile

@@ -1,0 +1,71 @@
+"""``relay.nn``: the layer operators (TVM's names and attributes).
+
+>>> y = relay.nn.conv2d(x, w, strides=(1, 1), padding=(1, 1))     # doctest: +SKIP
+"""
+from __future__ import annotations
+
+from . import _pad4, _pair, make_call
+
+
+def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, channels=None,
+           kernel_size=None, data_layout="NCHW", kernel_layout="OIHW"):
+    """2-d convolution; ``padding`` is one int, (h, w), or (top, left, bottom, right)."""
+    return make_call("nn.conv2d", [data, weight], strides=_pair(strides), padding=_pad4(padding),
+                     dilation=_pair(dilation), groups=int(groups), channels=channels,
+                     kernel_size=None if kernel_size is None else _pair(kernel_size),
+                     data_layout=data_layout, kernel_layout=kernel_layout)
+
+
+def dense(data, weight, units=None): return make_call("nn.dense", [data, weight], units=units)  # noqa: E704
+def bias_add(data, bias, axis=1): return make_call("nn.bias_add", [data, bias], axis=axis)  # noqa: E704
+def relu(data): return make_call("nn.relu", [data])  # noqa: E704
+def batch_flatten(data): return make_call("nn.batch_flatten", [data])  # noqa: E704
+def softmax(data, axis=-1): return make_call("nn.softmax", [data], axis=axis)  # noqa: E704
+def global_avg_pool2d(data, layout="NCHW"): return make_call("nn.global_avg_pool2d", [data], layout=layout)  # noqa: E704,E501
+def global_max_pool2d(data, layout="NCHW"): return make_call("nn.global_max_pool2d", [data], layout=layout)  # noqa: E704,E501
+
+
+def batch_matmul(x, y, transpose_a=False, transpose_b=True):
+    """``x[b] @ y[b]`` (``y[b].T`` with ``transpose_b``, TVM's default)."""
+    return make_call("nn.batch_matmul", [x, y], transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
+
+
+def max_pool2d(data, pool_size=(1, 1), strides=(1, 1), dilation=(1, 1), padding=(0, 0), layout="NCHW"):
+    """Max pooling; ``padding`` as conv2d's."""
+    return make_call("nn.max_pool2d", [data], pool_size=_pair(pool_size), strides=_pair(strides),
+                     dilation=_pair(dilation), padding=_pad4(padding), layout=layout)
+
+
+def avg_pool2d(data, pool_size=(1, 1), strides=(1, 1), dilation=(1, 1), padding=(0, 0), layout="NCHW",
+               count_include_pad=False):
+    """Average pooling; ``padding`` as conv2d's."""
+    return make_call("nn.avg_pool2d", [data], pool_size=_pair(pool_size), strides=_pair(strides),
+                     dilation=_pair(dilation), padding=_pad4(padding), layout=layout,
+                     count_include_pad=bool(count_include_pad))
+
+
+def layer_norm(data, gamma, beta, axis=-1, epsilon=1e-5, center=True, scale=True):
+    """Layer normalisation over ``axis`` (the last one so far)."""
+    return make_call("nn.layer_norm", [data, gamma, beta], axis=axis, epsilon=float(epsilon),
+                     center=center, scale=scale)
+
+
+def batch_norm(data, gamma, beta, moving_mean, moving_var, axis=1, epsilon=1e-5, center=True, scale=True):
+    """Inference batch norm; as TVM's, a tuple whose field 0 is the result (``bn[0]``)."""
+    from ..ir import TupleGetItem
+    call = make_call("nn.batch_norm", [data, gamma, beta, moving_mean, moving_var], axis=axis,
+                     epsilon=float(epsilon), center=center, scale=scale)
+    return _TupleWrapper(call, TupleGetItem)
+
+
+class _TupleWrapper:
+    """TVM's TupleWrapper: ``bn[0]`` is ``TupleGetItem(bn, 0)``; ``astuple()`` is the call."""
+
+    def __init__(self, call, getitem):
+        self._call, self._getitem = call, getitem
+
+    def __getitem__(self, index):
+        return self._getitem(self._call, index)
+
+    def astuple(self):
+        return self._call

@@ -1,0 +1,30 @@
+"""Graph passes (TVM's ``relay.transform``), one per file, each a :class:`Pass` run by
+:class:`Sequential` under ``tilecraft.transform.PassContext(opt_level=...)``.
+
+=========================  =========  =====================================================
+pass                       opt_level  what holds afterwards
+=========================  =========  =====================================================
+``InferType``              0          every node has its type
+``SimplifyInference``      0          no ``nn.batch_norm``: a scale and a shift instead
+``FoldConstant``           2          no call has only constant arguments
+``FoldScaleAxis``          3          per-channel scales folded into the preceding conv's kernel
+``EliminateCommonSubexpr`` 3          each distinct call computed once
+``DeadCodeElimination``    1          no projection of a literal tuple, no uncalled function
+``FuseOps``                0          main calls primitive functions (fused groups) only
+=========================  =========  =====================================================
+
+>>> seq = relay.transform.Sequential([relay.transform.InferType(), relay.transform.FoldConstant()])
+>>> with tilecraft.transform.PassContext(opt_level=3):
+...     mod = seq(mod)                                           # doctest: +SKIP
+"""
+from .dead_code import DeadCodeElimination
+from .eliminate_common_subexpr import EliminateCommonSubexpr
+from .fold_constant import FoldConstant
+from .fold_scale_axis import FoldScaleAxis
+from .fuse_ops import FuseOps
+from .infer_type import InferType
+from .pass_infra import Pass, PrintAfterAll, Sequential, function_pass, module_pass
+from .simplify_inference import SimplifyInference
+
+__all__ = ["DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FuseOps", "InferType", "Pass",
+           "PrintAfterAll", "Sequential", "SimplifyInference", "function_pass", "module_pass"]

@@ -1,0 +1,213 @@
+"""GEMM templates built on the CPU micro-kernels of ``cpu_intrinsics``: fp32 ``C = A @ B`` and
+int8 dense ``C = data @ weight.T`` (``uint8 × int8 → int32``), tensorized for the target's ISA.
+
+    import tilecraft.topi.matmul_microkernel
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(1024, 1024, 1024, "float32"),
+                                target="llvm")
+
+The loop nest is the classic blocked GEMM (BLIS's loops around a register-tile micro-kernel)::
+
+    pack B into [N / nr, K, nr] panels (fp32)  |  [N / nr, K / 4, nr, 4] (int8: the VNNI layout)
+    pack A into [M / mr, K, mr] panels          (fp32, knob pack_a)
+    parallel for each (mc × nc) block of C      (fused; the order of the two is a knob)
+      C block = 0                               (the intrinsic's reset)
+      for each kc slice of K
+        for each nr column panel of the block   (its kc × nr slice of B stays in L1)
+          for each mr row panel                 (the A block, mc × kc, stays in L2)
+            micro-kernel: C[mr, nr] += A[mr, kc] · B[kc, nr]   (accumulators in registers)
+
+Knobs: ``tile`` (``mr × nr``: the register tile; every pair whose accumulators, B vectors and
+a broadcast fit the vector registers, with at least 8 accumulators to cover the FMA latency,
+dividing M and N), ``kc`` (a divisor of K: the L1/L2 slice), ``mc_tiles`` / ``nc_tiles`` (the
+block, in register tiles: L2 and the parallel grain), ``order`` (rows of blocks or columns of
+blocks outermost), ``k_unroll`` (micro-kernel steps per loop iteration), ``pack_a`` (fp32: A in
+``mr``-row panels, so a step's broadcasts are contiguous), ``pack_b`` (fp32: B in ``nr``-wide
+panels, or read in place). The int8 template always packs the weights (the layout is the
+instruction's).
+"""
+from __future__ import annotations
+
+import tilecraft.autotune as autotune
+from tilecraft import te
+from tilecraft.topi import cpu_intrinsics
+
+
+def register_tiles(isa, acc_lanes: int, m: int, n: int, b_regs_extra: int = 1) -> list[tuple[int, int]]:
+    """``(mr, nr)`` register tiles for ``isa``: ``nr`` 1-4 vectors of ``acc_lanes``, ``mr`` rows,
+    ``mr * nr / lanes`` accumulators + ``nr / lanes`` B vectors + ``b_regs_extra`` broadcast
+    registers within the register file, at least 8 accumulators (or the whole matrix), ``mr``
+    dividing ``m`` and ``nr`` dividing ``n``.
+
+    >>> register_tiles(vector_isa("llvm -mcpu=znver3"), 8, 64, 64)[:3]
+    [(8, 8), (4, 16), (2, 32)]
+    """
+    out = []
+    for nv in (1, 2, 3, 4):
+        nr = nv * acc_lanes
+        if n % nr:
+            continue
+        for mr in range(1, 33):
+            if m % mr:
+                continue
+            regs = mr * nv + nv + b_regs_extra
+            if regs > isa.registers:
+                break
+            if mr * nv >= 8 or (mr == m and nr == n):
+                out.append((mr, nr))
+    return out
+
+
+def _fallback_tile(tiles, isa, lanes: int) -> tuple[int, int]:
+    """The untuned register tile: two vectors wide, with accumulators filling about half the
+    registers (8 × 32 on AVX-512, 4 × 16 on AVX2), else the largest."""
+    def key(t):
+        accs = t[0] * t[1] // lanes
+        return accs <= isa.registers // 2, t[1] == 2 * lanes, accs
+    return max(tiles, key=key)
+
+
+def _blocks(total: int, unit: int) -> list[int]:
+    return [t for t in (1, 2, 4, 8, 16, 32, 64) if total % (unit * t) == 0] or [1]
+
+
+@autotune.template("topi/matmul_tensorized.llvm")
+def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
+    """C[M, N] = A[M, K] @ B[K, N], fp32, on the target's FMA micro-kernel (AVX-512 or AVX2)."""
+    if dtype != "float32":
+        raise ValueError(f"topi/matmul_tensorized.llvm computes float32 (got dtype {dtype!r}); "
+                         f"int8 is topi/dense_int8.llvm")
+    cfg = autotune.get_config()
+    isa = cpu_intrinsics.vector_isa()
+    tiles = register_tiles(isa, isa.lanes, M, N)
+    if not tiles:
+        raise ValueError(f"topi/matmul_tensorized.llvm: N = {N} is not a multiple of the target's "
+                         f"{isa.lanes} lanes; use topi/matmul.llvm")
+    cfg.define_knob("tile", tiles)
+    cfg.define_knob("kc", [k for k in (64, 128, 192, 256, 384, 512, 768, 1024) if K % k == 0] or [K])
+    cfg.define_knob("mc_tiles", [1, 2, 4, 8, 16, 32])
+    cfg.define_knob("nc_tiles", [1, 2, 4, 8, 16])
+    cfg.define_knob("order", ["mn", "nm"])
+    cfg.define_knob("k_unroll", [1, 2, 4, 8])
+    cfg.define_knob("pack_a", [0, 1])
+    cfg.define_knob("pack_b", [1, 0])
+    cfg.multi_filter(lambda e: M % (e["tile"].val[0] * e["mc_tiles"].val) == 0
+                     and N % (e["tile"].val[1] * e["nc_tiles"].val) == 0
+                     and e["k_unroll"].val <= e["kc"].val)
+    cfg.add_flop(2.0 * M * N * K)
+    if cfg.is_fallback:
+        mr, nr = _fallback_tile(tiles, isa, isa.lanes)
+        kc = 256 if K % 256 == 0 else max([k for k in (64, 128, 512) if K % k == 0] or [K])
+        mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
+        order, k_unroll, pack_a, pack_b = "mn", 4 if kc % 4 == 0 else 1, 0, 1
+    else:
+        (mr, nr), kc = cfg["tile"].val, cfg["kc"].val
+        mc, nc, order = cfg["mc_tiles"].val, cfg["nc_tiles"].val, cfg["order"].val
+        k_unroll, pack_a, pack_b = cfg["k_unroll"].val, cfg["pack_a"].val, cfg["pack_b"].val
+    if M % (mr * mc) or N % (nr * nc):
+        cfg.raise_error(f"blocks of {mc} × {nc} tiles of {mr} × {nr} do not divide {M} × {N}")
+        mc, nc = 1, 1
+
+    A = te.placeholder((M, K), name="A", dtype=dtype)
+    B = te.placeholder((K, N), name="B", dtype=dtype)
+    k = te.reduce_axis((0, K), name="k")
+    if pack_a:
+        Ap = te.compute((M // mr, K, mr), lambda x, y, z: A[x * mr + z, y], name="packedA")
+
+        def a_at(i, kk):
+            return Ap[i // mr, kk, i % mr]
+    else:
+        def a_at(i, kk):
+            return A[i, kk]
+    if pack_b:
+        Bp = te.compute((N // nr, K, nr), lambda x, y, z: B[y, x * nr + z], name="packedB")
+
+        def b_at(kk, j):
+            return Bp[j // nr, kk, j % nr]
+    else:
+        def b_at(kk, j):
+            return B[kk, j]
+    C = te.compute((M, N), lambda i, j: te.sum(a_at(i, k) * b_at(k, j), axis=k), name="C")
+    s = te.create_schedule(C.op)
+    mk = cpu_intrinsics.gemm_fp32(mr, nr, kc, isa=isa, a_layout="panel" if pack_a else "rows",
+                                  unroll=min(k_unroll, kc))
+    _schedule_gemm(s, C, mr, nr, mc, nc, [kc], order, mk)
+    if pack_b:
+        x, _, z = s[Bp].op.axis
+        s[Bp].vectorize(z)                  # contiguous rows of B
+        s[Bp].parallel(x)
+    if pack_a:
+        # scalar copies: vectorizing z would gather mr rows of A (3x slower for 1024², 1 thread)
+        s[Ap].parallel(s[Ap].op.axis[0])
+    return s, [A, B, C]
+
+
+def _schedule_gemm(s, C, mr, nr, mc, nc, kfactors, order, mk):
+    """The blocked loop nest of the module docstring on stage ``C``, tensorized with ``mk`` at
+    the register tile; ``kfactors`` split the reduction axes (one per axis, the last ones
+    whole)."""
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, factor=mr * mc)
+    iio, mi = s[C].split(ii, factor=mr)
+    jo, ji = s[C].split(j, factor=nr * nc)
+    jio, ni = s[C].split(ji, factor=nr)
+    ko, kin = s[C].split(s[C].op.reduce_axis[0], factor=kfactors[0])
+    rest = list(s[C].op.reduce_axis[1:])
+    outer = [io, jo] if order == "mn" else [jo, io]
+    s[C].reorder(*outer, ko, jio, iio, mi, ni, kin, *rest)
+    s[C].parallel(s[C].fuse(*outer))
+    s[C].tensorize(mi, mk)
+
+
+@autotune.template("topi/dense_int8.llvm")
+def dense_int8(M: int, N: int, K: int):
+    """C[M, N] = data[M, K] (uint8) @ weight[N, K].T (int8), int32, on the target's int8 dot
+    product (VNNI where present, exact on every ISA); the weights are packed in the timed call."""
+    cfg = autotune.get_config()
+    isa = cpu_intrinsics.vector_isa()
+    if isa.int8 is None:
+        raise ValueError("topi/dense_int8.llvm needs AVX2 at least; the target has no int8 dot product")
+    lanes = isa.int8_lanes
+    # the exact AVX2 / AVX512-BW forms hold two broadcasts per row
+    extra = 1 if isa.int8 in ("avx512vnni", "avxvnni") else 4
+    tiles = register_tiles(isa, lanes, M, N, extra)
+    if not tiles or K % 4:
+        raise ValueError(f"topi/dense_int8.llvm: N = {N} must be a multiple of the target's {lanes} "
+                         f"int32 lanes and K = {K} a multiple of 4")
+    cfg.define_knob("tile", tiles)
+    cfg.define_knob("kc", [k for k in (64, 128, 256, 512, 1024, 2048) if K % k == 0] or [K])
+    cfg.define_knob("mc_tiles", [1, 2, 4, 8, 16, 32])
+    cfg.define_knob("nc_tiles", [1, 2, 4, 8, 16])
+    cfg.define_knob("order", ["mn", "nm"])
+    cfg.define_knob("k_unroll", [1, 2, 4, 8])
+    cfg.multi_filter(lambda e: M % (e["tile"].val[0] * e["mc_tiles"].val) == 0
+                     and N % (e["tile"].val[1] * e["nc_tiles"].val) == 0
+                     and e["k_unroll"].val <= e["kc"].val // 4)
+    cfg.add_flop(2.0 * M * N * K)
+    if cfg.is_fallback:
+        mr, nr = _fallback_tile(tiles, isa, lanes)
+        kc = max([k for k in (256, 512) if K % k == 0] or [K])
+        mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
+        order, k_unroll = "mn", 4 if kc % 16 == 0 else 1
+    else:
+        (mr, nr), kc = cfg["tile"].val, cfg["kc"].val
+        mc, nc, order, k_unroll = cfg["mc_tiles"].val, cfg["nc_tiles"].val, cfg["order"].val, cfg["k_unroll"].val
+    if M % (mr * mc) or N % (nr * nc):
+        cfg.raise_error(f"blocks of {mc} × {nc} tiles of {mr} × {nr} do not divide {M} × {N}")
+        mc, nc = 1, 1
+
+    data = te.placeholder((M, K), name="data", dtype="uint8")
+    weight = te.placeholder((N, K), name="weight", dtype="int8")
+    Wp = te.compute((N // nr, K // 4, nr, 4), lambda x, y, z, w: weight[x * nr + z, y * 4 + w], name="packedW")
+    k4 = te.reduce_axis((0, K // 4), name="k4")
+    kb = te.reduce_axis((0, 4), name="kb")
+    C = te.compute((M, N), lambda i, j: te.sum(data[i, k4 * 4 + kb].astype("int32")
+                                               * Wp[j // nr, k4, j % nr, kb].astype("int32"), axis=[k4, kb]),
+                   name="C")
+    s = te.create_schedule(C.op)
+    mk = cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, isa=isa, unroll=min(k_unroll, kc // 4))
+    _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
+    x, y, z, w = s[Wp].op.axis
+    s[Wp].parallel(x)
+    # 4-byte copies: vectorizing z too gathers from nr rows of the weights (12x slower packing)
+    s[Wp].vectorize(w)
+    return s, [data, weight, C]

@@ -1,0 +1,104 @@
+"""GPU schedules and tuning templates for the CSR operators of :mod:`tilecraft.topi.sparse`.
+
+SpMV (``y = A x``) gives each row ``threads_per_row`` threads of a warp (the CSR "vector"
+kernel): the row's nonzeros are strided over those threads, each folds its share, and one
+cross-thread reduction (warp shuffles over the ``threads_per_row`` lanes) sums them. With 32
+threads a row has a warp of its own; with fewer, one warp holds ``32 / threads_per_row`` rows
+(row merging: short rows do not leave most of a warp idle); with 1, a thread per row (the
+"scalar" kernel). ``rows_per_block`` rows of a block sit on ``threadIdx.y``::
+
+    for row.block in blockIdx.x:                              # rows_per_block rows a block
+      for row in threadIdx.y:                                 # a row per threadIdx.y
+        j.min, j.extent = row_ptr[row], row_ptr[row + 1] - row_ptr[row]
+        for j.outer in range(ceil(j.extent / threads_per_row)):
+          for j.inner in threadIdx.x:                         # the row's threads, strided
+            partial += val[j] * x[col_idx[j]]                 # guarded in the last step
+        y[row] = allreduce(partial) over threadIdx.x          # warp shuffles
+
+SpMM (``Y = A X``) gives each output row ``rows_per_block`` rows of a block on ``threadIdx.y``
+and the dense columns to ``threadIdx.x`` (coalesced loads of a row of ``X``); each thread walks
+its row's nonzeros.
+
+>>> from tilecraft import te
+>>> from tilecraft.topi import sparse, sparse_cuda
+>>> *_, y = sparse.csr_spmv()
+>>> s = sparse_cuda.schedule_spmv_cuda(te.create_schedule(y.op), y, threads_per_row=4, rows_per_block=16)
+"""
+from __future__ import annotations
+
+import tilecraft.autotune as autotune
+from tilecraft import te
+
+from .sparse import _template_matrix_sizes, csr_spmm, csr_spmv, template_input_recipe
+
+
+def schedule_spmv_cuda(s, y, threads_per_row: int = 32, rows_per_block: int = 4):
+    """CSR SpMV on the GPU: ``threads_per_row`` threads of a warp per row (a power of two up to
+    32; 1: a thread per row), ``rows_per_block`` rows per block (see the module's loop nest)."""
+    if threads_per_row not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"schedule_spmv_cuda: threads_per_row must be 1, 2, 4, 8, 16 or 32 (lanes of one warp), "
+                         f"got {threads_per_row}")
+    (j,) = s[y].op.reduce_axis
+    block, row = s[y].split(s[y].op.axis[0], factor=rows_per_block)
+    s[y].bind(block, te.thread_axis("blockIdx.x"))
+    if threads_per_row == 1:
+        s[y].bind(row, te.thread_axis("threadIdx.x"))
+        return s
+    s[y].bind(row, te.thread_axis("threadIdx.y"))
+    _, lane = s[y].split(j, factor=threads_per_row)
+    s[y].bind(lane, te.thread_axis("threadIdx.x"))
+    return s
+
+
+def schedule_spmm_cuda(s, Y, rows_per_block: int = 4, threads_x: int = 32):
+    """CSR SpMM on the GPU: ``rows_per_block`` output rows per block on ``threadIdx.y``,
+    ``threads_x`` dense columns per block on ``threadIdx.x`` (more column blocks on
+    ``blockIdx.y``); each thread folds its row's nonzeros into one output element."""
+    i, c = s[Y].op.axis
+    block, row = s[Y].split(i, factor=rows_per_block)
+    cblock, col = s[Y].split(c, factor=threads_x)
+    s[Y].reorder(block, cblock, row, col)
+    s[Y].bind(block, te.thread_axis("blockIdx.x"))
+    s[Y].bind(cblock, te.thread_axis("blockIdx.y"))
+    s[Y].bind(row, te.thread_axis("threadIdx.y"))
+    s[Y].bind(col, te.thread_axis("threadIdx.x"))
+    return s
+
+
+@autotune.template("topi/spmv.cuda")
+def spmv_cuda(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform", dtype: str = "float32"):
+    """CSR SpMV on the GPU over ``make_matrix(rows, cols, nnz_per_row, pattern)``: threads per
+    row (1 to 32: row merging below 32) and rows per block (32 to 1024 threads a block)."""
+    cfg = autotune.get_config()
+    cfg.define_knob("threads_per_row", [1, 2, 4, 8, 16, 32])
+    cfg.define_knob("rows_per_block", [1, 2, 4, 8, 16, 32, 64, 128])
+    nnz = _template_matrix_sizes(rows, cols, nnz_per_row, pattern)
+    cfg.add_flop(2.0 * nnz)
+    row_ptr, col_idx, val, x, y = csr_spmv(rows, cols, nnz, dtype)
+    s = te.create_schedule(y.op)
+    if cfg.is_fallback:
+        return schedule_spmv_cuda(s, y), [row_ptr, col_idx, val, x, y]
+    tpr, rpb = cfg["threads_per_row"].val, cfg["rows_per_block"].val
+    if not 32 <= tpr * rpb <= 1024:
+        cfg.raise_error(f"{tpr} threads per row x {rpb} rows per block is not 32 to 1024 threads a block")
+    return schedule_spmv_cuda(s, y, tpr, rpb), [row_ptr, col_idx, val, x, y]
+
+
+@autotune.template("topi/spmm.cuda")
+def spmm_cuda(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform", width: int = 64,
+              dtype: str = "float32"):
+    """CSR SpMM (sparse × dense ``cols × width``) on the GPU over ``make_matrix(rows, cols,
+    nnz_per_row, pattern)``: rows per block, dense columns per block."""
+    cfg = autotune.get_config()
+    cfg.define_knob("rows_per_block", [1, 2, 4, 8, 16])
+    cfg.define_knob("threads_x", [t for t in (8, 16, 32, 64, 128) if t <= max(width, 8)])
+    nnz = _template_matrix_sizes(rows, cols, nnz_per_row, pattern)
+    cfg.add_flop(2.0 * nnz * width)
+    row_ptr, col_idx, val, X, Y = csr_spmm(rows, cols, nnz, width, dtype)
+    s = te.create_schedule(Y.op)
+    if cfg.is_fallback:
+        return schedule_spmm_cuda(s, Y, 4, min(32, width)), [row_ptr, col_idx, val, X, Y]
+    return schedule_spmm_cuda(s, Y, cfg["rows_per_block"].val, cfg["threads_x"].val), [row_ptr, col_idx, val, X, Y]
+
+
+spmv_cuda.input_recipe = spmm_cuda.input_recipe = template_input_recipe
