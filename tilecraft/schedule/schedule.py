@@ -14,12 +14,11 @@ import numbers
 from operator import attrgetter
 from dataclasses import dataclass, field
 
-from ..ir import dtype as dt
-from ..ir.expr import (Const, Expr, IterKind, IterVar, Range, Reduce, TensorLoad, Var, convert,
+from ..ir.expr import (Const, Expr, IterKind, IterVar, Range, TensorLoad, Var, convert,
                        const)
-from ..ir.functor import IRMutator, substitute
+from ..ir.functor import IRMutator
 from ..ir.stmt import ForKind
-from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, post_dfs_order
+from ..te.tensor import ComputeOp, Operation, Tensor, post_dfs_order
 from .record import (BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
                      ComputeRootStep, DoubleBufferStep, FuseStep, ParallelStep, PipelineStep, PragmaStep,
                      ReorderStep, RFactorStep, SetScopeStep, SetStorePredicateStep, SplitStep, Step,
@@ -630,20 +629,9 @@ class Stage:
         loops outside, ``reset`` runs before them and ``update`` inside them (or, without a
         ``reset``, ``body`` on their first iteration and ``update`` after).
         """
-        k = self._leaf_index(axis, "tensorize")
-        iv = self.leaf_iter_vars[k]
-        if not isinstance(intrin, TensorIntrin):
-            raise ScheduleError(f"tensorize on stage '{self.name}': expected a tensor intrinsic from "
-                                f"te.decl_tensor_intrin, got {intrin!r}")
-        if intrin.scalar_params:
-            raise ScheduleError(f"tensorize on stage '{self.name}' with intrinsic '{intrin.name}': an "
-                                f"intrinsic with scalar_params cannot be tensorized (they have no "
-                                f"value in a loop nest)")
-        for other, a in self.iter_var_attrs.items():
-            if a.tensor_intrin is not None and other is not iv:
-                raise ScheduleError(f"tensorize on stage '{self.name}': the stage is already tensorized "
-                                    f"at axis '{other.var.name}' (with '{a.tensor_intrin.name}'); a stage "
-                                    f"has at most one tensorized loop")
+        from .tensorize import check_tensorize
+        iv = self.leaf_iter_vars[self._leaf_index(axis, "tensorize")]
+        check_tensorize(self, iv, intrin)
         self._attr(iv).tensor_intrin = intrin
         self._record(TensorizeStep(self._ref(), self._axis_ref(iv), intrin.name, intrin))
 
@@ -751,23 +739,9 @@ class Schedule:
 
         Attach it with ``s[AS].compute_at(s[C], i)`` to fetch one row (a tile) at a time.
         """
-        if not isinstance(tensor, Tensor):
-            raise ScheduleError(f"cache_read: expected a tensor, got {tensor!r}")
-        tensor = self._current(tensor)
-        readers = readers if isinstance(readers, (list, tuple)) else [readers]
-        reader_stages = [self[r] for r in readers]
-        for rs in reader_stages:
-            if not any(t is tensor for t in rs.op.input_tensors):
-                raise ScheduleError(f"cache_read of '{tensor.name}': stage '{rs.name}' does not read it")
-        refs = self._tensor_ref(tensor), tuple(self._stage_ref(r) for r in reader_stages)
-        name = f"{tensor.name}.{scope}"
-        cache = _copy_compute(tensor, name)
-        st = Stage(cache.op, self)
-        st.scope = scope
-        self._insert_after(self.stage_map.get(tensor.op), st)
-        self.stage_map[cache.op] = st
-        self._replace_inputs(reader_stages, {tensor: cache})
-        self.steps.append(CacheReadStep(refs[0], scope, refs[1], self._stage_ref(st)))
+        from .cache_read import cache_read as _cache_read
+        cache, st, tensor_ref, reader_refs = _cache_read(self, tensor, scope, readers)
+        self.steps.append(CacheReadStep(tensor_ref, scope, reader_refs, self._stage_ref(st)))
         return cache
 
     def cache_write(self, tensor, scope: str):
@@ -868,13 +842,6 @@ class Schedule:
         s[C].parallel(C_i_outer)
         """
         return python_form(self.steps, create_schedule(self.outputs))
-
-
-def _copy_compute(tensor: Tensor, name: str) -> Tensor:
-    axis = tuple(IterVar(Range(const(0, s.dtype), s), Var(f"ax{d}", s.dtype), IterKind.DATA_PAR)
-                 for d, s in enumerate(tensor.shape))
-    op = ComputeOp(name, "", {}, axis, (), (TensorLoad(tensor, tuple(iv.var for iv in axis)),))
-    return op.output(0)
 
 
 def create_schedule(ops) -> Schedule:
