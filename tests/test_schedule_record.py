@@ -169,9 +169,65 @@ def gpu_named_thread_axes():
     return s, [A, B]
 
 
+def scan_split_compute_at():
+    m, n = te.var("m"), te.var("n")
+    X = te.placeholder((m, n), name="X")
+    state = te.placeholder((m, n), name="state")
+    init = te.compute((1, n), lambda _, i: X[0, i], name="init")
+    s1 = te.compute((m, n), lambda t, i: state[t - 1, i] * 2.0, name="s1")
+    s2 = te.compute((m, n), lambda t, i: s1[t, i] + X[t, i], name="s2")
+    res = te.scan(init, s2, state, inputs=[X])
+    s = te.create_schedule(res.op)
+    to, ti = s[res].split(res.op.scan_axis, factor=2)
+    s[res].unroll(ti)
+    xo, xi = s[s2].split(s2.op.axis[1], factor=8)
+    s[s1].compute_at(s[s2], xo)
+    return s, [X, res]
+
+
+def store_predicate_threads():
+    A = te.placeholder((64, 8), name="A")
+    B = te.compute((64, 8), lambda i, j: A[i, j] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    xo, xi = s[B].split(B.op.axis[0], factor=16)
+    tx = te.thread_axis("threadIdx.x")
+    s[B].bind(xo, te.thread_axis("blockIdx.x"))
+    s[B].bind(xi, tx)
+    s[B].set_store_predicate((tx.var < 8) & (B.op.axis[1] % 2 == 0))
+    return s, [A, B]
+
+
+def groups_nested():
+    A = te.placeholder((6, 5), name="A")
+    x = te.compute((6, 5), lambda i, j: A[i, j] * 2.0, name="x")
+    x1 = te.compute((6, 5), lambda i, j: x[i, j] + 1.0, name="x1")
+    x2 = te.compute((6, 5), lambda i, j: x1[i, j] * 3.0, name="x2")
+    s = te.create_schedule(x2.op)
+    g1 = s.create_group(outputs=x, inputs=x, include_inputs=True)
+    g2 = s.create_group(outputs=x1, inputs=x, include_inputs=True)
+    g2.compute_at(s[x2], x2.op.axis[0])
+    g2.compute_root()
+    io, ii = s[x2].split(x2.op.axis[0], factor=2)
+    g2.compute_at(s[x2], io)
+    g1.compute_at(s[x1], x1.op.axis[1])
+    return s, [A, x2]
+
+
+def transform_layout_split():
+    A = te.placeholder((6, 8), name="A")
+    B = te.compute((6, 8), lambda i, j: A[i, j] + 1.0, name="B")
+    C = te.compute((6, 8), lambda i, j: B[i, j] * 2.0, name="C")
+    s = te.create_schedule(C.op)
+    s[A].transform_layout(lambda i, j: [j, i])
+    jo, i, ji = s[B].transform_layout(lambda i, j: [j // 4, i, j % 4])
+    s[B].vectorize(ji)
+    return s, [A, C]
+
+
 SCHEDULES = [vadd, matmul_blocked, softmax_rows, conv2d_inline_fuse_unroll, cache_read_align_pragma_nparts,
              rfactor_parallel, rfactor_factor_axis_attached, tile_compute_root, cache_write_fuse_three_set_scope,
              same_names, tensorize_reset_update, gpu_matmul_bind_vthread_double_buffer, gpu_named_thread_axes,
+             scan_split_compute_at, store_predicate_threads, groups_nested, transform_layout_split,
              gpu_matmul_pipeline]
 
 

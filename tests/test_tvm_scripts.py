@@ -154,3 +154,32 @@ def test_extern_op_tutorial(tmp_path):
     r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().endswith("OK"), r.stdout[-2000:]
+
+
+def _run_script(tmp_path, name, *flags):
+    script = pathlib.Path(__file__).parent / "tvm_scripts" / name
+    r = subprocess.run([sys.executable, str(script), *flags], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().endswith("OK"), r.stdout[-2000:]
+    return r.stdout
+
+
+def test_scan_tutorial(tmp_path):
+    """TVM's scan tutorial: the cumsum scan scheduled for the GPU (emulated here, compiled with
+    nvcc where present), a two-stage scan cell with compute_at, a scan with two states."""
+    out = _run_script(tmp_path, "scan.py")
+    assert "for scan.idx in range(0, m - 1):" in out and "scan.v1[" in out
+
+
+@pytest.mark.cuda
+def test_scan_tutorial_on_the_gpu(tmp_path):
+    """The same script with --gpu: built for "cuda" and run on the device, as the tutorial does."""
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        if drv.Device.count() == 0:
+            raise RuntimeError("no CUDA device")
+    except Exception as e:            # no pycuda, no driver, no device
+        pytest.skip(f"no GPU ({e}): test_scan_tutorial emulated the kernels")
+    _run_script(tmp_path, "scan.py", "--gpu")

@@ -11,6 +11,8 @@ compare compiled code against, so it is written to be obviously correct rather t
   reads where its mask holds, so a guarded out-of-bounds index is never touched. A load that
   is out of bounds where the mask holds raises :class:`InterpError` naming the stage, the
   element read, the index expression, the extent and the axes' values at the first such point;
+* a ``te.scan`` runs its body stages one step at a time (``_scan``), the state holding the rows
+  before the step (a read of the current step or a later one is an out-of-bounds read);
 * a ``Reduce`` folds its combiner over the reduction points in lexicographic order (a ragged
   axis, whose bounds read tensors or outer axes, over the points of each output's own range), starting
   from ``init=`` (evaluated at each output point) or else the identity; points where ``where=``
@@ -38,6 +40,7 @@ from .ir.expr import (Binary, BinOp, Call, Cast, Const, Expr, Let, Reduce, Selec
                       Unary, UnOp, Var, trunc_divide, trunc_remainder)
 from .ir import packed
 from .te.extern import ExternOp
+from .te.scan import ScanOp
 from .te.tensor import ComputeOp, PlaceholderOp, Tensor, is_ragged_axis, post_dfs_order
 
 # Largest number of elements (output points x reduction points) evaluated at once.
@@ -61,8 +64,15 @@ def evaluate(outputs, feed: dict, budget: int = BUDGET):
     outs = [outputs] if single else list(outputs)
     scalars, arrays = _split_feed(feed)
     values: dict = {}   # Tensor -> np.ndarray
-    for op in post_dfs_order([t.op for t in outs]):
-        if isinstance(op, PlaceholderOp):
+    order = post_dfs_order([t.op for t in outs])
+    per_step = {o for op in order if isinstance(op, ScanOp)
+                for o in op.body_ops + [p.op for p in op.state_placeholder]}
+    for op in order:
+        if op in per_step:
+            continue            # evaluated step by step by its scan
+        if isinstance(op, ScanOp):
+            values.update(zip(op.outputs, _scan(op, values, scalars, budget)))
+        elif isinstance(op, PlaceholderOp):
             values[op.output(0)] = _fed(op.output(0), arrays, scalars)
         elif isinstance(op, ComputeOp):
             for t, v in zip(op.outputs, _compute(op, values, scalars, budget)):
@@ -201,37 +211,70 @@ def _extern(op: ExternOp, values: dict, scalars: dict) -> list:
     return outs
 
 
+def _scan(op: ScanOp, values: dict, scalars: dict, budget: int) -> list:
+    """A ``te.scan``: rows ``[0, T0)`` from ``init``; then, for each step ``t`` in order, the
+    body stages at time ``t`` only, with each state placeholder holding rows ``0..t-1`` of its
+    result (so a read of the state at ``t`` or later is an out-of-bounds read)."""
+    t0 = _scalar(op.scan_axis.dom.min, scalars, f"the first step of scan '{op.name}'")
+    t_end = t0 + _scalar(op.scan_axis.dom.extent, scalars, f"the number of steps of scan '{op.name}'")
+    outs = []
+    for t, i in zip(op.outputs, op.init):
+        shape = tuple(_scalar(s, scalars, f"the shape of '{t.name}'") for s in t.shape)
+        out = np.full(shape, np.nan if dt.is_float(t.dtype) else 0, _np(t.dtype))
+        out[:t0] = values[i][:t0]
+        outs.append(out)
+    rows: dict = {}          # body tensor -> its array, filled one row per step
+    for step in range(t0, t_end):
+        vals = dict(values)
+        vals.update((p, out[:step]) for p, out in zip(op.state_placeholder, outs))
+        vals.update(rows)
+        for o in op.body_ops:
+            for t, r in zip(o.outputs, _compute(o, vals, scalars, budget, time=step)):
+                if t not in rows:
+                    shape = tuple(_scalar(s, scalars, f"the shape of '{t.name}'") for s in t.shape)
+                    rows[t] = vals[t] = np.full(shape, np.nan if dt.is_float(t.dtype) else 0, _np(t.dtype))
+                rows[t][step] = r[0]
+        for out, u in zip(outs, op.update):
+            out[step] = rows[u][step]
+    return outs
+
+
 # ------------------------------------------------------------------------------------------------
 # one compute stage
 
-def _compute(op: ComputeOp, values: dict, scalars: dict, budget: int) -> list:
+def _compute(op: ComputeOp, values: dict, scalars: dict, budget: int, time=None) -> list:
+    """All of ``op``'s outputs; with ``time``, only the row ``time`` of the first axis (shape 1
+    there: a scan's body stage at one step)."""
     shape = tuple(_scalar(iv.dom.extent, scalars, f"the shape of '{op.name}'") for iv in op.axis)
+    if time is not None:
+        shape = (1,) + shape[1:]
     body = op.body[0]
     if not isinstance(body, Reduce):
         env = dict(scalars)
-        env.update(_grid(op.axis, shape, extra=0))
+        env.update(_grid(op.axis, shape, extra=0, start=time))
         ev = _Eval(env, values, op.name)
         return [np.array(np.broadcast_to(ev.ev(b, None), shape)) for b in op.body]
-    return _reduce(op, body, shape, values, scalars, budget)
+    return _reduce(op, body, shape, values, scalars, budget, time)
 
 
-def _grid(axis, shape, extra: int) -> dict:
+def _grid(axis, shape, extra: int, start=None) -> dict:
     """Axis variable -> arange shaped to vary along its own dimension (plus ``extra`` trailing
-    dimensions of size 1)."""
+    dimensions of size 1); the first axis from ``start`` when given."""
     nd = len(shape) + extra
     env = {}
     for d, (iv, n) in enumerate(zip(axis, shape)):
         idx = [1] * nd
         idx[d] = n
-        env[iv.var] = np.arange(n, dtype=iv.var.dtype).reshape(idx)
+        lo = start if (d == 0 and start is not None) else 0
+        env[iv.var] = np.arange(lo, lo + n, dtype=iv.var.dtype).reshape(idx)
     return env
 
 
-def _ragged_bounds(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict):
+def _ragged_bounds(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict, time=None):
     """Per reduce axis, its min and extent as arrays over the output grid (ragged axes: bounds
     that read tensors or the op's axes), and the largest extent (the box the points range over)."""
     env = dict(scalars)
-    env.update(_grid(op.axis, shape, extra=0))
+    env.update(_grid(op.axis, shape, extra=0, start=time))
     ev = _Eval(env, values, op.name)
     los, exts, box = [], [], []
     for iv in r.axis:
@@ -246,11 +289,12 @@ def _ragged_bounds(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars
     return los, exts, box
 
 
-def _reduce(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict, budget: int) -> list:
+def _reduce(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict, budget: int,
+            time=None) -> list:
     comb = r.combiner
     ragged = any(is_ragged_axis(op, iv) for iv in r.axis)
     if ragged:
-        los, rexts, exts = _ragged_bounds(op, r, shape, values, scalars)
+        los, rexts, exts = _ragged_bounds(op, r, shape, values, scalars, time)
     else:
         los = [_scalar(iv.dom.min, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
         exts = [_scalar(iv.dom.extent, scalars, f"the reduce axis '{iv.var.name}' of '{op.name}'") for iv in r.axis]
@@ -259,12 +303,12 @@ def _reduce(op: ComputeOp, r: Reduce, shape: tuple, values: dict, scalars: dict,
     start = identity
     if r.init:
         env = dict(scalars)
-        env.update(_grid(op.axis, shape, extra=0))
+        env.update(_grid(op.axis, shape, extra=0, start=time))
         start = [_Eval(env, values, op.name).ev(e, None) for e in r.init]
     acc = [np.array(np.broadcast_to(x, shape), dtype=s.dtype) for x, s in zip(start, r.source)]
     chunk = max(1, budget // max(1, math.prod(shape)))
     env = dict(scalars)
-    env.update(_grid(op.axis, shape, extra=1))
+    env.update(_grid(op.axis, shape, extra=1, start=time))
     for start in range(0, total, chunk):
         points = np.arange(start, min(total, start + chunk))
         full = shape + (len(points),)

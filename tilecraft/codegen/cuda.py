@@ -317,13 +317,15 @@ def for_gpu(func: PrimFunc) -> PrimFunc:
     """``func`` itself if it was lowered with ``target="cuda"``, else with the GPU passes run now
     (TVM's ``tvm.build(tvm.lower(s, args), target="cuda")`` flow; ``double_buffer`` is kept: it is
     an attribute of the lowered function). Either way its intrinsics are legalized for CUDA."""
-    from ..ir.stmt import Allocate, AttrStmt, SeqStmt
+    from ..ir.stmt import Allocate, AttrStmt, For, ForKind, SeqStmt
     from ..schedule.passes.gpu_lower import lower_for_gpu
     func = legalize_func(func, "cuda")
     body = func.body
     while isinstance(body, Allocate):
         body = body.body
     first = body.seq[0] if isinstance(body, SeqStmt) else body
+    while isinstance(first, For) and first.kind is not ForKind.THREAD_BINDING:     # a host loop (te.scan)
+        first = first.body.seq[0] if isinstance(first.body, SeqStmt) else first.body
     if isinstance(first, AttrStmt) and first.key == "cuda_kernel":
         return func
     return func.with_body(lower_for_gpu(func.body, func.params, func.name))

@@ -43,7 +43,7 @@ from ..ir.stmt import (Allocate, AttrStmt, BUFFER_BIND_SCOPE, Buffer, BufferStor
                        LetStmt, SeqStmt, TENSOR_INTRIN_SCOPE)
 from ..ir.expr import trunc_divide, trunc_remainder
 from ..schedule.passes.gpu_barriers import SYNC
-from ..schedule.passes.gpu_lower import kernels_of
+from ..schedule.passes.gpu_lower import kernels_of, launch_program
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
 from .cuda_cstyle import hoisted_loads, wide_access_bytes
 from .cuda_emulate_async import AsyncCopyMixin
@@ -620,5 +620,17 @@ def emulate(func, args, check_races: bool = True) -> None:
     workspace, kernels = kernels_of(func.body)
     for w in workspace:
         globals_[w] = _poisoned(_const_eval(w.shape[0], env), w.dtype)
-    for info, body in kernels:
-        _Kernel(info, body, globals_, env, check_races, shapes).run()
+    launched = {id(info) for info, _ in kernels}
+
+    def run(items):             # kernels in order; a host loop (a scan's steps) launches its own per step
+        for kind, a, b in items:
+            if kind == "kernel":
+                if id(a) in launched:
+                    _Kernel(a, b, globals_, env, check_races, shapes).run()
+                continue
+            lo = int(_const_eval(a.min, env))
+            for i in range(lo, lo + int(_const_eval(a.extent, env))):
+                env[a.loop_var] = i
+                run(b)
+            env.pop(a.loop_var, None)
+    run(launch_program(func.body)[1])

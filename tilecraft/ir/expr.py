@@ -435,6 +435,7 @@ class IterKind(enum.Enum):
     DATA_PAR = 0
     REDUCE = 2
     THREAD = 1
+    ORDERED = 3      # te.scan's time axis: runs in order, each step reads the earlier ones
     OPAQUE = 4
 
 

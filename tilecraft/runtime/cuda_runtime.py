@@ -162,10 +162,15 @@ class KernelPlan:
 
 @dataclass(frozen=True)
 class FunctionPlan:
-    """One function: its signature (what callers pass), global workspace, kernels in launch order."""
+    """One function: its signature (what callers pass), global workspace, kernels in launch order.
+    ``program`` is that order when the host loops (a ``te.scan``'s steps): ``("k", index)`` and
+    ``("loop", j, name, dtype, min, extent, program)`` items, the loop's value passed to its
+    kernels as parameter ``("loop", j)`` and known to the dimensions as ``name``; empty means
+    every kernel once, in order."""
     signature: object               # tilecraft.runtime.signature.FuncSignature
     workspace: tuple                # (("T", "float32", size), ...)
     kernels: tuple
+    program: tuple = ()
 
     @property
     def name(self) -> str:
@@ -174,14 +179,16 @@ class FunctionPlan:
     def to_json(self) -> dict:
         return {"signature": self.signature.to_json(),
                 "workspace": [[n, t, _dim_json(size)] for n, t, size in self.workspace],
-                "kernels": [k.to_json() for k in self.kernels]}
+                "kernels": [k.to_json() for k in self.kernels],
+                **({"program": _dim_json(self.program)} if self.program else {})}
 
     @staticmethod
     def from_json(d: dict) -> "FunctionPlan":
         from .signature import FuncSignature
         return FunctionPlan(FuncSignature.from_json(d["signature"]),
                             tuple((str(n), str(t), _dim_unjson(size)) for n, t, size in d["workspace"]),
-                            tuple(KernelPlan.from_json(k) for k in d["kernels"]))
+                            tuple(KernelPlan.from_json(k) for k in d["kernels"]),
+                            _dim_unjson(d.get("program", [])))
 
 
 def _kernel_view(info, names=None, positions=None) -> KernelPlan:
@@ -209,6 +216,7 @@ def plan_of(func) -> FunctionPlan:
             names[p] = spec.name
         positions[p] = ("arg", i)
     workspace, ks = kernels_of(func.body)
+    program = _host_program(func.body, names, positions, [info for info, _ in ks])
     ws = []
     for j, w in enumerate(workspace):
         positions[w] = ("ws", j)
@@ -220,7 +228,34 @@ def plan_of(func) -> FunctionPlan:
             raise ValueError(f"kernel {info.name} takes {', '.join(getattr(p, 'name', str(p)) for p in missing)}, "
                              f"which {'is' if len(missing) == 1 else 'are'} not a parameter of {func.name}")
         kernels.append(_kernel_view(info, names, positions))
-    return FunctionPlan(sig, tuple(ws), tuple(kernels))
+    return FunctionPlan(sig, tuple(ws), tuple(kernels), program)
+
+
+def _host_program(body, names: dict, positions: dict, infos: list) -> tuple:
+    """The launch order of a function with host loops (``FunctionPlan.program``), or ``()``;
+    registers each loop variable as a kernel argument ``("loop", name)``."""
+    from ..schedule.passes.gpu_lower import launch_program
+    _, items = launch_program(body)
+    if all(kind == "kernel" for kind, _, _ in items):
+        return ()
+
+    loops: list = []
+
+    def walk(items):
+        out = []
+        for kind, a, b in items:
+            if kind == "kernel":
+                out.append(("k", next(k for k, info in enumerate(infos) if info is a)))
+                continue
+            j = len(loops)
+            loops.append(a)
+            name = f"{a.loop_var.name}#{j}"
+            what = f"the host loop '{a.loop_var.name}'"
+            lo, extent = _dim_of(a.min, names, what), _dim_of(a.extent, names, what)
+            names[a.loop_var], positions[a.loop_var] = name, ("loop", j)
+            out.append(("loop", j, name, a.loop_var.dtype, lo, extent, tuple(walk(b))))
+        return out
+    return tuple(walk(items))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -331,7 +366,20 @@ class CUDAFunction:
         for j, (wname, wdtype, size) in enumerate(self.plan.workspace):
             values[("ws", j)] = self._workspace(j, eval_dim(size, env) * np.dtype(wdtype).itemsize)
         calls = []
-        for k in self.kernels:
+        self._calls(self.plan.program or tuple(("k", i) for i in range(len(self.kernels))), env, values, calls)
+        return calls
+
+    def _calls(self, program, env: dict, values: dict, calls: list) -> None:
+        """The launches of ``program`` in order, a host loop's unrolled with its values."""
+        for item in program:
+            if item[0] == "loop":
+                _, j, name, dtype, lo, extent, body = item
+                start = eval_dim(lo, env)
+                for i in range(start, start + eval_dim(extent, env)):
+                    env[name], values[("loop", j)] = i, _scalar_arg(i, dtype)
+                    self._calls(body, env, values, calls)
+                continue
+            k = self.kernels[item[1]]
             grid = k.static_grid or tuple(eval_dim(g, env) for g in k.plan.grid)
             if grid[0] >= 2**31 or grid[1] > 65535 or grid[2] > 65535:
                 raise ValueError(f"kernel {k.plan.name}: grid {grid} exceeds CUDA's limits "
@@ -339,7 +387,6 @@ class CUDAFunction:
             if min(grid) <= 0:
                 grid = None          # nothing to do
             calls.append((k.fn, grid, k.block, [values[p] for p in k.plan.params], k.smem))
-        return calls
 
     def _workspace(self, j, size):
         hit = self._ws_cache.get((j, size))

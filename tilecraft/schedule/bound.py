@@ -24,6 +24,7 @@ from ..ir.expr import (BinOp, Binary, Cast, Const, Expr, IterKind, IterVar, Sele
 from ..ir.functor import collect_vars, post_order_visit, substitute
 from ..ir.simplify import simplify
 from ..te.extern import ExternOp
+from ..te.scan import ScanOp
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from .ragged import new_bounds, with_values
 
@@ -179,13 +180,16 @@ def leaf_values(info: StageInfo, stage) -> None:
     """Fill ``extent``, ``value`` and tail ``conditions`` from the root extents and relations."""
     from .schedule import Singleton, Split
     ext = info.extent
-    root_axes = list(stage.op.axis) + list(stage.op.reduce_axis)
+    own = tuple(getattr(stage.op, "root_iter_vars", ()))       # te.scan's loop over its steps
+    root_axes = list(stage.op.axis) + list(stage.op.reduce_axis) + list(own)
     for d, iv in enumerate(stage.op.axis):
         ext[iv] = info.root_extent[d]
     info.ragged = new_bounds(stage.op)
     for iv in stage.op.reduce_axis:
         rb = info.ragged.get(iv)
         ext[iv] = iv.dom.extent if rb is None else rb.extent_var
+    for iv in own:
+        ext[iv] = iv.dom.extent
     tails = []
     for rel in stage.relations:
         if isinstance(rel, Split):
@@ -237,6 +241,7 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
     """
     from .schedule import ScheduleError
     infos: dict = {}
+    scan_body = {o for st in sch.stages if isinstance(st.op, ScanOp) for o in st.op.body_ops}
     for st in reversed(sch.stages):
         if isinstance(st.op, PlaceholderOp) or st.attach_type == "inline":
             continue
@@ -247,6 +252,8 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
                 raise ScheduleError(f"compute_at of the extern stage '{st.name}': it has no loops of its "
                                     f"own to place; it runs at the root")
             info.root_min, info.root_extent = [], []
+        elif isinstance(op, ScanOp):
+            info.root_min, info.root_extent = [], []     # its outputs are whole buffers (scan_buffers)
         elif st.attach_type == "scope" and not st.is_output:
             _check_attach(st, consumers[st])
             mins, exts = _region(st, consumers[st], infos, loop_extent)
@@ -257,11 +264,15 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
             info.root_min = [iv.dom.min for iv in op.axis]
             info.root_extent = [iv.dom.extent for iv in op.axis]
         leaf_values(info, st)
-        if st.attach_type == "scope" and not st.is_output:
+        if st.attach_type == "scope" and not st.is_output and not _is_scan_update(st, consumers[st]):
             for d, iv in enumerate(op.axis):
                 absval = info.root_value(iv, d)
                 lo_ok = _provably(info.root_min[d] >= 0)
                 hi_ok = _provably(info.root_min[d] + info.root_extent[d] <= iv.dom.extent)
+                if op in scan_body and not (lo_ok and hi_ok):
+                    # a scan's body stage: its rows follow the scan's loop, whose range bounds them
+                    lo_ok, hi_ok = _inside_over_loops(info.root_min[d], info.root_extent[d], iv.dom.extent,
+                                                      loop_extent, lo_ok, hi_ok)
                 if not hi_ok:
                     info.conditions.append(absval < iv.dom.extent)
                 if not lo_ok:
@@ -270,6 +281,15 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
             loop_extent[iv.var] = (st, iv, info.extent[iv])
         infos[st] = info
     return infos
+
+
+def _inside_over_loops(lo, ext, full, loop_extent, lo_ok, hi_ok):
+    """Whether ``[lo, lo + ext)`` provably lies inside ``[0, full)`` for every value of the
+    loops it depends on (each over ``[0, its extent)``)."""
+    r = Interval(lambda v: (const(0, v.dtype), loop_extent[v][2] - 1) if v in loop_extent else None)(lo)
+    if r is None:
+        return lo_ok, hi_ok
+    return lo_ok or _provably(r[0] >= 0), hi_ok or _provably(r[1] + ext <= full)
 
 
 def _provably(cond: Expr) -> bool:
@@ -375,6 +395,9 @@ def _read_box(st, consumers, infos, relax):
     for c in consumers:
         cinfo = infos[c]
         cop = c.op
+        if isinstance(cop, ScanOp):      # at each step the scan takes row t of its updates, whole
+            _scan_rows(st, cop, cinfo, interval, lo, hi)
+            continue
         vmap = {}
         for d, iv in enumerate(cop.axis):
             vmap[iv.var] = cinfo.root_value(iv, d)
@@ -395,6 +418,25 @@ def _read_box(st, consumers, infos, relax):
                 lo[d] = a if lo[d] is None else union_min(lo[d], a)
                 hi[d] = b if hi[d] is None else union_max(hi[d], b)
     return [None if u else x for x, u in zip(lo, unknown)], [None if u else x for x, u in zip(hi, unknown)]
+
+
+def _is_scan_update(st, consumers) -> bool:
+    """An update stage of a scan: the row it computes lies inside it by construction."""
+    return any(isinstance(c.op, ScanOp) and st.op in {u.op for u in c.op.update} for c in consumers)
+
+
+def _scan_rows(st, scan, sinfo, interval, lo, hi) -> None:
+    """Widen ``[lo, hi]`` by what scan ``scan`` takes of ``st``'s outputs at one step: the row
+    of the current time, every element of the other dimensions."""
+    for u in scan.update:
+        if u.op is not st.op:
+            continue
+        r = interval(sinfo.root_value(scan.scan_axis))
+        box = [r] + [(const(0, s.dtype), s - 1) for s in u.shape[1:]]
+        for d, b in enumerate(box):       # the time is an affine expression of loops: never unknown
+            a, z = simplify(b[0]), simplify(b[1])
+            lo[d] = a if lo[d] is None else union_min(lo[d], a)
+            hi[d] = z if hi[d] is None else union_max(hi[d], z)
 
 
 def _check_covered(st, consumers, infos, loop_extent) -> None:

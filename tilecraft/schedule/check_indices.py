@@ -1,6 +1,7 @@
 """The static index check run by ``lower``: refuse a read that is out of bounds for sure.
 
-Every compute stage is checked as it is defined, over its whole domain (the reference
+Every compute stage is checked as it is defined, over its whole domain (a ``te.scan``'s body
+stages from the scan's first step on, where they run; the reference
 interpreter evaluates every point too). A read ``T[..., e, ...]`` is refused when ``T``'s
 dimension has a constant extent ``n`` and ``e`` provably takes a value outside ``[0, n)`` at some
 point of the domain where the read is evaluated. To stay sound ("provably") the check only
@@ -42,17 +43,36 @@ class IndexBoundsError(ScheduleError):
 
 def check_indices(sch) -> None:
     """Raise :class:`IndexBoundsError` for the first provably out-of-bounds read of any stage."""
+    first_step = _scan_first_steps(sch)
     for st in sch.stages:
         op = st.op
         if not isinstance(op, ComputeOp):
             continue
         box = _domain_box(op)
+        t0 = first_step.get(op)
+        if t0 is not None and op.axis and op.axis[0].var in box:     # a scan's body: from its first step on
+            lo, hi = box[op.axis[0].var]
+            box[op.axis[0].var] = (max(lo, t0), hi)
+            if max(lo, t0) > hi:
+                del box[op.axis[0].var]       # no step at all: nothing to check exactly
         checker = _Checker(op.name)
         for iv in op.reduce_axis:       # a ragged axis's bounds read tensors (row_ptr[i + 1])
             checker.walk(iv.dom.min, box)
             checker.walk(iv.dom.extent, box)
         for b in op.body:
             checker.walk(b, box)
+
+
+def _scan_first_steps(sch) -> dict:
+    """The body stages of every ``te.scan`` with a constant first step: they run (and read) only
+    at the steps ``t >= T0`` of their first axis (``s_state[t - 1]`` is then in bounds)."""
+    out = {}
+    for st in sch.stages:
+        t0 = getattr(getattr(st.op, "scan_axis", None), "dom", None)
+        if t0 is not None and isinstance(t0.min, Const):
+            for op in st.op.body_ops:
+                out[op] = t0.min.value
+    return out
 
 
 def reads_in_bounds(op, e) -> bool:

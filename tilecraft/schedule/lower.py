@@ -19,6 +19,7 @@ from ..ir.printer import func_str
 from ..ir.simplify import simplify
 from ..ir.stmt import Buffer, For, LetStmt, PrimFunc
 from ..te.extern import ExternOp
+from ..te.scan import ScanOp
 from ..te.tensor import PlaceholderOp, Tensor
 from .bound import infer_bounds
 from .check_indices import check_indices
@@ -28,6 +29,7 @@ from .passes.storage_flatten import storage_flatten
 from .passes.unroll import unroll_loops
 from .passes.vectorize import vectorize_loops
 from .ragged import bound_reads
+from .scan import check_gpu_scans, scan_buffers, state_placeholders
 from .schedule import Schedule, ScheduleError
 from .schedule_ops import schedule_ops
 from .tensorize import llvm_imports
@@ -55,8 +57,8 @@ def inline_stages(sch: Schedule) -> dict:
         op = st.op
         if isinstance(op, PlaceholderOp):
             continue
-        if isinstance(op, ExternOp):
-            bodies[st] = ()         # its statement reads whole input buffers (see _consumers)
+        if isinstance(op, (ExternOp, ScanOp)):
+            bodies[st] = ()         # whole input buffers (extern) or rows of init/update (scan): see _consumers
             continue
         body = tuple(m.visit_expr(b) for b in op.body) if inlined else op.body
         bodies[st] = body
@@ -83,8 +85,8 @@ def _resolve_args(sch: Schedule, args) -> tuple[list, list]:
             st = sch.stage_map.get(a.op)
             if st is None:
                 raise ScheduleError(f"argument {pos} '{a.name}' is not part of the schedule")
-            if st.attach_type == "inline":
-                raise ScheduleError(f"argument {pos} '{a.name}' is inlined (compute_inline) and has no storage")
+            # an inlined stage as an argument (TVM): a parameter buffer that nothing writes; its
+            # consumers compute its values in place
             tensors.append((pos, st.op.outputs[a.value_index], a))
         elif isinstance(a, Var):
             scalars.append((pos, a))
@@ -117,16 +119,18 @@ def lower(sch: Schedule, args, name: str = "main", binds=None, simple_mode: bool
     consumers = _consumers(sch, bodies)
     buffers, buffer_params = _argument_buffers(sch, arg_tensors, consumers)
     arg_set = set(buffers)
+    scan_aliased = scan_buffers(sch, buffers)
     if kind == "cuda":
         from .passes.gpu_attached_args import check_attached_arguments
         check_attached_arguments(sch, arg_set)
+        check_gpu_scans(sch)
     infos = infer_bounds(sch, bodies, consumers, {}, arg_set)
     mins = _stage_buffers(infos, buffers)
     params = tuple(buffer_params + _scalar_params(buffer_params, arg_scalars))
     aligns = {buffers[t]: st.align for st in infos for t in st.op.outputs if st.align and t not in arg_set}
     run = _PassRunner(name, params, print_ir, after_pass)
 
-    body = run("schedule_ops", schedule_ops, sch, infos, buffers, mins, arg_set, aligns)
+    body = run("schedule_ops", schedule_ops, sch, infos, buffers, mins, arg_set | scan_aliased, aligns)
     body = run("simplify", simplify, body)
     if not simple_mode:
         body = run("loop_partition", partition_loops, body)
@@ -201,6 +205,8 @@ def _consumers(sch: Schedule, bodies: dict) -> dict:
         if st.attach_type == "inline":
             continue
         reads = set(_reads(body)) | set(_bound_reads(st, producer_of))
+        if isinstance(st.op, ScanOp):
+            reads = st.op.input_tensors       # its init and update stages
         if isinstance(st.op, ExternOp):
             reads = st.op.inputs
             for t in reads:
@@ -240,8 +246,9 @@ def _argument_buffers(sch: Schedule, arg_tensors: list, consumers: dict) -> tupl
         b = Buffer(orig.name, t.shape, t.dtype)
         buffers[t] = b
         params.append(b)
+    states = state_placeholders(sch)       # a scan's state is its output's buffer (scan_buffers)
     for st in sch.stages:
-        if isinstance(st.op, PlaceholderOp):
+        if isinstance(st.op, PlaceholderOp) and st.op not in states:
             t = st.op.outputs[0]
             if t not in buffers and consumers[st]:
                 raise ScheduleError(f"the input '{t.name}' is read by stage '{consumers[st][0].name}' but is "

@@ -371,6 +371,111 @@ class SetScopeStep(Step):
         return f"{p.stage(self.stage)}.set_scope({_lit(self.scope)})"
 
 
+def _tuples(x):
+    return tuple(_tuples(v) for v in x) if isinstance(x, (list, tuple)) else x
+
+
+@dataclass(frozen=True)
+class SetStorePredicateStep(Step):
+    """``s[stage].set_store_predicate(pred)``; ``predicate`` is its JSON tree
+    (``schedule/store_predicate.py``)."""
+    kind: ClassVar[str] = "set_store_predicate"
+    stage: str
+    predicate: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "predicate", _tuples(self.predicate))
+
+    def apply(self, s):
+        from .store_predicate import from_json
+        st = s[self.stage]
+        return st.set_store_predicate(from_json(st, self.predicate))
+
+    def python(self, p):
+        from .store_predicate import python
+        return f"{p.stage(self.stage)}.set_store_predicate({python(p, self.stage, self.predicate)})"
+
+
+@dataclass(frozen=True)
+class CreateGroupStep(Step):
+    """``s.create_group(outputs, inputs, include_inputs)``; ``result`` is the group's name
+    (``group0``, ``group1``, ... in creation order)."""
+    kind: ClassVar[str] = "create_group"
+    outputs: tuple
+    inputs: tuple
+    include_inputs: bool = False
+    result: str | None = None
+
+    def apply(self, s):
+        g = s.create_group([s._tensor_by_ref(t) for t in self.outputs], [s._tensor_by_ref(t) for t in self.inputs],
+                           self.include_inputs)
+        if self.result is not None and g.name != self.result:
+            raise _error(f"create_group made '{g.name}' where the record says '{self.result}'")
+        return g
+
+    def python(self, p):
+        outs = ", ".join(p.tensor(t) for t in self.outputs)
+        ins = ", ".join(p.tensor(t) for t in self.inputs)
+        return f"s.create_group(outputs=[{outs}], inputs=[{ins}], include_inputs={self.include_inputs})"
+
+
+def _group(s, name: str):
+    for g in s.groups:
+        if g.name == name:
+            return g
+    raise _error(f"no group named '{name}' (groups: {', '.join(g.name for g in s.groups) or 'none'})")
+
+
+@dataclass(frozen=True)
+class GroupComputeAtStep(Step):
+    """``g.compute_at(s[parent], axis)`` of a group made by ``create_group``."""
+    kind: ClassVar[str] = "group_compute_at"
+    group: str
+    parent: str
+    axis: str
+
+    def apply(self, s):
+        parent = s[self.parent]
+        return _group(s, self.group).compute_at(parent, parent._axis_by_ref(self.axis))
+
+    def python(self, p):
+        return f"{p.var[_group(p.s, self.group)]}.compute_at({p.stage(self.parent)}, {p.axis(self.parent, self.axis)})"
+
+
+@dataclass(frozen=True)
+class GroupComputeRootStep(Step):
+    """``g.compute_root()`` of a group."""
+    kind: ClassVar[str] = "group_compute_root"
+    group: str
+
+    def apply(self, s):
+        return _group(s, self.group).compute_root()
+
+    def python(self, p):
+        return f"{p.var[_group(p.s, self.group)]}.compute_root()"
+
+
+@dataclass(frozen=True)
+class TransformLayoutStep(Step):
+    """``s[stage].transform_layout(lambda i, j: [...])``: the mapping's argument names and each new
+    index as a JSON tree (``schedule/transform_layout.py``)."""
+    kind: ClassVar[str] = "transform_layout"
+    stage: str
+    args: tuple
+    index: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "index", _tuples(self.index))
+
+    def apply(self, s):
+        from .transform_layout import mapping_from_record
+        return s[self.stage].transform_layout(mapping_from_record(self.args, self.index))
+
+    def python(self, p):
+        from .transform_layout import python_lambda
+        return f"{p.stage(self.stage)}.transform_layout({python_lambda(self.args, self.index)})"
+
+
 @dataclass(frozen=True)
 class _CreatingStep(Step):
     """A primitive that adds a stage; ``result`` is the name it got (None: not checked)."""
@@ -406,16 +511,23 @@ class CacheReadStep(_CreatingStep):
 
 @dataclass(frozen=True)
 class CacheWriteStep(_CreatingStep):
-    """``s.cache_write(tensor, scope)``."""
+    """``s.cache_write(tensor, scope)``; ``tensor`` is a tuple for the outputs of a stage of
+    several (``s.cache_write([C0, C1], scope)``)."""
     kind: ClassVar[str] = "cache_write"
-    tensor: str
+    tensor: str | tuple
     scope: str
     result: str | None = None
 
     def apply(self, s):
-        return self._check_result(s, s.cache_write(s._tensor_by_ref(self.tensor), self.scope))
+        if isinstance(self.tensor, tuple):
+            t = [s._tensor_by_ref(x) for x in self.tensor]
+        else:
+            t = s._tensor_by_ref(self.tensor)
+        return self._check_result(s, s.cache_write(t, self.scope))
 
     def python(self, p):
+        if isinstance(self.tensor, tuple):
+            return f"s.cache_write([{', '.join(p.tensor(x) for x in self.tensor)}], {_lit(self.scope)})"
         return f"s.cache_write({p.tensor(self.tensor)}, {_lit(self.scope)})"
 
 
@@ -494,8 +606,9 @@ def with_intrins(step: Step, intrins, where: str) -> Step:
 
 STEP_TYPES = {cls.kind: cls for cls in (
     SplitStep, TileStep, FuseStep, ReorderStep, VectorizeStep, UnrollStep, ParallelStep, BindStep,
-    PragmaStep, ComputeAtStep, ComputeInlineStep, ComputeRootStep, DoubleBufferStep, PipelineStep, StorageAlignStep,
-    SetScopeStep, CacheReadStep, CacheWriteStep, RFactorStep, TensorizeStep)}
+    PragmaStep, ComputeAtStep, ComputeInlineStep, ComputeRootStep, DoubleBufferStep, PipelineStep,
+    StorageAlignStep, SetScopeStep, CacheReadStep, CacheWriteStep, RFactorStep, TensorizeStep,
+    SetStorePredicateStep, CreateGroupStep, GroupComputeAtStep, GroupComputeRootStep, TransformLayoutStep)}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -677,6 +790,9 @@ class PythonPrinter:
         return self.var[iv]
 
     def _bind_roots(self, st, iv):
+        if iv is getattr(st.op, "scan_axis", None):          # te.scan's loop
+            self.lines.append(f"{self._name_axis(st, iv)} = s[{self._origin_tensor(st)}].op.scan_axis")
+            return
         for what in ("axis", "reduce_axis"):
             ivs = list(getattr(st.op, what))
             if any(x is iv for x in ivs):
@@ -708,7 +824,10 @@ class PythonPrinter:
         items = list(out) if isinstance(out, (list, tuple)) else [out]
         names = []
         for x in items:
-            if hasattr(x, "op"):                                 # a tensor made by the step
+            if hasattr(x, "num_child_stages"):                   # a group (create_group)
+                names.append(_fresh(x.name, self.taken))
+                self.var[x] = names[-1]
+            elif hasattr(x, "op"):                               # a tensor made by the step
                 names.append(_fresh(_ident(x.name), self.taken))
                 self.var[x] = names[-1]
             else:                                                # an axis made by the step

@@ -14,18 +14,20 @@ import numbers
 from operator import attrgetter
 from dataclasses import dataclass, field
 
-from ..ir import dtype as dt
-from ..ir.expr import (Const, Expr, IterKind, IterVar, Range, Reduce, TensorLoad, Var, convert,
+from ..ir.expr import (Const, Expr, IterKind, IterVar, Range, TensorLoad, Var, convert,
                        const)
-from ..ir.functor import IRMutator, substitute
+from ..ir.functor import IRMutator
 from ..ir.stmt import ForKind
-from ..te.tensor import ComputeOp, Operation, PlaceholderOp, Tensor, post_dfs_order
+from ..te.tensor import ComputeOp, Operation, Tensor, post_dfs_order
 from .record import (BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep, ComputeInlineStep,
-                     ComputeRootStep, DoubleBufferStep, PipelineStep, FuseStep, ParallelStep, PragmaStep, ReorderStep,
-                     RFactorStep, SetScopeStep, SplitStep, Step, StorageAlignStep, TensorizeStep, TileStep,
+                     ComputeRootStep, DoubleBufferStep, FuseStep, ParallelStep, PipelineStep, PragmaStep,
+                     ReorderStep, RFactorStep, SetScopeStep, SetStorePredicateStep, SplitStep, Step,
+                     StorageAlignStep, TensorizeStep, TileStep, TransformLayoutStep,
                      UnrollStep, VectorizeStep, name_ref, python_form, resolve_ref, step_from_json,
                      steps_to_json, with_intrins)
 from ..te.tensor_intrin import TensorIntrin
+from .group import check_compute_at as check_group_attach, root_of as group_root_of
+from .scan import attach_scan_bodies, check_attach as check_scan_attach, check_ordered
 
 
 class ScheduleError(ValueError):
@@ -81,7 +83,8 @@ class Stage:
         self.op = op
         self.origin_op = op
         self.schedule = schedule
-        self.all_iter_vars: list[IterVar] = list(op.axis) + list(op.reduce_axis)
+        self.all_iter_vars: list[IterVar] = (list(op.axis) + list(op.reduce_axis) +
+                                             list(getattr(op, "root_iter_vars", ())))   # te.scan's loop
         self.leaf_iter_vars: list[IterVar] = list(self.all_iter_vars)
         self.relations: list = []
         self.iter_var_attrs: dict[IterVar, IterAttr] = {}
@@ -93,6 +96,8 @@ class Stage:
         self.align: dict[int, tuple[int, int]] = {}
         self.double_buffered = False
         self.pipeline_stages = 0         # pipeline(stages): a cp.async ring of that many copies
+        self.store_predicate = None      # set_store_predicate (store_predicate.py)
+        self.group, self.group_rooted = None, True       # create_group (group.py)
 
     @property
     def name(self) -> str:
@@ -324,6 +329,8 @@ class Stage:
     def _annotate(self, iv, kind: ForKind, what: str, step):
         k = self._leaf_index(iv, what)
         iv = self.leaf_iter_vars[k]
+        if kind in (ForKind.PARALLEL, ForKind.VECTORIZED):
+            check_ordered(self, iv, what)
         if kind is ForKind.PARALLEL and iv.kind is IterKind.REDUCE:
             raise ScheduleError(f"{what} on stage '{self.name}': axis '{iv.var.name}' is a reduction axis; "
                                 f"only data-parallel axes can run in parallel (use rfactor to make the "
@@ -391,6 +398,7 @@ class Stage:
         iv = self.leaf_iter_vars[k]
         if not isinstance(thread_ivar, IterVar) or thread_ivar.kind is not IterKind.THREAD:
             raise ScheduleError(f"bind on stage '{self.name}': the second argument must be te.thread_axis(...)")
+        check_ordered(self, iv, "bind")
         a = self._attr(iv)
         a.kind, a.bind = ForKind.THREAD_BINDING, thread_ivar
         tag, name, dom = thread_ivar.thread_tag, thread_ivar.var.name, thread_ivar.dom
@@ -436,6 +444,9 @@ class Stage:
         k = parent._leaf_index(scope, f"compute_at of stage '{self.name}'")
         if self.is_output:
             raise ScheduleError(f"compute_at of stage '{self.name}': it is an output of the schedule")
+        check_scan_attach(self, "compute_at", parent)
+        check_group_attach(self, parent)
+        self.group_rooted = False
         cur = parent
         while cur.attach_type == "scope" and cur.attach_stage is not None:
             if cur.attach_stage is self:
@@ -462,6 +473,8 @@ class Stage:
             raise ScheduleError(f"compute_inline: stage '{self.name}' is a reduction and cannot be inlined")
         if self.is_output:
             raise ScheduleError(f"compute_inline: stage '{self.name}' is an output of the schedule")
+        check_scan_attach(self, "compute_inline")
+        self.group_rooted = False
         self.attach_type, self.attach_stage, self.attach_ivar = "inline", None, None
         self._record(ComputeInlineStep(self._ref()))
 
@@ -475,7 +488,10 @@ class Stage:
                 C[i] = B[0] + 1.0                  for i in range(100):
                                                        C[i] = B[i] + 1.0
         """
-        self.attach_type, self.attach_stage, self.attach_ivar = "root", None, None
+        check_scan_attach(self, "compute_root")
+        at = group_root_of(self)     # in a group (a scan's body too): where the group is computed
+        self.group_rooted = True
+        self.attach_type, self.attach_stage, self.attach_ivar = ("root", None, None) if at is None else ("scope", *at)
         self._record(ComputeRootStep(self._ref()))
 
     def storage_align(self, axis: IterVar, factor: int, offset: int):
@@ -506,6 +522,39 @@ class Stage:
         """
         self.scope = scope
         self._record(SetScopeStep(self._ref(), scope))
+
+    def set_store_predicate(self, predicate):
+        """Store the stage's values only where ``predicate`` holds (``tx.var == 0``: one of the
+        threads that compute the same value writes it); see ``schedule/store_predicate.py``.
+
+        Before::                               After ``s[B].set_store_predicate(tx.var == 0)``::
+
+            for tx in thread_binding(32):          for tx in thread_binding(32):
+                B[0] = A[0] * 2.0                      if tx == 0:
+                                                           B[0] = A[0] * 2.0
+        """
+        from .store_predicate import check_predicate
+        if not isinstance(self.op, ComputeOp):
+            raise ScheduleError(f"set_store_predicate: stage '{self.name}' is not a compute stage")
+        self.store_predicate, tree = check_predicate(self, predicate)
+        self._record(SetStorePredicateStep(self._ref(), tree))
+
+    def transform_layout(self, mapping):
+        """Store this stage's tensor in the layout ``mapping(*index)`` gives (a permutation or
+        split of its axes); a compute stage then iterates the new layout, whose loops are
+        returned (``schedule/transform_layout.py``).
+
+        Before::                               After ``s[B].transform_layout(lambda i, j: [j, i])``::
+
+            for i in range(4):                     for ax0 in range(6):
+                for j in range(6):                     for ax1 in range(4):
+                    B[i, j] = A[i, j] * 2.0                B[ax0, ax1] = A[ax1, ax0] * 2.0
+        """
+        from .transform_layout import transform_layout
+        ref = self._ref()
+        loops, names, tree = transform_layout(self, mapping)
+        self._record(TransformLayoutStep(ref, names, tree))
+        return loops
 
     def double_buffer(self):
         """Give a shared tile two buffers, so that the next tile's fetch overlaps this tile's
@@ -580,20 +629,9 @@ class Stage:
         loops outside, ``reset`` runs before them and ``update`` inside them (or, without a
         ``reset``, ``body`` on their first iteration and ``update`` after).
         """
-        k = self._leaf_index(axis, "tensorize")
-        iv = self.leaf_iter_vars[k]
-        if not isinstance(intrin, TensorIntrin):
-            raise ScheduleError(f"tensorize on stage '{self.name}': expected a tensor intrinsic from "
-                                f"te.decl_tensor_intrin, got {intrin!r}")
-        if intrin.scalar_params:
-            raise ScheduleError(f"tensorize on stage '{self.name}' with intrinsic '{intrin.name}': an "
-                                f"intrinsic with scalar_params cannot be tensorized (they have no "
-                                f"value in a loop nest)")
-        for other, a in self.iter_var_attrs.items():
-            if a.tensor_intrin is not None and other is not iv:
-                raise ScheduleError(f"tensorize on stage '{self.name}': the stage is already tensorized "
-                                    f"at axis '{other.var.name}' (with '{a.tensor_intrin.name}'); a stage "
-                                    f"has at most one tensorized loop")
+        from .tensorize import check_tensorize
+        iv = self.leaf_iter_vars[self._leaf_index(axis, "tensorize")]
+        check_tensorize(self, iv, intrin)
         self._attr(iv).tensor_intrin = intrin
         self._record(TensorizeStep(self._ref(), self._axis_ref(iv), intrin.name, intrin))
 
@@ -623,6 +661,7 @@ class Schedule:
     def __init__(self, outputs: list):
         self.outputs = list(outputs)
         self.steps: list[Step] = []
+        self.groups: list = []         # create_group
         self.stages: list[Stage] = []
         self.stage_map: dict = {}
         for op in post_dfs_order(self.outputs):
@@ -631,6 +670,7 @@ class Schedule:
             self.stage_map[op] = st
         for op in self.outputs:
             self.stage_map[op].is_output = True
+        attach_scan_bodies(self)
 
     def __getitem__(self, key) -> Stage:
         """The stage of a tensor, an operation, or a name (``s["C"]``; ``s["compute#1"]`` for the
@@ -699,29 +739,15 @@ class Schedule:
 
         Attach it with ``s[AS].compute_at(s[C], i)`` to fetch one row (a tile) at a time.
         """
-        if not isinstance(tensor, Tensor):
-            raise ScheduleError(f"cache_read: expected a tensor, got {tensor!r}")
-        tensor = self._current(tensor)
-        readers = readers if isinstance(readers, (list, tuple)) else [readers]
-        reader_stages = [self[r] for r in readers]
-        for rs in reader_stages:
-            if not any(t is tensor for t in rs.op.input_tensors):
-                raise ScheduleError(f"cache_read of '{tensor.name}': stage '{rs.name}' does not read it")
-        refs = self._tensor_ref(tensor), tuple(self._stage_ref(r) for r in reader_stages)
-        name = f"{tensor.name}.{scope}"
-        cache = _copy_compute(tensor, name)
-        st = Stage(cache.op, self)
-        st.scope = scope
-        self._insert_after(self.stage_map.get(tensor.op), st)
-        self.stage_map[cache.op] = st
-        self._replace_inputs(reader_stages, {tensor: cache})
-        self.steps.append(CacheReadStep(refs[0], scope, refs[1], self._stage_ref(st)))
+        from .cache_read import cache_read as _cache_read
+        cache, st, tensor_ref, reader_refs = _cache_read(self, tensor, scope, readers)
+        self.steps.append(CacheReadStep(tensor_ref, scope, reader_refs, self._stage_ref(st)))
         return cache
 
-    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
+    def cache_write(self, tensor, scope: str):
         """Compute ``tensor`` into a cache of ``scope``, then copy it out. Returns the cache
         tensor (``C.local``); ``s[tensor]`` becomes the copy-out stage, which keeps the original
-        axes (``C.op.axis``). Must come before other primitives on that stage.
+        axes (``C.op.axis``). A list of a stage's outputs caches them all (a list back).
 
         Before::                               After ``CL = s.cache_write(C, "local")``::
 
@@ -733,43 +759,16 @@ class Schedule:
                                                        for j in range(30):
                                                            C[i, j] = CL[i, j]
 
-        Attach the cache with ``s[CL].compute_at(s[C], ...)`` to keep a register tile.
+        After other primitives on the stage (split, fuse, reorder of data-parallel loops), the
+        cache takes the current loops as its axes and the copy-out starts afresh from the
+        original axes (TVM's re-layout; ``schedule/cache_write.py``). Attach the cache with
+        ``s[CL].compute_at(s[C], ...)`` to keep a register tile.
         """
-        if isinstance(tensor, (list, tuple)):
-            raise ScheduleError("cache_write of several outputs at once is not supported")
-        st = self[tensor]
-        op = st.op
-        if not isinstance(op, ComputeOp):
-            raise ScheduleError(f"cache_write: stage '{st.name}' is not a compute stage")
-        if len(op.outputs) > 1:
-            raise ScheduleError(f"cache_write: stage '{st.name}' has several outputs; not supported")
-        if st.relations or st.iter_var_attrs or len(st.leaf_iter_vars) != len(st.all_iter_vars):
-            raise ScheduleError(f"cache_write of '{st.name}' must come before other schedule primitives on "
-                                f"that stage (it replaces the stage's axes)")
-        ref = self._tensor_ref(op.outputs[0])
-        name = f"{op.name}.{scope}"
-        new_axis = tuple(IterVar(iv.dom, Var(iv.var.name + ".c", iv.var.dtype), iv.kind) for iv in op.axis)
-        vmap = {old.var: new.var for old, new in zip(op.axis, new_axis)}
-        body = tuple(substitute(b, vmap) for b in op.body)
-        cache_op = ComputeOp(name, op.tag, op.attrs, new_axis, op.reduce_axis, body)
-        cache = cache_op.output(0)
-        out_axis = op.axis   # TVM keeps the original axes on the copy-out stage: C.op.axis stays valid
-        copy_op = ComputeOp(op.name, op.tag, op.attrs, out_axis, (),
-                            (TensorLoad(cache, tuple(iv.var for iv in out_axis)),),
-                            tuple(t.name for t in op.outputs))
-        cst = Stage(cache_op, self)
-        cst.scope = scope
-        idx = self.stages.index(st)
-        self.stages.insert(idx, cst)
-        self.stage_map[cache_op] = cst
-        old_out = op.outputs[0]
-        st.op = copy_op
-        st.all_iter_vars = list(out_axis)
-        st.leaf_iter_vars = list(out_axis)
-        self.stage_map[copy_op] = st
-        self._replace_inputs([x for x in self.stages if x is not st and x is not cst], {old_out: copy_op.output(0)})
+        from .cache_write import cache_write as _cache_write
+        refs, cst, out = _cache_write(self, tensor, scope)
+        ref = tuple(refs) if isinstance(tensor, (list, tuple)) else refs[0]
         self.steps.append(CacheWriteStep(ref, scope, self._stage_ref(cst)))
-        return cache
+        return out
 
     def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         """Factor a reduction: the partial results over ``axis`` (a leaf reduce axis of
@@ -799,6 +798,16 @@ class Schedule:
         self.steps.append(RFactorStep(tref, name_ref(iv, iv.var.name, leaves, _iv_name), factor_axis,
                                       self._stage_ref(rf)))
         return out
+
+    def create_group(self, outputs, inputs, include_inputs: bool = False):
+        """Group the stages between ``inputs`` and ``outputs`` (TVM): ``g.compute_at(s[X], ax)``
+        then computes those at the group's root inside that loop (``schedule/group.py``).
+
+        >>> g = s.create_group(outputs=x1, inputs=x, include_inputs=True)
+        >>> g.compute_at(s[x2], x2.op.axis[0])
+        """
+        from .group import create_group
+        return create_group(self, outputs, inputs, include_inputs)
 
     def _current(self, tensor: Tensor) -> Tensor:
         st = self.stage_map.get(tensor.op)
@@ -833,13 +842,6 @@ class Schedule:
         s[C].parallel(C_i_outer)
         """
         return python_form(self.steps, create_schedule(self.outputs))
-
-
-def _copy_compute(tensor: Tensor, name: str) -> Tensor:
-    axis = tuple(IterVar(Range(const(0, s.dtype), s), Var(f"ax{d}", s.dtype), IterKind.DATA_PAR)
-                 for d, s in enumerate(tensor.shape))
-    op = ComputeOp(name, "", {}, axis, (), (TensorLoad(tensor, tuple(iv.var for iv in axis)),))
-    return op.output(0)
 
 
 def create_schedule(ops) -> Schedule:

@@ -30,10 +30,11 @@ from ..ir.expr import (BinOp, BufferLoad, Const, IterKind, TensorLoad, Var, bina
 from ..ir.functor import IRMutator, collect_vars, substitute
 from ..ir.simplify import simplify
 from ..ir.expr import BufferRegion
-from ..ir.stmt import (Allocate, AttrStmt, Buffer, BUFFER_BIND_SCOPE, BufferStore, For, ForKind,
+from ..ir.stmt import (Allocate, AttrStmt, Buffer, BUFFER_BIND_SCOPE, BufferStore, Evaluate, For, ForKind,
                        IfThenElse, LetStmt, seq)
 from .schedule import ScheduleError
 from ..te.extern import ExternOp
+from ..te.scan import ScanOp
 from ..te.tensor import ComputeOp, PlaceholderOp
 from .ragged import let_positions, wrap_bound_lets
 from .tensorize import tensorized_axis, tensorized_nest
@@ -93,8 +94,13 @@ class NestBuilder:
     def stage_nest(self, st):
         if isinstance(st.op, ExternOp):
             return self.extern_stmt(st)
+        if isinstance(st.op, ScanOp):
+            return self.scan_nest(st)
         tensorized = tensorized_axis(st)
         if tensorized is not None:
+            if st.store_predicate is not None:
+                raise ScheduleError(f"set_store_predicate on stage '{st.name}': the stage is tensorized, and the "
+                                    f"intrinsic's stores cannot be guarded")
             return tensorized_nest(self, st, *tensorized)
         info = self.infos[st]
         leaves = st.leaf_iter_vars
@@ -153,7 +159,24 @@ class NestBuilder:
             body = AttrStmt(BUFFER_BIND_SCOPE, declared, BufferRegion(buf, begin, tuple(buf.shape)), body)
         return body
 
+    def scan_nest(self, st):
+        """A ``te.scan``: its loop over the steps (``scan.idx``, as split), with the body stages
+        attached inside it; a split's tail guards them."""
+        info = self.infos[st]
+        body = None
+        for k in range(len(st.leaf_iter_vars) - 1, -1, -1):
+            iv = st.leaf_iter_vars[k]
+            body = self.with_attached(st, iv, body)
+            if k == len(st.leaf_iter_vars) - 1 and info.conditions and body is not None:
+                body = IfThenElse(_and_all(info.conditions), body)
+            body = self.loop(st, iv, info, body if body is not None else Evaluate(convert(0)))
+        return body
+
     def make_for(self, st, iv, info, body):
+        return self.loop(st, iv, info, self.with_attached(st, iv, body))
+
+    def with_attached(self, st, iv, body):
+        """``body`` after the stages attached at loop ``iv`` of ``st``, inside their allocations."""
         inner = self.attached.get((st, iv))
         if inner:
             allocs = []
@@ -167,6 +190,9 @@ class NestBuilder:
                 body = Allocate(b, body)
                 if db:
                     body = AttrStmt(DOUBLE_BUFFER_SCOPE, b.name, db, body)
+        return body
+
+    def loop(self, st, iv, info, body):
         attr = st.iter_var_attrs.get(iv)
         kind, tag, ann = ForKind.SERIAL, "", ()
         if attr is not None:
@@ -191,6 +217,13 @@ class NestBuilder:
         idxs = [self.store_index(st, info, t) for t in op.outputs]
         bufs = [self.buffers[t] for t in op.outputs]
         conds = [c for c in info.conditions if not any(c is h for h in hoisted)]
+        if st.store_predicate is not None:
+            from .bound import enclosing_loops
+            from .store_predicate import lowered_predicate
+            pred = lowered_predicate(st, info, enclosing_loops(st),
+                                     _launch_bound_reduce_tags(st, st.leaf_iter_vars) if op.reduce_axis else [])
+            if pred is not None:
+                conds = list(conds) + [self.to_loads.visit_expr(pred)]
         if not op.reduce_axis:
             stores = [BufferStore(b, self.to_loads.visit_expr(substitute(e, vmap)), idx)
                       for b, e, idx in zip(bufs, info.body, idxs)]

@@ -67,6 +67,24 @@ def tensorized_axis(st):
     return None
 
 
+def check_tensorize(st, iv, intrin) -> None:
+    """What ``Stage.tensorize(iv, intrin)`` accepts: a tensor intrinsic without scalar
+    parameters, and no other tensorized axis on the stage."""
+    from ..te.tensor_intrin import TensorIntrin
+    if not isinstance(intrin, TensorIntrin):
+        raise _error(f"tensorize on stage '{st.name}': expected a tensor intrinsic from "
+                     f"te.decl_tensor_intrin, got {intrin!r}")
+    if intrin.scalar_params:
+        raise _error(f"tensorize on stage '{st.name}' with intrinsic '{intrin.name}': an "
+                     f"intrinsic with scalar_params cannot be tensorized (they have no "
+                     f"value in a loop nest)")
+    for other, a in st.iter_var_attrs.items():
+        if a.tensor_intrin is not None and other is not iv:
+            raise _error(f"tensorize on stage '{st.name}': the stage is already tensorized "
+                         f"at axis '{other.var.name}' (with '{a.tensor_intrin.name}'); a stage "
+                         f"has at most one tensorized loop")
+
+
 def llvm_imports(sch) -> tuple:
     """The LLVM IR texts of every ``pragma(axis, "import_llvm", text)`` in the schedule, once
     each, in stage order (the function's ``import_llvm`` attribute)."""

@@ -93,7 +93,11 @@ def _writer(stmt) -> str:
 
 
 def split_kernels(body, func_name: str):
-    """Peel the workspace allocations and return ``(workspace buffers, [(kernel name, stmt)])``."""
+    """Peel the workspace allocations and return ``(workspace buffers, program)``: the program
+    is a list of ``("kernel", name, stmt)`` (a root loop nest bound to the grid) and
+    ``("loop", For, program)`` (a serial loop the host runs, e.g. a ``te.scan``'s steps, around
+    kernels launched once per iteration; the ``global`` buffers allocated inside it become
+    workspace)."""
     workspace = []
     while isinstance(body, Allocate):
         if body.buffer.scope != "global":
@@ -103,19 +107,72 @@ def split_kernels(body, func_name: str):
                 f"loops bound to blockIdx")
         workspace.append(body.buffer)
         body = body.body
+    count = [0]
+    program = _split_parts(body, workspace, count, ())
+    if count[0] > 1:
+        _number_kernels(program, func_name, iter(range(count[0])))
+    else:
+        _number_kernels(program, func_name, iter([""]))
+    return workspace, program
+
+
+def _split_parts(body, workspace: list, count: list, host_loops: tuple) -> list:
     parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
-    kernels = []
-    for k, part in enumerate(parts):
-        if not (isinstance(part, For) and part.kind is ForKind.THREAD_BINDING
-                and part.thread_tag in LAUNCH_TAGS):
+    program = []
+    while parts:
+        part = parts.pop(0)
+        if isinstance(part, Allocate) and host_loops:
+            _hoist(part.buffer, host_loops)
+            workspace.append(part.buffer)
+            parts[:0] = list(part.body.seq) if isinstance(part.body, SeqStmt) else [part.body]
+            continue
+        if isinstance(part, For) and part.kind is ForKind.THREAD_BINDING and part.thread_tag in LAUNCH_TAGS:
+            program.append(["kernel", None, part])
+            count[0] += 1
+        elif isinstance(part, For) and part.kind is ForKind.SERIAL and _launches_inside(part.body):
+            program.append(["loop", part, _split_parts(part.body, workspace, count, host_loops + (part,))])
+        elif not isinstance(part, For) and _launches_inside(part):
+            raise GPULoweringError(
+                f"kernels sit under a {type(part).__name__} on the host, outside any kernel: a te.scan's loop "
+                f"over the steps runs on the host and launches the kernels of its body, so it cannot be "
+                f"guarded (a split of the scan axis whose factor does not divide the number of steps); "
+                f"split the scan axis evenly or leave it unsplit")
+        else:
             loop = f"its outermost loop '{part.loop_var.name}'" if isinstance(part, For) else "it"
             raise GPULoweringError(
                 f"stage '{_writer(part)}' is not bound to the GPU grid: {loop} is not bound to blockIdx/"
                 f"threadIdx. For target 'cuda' every root stage needs e.g. "
-                f"s[X].bind(xo, te.thread_axis('blockIdx.x')) and s[X].bind(xi, te.thread_axis('threadIdx.x'))")
-        name = func_name + "_kernel" + (str(k) if len(parts) > 1 else "")
-        kernels.append((name, part))
-    return workspace, kernels
+                f"s[X].bind(xo, te.thread_axis('blockIdx.x')) and s[X].bind(xi, te.thread_axis('threadIdx.x'))"
+                + (" (the body stages of a te.scan too)" if host_loops else ""))
+    return program
+
+
+def _launches_inside(stmt) -> bool:
+    """Whether a serial loop holds kernels (a loop the host runs) rather than being a stage's own."""
+    found = []
+    post_order_visit(stmt, lambda n: found.append(n) if isinstance(n, For) and n.kind is ForKind.THREAD_BINDING
+                     and n.thread_tag in LAUNCH_TAGS else None)
+    return bool(found)
+
+
+def _hoist(buf, host_loops) -> None:
+    from ...ir.functor import collect_vars
+    if buf.scope != "global":
+        raise GPULoweringError(
+            f"stage '{buf.name}' has scope '{buf.scope}' but is not attached inside a kernel: place it with "
+            f"s[...].compute_at(...) under the loops bound to blockIdx")
+    loop_vars = {f.loop_var for f in host_loops}
+    if any(collect_vars(d) & loop_vars for d in buf.shape):
+        raise GPULoweringError(f"stage '{buf.name}': its size depends on the host loop "
+                               f"'{host_loops[-1].loop_var.name}'; it cannot be allocated once for the kernels")
+
+
+def _number_kernels(program, func_name, numbers) -> None:
+    for item in program:
+        if item[0] == "kernel":
+            item[1] = f"{func_name}_kernel{next(numbers)}"
+        else:
+            _number_kernels(item[2], func_name, numbers)
 
 
 def collect_launch(stmt, name: str) -> KernelInfo:

@@ -15,7 +15,7 @@ from ...ir.expr import AccessPtr, BufferLoad, Const, Var
 from ...ir.functor import post_order_visit
 from ...ir.printer import stmt_str
 from ...ir.simplify import simplify
-from ...ir.stmt import Allocate, Buffer, BufferStore, For, LetStmt, seq
+from ...ir.stmt import Allocate, Buffer, BufferStore, For, ForKind, LetStmt, seq
 from .gpu_barriers import insert_barriers
 from .gpu_double_buffer import double_buffer
 from .gpu_hoist_shared import hoist_shared_allocations
@@ -32,9 +32,23 @@ __all__ = ["lower_for_gpu", "GPULoweringError", "KernelInfo", "kernels_of"]
 def lower_for_gpu(body, params, func_name: str = "main", print_ir: bool = False):
     """Turn a lowered loop nest with thread bindings into kernels. The buffers of stages marked
     with ``double_buffer()`` come marked ``double_buffer_scope`` (``schedule_ops``)."""
-    workspace, kernels = split_kernels(body, func_name)
+    workspace, program = split_kernels(body, func_name)
+    new = _lower_program(program, list(params), workspace, print_ir)
+    for b in reversed(workspace):
+        new = Allocate(b, new)
+    return new
+
+
+def _lower_program(program, params: list, workspace: list, print_ir: bool):
+    """Each kernel through the per-kernel passes; a host loop stays a loop around its kernels,
+    its variable a scalar parameter of the kernels that use it."""
     out = []
-    for name, stmt in kernels:
+    for kind, a, b in program:
+        if kind == "loop":
+            inner = _lower_program(b, params + [a.loop_var], workspace, print_ir)
+            out.append(For(a.loop_var, a.min, a.extent, a.kind, inner, a.thread_tag, a.annotations))
+            continue
+        name, stmt = a, b
         info = collect_launch(stmt, name)
         steps = [
             ("cross-thread reductions", lambda s: lower_thread_reductions(s, info)),
@@ -54,10 +68,7 @@ def lower_for_gpu(body, params, func_name: str = "main", print_ir: bool = False)
         check_local_sizes(stmt, info)
         info.params = kernel_params(stmt, params, workspace, info)
         out.append(kernel_stmt(info, stmt))
-    new = seq(*out)
-    for b in reversed(workspace):
-        new = Allocate(b, new)
-    return new
+    return seq(*out)
 
 
 def _launch_bounds(info: KernelInfo) -> dict:
@@ -108,17 +119,40 @@ def _vars(e):
 
 
 def kernels_of(body) -> tuple:
-    """``(workspace buffers, [KernelInfo, kernel body], ...)`` of a body made by lower_for_gpu."""
+    """``(workspace buffers, [(KernelInfo, kernel body), ...])`` of a body made by lower_for_gpu,
+    every kernel once, in the order written (those inside host loops too)."""
+    workspace, program = launch_program(body)
+    ks = []
+
+    def flat(items):
+        for kind, a, b in items:
+            if kind == "kernel":
+                ks.append((a, b))
+            else:
+                flat(b)
+    flat(program)
+    return workspace, ks
+
+
+def launch_program(body) -> tuple:
+    """``(workspace buffers, program)`` of a body made by lower_for_gpu: the program lists
+    ``("kernel", KernelInfo, body)`` and ``("loop", For, program)`` (a loop the host runs,
+    launching the kernels inside once per iteration, its variable passed to them), in order."""
     from ...ir.stmt import AttrStmt, SeqStmt
     workspace = []
     while isinstance(body, Allocate):
         workspace.append(body.buffer)
         body = body.body
-    parts = list(body.seq) if isinstance(body, SeqStmt) else [body]
-    ks = []
-    for p in parts:
-        if not (isinstance(p, AttrStmt) and p.key == "cuda_kernel"):
-            raise GPULoweringError("this function was not lowered for target 'cuda': "
-                                   "use tilecraft.lower(s, args, target='cuda')")
-        ks.append((p.node, p.body))
-    return workspace, ks
+
+    def items(stmt):
+        out = []
+        for p in (list(stmt.seq) if isinstance(stmt, SeqStmt) else [stmt]):
+            if isinstance(p, AttrStmt) and p.key == "cuda_kernel":
+                out.append(("kernel", p.node, p.body))
+            elif isinstance(p, For) and p.kind is not ForKind.THREAD_BINDING:
+                out.append(("loop", p, items(p.body)))
+            else:
+                raise GPULoweringError("this function was not lowered for target 'cuda': "
+                                       "use tilecraft.lower(s, args, target='cuda')")
+        return out
+    return workspace, items(body)
