@@ -469,6 +469,10 @@ def cmd_export(args) -> int:
             status = 1
             continue
         ok = [r for r in rows if "cost" in r]
+        if not ok:
+            print(f"{name}: no configuration timed yet; `run` it first", file=sys.stderr)
+            status = 1
+            continue
         header = {
             "ground_truth": TABLE_VERSION, "space": name, "target": spec["target"],
             "device": device_name(spec["target"]),
