@@ -528,7 +528,7 @@ def main(argv=None) -> int:
     p.add_argument("--indices", default="")
     p.add_argument("--pass", dest="pass_no", type=int, default=0)
     p.add_argument("--deadline", type=float, default=0.0)
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)     # options before or after the spaces
     unknown = [s for s in args.spaces if s not in SPACES]
     if unknown:
         p.error(f"unknown space {unknown[0]!r}; the spaces: {', '.join(SPACES)}")

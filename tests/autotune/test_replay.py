@@ -230,3 +230,23 @@ def test_a_filtered_space_replays_only_its_valid_configs(task):
     assert q["test"] == len(keep) - 64 and q["ndcg"] > 0.99
     with pytest.raises(ValueError, match=r"ground truth filtered: 1 of \d+ configs have no row"):
         GroundTruth(header, rows[1:])
+
+
+def _ground_truth_script():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "ground_truth.py"
+    spec = importlib.util.spec_from_file_location("ground_truth_script", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_ground_truth_export_of_an_untimed_space_says_so(tmp_path, capsys):
+    """Options may come before the spaces (`run --gpu SPACE` failed with 'unrecognized arguments'),
+    and exporting a space with nothing timed is one line, not a ValueError from min()."""
+    gt = _ground_truth_script()
+    rc = gt.main(["export", "--partial", "--root", str(tmp_path / "cache"), "--out", str(tmp_path), "gemm256"])
+    assert rc == 1
+    assert "gemm256: no configuration timed yet" in capsys.readouterr().err
+    assert not (tmp_path / "gemm256.jsonl.gz").exists()
