@@ -381,3 +381,15 @@ def test_tune_verifies_the_fastest_configs_and_export_uses_them(tmp_path):
     assert "re-measured alone, the 2 fastest" in p.stdout
     best = autotune.record.pick_best(tmp_path / "t.jsonl")
     assert best[0][1].stage == "verify" and best[0][0].config.index in verified
+
+
+def test_verdict_timing_processes_keep_openblas_threads_from_spinning():
+    """An idle numpy process's OpenBLAS threads spun while the tuned operator was timed and
+    halved its speed on 2 cores (8.4 vs 4.9 ms): the children get OPENBLAS_THREAD_TIMEOUT=4,
+    unless the user set it."""
+    import os
+    from tilecraft.cli_tune import timing_child_env
+    env = timing_child_env("/src", {"PATH": "/bin"})
+    assert env["OPENBLAS_THREAD_TIMEOUT"] == "4" and env["PYTHONPATH"] == "/src" and env["PATH"] == "/bin"
+    env = timing_child_env("/src", {"OPENBLAS_THREAD_TIMEOUT": "20", "PYTHONPATH": "/x"})
+    assert env["OPENBLAS_THREAD_TIMEOUT"] == "20" and env["PYTHONPATH"] == os.pathsep.join(["/src", "/x"])
