@@ -184,3 +184,59 @@ def check_outputs(case: Case, ins, outs, size: dict, where: str):
         assert not np.isnan(got).any(), f"{case.name} ({where}): some outputs were never written"
         np.testing.assert_allclose(got.astype("float64"), want, rtol=case.rtol, atol=case.atol,
                                    err_msg=f"{case.name} ({where})")
+
+
+def check_emulated(case: Case, rng, trials: int = 1, arrays=make_arrays, check=check_outputs,
+                   needle: str | None = None) -> None:
+    """``case`` at its emulator size: emulated ``trials`` times (fresh inputs, freshly poisoned
+    outputs) and checked; then its CUDA C (holding ``needle`` when given) compiled for sm_90 at
+    both sizes, or a skip that says nvcc is absent."""
+    import pytest
+
+    import tilecraft
+    from tilecraft.codegen.cuda import generate_cuda
+    from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
+    from tilecraft.codegen.cuda_emulate import emulate
+
+    s, args = case.make(**case.emu)
+    func = tilecraft.lower(s, args, target="cuda")
+    for _ in range(trials):
+        ins, outs = arrays(case, rng, case.emu)
+        emulate(func, ins + outs)
+        check(case, ins, outs, case.emu, "emulator")
+    if find_nvcc() is None:
+        pytest.skip("nvcc is absent: the CUDA C was generated and emulated but not compiled")
+    src = generate_cuda(func)
+    if needle is not None:
+        assert needle in src
+    assert len(compile_cuda(src, "sm_90")) > 0
+    s, args = case.make(**case.gpu)
+    compile_cuda(generate_cuda(tilecraft.lower(s, args, target="cuda")), "sm_90")
+
+
+def check_on_gpu(case: Case, rng, trials: int = 1, arrays=make_arrays, check=check_outputs,
+                 needle: str | None = None) -> None:
+    """``case`` at its GPU size, built (its source holding ``needle`` when given) and run
+    ``trials`` times on fresh inputs (a race shows as a wrong or varying result), or a skip that
+    says why kernels cannot run here."""
+    import pytest
+
+    import tilecraft
+    from tilecraft.runtime import cuda_ndarray
+
+    from .test_cuda_ops import gpu_available
+
+    why = gpu_available()
+    if why:
+        pytest.skip(f"{why}: the kernel was checked by test_emulated (emulator + nvcc) only")
+    s, args = case.make(**case.gpu)
+    mod = tilecraft.build(s, args, target="cuda")
+    if needle is not None:
+        assert needle in mod.get_source()
+    dev = tilecraft.cuda(0)
+    for _ in range(trials):
+        ins, outs = arrays(case, rng, case.gpu)
+        d_ins = [cuda_ndarray.array(a, dev) for a in ins]
+        d_outs = [cuda_ndarray.array(a, dev) for a in outs]
+        mod(*d_ins, *d_outs)
+        check(case, ins, [d.numpy() for d in d_outs], case.gpu, "gpu")

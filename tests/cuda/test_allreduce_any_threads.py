@@ -24,11 +24,9 @@ import tilecraft
 from tilecraft import te
 from tilecraft.topi import cuda_schedules as cs
 from tilecraft.codegen.cuda import ALLREDUCE_ANY, PRELUDE, generate_cuda
-from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
-from tilecraft.codegen.cuda_emulate import _allreduce_any, emulate
+from tilecraft.codegen.cuda_emulate import _allreduce_any
 
-from .cuda_cases import Case, check_outputs, make_arrays
-from .test_cuda_ops import gpu_available
+from .cuda_cases import Case, check_outputs, make_arrays, check_emulated, check_on_gpu
 from .test_gpu_correctness import _layer_norm_ref, _softmax_ref
 
 pytestmark = pytest.mark.cuda
@@ -157,37 +155,12 @@ def _check(case, ins, outs, size, where):
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_emulated(case, rng):
-    s, args = case.make(**case.emu)
-    func = tilecraft.lower(s, args, target="cuda")
-    for trial in range(2):
-        ins, outs = _arrays(case, rng, case.emu)
-        emulate(func, ins + outs)
-        _check(case, ins, outs, case.emu, "emulator")
-    if find_nvcc() is None:
-        pytest.skip("nvcc is absent: the CUDA C was generated and emulated but not compiled")
-    src = generate_cuda(func)
-    assert "tc_allreduce_any<" in src
-    assert len(compile_cuda(src, "sm_90")) > 0
-    s, args = case.make(**case.gpu)
-    compile_cuda(generate_cuda(tilecraft.lower(s, args, target="cuda")), "sm_90")
+    check_emulated(case, rng, trials=2, arrays=_arrays, check=_check, needle="tc_allreduce_any<")
 
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_gpu(case, rng):
-    why = gpu_available()
-    if why:
-        pytest.skip(f"{why}: the kernel was checked by test_emulated (emulator + nvcc) only")
-    from tilecraft.runtime import cuda_ndarray
-    s, args = case.make(**case.gpu)
-    mod = tilecraft.build(s, args, target="cuda")
-    assert "tc_allreduce_any<" in mod.get_source()
-    dev = tilecraft.cuda(0)
-    for trial in range(3):                     # a race shows as a wrong or varying result
-        ins, outs = _arrays(case, rng, case.gpu)
-        d_ins = [cuda_ndarray.array(a, dev) for a in ins]
-        d_outs = [cuda_ndarray.array(a, dev) for a in outs]
-        mod(*d_ins, *d_outs)
-        _check(case, ins, [d.numpy() for d in d_outs], case.gpu, "gpu")
+    check_on_gpu(case, rng, trials=3, arrays=_arrays, check=_check, needle="tc_allreduce_any<")
 
 
 # ---- the emulator's steps of tc_allreduce_any ------------------------------------------------

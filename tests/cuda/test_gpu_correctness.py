@@ -24,8 +24,6 @@ import pytest
 import tilecraft
 from tilecraft import te
 from tilecraft.topi import cuda_schedules as cs
-from tilecraft.codegen.cuda import generate_cuda
-from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
 from tilecraft.codegen.cuda_emulate import emulate
 from tilecraft.ir.expr import BinOp, Binary, BufferLoad, Call, Var
 from tilecraft.ir.functor import post_order_visit
@@ -34,8 +32,7 @@ from tilecraft.schedule.passes.gpu_kernels import GPULoweringError
 from tilecraft.schedule.passes.gpu_lower import kernels_of
 from tilecraft.schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
 
-from .cuda_cases import Case, check_outputs, make_arrays
-from .test_cuda_ops import gpu_available
+from .cuda_cases import Case, check_emulated, check_on_gpu
 
 pytestmark = pytest.mark.cuda
 
@@ -322,34 +319,12 @@ def rng():
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_emulated(case, rng):
-    s, args = case.make(**case.emu)
-    func = tilecraft.lower(s, args, target="cuda")
-    for trial in range(2):                     # fresh inputs, freshly poisoned outputs
-        ins, outs = make_arrays(case, rng, case.emu)
-        emulate(func, ins + outs)
-        check_outputs(case, ins, outs, case.emu, "emulator")
-    if find_nvcc() is None:
-        pytest.skip("nvcc is absent: the CUDA C was generated and emulated but not compiled")
-    assert len(compile_cuda(generate_cuda(func), "sm_90")) > 0
-    s, args = case.make(**case.gpu)
-    compile_cuda(generate_cuda(tilecraft.lower(s, args, target="cuda")), "sm_90")
+    check_emulated(case, rng, trials=2)
 
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_gpu(case, rng):
-    why = gpu_available()
-    if why:
-        pytest.skip(f"{why}: the kernel was checked by test_emulated (emulator + nvcc) only")
-    from tilecraft.runtime import cuda_ndarray
-    s, args = case.make(**case.gpu)
-    mod = tilecraft.build(s, args, target="cuda")
-    dev = tilecraft.cuda(0)
-    for trial in range(3):                     # a race shows as a wrong or varying result
-        ins, outs = make_arrays(case, rng, case.gpu)
-        d_ins = [cuda_ndarray.array(a, dev) for a in ins]
-        d_outs = [cuda_ndarray.array(a, dev) for a in outs]
-        mod(*d_ins, *d_outs)
-        check_outputs(case, ins, [d.numpy() for d in d_outs], case.gpu, "gpu")
+    check_on_gpu(case, rng, trials=3)
 
 
 # ---- structure: what the emulator cannot see (global-memory races) -----------------------------

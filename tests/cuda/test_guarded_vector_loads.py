@@ -26,13 +26,11 @@ from tilecraft import te
 from tilecraft.codegen import cuda_cstyle
 from tilecraft.codegen import cuda_emulate
 from tilecraft.codegen.cuda import generate_cuda
-from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
 from tilecraft.codegen.cuda_emulate import EmulationError, emulate
 from tilecraft.ir.expr import Binary, BinOp, Broadcast, BufferLoad, Const, Ramp, Select, Var
 from tilecraft.ir.stmt import Buffer
 
-from .cuda_cases import Case, check_outputs, make_arrays
-from .test_cuda_ops import gpu_available
+from .cuda_cases import Case, check_emulated, check_on_gpu
 
 pytestmark = pytest.mark.cuda
 
@@ -129,32 +127,12 @@ CASE_IDS = [c.name for c in CASES]
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_emulated(case, rng):
-    s, args = case.make(**case.emu)
-    func = tilecraft.lower(s, args, target="cuda")
-    ins, outs = make_arrays(case, rng, case.emu)
-    emulate(func, ins + outs)
-    check_outputs(case, ins, outs, case.emu, "emulator")
-    if find_nvcc() is None:
-        pytest.skip("nvcc is absent: the CUDA C was generated and emulated but not compiled")
-    assert len(compile_cuda(generate_cuda(func), "sm_90")) > 0
-    s, args = case.make(**case.gpu)
-    compile_cuda(generate_cuda(tilecraft.lower(s, args, target="cuda")), "sm_90")
+    check_emulated(case, rng)
 
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
 def test_gpu(case, rng):
-    why = gpu_available()
-    if why:
-        pytest.skip(f"{why}: the kernel was checked by test_emulated (emulator + nvcc) only")
-    from tilecraft.runtime import cuda_ndarray
-    s, args = case.make(**case.gpu)
-    mod = tilecraft.build(s, args, target="cuda")
-    dev = tilecraft.cuda(0)
-    ins, outs = make_arrays(case, rng, case.gpu)
-    d_ins = [cuda_ndarray.array(a, dev) for a in ins]
-    d_outs = [cuda_ndarray.array(a, dev) for a in outs]
-    mod(*d_ins, *d_outs)
-    check_outputs(case, ins, [d.numpy() for d in d_outs], case.gpu, "gpu")
+    check_on_gpu(case, rng)
 
 
 # ---- the C ---------------------------------------------------------------------------------
