@@ -3,6 +3,7 @@
     python bench/tune_cuda.py                          # SGEMM 4096^3 and the four conv layers
     python bench/tune_cuda.py --only gemm --trials 256
     python bench/tune_cuda.py --only conv --conv-trials 192
+    python bench/tune_cuda.py --only conv --batch 32 --layers c64,c256   # large batches (n_per_block)
 
 Each task is tuned with XGBTuner (topi/matmul.cuda, topi/conv2d_nchw.cuda): candidates are built
 (nvcc) in parallel worker processes, exported as CUDA archives, loaded and measured one at a time
@@ -12,7 +13,7 @@ events beside PyTorch (cuBLAS / cuDNN, TF32 off, cudnn.benchmark on) in the same
 --repeat timings. The hand-written default schedule (the template's fallback) is timed too.
 Logs go to --log-dir and resume when run again.
 
-The conv layers are ResNet-18's 3x3 convolutions at batch 1, pad 1: the stride-1 ones (c64:
+The conv layers are ResNet-18's 3x3 convolutions at batch 1 (``--batch`` for others), pad 1: the stride-1 ones (c64:
 64->64 at 56x56, c128, c256, c512) and the stride-2 ones that open stages 2-4 (c64s2: 64->128
 from 56x56, c128s2, c256s2).
 """
@@ -110,26 +111,28 @@ def conv(a, rows):
     for key in a.layers.split(","):
         ci, c, h, stride = CONV_LAYERS[key]
         oh = (h + 2 - 3) // stride + 1
-        targs = (1, ci, h, h, c, 3, 3, stride, 1, "float32")
+        nb = a.batch
+        targs = (nb, ci, h, h, c, 3, 3, stride, 1, "float32")
         task = autotune.task.create("topi/conv2d_nchw.cuda", args=targs, target="cuda")
-        log = os.path.join(a.log_dir, f"cuda_conv2d_{key}.jsonl")
+        log = os.path.join(a.log_dir, f"cuda_conv2d_{key}.jsonl" if nb == 1 else f"cuda_conv2d_{key}_b{nb}.jsonl")
         tune(task, min(a.conv_trials, len(task.config_space)), log, a.seed, a.early_stopping, a.parallel)
-        x = torch.rand(1, ci, h, h, device="cuda") * 2 - 1
+        x = torch.rand(nb, ci, h, h, device="cuda") * 2 - 1
         w = (torch.rand(c, ci, 3, 3, device="cuda") * 2 - 1) / 10
-        out = torch.full((1, c, oh, oh), float("nan"), device="cuda")
-        flop = 2.0 * c * ci * 9 * oh * oh
+        out = torch.full((nb, c, oh, oh), float("nan"), device="cuda")
+        flop = 2.0 * nb * c * ci * 9 * oh * oh
+        number = max(3, 50 // nb)
         conv = lambda: F.conv2d(x, w, padding=1, stride=stride)   # noqa: E731
-        ref = torch_time(conv, repeat=a.repeat, number=50)
+        ref = torch_time(conv, repeat=a.repeat, number=number)
         for name, mod in (("tuned", best_module(log, conv2d_nchw_cuda, targs)),
                           ("hand (default)", fallback_module(conv2d_nchw_cuda, targs))):
             out.fill_(float("nan"))
             mod(x, w, out)
             err = (out - conv()).abs().max().item()
             assert err < 1e-3, f"{name} conv {key} differs from cuDNN by {err}"
-            t = tc_time(mod, (x, w, out), repeat=a.repeat, number=50)
-            ref2 = torch_time(conv, repeat=a.repeat, number=50)
+            t = tc_time(mod, (x, w, out), repeat=a.repeat, number=number)
+            ref2 = torch_time(conv, repeat=a.repeat, number=number)
             r = min(ref, ref2)
-            report(rows, (f"conv {ci}->{c} {h}x{h} s{stride} 3x3 b1 {name}", flop / t / 1e12, flop / r / 1e12, r / t, "cuDNN", 1.0))
+            report(rows, (f"conv {ci}->{c} {h}x{h} s{stride} 3x3 b{nb} {name}", flop / t / 1e12, flop / r / 1e12, r / t, "cuDNN", 1.0))
 
 
 def row_text(row) -> str:
@@ -150,6 +153,7 @@ def main(argv=None):
     p.add_argument("--trials", type=int, default=256, help="SGEMM trials")
     p.add_argument("--conv-trials", type=int, default=256, help="trials per conv layer (at most its space)")
     p.add_argument("--layers", default=",".join(CONV_LAYERS))
+    p.add_argument("--batch", type=int, default=1, help="images per conv (the template's n_per_block knob at > 1)")
     p.add_argument("--early-stopping", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=9)

@@ -42,13 +42,13 @@ def _conv_ref(d, w, stride=1):
                for ry in range(3) for rx in range(3))
 
 
-def _check_emulated_conv(f, rng, ci, co, hw, stride=1, err_msg=""):
+def _check_emulated_conv(f, rng, ci, co, hw, stride=1, err_msg="", n=1):
     """Run the lowered 3×3 pad-1 conv ``f`` in the emulator on fresh random data (output poisoned
     with NaN) and compare it with numpy."""
-    d = rng.uniform(-1, 1, (1, ci, hw, hw)).astype("float32")
+    d = rng.uniform(-1, 1, (n, ci, hw, hw)).astype("float32")
     w = rng.uniform(-1, 1, (co, ci, 3, 3)).astype("float32")
     o = (hw - 1) // stride + 1
-    out = np.full((1, co, o, o), np.nan, "float32")
+    out = np.full((n, co, o, o), np.nan, "float32")
     emulate(f, [d, w, out])
     np.testing.assert_allclose(out, _conv_ref(d, w, stride), rtol=1e-4, atol=1e-4, err_msg=err_msg)
 
@@ -150,6 +150,54 @@ def test_conv2d_schedule_with_several_pixels_per_thread(xpt, cpt, rng):
         from tilecraft.codegen.cuda import generate_cuda
         from tilecraft.codegen.cuda_compile import compile_cuda
         assert compile_cuda(generate_cuda(f), "sm_90")
+
+
+@pytest.mark.parametrize("npb,xpt,cpt,k_split", [(2, 1, 2, 1), (4, 2, 2, 1), (3, 1, 4, 2)])
+def test_conv2d_schedule_with_several_images_per_block(npb, xpt, cpt, k_split, rng):
+    """n_per_block: a block computes its pixels and channels for several images (one weight tile
+    in shared memory for all of them), with k_split and several pixels per thread too."""
+    s, args = cs.conv2d_nchw(6 if npb == 3 else 4, 8, 6, 6, 8, 3, 3, 1, tile_co=4, tile_y=3, tile_x=6,
+                             co_per_thread=cpt, ci_tile=2, x_per_thread=xpt, k_split=k_split, n_per_block=npb)
+    f = tilecraft.lower(s, args, target="cuda")
+    _check_emulated_conv(f, rng, 8, 8, 6, n=6 if npb == 3 else 4)
+    with pytest.raises(ValueError, match=r"n_per_block=4 does not divide the batch of 6 images"):
+        cs.conv2d_nchw(6, 8, 6, 6, 8, 3, 3, 1, n_per_block=4)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_conv2d_cuda_template_on_a_batch(seed):
+    """At batch > 1 the template has an n_per_block knob; random valid configs (several images
+    per block among them) compute the convolution in the emulator."""
+    rng = np.random.default_rng(seed)
+    task = autotune.task.create("topi/conv2d_nchw.cuda", args=(4, 8, 6, 6, 8, 3, 3, 1, 1, "float32"),
+                                target="cuda")
+    space = task.config_space
+    assert [e.val for e in space.space_map["n_per_block"].entities] == [1, 2, 4]
+    npb = [space.get(space.valid_index(i))["n_per_block"].val for i in range(len(space))]
+    assert {1, 2, 4} <= set(npb)
+    i = int(rng.choice([i for i, v in enumerate(npb) if v > 1]))
+    cfg = space.get(space.valid_index(i))
+    sch, args = task.instantiate(cfg)
+    _check_emulated_conv(tilecraft.lower(sch, args, target="cuda"), rng, 8, 8, 6, err_msg=str(cfg), n=4)
+
+
+@needs_nvcc
+def test_conv2d_cuda_template_admits_tiles_beyond_static_shared_memory(rng):
+    """The filter admits tiles above the 48 KB of static shared memory (dynamic shared memory):
+    one such config lowers, runs in the emulator and compiles for sm_90."""
+    from tilecraft.codegen.cuda import generate_cuda
+    from tilecraft.codegen.cuda_compile import compile_cuda
+    from tilecraft.topi.conv2d_cuda import SHARED_LIMIT, conv_tiles_ok
+    kw = dict(tile_co=32, tile_y=4, tile_x=8, cpt=4, ci_tile=32, xpt=1, n_per_block=2, N=2)
+    shared = 32 * (2 * 6 * 10 + 9 * 32) * 4
+    assert 48 * 1024 < shared <= SHARED_LIMIT and conv_tiles_ok(32, 8, 8, 32, 3, 3, **kw)
+    s, args = cs.conv2d_nchw(2, 32, 8, 8, 32, 3, 3, 1, tile_co=32, tile_y=4, tile_x=8, co_per_thread=4,
+                             ci_tile=32, n_per_block=2)
+    f = tilecraft.lower(s, args, target="cuda")
+    src = generate_cuda(f)
+    assert "extern __shared__" in src
+    _check_emulated_conv(f, rng, 32, 32, 8, n=2)
+    assert compile_cuda(src, "sm_90")
 
 
 @pytest.mark.parametrize("seed", [0, 1])

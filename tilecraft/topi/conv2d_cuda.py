@@ -11,13 +11,20 @@ The schedule is ``tilecraft.topi.cuda_schedules.conv2d_nchw`` (direct convolutio
 computes ``tile_co`` output channels of a ``tile_y × tile_x`` patch, each thread ``x_per_thread``
 neighbouring pixels for ``co_per_thread`` channels; on outputs of at most 8×8 pixels,
 ``k_split`` parts of the input channels go to separate blocks and a second kernel sums them; per ``ci_tile`` input channels all threads fetch the padded input patch
-with its halo and the transposed weights into shared memory). Its sizes are the knobs; the filter
-keeps configurations that divide the output, fit the 48 KB of static shared memory and launch
-32 to 1024 threads per block.
+with its halo and the transposed weights into shared memory). On batches of several images,
+``n_per_block`` images share a block (each weight fetched serves them all; the register tile
+holds the thread's pixels × channels for each image). Its sizes are the knobs; the filter
+keeps configurations that divide the output, keep at most 32 accumulators per thread, fit
+``SHARED_LIMIT`` bytes of shared memory (above 48 KB the kernel takes dynamic shared memory; the
+limit leaves room for two blocks per H100/H200 multiprocessor) and launch 32 to 1024 threads
+per block.
 """
 from __future__ import annotations
 
 import tilecraft.autotune as autotune
+
+
+SHARED_LIMIT = 100 * 1024
 
 
 def _divisors(n: int, at_most: int) -> list:
@@ -25,21 +32,21 @@ def _divisors(n: int, at_most: int) -> list:
 
 
 def conv_tiles_ok(CI, OH, OW, CO, KH, KW, tile_co, tile_y, tile_x, cpt, ci_tile, xpt=1, stride=1,
-                  k_split=1) -> bool:
+                  k_split=1, n_per_block=1, N=1) -> bool:
     """Whether a configuration of the CUDA conv2d schedule is well-formed."""
-    if CO % tile_co or tile_co % cpt or OH % tile_y or OW % tile_x or tile_x % xpt:
+    if CO % tile_co or tile_co % cpt or OH % tile_y or OW % tile_x or tile_x % xpt or N % n_per_block:
         return False
     if CI % (ci_tile * k_split):
         return False
-    if cpt * xpt > 32:                       # accumulators per thread
+    if cpt * xpt * n_per_block > 32:         # accumulators per thread
         return False
     tz = tile_co // cpt
     threads = tile_x // xpt * tile_y * tz
     if not 32 <= threads <= 1024 or tz > 64:
         return False
     patch = ((tile_y - 1) * stride + KH) * ((tile_x - 1) * stride + KW)
-    shared = ci_tile * (patch + KH * KW * tile_co) * 4
-    return shared <= 48 * 1024
+    shared = ci_tile * (n_per_block * patch + KH * KW * tile_co) * 4
+    return shared <= SHARED_LIMIT
 
 
 def _fallback_tiles(CI, OH, OW, CO, KH, KW, stride) -> dict:
@@ -73,14 +80,21 @@ def conv2d_nchw_cuda(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int,
     small = OH * OW <= 64
     if small:
         cfg.define_knob("k_split", [1, 2, 4, 8])
+    # several images per block on batches (weights fetched once for all of them)
+    batched = N > 1
+    if batched:
+        cfg.define_knob("n_per_block", _divisors(N, 8))
 
     def k_split(e):
         return e["k_split"].val if small else 1
 
+    def n_per_block(e):
+        return e["n_per_block"].val if batched else 1
+
     def ok(e):
         return conv_tiles_ok(CI, OH, OW, CO, KH, KW, e["tile_co"].val, e["tile_y"].val, e["tile_x"].val,
                              e["co_per_thread"].val, e["ci_tile"].val, e["x_per_thread"].val, stride,
-                             k_split(e))
+                             k_split(e), n_per_block(e), N)
 
     cfg.multi_filter(ok)
     cfg.add_flop(2.0 * N * CO * OH * OW * CI * KH * KW)
@@ -94,4 +108,4 @@ def conv2d_nchw_cuda(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int,
                                       tile_co=cfg["tile_co"].val, tile_y=cfg["tile_y"].val,
                                       tile_x=cfg["tile_x"].val, co_per_thread=cfg["co_per_thread"].val,
                                       ci_tile=cfg["ci_tile"].val, x_per_thread=cfg["x_per_thread"].val,
-                                      k_split=k_split(cfg))
+                                      k_split=k_split(cfg), n_per_block=n_per_block(cfg))

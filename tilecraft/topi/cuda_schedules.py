@@ -130,7 +130,7 @@ def matmul(M, N, K, dtype="float32", acc="float32", block=(128, 128), vthreads=(
 
 def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32",
                 tile_co=16, tile_y=8, tile_x=8, co_per_thread=4, ci_tile=16, x_per_thread=1, stride=1,
-                k_split=1):
+                k_split=1, n_per_block=1):
     """Direct NCHW convolution:
     ``Out[n, co, y, x] = sum W[co, ci, ry, rx] * Pad[n, ci, y*stride + ry, x*stride + rx]``.
 
@@ -140,9 +140,14 @@ def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32
     (transposed so a thread's channels are contiguous) are fetched into shared memory by all
     threads. ``k_split > 1`` splits the input channels into that many parts computed by separate
     blocks (``Partial[k, ...]``, more blocks for small images), summed by a second kernel.
+    ``n_per_block > 1`` (large batches) gives a block that many images: each thread computes its
+    pixels and channels for each of them, so every weight fetched into shared memory serves
+    ``n_per_block`` images (the register tile grows by that factor).
     """
     if CI % k_split:
         raise ValueError(f"k_split={k_split} does not divide the {CI} input channels")
+    if N % n_per_block:
+        raise ValueError(f"n_per_block={n_per_block} does not divide the batch of {N} images")
     Data = te.placeholder((N, CI, H, W), dtype, name="Data")
     Wt = te.placeholder((CO, CI, KH, KW), dtype, name="W")
     OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
@@ -172,13 +177,14 @@ def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32
     OL = s.cache_write(Acc, "local")
 
     *ks, n, o, y, x = s[Acc].op.axis
+    bn, ni = s[Acc].split(n, factor=n_per_block)
     bo, oi = s[Acc].split(o, factor=tile_co)
     byy, yi = s[Acc].split(y, factor=tile_y)
     bxx, xi = s[Acc].split(x, factor=tile_x)
     to, oi = s[Acc].split(oi, factor=co_per_thread)
     txx, xv = s[Acc].split(xi, factor=x_per_thread)
-    s[Acc].reorder(*ks, n, bo, byy, bxx, to, yi, txx, oi, xv)
-    blk = s[Acc].fuse(*ks, n, bo, byy, bxx)
+    s[Acc].reorder(*ks, bn, bo, byy, bxx, to, yi, txx, ni, oi, xv)
+    blk = s[Acc].fuse(*ks, bn, bo, byy, bxx)
     s[Acc].bind(blk, bx())
     s[Acc].bind(to, tz())
     s[Acc].bind(yi, ty())
@@ -186,13 +192,15 @@ def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32
     s[OL].compute_at(s[Acc], txx)
     rc, ry, rx = s[OL].op.reduce_axis
     rco, rci = s[OL].split(rc, factor=ci_tile)
-    *_, oo, yy, xx = s[OL].op.axis
+    *_, nn, oo, yy, xx = s[OL].op.axis
     s[OL].reorder(rco, rci, ry, rx, *s[OL].op.axis)
     s[OL].unroll(ry)
     s[OL].unroll(rx)
     if x_per_thread > 1:
         s[OL].unroll(oo)
         s[OL].unroll(xx)
+    if n_per_block > 1:
+        s[OL].unroll(nn)
     s[PS].compute_at(s[OL], rco)
     s[WT].compute_at(s[OL], rco)
     s[WL].compute_at(s[OL], rx)
