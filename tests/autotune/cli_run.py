@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -28,9 +29,16 @@ def run_tilecraft(*args, cwd, timeout=300, **env) -> subprocess.CompletedProcess
                           capture_output=True, text=True, timeout=timeout)
 
 
+def _default_sigint():
+    # A shell starts background jobs (`cmd &`) with SIGINT ignored, and Python then installs no
+    # KeyboardInterrupt handler: give the child the default so a test can interrupt it as Ctrl-C does.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def popen_tilecraft(*args, cwd, **env) -> subprocess.Popen:
     return subprocess.Popen(tilecraft_command() + [str(a) for a in args], cwd=cwd, env=cli_env(**env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=_default_sigint)
 
 
 def one_line_error(proc: subprocess.CompletedProcess) -> str:
