@@ -30,7 +30,7 @@ def add_commands(sub, formatter_class=argparse.HelpFormatter) -> None:
                                    "loads.")
     c.add_argument("model", help="an ONNX file")
     c.add_argument("-o", "--output", "--out", dest="output", required=True, help="the library to write (.so)")
-    c.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",
+    c.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
                    help="the shape of an input with dynamic dimensions, e.g. input=1,3,224,224 (repeatable)")
     c.add_argument("--dtype", default="float32", help="dtype of inputs the model leaves unspecified")
     c.add_argument("--target", default="llvm", help="llvm (this CPU) or 'llvm -mcpu=NAME'")
@@ -112,7 +112,7 @@ def cmd_compile(args) -> int:
         raise CLIError(f"--target: {err}") from None
     if args.trials < 1:
         raise CLIError(f"--trials must be at least 1, got {args.trials}")
-    shapes = parse_shapes(args.shape)
+    shapes = parse_shapes(args.shape or [])
     log = args.tuning_log or (os.path.splitext(args.output)[0] + ".jsonl" if args.tune else None)
     if log and not args.tune and not os.path.isfile(log):
         raise CLIError(f"--tuning-log {log}: no such file (add --tune to write it)")

@@ -200,3 +200,12 @@ def test_tune_relay_x86_steps(rng, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
     np.testing.assert_allclose(np.load(out), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_tune_onnx_model_example(tmp_path):
+    import pathlib
+    script = pathlib.Path(__file__).resolve().parents[2] / "examples" / "tune_onnx_model.py"
+    log = tmp_path / "ex.jsonl"
+    run = subprocess.run([sys.executable, str(script), "8", str(log)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "matches onnxruntime" in run.stdout and len(log.read_text().splitlines()) == 8
