@@ -62,11 +62,14 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--trials", type=int, default=0, help="tune the model's tasks first, this many trials in all")
+    ap.add_argument("--log", default=None, help="the tuning log (default: tuning_logs/BENCH.jsonl; resumes)")
+    ap.add_argument("--no-torch", action="store_true", help="do not time PyTorch eager")
     args = ap.parse_args()
     import onnxruntime as ort
 
     import tilecraft as tc
-    from tilecraft import relay
+    from tilecraft import autotune, relay
     from tilecraft.contrib import graph_executor
     tc.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
@@ -75,7 +78,15 @@ def main():
     warnings.filterwarnings("ignore", message="no tuned configuration")
     t0 = time.perf_counter()
     mod, params = relay.frontend.from_onnx(model)
-    with tc.transform.PassContext(opt_level=3):
+    tuned, t_tune = "untuned", time.perf_counter()
+    if args.trials or args.log:
+        import relay_common
+        log = args.log or os.path.join("tuning_logs", os.path.basename(__file__).replace(".py", ".jsonl"))
+        if args.trials:
+            print("tuning:", relay_common.tune(mod, params, args.trials, log))
+        tuned = f"tuned ({log})"
+    tune_s = time.perf_counter() - t_tune     # the build time below excludes it
+    with autotune.apply_history_best(log if tuned != "untuned" else []), tc.transform.PassContext(opt_level=3):
         lib = relay.build(mod, target="llvm", params=params)
     m = graph_executor.GraphModule(lib["default"](tc.cpu(0)))
     m.set_input("x", x)
@@ -95,11 +106,20 @@ def main():
             sess.run(None, {"x": x})
         theirs.append((time.perf_counter() - t) / 2)
     a, b = np.median(ours), np.median(theirs)
+    print(lib.memory_summary())
+    if not args.no_torch:
+        import relay_common
+        eager = relay_common.torch_eager(model, args.threads)
+        terr = np.abs(eager({"x": x}) - ref).max()
+        c = np.median([relay_common.time_per_call(lambda: eager({"x": x}), 2)
+                       for _ in range(args.repeat)])
+        print(f"PyTorch eager (same graph, torch ops, {args.threads} threads): {c * 1e3:.1f} ms per inference "
+              f"(max |difference| to onnxruntime {terr:.1e}): tilecraft is {c / a:.2f}x PyTorch eager")
     kernels = [n["func"] for n in lib.graph["nodes"] if n["op"] == "kernel"]
     print(f"BERT-base encoder layer, seq {args.seq}, {args.threads} threads, load {os.getloadavg()[0]:.1f}: "
-          f"import + optimise + build + first run {t1 - t0:.1f} s ({len(kernels)} kernels); max |difference| "
+          f"import + optimise + build + first run {t1 - t0 - tune_s:.1f} s ({len(kernels)} kernels); max |difference| "
           f"to onnxruntime {err:.1e}")
-    print(f"time per inference (median of {args.repeat}): tilecraft untuned {a * 1e3:.1f} ms, onnxruntime "
+    print(f"time per inference (median of {args.repeat}): tilecraft {tuned} {a * 1e3:.1f} ms, onnxruntime "
           f"{b * 1e3:.1f} ms: {b / a:.2f}x onnxruntime")
     for _ in range(1):
         ex = m.module

@@ -35,7 +35,7 @@ LAYERS = [
     ("cli",),               # cli.py, cli_tune.py, __main__.py
 ]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
-ROOT_MODULES = {"__init__": "tilecraft", "__main__": "cli", "cli": "cli", "cli_tune": "cli",
+ROOT_MODULES = {"__init__": "tilecraft", "__main__": "cli", "cli": "cli", "cli_tune": "cli", "cli_relay": "cli",
                 "interp": "interp", "interp_lowered": "interp", "target": "target", "tir": "tir",
                 "transform": "transform", "testing": "testing"}
 ORDER = " → ".join("/".join(units) for units in LAYERS)

@@ -6,6 +6,8 @@
     tilecraft log summary tuning_logs/matmul_1024_1024_1024_float32.jsonl
     tilecraft log plot tuning_logs/matmul_1024_1024_1024_float32.jsonl --out curve.png
     tilecraft export tuning_logs/matmul_1024_1024_1024_float32.jsonl --out-dir tuned_ops
+    tilecraft compile model.onnx --shape input=1,3,224,224 -o model.so   # a whole model (cli_relay.py)
+    tilecraft run model.so --inputs in.npz --output out.npz --benchmark
 
 ``tune`` takes a template from ``tilecraft.topi`` (``matmul``, ``batch_matmul``, ``conv2d``,
 ``softmax``, or a full registered name like ``topi/matmul.llvm``) or from a user's module
@@ -372,6 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     from .rpc import cli as rpc_cli      # tilecraft rpc {tracker,server,status,keygen}
     rpc_cli.add_commands(sub)
+    from . import cli_relay              # tilecraft compile, tilecraft run (a whole model)
+    cli_relay.add_commands(sub, _HelpFormatter)
 
     class _TuneHelp(_HelpFormatter):
         def format_help(self):

@@ -23,10 +23,11 @@ from .measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, 
                       create_measure_batch, measure_option)
 from .space import (ConfigEntity, ConfigSpace, FallbackConfigEntity, InstantiationError, SplitEntity,
                     ReorderEntity, AnnotateEntity, OtherOptionEntity)
+from .model_tuning import split_budget, tune_tasks
 from .task import get_config, template
 
 __all__ = [
-    "template", "get_config", "task", "tuner", "record", "callback", "measure_option",
+    "template", "get_config", "task", "tune_tasks", "split_budget", "tuner", "record", "callback", "measure_option",
     "LocalBuilder", "LocalRunner", "TimingOptions", "OptionError", "MeasureInput", "MeasureResult", "MeasureErrorNo", "BuildResult",
     "create_measure_batch", "apply_history_best", "ApplyHistoryBest", "ApplyConfig", "DispatchContext",
     "FallbackContext", "ConfigSpace", "ConfigEntity", "FallbackConfigEntity", "InstantiationError",

@@ -165,6 +165,7 @@ class Task:
         self.template_module = template_module or (func.__module__ if func is not None else None)
         self.config_space: ConfigSpace | None = None
         self.flop: float = 0.0
+        self.count = 1          # kernel calls of a model that run this workload (extract_from_program)
 
     @property
     def func(self) -> Callable:
@@ -279,3 +280,25 @@ def compute_flop(sch) -> float:
     except Exception as err:  # an unfamiliar graph: report, never crash task creation
         raise FlopCountError(f"cannot count FLOPs ({type(err).__name__}: {err})") from err
 
+
+
+def extract_from_program(mod, target="llvm", params: dict | None = None, ops=None, target_host=None) -> list:
+    """One task per distinct tunable workload of a graph-level model (TVM's
+    ``autotvm.task.extract_from_program``): ``mod`` is ``mod["main"]`` of a ``relay`` module (or
+    the module), ``params`` its weights, ``ops`` optionally the operators to keep
+    (``relay.op.get("nn.conv2d")`` or names). The workloads are the very keys ``relay.build``
+    asks ``apply_history_best`` for, so tuning these tasks into a log and building inside
+    ``apply_history_best(log)`` uses the results. ``task.count`` is how many kernel calls of the
+    model run the workload (``tune_tasks`` weighs the trial budget by it).
+
+    >>> tasks = autotune.task.extract_from_program(mod["main"], target="llvm", params=params)  # doctest: +SKIP
+    """
+    if not hasattr(mod, "tuning_workloads"):
+        raise TypeError(f"extract_from_program expects a relay Function (mod['main']) or IRModule, "
+                        f"got {type(mod).__name__}")
+    tasks = []
+    for workload, count, _ in mod.tuning_workloads(target, params, ops):   # relay, received by injection
+        task = create(workload[0], workload[1:], target, target_host)
+        task.count = count
+        tasks.append(task)
+    return tasks

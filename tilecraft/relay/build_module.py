@@ -9,7 +9,7 @@ which run; ``PrintAfterAll`` shows the module after each)::
 then each distinct primitive function is lowered (``backend/te_compiler.py``) and all of them
 are compiled into one LLVM module; ``main``'s calls become the executor's graph
 (``tilecraft/runtime/graph_executor.py``) and its remaining constants the weights
-``p0, p1, ...``. Inside ``autotune.apply_history_best(log)`` tuned configurations schedule the
+``p0, p1, ...``; the kernel outputs share storage by liveness (``backend/memory_plan.py``). Inside ``autotune.apply_history_best(log)`` tuned configurations schedule the
 convolutions and dense layers whose workloads the log has.
 
 >>> with tilecraft.transform.PassContext(opt_level=3):
@@ -60,8 +60,8 @@ def optimize(mod: IRModule, target=None, params: dict | None = None) -> tuple:
     return seq(mod), {}
 
 
-def _kernel_name(fn: Function, taken: dict) -> str:
-    base = "fused_" + (fn.attrs.get("Name") or "fn")
+def _kernel_name(fn: Function, taken: dict, prefix: str = "") -> str:
+    base = prefix + "fused_" + (fn.attrs.get("Name") or "fn")
     base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in base)[:80]
     n = taken.get(base, 0)
     taken[base] = n + 1
@@ -70,22 +70,46 @@ def _kernel_name(fn: Function, taken: dict) -> str:
 
 def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_name: str = "default"):
     """Compile a model for ``target`` (``"llvm"`` only so far): returns a
-    ``GraphExecutorFactory``; ``lib["default"](dev)`` is an executor (wrap it in
+    ``GraphExecutorFactory``; ``lib[mod_name](dev)`` is an executor (wrap it in
     ``tilecraft.contrib.graph_executor.GraphModule``), ``lib.export_library(path)`` writes one
-    library."""
+    library, ``lib.memory_summary()`` reports the memory plan.
+
+    ``target_host`` (TVM's) must be None or an ``llvm`` target: the host code of a CPU model is
+    the kernels' own code, so nothing else is compiled for it. ``mod_name`` names the model:
+    ``lib[mod_name](dev)`` makes its executor, and its kernels are named ``{mod_name}_fused_...``
+    (``fused_...`` for ``"default"``) so that models of different names can share one process
+    or library. Memory planning (``backend/memory_plan.py``) runs unless the ``PassContext``
+    disables ``"PlanMemory"``.
+
+    >>> lib = relay.build(mod, target="llvm", params=params, mod_name="resnet")   # doctest: +SKIP
+    >>> ex = lib["resnet"](tilecraft.cpu(0))                                       # doctest: +SKIP
+    """
     from tilecraft.codegen.llvm import build_llvm
     from tilecraft.runtime.graph_executor import GraphExecutorFactory
-    from tilecraft.target import Target
+    from tilecraft.target import Target, TargetError
+    from tilecraft.transform import PassContext
 
+    from .backend.memory_plan import plan_memory
     from .backend.te_compiler import lower_primitive
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
     if not isinstance(mod, IRModule):
         raise RelayError(f"relay.build expects a relay.IRModule, got {type(mod).__name__}")
-    tgt = Target(target)
+    try:
+        tgt = Target(target)
+        host = Target(target_host) if target_host is not None else None
+    except TargetError as err:
+        raise RelayError(f"relay.build: {err}") from None
     if tgt.kind != "llvm":
         raise RelayError(f"relay.build: target {str(tgt)!r} is not supported yet; the graph level builds "
                          "for 'llvm' (the CPU) so far")
+    if host is not None and host.kind != "llvm":
+        raise RelayError(f"relay.build: target_host must be an llvm target (the host of a CPU model is the CPU), "
+                         f"got {str(host)!r}")
+    if not isinstance(mod_name, str) or not mod_name.isidentifier():
+        raise RelayError(f"relay.build: mod_name must be a name made of letters, digits and '_' (it prefixes "
+                         f"the kernels' symbols), got {mod_name!r}")
+    prefix = "" if mod_name == "default" else mod_name + "_"
     mod, _ = optimize(mod, tgt, params)
     main = mod["main"]
     with tgt:
@@ -94,13 +118,17 @@ def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_
             if type(n) is Call and isinstance(n.op, Function):
                 key = astext(n.op)          # equal groups (same ops, attributes, shapes) share a kernel
                 if key not in by_text:
-                    name = _kernel_name(n.op, taken)
+                    name = _kernel_name(n.op, taken, prefix)
                     func, views[name] = lower_primitive(n.op, name, "llvm")
                     funcs.append(func)
                     by_text[key] = name
                 kernel_of[id(n)] = by_text[key]
         module = build_llvm(funcs, str(tgt)) if funcs else None
     graph, weights = plan_graph(main, kernel_of, views)
+    if "PlanMemory" not in PassContext.current().disabled_pass:
+        graph = plan_memory(graph)
+    if mod_name != "default":
+        graph["mod_name"] = mod_name
     return GraphExecutorFactory(graph, module, weights, exporter=_export)
 
 

@@ -249,6 +249,12 @@ class Function(Expr):
     def is_primitive(self) -> bool:
         return bool(self.attrs.get("Primitive", 0))
 
+    def tuning_workloads(self, target="llvm", params=None, ops=None) -> list:
+        """The model's distinct tunable workloads (``relay/backend/task_extraction.py``); how
+        ``autotune.task.extract_from_program``, a lower layer, reaches the graph level."""
+        from .backend.task_extraction import tuning_workloads
+        return tuning_workloads(self, target, params, ops)
+
 
 def _short(e) -> str:
     if isinstance(e, Var):
@@ -401,6 +407,12 @@ class IRModule:
         if self._functions.get(name) is func:
             return self
         return IRModule({**self._functions, name: func})
+
+    def tuning_workloads(self, target="llvm", params=None, ops=None) -> list:
+        """The model's distinct tunable workloads (``relay/backend/task_extraction.py``); how
+        ``autotune.task.extract_from_program``, a lower layer, reaches the graph level."""
+        from .backend.task_extraction import tuning_workloads
+        return tuning_workloads(self, target, params, ops)
 
     def astext(self) -> str:
         from .printer import astext

@@ -11,9 +11,12 @@ A *graph* is the JSON-able plan ``relay.build`` writes (format 1)::
 
 Nodes come in execution order; a kernel node calls the module function ``func`` with the arrays
 of its ``inputs`` (node ids) and then its own output array, reshaped (views of the same memory)
-to its ``arg_shapes`` when it has them (a row-reduction template that takes ``[rows, N]``). Every kernel output has a buffer of
-its own for now (memory planning by liveness is a later part). The executor lives in the
-runtime: a library loaded with ``load_module`` runs it without the compiler.
+to its ``arg_shapes`` when it has them (a row-reduction template that takes ``[rows, N]``).
+A planned graph (``relay/backend/memory_plan.py``) also has ``"storage": [bytes, ...]`` and a
+``storage_id`` on each kernel node: the executor allocates one 64-byte aligned buffer per
+storage and each kernel output is a view of its storage (tensors whose lifetimes do not overlap
+share memory); without them every kernel output has a buffer of its own. The executor lives in
+the runtime: a library loaded with ``load_module`` runs it without the compiler.
 
 >>> ex = GraphExecutor(graph, module, params, tilecraft.cpu(0))      # doctest: +SKIP
 >>> ex.set_input("data", x); ex.run(); y = ex.get_output(0).numpy()  # doctest: +SKIP
@@ -43,6 +46,7 @@ class GraphExecutor:
         self.arrays = []
         self.input_index = {}
         self._steps = []
+        storage = [_aligned_bytes(size) for size in graph.get("storage", ())]
         for nid, node in enumerate(self.nodes):
             shape, dtype = tuple(node["shape"]), node["dtype"]
             if node["op"] == "param":
@@ -52,6 +56,9 @@ class GraphExecutor:
                 if arr.shape != shape or arr.dtype.name != dtype:
                     raise GraphExecutorError(f"weight {node['name']!r}: expected {dtype}{list(shape)}, "
                                              f"got {arr.dtype.name}{list(arr.shape)}")
+            elif "storage_id" in node:      # a view of shared storage (planned memory)
+                count = int(np.prod(shape, dtype=np.int64))
+                arr = storage[node["storage_id"]][:count * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
             else:
                 arr = np.zeros(shape, dtype)
             if node["op"] == "input":
@@ -133,6 +140,25 @@ class GraphExecutor:
         return time_evaluator(_RunAll(self), device, number, repeat, min_repeat_ms)()
 
 
+def _aligned_bytes(size: int) -> np.ndarray:
+    """``size`` zeroed bytes starting at a 64-byte boundary (a cache line, an AVX-512 vector)."""
+    raw = np.zeros(size + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start:start + size]
+
+
+def memory_use(graph: dict) -> dict:
+    """The intermediate memory of a graph: ``{"tensors", "per_tensor_bytes", "planned_bytes",
+    "storages"}`` (kernel outputs; one buffer per tensor against the planned storage, equal
+    when the graph is not planned)."""
+    sizes = [int(np.prod(n["shape"], dtype=np.int64)) * np.dtype(n["dtype"]).itemsize
+             for n in graph["nodes"] if n["op"] == "kernel"]
+    planned = graph.get("storage")
+    return {"tensors": len(sizes), "per_tensor_bytes": sum(sizes),
+            "planned_bytes": sum(planned) if planned is not None else sum(sizes),
+            "storages": len(planned) if planned is not None else len(sizes)}
+
+
 class _RunAll:
     """``run`` in the shape of a compiled function, for the time evaluator."""
     name = "run"
@@ -160,14 +186,32 @@ class GraphExecutorFactory:
         self.graph, self.module, self.params = graph, module, dict(params)
         self._exporter = exporter
 
+    @property
+    def mod_name(self) -> str:
+        return self.graph.get("mod_name", "default")
+
     def __getitem__(self, name: str):
-        if name == "default":
+        if name == self.mod_name:
             return lambda dev=None: GraphExecutor(self.graph, self.module, self.params, dev)
+        if name == "default":
+            raise GraphExecutorError(f"this model was built with mod_name={self.mod_name!r}: make its executor "
+                                     f"with lib[{self.mod_name!r}](dev)")
         return self.module[name]
 
     def get_graph_json(self) -> str:
         import json
         return json.dumps(self.graph)
+
+    def memory_summary(self) -> str:
+        """One line: the kernel outputs' memory as planned against one buffer per tensor.
+
+        >>> print(lib.memory_summary())     # doctest: +SKIP
+        memory: 24 intermediate tensors, 5.23 MB one buffer each, 1.61 MB planned in 3 storages (0.31x)
+        """
+        m = memory_use(self.graph)
+        ratio = m["planned_bytes"] / m["per_tensor_bytes"] if m["per_tensor_bytes"] else 1.0
+        return (f"memory: {m['tensors']} intermediate tensors, {m['per_tensor_bytes'] / 1e6:.2f} MB one buffer "
+                f"each, {m['planned_bytes'] / 1e6:.2f} MB planned in {m['storages']} storages ({ratio:.2f}x)")
 
     def get_params(self) -> dict:
         return dict(self.params)

@@ -1,0 +1,131 @@
+"""Tuning a whole model: every task of ``extract_from_program`` under one trial budget.
+
+    tasks = autotune.task.extract_from_program(mod["main"], target="llvm", params=params)
+    autotune.tune_tasks(tasks, n_trial_total=400, log_file="model.jsonl", early_stopping=40)
+    with autotune.apply_history_best("model.jsonl"):
+        lib = relay.build(mod, target="llvm", params=params)
+
+**The split** (``split_budget``): a task's share of the budget is proportional to its
+estimated time share, ``task.flop * task.count`` (FLOPs per run times the kernel calls of the
+model that run it): every task first gets ``min_trials`` (fewer when the budget cannot give
+that to all; all its configs when its space is smaller), the rest goes by that proportion; no
+task gets more than its config space, what a cap frees goes to the others in the same
+proportion; integer shares by largest remainder, so they add up to the budget (or to
+the sum of the spaces when that is smaller).
+
+**Resuming**: the log is read first; the configs it holds of a task count towards that task's
+share and are not measured again, so the same call after an interruption measures only what is
+left, and after a finished run measures nothing.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import warnings
+
+
+
+def split_budget(tasks, n_trial_total: int, min_trials: int = 8) -> list[int]:
+    """Trials per task (see the module docstring for the rule).
+
+    >>> split_budget(tasks, 100)          # doctest: +SKIP
+    [62, 30, 8]
+    """
+    if n_trial_total < 0:
+        raise ValueError(f"tune_tasks: n_trial_total must be at least 0, got {n_trial_total}")
+    sizes = [len(t.config_space) if t.config_space is not None else 10**9 for t in tasks]
+    weights = [max(float(t.flop), 1.0) * max(int(getattr(t, "count", 1)), 1) for t in tasks]
+    shares = [0] * len(tasks)
+    budget = min(n_trial_total, sum(sizes))
+    floor = min(min_trials, budget // max(len(tasks), 1))
+    for i, size in enumerate(sizes):
+        shares[i] = min(floor, size)
+    left = budget - sum(shares)
+    open_ = [i for i in range(len(tasks)) if shares[i] < sizes[i]]
+    while left > 0 and open_:
+        total_w = sum(weights[i] for i in open_)
+        exact = {i: left * weights[i] / total_w for i in open_}
+        capped = [i for i in open_ if shares[i] + exact[i] >= sizes[i]]
+        if capped:          # whole spaces; the trials they free go round again
+            for i in capped:
+                shares[i] = sizes[i]
+            left = budget - sum(shares)
+            open_ = [i for i in open_ if i not in capped]
+            continue
+        give = {i: math.floor(exact[i]) for i in open_}
+        by_remainder = sorted(open_, key=lambda i: exact[i] - give[i], reverse=True)
+        for i in by_remainder[:left - sum(give.values())]:
+            give[i] += 1
+        for i in open_:
+            shares[i] += give[i]
+        break
+    return shares
+
+
+def _make_tuner(name, task):
+    from . import tuner as tuners
+    table = {"xgb": tuners.XGBTuner, "ga": tuners.GATuner, "random": tuners.RandomTuner,
+             "gridsearch": tuners.GridSearchTuner}
+    if callable(name):
+        return name(task)
+    if name not in table:
+        raise ValueError(f"tune_tasks: unknown tuner {name!r}; choose one of {', '.join(table)} "
+                         "(or pass a function task -> tuner)")
+    return table[name](task)
+
+
+def tune_tasks(tasks, n_trial_total: int, log_file, measure_option: dict | None = None, tuner="xgb",
+               early_stopping: int | None = None, min_trials: int = 8, progress: bool = True,
+               file=None) -> list[dict]:
+    """Tune ``tasks`` (from ``extract_from_program``) with ``n_trial_total`` trials in all,
+    appending every measurement to ``log_file`` (JSON lines; read first to resume). ``tuner``:
+    ``"xgb"``, ``"ga"``, ``"random"``, ``"gridsearch"`` or a function ``task -> tuner``;
+    ``early_stopping``: a task stops after this many trials without a better config (its share
+    left unused); ``min_trials``: the least share of a task. Shows a progress bar per task
+    (``[Task 2/5] topi/matmul.llvm``) and one line per task when it ends. Returns per task:
+    ``{"task", "share", "done", "measured", "best_gflops"}``.
+
+    >>> tune_tasks(tasks, 200, "model.jsonl", early_stopping=30)      # doctest: +SKIP
+    """
+    from . import callback, record
+    from .measure import measure_option as make_measure_option
+    log_file = os.fspath(log_file)
+    out = file if file is not None else sys.stderr
+    option = measure_option if measure_option is not None else make_measure_option()
+    shares = split_budget(tasks, n_trial_total, min_trials)
+    history = record.load_from_file(log_file) if os.path.isfile(log_file) else []
+    report = []
+    for k, (task, share) in enumerate(zip(tasks, shares)):
+        prefix = f"[Task {k + 1:2d}/{len(tasks):2d}] {task.name}{list(task.args)}"
+        t = _make_tuner(tuner, task)
+        with warnings.catch_warnings():        # another task's records in the same log are no news
+            warnings.simplefilter("ignore")
+            done = t.load_history([(i, r) for i, r in history if i.task.workload == task.workload])
+        todo = max(share - done, 0)
+        stale = early_stopping is not None and done and t.trials_since_best >= early_stopping
+        measured = 0
+        if todo and not stale:
+            counter = _Counter()
+            callbacks = [callback.log_to_file(log_file), counter]
+            if progress:
+                callbacks.append(callback.progress_bar(todo, prefix=prefix, file=out))
+            t.tune(todo, option, early_stopping=early_stopping, callbacks=callbacks)
+            measured = counter.n
+        best = t.best_flops / 1e9
+        why = ("already tuned" if not todo or stale else
+               "stopped early" if getattr(t, "stopped_early", False) else "done")
+        if progress:
+            print(f"{prefix}: {why}, {done + measured}/{share} trials ({measured} new), best {best:.2f} GFLOP/s",
+                  file=out)
+        report.append({"task": task, "share": share, "done": done + measured, "measured": measured,
+                       "best_gflops": best})
+    return report
+
+
+class _Counter:
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self, tuner, inputs, results):
+        self.n += len(results)
