@@ -1,5 +1,7 @@
 """Tuning a whole model: task extraction (the keys relay.build looks up), the trial budget split,
 resumable logs, and TVM's tune_relay_x86.py steps with a tiny budget."""
+import os
+import pathlib
 import subprocess
 import sys
 import types
@@ -12,6 +14,16 @@ from tilecraft import autotune, relay
 from tilecraft.autotune.dispatch import DispatchContext
 
 from relay_helpers import helper, make_model, run_lib, run_ort
+
+REPO = str(pathlib.Path(__file__).resolve().parents[2])
+
+
+def _env() -> dict:
+    """The environment of a script run in a subprocess: this checkout first on the path (a script
+    in a temporary folder would otherwise import whatever tilecraft is installed, or none)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
+    return env
 
 pytestmark = pytest.mark.filterwarnings("ignore:no tuned configuration")
 
@@ -185,7 +197,7 @@ def test_tune_relay_x86_steps(rng, tmp_path):
     script.write_text(TUNE_RELAY_X86)
     so, log = tmp_path / "net.so", tmp_path / "net.jsonl"
     run = subprocess.run([sys.executable, str(script), str(tmp_path / "m.onnx"), str(log), str(so),
-                          str(tmp_path / "x.npy")], capture_output=True, text=True, timeout=300)
+                          str(tmp_path / "x.npy")], capture_output=True, text=True, timeout=300, env=_env())
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Mean inference time" in run.stdout
     assert len(log.read_text().splitlines()) == 4
@@ -197,15 +209,15 @@ def test_tune_relay_x86_steps(rng, tmp_path):
              "m.set_input('x', np.load(sys.argv[2])); m.run(); np.save(sys.argv[3], m.get_output(0).numpy())\n")
     out = tmp_path / "reloaded.npy"
     run = subprocess.run([sys.executable, "-c", check, str(so), str(tmp_path / "x.npy"), str(out)],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env=_env())
     assert run.returncode == 0, run.stderr[-3000:]
     np.testing.assert_allclose(np.load(out), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_tune_onnx_model_example(tmp_path):
-    import pathlib
-    script = pathlib.Path(__file__).resolve().parents[2] / "examples" / "tune_onnx_model.py"
+    script = pathlib.Path(REPO) / "examples" / "tune_onnx_model.py"
     log = tmp_path / "ex.jsonl"
-    run = subprocess.run([sys.executable, str(script), "8", str(log)], capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, str(script), "8", str(log)], capture_output=True, text=True, timeout=300,
+                         env=_env())
     assert run.returncode == 0, run.stderr[-3000:]
     assert "matches onnxruntime" in run.stdout and len(log.read_text().splitlines()) == 8
