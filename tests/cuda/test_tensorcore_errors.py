@@ -41,9 +41,9 @@ def _emulate(func, rng, layout_b="row_major"):
 def _load(lower_args, role="a"):
     """A load intrinsic like ``T.load_matrix`` whose lowering's ``tc_ldmatrix`` arguments come
     from ``lower_args(src, frag)`` -> (index, ptr, stride, layout)."""
-    def make(r, layout="row_major", impl="mma", src_scope="shared"):
+    def make(r, layout="row_major", impl="mma", src_scope="shared", dtype="float16"):
         if r != role:
-            return ORIGINAL_LOAD(r, layout, impl, src_scope)
+            return ORIGINAL_LOAD(r, layout, impl, src_scope, dtype)
         A = te.placeholder((16, 16), name="A", dtype="float16")
         C = te.compute((16, 16), lambda i, j: A[i, j], name="C")
         BA = T._tile_buffer("float16", "src", src_scope)
@@ -103,8 +103,8 @@ def test_fragment_index_outside_the_fragment(monkeypatch, rng):
 def test_operand_loaded_in_the_layout_its_mma_does_not_read(monkeypatch, rng):
     # B is stored (k, n) and the mma's definition reads it as B[k, j], but the load tells the
     # hardware the tile is col_major (its transpose): on a GPU the product would use B.T
-    def bad(r, layout="row_major", impl="mma", src_scope="shared"):
-        return ORIGINAL_LOAD(r, "col_major" if r == "b" else layout, impl, src_scope)
+    def bad(r, layout="row_major", impl="mma", src_scope="shared", dtype="float16"):
+        return ORIGINAL_LOAD(r, "col_major" if r == "b" else layout, impl, src_scope, dtype)
     func = _gemm(monkeypatch, load_matrix=bad)
     with pytest.raises(EmulationError, match=r"tc_mma_sync computes d = a @ b \+ c on the fragments as the hardware "
                                              r"reads them \(.*'B\.shared\.mma\.matrix_b' col_major.*\), which gives "
@@ -113,11 +113,11 @@ def test_operand_loaded_in_the_layout_its_mma_does_not_read(monkeypatch, rng):
         _emulate(func, rng)
 
 
-def _copy_through_fragment(scope, dtype, rows=16):
+def _copy_through_fragment(scope, dtype, rows=16, cols=16):
     """B = A * 2 with A read through a fragment in ``scope`` by a plain (untensorized) compute;
-    the fragment holds ``rows`` x 16 elements."""
-    A = te.placeholder((16, 16), name="A", dtype=dtype)
-    B = te.compute((16, 16), lambda i, j: A[i, j].astype("float32") * 2, name="B")
+    the fragment holds ``rows`` x ``cols`` elements."""
+    A = te.placeholder((16, cols), name="A", dtype=dtype)
+    B = te.compute((16, cols), lambda i, j: A[i, j].astype("float32") * 2, name="B")
     s = te.create_schedule(B.op)
     AF = s.cache_read(A, scope, [B])
     io, ii = s[B].split(B.op.axis[0], factor=rows)
@@ -148,9 +148,18 @@ def test_fragment_of_a_partial_tile():
 
 
 def test_mma_fragment_of_the_wrong_dtype():
-    func = _copy_through_fragment("mma.matrix_a", "float32")
-    with pytest.raises(FragmentError, match=r"the fragment 'A\.mma\.matrix_a' in scope mma.matrix_a is float32; "
-                                            r"the mma.sync path takes float16 operands and a float32 accumulator"):
+    func = _copy_through_fragment("mma.matrix_a", "int16")
+    with pytest.raises(FragmentError, match=r"the fragment 'A\.mma\.matrix_a' in scope mma.matrix_a is int16; "
+                                            r"the mma.sync path takes float16, float32 \(tf32\) or int8 operands "
+                                            r"and a float32 or int32 accumulator"):
+        generate_cuda(func)
+
+
+def test_mma_operand_fragment_of_a_partial_tile():
+    # a float32 (tf32) operand tile is 16 x 8 = 128 elements: 8 x 8 is not a whole tile
+    func = _copy_through_fragment("mma.matrix_a", "float32", rows=8, cols=8)
+    with pytest.raises(FragmentError, match=r"the fragment 'A\.mma\.matrix_a' in scope mma.matrix_a holds 64 "
+                                            r"elements, not a whole number of 16 x 8 tiles"):
         generate_cuda(func)
 
 
@@ -190,9 +199,9 @@ def test_warp_call_argument_kinds():
 
 
 def test_store_of_an_operand_fragment(monkeypatch):
-    def bad(r, layout="row_major", impl="wmma", src_scope="shared"):
+    def bad(r, layout="row_major", impl="wmma", src_scope="shared", dtype="float16"):
         if r != "a":
-            return ORIGINAL_LOAD(r, layout, impl, src_scope)
+            return ORIGINAL_LOAD(r, layout, impl, src_scope, dtype)
         A = te.placeholder((16, 16), name="A", dtype="float16")
         C = te.compute((16, 16), lambda i, j: A[i, j], name="C")
         BA = T._tile_buffer("float16", "src", src_scope)

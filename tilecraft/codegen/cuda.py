@@ -142,7 +142,7 @@ class CUDARenderer(CStyleRenderer):
         self.uses_wmma = False
         self.uses_mma = False
         self.uses_async_copy = False
-        self.fragments: dict = {}      # C name -> (scope, C element type) of the kernel's fragments
+        self.fragments: dict = {}      # C name -> (scope, C element type, dtype) of the kernel's fragments
         self.layouts: dict = {}        # fragment data var -> layout of its wmma loads
 
     # --- overrides of the C-style base ----------------------------------------------------------
@@ -165,7 +165,7 @@ class CUDARenderer(CStyleRenderer):
             d += 1
         name = self.buf(b)
         ctype = self.ctype(b.dtype)
-        self.fragments[name] = (b.scope, ctype)
+        self.fragments[name] = (b.scope, ctype, dt.element_of(b.dtype))
         if b.scope.startswith("wmma."):
             self.uses_wmma = True
         else:
