@@ -169,7 +169,7 @@ def store_matrix(impl: str = "wmma", dst_scope: str = "global", acc: str = "floa
 
 def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), warp=(2, 2), chunk=2,
                       pad=None, double_buffer=True, unroll=True, stages=0, prefetch=False, dtype="float16",
-                      out_dtype=None, raster=0):
+                      out_dtype=None, raster=0, min_blocks=0):
     """``C = A @ B`` on tensor cores: ``A`` is (M, K); ``B`` is (K, N) (``layout_b="row_major"``)
     or (N, K) (``"col_major"``: ``C = A @ B.T``). ``dtype``: float16 (fp32 accumulation), float32
     (tf32 mma, fp32 accumulation) or int8 (int32 accumulation); the last two on the mma path with
@@ -188,7 +188,12 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     its first mma, so the ``ldmatrix`` of later slices overlap earlier ``mma.sync``s (more
     registers). ``raster=g`` numbers the blocks in groups of ``g`` block rows (one ``blockIdx.x``,
     block rows fastest within a group), so blocks running together share panels of B in L2;
-    0 keeps the 2-D grid. M, N must be multiples of the block tile, K of the step.
+    0 keeps the 2-D grid. ``min_blocks=n`` declares that ``n`` blocks should fit on a
+    multiprocessor (``__launch_bounds__(threads, n)``, the pragma ``min_blocks_per_sm``): ptxas may
+    then use up to 65536 / (threads·n) registers per thread and issues the ``ldmatrix`` of the next
+    k slice before the ``mma.sync`` of this one (register double buffering of the fragments);
+    without it ptxas keeps fewer registers and loads each fragment just before its first use.
+    M, N must be multiples of the block tile, K of the step.
 
     >>> s, (A, B, C) = matmul_tensorcore(256, 256, 256, impl="mma", dtype="int8", layout_b="col_major")
     >>> s, (A, B, C) = matmul_tensorcore(512, 512, 512, impl="mma", out_dtype="float16", raster=2)
@@ -232,11 +237,14 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
         # blocks numbered group by group of `raster` block rows, rows fastest inside a group
         bio, bii = s[C].split(bi, factor=raster)
         s[C].reorder(bio, bj, bii, ti, tj, iw, jw, ii, ji)
-        s[C].bind(s[C].fuse(bio, bj, bii), te.thread_axis("blockIdx.x"))
+        bj = s[C].fuse(bio, bj, bii)
+        s[C].bind(bj, te.thread_axis("blockIdx.x"))
     else:
         s[C].reorder(bi, bj, ti, tj, iw, jw, ii, ji)
         s[C].bind(bi, te.thread_axis("blockIdx.y"))
         s[C].bind(bj, te.thread_axis("blockIdx.x"))
+    if min_blocks:
+        s[C].pragma(bj, "min_blocks_per_sm", min_blocks)
     s[C].bind(ti, te.thread_axis("threadIdx.y"))
     s[C].bind(tj, te.thread_axis("threadIdx.z"))
 
