@@ -178,7 +178,7 @@ def test_gpu_mma_kinds(dtype, out_dtype, size, opts, ptx, rng):
 
 
 def test_kind_errors():
-    with pytest.raises(ValueError, match=r"a int8 tensor-core GEMM takes B as \(N, K\), layout_b='col_major': "
+    with pytest.raises(ValueError, match=r"a tensor-core GEMM of int8 operands takes B as \(N, K\), layout_b='col_major': "
                                          r"ldmatrix transposes 16-bit elements only"):
         matmul_tensorcore(64, 64, 64, impl="mma", dtype="int8")
     with pytest.raises(ValueError, match=r"tensor-core operands must be float16 on the wmma path, got 'float32'"):
@@ -192,6 +192,10 @@ def test_kind_errors():
     with pytest.raises(ValueError, match=r"the wmma path stores a float32 accumulator as one of \['float32'\], "
                                          r"not 'float16'"):
         matmul_tensorcore(64, 64, 64, impl="wmma", out_dtype="float16")
+    # found on the GPU: 1024 rows in blocks of 256 are 4 block rows, not groups of 8
+    with pytest.raises(ValueError, match=r"raster=8 numbers the blocks in groups of 8 block rows, but M=1024 has 4 "
+                                         r"block rows of 256: choose a raster that divides 4 \(or 0\)"):
+        matmul_tensorcore(1024, 1024, 1024, impl="mma", block=(4, 2), warp=(4, 4), raster=8)
 
 
 # -- TVM's tensor-core convolution tutorial ------------------------------------------------------------

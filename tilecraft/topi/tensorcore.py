@@ -201,9 +201,14 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     kd, acc = _kind(dtype, impl)
     out_dtype = out_dtype or acc
     if dtype != "float16" and layout_b != "col_major":
-        raise ValueError(f"a {dtype} tensor-core GEMM takes B as (N, K), layout_b='col_major': ldmatrix "
+        raise ValueError(f"a tensor-core GEMM of {dtype} operands takes B as (N, K), layout_b='col_major': ldmatrix "
                          f"transposes 16-bit elements only")
     store = store_matrix(impl, acc=acc, out=out_dtype)
+    rows = M // (TILE * block[0] * warp[0])
+    if raster and rows % raster:
+        raise ValueError(f"raster={raster} numbers the blocks in groups of {raster} block rows, but M={M} has "
+                         f"{rows} block rows of {TILE * block[0] * warp[0]}: choose a raster that divides {rows} "
+                         f"(or 0)")
     A = te.placeholder((M, K), name="A", dtype=dtype)
     B = te.placeholder((K, N) if layout_b == "row_major" else (N, K), name="B", dtype=dtype)
     k = te.reduce_axis((0, K), name="k")
