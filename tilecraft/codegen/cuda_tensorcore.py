@@ -49,16 +49,6 @@ MMA_PTX = {"float16": ("m16n8k16", "f32.f16.f16.f32", "f"), "float32": ("m16n8k8
            "int8": ("m16n8k32", "s32.s8.s8.s32", "r")}
 
 
-def _mma_function(dtype: str) -> str:
-    """The C helper of one mma.sync kind (written out per kind, so the PTX strings stay greppable)."""
-    name, ctype = MMA_KINDS[dtype][2:]
-    shape, types, con = MMA_PTX[dtype]
-    text = _MMA_FUNCTION
-    for k, v in (("@NAME@", name), ("@T@", ctype), ("@SHAPE@", shape), ("@TYPES@", types), ("@C@", con)):
-        text = text.replace(k, v)
-    return text
-
-
 WMMA_ROLE = {"wmma.matrix_a": "matrix_a", "wmma.matrix_b": "matrix_b", "wmma.accumulator": "accumulator"}
 
 _MMA_FUNCTION = r"""
@@ -75,6 +65,17 @@ __device__ __forceinline__ void @NAME@(@T@* d, const unsigned* a, const unsigned
   }
 }
 """
+
+
+def _mma_function(dtype: str) -> str:
+    """The C helper of one mma.sync kind (written out per kind, so the PTX strings stay greppable)."""
+    name, ctype = MMA_KINDS[dtype][2:]
+    shape, types, con = MMA_PTX[dtype]
+    text = _MMA_FUNCTION
+    for k, v in (("@NAME@", name), ("@T@", ctype), ("@SHAPE@", shape), ("@TYPES@", types), ("@C@", con)):
+        text = text.replace(k, v)
+    return text
+
 
 _MMA_PRELUDE = r"""
 // ---- tensor cores through PTX: 16 x 16 x K tiles as two mma.sync.m16n8kK ------------------
@@ -103,7 +104,7 @@ __device__ __forceinline__ void tc_ldmatrix_x4(unsigned* r, const void* tile, in
 }
 
 // ldmatrix of a float32 tile (16 rows of 8), its four registers rounded to tf32 (to nearest, ties
-// away, as cuBLAS does; mma.sync would otherwise drop the low 13 bits)
+// away from zero; mma.sync would otherwise ignore the low 13 bits of the mantissa)
 template <bool SPLIT>
 __device__ __forceinline__ void tc_ldmatrix_tf32_x4(unsigned* r, const void* tile, int stride) {
   tc_ldmatrix_x4<false, SPLIT>(r, tile, 2 * stride);
