@@ -1,16 +1,21 @@
-"""fp16 GEMM on tensor cores (fp32 accumulation): tilecraft's tensorized schedules beside cuBLAS.
+"""Tensor-core GEMMs (fp16 and tf32 with fp32 accumulation, int8 with int32): tilecraft's tensorized
+schedules beside cuBLAS.
 
     python bench/cuda_tensorcore.py                       # 4096^3, every variant
-    python bench/cuda_tensorcore.py --sizes 1024,4096 --variants mma_128x128
+    python bench/cuda_tensorcore.py --sizes 1024,4096 --variants mma_128x128,tf32_128x128_w64_k32_s3
+    python bench/cuda_tensorcore.py --peak                # mma.sync's own rate, registers only
 
 The schedule is ``topi/tensorcore.py: matmul_tensorcore``: a block of warps, each computing a
 tile of 16 x 16 tensor-core tiles; A and B staged in shared memory (padded rows, double
-buffering through registers); the wmma implementation (nvcuda::wmma) or the PTX one (ldmatrix +
-mma.sync.m16n8k16). Each variant is checked first (output poisoned with NaN, fresh random
-inputs, rel. error against a float64 product), then timed with CUDA events (median), beside
-cuBLAS (``torch.matmul`` on float16, fp32 accumulation) timed in the same run. Prints TFLOP/s,
-the ratio to cuBLAS, the share of the dense fp16 peak (989 TFLOP/s on an H100 SXM) and the build
-time; with ``--json FILE`` writes every row.
+buffering through registers or a cp.async ring); the wmma implementation (nvcuda::wmma) or the
+PTX one (ldmatrix + mma.sync). Each variant is checked first (output poisoned with NaN, fresh
+random inputs, rel. error against a float64 product; int8 exactly), then timed with CUDA events
+(median), beside cuBLAS timed in the same run on the same inputs: ``torch.matmul`` on float16
+(fp16 C), on float32 with ``allow_tf32`` (tf32), ``torch._int_mm`` (int8, B column-major as
+ours). Prints TFLOP/s, the ratio to cuBLAS, the share of the dense peak (H100 SXM datasheet:
+989 fp16, 495 tf32, 1979 int8 TOPS) and the build time; with ``--json FILE`` writes every row.
+``--peak`` times a kernel that only issues independent ``mma.sync`` (no memory): the most any
+mma.sync GEMM can reach on the GPU.
 """
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ import json
 
 from cuda_common import build_breakdown, device_line, rel_err, tc_time, torch_time
 
-PEAK_FP16 = 989e12          # H100 SXM, dense fp16 with fp32 accumulation (datasheet)
+PEAK = {"float16": 989e12, "float32": 494.7e12, "int8": 1979e12}   # H100 SXM, dense (datasheet)
+PEAK_FP16 = PEAK["float16"]
 
 VARIANTS = {
     "wmma_64x64": dict(impl="wmma", block=(2, 2), warp=(2, 2), chunk=2),
@@ -55,7 +61,47 @@ VARIANTS = {
     "mma_128x128_k32_s4_pf": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=2, stages=4, prefetch=True),
     "mma_128x128_w64_k32_s3_pf": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2, stages=3, prefetch=True),
     "mma_128x256_w64_k32_s3_pf": dict(impl="mma", block=(2, 4), warp=(4, 4), chunk=2, stages=3, prefetch=True),
+    # run 6: launch bounds with min blocks per SM (ptxas double-buffers the fragments in registers),
+    # float16 C (h), rasterized blocks (r = block rows per group)
+    "mma_128x128_w64_k32_s3_mb2": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=2),
+    "mma_128x128_w64_k32_s3_mb2_h": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=2,
+                                         out_dtype="float16"),
+    "mma_128x128_w64_k32_s4_mb2_h_r8": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2, stages=4, min_blocks=2,
+                                            out_dtype="float16", raster=8),
+    "mma_128x128_w64_k64_s3_mb2_h": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=4, stages=3, min_blocks=2,
+                                         out_dtype="float16"),
+    "mma_128x128_k64_s3_mb2_h": dict(impl="mma", block=(2, 4), warp=(4, 2), chunk=4, stages=3, min_blocks=2,
+                                     out_dtype="float16"),
+    "mma_256x128_w64_k32_s3_mb1_h": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=1,
+                                         out_dtype="float16"),
+    "mma_256x128_w64_k32_s4_mb1_h_r8": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=2, stages=4,
+                                            min_blocks=1, out_dtype="float16", raster=8),
+    "mma_128x256_w64_k32_s4_mb1_h_r8": dict(impl="mma", block=(2, 4), warp=(4, 4), chunk=2, stages=4,
+                                            min_blocks=1, out_dtype="float16", raster=8),
+    "mma_256x128_w64_k64_s3_mb1_h_r8": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=3,
+                                            min_blocks=1, out_dtype="float16", raster=8),
+    # tf32 (float32 A, B; B stored (N, K)) and int8 (int32 C, B stored (N, K))
+    "tf32_128x128_w64_k32_s3": dict(impl="mma", dtype="float32", layout_b="col_major", block=(2, 2), warp=(4, 4),
+                                    chunk=4, stages=3, min_blocks=2),
+    "tf32_256x128_w64_k32_s3_r8": dict(impl="mma", dtype="float32", layout_b="col_major", block=(4, 2),
+                                       warp=(4, 4), chunk=4, stages=3, min_blocks=1, raster=8),
+    "int8_128x128_w64_k64_s3": dict(impl="mma", dtype="int8", layout_b="col_major", block=(2, 2), warp=(4, 4),
+                                    chunk=2, stages=3, min_blocks=2),
+    "int8_256x128_w64_k64_s4_r8": dict(impl="mma", dtype="int8", layout_b="col_major", block=(4, 2), warp=(4, 4),
+                                       chunk=2, stages=4, min_blocks=1, raster=8),
 }
+
+
+def _inputs(torch, dtype, n):
+    """A (n, n); B (n, n) and its (N, K) copy; the float64 product; cuBLAS's call on them."""
+    if dtype == "int8":
+        A = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)
+        Bt = torch.randint(-128, 128, (n, n), device="cuda", dtype=torch.int8)       # (N, K)
+        B = Bt.t().contiguous()
+        return A, B, Bt, A.double() @ Bt.double().t(), lambda: torch._int_mm(A, Bt.t())
+    A = torch.randn(n, n, device="cuda", dtype=getattr(torch, dtype))
+    B = torch.randn(n, n, device="cuda", dtype=getattr(torch, dtype))
+    return A, B, B.t().contiguous(), A.double() @ B.double(), lambda: torch.matmul(A, B)
 
 
 def main(argv=None):
@@ -64,49 +110,113 @@ def main(argv=None):
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--json", default=None)
+    p.add_argument("--peak", action="store_true", help="time mma.sync alone (registers only) and stop")
     a = p.parse_args(argv)
+    if a.peak:
+        return mma_peak()
     import torch
     from tilecraft.topi.tensorcore import matmul_tensorcore
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_tf32 = True          # cuBLAS's tf32 GEMM for the float32 variants
     rows = []
-    print(f"fp16 GEMM (fp32 accumulation) on {device_line()}")
+    names = a.variants.split(",")
+    print(f"tensor-core GEMMs on {device_line()}")
     for n in (int(x) for x in a.sizes.split(",")):
         flops = 2.0 * n * n * n
-        A = torch.randn(n, n, device="cuda").half()
-        B = torch.randn(n, n, device="cuda").half()
-        Bt = B.t().contiguous()
-        ref = A.double() @ B.double()
-        t_ref = torch_time(lambda: torch.matmul(A, B), repeat=a.repeat, number=10)
-        print(f"{n}^3: cuBLAS {flops / t_ref / 1e12:.1f} TFLOP/s ({t_ref * 1e3:.3f} ms, fp16 out), "
-              f"{flops / t_ref / PEAK_FP16:.0%} of peak")
-        for name in a.variants.split(","):
-            kw = dict(VARIANTS[name])
-            lay = kw.pop("layout_b", "row_major")
-            try:
-                build, mod = build_breakdown(lambda: _make(matmul_tensorcore, n, lay, kw), runs=1)
-            except Exception as e:                    # a variant that does not fit this size
-                print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        for dtype in PEAK:
+            group = [m for m in names if VARIANTS[m].get("dtype", "float16") == dtype]
+            if not group:
                 continue
-            C = torch.full((n, n), float("nan"), device="cuda")
-            Bx = B if lay == "row_major" else Bt
-            mod(A, Bx, C)
-            torch.cuda.synchronize()
-            err = rel_err(C, ref)
-            t = tc_time(mod, (A, Bx, C), repeat=a.repeat, number=10)
-            row = dict(size=n, variant=name, tflops=flops / t / 1e12, ratio=t_ref / t, peak=flops / t / PEAK_FP16,
-                       rel_err=err, build_s=build["total"], nvcc_s=build["nvcc"], cublas_tflops=flops / t_ref / 1e12)
-            rows.append(row)
-            print(f"  {name:18s} {row['tflops']:6.1f} TFLOP/s  {row['ratio']:6.1%} of cuBLAS  "
-                  f"{row['peak']:5.1%} of peak  rel.err {err:.1e}  build {build['total'] * 1e3:.0f} ms "
-                  f"(nvcc {build['nvcc'] * 1e3:.0f})")
+            A, B, Bt, ref, cublas = _inputs(torch, dtype, n)
+            t_ref = torch_time(cublas, repeat=a.repeat, number=10)
+            print(f"{n}^3 {dtype}: cuBLAS {flops / t_ref / 1e12:.1f} TFLOP/s ({t_ref * 1e3:.3f} ms), "
+                  f"{flops / t_ref / PEAK[dtype]:.0%} of peak")
+            for name in group:
+                kw = dict(VARIANTS[name])
+                lay = kw.pop("layout_b", "row_major")
+                try:
+                    build, mod = build_breakdown(lambda: _make(matmul_tensorcore, n, lay, kw), runs=1)
+                except Exception as e:                    # a variant that does not fit this size
+                    print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                    continue
+                C = _poisoned(torch, n, mod, kw)
+                Bx = B if lay == "row_major" else Bt
+                mod(A, Bx, C)
+                torch.cuda.synchronize()
+                err = float((C.long() != ref.long()).sum()) if dtype == "int8" else rel_err(C, ref)
+                t = tc_time(mod, (A, Bx, C), repeat=a.repeat, number=10)
+                row = dict(size=n, variant=name, dtype=dtype, tflops=flops / t / 1e12, ratio=t_ref / t,
+                           peak=flops / t / PEAK[dtype], rel_err=err, build_s=build["total"], nvcc_s=build["nvcc"],
+                           cublas_tflops=flops / t_ref / 1e12)
+                rows.append(row)
+                what = f"{int(err)} wrong" if dtype == "int8" else f"rel.err {err:.1e}"
+                print(f"  {name:34s} {row['tflops']:6.1f} TFLOP/s  {row['ratio']:6.1%} of cuBLAS  "
+                      f"{row['peak']:5.1%} of peak  {what}  build {build['total'] * 1e3:.0f} ms "
+                      f"(nvcc {build['nvcc'] * 1e3:.0f})")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
 
 
+def _poisoned(torch, n, mod, kw):
+    out = kw.get("out_dtype") or {"float16": "float32", "float32": "float32", "int8": "int32"}[kw.get("dtype",
+                                                                                                       "float16")]
+    if out == "int32":
+        return torch.full((n, n), 0x5A5A5A5A, device="cuda", dtype=torch.int32)
+    return torch.full((n, n), float("nan"), device="cuda", dtype=getattr(torch, out))
+
+
 def _make(fn, n, lay, kw):
     s, (A, B, C) = fn(n, n, n, layout_b=lay, **kw)
     return s, [A, B, C]
+
+
+PEAK_KERNEL = r"""
+extern "C" __global__ void __launch_bounds__(128) mma_peak(float* out, int iters) {
+  // ACC independent m16n8k16 accumulators per warp, operands in registers: the tensor pipe's rate
+  unsigned a[4], b[2];
+  for (int i = 0; i < 4; ++i) a[i] = 0x3c003c00u ^ (threadIdx.x * 2654435761u & 0x00ff00ffu);
+  for (int i = 0; i < 2; ++i) b[i] = 0x3c003c00u ^ (threadIdx.x * 40503u & 0x00ff00ffu);
+  float d[ACC][4] = {};
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int j = 0; j < ACC; ++j)
+      asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                   "{%8, %9}, {%0, %1, %2, %3};\n"
+                   : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+  float s = 0.f;
+  for (int j = 0; j < ACC; ++j) s += d[j][0] + d[j][1] + d[j][2] + d[j][3];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+"""
+
+
+def mma_peak():
+    """TFLOP/s of mma.sync m16n8k16 (f16 -> f32) alone: 4 warps a block, 2-8 blocks per SM, 4-16
+    independent accumulators per warp (cupy compiles the kernel)."""
+    import cupy
+    import torch
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"mma.sync m16n8k16 f16->f32 alone on {device_line()}")
+    for acc in (4, 8, 16):
+        k = cupy.RawKernel(PEAK_KERNEL.replace("ACC", str(acc)), "mma_peak", options=("-arch=sm_90",))
+        for blocks_per_sm in (2, 4, 8):
+            grid, iters = sms * blocks_per_sm, 4096
+            out = cupy.zeros(grid * 128, cupy.float32)
+            k((grid,), (128,), (out, cupy.int32(iters)))
+            cupy.cuda.Device().synchronize()
+            s, e = cupy.cuda.Event(), cupy.cuda.Event()
+            s.record()
+            for _ in range(5):
+                k((grid,), (128,), (out, cupy.int32(iters)))
+            e.record()
+            e.synchronize()
+            t = cupy.cuda.get_elapsed_time(s, e) / 1e3 / 5
+            flops = grid * 4 * iters * acc * 2 * 16 * 8 * 16
+            print(f"  {acc:2d} accumulators/warp, {blocks_per_sm * 4:2d} warps/SM: {flops / t / 1e12:6.1f} TFLOP/s "
+                  f"({flops / t / PEAK_FP16:.0%} of the 989 TFLOP/s dense peak)")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,16 @@
 #!/bin/bash
-# One device run for the tensor-core path (tests with the `cuda` marker, then the GEMM bench),
-# logs under $OUT (default bench/results/tc_run): from the repo root on a GPU machine,
+# One device run for the tensor-core path (tests with the `cuda` marker, mma.sync's own rate, then
+# the GEMM bench), logs under $OUT (default bench/results/tc_run): from the repo root on a GPU machine,
 #   bash bench/tensorcore_gpu.sh
+# TC_SIZES / TC_VARIANTS override the bench's sizes and variants (TC_VARIANTS=all: every one).
 set -o pipefail
-OUT=${OUT:-bench/results/tc_run}
+OUT=$(realpath -m "${OUT:-bench/results/tc_run}")     # absolute: the bench runs in bench/
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
-python3 -m pytest -q -m cuda -rs tests/cuda/test_tensorcore.py tests/cuda/test_async_copy.py 2>&1 | tee "$OUT/pytest_tensorcore.log"
-cd bench && python3 cuda_tensorcore.py --sizes "${TC_SIZES:-1024,4096,8192}" \
-    ${TC_VARIANTS:+--variants $TC_VARIANTS} --json "$OUT/tensorcore.json" 2>&1 | tee "$OUT/tensorcore_bench.log"
+python3 -m pytest -q -m cuda -rs tests/cuda/test_tensorcore.py tests/cuda/test_tensorcore_errors.py \
+    tests/cuda/test_tensorcore_template.py tests/cuda/test_async_copy.py 2>&1 | tee "$OUT/pytest_tensorcore.log"
+BEST=mma_128x128_k64_nodb,mma_128x128_w64_k64_s3_mb2_h,mma_256x128_w64_k64_s3_mb1_h_r8,tf32_128x128_w64_k32_s3,int8_128x128_w64_k64_s3
+VARIANTS=${TC_VARIANTS:-$BEST}
+cd bench && python3 cuda_tensorcore.py --peak 2>&1 | tee "$OUT/tensorcore_peak.log"
+python3 cuda_tensorcore.py --sizes "${TC_SIZES:-1024,4096,8192}" ${VARIANTS:+$([ "$VARIANTS" = all ] || echo --variants $VARIANTS)} \
+    --json "$OUT/tensorcore.json" 2>&1 | tee "$OUT/tensorcore_bench.log"

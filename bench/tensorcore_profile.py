@@ -31,7 +31,8 @@ def main(argv=None):
         lay = kw.pop("layout_b", "row_major")
         s, args = _make(matmul_tensorcore, n, lay, kw)
         mod = tc.build(s, args, target="cuda")
-        C = torch.full((n, n), float("nan"), device="cuda")
+        C = torch.full((n, n), float("nan"), device="cuda",
+                       dtype=torch.float16 if kw.get("out_dtype") == "float16" else torch.float32)
         mod(A, B if lay == "row_major" else B.t().contiguous(), C)
         torch.cuda.synchronize()
         print(f"{name}: rel.err {rel_err(C, ref):.1e}")

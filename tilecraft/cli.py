@@ -32,7 +32,7 @@ from .cli_tune import DEFAULT_EARLY_STOPPING, CLIError, cmd_tune, usage_of
 TOPI_MODULES = ("tilecraft.topi.matmul", "tilecraft.topi.batch_matmul", "tilecraft.topi.conv2d",
                 "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax", "tilecraft.topi.layer_norm",
                 "tilecraft.topi.pooling", "tilecraft.topi.sparse", "tilecraft.topi.matmul_microkernel",
-                "tilecraft.topi.conv2d_microkernel")
+                "tilecraft.topi.conv2d_microkernel", "tilecraft.topi.tensorcore_template")
 TOPI_TEMPLATES = {
     "matmul": ("tilecraft.topi.matmul", "topi/matmul.{kind}"),
     "batch_matmul": ("tilecraft.topi.batch_matmul", "topi/batch_matmul.{kind}"),
@@ -47,6 +47,7 @@ TOPI_TEMPLATES = {
     "global_pool": ("tilecraft.topi.pooling", "topi/global_pool.{kind}"),
     "spmv": ("tilecraft.topi.sparse", "topi/spmv.{kind}"),
     "spmm": ("tilecraft.topi.sparse", "topi/spmm.{kind}"),
+    "matmul_tensorcore": ("tilecraft.topi.tensorcore_template", "topi/matmul_tensorcore.{kind}"),
 }
 
 

@@ -105,6 +105,99 @@ def test_gpu_gemm(impl, layout_b, size, opts, rng):
         assert _rel_err(got, ref) < 1e-5
 
 
+# -- the other mma.sync kinds (tf32, int8), the float16 epilogue, rasterized blocks -----------------
+
+KINDS = [
+    # (dtype, out_dtype, size, options, the instruction the C must hold)
+    ("float32", None, (64, 128, 96), dict(block=(2, 2), warp=(1, 2), chunk=2),
+     "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+    ("int8", None, (128, 64, 192), dict(block=(2, 1), warp=(2, 2), chunk=2, stages=3),
+     "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"),
+    ("float16", "float16", (128, 128, 64), dict(block=(2, 2), warp=(2, 2), chunk=2, raster=2),
+     "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+    ("float32", None, (96, 64, 64), dict(block=(1, 2), warp=(2, 1), chunk=4, stages=2, raster=3),
+     "cvt.rna.tf32.f32"),
+]
+KIND_IDS = [f"{d}-{o or 'acc'}-{'x'.join(map(str, sz))}" for d, o, sz, _, _ in KINDS]
+
+
+def _kind_inputs(rng, dtype, M, N, K):
+    """A (M, K) and B (N, K) of ``dtype`` (int8: the whole range, tails included), the float64 A @ B.T."""
+    if dtype == "int8":
+        a, b = rng.integers(-128, 128, (M, K)).astype("int8"), rng.integers(-128, 128, (N, K)).astype("int8")
+    else:
+        a, b = rng.uniform(-1, 1, (M, K)).astype(dtype), rng.uniform(-1, 1, (N, K)).astype(dtype)
+    return a, b, a.astype("float64") @ b.astype("float64").T
+
+
+def _poisoned(M, N, dtype):
+    return np.full((M, N), 0x5A5A5A5A, "int32") if dtype == "int32" else np.full((M, N), np.nan, dtype)
+
+
+@pytest.mark.parametrize("dtype,out_dtype,size,opts,ptx", KINDS, ids=KIND_IDS)
+def test_mma_kinds_emulated_and_compiled(dtype, out_dtype, size, opts, ptx, rng):
+    M, N, K = size
+    s, (A, B, C) = matmul_tensorcore(M, N, K, impl="mma", layout_b="col_major", dtype=dtype, out_dtype=out_dtype,
+                                     **opts)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    src = generate_cuda(func)
+    assert ptx in src and "tc_ldmatrix" in src
+    a, b, ref = _kind_inputs(rng, dtype, M, N, K)
+    c = _poisoned(M, N, C.dtype)
+    emulate(func, [a, b, c])
+    if dtype == "int8":
+        np.testing.assert_array_equal(c, ref.astype("int64"))          # exact: int32 accumulation
+    else:
+        assert not np.isnan(c).any(), "elements of C were not written"
+        # the emulator runs the definition (fp32 products; float16 C rounds once at the store)
+        assert _rel_err(c, ref) < (1e-3 if out_dtype == "float16" else 1e-6)
+    _nvcc(src)
+
+
+@pytest.mark.parametrize("dtype,out_dtype,size,opts,ptx", KINDS, ids=KIND_IDS)
+def test_gpu_mma_kinds(dtype, out_dtype, size, opts, ptx, rng):
+    why = gpu_available()
+    if why:
+        pytest.skip(f"{why}: checked by test_mma_kinds_emulated_and_compiled (emulator + nvcc) only")
+    import torch
+    M, N, K = size
+    s, (A, B, C) = matmul_tensorcore(M, N, K, impl="mma", layout_b="col_major", dtype=dtype, out_dtype=out_dtype,
+                                     **opts)
+    mod = tc.build(s, [A, B, C], target="cuda")
+    for _ in range(2):                             # fresh inputs each time
+        a, b, ref = _kind_inputs(rng, dtype, M, N, K)
+        c = torch.from_numpy(_poisoned(M, N, C.dtype)).cuda()
+        mod(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), c)
+        got = c.cpu().numpy()
+        if dtype == "int8":
+            np.testing.assert_array_equal(got, ref.astype("int64"))
+        else:
+            assert not np.isnan(got).any()
+            # tf32 operands keep 10 mantissa bits (rel. error near 3e-4); float16 C rounds at the store
+            assert _rel_err(got, ref) < (2e-3 if dtype == "float32" or out_dtype == "float16" else 1e-5)
+
+
+def test_kind_errors():
+    with pytest.raises(ValueError, match=r"a tensor-core GEMM of int8 operands takes B as \(N, K\), layout_b='col_major': "
+                                         r"ldmatrix transposes 16-bit elements only"):
+        matmul_tensorcore(64, 64, 64, impl="mma", dtype="int8")
+    with pytest.raises(ValueError, match=r"tensor-core operands must be float16 on the wmma path, got 'float32'"):
+        matmul_tensorcore(64, 64, 64, impl="wmma", dtype="float32", layout_b="col_major")
+    with pytest.raises(ValueError, match=r"tensor-core operands must be float16 or float32 or int8 on the mma path, "
+                                         r"got 'float64'"):
+        matmul_tensorcore(64, 64, 64, impl="mma", dtype="float64", layout_b="col_major")
+    with pytest.raises(ValueError, match=r"the mma path stores a int32 accumulator as one of \['int32'\], not "
+                                         r"'float16'"):
+        matmul_tensorcore(64, 64, 64, impl="mma", dtype="int8", layout_b="col_major", out_dtype="float16")
+    with pytest.raises(ValueError, match=r"the wmma path stores a float32 accumulator as one of \['float32'\], "
+                                         r"not 'float16'"):
+        matmul_tensorcore(64, 64, 64, impl="wmma", out_dtype="float16")
+    # found on the GPU: 1024 rows in blocks of 256 are 4 block rows, not groups of 8
+    with pytest.raises(ValueError, match=r"raster=8 numbers the blocks in groups of 8 block rows, but M=1024 has 4 "
+                                         r"block rows of 256: choose a raster that divides 4 \(or 0\)"):
+        matmul_tensorcore(1024, 1024, 1024, impl="mma", block=(4, 2), warp=(4, 4), raster=8)
+
+
 # -- TVM's tensor-core convolution tutorial ------------------------------------------------------------
 
 def _tutorial(monkeypatch, sizes: str):

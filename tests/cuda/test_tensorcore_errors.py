@@ -41,9 +41,9 @@ def _emulate(func, rng, layout_b="row_major"):
 def _load(lower_args, role="a"):
     """A load intrinsic like ``T.load_matrix`` whose lowering's ``tc_ldmatrix`` arguments come
     from ``lower_args(src, frag)`` -> (index, ptr, stride, layout)."""
-    def make(r, layout="row_major", impl="mma", src_scope="shared"):
+    def make(r, layout="row_major", impl="mma", src_scope="shared", dtype="float16"):
         if r != role:
-            return ORIGINAL_LOAD(r, layout, impl, src_scope)
+            return ORIGINAL_LOAD(r, layout, impl, src_scope, dtype)
         A = te.placeholder((16, 16), name="A", dtype="float16")
         C = te.compute((16, 16), lambda i, j: A[i, j], name="C")
         BA = T._tile_buffer("float16", "src", src_scope)
@@ -103,8 +103,8 @@ def test_fragment_index_outside_the_fragment(monkeypatch, rng):
 def test_operand_loaded_in_the_layout_its_mma_does_not_read(monkeypatch, rng):
     # B is stored (k, n) and the mma's definition reads it as B[k, j], but the load tells the
     # hardware the tile is col_major (its transpose): on a GPU the product would use B.T
-    def bad(r, layout="row_major", impl="mma", src_scope="shared"):
-        return ORIGINAL_LOAD(r, "col_major" if r == "b" else layout, impl, src_scope)
+    def bad(r, layout="row_major", impl="mma", src_scope="shared", dtype="float16"):
+        return ORIGINAL_LOAD(r, "col_major" if r == "b" else layout, impl, src_scope, dtype)
     func = _gemm(monkeypatch, load_matrix=bad)
     with pytest.raises(EmulationError, match=r"tc_mma_sync computes d = a @ b \+ c on the fragments as the hardware "
                                              r"reads them \(.*'B\.shared\.mma\.matrix_b' col_major.*\), which gives "
@@ -113,11 +113,11 @@ def test_operand_loaded_in_the_layout_its_mma_does_not_read(monkeypatch, rng):
         _emulate(func, rng)
 
 
-def _copy_through_fragment(scope, dtype, rows=16):
+def _copy_through_fragment(scope, dtype, rows=16, cols=16):
     """B = A * 2 with A read through a fragment in ``scope`` by a plain (untensorized) compute;
-    the fragment holds ``rows`` x 16 elements."""
-    A = te.placeholder((16, 16), name="A", dtype=dtype)
-    B = te.compute((16, 16), lambda i, j: A[i, j].astype("float32") * 2, name="B")
+    the fragment holds ``rows`` x ``cols`` elements."""
+    A = te.placeholder((16, cols), name="A", dtype=dtype)
+    B = te.compute((16, cols), lambda i, j: A[i, j].astype("float32") * 2, name="B")
     s = te.create_schedule(B.op)
     AF = s.cache_read(A, scope, [B])
     io, ii = s[B].split(B.op.axis[0], factor=rows)
@@ -148,9 +148,18 @@ def test_fragment_of_a_partial_tile():
 
 
 def test_mma_fragment_of_the_wrong_dtype():
-    func = _copy_through_fragment("mma.matrix_a", "float32")
-    with pytest.raises(FragmentError, match=r"the fragment 'A\.mma\.matrix_a' in scope mma.matrix_a is float32; "
-                                            r"the mma.sync path takes float16 operands and a float32 accumulator"):
+    func = _copy_through_fragment("mma.matrix_a", "int16")
+    with pytest.raises(FragmentError, match=r"the fragment 'A\.mma\.matrix_a' in scope mma.matrix_a is int16; "
+                                            r"the mma.sync path takes float16, float32 \(tf32\) or int8 operands "
+                                            r"and a float32 or int32 accumulator"):
+        generate_cuda(func)
+
+
+def test_mma_operand_fragment_of_a_partial_tile():
+    # a float32 (tf32) operand tile is 16 x 8 = 128 elements: 8 x 8 is not a whole tile
+    func = _copy_through_fragment("mma.matrix_a", "float32", rows=8, cols=8)
+    with pytest.raises(FragmentError, match=r"the fragment 'A\.mma\.matrix_a' in scope mma.matrix_a holds 64 "
+                                            r"elements, not a whole number of 16 x 8 tiles"):
         generate_cuda(func)
 
 
@@ -190,9 +199,9 @@ def test_warp_call_argument_kinds():
 
 
 def test_store_of_an_operand_fragment(monkeypatch):
-    def bad(r, layout="row_major", impl="wmma", src_scope="shared"):
+    def bad(r, layout="row_major", impl="wmma", src_scope="shared", dtype="float16"):
         if r != "a":
-            return ORIGINAL_LOAD(r, layout, impl, src_scope)
+            return ORIGINAL_LOAD(r, layout, impl, src_scope, dtype)
         A = te.placeholder((16, 16), name="A", dtype="float16")
         C = te.compute((16, 16), lambda i, j: A[i, j], name="C")
         BA = T._tile_buffer("float16", "src", src_scope)
@@ -206,3 +215,85 @@ def test_store_of_an_operand_fragment(monkeypatch):
     with pytest.raises(FragmentError, match=r"tvm_store_matrix_sync of 'A_shared_wmma_matrix_a' \(wmma.matrix_a\): "
                                             r"only an accumulator fragment can be stored"):
         generate_cuda(func)
+
+
+# -- the other mma.sync kinds: what the CUDA C cannot express -----------------------------------------
+
+def _int8_gemm():
+    s, (A, B, C) = T.matmul_tensorcore(32, 32, 64, impl="mma", layout_b="col_major", dtype="int8", block=(1, 1),
+                                       warp=(2, 2), chunk=2, double_buffer=False)
+    return tc.lower(s, [A, B, C], target="cuda")
+
+
+def test_ldmatrix_cannot_transpose_8_bit_elements(monkeypatch):
+    # an int8 B tile stored (n, k) but loaded as if stored (k, n): ldmatrix.trans moves 16-bit elements
+    def bad(r, layout="row_major", impl="mma", src_scope="shared", dtype="float16"):
+        if r != "b":
+            return ORIGINAL_LOAD(r, layout, impl, src_scope, dtype)
+        shape = T.operand_shape("b", layout, dtype)
+        A = te.placeholder(shape, name="A", dtype=dtype)
+        C = te.compute(shape, lambda i, j: A[i, j], name="C")
+        BA = T._tile_buffer(dtype, "src", src_scope, shape)
+        BC = T._tile_buffer(dtype, "frag", T.SCOPES[impl][1], shape)
+
+        def lower(ins, outs):
+            return tir.call_intrin("handle", "tir.tc_ldmatrix", outs[0].data, T.fragment_index(outs[0]),
+                                   ins[0].access_ptr("r"), ins[0].strides[0], "row_major")
+        return te.decl_tensor_intrin(C.op, lower, name="bad_load_b", binds={A: BA, C: BC})
+    monkeypatch.setattr(T, "load_matrix", bad)
+    with pytest.raises(FragmentError, match=r"tc_ldmatrix into 'B_shared_mma_matrix_b' \(mma.matrix_b, int8\) of a "
+                                            r"tile stored row_major: ldmatrix transposes 16-bit elements only; store "
+                                            r"B as N x K \(col_major\)"):
+        generate_cuda(_int8_gemm())
+
+
+def test_mma_of_operands_and_accumulator_no_instruction_takes(monkeypatch):
+    # float16 operands into an int32 accumulator: no mma.sync kind multiplies that
+    monkeypatch.setitem(T.KINDS, "float16", (16, "int32"))
+    s, (A, B, C) = T.matmul_tensorcore(32, 32, 32, impl="mma", block=(1, 1), warp=(2, 2), chunk=2,
+                                       double_buffer=False)
+    with pytest.raises(FragmentError, match=r"tc_mma_sync .* on float16 x float16 -> int32: mma.sync multiplies "
+                                            r"float16 x float16 -> float32, float32 x float32 -> float32, "
+                                            r"int8 x int8 -> int32"):
+        generate_cuda(tc.lower(s, [A, B, C], target="cuda"))
+
+
+def test_store_of_an_accumulator_as_another_dtype(monkeypatch):
+    def bad(impl="wmma", dst_scope="global", acc="float32", out=None):
+        A = te.placeholder((16, 16), name="A", dtype=acc)
+        C = te.compute((16, 16), lambda i, j: A[i, j].astype(out), name="C")
+        BA = T._tile_buffer(acc, "frag", T.SCOPES[impl][2])
+        BC = T._tile_buffer(out, "dst", dst_scope)
+
+        def lower(ins, outs):
+            return tir.call_intrin("handle", "tir.tc_mma_store", ins[0].data, T.fragment_index(ins[0]),
+                                   outs[0].access_ptr("w"), outs[0].strides[0])
+        return te.decl_tensor_intrin(C.op, lower, name="store_as_int", binds={A: BA, C: BC})
+    monkeypatch.setattr(T, "store_matrix", bad)
+    s, (A, B, C) = T.matmul_tensorcore(32, 32, 32, impl="mma", block=(1, 1), warp=(2, 2), chunk=2,
+                                       double_buffer=False, out_dtype="int32")
+    with pytest.raises(FragmentError, match=r"tc_mma_store of 'C' \(float32\) into 'C_out' \(int32\): "
+                                            r"an accumulator is stored as its own dtype \(or float32 as float16\)"):
+        generate_cuda(tc.lower(s, [A, B, C], target="cuda"))
+
+
+def _doubling(pragma_on: str, value):
+    A = te.placeholder((256,), name="A")
+    B = te.compute((256,), lambda i: A[i] * 2, name="B")
+    s = te.create_schedule(B.op)
+    bx, tx = s[B].split(B.op.axis[0], factor=64)
+    s[B].bind(bx, te.thread_axis("blockIdx.x"))
+    s[B].bind(tx, te.thread_axis("threadIdx.x"))
+    s[B].pragma(bx if pragma_on == "block" else tx, "min_blocks_per_sm", value)
+    return tc.lower(s, [A, B], target="cuda")
+
+
+def test_min_blocks_pragma():
+    from tilecraft.schedule.passes.gpu_kernels import GPULoweringError
+    assert "__launch_bounds__(64, 3)" in generate_cuda(_doubling("block", 3))
+    with pytest.raises(GPULoweringError, match=r"pragma min_blocks_per_sm=2 on loop 'i.inner' \(bound to "
+                                               r"threadIdx.x\): it takes a positive int, on a loop bound to blockIdx"):
+        _doubling("thread", 2)
+    with pytest.raises(GPULoweringError, match=r"pragma min_blocks_per_sm=0 on loop 'i.outer' \(bound to "
+                                               r"blockIdx.x\): it takes a positive int"):
+        _doubling("block", 0)

@@ -142,7 +142,7 @@ class CUDARenderer(CStyleRenderer):
         self.uses_wmma = False
         self.uses_mma = False
         self.uses_async_copy = False
-        self.fragments: dict = {}      # C name -> (scope, C element type) of the kernel's fragments
+        self.fragments: dict = {}      # C name -> (scope, C element type, dtype) of the kernel's fragments
         self.layouts: dict = {}        # fragment data var -> layout of its wmma loads
 
     # --- overrides of the C-style base ----------------------------------------------------------
@@ -165,7 +165,7 @@ class CUDARenderer(CStyleRenderer):
             d += 1
         name = self.buf(b)
         ctype = self.ctype(b.dtype)
-        self.fragments[name] = (b.scope, ctype)
+        self.fragments[name] = (b.scope, ctype, dt.element_of(b.dtype))
         if b.scope.startswith("wmma."):
             self.uses_wmma = True
         else:
@@ -302,7 +302,10 @@ class CUDARenderer(CStyleRenderer):
             for b in info.shared:
                 self.emit(1, f"__shared__ __align__(16) {self.ctype(b.dtype)} {self.buf(b)}[{int(b.shape[0].value)}];")
         self.stmt(body, 1)
-        head = (f'extern "C" __global__ void __launch_bounds__({info.threads}) '
+        # min_blocks (pragma min_blocks_per_sm): ptxas may then give each thread up to
+        # 65536 / (threads * min_blocks) registers, and schedules loads further ahead of their use
+        bounds = f"{info.threads}, {info.min_blocks}" if info.min_blocks else f"{info.threads}"
+        head = (f'extern "C" __global__ void __launch_bounds__({bounds}) '
                 f"{info.name}({', '.join(params)}) {{")
         return "\n".join([head] + self.lines + ["}"])
 

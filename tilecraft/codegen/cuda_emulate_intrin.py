@@ -288,11 +288,11 @@ class TensorIntrinMixin:
 
     def _check_fragment_index(self, what, call, buf, v, idx, units):
         size = self.fragments[buf].shape[1]
-        tiles = size // 256
+        tiles = size // int(np.prod(v.shape))        # 16 x 16, or an mma operand's 16 x K (32 bytes a row)
         if (idx < 0).any() or (idx >= tiles).any():
             k = int(np.argmax((idx < 0) | (idx >= tiles)))
             raise EmulationError(f"{what}: {call.name} uses tile {int(idx[k])} of the fragment '{buf.name}', "
-                                 f"which holds {tiles} tile(s) of 16 x 16")
+                                 f"which holds {tiles} tile(s) of {' x '.join(map(str, v.shape))}")
         by_index, by_offset = self.frag_tiles.setdefault(
             buf, (np.full((self.nblocks * self.wpb, max(tiles, 1)), -1, np.int64),
                   np.full((self.nblocks * self.wpb, size), -1, np.int64)))
@@ -309,8 +309,8 @@ class TensorIntrinMixin:
             raise EmulationError(
                 f"{what}: {call.name} names tile {int(idx[k])} of the fragment '{buf.name}' for the tile that "
                 f"starts at element {int(off[k])}, but {other} (in the warp of {self._thread(int(units[k]))}); "
-                f"the index must pick one 16 x 16 tile per value, e.g. elem_offset // 256 for tiles stored "
-                f"one after another")
+                f"the index must pick one {' x '.join(map(str, v.shape))} tile per value, e.g. elem_offset // 256 "
+                f"for 16 x 16 tiles stored one after another")
         by_index[w, idx] = off
         by_offset[w, np.clip(off, 0, size - 1)] = idx
 

@@ -8,16 +8,24 @@ array of the kernel per warp, spread over the warp's registers, which only these
   ``nvcuda::wmma::fragment<...>``, one per tile (the operands' layout is the one their
   ``tvm_load_matrix_sync`` calls name); the calls are ``nvcuda::wmma`` functions.
 * ``mma.matrix_a`` / ``mma.matrix_b`` / ``mma.accumulator`` (the PTX path): plain registers,
-  4 ``unsigned`` (8 halves) per tile and lane for the operands, 8 ``float`` per tile and lane
-  for the accumulator, in the layout of ``mma.sync.aligned.m16n8k16.row.col``: ``tc_ldmatrix``
-  is one ``ldmatrix.x4`` (``.trans`` where the tile is stored the other way), ``tc_mma_sync``
-  two ``mma.sync`` (the two 8-column halves of the 16 x 16 result), ``tc_mma_store`` four
-  8-byte stores per lane. The helpers are in :data:`MMA_PRELUDE` (added when a kernel uses them).
+  4 ``unsigned`` (32 bytes of a tile row-pair) per tile and lane for the operands, 8 ``float``
+  (``int`` for int8) per tile and lane for the accumulator, in the layout of
+  ``mma.sync.aligned.m16n8kK.row.col``: ``tc_ldmatrix`` is one ``ldmatrix.x4`` (``.trans`` where
+  a 16-bit tile is stored the other way), ``tc_mma_sync`` two ``mma.sync`` (the two 8-column
+  halves of the 16 x 16 result), ``tc_mma_store`` four 8-byte (or 4-byte, for a float16 C)
+  stores per lane. The helpers are in :data:`MMA_PRELUDE` (added when a kernel uses them).
+
+The operand dtype picks the instruction (:data:`MMA_KINDS`); an operand tile is always 16 rows
+of 32 bytes, so its depth K is 16 for float16, 8 for float32 (tf32) and 32 for int8, and the
+same ``ldmatrix.x4`` addressing gives every lane its registers (for 32-bit and 8-bit elements
+only untransposed: a B tile must be stored n-major, ``col_major``).
 
 Lane layouts (``g = lane / 4``, ``t = lane % 4``; PTX ISA, "Matrix fragments for mma.m16n8k16"):
-an A tile's register ``r`` holds rows ``g + 8 * (r % 2)``, columns ``2t, 2t + 1`` plus
-``8 * (r / 2)``; a B tile's register ``r`` holds rows (k) ``2t, 2t + 1`` plus ``8 * (r % 2)`` of
-column ``g + 8 * (r / 2)``; the accumulator's ``4h + 2i + j`` is row ``g + 8i``, column
+an A tile's register ``r`` holds rows ``g + 8 * (r % 2)``, bytes ``4t .. 4t + 3`` plus
+``16 * (r / 2)`` (fp16: columns ``2t, 2t + 1`` plus ``8 * (r / 2)``; tf32: column ``t + 4 * (r / 2)``;
+int8: columns ``4t .. 4t + 3`` plus ``16 * (r / 2)``); a B tile's register ``r`` holds
+k-bytes ``4t .. 4t + 3`` plus ``16 * (r % 2)`` of column ``g + 8 * (r / 2)`` (fp16: rows (k)
+``2t, 2t + 1`` plus ``8 * (r % 2)``); the accumulator's ``4h + 2i + j`` is row ``g + 8i``, column
 ``8h + 2t + j``. ``ldmatrix`` gives each lane those elements when lane ``l`` supplies the address
 of row ``l % 16``, column ``8 * (l / 16)`` of a tile stored as it is used (A row-major, B
 stored k-major with ``.trans``) and of row ``8 * (l / 16) + l % 8``, column ``8 * (l / 8 % 2)``
@@ -28,8 +36,49 @@ from __future__ import annotations
 from ..ir import dtype as dt
 from ..ir.builtin import FRAGMENT_SCOPES, warp_operands
 
-MMA_PRELUDE = r"""
-// ---- tensor cores through PTX: 16 x 16 x 16 tiles as two mma.sync.m16n8k16 ----------------
+# registers per lane and tile for the mma.* scopes (an operand tile is 16 rows of 32 bytes, an
+# accumulator tile 16 x 16 of 4-byte elements)
+MMA_REGS = {"mma.matrix_a": 4, "mma.matrix_b": 4, "mma.accumulator": 8}
+# the mma.sync kinds: operand dtype -> (tile depth K, accumulator dtype, helper, its C type)
+MMA_KINDS = {"float16": (16, "float32", "tc_mma_16x16x16", "float"),
+             "float32": (8, "float32", "tc_mma_16x16x8_tf32", "float"),
+             "int8": (32, "int32", "tc_mma_16x16x32_s8", "int")}
+ACC_CTYPE = {"float32": "float", "int32": "int"}
+# the PTX shape and types of each kind's instruction, and the asm constraint of its accumulator
+MMA_PTX = {"float16": ("m16n8k16", "f32.f16.f16.f32", "f"), "float32": ("m16n8k8", "f32.tf32.tf32.f32", "f"),
+           "int8": ("m16n8k32", "s32.s8.s8.s32", "r")}
+
+
+WMMA_ROLE = {"wmma.matrix_a": "matrix_a", "wmma.matrix_b": "matrix_b", "wmma.accumulator": "accumulator"}
+
+_MMA_FUNCTION = r"""
+// d = a @ b + c on a 16 x 16 accumulator tile as two @SHAPE@ (one per 8-column half):
+// a is 16 rows of 32 bytes (4 registers), b 32 bytes by 16 columns (2 registers per half)
+__device__ __forceinline__ void @NAME@(@T@* d, const unsigned* a, const unsigned* b, const @T@* c) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    asm("mma.sync.aligned.@SHAPE@.row.col.@TYPES@ "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+        : "=@C@"(d[4 * h]), "=@C@"(d[4 * h + 1]), "=@C@"(d[4 * h + 2]), "=@C@"(d[4 * h + 3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[2 * h]), "r"(b[2 * h + 1]),
+          "@C@"(c[4 * h]), "@C@"(c[4 * h + 1]), "@C@"(c[4 * h + 2]), "@C@"(c[4 * h + 3]));
+  }
+}
+"""
+
+
+def _mma_function(dtype: str) -> str:
+    """The C helper of one mma.sync kind (written out per kind, so the PTX strings stay greppable)."""
+    name, ctype = MMA_KINDS[dtype][2:]
+    shape, types, con = MMA_PTX[dtype]
+    text = _MMA_FUNCTION
+    for k, v in (("@NAME@", name), ("@T@", ctype), ("@SHAPE@", shape), ("@TYPES@", types), ("@C@", con)):
+        text = text.replace(k, v)
+    return text
+
+
+_MMA_PRELUDE = r"""
+// ---- tensor cores through PTX: 16 x 16 x K tiles as two mma.sync.m16n8kK ------------------
 // the thread's lane in its warp (whatever the block's shape: threadIdx.x & 31 is that only when
 // blockDim.x is a multiple of 32)
 __device__ __forceinline__ int tc_lane() {
@@ -54,24 +103,24 @@ __device__ __forceinline__ void tc_ldmatrix_x4(unsigned* r, const void* tile, in
   }
 }
 
-// d = a @ b + c on 16 x 16 tiles: a 16 x 16 (f16), b 16 x 16 (f16, two n8 halves), fp32 accumulation
-__device__ __forceinline__ void tc_mma_16x16x16(float* d, const unsigned* a, const unsigned* b, const float* c) {
+// ldmatrix of a float32 tile (16 rows of 8), its four registers rounded to tf32 (to nearest, ties
+// away from zero; mma.sync would otherwise ignore the low 13 bits of the mantissa)
+template <bool SPLIT>
+__device__ __forceinline__ void tc_ldmatrix_tf32_x4(unsigned* r, const void* tile, int stride) {
+  tc_ldmatrix_x4<false, SPLIT>(r, tile, 2 * stride);
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
-                 : "=f"(d[4 * h]), "=f"(d[4 * h + 1]), "=f"(d[4 * h + 2]), "=f"(d[4 * h + 3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[2 * h]), "r"(b[2 * h + 1]),
-                   "f"(c[4 * h]), "f"(c[4 * h + 1]), "f"(c[4 * h + 2]), "f"(c[4 * h + 3]));
-  }
+  for (int i = 0; i < 4; ++i) asm("cvt.rna.tf32.f32 %0, %0;\n" : "+r"(r[i]));
 }
 
-__device__ __forceinline__ void tc_mma_fill(float* d, float v) {
+@MMA_FUNCTIONS@
+template <typename T>
+__device__ __forceinline__ void tc_mma_fill(T* d, T v) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) d[i] = v;
 }
 
-// the accumulator tile to memory, row-major with rows `stride` apart: each lane its 8 elements
+// the accumulator tile to memory, row-major with rows `stride` apart: each lane its 8 elements,
+// two at a time (float2 / int2, or half2 rounded to nearest: the float16 epilogue)
 __device__ __forceinline__ void tc_mma_store(float* out, const float* d, int stride) {
   const int lane = tc_lane(), g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -80,7 +129,25 @@ __device__ __forceinline__ void tc_mma_store(float* out, const float* d, int str
     *(float2*)(out + (g + 8) * stride + 8 * h + 2 * t) = make_float2(d[4 * h + 2], d[4 * h + 3]);
   }
 }
+__device__ __forceinline__ void tc_mma_store(int* out, const int* d, int stride) {
+  const int lane = tc_lane(), g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    *(int2*)(out + g * stride + 8 * h + 2 * t) = make_int2(d[4 * h], d[4 * h + 1]);
+    *(int2*)(out + (g + 8) * stride + 8 * h + 2 * t) = make_int2(d[4 * h + 2], d[4 * h + 3]);
+  }
+}
+__device__ __forceinline__ void tc_mma_store(half* out, const float* d, int stride) {
+  const int lane = tc_lane(), g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    *(half2*)(out + g * stride + 8 * h + 2 * t) = __floats2half2_rn(d[4 * h], d[4 * h + 1]);
+    *(half2*)(out + (g + 8) * stride + 8 * h + 2 * t) = __floats2half2_rn(d[4 * h + 2], d[4 * h + 3]);
+  }
+}
 """
+
+MMA_PRELUDE = _MMA_PRELUDE.replace("@MMA_FUNCTIONS@", "".join(_mma_function(d) for d in MMA_KINDS))
 
 ASYNC_COPY_PRELUDE = r"""
 // ---- asynchronous copies global -> shared (cp.async, sm_80+), waited for by groups ------------
@@ -108,9 +175,6 @@ def async_copy_call(r, e) -> str:
     return f"tc_cp_async_wait({int(e.args[0].value)})"
 
 
-# registers per lane and 16 x 16 tile, and their C type, for the mma.* scopes
-MMA_REGS = {"mma.matrix_a": (4, "unsigned"), "mma.matrix_b": (4, "unsigned"), "mma.accumulator": (8, "float")}
-WMMA_ROLE = {"wmma.matrix_a": "matrix_a", "wmma.matrix_b": "matrix_b", "wmma.accumulator": "accumulator"}
 TILE = 256                     # elements of one 16 x 16 tile
 LAYOUT_CALLS = ("tvm_load_matrix_sync", "tvm_store_matrix_sync", "tc_ldmatrix")
 
@@ -139,20 +203,33 @@ def fragment_layouts(body) -> dict:
     return out
 
 
+def tile_elements(scope: str, dtype: str) -> int:
+    """Elements of one tile of a fragment: 16 x 16, except an mma operand tile, 16 rows of 32 bytes
+    (16 x 16 float16, 16 x 8 float32 for tf32, 16 x 32 int8)."""
+    if scope in ("mma.matrix_a", "mma.matrix_b"):
+        return 16 * (256 // dt.bits(dtype))
+    return TILE
+
+
 def fragment_decl(buf, name: str, ctype: str, layouts: dict) -> str:
     """The declaration of a fragment buffer (one array per lane of each warp)."""
     size = int(buf.shape[0].value)
-    if size % TILE:
-        raise FragmentError(f"the fragment '{buf.name}' in scope {buf.scope} holds {size} elements, not a "
-                            f"whole number of 16 x 16 tiles")
-    tiles = size // TILE
+    elem = dt.element_of(buf.dtype)
     if buf.scope in MMA_REGS:
-        regs, ty = MMA_REGS[buf.scope]
-        want = "float32" if buf.scope == "mma.accumulator" else "float16"
-        if dt.element_of(buf.dtype) != want:
+        ok = elem in ACC_CTYPE if buf.scope == "mma.accumulator" else elem in MMA_KINDS
+        if not ok:
             raise FragmentError(f"the fragment '{buf.name}' in scope {buf.scope} is {buf.dtype}; the mma.sync "
-                                f"path takes float16 operands and a float32 accumulator")
-        return f"{ty} {name}[{tiles * regs}];"
+                                f"path takes float16, float32 (tf32) or int8 operands and a float32 or int32 "
+                                f"accumulator")
+    per = tile_elements(buf.scope, elem)
+    if size % per:
+        shape = "16 x 16" if per == TILE else f"16 x {per // 16}"
+        raise FragmentError(f"the fragment '{buf.name}' in scope {buf.scope} holds {size} elements, not a "
+                            f"whole number of {shape} tiles")
+    tiles = size // per
+    if buf.scope in MMA_REGS:
+        ty = ACC_CTYPE[elem] if buf.scope == "mma.accumulator" else "unsigned"
+        return f"{ty} {name}[{tiles * MMA_REGS[buf.scope]}];"
     role = WMMA_ROLE[buf.scope]
     layout = ""
     if role != "accumulator":
@@ -186,7 +263,7 @@ def warp_call(r, e) -> str:
         return f"nvcuda::wmma::store_matrix_sync({p}, {f}[{i}], {stride}{mem})"
     if name == "tc_ldmatrix":
         (f, i), = frags
-        scope = r.fragments[f][0]
+        scope, _, dtype = r.fragments[f]
         if ptr.buffer.scope != "shared":
             raise FragmentError(f"tc_ldmatrix into '{f}' reads '{ptr.buffer.name}', which is in {ptr.buffer.scope} "
                                 f"memory; ldmatrix reads shared memory only (cache_read it into 'shared')")
@@ -195,19 +272,34 @@ def warp_call(r, e) -> str:
         row = ops["layout"] == "row_major"
         trans = row == (scope == "mma.matrix_b")        # A row-major and B stored [n][k] need no .trans
         split = not row
-        return (f"tc_ldmatrix_x4<{str(trans).lower()}, {str(split).lower()}>({f} + 4 * ({i}), "
-                f"{r.expr(ptr)}, {r.expr(ops['stride'])})")
+        stride = r.expr(ops["stride"])
+        if dtype != "float16" and trans:
+            raise FragmentError(f"tc_ldmatrix into '{f}' ({scope}, {dtype}) of a tile stored {ops['layout']}: "
+                                f"ldmatrix transposes 16-bit elements only; store "
+                                f"{'A as M x K (row_major)' if scope == 'mma.matrix_a' else 'B as N x K (col_major)'}")
+        if dtype == "float32":
+            return f"tc_ldmatrix_tf32_x4<{str(split).lower()}>({f} + 4 * ({i}), {r.expr(ptr)}, {stride})"
+        if dtype == "int8":
+            stride = f"({stride}) / 2"                 # the helper counts 16-bit elements
+        return f"tc_ldmatrix_x4<{str(trans).lower()}, {str(split).lower()}>({f} + 4 * ({i}), {r.expr(ptr)}, {stride})"
     if name == "tc_mma_sync":
         (d, di), (a, ai), (b, bi), (c, ci) = frags
-        return f"tc_mma_16x16x16({d} + 8 * ({di}), {a} + 4 * ({ai}), {b} + 4 * ({bi}), {c} + 8 * ({ci}))"
+        kinds = [r.fragments[x][2] for x in (d, a, b, c)]
+        kind = MMA_KINDS.get(kinds[1])
+        if kind is None or kinds[2] != kinds[1] or kinds[0] != kind[1] or kinds[3] != kind[1]:
+            raise FragmentError(f"tc_mma_sync {d} = {a} @ {b} + {c} on {kinds[1]} x {kinds[2]} -> {kinds[0]}: "
+                                f"mma.sync multiplies " + ", ".join(f"{k} x {k} -> {v[1]}" for k, v in MMA_KINDS.items()))
+        return f"{kind[2]}({d} + 8 * ({di}), {a} + 4 * ({ai}), {b} + 4 * ({bi}), {c} + 8 * ({ci}))"
     if name == "tc_mma_fill":
         (f, i), = frags
-        return f"tc_mma_fill({f} + 8 * ({i}), {_value(r, ops['value'], 'float')})"
+        ctype = ACC_CTYPE[r.fragments[f][2]]
+        return f"tc_mma_fill<{ctype}>({f} + 8 * ({i}), {_value(r, ops['value'], ctype)})"
     if name == "tc_mma_store":
         (f, i), = frags
-        if dt.element_of(ptr.buffer.dtype) != "float32":
-            raise FragmentError(f"tc_mma_store of '{f}' into '{ptr.buffer.name}' ({ptr.buffer.dtype}): the "
-                                f"accumulator is stored as float32")
+        acc, out = r.fragments[f][2], dt.element_of(ptr.buffer.dtype)
+        if out != acc and not (acc == "float32" and out == "float16"):
+            raise FragmentError(f"tc_mma_store of '{f}' ({acc}) into '{ptr.buffer.name}' ({ptr.buffer.dtype}): "
+                                f"an accumulator is stored as its own dtype (or float32 as float16)")
         return f"tc_mma_store({r.expr(ptr)}, {f} + 8 * ({i}), {r.expr(ops['stride'])})"
     raise FragmentError(f"no CUDA C for the call {name}")
 

@@ -23,8 +23,12 @@ reads each operand in that orientation (``B[k, j]`` for a ``row_major`` B, ``B[j
 from __future__ import annotations
 
 from .. import te, tir
+from ..ir import dtype as dt
 
 TILE = 16
+# operand dtype -> (tile depth K, accumulator dtype): an mma.sync operand tile is 16 rows of 32
+# bytes (m16n8k16 for float16, m16n8k8 tf32 for float32, m16n8k32 for int8)
+KINDS = {"float16": (16, "float32"), "float32": (8, "float32"), "int8": (32, "int32")}
 SCOPES = {"wmma": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
           "mma": ("mma.matrix_a", "mma.matrix_b", "mma.accumulator")}
 
@@ -35,9 +39,16 @@ def _scopes(impl: str):
     return SCOPES[impl]
 
 
-def _tile_buffer(dtype, name, scope):
-    """A 16 x 16 tile anywhere in its buffer (any row stride, any offset)."""
-    return tir.decl_buffer((TILE, TILE), dtype, name=name, scope=scope, strides=[te.var(f"{name}_s"), 1],
+def _kind(dtype: str, impl: str):
+    if dtype not in KINDS or (impl == "wmma" and dtype != "float16"):
+        raise ValueError(f"tensor-core operands must be {' or '.join(KINDS) if impl == 'mma' else 'float16'} "
+                         f"on the {impl} path, got {dtype!r}")
+    return KINDS[dtype]
+
+
+def _tile_buffer(dtype, name, scope, shape=(TILE, TILE)):
+    """A tile anywhere in its buffer (any row stride, any offset)."""
+    return tir.decl_buffer(shape, dtype, name=name, scope=scope, strides=[te.var(f"{name}_s"), 1],
                            offset_factor=1)
 
 
@@ -45,17 +56,33 @@ def fragment_index(buf):
     """Which tile of its fragment the declared tile ``buf`` is: its row of tiles times the tiles
     per row, plus its column (the fragment's rows are ``buf.strides[0]`` elements apart)."""
     s = buf.strides[0]
-    return buf.elem_offset // (TILE * s) * (s // TILE) + buf.elem_offset % s // TILE
+    rows, cols = (int(x.value) for x in buf.shape)
+    return buf.elem_offset // (rows * s) * (s // cols) + buf.elem_offset % s // cols
 
 
-def load_matrix(role: str, layout: str = "row_major", impl: str = "wmma", src_scope: str = "shared"):
-    """Load a 16 x 16 float16 tile of ``src_scope`` memory into a fragment: ``role`` is ``"a"``
-    or ``"b"``; ``layout``: how the tile is stored (see the module docstring)."""
+def operand_shape(role: str, layout: str, dtype: str = "float16"):
+    """The stored shape of an operand tile: A is 16 x K (row_major) or K x 16; B is K x 16
+    (row_major) or 16 x K (col_major), K the kind's depth (16 for float16)."""
+    kd = KINDS[dtype][0]
+    mk = (role == "a") == (layout == "row_major")
+    return (TILE, kd) if mk else (kd, TILE)
+
+
+def load_matrix(role: str, layout: str = "row_major", impl: str = "wmma", src_scope: str = "shared",
+                dtype: str = "float16"):
+    """Load an operand tile of ``src_scope`` memory into a fragment: ``role`` is ``"a"`` or
+    ``"b"``; ``layout``: how the tile is stored (see the module docstring); ``dtype`` float16
+    (16 x 16 tiles), float32 (tf32, 16 x 8) or int8 (16 x 32) on the mma path.
+
+    >>> intrin = load_matrix("b", "col_major", impl="mma", dtype="int8")   # a 16 (n) x 32 (k) tile
+    """
     scope = _scopes(impl)[0 if role == "a" else 1]
-    A = te.placeholder((TILE, TILE), name="A", dtype="float16")
-    C = te.compute((TILE, TILE), lambda i, j: A[i, j], name="C")
-    BA = _tile_buffer("float16", "src", src_scope)
-    BC = _tile_buffer("float16", "frag", scope)
+    _kind(dtype, impl)
+    shape = operand_shape(role, layout, dtype)
+    A = te.placeholder(shape, name="A", dtype=dtype)
+    C = te.compute(shape, lambda i, j: A[i, j], name="C")
+    BA = _tile_buffer(dtype, "src", src_scope, shape)
+    BC = _tile_buffer(dtype, "frag", scope, shape)
 
     def lower(ins, outs):
         src, frag = ins[0], outs[0]
@@ -65,26 +92,33 @@ def load_matrix(role: str, layout: str = "row_major", impl: str = "wmma", src_sc
         return tir.call_intrin("handle", "tir.tc_ldmatrix", frag.data, fragment_index(frag),
                                src.access_ptr("r"), src.strides[0], layout)
 
-    return te.decl_tensor_intrin(C.op, lower, name=f"{impl}_load_{role}_{layout}", binds={A: BA, C: BC})
+    suffix = "" if dtype == "float16" else f"_{dtype}"
+    return te.decl_tensor_intrin(C.op, lower, name=f"{impl}_load_{role}_{layout}{suffix}", binds={A: BA, C: BC})
 
 
-def mma(layout_a: str = "row_major", layout_b: str = "row_major", impl: str = "wmma"):
-    """``C[i, j] += sum_k A[i, k] * B[k, j]`` on 16 x 16 x 16 tiles, float16 → float32 (operands
-    read in their fragments' layouts); ``reset`` fills the accumulator with 0."""
+def mma(layout_a: str = "row_major", layout_b: str = "row_major", impl: str = "wmma", dtype: str = "float16"):
+    """``C[i, j] += sum_k A[i, k] * B[k, j]`` on 16 x 16 x K tiles (operands read in their
+    fragments' layouts); ``reset`` fills the accumulator with 0. float16 → float32 (K = 16),
+    float32 → float32 (K = 8; the hardware rounds the operands to tf32, 10-bit mantissas), int8 →
+    int32 (K = 32).
+
+    >>> intrin = mma("row_major", "col_major", impl="mma", dtype="float32")   # tf32 m16n8k8, twice
+    """
     sa, sb, sc = _scopes(impl)
-    A = te.placeholder((TILE, TILE), name="A", dtype="float16")
-    B = te.placeholder((TILE, TILE), name="B", dtype="float16")
-    k = te.reduce_axis((0, TILE), name="k")
+    kd, acc = _kind(dtype, impl)
+    A = te.placeholder(operand_shape("a", layout_a, dtype), name="A", dtype=dtype)
+    B = te.placeholder(operand_shape("b", layout_b, dtype), name="B", dtype=dtype)
+    k = te.reduce_axis((0, kd), name="k")
 
     def a(i, kk):
         return A[i, kk] if layout_a == "row_major" else A[kk, i]
 
     def b(kk, j):
         return B[kk, j] if layout_b == "row_major" else B[j, kk]
-    C = te.compute((TILE, TILE), lambda i, j: te.sum(a(i, k).astype("float32") * b(k, j).astype("float32"),
-                                                    axis=k), name="C")
-    BA, BB, BC = _tile_buffer("float16", "fa", sa), _tile_buffer("float16", "fb", sb), \
-        _tile_buffer("float32", "fc", sc)
+    C = te.compute((TILE, TILE), lambda i, j: te.sum(a(i, k).astype(acc) * b(k, j).astype(acc), axis=k), name="C")
+    BA = _tile_buffer(dtype, "fa", sa, A.shape)
+    BB = _tile_buffer(dtype, "fb", sb, B.shape)
+    BC = _tile_buffer(acc, "fc", sc)
 
     def lower(ins, outs):
         fa, fb = ins
@@ -95,19 +129,31 @@ def mma(layout_a: str = "row_major", layout_b: str = "row_major", impl: str = "w
             reset = tir.call_intrin("handle", "tir.tvm_fill_fragment", fc.data, TILE, TILE, TILE, ic, 0.0)
         else:
             update = tir.call_intrin("handle", "tir.tc_mma_sync", fc.data, ic, fa.data, ia, fb.data, ib, fc.data, ic)
-            reset = tir.call_intrin("handle", "tir.tc_mma_fill", fc.data, ic, 0.0)
+            reset = tir.call_intrin("handle", "tir.tc_mma_fill", fc.data, ic, 0 if acc == "int32" else 0.0)
         return tir.stmt_seq(tir.Evaluate(reset), tir.Evaluate(update)), reset, update
 
-    return te.decl_tensor_intrin(C.op, lower, name=f"{impl}_mma_{layout_a}_{layout_b}",
+    suffix = "" if dtype == "float16" else f"_{dtype}"
+    return te.decl_tensor_intrin(C.op, lower, name=f"{impl}_mma_{layout_a}_{layout_b}{suffix}",
                                  binds={A: BA, B: BB, C: BC})
 
 
-def store_matrix(impl: str = "wmma", dst_scope: str = "global"):
-    """Store a 16 x 16 float32 accumulator tile, row-major, to ``dst_scope`` memory."""
-    A = te.placeholder((TILE, TILE), name="A", dtype="float32")
-    C = te.compute((TILE, TILE), lambda i, j: A[i, j], name="C")
-    BA = _tile_buffer("float32", "frag", _scopes(impl)[2])
-    BC = _tile_buffer("float32", "dst", dst_scope)
+def store_matrix(impl: str = "wmma", dst_scope: str = "global", acc: str = "float32", out: str = None):
+    """Store a 16 x 16 accumulator tile (``acc``: float32, or int32 on the mma path), row-major,
+    to ``dst_scope`` memory as ``out`` (default ``acc``; float16 from float32 on the mma path: the
+    rounded, half-size epilogue).
+
+    >>> intrin = store_matrix("mma", acc="float32", out="float16")     # C[i, j] = float16(acc[i, j])
+    """
+    out = out or acc
+    ok = {("float32", "float32")} if impl == "wmma" else {("float32", "float32"), ("float32", "float16"),
+                                                          ("int32", "int32")}
+    if (acc, out) not in ok:
+        raise ValueError(f"the {impl} path stores a {acc} accumulator as one of "
+                         f"{sorted(o for a, o in ok if a == acc) or 'nothing'}, not {out!r}")
+    A = te.placeholder((TILE, TILE), name="A", dtype=acc)
+    C = te.compute((TILE, TILE), lambda i, j: A[i, j].astype(out) if out != acc else A[i, j], name="C")
+    BA = _tile_buffer(acc, "frag", _scopes(impl)[2])
+    BC = _tile_buffer(out, "dst", dst_scope)
 
     def lower(ins, outs):
         frag, dst = ins[0], outs[0]
@@ -117,43 +163,71 @@ def store_matrix(impl: str = "wmma", dst_scope: str = "global"):
         return tir.call_intrin("handle", "tir.tc_mma_store", frag.data, fragment_index(frag),
                                dst.access_ptr("w"), dst.strides[0])
 
-    return te.decl_tensor_intrin(C.op, lower, name=f"{impl}_store", binds={A: BA, C: BC})
+    suffix = "" if (acc, out) == ("float32", "float32") else f"_{acc}_{out}"
+    return te.decl_tensor_intrin(C.op, lower, name=f"{impl}_store{suffix}", binds={A: BA, C: BC})
 
 
 def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), warp=(2, 2), chunk=2,
-                      pad=8, double_buffer=True, unroll=True, stages=0, prefetch=False):
-    """``C = A @ B`` (float16 in, float32 out) on tensor cores: ``A`` is (M, K); ``B`` is (K, N)
-    (``layout_b="row_major"``) or (N, K) (``"col_major"``: ``C = A @ B.T``).
+                      pad=None, double_buffer=True, unroll=True, stages=0, prefetch=False, dtype="float16",
+                      out_dtype=None, raster=0, min_blocks=0):
+    """``C = A @ B`` on tensor cores: ``A`` is (M, K); ``B`` is (K, N) (``layout_b="row_major"``)
+    or (N, K) (``"col_major"``: ``C = A @ B.T``). ``dtype``: float16 (fp32 accumulation), float32
+    (tf32 mma, fp32 accumulation) or int8 (int32 accumulation); the last two on the mma path with
+    ``layout_b="col_major"`` (ldmatrix transposes 16-bit elements only). ``out_dtype``: C's dtype,
+    the accumulator's by default; ``"float16"`` from a float32 accumulator rounds in the epilogue
+    (half the bytes written, as cuBLAS's fp16 GEMM).
 
     A block has ``block[0] × block[1]`` warps, each computing ``warp[0] × warp[1]`` tiles of
-    16 × 16 (a block tile of ``16·block·warp``); the reduction steps ``16·chunk`` deep through
-    shared tiles of A and B (rows padded by ``pad`` halves against bank conflicts), fetched by
-    all threads 16 bytes at a time (``double_buffer``: the next step's tiles are loaded while
-    this one's are multiplied; ``stages=n`` instead: ``cp.async`` copies into a ring of ``n``
+    16 × 16 (a block tile of ``16·block·warp``); the reduction steps ``K_tile·chunk`` deep
+    (``K_tile`` = 32 bytes of ``dtype``: 16 for float16) through shared tiles of A and B (rows
+    padded by ``pad`` elements, 16 bytes by default, against bank conflicts), fetched by all
+    threads 16 bytes at a time (``double_buffer``: the next step's tiles are loaded while this
+    one's are multiplied; ``stages=n`` instead: ``cp.async`` copies into a ring of ``n``
     buffers, ``n - 1`` steps ahead, see ``Stage.pipeline``). ``unroll`` unrolls the loops over a
     warp's tiles. ``prefetch`` loads the fragments of a whole step (all ``chunk`` k-slices) before
     its first mma, so the ``ldmatrix`` of later slices overlap earlier ``mma.sync``s (more
-    registers). M, N must be multiples of the block tile, K of the step.
+    registers). ``raster=g`` numbers the blocks in groups of ``g`` block rows (one ``blockIdx.x``,
+    block rows fastest within a group), so blocks running together share panels of B in L2;
+    0 keeps the 2-D grid. ``min_blocks=n`` declares that ``n`` blocks should fit on a
+    multiprocessor (``__launch_bounds__(threads, n)``, the pragma ``min_blocks_per_sm``): ptxas may
+    then use up to 65536 / (threads·n) registers per thread and issues the ``ldmatrix`` of the next
+    k slice before the ``mma.sync`` of this one (register double buffering of the fragments);
+    without it ptxas keeps fewer registers and loads each fragment just before its first use.
+    M, N must be multiples of the block tile, K of the step.
+
+    >>> s, (A, B, C) = matmul_tensorcore(256, 256, 256, impl="mma", dtype="int8", layout_b="col_major")
+    >>> s, (A, B, C) = matmul_tensorcore(512, 512, 512, impl="mma", out_dtype="float16", raster=2)
     """
-    A = te.placeholder((M, K), name="A", dtype="float16")
-    if layout_b == "row_major":
-        B = te.placeholder((K, N), name="B", dtype="float16")
-    else:
-        B = te.placeholder((N, K), name="B", dtype="float16")
+    kd, acc = _kind(dtype, impl)
+    out_dtype = out_dtype or acc
+    if dtype != "float16" and layout_b != "col_major":
+        raise ValueError(f"a tensor-core GEMM of {dtype} operands takes B as (N, K), layout_b='col_major': ldmatrix "
+                         f"transposes 16-bit elements only")
+    store = store_matrix(impl, acc=acc, out=out_dtype)
+    rows = M // (TILE * block[0] * warp[0])
+    if raster and rows % raster:
+        raise ValueError(f"raster={raster} numbers the blocks in groups of {raster} block rows, but M={M} has "
+                         f"{rows} block rows of {TILE * block[0] * warp[0]}: choose a raster that divides {rows} "
+                         f"(or 0)")
+    A = te.placeholder((M, K), name="A", dtype=dtype)
+    B = te.placeholder((K, N) if layout_b == "row_major" else (N, K), name="B", dtype=dtype)
     k = te.reduce_axis((0, K), name="k")
     if layout_b == "row_major":
-        C = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype("float32") * B[k, j].astype("float32"), axis=k),
-                       name="C")
+        Cacc = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype(acc) * B[k, j].astype(acc), axis=k), name="C")
     else:
-        C = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype("float32") * B[j, k].astype("float32"), axis=k),
-                       name="C")
+        Cacc = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype(acc) * B[j, k].astype(acc), axis=k), name="C")
+    C = Cacc if out_dtype == acc else te.compute((M, N), lambda i, j: Cacc[i, j].astype(out_dtype), name="C_out")
     s = te.create_schedule(C.op)
-    AS = s.cache_read(A, "shared", [C])
-    BS = s.cache_read(B, "shared", [C])
+    AS = s.cache_read(A, "shared", [Cacc])
+    BS = s.cache_read(B, "shared", [Cacc])
     sa, sb, sc = _scopes(impl)
-    AF = s.cache_read(AS, sa, [C])
-    BF = s.cache_read(BS, sb, [C])
-    CF = s.cache_write(C, sc)
+    AF = s.cache_read(AS, sa, [Cacc])
+    BF = s.cache_read(BS, sb, [Cacc])
+    if C is Cacc:
+        CF = s.cache_write(C, sc)
+    else:                                   # the accumulator is the GEMM stage itself
+        CF = Cacc
+        s[CF].set_scope(sc)
 
     bm, bn = block
     wm, wn = warp
@@ -164,9 +238,18 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     j, jw = s[C].split(j, factor=wn)
     bi, ti = s[C].split(i, factor=bm)
     bj, tj = s[C].split(j, factor=bn)
-    s[C].reorder(bi, bj, ti, tj, iw, jw, ii, ji)
-    s[C].bind(bi, te.thread_axis("blockIdx.y"))
-    s[C].bind(bj, te.thread_axis("blockIdx.x"))
+    if raster:
+        # blocks numbered group by group of `raster` block rows, rows fastest inside a group
+        bio, bii = s[C].split(bi, factor=raster)
+        s[C].reorder(bio, bj, bii, ti, tj, iw, jw, ii, ji)
+        bj = s[C].fuse(bio, bj, bii)
+        s[C].bind(bj, te.thread_axis("blockIdx.x"))
+    else:
+        s[C].reorder(bi, bj, ti, tj, iw, jw, ii, ji)
+        s[C].bind(bi, te.thread_axis("blockIdx.y"))
+        s[C].bind(bj, te.thread_axis("blockIdx.x"))
+    if min_blocks:
+        s[C].pragma(bj, "min_blocks_per_sm", min_blocks)
     s[C].bind(ti, te.thread_axis("threadIdx.y"))
     s[C].bind(tj, te.thread_axis("threadIdx.z"))
 
@@ -175,17 +258,18 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     ci, cii = s[CF].split(ci, factor=TILE)
     cj, cji = s[CF].split(cj, factor=TILE)
     (ck,) = CF.op.reduce_axis
-    ko, kk = s[CF].split(ck, factor=TILE * chunk)
-    kt, ki = s[CF].split(kk, factor=TILE)
+    ko, kk = s[CF].split(ck, factor=kd * chunk)
+    kt, ki = s[CF].split(kk, factor=kd)
     s[CF].reorder(ko, kt, ci, cj, cii, cji, ki)
     frag_at = ko if prefetch else kt
     s[AF].compute_at(s[CF], frag_at)
     s[BF].compute_at(s[CF], frag_at)
     s[AS].compute_at(s[CF], ko)
     s[BS].compute_at(s[CF], ko)
+    vec = 16 * 8 // dt.bits(dtype)           # elements in 16 bytes
     for X in (AS, BS):
         f = s[X].fuse(*X.op.axis)
-        f, v = s[X].split(f, factor=8)
+        f, v = s[X].split(f, factor=vec)
         f, tx = s[X].split(f, factor=32)
         f, ty = s[X].split(f, factor=bm)
         f, tz = s[X].split(f, factor=bn)
@@ -193,29 +277,30 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
         s[X].bind(ty, te.thread_axis("threadIdx.y"))
         s[X].bind(tz, te.thread_axis("threadIdx.z"))
         s[X].vectorize(v)
-    # shared rows padded by `pad` halves: the 8 rows an ldmatrix (or wmma load) reads at once
-    # start in different banks
-    s[AS].storage_align(AS.op.axis[0], TILE * chunk, pad)
-    s[BS].storage_align(BS.op.axis[0], TILE * chunk if layout_b == "col_major" else TILE * bn * wn, pad)
+    # shared rows padded by `pad` elements (16 bytes): the 8 rows an ldmatrix (or wmma load)
+    # reads at once start in different banks
+    pad = vec if pad is None else pad
+    s[AS].storage_align(AS.op.axis[0], kd * chunk, pad)
+    s[BS].storage_align(BS.op.axis[0], kd * chunk if layout_b == "col_major" else TILE * bn * wn, pad)
 
     ai, ak = AF.op.axis
     ai, aii = s[AF].split(ai, factor=TILE)
-    ako, aki = s[AF].split(ak, factor=TILE)          # one slice unless prefetch
+    ako, aki = s[AF].split(ak, factor=kd)            # one slice unless prefetch
     s[AF].reorder(ako, ai, aii, aki)
-    s[AF].tensorize(aii, load_matrix("a", "row_major", impl))
+    s[AF].tensorize(aii, load_matrix("a", "row_major", impl, dtype=dtype))
     bx0, bx1 = BF.op.axis
     if layout_b == "row_major":             # (k, n): tiles along n
         bno, bni = s[BF].split(bx1, factor=TILE)
-        bko, bki = s[BF].split(bx0, factor=TILE)
+        bko, bki = s[BF].split(bx0, factor=kd)
         s[BF].reorder(bko, bno, bki, bni)
-        s[BF].tensorize(bki, load_matrix("b", "row_major", impl))
+        s[BF].tensorize(bki, load_matrix("b", "row_major", impl, dtype=dtype))
     else:                                   # (n, k): tiles along n
         bno, bni = s[BF].split(bx0, factor=TILE)
-        bko, bki = s[BF].split(bx1, factor=TILE)
+        bko, bki = s[BF].split(bx1, factor=kd)
         s[BF].reorder(bko, bno, bni, bki)
-        s[BF].tensorize(bni, load_matrix("b", "col_major", impl))
-    s[CF].tensorize(cii, mma("row_major", layout_b, impl))
-    s[C].tensorize(ii, store_matrix(impl))
+        s[BF].tensorize(bni, load_matrix("b", "col_major", impl, dtype=dtype))
+    s[CF].tensorize(cii, mma("row_major", layout_b, impl, dtype=dtype))
+    s[C].tensorize(ii, store)
     if stages:
         s[AS].pipeline(stages)
         s[BS].pipeline(stages)

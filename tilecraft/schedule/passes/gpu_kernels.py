@@ -57,6 +57,7 @@ class KernelInfo:
     params: list = field(default_factory=list)       # global Buffers and scalar Vars, in call order
     double_buffered: dict = field(default_factory=dict)   # Buffer -> loop Var it alternates with
     async_stages: dict = field(default_factory=dict)      # Buffer -> copies of a cp.async pipeline (pipeline())
+    min_blocks: int = 0                   # pragma(ax, "min_blocks_per_sm", n) on a blockIdx loop: launch bounds
 
     @property
     def grid(self) -> tuple:
@@ -179,10 +180,18 @@ def collect_launch(stmt, name: str) -> KernelInfo:
     """Check the extents bound to each launch tag and make the kernel's index variables."""
     extents: dict = {}
     bindings: dict = {}
+    min_blocks = []
 
     def visit(n):
         if isinstance(n, For) and n.kind is ForKind.THREAD_BINDING and n.thread_tag in LAUNCH_TAGS:
             tag = n.thread_tag
+            mb = n.annotation("pragma_min_blocks_per_sm")
+            if mb is not None:
+                if not tag.startswith("blockIdx") or not isinstance(mb, int) or mb < 1:
+                    raise GPULoweringError(
+                        f"kernel {name}: pragma min_blocks_per_sm={mb!r} on loop '{n.loop_var.name}' (bound to "
+                        f"{tag}): it takes a positive int, on a loop bound to blockIdx")
+                min_blocks.append(mb)
             what = f"loop '{n.loop_var.name}' of stage '{_writer(n.body)}' (extent {n.extent})"
             if what not in bindings.setdefault(tag, []):
                 bindings[tag].append(what)
@@ -204,7 +213,8 @@ def collect_launch(stmt, name: str) -> KernelInfo:
             extents[tag] = int(simplify(e).value)
         else:
             extents[tag] = simplify(e)
-    info = KernelInfo(name, {t: Var(t, "int32") for t in extents}, extents, bindings)
+    info = KernelInfo(name, {t: Var(t, "int32") for t in extents}, extents, bindings,
+                      min_blocks=max(min_blocks, default=0))
     if info.threads > MAX_THREADS_PER_BLOCK:
         dims = " × ".join(f"{t}={extents[t]}" for t in extents if t.startswith("threadIdx"))
         raise GPULoweringError(

@@ -1,0 +1,94 @@
+"""The tensor-core GEMM as a tuning template: ``topi/matmul_tensorcore.cuda``.
+
+``matmul_tensorcore`` (``topi/tensorcore.py``, the ``mma.sync`` path) with its performance options
+as knobs; what the GEMM computes (operand dtype, C's dtype, how B is stored) are the template's
+arguments, so every configuration of a task computes the same function.
+
+    tilecraft tune matmul_tensorcore 4096 4096 4096 float16 float16 row_major --target cuda --trials 64
+
+    from tilecraft import autotune
+    import tilecraft.topi.tensorcore_template
+    task = autotune.task.create("topi/matmul_tensorcore.cuda", args=(4096, 4096, 4096, "float16", "float16",
+                                                                     "row_major"), target="cuda")
+
+Knobs: ``block`` (warps of a block along M and N), ``warp`` (16 x 16 tiles of a warp along M
+and N), ``chunk`` (tensor-core k steps per shared tile), ``stages`` (0: one synchronous shared
+tile, else a ``cp.async`` ring of that many), ``raster`` (block rows per group of the block
+numbering, 0: a 2-D grid), ``min_blocks`` (``__launch_bounds__`` blocks per multiprocessor, 0:
+none). Configurations whose tiles do not divide the problem, that need more than 227 KiB of
+shared memory, more than 1024 threads or more than 16 accumulator tiles per warp are filtered out.
+The fallback (nothing tuned) is run 6's best 4096³ schedule where it fits, else the smallest.
+"""
+from __future__ import annotations
+
+import tilecraft.autotune as autotune
+from tilecraft.topi.tensorcore import KINDS, TILE, matmul_tensorcore
+
+SHARED_LIMIT = 227 * 1024          # sm_90's shared memory per block (dynamic)
+# run 6 (H100, 4096^3 fp16): 256 x 128 blocks of 8 warps, 64 x 64 warp tiles, 64-deep steps, 3 stages
+FALLBACKS = [dict(block=(4, 2), warp=(4, 4), chunk=4, stages=3, raster=8, min_blocks=1),
+             dict(block=(1, 1), warp=(1, 1), chunk=1, stages=0, raster=0, min_blocks=0)]
+
+
+def shared_bytes(dtype: str, layout_b: str, block, warp, chunk: int, stages: int) -> int:
+    """Bytes of shared memory the schedule allocates: the A and B tiles (rows padded by 16
+    bytes), times the ring's stages (one copy without a pipeline)."""
+    kd = KINDS[dtype][0]
+    size = 1 if dtype == "int8" else (2 if dtype == "float16" else 4)
+    pad = 16 // size
+    bm, bn = (TILE * b * w for b, w in zip(block, warp))
+    depth = kd * chunk
+    a = bm * (depth + pad)
+    b = bn * (depth + pad) if layout_b == "col_major" else depth * (bn + pad)
+    return (a + b) * size * max(stages, 1)
+
+
+def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0) -> bool:
+    """Whether a configuration's tiles divide the problem (and its groups of ``raster`` block
+    rows the block rows) and its block fits the GPU."""
+    kd = KINDS[dtype][0]
+    bm, bn = (TILE * b * w for b, w in zip(block, warp))
+    threads = 32 * block[0] * block[1]
+    vec = 16 // (1 if dtype == "int8" else (2 if dtype == "float16" else 4))
+    depth = kd * chunk
+    whole_fetch = all(rows * depth % (vec * threads) == 0 for rows in (bm, bn))
+    return (M % bm == 0 and N % bn == 0 and K % depth == 0 and threads <= 1024 and warp[0] * warp[1] <= 16
+            and (raster == 0 or (M // bm) % raster == 0)
+            and whole_fetch and (stages == 0 or K // depth >= stages)
+            and shared_bytes(dtype, layout_b, block, warp, chunk, stages) <= SHARED_LIMIT)
+
+
+@autotune.template("topi/matmul_tensorcore.cuda")
+def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dtype: str = "float32",
+                           layout_b: str = "row_major"):
+    """``C = A @ B`` (``B`` stored (K, N), or (N, K) with ``layout_b="col_major"``) on tensor cores
+    through ``mma.sync``, the schedule's options as knobs (see the module docstring).
+
+    >>> task = autotune.task.create("topi/matmul_tensorcore.cuda", args=(1024, 1024, 1024, "int8", "int32",
+    ...                                                                 "col_major"), target="cuda")
+    """
+    cfg = autotune.get_config()
+    cfg.define_knob("block", [(2, 2), (2, 4), (4, 2), (1, 1), (1, 2), (2, 1)])
+    cfg.define_knob("warp", [(4, 4), (4, 2), (2, 4), (2, 2), (1, 1)])
+    cfg.define_knob("chunk", [2, 4, 1])
+    cfg.define_knob("stages", [3, 4, 2, 0])
+    cfg.define_knob("raster", [0, 8, 4])
+    cfg.define_knob("min_blocks", [0, 1, 2])
+
+    def ok(e):
+        return fits(M, N, K, dtype, layout_b, e["block"].val, e["warp"].val, e["chunk"].val, e["stages"].val,
+                    e["raster"].val)
+
+    cfg.multi_filter(ok)
+    cfg.add_flop(2.0 * M * N * K)
+    common = dict(impl="mma", dtype=dtype, out_dtype=out_dtype, layout_b=layout_b, double_buffer=False)
+    if cfg.is_fallback:
+        opts = next((f for f in FALLBACKS if fits(M, N, K, dtype, layout_b, f["block"], f["warp"], f["chunk"],
+                                                  f["stages"], f["raster"])), FALLBACKS[-1])
+        return matmul_tensorcore(M, N, K, **common, **opts)
+    if not ok(cfg):
+        # (only reachable while the space is collected: multi_filter keeps such configs out)
+        cfg.raise_error("the tiles do not divide the problem or the block does not fit the GPU")
+    return matmul_tensorcore(M, N, K, **common, block=cfg["block"].val, warp=cfg["warp"].val,
+                             chunk=cfg["chunk"].val, stages=cfg["stages"].val, raster=cfg["raster"].val,
+                             min_blocks=cfg["min_blocks"].val)
