@@ -50,7 +50,7 @@ def test_spmv_pieces_emulated_and_compiled(tpp, ppb, piece_len, rng):
     func = tilecraft.lower(s, list(args), target="cuda")
     for variant in (0, 1):
         y = poison((rows,), "float32", variant)
-        emulate(func, [piece_ptr, row_pieces, col_idx, val, x, y, len(piece_ptr) - 1, rows, len(val), cols])
+        emulate(func, [piece_ptr, row_pieces, col_idx, val, x, y])        # every size from the arrays
         np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-5)
     src = generate_cuda(func)
     assert src.count("__global__") == 2                   # the pieces, then the rows
@@ -70,8 +70,7 @@ def test_spmv_pieces_without_pieces(rows):
     s = sparse_cuda.schedule_spmv_pieces_cuda(te.create_schedule(args[-1].op), args[-1], 4, 8, row_threads=32)
     y = poison((rows,), "float32")
     emulate(tilecraft.lower(s, list(args), target="cuda"),
-            [piece_ptr, row_pieces, np.zeros(0, "int32"), np.zeros(0, "float32"), np.ones(5, "float32"), y,
-             0, rows, 0, 5])
+            [piece_ptr, row_pieces, np.zeros(0, "int32"), np.zeros(0, "float32"), np.ones(5, "float32"), y])
     np.testing.assert_array_equal(y, np.zeros(rows, "float32"))
 
 
@@ -86,7 +85,7 @@ def test_spmm_pieces_emulated_and_compiled(ppb, tx, piece_len, rng):
     s = sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx)
     func = tilecraft.lower(s, list(args), target="cuda")
     Y = poison((rows, width), "float32")
-    emulate(func, [piece_ptr, row_pieces, col_idx, val, X, Y, len(piece_ptr) - 1, rows, len(val), cols, width])
+    emulate(func, [piece_ptr, row_pieces, col_idx, val, X, Y])
     np.testing.assert_allclose(Y, want, rtol=1e-4, atol=1e-5)
     _nvcc(generate_cuda(func))
 
@@ -167,3 +166,20 @@ def test_spmm_pieces_on_gpu(ppb, tx, piece_len, rng):
     Y = cuda_ndarray.array(poison((rows, width), "float32"), dev)
     f(*arrays, Y)
     np.testing.assert_allclose(Y.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("make", [sparse.csr_spmv_pieces, sparse.csr_spmm_pieces], ids=["spmv", "spmm"])
+def test_pieces_callers_pass_arrays_only(make):
+    """Every size of the piece functions comes from the arrays (``piece_ptr``'s length is a
+    dimension of its own), so ``f(piece_ptr, row_pieces, col_idx, val, dense, out)`` is the whole
+    call, on the GPU as on the CPU."""
+    from tilecraft.runtime.signature import signature_of
+    args = make()
+    s = te.create_schedule(args[-1].op)
+    if make is sparse.csr_spmv_pieces:
+        sparse_cuda.schedule_spmv_pieces_cuda(s, args[-1])
+    else:
+        sparse_cuda.schedule_spmm_pieces_cuda(s, args[-1])
+    sig = signature_of(tilecraft.lower(s, list(args), target="cuda"))
+    assert [p.name for p in sig.user_params()] == ["piece_ptr", "row_pieces", "col_idx", "val", args[4].name,
+                                                   args[5].name]

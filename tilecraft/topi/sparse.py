@@ -116,8 +116,9 @@ def csr_spmv_pieces(rows=None, cols=None, nnz=None, pieces=None, dtype: str = "f
     >>> # f(*split_rows(row_ptr, 256), col_idx, val, x, y)
     """
     rows, cols, nnz = _sizes(rows, cols, nnz)
-    pieces = te.var("pieces") if pieces is None else pieces
-    piece_ptr = te.placeholder((pieces + 1,), dtype="int32", name="piece_ptr")
+    # symbolic: the length of piece_ptr, so that a caller's arrays give it (a dimension of its own)
+    bounds = te.var("piece_bounds") if pieces is None else pieces + 1
+    piece_ptr = te.placeholder((bounds,), dtype="int32", name="piece_ptr")
     row_pieces = te.placeholder((rows + 1,), dtype="int32", name="row_pieces")
     col_idx = te.placeholder((nnz,), dtype="int32", name="col_idx")
     val = te.placeholder((nnz,), dtype=dtype, name="val")
@@ -126,7 +127,7 @@ def csr_spmv_pieces(rows=None, cols=None, nnz=None, pieces=None, dtype: str = "f
     def piece(p):
         j = te.reduce_axis((piece_ptr[p], piece_ptr[p + 1]), "j")
         return te.sum(val[j] * x[col_idx[j]], axis=j)
-    part = te.compute((pieces,), piece, name="part")
+    part = te.compute((bounds - 1,), piece, name="part")
 
     def row(i):
         q = te.reduce_axis((row_pieces[i], row_pieces[i + 1]), "q")
@@ -143,9 +144,10 @@ def csr_spmm_pieces(rows=None, cols=None, nnz=None, pieces=None, width=None, dty
     >>> piece_ptr, row_pieces, col_idx, val, X, Y = csr_spmm_pieces(width=64)
     """
     rows, cols, nnz = _sizes(rows, cols, nnz)
-    pieces = te.var("pieces") if pieces is None else pieces
+    # symbolic: the length of piece_ptr, so that a caller's arrays give it (a dimension of its own)
+    bounds = te.var("piece_bounds") if pieces is None else pieces + 1
     width = te.var("width") if width is None else width
-    piece_ptr = te.placeholder((pieces + 1,), dtype="int32", name="piece_ptr")
+    piece_ptr = te.placeholder((bounds,), dtype="int32", name="piece_ptr")
     row_pieces = te.placeholder((rows + 1,), dtype="int32", name="row_pieces")
     col_idx = te.placeholder((nnz,), dtype="int32", name="col_idx")
     val = te.placeholder((nnz,), dtype=dtype, name="val")
@@ -154,7 +156,7 @@ def csr_spmm_pieces(rows=None, cols=None, nnz=None, pieces=None, width=None, dty
     def piece(p, c):
         j = te.reduce_axis((piece_ptr[p], piece_ptr[p + 1]), "j")
         return te.sum(val[j] * X[col_idx[j], c], axis=j)
-    part = te.compute((pieces, width), piece, name="part")
+    part = te.compute((bounds - 1, width), piece, name="part")
 
     def row(i, c):
         q = te.reduce_axis((row_pieces[i], row_pieces[i + 1]), "q")
