@@ -99,3 +99,12 @@ def test_spmm_pieces_on_cpu(rng, check_llvm):
     want = sp.csr_matrix((val, col_idx, row_ptr), shape=(rows, cols)).astype(np.float64) @ X.astype(np.float64)
     check_llvm(te.create_schedule(Y.op), list(args), dict(zip(args[:5], (piece_ptr, row_pieces, col_idx, val, X))),
                {Y: want}, rtol=1e-4, atol=1e-5)
+
+
+def test_device_servers_accept_the_pieces_recipe():
+    """The recipe travels to a device server as a name and numbers, which it checks before use."""
+    pytest.importorskip("rpyc")
+    from tilecraft.rpc.server import check_inputs
+    recipe = sparse.template_pieces_recipe((3, 5, 5.0, "banded", 2))
+    assert recipe == ("csr_pieces", (3, 5, 5.0, "banded", 2))
+    assert check_inputs(recipe) == recipe

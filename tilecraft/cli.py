@@ -45,6 +45,8 @@ TOPI_TEMPLATES = {
     "global_pool": ("tilecraft.topi.pooling", "topi/global_pool.{kind}"),
     "spmv": ("tilecraft.topi.sparse", "topi/spmv.{kind}"),
     "spmm": ("tilecraft.topi.sparse", "topi/spmm.{kind}"),
+    "spmv_pieces": ("tilecraft.topi.sparse_cuda", "topi/spmv_pieces.{kind}"),     # cuda only
+    "spmm_pieces": ("tilecraft.topi.sparse_cuda", "topi/spmm_pieces.{kind}"),
 }
 
 
