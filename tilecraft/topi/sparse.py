@@ -12,7 +12,9 @@ tensors; ``schedule_*`` gives it a CPU schedule; ``build_*`` compiles it into a
 
 Operators: ``csr_spmv`` (y = A x), ``csr_spmm`` (Y = A X, X dense), ``sddmm`` (the nonzeros of
 ``A * (U @ V^T)``), ``segment_sum`` / ``segment_mean`` (rows of ``data`` summed per segment),
-``embedding_bag`` (rows of a table gathered and summed or averaged per bag). Tuning templates:
+``embedding_bag`` (rows of a table gathered and summed or averaged per bag), and
+``csr_spmv_pieces`` / ``csr_spmm_pieces`` (the rows cut by ``split_rows`` into pieces of bounded
+length: a piece stage, then a row stage; for GPU schedules that balance long rows). Tuning templates:
 ``topi/spmv.llvm`` and ``topi/spmm.llvm`` (knobs: rows per parallel chunk, vector width, unroll
 of the nonzero loop), over the matrices of :func:`make_matrix`.
 """

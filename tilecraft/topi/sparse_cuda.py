@@ -93,7 +93,7 @@ def schedule_spmv_pieces_cuda(s, y, threads_per_piece: int = 32, pieces_per_bloc
     :func:`schedule_spmv_cuda` (``threads_per_piece`` lanes of a warp each, ``pieces_per_block``
     a block), then a thread per row (``row_threads`` a block) summing the row's pieces.
 
-    >>> *_, y = sparse.csr_spmv_pieces()
+    >>> *_, y = csr_spmv_pieces()
     >>> s = schedule_spmv_pieces_cuda(te.create_schedule(y.op), y, threads_per_piece=8, pieces_per_block=16)
     """
     schedule_spmv_cuda(s, _part_of(y), threads_per_piece, pieces_per_block)
@@ -109,7 +109,7 @@ def schedule_spmm_pieces_cuda(s, Y, pieces_per_block: int = 4, threads_x: int = 
     columns on ``threadIdx.x``, each thread walking its piece), then the rows the same way,
     each thread summing its row's pieces of one column.
 
-    >>> *_, Y = sparse.csr_spmm_pieces(width=64)
+    >>> *_, Y = csr_spmm_pieces(width=64)
     >>> s = schedule_spmm_pieces_cuda(te.create_schedule(Y.op), Y, pieces_per_block=4, threads_x=32)
     """
     schedule_spmm_cuda(s, _part_of(Y), pieces_per_block, threads_x)
