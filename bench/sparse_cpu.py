@@ -4,6 +4,14 @@ turns, with SpMV's achieved bandwidth as a share of the machine's copy bandwidth
 
     python3 bench/sparse_cpu.py                       # the three matrices, SpMV + SpMM 8/32/128, 2 then 1 thread
     python3 bench/sparse_cpu.py --scale 0.2 --widths 32 --threads 2
+    taskset -c 0,1 python3 bench/sparse_cpu.py --full  # the issue's case alone: 100k x 100k at 1%, 2 threads
+
+``--full`` is the issue's full-size case: the uniform matrix at scale 1 (100k x 100k, 1% dense,
+about 99.5M nonzeros after duplicates), 2 threads, SpMV and SpMM widths 8 and 32 (128 is skipped
+as too large: 12.7G multiply-adds per call); options given beside it win. Making the matrix takes
+about 30 s and 2.4 GB at its peak (measured on the shared Zen 5 machine), the run holds about
+16 bytes a nonzero (``col_idx`` and ``val``, torch's int64 copy of ``col_idx``); the bench checks
+the memory available before it makes a matrix and says so if it would not fit.
 
 Matrices (``make_matrix``): uniform random at 1% density (100k x 100k, 100M nonzeros at
 ``--scale 1``), power-law row lengths (mean 32, 200k x 200k), banded (2M rows, 15 per row);
@@ -47,14 +55,56 @@ def spmm_configs(width: int) -> dict:
     return out
 
 
+DEFAULTS = dict(threads=[2, 1], scale=1.0, widths=[8, 32, 128], matrices=["uniform", "powerlaw", "banded"])
+FULL = dict(threads=[2], scale=1.0, widths=[8, 32], matrices=["uniform"])
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--threads", type=int, nargs="+", default=[2, 1])
-    p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--widths", type=int, nargs="+", default=[8, 32, 128])
+    p.add_argument("--threads", type=int, nargs="+")
+    p.add_argument("--scale", type=float)
+    p.add_argument("--widths", type=int, nargs="+")
     p.add_argument("--repeat", type=int, default=9, help="rounds (the median is reported)")
-    p.add_argument("--matrices", nargs="+", default=["uniform", "powerlaw", "banded"])
-    return p.parse_args(argv)
+    p.add_argument("--matrices", nargs="+", choices=["uniform", "powerlaw", "banded"])
+    p.add_argument("--full", action="store_true",
+                   help="the issue's full-size case: uniform 100k x 100k at 1%%, 2 threads, SpMM widths 8 and 32")
+    a = p.parse_args(argv)
+    for k, v in (FULL if a.full else DEFAULTS).items():
+        if getattr(a, k) is None:
+            setattr(a, k, v)
+    return a
+
+
+def matrix_nonzeros(kind: str, scale: float) -> int:
+    """About how many nonzeros :func:`matrix` makes (before duplicate columns are dropped)."""
+    if kind == "uniform":
+        n = int(100_000 * scale)
+        return int(n * n * 0.01)
+    return int(200_000 * scale) * 32 if kind == "powerlaw" else int(2_000_000 * scale) * 15
+
+
+def memory_available() -> int | None:
+    """Bytes of memory available (``MemAvailable`` of /proc/meminfo), None where unknown."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_memory(kind: str, scale: float) -> None:
+    """Refuse a matrix whose making would not fit: about 24 bytes a nonzero at the peak
+    (``make_matrix``'s int64 columns and float64 values before they are narrowed)."""
+    need = 24 * matrix_nonzeros(kind, scale)
+    have = memory_available()
+    print(f"memory: the {kind} matrix needs about {need / 2**30:.1f} GiB at its making"
+          + (f", {have / 2**30:.1f} GiB available" if have is not None else ""))
+    if have is not None and need > 0.8 * have:
+        raise SystemExit(f"sparse_cpu: the {kind} matrix at scale {scale} needs about {need / 2**30:.1f} GiB, "
+                         f"more than 80% of the {have / 2**30:.1f} GiB available; use a smaller --scale")
 
 
 def cpu_name() -> str:
@@ -126,6 +176,7 @@ def main(argv=None) -> None:
     spmv = {k: sparse.build_spmv(**c) for k, c in CONFIGS.items()}
     spmm = {w: {k: sparse.build_spmm(**c) for k, c in spmm_configs(w).items()} for w in args.widths}
     for kind in args.matrices:
+        check_memory(kind, args.scale)
         t0 = time.perf_counter()
         (row_ptr, col_idx, val), n = matrix(kind, args.scale)
         A = sp.csr_matrix((val, col_idx, row_ptr), shape=(n, n))

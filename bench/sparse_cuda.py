@@ -1,15 +1,20 @@
 """CSR SpMV and SpMM on the GPU: tilecraft's ragged-loop schedules (``topi/sparse_cuda.py``: warp
-per row, row merging with 2-16 threads per row, thread per row) beside cuSPARSE through
-``torch.sparse`` (CSR ``torch.mv`` / ``torch.mm``), in the same process, CUDA-event medians, with
-SpMV's achieved bandwidth as a share of the measured device copy bandwidth.
+per row, row merging with 2-16 threads per row, thread per row, and the *piece* schedules that cut
+long rows into pieces of at most ``piece_len`` nonzeros) beside cuSPARSE through ``torch.sparse``
+(CSR ``torch.mv`` / ``torch.mm``), in the same process, CUDA-event medians, with SpMV's achieved
+bandwidth as a share of the measured device copy bandwidth.
 
     python3 bench/sparse_cuda.py                       # 1M-row matrices, SpMM widths 32 and 128
     python3 bench/sparse_cuda.py --scale 0.1 --widths 64
+    python3 bench/sparse_cuda.py --matrices uniform1pct --widths 32   # the CPU bench's 100k x 100k at 1%
 
 Matrices (``make_matrix``): uniform (1M x 1M, 32 per row), power-law (1M x 1M, mean 32 per row,
-rows up to ~1M long), banded (4M x 4M, 15 per row); ``--scale`` multiplies the rows. GB/s counts
-the bytes an ideal SpMV moves (row_ptr, col_idx, val, x read once, y written once). Each line
-ends ``RESULT``-tagged with the best tilecraft config against cuSPARSE (target: >= 0.9x).
+rows up to ~1M long), banded (4M x 4M, 15 per row), uniform1pct (100k x 100k, 1% dense: 100M
+nonzeros, 1000 per row); ``--scale`` multiplies the rows. GB/s counts the bytes an ideal SpMV
+moves (row_ptr, col_idx, val, x read once, y written once). The piece schedules' times are of
+their two kernels; cutting the rows (``split_rows``, on the host, once per matrix) is printed
+apart. Each line ends ``RESULT``-tagged with the best tilecraft config against cuSPARSE (target:
+>= 0.9x).
 """
 from __future__ import annotations
 
@@ -23,6 +28,9 @@ from cuda_common import device_line, tc_time, torch_time  # noqa: E402
 
 SPMV_CONFIGS = [(32, 4), (32, 8), (16, 8), (8, 16), (4, 32), (2, 64), (1, 128), (1, 256)]   # (threads per row, rows per block)
 SPMM_CONFIGS = [(4, 32), (8, 32), (2, 64), (4, 64), (1, 128)]                                # (rows per block, threads_x)
+# piece schedules: (piece_len, threads per piece, pieces per block) and (piece_len, pieces per block, threads_x)
+SPMV_PIECES = [(1024, 32, 8), (256, 32, 8), (256, 8, 16), (128, 4, 32), (64, 4, 32), (32, 2, 64), (16, 1, 128)]
+SPMM_PIECES = [(32, 4, 32), (128, 4, 32), (512, 4, 32), (32, 8, 32), (64, 2, 64), (32, 1, 128)]
 
 
 def copy_bandwidth(nbytes: int, repeat: int) -> float:
@@ -40,15 +48,36 @@ def matrix(kind: str, scale: float):
     if kind == "powerlaw":
         n = int(1_000_000 * scale)
         return make_matrix(n, n, 32, "powerlaw", seed=2), n
+    if kind == "uniform1pct":
+        n = int(100_000 * scale)
+        return make_matrix(n, n, n * 0.01, "uniform", seed=1), n
     n = int(4_000_000 * scale)
     return make_matrix(n, n, 15, "banded", seed=3), n
+
+
+def cut(row_ptr, piece_len: int, cache: dict):
+    """``split_rows`` on the host, once per piece length and matrix, with its time."""
+    import time
+
+    import torch
+
+    from tilecraft.topi.sparse import split_rows
+    if piece_len not in cache:
+        t = time.perf_counter()
+        piece_ptr, row_pieces = split_rows(row_ptr, piece_len)
+        cache[piece_len] = (torch.from_numpy(piece_ptr).cuda(), torch.from_numpy(row_pieces).cuda(),
+                            time.perf_counter() - t)
+        print(f"  (rows cut into {len(piece_ptr) - 1} pieces of <= {piece_len} on the host in "
+              f"{cache[piece_len][2] * 1e3:.1f} ms)")
+    return cache[piece_len][:2]
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--widths", type=int, nargs="+", default=[32, 128])
-    p.add_argument("--matrices", nargs="+", default=["uniform", "powerlaw", "banded"])
+    p.add_argument("--matrices", nargs="+", default=["uniform", "powerlaw", "banded"],
+                   choices=["uniform", "powerlaw", "banded", "uniform1pct"])
     p.add_argument("--repeat", type=int, default=9)
     a = p.parse_args(argv)
     import numpy as np
@@ -68,8 +97,19 @@ def main(argv=None):
         s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx)
         return tilecraft.build(s, list(args), target="cuda")
 
+    def build_spmv_pieces(tpp, ppb):
+        args = sparse.csr_spmv_pieces()
+        s = sparse_cuda.schedule_spmv_pieces_cuda(te.create_schedule(args[-1].op), args[-1], tpp, ppb)
+        return tilecraft.build(s, list(args), target="cuda")
+
+    def build_spmm_pieces(ppb, tx, width):
+        args = sparse.csr_spmm_pieces(width=width)
+        s = sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx)
+        return tilecraft.build(s, list(args), target="cuda")
+
     print(f"CSR sparse fp32 on {device_line()}; scale {a.scale}; median of {a.repeat}")
     spmv = {c: build_spmv(*c) for c in SPMV_CONFIGS}
+    spmv_pieces = {c[1:]: build_spmv_pieces(*c[1:]) for c in SPMV_PIECES}
     for kind in a.matrices:
         (row_ptr, col_idx, val), n = matrix(kind, a.scale)
         nnz = len(val)
@@ -86,18 +126,23 @@ def main(argv=None):
         t_ref = torch_time(lambda: torch.mv(tA, x), repeat=a.repeat)
         print(f"SpMV: copy {copy:.0f} GB/s; cuSPARSE (torch.mv) {t_ref * 1e6:.1f} us, "
               f"{ideal / t_ref / 1e9:.0f} GB/s ({ideal / t_ref / 1e9 / copy:.0%} of copy)")
+        pieces = {}
+        runs = [(f"{tpr:2d} threads/row x {rpb:3d} rows/block", f, (rp, ci, v, x, y))
+                for (tpr, rpb), f in spmv.items()]
+        runs += [(f"pieces <= {n:4d}: {tpp:2d} threads/piece x {ppb:3d} pieces/block", spmv_pieces[tpp, ppb],
+                  (*cut(row_ptr, n, pieces), ci, v, x, y)) for n, tpp, ppb in SPMV_PIECES]
         best = None
-        for (tpr, rpb), f in spmv.items():
+        for name, f, args in runs:
             y.fill_(float("nan"))
-            f(rp, ci, v, x, y)
+            f(*args)
             err = float((y - want).abs().max() / want.abs().max().clamp_min(1e-30))
-            t = tc_time(f, (rp, ci, v, x, y), repeat=a.repeat)
+            t = tc_time(f, args, repeat=a.repeat)
             gbs = ideal / t / 1e9
-            print(f"  tilecraft {tpr:2d} threads/row x {rpb:3d} rows/block: {t * 1e6:9.1f} us {gbs:6.0f} GB/s "
+            print(f"  tilecraft {name}: {t * 1e6:9.1f} us {gbs:6.0f} GB/s "
                   f"({gbs / copy:4.0%} of copy) {t_ref / t:5.2f}x cuSPARSE, max rel.err {err:.1e}")
             if best is None or t < best[1]:
-                best = ((tpr, rpb), t)
-        print(f"RESULT SpMV {kind}: best {best[0][0]} threads/row x {best[0][1]} rows/block "
+                best = (name, t)
+        print(f"RESULT SpMV {kind}: best {' '.join(best[0].split())} "
               f"{ideal / best[1] / 1e9:.0f} GB/s = {ideal / best[1] / 1e9 / copy:.0%} of copy, "
               f"{t_ref / best[1]:.2f}x cuSPARSE (target >= 0.9x)")
         for width in a.widths:
@@ -108,23 +153,27 @@ def main(argv=None):
             Y = torch.full((n, width), float("nan"), device="cuda")
             want = torch.mm(tA, X)
             t_ref = torch_time(lambda: torch.mm(tA, X), repeat=a.repeat, number=5)
+            runs = [(f"{rpb} rows/block x {tx} columns", build_spmm(rpb, tx, width), (rp, ci, v, X, Y))
+                    for rpb, tx in SPMM_CONFIGS if tx <= max(width, 8)]
+            runs += [(f"pieces <= {n}: {ppb} pieces/block x {tx} columns", build_spmm_pieces(ppb, tx, width),
+                      (*cut(row_ptr, n, pieces), ci, v, X, Y)) for n, ppb, tx in SPMM_PIECES if tx <= max(width, 8)]
+            if not runs:
+                print(f"SpMM width {width}: no configuration has at most {max(width, 8)} threads_x")
+                continue
             best = None
-            for rpb, tx in SPMM_CONFIGS:
-                if tx > max(width, 8):
-                    continue
-                f = build_spmm(rpb, tx, width)
+            for name, f, args in runs:
                 Y.fill_(float("nan"))
-                f(rp, ci, v, X, Y)
+                f(*args)
                 err = float((Y - want).abs().max() / want.abs().max().clamp_min(1e-30))
-                t = tc_time(f, (rp, ci, v, X, Y), repeat=a.repeat, number=5)
-                print(f"  SpMM width {width}: tilecraft {rpb} rows/block x {tx} columns: {t * 1e3:8.3f} ms "
+                t = tc_time(f, args, repeat=a.repeat, number=5)
+                print(f"  SpMM width {width}: tilecraft {name}: {t * 1e3:8.3f} ms "
                       f"{t_ref / t:5.2f}x cuSPARSE ({t_ref * 1e3:.3f} ms), max rel.err {err:.1e}")
                 if best is None or t < best[1]:
-                    best = ((rpb, tx), t)
-            print(f"RESULT SpMM {kind} width {width}: best {best[0][0]} rows/block x {best[0][1]} columns "
+                    best = (name, t)
+            print(f"RESULT SpMM {kind} width {width}: best {best[0]} "
                   f"{2 * nnz * width / best[1] / 1e9:.0f} GFLOP/s, {t_ref / best[1]:.2f}x cuSPARSE (target >= 0.9x)")
             del X, Y, want
-        del rp, ci, v, tA, x, y
+        del rp, ci, v, tA, x, y, pieces
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ def test_spmm_matches_scipy(width, rng):
     g = sparse.build_spmm(vector=4, row_grain=1, dynamic=False)
     # register blocking, on a constant width (tiles that divide it, and a tail tile that does not)
     blocked = [sparse.build_spmm(vector=4, block=2, unroll=2, width=width),
-               sparse.build_spmm(vector=8, block=4, width=width, dynamic=False, row_grain=3)]
+               sparse.build_spmm(vector=8, block=4, width=width, dynamic=False, row_grain=3),
+               sparse.build_spmm(vector=4, block=2)]          # any width: peeled tiles, then the guarded tail
     for name, row_ptr, col_idx, val, cols in _matrices(rng):
         A = sp.csr_matrix((val, col_idx, row_ptr), shape=(len(row_ptr) - 1, cols))
         X = rng.uniform(-1, 1, (cols, width)).astype("float32")
@@ -136,6 +137,21 @@ def test_spmm_register_blocking_loop_nest():
     assert loops[-2:] == ["for c.outer.outer", "for j"], text
     body = text.split("for j in")[1]
     assert body.count("Y[ramp(") == 2 * 2 and "if " not in body, text     # 64 = 2 x 2 x 16: no guards
+
+
+def test_spmm_register_blocking_any_width_vectorizes():
+    """``block=2`` on a symbolic width: loop partitioning splits the tile loop where the last
+    full tile ends and drops, in the full tiles, every copy of the width guard (the reduction's
+    init and the update inside the nonzero loop are different nodes of the same guard), so the
+    update is a vector ``ramp`` there; only the tail tiles keep ``c.inner < width`` guards.
+    (Before, only the init's copy was dropped: the update stayed a guarded scalar loop, 4-15x
+    slower.)"""
+    row_ptr, col_idx, val, X, Y = sparse.csr_spmm()
+    s = sparse.schedule_rows(te.create_schedule(Y.op), Y, vector=8, block=2)
+    text = str(tilecraft.lower(s, [row_ptr, col_idx, val, X, Y]))
+    head = text.split("for c.outer.outer_1 in")[0]              # the full tiles
+    nonzeros = head.split("for j in")[1]
+    assert nonzeros.count("Y[ramp(") == 2 * 2 and "c.inner" not in nonzeros, text
 
 
 def test_spmm_width_error():

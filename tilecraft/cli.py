@@ -48,6 +48,8 @@ TOPI_TEMPLATES = {
     "spmv": ("tilecraft.topi.sparse", "topi/spmv.{kind}"),
     "spmm": ("tilecraft.topi.sparse", "topi/spmm.{kind}"),
     "matmul_tensorcore": ("tilecraft.topi.tensorcore_template", "topi/matmul_tensorcore.{kind}"),
+    "spmv_pieces": ("tilecraft.topi.sparse_cuda", "topi/spmv_pieces.{kind}"),     # cuda only
+    "spmm_pieces": ("tilecraft.topi.sparse_cuda", "topi/spmm_pieces.{kind}"),
 }
 
 

@@ -90,8 +90,56 @@ def _csr_matrix(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
     return [row_ptr, col_idx, val, dense, rng.uniform(-1.0, 1.0, out_shape).astype(out_dtype)]
 
 
+def split_rows(row_ptr, piece_len: int):
+    """The rows of a CSR matrix cut into *pieces* of at most ``piece_len`` nonzeros, for GPU
+    kernels that balance long rows (``topi.sparse.csr_spmv_pieces``): ``(piece_ptr,
+    row_pieces)``, int32. Piece ``p`` holds the nonzeros ``piece_ptr[p] .. piece_ptr[p + 1] - 1``
+    (all of one row: a row of ``n`` nonzeros gives ``ceil(n / piece_len)`` pieces, all but the
+    last ``piece_len`` long; an empty row gives none); row ``i`` owns the pieces ``row_pieces[i]
+    .. row_pieces[i + 1] - 1``. Computed once per matrix on the host, in O(rows + pieces).
+
+    >>> split_rows(np.array([0, 5, 5, 6], np.int32), 2)     # rows of 5, 0 and 1 nonzeros
+    (array([0, 2, 4, 5, 6], dtype=int32), array([0, 3, 3, 4], dtype=int32))
+    """
+    if type(piece_len) is not int or piece_len < 1:
+        raise ValueError(f"split_rows: piece_len must be an integer >= 1, got {piece_len!r}")
+    row_ptr = np.asarray(row_ptr, np.int64)
+    lengths = np.diff(row_ptr)
+    counts = (lengths + piece_len - 1) // piece_len
+    row_pieces = np.zeros(len(row_ptr), np.int64)
+    np.cumsum(counts, out=row_pieces[1:])
+    owner = np.repeat(np.arange(len(counts)), counts)
+    within = np.arange(int(row_pieces[-1])) - row_pieces[:-1][owner]
+    piece_ptr = np.append(row_ptr[:-1][owner] + within * piece_len, row_ptr[-1])
+    return piece_ptr.astype(np.int32), row_pieces.astype(np.int32)
+
+
+def _csr_pieces(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
+    """``(rows, cols, nnz_per_row, pattern, piece_len)``: the arguments ``(piece_ptr,
+    row_pieces, col_idx, val, dense, out)`` of a CSR product over rows cut into pieces
+    (:func:`split_rows` of the ``csr_matrix`` recipe's matrix)."""
+    if len(params) != 5:
+        raise RecipeError(f"csr_pieces: expected (rows, cols, nnz_per_row, pattern, piece_len), "
+                          f"got {len(params)} values")
+    piece_len = params[4]
+    if type(piece_len) is not int or piece_len < 1:
+        raise RecipeError(f"csr_pieces: piece_len must be an integer >= 1, got {piece_len!r}")
+    if len(arg_info) != 6:
+        raise RecipeError(f"csr_pieces: the arguments must be (piece_ptr, row_pieces, col_idx, val, dense, out), "
+                          f"got {len(arg_info)}")
+    rows = params[0]
+    ptr_info = ((rows + 1,) if type(rows) is int else (), "int32", False)
+    row_ptr, col_idx, val, dense, out = _csr_matrix(params[:4], [ptr_info, *arg_info[2:]], seed)
+    piece_ptr, row_pieces = split_rows(row_ptr, piece_len)
+    if tuple(arg_info[0][0]) != piece_ptr.shape or tuple(arg_info[1][0]) != row_pieces.shape:
+        raise RecipeError(f"csr_pieces: the matrix has {len(piece_ptr) - 1} pieces of at most {piece_len} "
+                          f"nonzeros and {rows} rows, which do not fit piece_ptr {tuple(arg_info[0][0])} "
+                          f"and row_pieces {tuple(arg_info[1][0])}")
+    return [piece_ptr, row_pieces, col_idx, val, dense, out]
+
+
 #: recipe name → ``make(params, arg_info, seed) -> arrays`` (each checks its parameters)
-RECIPES = {"csr_matrix": _csr_matrix}
+RECIPES = {"csr_matrix": _csr_matrix, "csr_pieces": _csr_pieces}
 
 
 def make_inputs(recipe: tuple, arg_info, seed: int) -> list[np.ndarray]:

@@ -12,17 +12,21 @@ tensors; ``schedule_*`` gives it a CPU schedule; ``build_*`` compiles it into a
 
 Operators: ``csr_spmv`` (y = A x), ``csr_spmm`` (Y = A X, X dense), ``sddmm`` (the nonzeros of
 ``A * (U @ V^T)``), ``segment_sum`` / ``segment_mean`` (rows of ``data`` summed per segment),
-``embedding_bag`` (rows of a table gathered and summed or averaged per bag). Tuning templates:
+``embedding_bag`` (rows of a table gathered and summed or averaged per bag), and
+``csr_spmv_pieces`` / ``csr_spmm_pieces`` (the rows cut by ``split_rows`` into pieces of bounded
+length: a piece stage, then a row stage; for GPU schedules that balance long rows). Tuning templates:
 ``topi/spmv.llvm`` and ``topi/spmm.llvm`` (knobs: rows per parallel chunk, vector width, unroll
 of the nonzero loop), over the matrices of :func:`make_matrix`.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 import tilecraft.autotune as autotune
 from tilecraft import te
-from tilecraft.autotune.inputs import PATTERNS, make_matrix   # noqa: F401 -- part of this module's API
+from tilecraft.autotune.inputs import PATTERNS, make_matrix, split_rows   # noqa: F401 -- part of this module's API
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,6 +101,70 @@ def csr_spmm(rows=None, cols=None, nnz=None, width=None, dtype: str = "float32")
         return te.sum(val[j] * X[col_idx[j], c], axis=j)
     Y = te.compute((rows, width), row, name="Y")
     return row_ptr, col_idx, val, X, Y
+
+
+def csr_spmv_pieces(rows=None, cols=None, nnz=None, pieces=None, dtype: str = "float32"):
+    """``y = A @ x`` over the rows of ``A`` cut into pieces of bounded length (``split_rows``), in
+    two ragged stages: ``part[p]`` sums piece ``p``'s nonzeros, ``y[i]`` sums row ``i``'s pieces::
+
+        part[p] = sum(val[j] * x[col_idx[j]] for j in piece_ptr[p] .. piece_ptr[p + 1])
+        y[i]    = sum(part[q] for q in row_pieces[i] .. row_pieces[i + 1])
+
+    No piece is longer than ``piece_len``, so a schedule that gives each piece the same threads
+    is balanced however long a row is (on the GPU: two kernels, ``part`` in global memory).
+    Returns ``(piece_ptr, row_pieces, col_idx, val, x, y)``; ``part`` is ``y.op.input_tensors[-1]``.
+
+    >>> piece_ptr, row_pieces, col_idx, val, x, y = csr_spmv_pieces()
+    >>> # f(*split_rows(row_ptr, 256), col_idx, val, x, y)
+    """
+    rows, cols, nnz = _sizes(rows, cols, nnz)
+    # symbolic: the length of piece_ptr, so that a caller's arrays give it (a dimension of its own)
+    bounds = te.var("piece_bounds") if pieces is None else pieces + 1
+    piece_ptr = te.placeholder((bounds,), dtype="int32", name="piece_ptr")
+    row_pieces = te.placeholder((rows + 1,), dtype="int32", name="row_pieces")
+    col_idx = te.placeholder((nnz,), dtype="int32", name="col_idx")
+    val = te.placeholder((nnz,), dtype=dtype, name="val")
+    x = te.placeholder((cols,), dtype=dtype, name="x")
+
+    def piece(p):
+        j = te.reduce_axis((piece_ptr[p], piece_ptr[p + 1]), "j")
+        return te.sum(val[j] * x[col_idx[j]], axis=j)
+    part = te.compute((bounds - 1,), piece, name="part")
+
+    def row(i):
+        q = te.reduce_axis((row_pieces[i], row_pieces[i + 1]), "q")
+        return te.sum(part[q], axis=q)
+    y = te.compute((rows,), row, name="y")
+    return piece_ptr, row_pieces, col_idx, val, x, y
+
+
+def csr_spmm_pieces(rows=None, cols=None, nnz=None, pieces=None, width=None, dtype: str = "float32"):
+    """``Y = A @ X`` (``X`` dense, ``cols × width``) over the rows of ``A`` cut into pieces, as
+    :func:`csr_spmv_pieces`: ``part[p, c]`` sums piece ``p``, ``Y[i, c]`` sums row ``i``'s pieces.
+    Returns ``(piece_ptr, row_pieces, col_idx, val, X, Y)``.
+
+    >>> piece_ptr, row_pieces, col_idx, val, X, Y = csr_spmm_pieces(width=64)
+    """
+    rows, cols, nnz = _sizes(rows, cols, nnz)
+    # symbolic: the length of piece_ptr, so that a caller's arrays give it (a dimension of its own)
+    bounds = te.var("piece_bounds") if pieces is None else pieces + 1
+    width = te.var("width") if width is None else width
+    piece_ptr = te.placeholder((bounds,), dtype="int32", name="piece_ptr")
+    row_pieces = te.placeholder((rows + 1,), dtype="int32", name="row_pieces")
+    col_idx = te.placeholder((nnz,), dtype="int32", name="col_idx")
+    val = te.placeholder((nnz,), dtype=dtype, name="val")
+    X = te.placeholder((cols, width), dtype=dtype, name="X")
+
+    def piece(p, c):
+        j = te.reduce_axis((piece_ptr[p], piece_ptr[p + 1]), "j")
+        return te.sum(val[j] * X[col_idx[j], c], axis=j)
+    part = te.compute((bounds - 1, width), piece, name="part")
+
+    def row(i, c):
+        q = te.reduce_axis((row_pieces[i], row_pieces[i + 1]), "q")
+        return te.sum(part[q, c], axis=q)
+    Y = te.compute((rows, width), row, name="Y")
+    return piece_ptr, row_pieces, col_idx, val, X, Y
 
 
 def sddmm(rows=None, cols=None, nnz=None, depth=None, dtype: str = "float32"):
@@ -327,8 +395,24 @@ def template_input_recipe(args: tuple) -> tuple:
 
 
 def _template_matrix_sizes(rows, cols, nnz_per_row, pattern):
+    return _template_matrix_shape(rows, cols, nnz_per_row, pattern, 0)[0]
+
+
+@functools.lru_cache(maxsize=16)
+def _template_matrix_shape(rows, cols, nnz_per_row, pattern, piece_len: int):
+    """``(nnz, pieces)`` of the template matrix (``pieces``: of at most ``piece_len`` nonzeros;
+    0 when ``piece_len`` is 0); cached, since a tuner instantiates a template for every candidate."""
     row_ptr, _, _ = make_matrix(rows, cols, nnz_per_row, pattern)
-    return int(row_ptr[-1])
+    pieces = len(split_rows(row_ptr, piece_len)[0]) - 1 if piece_len else 0
+    return int(row_ptr[-1]), pieces
+
+
+def template_pieces_recipe(args: tuple) -> tuple:
+    """The input recipe of the piece templates (``topi/spmv_pieces.cuda``, ``topi/spmm_pieces.cuda``,
+    arguments ``(rows, cols, nnz_per_row, pattern, piece_len, ...)``): the ``csr_pieces`` recipe,
+    the template matrix cut by :func:`split_rows` into pieces of at most ``piece_len`` nonzeros."""
+    rows, cols, nnz_per_row, pattern, piece_len = args[:5]
+    return ("csr_pieces", (int(rows), int(cols), float(nnz_per_row), str(pattern), int(piece_len)))
 
 
 @autotune.template("topi/spmv.llvm")

@@ -19,6 +19,17 @@ SpMM (``Y = A X``) gives each output row ``rows_per_block`` rows of a block on `
 and the dense columns to ``threadIdx.x`` (coalesced loads of a row of ``X``); each thread walks
 its row's nonzeros.
 
+Both give a row to one warp (or less), so a row of 40,000 nonzeros (power-law matrices) keeps
+one warp busy long after the others are done. The *piece* schedules balance that: the host cuts
+the rows into pieces of at most ``piece_len`` nonzeros once per matrix (``split_rows``: two
+int32 arrays, the input recipe ``csr_pieces`` of the templates), the first kernel runs the
+schedule above over pieces instead of rows (each piece the same threads, so a long row is spread
+over ``ceil(n / piece_len)`` warps or threads), the second sums each row's pieces
+(``csr_spmv_pieces``)::
+
+    kernel 1: for piece in blocks x threadIdx.y:  part[piece] = sum over the piece (threads_per_piece lanes)
+    kernel 2: for row in blocks x threadIdx.x:    y[row] = sum(part[q] for q in the row's pieces)
+
 >>> from tilecraft import te
 >>> from tilecraft.topi import sparse, sparse_cuda
 >>> *_, y = sparse.csr_spmv()
@@ -29,7 +40,8 @@ from __future__ import annotations
 import tilecraft.autotune as autotune
 from tilecraft import te
 
-from .sparse import _template_matrix_sizes, csr_spmm, csr_spmv, template_input_recipe
+from .sparse import (_template_matrix_shape, _template_matrix_sizes, csr_spmm, csr_spmm_pieces, csr_spmv,
+                     csr_spmv_pieces, template_input_recipe, template_pieces_recipe)
 
 
 def schedule_spmv_cuda(s, y, threads_per_row: int = 32, rows_per_block: int = 4):
@@ -62,6 +74,46 @@ def schedule_spmm_cuda(s, Y, rows_per_block: int = 4, threads_x: int = 32):
     s[Y].bind(cblock, te.thread_axis("blockIdx.y"))
     s[Y].bind(row, te.thread_axis("threadIdx.y"))
     s[Y].bind(col, te.thread_axis("threadIdx.x"))
+    return s
+
+
+def _part_of(out):
+    """The piece stage ``part`` that the row stage ``out`` of ``csr_spmv_pieces`` /
+    ``csr_spmm_pieces`` sums."""
+    parts = [t for t in out.op.input_tensors if t.op.name == "part"]
+    if len(parts) != 1:
+        raise ValueError(f"stage {out.op.name!r} does not sum a piece stage 'part' (build it with "
+                         f"csr_spmv_pieces or csr_spmm_pieces)")
+    return parts[0]
+
+
+def schedule_spmv_pieces_cuda(s, y, threads_per_piece: int = 32, pieces_per_block: int = 4,
+                              row_threads: int = 256):
+    """SpMV over pieces (``csr_spmv_pieces``) on the GPU: the pieces as the rows of
+    :func:`schedule_spmv_cuda` (``threads_per_piece`` lanes of a warp each, ``pieces_per_block``
+    a block), then a thread per row (``row_threads`` a block) summing the row's pieces.
+
+    >>> *_, y = csr_spmv_pieces()
+    >>> s = schedule_spmv_pieces_cuda(te.create_schedule(y.op), y, threads_per_piece=8, pieces_per_block=16)
+    """
+    schedule_spmv_cuda(s, _part_of(y), threads_per_piece, pieces_per_block)
+    block, row = s[y].split(s[y].op.axis[0], factor=row_threads)
+    s[y].bind(block, te.thread_axis("blockIdx.x"))
+    s[y].bind(row, te.thread_axis("threadIdx.x"))
+    return s
+
+
+def schedule_spmm_pieces_cuda(s, Y, pieces_per_block: int = 4, threads_x: int = 32):
+    """SpMM over pieces (``csr_spmm_pieces``) on the GPU: the pieces as the rows of
+    :func:`schedule_spmm_cuda` (``pieces_per_block`` on ``threadIdx.y``, ``threads_x`` dense
+    columns on ``threadIdx.x``, each thread walking its piece), then the rows the same way,
+    each thread summing its row's pieces of one column.
+
+    >>> *_, Y = csr_spmm_pieces(width=64)
+    >>> s = schedule_spmm_pieces_cuda(te.create_schedule(Y.op), Y, pieces_per_block=4, threads_x=32)
+    """
+    schedule_spmm_cuda(s, _part_of(Y), pieces_per_block, threads_x)
+    schedule_spmm_cuda(s, Y, max(1, 256 // threads_x), threads_x)
     return s
 
 
@@ -102,3 +154,46 @@ def spmm_cuda(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform"
 
 
 spmv_cuda.input_recipe = spmm_cuda.input_recipe = template_input_recipe
+
+
+@autotune.template("topi/spmv_pieces.cuda")
+def spmv_pieces_cuda(rows: int, cols: int, nnz_per_row: float, pattern: str = "powerlaw", piece_len: int = 256,
+                     dtype: str = "float32"):
+    """CSR SpMV on the GPU over ``make_matrix(rows, cols, nnz_per_row, pattern)`` cut into pieces
+    of at most ``piece_len`` nonzeros (a workload argument: the pieces are the template's input,
+    recipe ``csr_pieces``): threads per piece (1 to 32) and pieces per block (32 to 1024 threads
+    a block)."""
+    cfg = autotune.get_config()
+    cfg.define_knob("threads_per_piece", [1, 2, 4, 8, 16, 32])
+    cfg.define_knob("pieces_per_block", [1, 2, 4, 8, 16, 32, 64, 128])
+    nnz, pieces = _template_matrix_shape(rows, cols, nnz_per_row, pattern, piece_len)
+    cfg.add_flop(2.0 * nnz)
+    tensors = csr_spmv_pieces(rows, cols, nnz, pieces, dtype)
+    s = te.create_schedule(tensors[-1].op)
+    if cfg.is_fallback:
+        return schedule_spmv_pieces_cuda(s, tensors[-1]), list(tensors)
+    tpp, ppb = cfg["threads_per_piece"].val, cfg["pieces_per_block"].val
+    if not 32 <= tpp * ppb <= 1024:
+        cfg.raise_error(f"{tpp} threads per piece x {ppb} pieces per block is not 32 to 1024 threads a block")
+    return schedule_spmv_pieces_cuda(s, tensors[-1], tpp, ppb), list(tensors)
+
+
+@autotune.template("topi/spmm_pieces.cuda")
+def spmm_pieces_cuda(rows: int, cols: int, nnz_per_row: float, pattern: str = "powerlaw", piece_len: int = 64,
+                     width: int = 64, dtype: str = "float32"):
+    """CSR SpMM (sparse × dense ``cols × width``) on the GPU over ``make_matrix(rows, cols,
+    nnz_per_row, pattern)`` cut into pieces of at most ``piece_len`` nonzeros (recipe
+    ``csr_pieces``): pieces per block, dense columns per block."""
+    cfg = autotune.get_config()
+    cfg.define_knob("pieces_per_block", [1, 2, 4, 8, 16])
+    cfg.define_knob("threads_x", [t for t in (8, 16, 32, 64, 128) if t <= max(width, 8)])
+    nnz, pieces = _template_matrix_shape(rows, cols, nnz_per_row, pattern, piece_len)
+    cfg.add_flop(2.0 * nnz * width)
+    tensors = csr_spmm_pieces(rows, cols, nnz, pieces, width, dtype)
+    s = te.create_schedule(tensors[-1].op)
+    if cfg.is_fallback:
+        return schedule_spmm_pieces_cuda(s, tensors[-1], 4, min(32, width)), list(tensors)
+    return schedule_spmm_pieces_cuda(s, tensors[-1], cfg["pieces_per_block"].val, cfg["threads_x"].val), list(tensors)
+
+
+spmv_pieces_cuda.input_recipe = spmm_pieces_cuda.input_recipe = template_pieces_recipe

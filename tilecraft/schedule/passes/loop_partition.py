@@ -21,7 +21,9 @@ them. The range of ``rest`` is that of the nested loops, narrowed by the constan
 variables that hold wherever the guard is tested: the other conjuncts of its condition and the
 conditions of the ``if``s around it inside the loop (in ``if ty < 2 and k*2 + ty < 32`` the guard
 ``k*2 + ty < 32`` needs ``ty <= 1``, not the last thread ``ty``, so ``k < 16`` keeps it). Each
-loop is partitioned at most once, on its first such guard, and a loop that contains an already
+loop is partitioned at most once, on its first such guard; the head drops that guard and every
+other whose split point is the same or provably later (the copies of one width guard in a
+reduction's init and in its update, or in the unrolled lanes of a register tile), and a loop that contains an already
 partitioned loop is not duplicated again (a guard that always holds is still removed), so code
 size at most doubles.
 
@@ -35,7 +37,7 @@ so the peeled iterations stay inside the reduction, before its all-reduce.
 from __future__ import annotations
 
 from ...ir.expr import (BinOp, Binary, Const, Var, binary, const, max_expr, min_expr)
-from ...ir.functor import IRMutator, collect_vars, substitute
+from ...ir.functor import IRMutator, collect_vars, structural_equal, substitute
 from ...ir.simplify import simplify
 from ...ir.stmt import For, ForKind, IfThenElse, LetStmt, seq
 from ..bound import Interval
@@ -95,15 +97,17 @@ class _FindGuard(IRMutator):
 
 
 class _DropGuard(IRMutator):
-    def __init__(self, guard):
-        self.guard = guard
+    """Removes the conjuncts ``guards`` (by identity) from the conditions of the ``if``s."""
+
+    def __init__(self, guards):
+        self.guards = {id(g) for g in guards}
 
     def visit_IfThenElse(self, s):
         s = super().visit_IfThenElse(s)
         parts = _conjuncts(s.condition)
-        if not any(p is self.guard for p in parts):
+        if not any(id(p) in self.guards for p in parts):
             return s
-        rest = [p for p in parts if p is not self.guard]
+        rest = [p for p in parts if id(p) not in self.guards]
         if not rest:
             return s.then_case
         cond = rest[0]
@@ -173,6 +177,24 @@ def _split_point(loop: For, guard, inner: dict, lets: set = frozenset(), facts=(
     return simplify((E - rest_max - 1) // a.value + 1)
 
 
+def _guards_holding_before(loop: For, m, guard, finder) -> list:
+    """``guard`` and every other guard of the loop that holds wherever ``loop``'s variable is
+    below ``m`` (``guard``'s split point): their own split point is ``m`` or provably later. The
+    same guard is often tested in several places (a reduction's init and its update, the
+    unrolled lanes of a register tile); each copy is a different node."""
+    out = [guard]
+    for g, facts in finder.guards:
+        if g is guard:
+            continue
+        m2 = _split_point(loop, g, finder.inner, finder.lets, facts)
+        if m2 is None:
+            continue
+        later = simplify(m2 - m)
+        if (isinstance(later, Const) and later.value >= 0) or structural_equal(m2, m):
+            out.append(g)
+    return out
+
+
 class _Partition(IRMutator):
     def __init__(self):
         self.made: set = set()     # ids of loops this pass duplicated
@@ -195,9 +217,10 @@ class _Partition(IRMutator):
             m = _split_point(s, g, finder.inner, finder.lets, facts)
             if m is None:
                 continue
+            drop = _guards_holding_before(s, m, g, finder)
             m = simplify(max_expr(const(0, m.dtype), min_expr(m, s.extent)))
             if isinstance(m, Const) and isinstance(s.extent, Const) and m.value >= s.extent.value:
-                return For(s.loop_var, s.min, s.extent, s.kind, _DropGuard(g).visit_stmt(s.body),
+                return For(s.loop_var, s.min, s.extent, s.kind, _DropGuard(drop).visit_stmt(s.body),
                            s.thread_tag, s.annotations)
             if isinstance(m, Const) and m.value <= 0:
                 return s
@@ -209,7 +232,7 @@ class _Partition(IRMutator):
             if not isinstance(m, Const):
                 bound = Var(s.loop_var.name + ".split", m.dtype)
                 bound, m = (bound, m), bound
-            head = For(s.loop_var, s.min, m, s.kind, _DropGuard(g).visit_stmt(s.body), s.thread_tag,
+            head = For(s.loop_var, s.min, m, s.kind, _DropGuard(drop).visit_stmt(s.body), s.thread_tag,
                        s.annotations)
             tv = Var(s.loop_var.name, s.loop_var.dtype)
             tail_body = substitute(s.body, {s.loop_var: tv + m})
