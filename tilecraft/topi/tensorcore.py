@@ -254,7 +254,12 @@ def block_axes(s, X, block, warp, raster=0, min_blocks=0):
     *lead, i, j = X.op.axis
     if len(lead) > 1:
         raise ValueError(f"a tensor-core schedule binds one batch axis to blockIdx.z; {X.op.name} has {len(lead)}")
-    M = int(X.shape[-2].value)
+    M, N = (int(x.value) for x in X.shape[-2:])
+    for name, size, axis in (("M", M, 0), ("N", N, 1)):
+        tile = TILE * block[axis] * warp[axis]
+        if size % tile:
+            raise ValueError(f"{X.op.name}: {name}={size} is not a multiple of the block tile's {tile} "
+                             f"(16 x block[{axis}]={block[axis]} x warp[{axis}]={warp[axis]})")
     rows = M // (TILE * block[0] * warp[0])
     if raster and rows % raster:
         raise ValueError(f"raster={raster} numbers the blocks in groups of {raster} block rows, but M={M} has "
@@ -293,6 +298,10 @@ def schedule_mainloop(s, A, B, CF, C, ii, jj, store, *, impl, layout_b, block, w
     >>> schedule_mainloop(s, A, B, CF, C, ii, jj, store_matrix("mma"), impl="mma", layout_b="row_major", ...)
     """
     kd = KINDS[dtype][0]
+    K = int(A.shape[-1].value)
+    if K % (kd * chunk):
+        raise ValueError(f"K={K} (the columns of {A.op.name}) is not a multiple of the reduction step's {kd * chunk} "
+                         f"({kd} for {dtype} x chunk={chunk})")
     AS = s.cache_read(A, "shared", [CF])
     BS = s.cache_read(B, "shared", [CF])
     sa, sb, _ = _scopes(impl)

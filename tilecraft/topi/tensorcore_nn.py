@@ -197,9 +197,13 @@ def batch_matmul_tensorcore_cuda(batch: int, M: int, N: int, K: int, dtype: str 
 
     cfg.multi_filter(lambda e: ok(_vals(e)))
     cfg.add_flop(2.0 * batch * M * N * K)
-    opts = _fallback(ok, FALLBACKS) if cfg.is_fallback else _vals(cfg)
-    if not cfg.is_fallback and not ok(opts):
+    opts = None if cfg.is_fallback else _vals(cfg)
+    if opts is not None and not ok(opts):
+        # only while the space is collected (multi_filter keeps such configs out): flagged, and
+        # the schedule built is the fallback's, as block_axes refuses tiles that do not divide
         cfg.raise_error("the tiles do not divide the problem or the block does not fit the GPU")
+        opts = None
+    opts = opts or _fallback(ok, FALLBACKS)
     return batch_matmul_tensorcore(batch, M, N, K, impl="mma", layout_b=layout_b, dtype=dtype, out_dtype=out_dtype,
                                    double_buffer=False, **opts)
 
@@ -235,10 +239,9 @@ def dense_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dt
 
     cfg.multi_filter(lambda e: ok(_vals(e), e["vec"].val))
     cfg.add_flop(2.0 * M * N * K)
-    if cfg.is_fallback:
-        opts, vec = _fallback(lambda o: ok(o, 4), FALLBACKS), 4
-    else:
-        opts, vec = _vals(cfg), cfg["vec"].val
-        if not ok(opts, vec):
-            cfg.raise_error("the tiles do not divide the problem or the block does not fit the GPU")
+    opts, vec = (None, 4) if cfg.is_fallback else (_vals(cfg), cfg["vec"].val)
+    if opts is not None and not ok(opts, vec):
+        cfg.raise_error("the tiles do not divide the problem or the block does not fit the GPU")   # as above
+        opts, vec = None, 4
+    opts = opts or _fallback(lambda o: ok(o, 4), FALLBACKS)
     return dense_tensorcore(M, N, K, dtype=dtype, out_dtype=out_dtype, gelu_form=gelu_form, vec=vec, **opts)
