@@ -16,9 +16,11 @@ import pytest
 
 import tilecraft as tc
 import tilecraft.autotune as autotune
+from tilecraft import te
 from tilecraft.codegen.cuda import generate_cuda
 from tilecraft.codegen.cuda_emulate import emulate
 from tilecraft.topi import tensorcore_nn as TN
+from tilecraft.topi.tensorcore import block_axes, gemm_compute
 from tilecraft.topi.tensorcore_nn import batch_matmul_tensorcore, dense_tensorcore
 
 from .test_cuda_ops import gpu_available
@@ -218,8 +220,8 @@ def test_errors():
     with pytest.raises(ValueError, match=r"C: N=96 is not a multiple of the block tile's 64 \(16 x block\[1\]=2 x "
                                          r"warp\[1\]=2\)"):
         batch_matmul_tensorcore(2, 64, 96, 64, block=(2, 2), warp=(2, 2))
-    with pytest.raises(ValueError, match=r"K=48 \(the columns of A\) is not a multiple of the reduction step's 32 \(16 for float16 x "
-                                         r"chunk=2\)"):
+    with pytest.raises(ValueError, match=r"K=48 \(the columns of A\) is not a multiple of the reduction step's 32 "
+                                         r"\(16 for float16 x chunk=2\)"):
         batch_matmul_tensorcore(2, 64, 64, 48, block=(2, 2), warp=(2, 2), chunk=2)
     with pytest.raises(ValueError, match=r"a tensor-core batch_matmul of int8 operands takes B as \(batch, N, K\), "
                                          r"layout_b='col_major'"):
@@ -229,6 +231,10 @@ def test_errors():
     with pytest.raises(ValueError, match=r"dense_tensorcore takes float16 or float32 operands and output, got "
                                          r"'int8' -> 'float16'"):
         dense_tensorcore(64, 64, 64, dtype="int8")
+    A = te.placeholder((2, 3, 32, 32), "float16", name="A")
+    C = gemm_compute(A, te.placeholder((2, 3, 32, 32), "float16", name="B"), "row_major", "float32")
+    with pytest.raises(ValueError, match=r"a tensor-core schedule binds one batch axis to blockIdx.z; C has 2"):
+        block_axes(te.create_schedule(C.op), C, (1, 1), (1, 1))
 
 
 # -- on a GPU: the attention and BERT shapes against float64 ----------------------------------------

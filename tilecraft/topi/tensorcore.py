@@ -207,14 +207,9 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     A = te.placeholder((M, K), name="A", dtype=dtype)
     B = te.placeholder((K, N) if layout_b == "row_major" else (N, K), name="B", dtype=dtype)
     Cacc = gemm_compute(A, B, layout_b, acc)
-    C = Cacc if out_dtype == acc else te.compute((M, N), lambda i, j: Cacc[i, j].astype(out_dtype), name="C_out")
+    C = cast_output(Cacc, out_dtype)
     s = te.create_schedule(C.op)
-    sc = _scopes(impl)[2]
-    if C is Cacc:
-        CF = s.cache_write(C, sc)
-    else:                                   # the accumulator is the GEMM stage itself
-        CF = Cacc
-        s[CF].set_scope(sc)
+    CF = accumulator_stage(s, Cacc, C, impl)
     opts = dict(impl=impl, layout_b=layout_b, block=block, warp=warp, chunk=chunk, pad=pad,
                 double_buffer=double_buffer, unroll=unroll, stages=stages, prefetch=prefetch, dtype=dtype)
     bx, ii, jj = block_axes(s, C, block, warp, raster, min_blocks)
@@ -239,6 +234,30 @@ def gemm_compute(A, B, layout_b: str, acc: str, name: str = "C"):
         bk = B[(*b, k, j)] if layout_b == "row_major" else B[(*b, j, k)]
         return te.sum(A[(*b, i, k)].astype(acc) * bk.astype(acc), axis=k)
     return te.compute((*lead, M, N), body, name=name)
+
+
+def cast_output(Cacc, out_dtype: str):
+    """The GEMM's output: ``Cacc`` itself when ``out_dtype`` is its dtype, else a cast of it
+    (``C_out``) that the store intrinsic tensorizes (float32 -> float16 rounds at the store).
+
+    >>> C = cast_output(gemm_compute(A, B, "row_major", "float32"), "float16")
+    """
+    if out_dtype == Cacc.dtype:
+        return Cacc
+    return te.compute(Cacc.shape, lambda *idx: Cacc[idx].astype(out_dtype), name="C_out")
+
+
+def accumulator_stage(s, Cacc, C, impl: str):
+    """The stage that accumulates in fragments: a ``cache_write`` of ``C`` in the accumulator
+    scope when C is the GEMM itself, else the GEMM stage ``Cacc``, moved to that scope.
+
+    >>> CF = accumulator_stage(s, Cacc, C, "mma")
+    """
+    sc = _scopes(impl)[2]
+    if C is Cacc:
+        return s.cache_write(C, sc)
+    s[Cacc].set_scope(sc)
+    return Cacc
 
 
 def block_axes(s, X, block, warp, raster=0, min_blocks=0):

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import tilecraft.autotune as autotune
 from tilecraft import te
-from tilecraft.topi.tensorcore import (KINDS, TILE, _kind, _scopes, block_axes, gemm_compute, schedule_mainloop,
-                                       store_matrix)
+from tilecraft.topi.tensorcore import (KINDS, TILE, _kind, accumulator_stage, block_axes, cast_output,
+                                       gemm_compute, schedule_mainloop, store_matrix)
 from tilecraft.topi.tensorcore_template import SHARED_LIMIT, fits, shared_bytes
 
 GELUS = ("erf", "tanh", "none")
@@ -53,23 +53,14 @@ def batch_matmul_tensorcore(batch, M, N, K, impl="mma", layout_b="row_major", bl
     A = te.placeholder((batch, M, K), name="A", dtype=dtype)
     B = te.placeholder((batch, K, N) if layout_b == "row_major" else (batch, N, K), name="B", dtype=dtype)
     Cacc = gemm_compute(A, B, layout_b, acc)
-    C = Cacc if out_dtype == acc else te.compute((batch, M, N), lambda b, i, j: Cacc[b, i, j].astype(out_dtype),
-                                                 name="C_out")
+    C = cast_output(Cacc, out_dtype)
     s = te.create_schedule(C.op)
-    if C is Cacc:
-        CF = s.cache_write(C, _accumulator_scope(impl))
-    else:                                   # the accumulator is the GEMM stage itself
-        CF = Cacc
-        s[CF].set_scope(_accumulator_scope(impl))
+    CF = accumulator_stage(s, Cacc, C, impl)
     _, ii, jj = block_axes(s, C, block, warp, raster, min_blocks)
     schedule_mainloop(s, A, B, CF, C, ii, jj, store,
                       **_options(impl, layout_b, block, warp, chunk, pad, double_buffer, unroll, stages, prefetch,
                                  dtype))
     return s, (A, B, C)
-
-
-def _accumulator_scope(impl):
-    return _scopes(impl)[2]
 
 
 def gelu(x, form: str = "erf"):
@@ -112,7 +103,7 @@ def dense_tensorcore(M, N, K, dtype="float16", out_dtype="float16", gelu_form="e
     Y = te.compute((M, N), lambda i, j: gelu(Cacc[i, j] + bias[j].astype(acc), gelu_form).astype(out_dtype),
                    name="Y")
     s = te.create_schedule(Y.op)
-    s[Cacc].set_scope(_accumulator_scope("mma"))
+    accumulator_stage(s, Cacc, Y, "mma")
     CS = s.cache_read(Cacc, "shared", [Y])
     bx, yi, yj = block_axes(s, Y, block, warp, raster, min_blocks)
     s[CS].compute_at(s[Y], bx)
