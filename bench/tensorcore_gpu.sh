@@ -4,7 +4,8 @@
 # $OUT (default bench/results/tc_run): from the repo root on a GPU machine,
 #   bash bench/tensorcore_gpu.sh
 # TC_SIZES / TC_VARIANTS override the GEMM bench's sizes and variants (TC_VARIANTS=all: every one);
-# TC_PARTS picks parts (default tests,gemm,nn; e.g. TC_PARTS=nn for batch_matmul + dense alone).
+# TC_PARTS picks parts (default tests,gemm,nn; e.g. TC_PARTS=nn for batch_matmul + dense alone);
+# TC_NN_TUNE=N also tunes Q@K^T, P@V (seq 512) and the BERT dense + GELU for N trials each.
 set -o pipefail
 OUT=$(realpath -m "${OUT:-bench/results/tc_run}")     # absolute: the bench runs in bench/
 PARTS=${TC_PARTS:-tests,gemm,nn}
@@ -25,4 +26,13 @@ python3 cuda_tensorcore.py --sizes "${TC_SIZES:-1024,4096,8192}" ${VARIANTS:+$([
 fi
 if [[ $PARTS == *nn* ]]; then
 python3 cuda_tensorcore_nn.py --json "$OUT/tensorcore_nn.json" 2>&1 | tee "$OUT/tensorcore_nn_bench.log"
+fi
+if [[ $PARTS == *nn* && -n $TC_NN_TUNE ]]; then
+cd .. && for t in "batch_matmul_tensorcore 12 512 512 64 float16 float16 col_major" \
+                 "batch_matmul_tensorcore 12 512 64 512 float16 float16 row_major" \
+                 "dense_tensorcore 1024 3072 768 float16 float16 erf"; do
+    name=$(echo $t | tr ' ' '_')
+    python3 -m tilecraft tune $t --target cuda --trials "$TC_NN_TUNE" --feature-type knob \
+        --log "$OUT/tune_$name.jsonl" 2>&1 | tee "$OUT/tune_$name.log"
+done
 fi
