@@ -1,16 +1,38 @@
 #!/bin/bash
-# One device run for the tensor-core path (tests with the `cuda` marker, mma.sync's own rate, then
-# the GEMM bench), logs under $OUT (default bench/results/tc_run): from the repo root on a GPU machine,
+# One device run for the tensor-core path (tests with the `cuda` marker, mma.sync's own rate, the
+# GEMM bench, then batch_matmul at attention shapes and dense + bias + GELU at BERT's), logs under
+# $OUT (default bench/results/tc_run): from the repo root on a GPU machine,
 #   bash bench/tensorcore_gpu.sh
-# TC_SIZES / TC_VARIANTS override the bench's sizes and variants (TC_VARIANTS=all: every one).
+# TC_SIZES / TC_VARIANTS override the GEMM bench's sizes and variants (TC_VARIANTS=all: every one);
+# TC_PARTS picks parts (default tests,gemm,nn; e.g. TC_PARTS=nn for batch_matmul + dense alone);
+# TC_NN_TUNE=N also tunes Q@K^T, P@V (seq 512) and the BERT dense + GELU for N trials each.
 set -o pipefail
 OUT=$(realpath -m "${OUT:-bench/results/tc_run}")     # absolute: the bench runs in bench/
+PARTS=${TC_PARTS:-tests,gemm,nn}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
+if [[ $PARTS == *tests* ]]; then
 python3 -m pytest -q -m cuda -rs tests/cuda/test_tensorcore.py tests/cuda/test_tensorcore_errors.py \
-    tests/cuda/test_tensorcore_template.py tests/cuda/test_async_copy.py 2>&1 | tee "$OUT/pytest_tensorcore.log"
+    tests/cuda/test_tensorcore_template.py tests/cuda/test_tensorcore_nn.py tests/cuda/test_async_copy.py 2>&1 \
+    | tee "$OUT/pytest_tensorcore.log"
+fi
 BEST=mma_128x128_k64_nodb,mma_128x128_w64_k64_s3_mb2_h,mma_256x128_w64_k64_s3_mb1_h_r8,tf32_128x128_w64_k32_s3,int8_128x128_w64_k64_s3
 VARIANTS=${TC_VARIANTS:-$BEST}
-cd bench && python3 cuda_tensorcore.py --peak 2>&1 | tee "$OUT/tensorcore_peak.log"
+cd bench
+if [[ $PARTS == *gemm* ]]; then
+python3 cuda_tensorcore.py --peak 2>&1 | tee "$OUT/tensorcore_peak.log"
 python3 cuda_tensorcore.py --sizes "${TC_SIZES:-1024,4096,8192}" ${VARIANTS:+$([ "$VARIANTS" = all ] || echo --variants $VARIANTS)} \
     --json "$OUT/tensorcore.json" 2>&1 | tee "$OUT/tensorcore_bench.log"
+fi
+if [[ $PARTS == *nn* ]]; then
+python3 cuda_tensorcore_nn.py --json "$OUT/tensorcore_nn.json" 2>&1 | tee "$OUT/tensorcore_nn_bench.log"
+fi
+if [[ $PARTS == *nn* && -n $TC_NN_TUNE ]]; then
+cd .. && for t in "batch_matmul_tensorcore 12 512 512 64 float16 float16 col_major" \
+                 "batch_matmul_tensorcore 12 512 64 512 float16 float16 row_major" \
+                 "dense_tensorcore 1024 3072 768 float16 float16 erf"; do
+    name=$(echo $t | tr ' ' '_')
+    python3 -m tilecraft tune $t --target cuda --trials "$TC_NN_TUNE" --feature-type knob \
+        --log "$OUT/tune_$name.jsonl" 2>&1 | tee "$OUT/tune_$name.log"
+done
+fi

@@ -32,7 +32,8 @@ from .cli_tune import DEFAULT_EARLY_STOPPING, CLIError, cmd_tune, usage_of
 TOPI_MODULES = ("tilecraft.topi.matmul", "tilecraft.topi.batch_matmul", "tilecraft.topi.conv2d",
                 "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax", "tilecraft.topi.layer_norm",
                 "tilecraft.topi.pooling", "tilecraft.topi.sparse", "tilecraft.topi.matmul_microkernel",
-                "tilecraft.topi.conv2d_microkernel", "tilecraft.topi.tensorcore_template")
+                "tilecraft.topi.conv2d_microkernel", "tilecraft.topi.tensorcore_template",
+                "tilecraft.topi.tensorcore_nn")
 TOPI_TEMPLATES = {
     "matmul": ("tilecraft.topi.matmul", "topi/matmul.{kind}"),
     "batch_matmul": ("tilecraft.topi.batch_matmul", "topi/batch_matmul.{kind}"),
@@ -50,6 +51,8 @@ TOPI_TEMPLATES = {
     "matmul_tensorcore": ("tilecraft.topi.tensorcore_template", "topi/matmul_tensorcore.{kind}"),
     "spmv_pieces": ("tilecraft.topi.sparse_cuda", "topi/spmv_pieces.{kind}"),     # cuda only
     "spmm_pieces": ("tilecraft.topi.sparse_cuda", "topi/spmm_pieces.{kind}"),
+    "batch_matmul_tensorcore": ("tilecraft.topi.tensorcore_nn", "topi/batch_matmul_tensorcore.{kind}"),
+    "dense_tensorcore": ("tilecraft.topi.tensorcore_nn", "topi/dense_tensorcore.{kind}"),
 }
 
 

@@ -204,57 +204,141 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
         raise ValueError(f"a tensor-core GEMM of {dtype} operands takes B as (N, K), layout_b='col_major': ldmatrix "
                          f"transposes 16-bit elements only")
     store = store_matrix(impl, acc=acc, out=out_dtype)
+    A = te.placeholder((M, K), name="A", dtype=dtype)
+    B = te.placeholder((K, N) if layout_b == "row_major" else (N, K), name="B", dtype=dtype)
+    Cacc = gemm_compute(A, B, layout_b, acc)
+    C = cast_output(Cacc, out_dtype)
+    s = te.create_schedule(C.op)
+    CF = accumulator_stage(s, Cacc, C, impl)
+    opts = dict(impl=impl, layout_b=layout_b, block=block, warp=warp, chunk=chunk, pad=pad,
+                double_buffer=double_buffer, unroll=unroll, stages=stages, prefetch=prefetch, dtype=dtype)
+    bx, ii, jj = block_axes(s, C, block, warp, raster, min_blocks)
+    schedule_mainloop(s, A, B, CF, C, ii, jj, store, **opts)
+    return s, (A, B, C)
+
+
+def gemm_compute(A, B, layout_b: str, acc: str, name: str = "C"):
+    """The GEMM of ``A`` (``..., M, K``) and ``B`` (``..., K, N`` for ``layout_b="row_major"``,
+    ``..., N, K`` for ``"col_major"``) accumulated in ``acc``; leading (batch) axes are shared
+    by A, B and the result.
+
+    >>> A = te.placeholder((12, 128, 64), "float16", name="A"); B = te.placeholder((12, 128, 64), "float16", name="B")
+    >>> C = gemm_compute(A, B, "col_major", "float32")          # C[b] = A[b] @ B[b].T, (12, 128, 128)
+    """
+    *lead, M, K = A.shape
+    N = B.shape[-1] if layout_b == "row_major" else B.shape[-2]
+    k = te.reduce_axis((0, K), name="k")
+
+    def body(*idx):
+        *b, i, j = idx
+        bk = B[(*b, k, j)] if layout_b == "row_major" else B[(*b, j, k)]
+        return te.sum(A[(*b, i, k)].astype(acc) * bk.astype(acc), axis=k)
+    return te.compute((*lead, M, N), body, name=name)
+
+
+def cast_output(Cacc, out_dtype: str):
+    """The GEMM's output: ``Cacc`` itself when ``out_dtype`` is its dtype, else a cast of it
+    (``C_out``) that the store intrinsic tensorizes (float32 -> float16 rounds at the store).
+
+    >>> C = cast_output(gemm_compute(A, B, "row_major", "float32"), "float16")
+    """
+    if out_dtype == Cacc.dtype:
+        return Cacc
+    return te.compute(Cacc.shape, lambda *idx: Cacc[idx].astype(out_dtype), name="C_out")
+
+
+def accumulator_stage(s, Cacc, C, impl: str):
+    """The stage that accumulates in fragments: a ``cache_write`` of ``C`` in the accumulator
+    scope when C is the GEMM itself, else the GEMM stage ``Cacc``, moved to that scope.
+
+    >>> CF = accumulator_stage(s, Cacc, C, "mma")
+    """
+    sc = _scopes(impl)[2]
+    if C is Cacc:
+        return s.cache_write(C, sc)
+    s[Cacc].set_scope(sc)
+    return Cacc
+
+
+def block_axes(s, X, block, warp, raster=0, min_blocks=0):
+    """Split the last two axes of stage ``X`` (a tensor) into thread blocks of
+    ``16·block·warp`` and bind them: block rows to ``blockIdx.y`` and columns to ``blockIdx.x``
+    (or, ``raster=g``, both on one ``blockIdx.x`` in groups of g block rows), a leading batch
+    axis to ``blockIdx.z``; ``min_blocks`` puts the ``min_blocks_per_sm`` pragma on the block
+    axis. Returns the innermost block axis (where per-block stages attach) and the row and
+    column axes inside a block.
+
+    >>> bx, ii, jj = block_axes(s, C, block=(2, 2), warp=(4, 4), raster=8)   # 128 x 128 blocks
+    """
+    *lead, i, j = X.op.axis
+    if len(lead) > 1:
+        raise ValueError(f"a tensor-core schedule binds one batch axis to blockIdx.z; {X.op.name} has {len(lead)}")
+    M, N = (int(x.value) for x in X.shape[-2:])
+    for name, size, axis in (("M", M, 0), ("N", N, 1)):
+        tile = TILE * block[axis] * warp[axis]
+        if size % tile:
+            raise ValueError(f"{X.op.name}: {name}={size} is not a multiple of the block tile's {tile} "
+                             f"(16 x block[{axis}]={block[axis]} x warp[{axis}]={warp[axis]})")
     rows = M // (TILE * block[0] * warp[0])
     if raster and rows % raster:
         raise ValueError(f"raster={raster} numbers the blocks in groups of {raster} block rows, but M={M} has "
                          f"{rows} block rows of {TILE * block[0] * warp[0]}: choose a raster that divides {rows} "
                          f"(or 0)")
-    A = te.placeholder((M, K), name="A", dtype=dtype)
-    B = te.placeholder((K, N) if layout_b == "row_major" else (N, K), name="B", dtype=dtype)
-    k = te.reduce_axis((0, K), name="k")
-    if layout_b == "row_major":
-        Cacc = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype(acc) * B[k, j].astype(acc), axis=k), name="C")
+    bi, ii = s[X].split(i, factor=TILE * block[0] * warp[0])
+    bj, jj = s[X].split(j, factor=TILE * block[1] * warp[1])
+    if raster:
+        # blocks numbered group by group of `raster` block rows, rows fastest inside a group
+        bio, bii = s[X].split(bi, factor=raster)
+        s[X].reorder(*lead, bio, bj, bii, ii, jj)
+        bj = s[X].fuse(bio, bj, bii)
+        s[X].bind(bj, te.thread_axis("blockIdx.x"))
     else:
-        Cacc = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype(acc) * B[j, k].astype(acc), axis=k), name="C")
-    C = Cacc if out_dtype == acc else te.compute((M, N), lambda i, j: Cacc[i, j].astype(out_dtype), name="C_out")
-    s = te.create_schedule(C.op)
-    AS = s.cache_read(A, "shared", [Cacc])
-    BS = s.cache_read(B, "shared", [Cacc])
-    sa, sb, sc = _scopes(impl)
-    AF = s.cache_read(AS, sa, [Cacc])
-    BF = s.cache_read(BS, sb, [Cacc])
-    if C is Cacc:
-        CF = s.cache_write(C, sc)
-    else:                                   # the accumulator is the GEMM stage itself
-        CF = Cacc
-        s[CF].set_scope(sc)
+        s[X].reorder(*lead, bi, bj, ii, jj)
+        s[X].bind(bi, te.thread_axis("blockIdx.y"))
+        s[X].bind(bj, te.thread_axis("blockIdx.x"))
+    if lead:
+        s[X].bind(lead[0], te.thread_axis("blockIdx.z"))
+    if min_blocks:
+        s[X].pragma(bj, "min_blocks_per_sm", min_blocks)
+    return bj, ii, jj
+
+
+def schedule_mainloop(s, A, B, CF, C, ii, jj, store, *, impl, layout_b, block, warp, chunk, pad, double_buffer,
+                      unroll, stages, prefetch, dtype):
+    """Schedule a tensor-core GEMM inside one thread block: ``C``'s axes ``ii``, ``jj`` (one block
+    tile, 16·block·warp) go to ``block`` warps (``threadIdx.y``, ``threadIdx.z``) of ``warp``
+    16 x 16 tiles each, tensorized by the intrinsic ``store`` (accumulator -> C); the
+    accumulator stage ``CF`` (a fragment scope) is computed per warp, fed from shared tiles of A
+    and B (fetched by all threads, 16 bytes each, ``double_buffer`` or a ``stages`` ring) through
+    operand fragments. ``C`` may be a global output or a shared tile an epilogue reads
+    (``dense_tensorcore``). See ``matmul_tensorcore`` for the options.
+
+    >>> bx, ii, jj = block_axes(s, C, (2, 2), (2, 2))
+    >>> schedule_mainloop(s, A, B, CF, C, ii, jj, store_matrix("mma"), impl="mma", layout_b="row_major", ...)
+    """
+    kd = KINDS[dtype][0]
+    K = int(A.shape[-1].value)
+    if K % (kd * chunk):
+        raise ValueError(f"K={K} (the columns of {A.op.name}) is not a multiple of the reduction step's {kd * chunk} "
+                         f"({kd} for {dtype} x chunk={chunk})")
+    AS = s.cache_read(A, "shared", [CF])
+    BS = s.cache_read(B, "shared", [CF])
+    sa, sb, _ = _scopes(impl)
+    AF = s.cache_read(AS, sa, [CF])
+    BF = s.cache_read(BS, sb, [CF])
 
     bm, bn = block
     wm, wn = warp
-    i, j = C.op.axis
-    i, ii = s[C].split(i, factor=TILE)
-    j, ji = s[C].split(j, factor=TILE)
-    i, iw = s[C].split(i, factor=wm)
-    j, jw = s[C].split(j, factor=wn)
-    bi, ti = s[C].split(i, factor=bm)
-    bj, tj = s[C].split(j, factor=bn)
-    if raster:
-        # blocks numbered group by group of `raster` block rows, rows fastest inside a group
-        bio, bii = s[C].split(bi, factor=raster)
-        s[C].reorder(bio, bj, bii, ti, tj, iw, jw, ii, ji)
-        bj = s[C].fuse(bio, bj, bii)
-        s[C].bind(bj, te.thread_axis("blockIdx.x"))
-    else:
-        s[C].reorder(bi, bj, ti, tj, iw, jw, ii, ji)
-        s[C].bind(bi, te.thread_axis("blockIdx.y"))
-        s[C].bind(bj, te.thread_axis("blockIdx.x"))
-    if min_blocks:
-        s[C].pragma(bj, "min_blocks_per_sm", min_blocks)
+    i, it = s[C].split(ii, factor=TILE)
+    j, jt = s[C].split(jj, factor=TILE)
+    ti, iw = s[C].split(i, factor=wm)
+    tj, jw = s[C].split(j, factor=wn)
+    s[C].reorder(ti, tj, iw, jw, it, jt)
     s[C].bind(ti, te.thread_axis("threadIdx.y"))
     s[C].bind(tj, te.thread_axis("threadIdx.z"))
 
     s[CF].compute_at(s[C], tj)
-    ci, cj = CF.op.axis
+    ci, cj = CF.op.axis[-2:]
     ci, cii = s[CF].split(ci, factor=TILE)
     cj, cji = s[CF].split(cj, factor=TILE)
     (ck,) = CF.op.reduce_axis
@@ -280,15 +364,15 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     # shared rows padded by `pad` elements (16 bytes): the 8 rows an ldmatrix (or wmma load)
     # reads at once start in different banks
     pad = vec if pad is None else pad
-    s[AS].storage_align(AS.op.axis[0], kd * chunk, pad)
-    s[BS].storage_align(BS.op.axis[0], kd * chunk if layout_b == "col_major" else TILE * bn * wn, pad)
+    s[AS].storage_align(AS.op.axis[-2], kd * chunk, pad)
+    s[BS].storage_align(BS.op.axis[-2], kd * chunk if layout_b == "col_major" else TILE * bn * wn, pad)
 
-    ai, ak = AF.op.axis
+    ai, ak = AF.op.axis[-2:]
     ai, aii = s[AF].split(ai, factor=TILE)
     ako, aki = s[AF].split(ak, factor=kd)            # one slice unless prefetch
     s[AF].reorder(ako, ai, aii, aki)
     s[AF].tensorize(aii, load_matrix("a", "row_major", impl, dtype=dtype))
-    bx0, bx1 = BF.op.axis
+    bx0, bx1 = BF.op.axis[-2:]
     if layout_b == "row_major":             # (k, n): tiles along n
         bno, bni = s[BF].split(bx1, factor=TILE)
         bko, bki = s[BF].split(bx0, factor=kd)
@@ -300,7 +384,7 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
         s[BF].reorder(bko, bno, bni, bki)
         s[BF].tensorize(bni, load_matrix("b", "col_major", impl, dtype=dtype))
     s[CF].tensorize(cii, mma("row_major", layout_b, impl, dtype=dtype))
-    s[C].tensorize(ii, store)
+    s[C].tensorize(it, store)
     if stages:
         s[AS].pipeline(stages)
         s[BS].pipeline(stages)
@@ -310,4 +394,3 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     if unroll:
         for st, ax in ((CF, kt), (CF, ci), (CF, cj), (AF, ako), (AF, ai), (BF, bko), (BF, bno), (C, iw), (C, jw)):
             s[st].unroll(ax)
-    return s, (A, B, C)

@@ -82,13 +82,14 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
     cfg.multi_filter(ok)
     cfg.add_flop(2.0 * M * N * K)
     common = dict(impl="mma", dtype=dtype, out_dtype=out_dtype, layout_b=layout_b, double_buffer=False)
-    if cfg.is_fallback:
+    if not cfg.is_fallback and not ok(cfg):
+        # (only reachable while the space is collected: multi_filter keeps such configs out); the
+        # schedule returned is the fallback's, as matmul_tensorcore refuses tiles that do not divide
+        cfg.raise_error("the tiles do not divide the problem or the block does not fit the GPU")
+    if cfg.is_fallback or not ok(cfg):
         opts = next((f for f in FALLBACKS if fits(M, N, K, dtype, layout_b, f["block"], f["warp"], f["chunk"],
                                                   f["stages"], f["raster"])), FALLBACKS[-1])
         return matmul_tensorcore(M, N, K, **common, **opts)
-    if not ok(cfg):
-        # (only reachable while the space is collected: multi_filter keeps such configs out)
-        cfg.raise_error("the tiles do not divide the problem or the block does not fit the GPU")
     return matmul_tensorcore(M, N, K, **common, block=cfg["block"].val, warp=cfg["warp"].val,
                              chunk=cfg["chunk"].val, stages=cfg["stages"].val, raster=cfg["raster"].val,
                              min_blocks=cfg["min_blocks"].val)
