@@ -17,7 +17,6 @@ from tilecraft.topi import cpu_amx
 from tilecraft.topi import matmul_microkernel  # noqa: F401  (registers the templates)
 from tilecraft.topi.cpu_intrinsics import vector_isa
 
-from conftest import check_passes
 from microkernel_asm import hot_loop
 from test_microkernels import int8_inputs
 
@@ -58,6 +57,18 @@ def test_the_kernel_refuses_other_blocks():
         cpu_amx.gemm_u8s8s32_amx(32, 32, 96)
 
 
+def check_passes(s, args, inputs, reference):
+    """The lowered-IR interpreter after every pass, exactly (conftest's ``check_passes``, which
+    the test modules cannot import by name); nothing is built or run."""
+    from tilecraft.interp_lowered import PassChecker
+
+    arrays = [inputs.get(t) for t in args]
+    expected = {k: reference[t] for k, t in enumerate(args) if t not in inputs}
+    checker = PassChecker(arrays, expected, rtol=0, atol=0, budget=None)
+    tc.lower(s, args, name="f", target=SPR, after_pass=checker)
+    return checker
+
+
 def _amx_config(task, rng, kc=None):
     space = task.config_space
     for i in rng.permutation(len(space)):
@@ -88,8 +99,7 @@ def test_dense_int8_on_amx_is_exact_by_the_interpreter(rng, kc):
     want = a.astype(np.int64) @ w.astype(np.int64).T
     with tc.target.Target(SPR):
         s, (d, wt, C) = task.instantiate(_amx_config(task, rng, kc))
-    _, checker = check_passes(s, [d, wt, C], {d: a, wt: w}, {C: want}, rtol=0, atol=0, budget=None)
-    assert checker.checked
+    assert check_passes(s, [d, wt, C], {d: a, wt: w}, {C: want}).checked
 
 
 @pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX (amx-int8): the tile code cannot run here")

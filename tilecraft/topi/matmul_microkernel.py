@@ -201,7 +201,8 @@ def dense_int8(M: int, N: int, K: int):
     if cfg.is_fallback:
         amx = amx_tiles[0] if amx_tiles else (0, 0)
         mr, nr = amx if amx[0] else _fallback_tile(tiles, isa, lanes)
-        kc = max([k for k in (256, 512) if K % k == 0] or [K])
+        # AMX: a long K per call (its C tiles are loaded and stored once per call)
+        kc = max([k for k in ((256, 512, 1024, 2048) if amx[0] else (256, 512)) if K % k == 0] or [K])
         mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
         order, k_unroll = "mn", 4 if kc % 16 == 0 else 1
     else:
