@@ -8,7 +8,7 @@ thread count; the parent asks the workers in turns (a pause before each turn, th
 every round) to time a block of calls, and reports the median of the rounds.
 
     from process_timing import Contestant, time_apart
-    times = time_apart({"tilecraft": Contestant("bench/cpu_gemm.py", "setup_tilecraft", {"n": 1024}),
+    times = time_apart({"tilecraft": Contestant("bench/cpu_gemm.py", "setup_hand", {"n": 1024}),
                         "numpy": Contestant("bench/cpu_gemm.py", "setup_numpy", {"n": 1024})},
                        threads=2, rounds=7)
     times["numpy"].median        # seconds per call
