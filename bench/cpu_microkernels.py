@@ -153,7 +153,7 @@ def tuned(key: str, logs: str):
         with autotune.apply_history_best(path):
             with tc.target.Target("llvm"):
                 s, args = task.func(*targs)
-        where = f"best of {n} trials in tuning_logs/{log}.jsonl: {best[0][0].config if best else '?'}"
+        where = f"best of {n} trials in {os.path.relpath(path, ROOT)}: {best[0][0].config if best else '?'}"
     else:
         import warnings
         with warnings.catch_warnings():
