@@ -3,8 +3,9 @@
     python bench/cpu_gemm.py                 # 1024x1024x1024, 2 threads
     python bench/cpu_gemm.py --size 512 --threads 1 --repeat 9
 
-Prints GFLOP/s medians measured in the same run, the ratio to numpy (OpenBLAS), and the time to
-lower + build + machine code of the hand schedule (median of 10).
+Prints GFLOP/s medians measured in the same run (each side in its own process, in turns:
+``process_timing.py``), the ratio to numpy (OpenBLAS), and the time to lower + build + machine
+code of the hand schedule (median of 10).
 """
 from __future__ import annotations
 
@@ -84,24 +85,46 @@ def median(xs):
     return xs[len(xs) // 2]
 
 
+def gemm_inputs(n: int):
+    """Seeded inputs (every worker process has the same) and the float64 product."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n), dtype=np.float32)
+    b = rng.standard_normal((n, n), dtype=np.float32)
+    return a, b, a.astype(np.float64) @ b.astype(np.float64)
+
+
+def setup_hand(n: int):
+    """The hand schedule, built and checked (a contestant of ``process_timing``)."""
+    import numpy as np
+    import tilecraft as tc
+    a, b, ref = gemm_inputs(n)
+    f = tc.build(*hand_schedule(n, n, n), target="llvm", name="gemm")
+    c = np.full((n, n), np.nan, dtype=np.float32)
+    f(a, b, c)
+    err = np.linalg.norm(c - ref) / np.linalg.norm(ref)
+    assert err < 1e-5, f"hand-scheduled GEMM is wrong: relative error {err:.2e}"
+    return lambda: f(a, b, c)
+
+
+def setup_numpy(n: int):
+    import numpy as np
+    a, b, _ = gemm_inputs(n)
+    return lambda: np.dot(a, b)
+
+
 def main(argv=None):
     args = parse_args(argv)
-    # thread counts must be set before numpy/OpenBLAS and tilecraft start their pools
-    os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
-    os.environ["OMP_NUM_THREADS"] = str(args.threads)
     os.environ["TILECRAFT_NUM_THREADS"] = str(args.threads)
     import numpy as np
     import tilecraft as tc
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import process_timing
+
     tc.set_num_threads(args.threads)
     n = args.size
     flops = 2.0 * n * n * n
-    rng = np.random.default_rng()
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    c = np.full((n, n), np.nan, dtype=np.float32)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-
     compile_times = []
     for _ in range(10):
         t0 = time.perf_counter()
@@ -109,26 +132,15 @@ def main(argv=None):
         f = tc.build(s, targs, target="llvm", name="gemm")
         f.artifact.engine          # machine code (build() defers it to the first use)
         compile_times.append(time.perf_counter() - t0)
-    f(a, b, c)
-    err = np.linalg.norm(c - ref) / np.linalg.norm(ref)
-    assert err < 1e-5, f"hand-scheduled GEMM is wrong: relative error {err:.2e}"
 
-    # Two thread pools (libgomp's and OpenBLAS's) spin for a while after each parallel call; on
-    # 2 cores the one that just ran steals cycles from the other. So each repeat times a block of
-    # calls of one library after a pause and an untimed call, then the same for the other.
-    timer = f.time_evaluator(f.entry_name, tc.cpu(0), number=3, repeat=1)
-    tc_times, np_times = [], []
-    for _ in range(args.repeat):
-        time.sleep(0.2)
-        f(a, b, c)
-        tc_times.append(timer(a, b, c).mean)
-        time.sleep(0.2)
-        np.dot(a, b)
-        t0 = time.perf_counter()
-        for _ in range(3):
-            np.dot(a, b)
-        np_times.append((time.perf_counter() - t0) / 3)
-    tc_g, np_g = flops / median(tc_times) / 1e9, flops / median(np_times) / 1e9
+    # Each side in its own process (process_timing): two thread pools in one process (libgomp's
+    # and OpenBLAS's) spin for a while after each call and on 2 cores steal the other's cycles.
+    me = os.path.abspath(__file__)
+    t = process_timing.time_apart({"tilecraft": process_timing.Contestant(me, "setup_hand", {"n": n}),
+                                   "numpy": process_timing.Contestant(me, "setup_numpy", {"n": n})},
+                                  threads=args.threads, rounds=args.repeat)
+    tc_g, np_g = flops / t["tilecraft"].median / 1e9, flops / t["numpy"].median / 1e9
+    a, b, ref = gemm_inputs(n)
 
     naive_g = None
     if not args.skip_naive:
@@ -145,7 +157,7 @@ def main(argv=None):
     mr, nr = register_tile()
     print(f"# fp32 GEMM {n}x{n}x{n}, threads={args.threads}, cpu={llvm.get_host_cpu_name()} "
           f"({platform.machine()}), register tile {mr}x{nr}, numpy {np.__version__}, "
-          f"median of {args.repeat}")
+          f"median of {args.repeat} rounds, each side in its own process")
     print(f"{'variant':<28}{'GFLOP/s':>10}{'vs numpy':>10}")
     print(f"{'numpy.dot (OpenBLAS)':<28}{np_g:>10.1f}{1.0:>10.2f}")
     print(f"{'tilecraft hand schedule':<28}{tc_g:>10.1f}{tc_g / np_g:>10.2f}")

@@ -19,24 +19,27 @@ Workloads (``--only``):
 - ``conv8``: the same conv2d uint8 × int8 → int32 (``topi/conv2d_nchwc_int8.llvm``) beside
   ``torch.ao.nn.quantized.Conv2d`` (x86 / onednn).
 
-Each thread count runs in a child process (OpenBLAS, OpenMP and tilecraft fix their pools at
-start). Within it, ours and each reference are timed in turns (``--rounds`` rounds of a few
-calls each) and the medians reported; the load average is printed before and after, since a
-shared machine's figures are only as good as its quiet. PyTorch's quantized ops requantize
-their output to uint8 (a little more work than our int32 output); ops are counted as 2·M·N·K.
+Every contestant (ours, each reference, the FMA loop) runs in a worker process of its own with
+the same thread count (``bench/process_timing.py``): timed in one process, the references'
+thread pools kept spinning after each call and slowed whatever ran next. The parent asks the
+workers in turns (``--rounds`` rounds, about 0.2 s of calls each, after a pause) and reports the
+medians; the load average is printed before and after, since a shared machine's figures are only
+as good as its quiet. PyTorch's quantized ops requantize their output to uint8 (a little more
+work than our int32 output); ops are counted as 2·M·N·K.
 Results are checked first: fp32 against float64 numpy, int8 exactly against int64 numpy.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import process_timing  # noqa: E402  (bench/process_timing.py)
 N_GEMM = 1024
 CONV = (1, 64, 56, 56, 64, 3, 3, 1, 1)
 WORKLOADS = {   # key: (template, args, log)
@@ -55,36 +58,11 @@ def parse_args(argv=None):
                    help="tune each workload up to TRIALS candidates first (with the largest thread count)")
     p.add_argument("--rounds", type=int, default=7, help="timing rounds (ours and the references in turns)")
     p.add_argument("--logs", default=os.path.join(ROOT, "tuning_logs"))
-    p.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
 def load() -> str:
     return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def median(xs):
-    return statistics.median(xs)
-
-
-def seconds(fn, calls: int = 3) -> float:
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - t0) / calls
-
-
-def in_turns(fns: dict, rounds: int) -> dict:
-    """Median seconds per call of each function, timed in turns (each one warmed up first)."""
-    for fn in fns.values():
-        fn()
-    times = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            time.sleep(0.05)
-            fn()
-            times[k].append(seconds(fn))
-    return {k: median(v) for k, v in times.items()}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -175,7 +153,7 @@ def tuned(key: str, logs: str):
         with autotune.apply_history_best(path):
             with tc.target.Target("llvm"):
                 s, args = task.func(*targs)
-        where = f"best of {n} trials in tuning_logs/{log}.jsonl: {best[0][0].config if best else '?'}"
+        where = f"best of {n} trials in {os.path.relpath(path, ROOT)}: {best[0][0].config if best else '?'}"
     else:
         import warnings
         with warnings.catch_warnings():
@@ -187,150 +165,169 @@ def tuned(key: str, logs: str):
 
 
 # ------------------------------------------------------------------------------------------------
-# the workloads (in a child process with a fixed thread count)
+# the contestants: each set up in its own worker process (process_timing.py), from the same seed
 
-def gemm(args, threads, rng, results):
+def inputs(key: str, seed: int = 0):
+    """The workload's inputs (numpy) and the exact or float64 reference of its output."""
     import numpy as np
 
-    mod, where = tuned("gemm", args.logs)
-    n = N_GEMM
-    a, b = rng.uniform(-1, 1, (n, n)).astype("float32"), rng.uniform(-1, 1, (n, n)).astype("float32")
-    c = np.full((n, n), np.nan, "float32")
-    mod(a, b, c)
-    ref = a.astype(np.float64) @ b.astype(np.float64)
-    err = np.linalg.norm(c - ref) / np.linalg.norm(ref)
-    assert err < 1e-5, f"the tensorized GEMM is wrong: relative error {err:.1e}"
-    fns = {"tilecraft": lambda: mod(a, b, c), "numpy.dot (OpenBLAS)": lambda: np.dot(a, b)}
-    try:
-        import torch
-        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-        fns["torch.mm (MKL)"] = lambda: torch.mm(ta, tb)
-    except ImportError:
-        pass
-    fns["FMA peak (measured)"], peak_flop = fma_peak(threads)
-    t = in_turns(fns, args.rounds)
-    g = {k: (peak_flop if k.startswith("FMA") else 2.0 * n ** 3) / v / 1e9 for k, v in t.items()}
-    peak = g.pop("FMA peak (measured)")
-    best_ref = max(v for k, v in g.items() if k != "tilecraft")
-    results["gemm"] = g["tilecraft"]
-    print(f"fp32 GEMM {n}³ ({where})")
-    for k, v in g.items():
-        print(f"  {k:<26}{v:8.1f} GFLOP/s")
-    print(f"  FMA peak (measured){'':<7}{peak:8.1f} GFLOP/s  (an FMA loop, every thread, in the same rounds)")
-    print(f"  ours / best reference: {g['tilecraft'] / best_ref:.2f}x (target >= 1.0); ours / FMA peak: "
-          f"{100 * g['tilecraft'] / peak:.0f}% (target >= 90%)")
-
-
-def _torch_engines():
+    rng = np.random.default_rng(seed)
+    if key in ("gemm", "int8"):
+        n = N_GEMM
+        if key == "gemm":
+            a, b = rng.uniform(-1, 1, (n, n)).astype("float32"), rng.uniform(-1, 1, (n, n)).astype("float32")
+            return (a, b), a.astype(np.float64) @ b.astype(np.float64)
+        a, w = rng.integers(0, 256, (n, n)).astype("uint8"), rng.integers(-128, 128, (n, n)).astype("int8")
+        return (a, w), a.astype(np.int64) @ w.astype(np.int64).T
     import torch
-    return [e for e in ("x86", "onednn", "fbgemm") if e in torch.backends.quantized.supported_engines][:2]
-
-
-def int8(args, threads, rng, results):
-    import numpy as np
-
-    mod, where = tuned("int8", args.logs)
-    n = N_GEMM
-    a, w = rng.integers(0, 256, (n, n)).astype("uint8"), rng.integers(-128, 128, (n, n)).astype("int8")
-    c = np.zeros((n, n), "int32")
-    mod(a, w, c)
-    assert (c == a.astype(np.int64) @ w.astype(np.int64).T).all(), "the int8 GEMM is not exact"
-    fns = {"tilecraft": lambda: mod(a, w, c)}
-    try:
-        import torch
-        for eng in _torch_engines():
-            torch.backends.quantized.engine = eng
-            lin = torch.ao.nn.quantized.Linear(n, n, dtype=torch.qint8)
-            lin.set_weight_bias(torch.quantize_per_tensor(torch.from_numpy(w.astype("float32")), 1.0, 0,
-                                                          torch.qint8), None)
-            lin.scale, lin.zero_point = 4096.0, 128
-            qx = torch.quantize_per_tensor(torch.from_numpy(a.astype("float32")), 1.0, 0, torch.quint8)
-
-            def run(lin=lin, qx=qx, eng=eng):
-                torch.backends.quantized.engine = eng
-                return lin(qx)
-            fns[f"torch quantized Linear ({eng})"] = run
-    except ImportError:
-        pass
-    t = in_turns(fns, args.rounds)
-    g = {k: 2.0 * n ** 3 / v / 1e9 for k, v in t.items()}
-    print(f"int8 GEMM {n}³, uint8 × int8 → int32 ({where})")
-    for k, v in g.items():
-        print(f"  {k:<34}{v:8.1f} Gop/s")
-    refs = [v for k, v in g.items() if k != "tilecraft"]
-    if refs:
-        print(f"  ours / best PyTorch: {g['tilecraft'] / max(refs):.2f}x (target >= 1.0)", end="")
-    if "gemm" in results:
-        print(f"; ours / our fp32 GEMM: {g['tilecraft'] / results['gemm']:.2f}x (target >= 2)", end="")
-    print()
-
-
-def conv(args, threads, rng, results, int8_=False):
-    import numpy as np
-
-    key = "conv8" if int8_ else "conv"
-    mod, where = tuned(key, args.logs)
     N, CI, H, W, CO, KH, KW, stride, pad = CONV
-    flop = 2.0 * N * CO * H * W * CI * KH * KW
-    out = np.full((N, CO, H, W), 0, "int32" if int8_ else "float32")
-    import torch
-    if int8_:
+    if key == "conv8":
         x = rng.integers(0, 256, (N, CI, H, W)).astype("uint8")
         w = rng.integers(-128, 128, (CO, CI, KH, KW)).astype("int8")
-        ref = torch.nn.functional.conv2d(torch.from_numpy(x.astype(np.float64)),
-                                         torch.from_numpy(w.astype(np.float64)), padding=pad).numpy()
-        mod(x, w, out)
-        assert (out == ref.astype(np.int64)).all(), "the int8 conv2d is not exact"
-        fns = {"tilecraft": lambda: mod(x, w, out)}
-        for eng in _torch_engines():
-            torch.backends.quantized.engine = eng
-            qc = torch.ao.nn.quantized.Conv2d(CI, CO, KH, padding=pad)
-            qc.set_weight_bias(torch.quantize_per_tensor(torch.from_numpy(w.astype("float32")), 1.0, 0,
-                                                         torch.qint8), None)
-            qc.scale, qc.zero_point = 4096.0, 128
-            qx = torch.quantize_per_tensor(torch.from_numpy(x.astype("float32")), 1.0, 0, torch.quint8)
-
-            def run(qc=qc, qx=qx, eng=eng):
-                torch.backends.quantized.engine = eng
-                return qc(qx)
-            fns[f"torch quantized Conv2d ({eng})"] = run
     else:
         x = rng.uniform(-1, 1, (N, CI, H, W)).astype("float32")
         w = rng.uniform(-1, 1, (CO, CI, KH, KW)).astype("float32")
-        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
-        ref = torch.nn.functional.conv2d(tx.double(), tw.double(), padding=pad).numpy()
-        mod(x, w, out)
-        err = np.linalg.norm(out - ref) / np.linalg.norm(ref)
-        assert err < 1e-5, f"the tensorized conv2d is wrong: relative error {err:.1e}"
-        fns = {"tilecraft": lambda: mod(x, w, out),
-               "torch conv2d (oneDNN)": lambda: torch.nn.functional.conv2d(tx, tw, padding=pad)}
-    t = in_turns(fns, args.rounds)
-    g = {k: flop / v / 1e9 for k, v in t.items()}
-    unit = "Gop/s" if int8_ else "GFLOP/s"
-    print(f"conv2d {N}×{CI}×{H}×{W}, {CO} filters {KH}×{KW}, pad {pad}, {'int8' if int8_ else 'fp32'} ({where})")
-    for k, v in g.items():
-        print(f"  {k:<34}{v:8.1f} {unit}  ({1e3 * t[k]:.3f} ms)")
-    refs = [v for k, v in g.items() if k != "tilecraft"]
-    print(f"  ours / best PyTorch: {g['tilecraft'] / max(refs):.2f}x")
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x.astype(np.float64)),
+                                     torch.from_numpy(w.astype(np.float64)), padding=pad).numpy()
+    return (x, w), ref
 
 
-def child(args) -> None:
+def setup_tilecraft(key: str, logs: str):
+    """Our tuned module of the workload, checked (fp32 against float64, int8 exactly)."""
     import numpy as np
-    import tilecraft as tc
 
-    tc.set_num_threads(args.child)
+    mod, where = tuned(key, logs)
+    ins, ref = inputs(key)
+    out = np.full(ref.shape, -7, "int32") if key in ("int8", "conv8") else np.full(ref.shape, np.nan, "float32")
+    mod(*ins, out)
+    if key in ("int8", "conv8"):
+        assert (out == ref.astype(np.int64)).all(), f"the {key} module is not exact"
+    else:
+        err = np.linalg.norm(out - ref) / np.linalg.norm(ref)
+        assert err < 1e-5, f"the {key} module is wrong: relative error {err:.1e}"
+    return (lambda: mod(*ins, out)), where
+
+
+def setup_numpy_gemm():
+    import numpy as np
+    (a, b), _ = inputs("gemm")
+    return lambda: np.dot(a, b)
+
+
+def setup_torch(key: str):
+    """torch.mm (MKL) or conv2d (oneDNN), fp32."""
+    import torch
+    (a, b), _ = inputs(key)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    if key == "gemm":
+        return lambda: torch.mm(ta, tb)
+    return lambda: torch.nn.functional.conv2d(ta, tb, padding=CONV[8])
+
+
+def setup_torch_quantized(key: str, engine: str):
+    """PyTorch's quantized Linear (int8) or Conv2d (conv8) on ``engine``; its output is requantized
+    to uint8."""
+    import warnings
+
+    import torch
+    warnings.simplefilter("ignore")             # quantized tensors' deprecation warning
+    torch.backends.quantized.engine = engine
+    (x, w), _ = inputs(key)
+    if key == "int8":
+        m = torch.ao.nn.quantized.Linear(N_GEMM, N_GEMM, dtype=torch.qint8)
+    else:
+        m = torch.ao.nn.quantized.Conv2d(CONV[1], CONV[4], CONV[5], padding=CONV[8])
+    m.set_weight_bias(torch.quantize_per_tensor(torch.from_numpy(w.astype("float32")), 1.0, 0, torch.qint8), None)
+    m.scale, m.zero_point = 4096.0, 128
+    qx = torch.quantize_per_tensor(torch.from_numpy(x.astype("float32")), 1.0, 0, torch.quint8)
+    return lambda: m(qx)
+
+
+def setup_fma_peak(threads: int):
+    """The FMA loop; its info is the FLOP of one call."""
+    fn, flop = fma_peak(threads)
+    return fn, str(flop)
+
+
+def torch_engines() -> list[str]:
     try:
         import torch
-        torch.set_num_threads(args.child)
     except ImportError:
-        pass
-    print(f"=== {args.child} thread(s), {load()}", flush=True)
-    rng = np.random.default_rng(0)
+        return []
+    return [e for e in ("x86", "onednn", "fbgemm") if e in torch.backends.quantized.supported_engines][:2]
+
+
+def has_torch() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def contestants(key: str, threads: int, logs: str) -> dict:
+    C = process_timing.Contestant
+    me = os.path.abspath(__file__)
+    out = {"tilecraft": C(me, "setup_tilecraft", {"key": key, "logs": logs})}
+    if key == "gemm":
+        out["numpy.dot (OpenBLAS)"] = C(me, "setup_numpy_gemm")
+        if has_torch():
+            out["torch.mm (MKL)"] = C(me, "setup_torch", {"key": key})
+        out["FMA peak (measured)"] = C(me, "setup_fma_peak", {"threads": threads})
+    elif key == "conv":
+        out["torch conv2d (oneDNN)"] = C(me, "setup_torch", {"key": key})
+    else:
+        what = "Linear" if key == "int8" else "Conv2d"
+        for eng in torch_engines():
+            out[f"torch quantized {what} ({eng})"] = C(me, "setup_torch_quantized", {"key": key, "engine": eng})
+    return out
+
+
+def report(key: str, t: dict, results: dict) -> None:
+    """Print one workload's figures (``t``: ``{name: Timing}`` from ``time_apart``)."""
+    where = t["tilecraft"].info
+    if key in ("gemm", "int8"):
+        n = N_GEMM
+        g = {k: 2.0 * n ** 3 / v.median / 1e9 for k, v in t.items()}
+    if key == "gemm":
+        peak_t = t.pop("FMA peak (measured)")
+        peak = float(peak_t.info) / peak_t.median / 1e9
+        g.pop("FMA peak (measured)")
+        best_ref = max(v for k, v in g.items() if k != "tilecraft")
+        results["gemm"] = g["tilecraft"]
+        print(f"fp32 GEMM {n}³ ({where})")
+        for k, v in g.items():
+            print(f"  {k:<26}{v:8.1f} GFLOP/s")
+        print(f"  FMA peak (measured){'':<7}{peak:8.1f} GFLOP/s  (an FMA loop, every thread, in the same rounds)")
+        print(f"  ours / best reference: {g['tilecraft'] / best_ref:.2f}x (target >= 1.0); ours / FMA peak: "
+              f"{100 * g['tilecraft'] / peak:.0f}% (target >= 90%)")
+    elif key == "int8":
+        print(f"int8 GEMM {n}³, uint8 × int8 → int32 ({where})")
+        for k, v in g.items():
+            print(f"  {k:<34}{v:8.1f} Gop/s")
+        refs = [v for k, v in g.items() if k != "tilecraft"]
+        if refs:
+            print(f"  ours / best PyTorch: {g['tilecraft'] / max(refs):.2f}x (target >= 1.0)", end="")
+        if "gemm" in results:
+            print(f"; ours / our fp32 GEMM: {g['tilecraft'] / results['gemm']:.2f}x (target >= 2)", end="")
+        print()
+    else:
+        N, CI, H, W, CO, KH, KW, stride, pad = CONV
+        flop = 2.0 * N * CO * H * W * CI * KH * KW
+        g = {k: flop / v.median / 1e9 for k, v in t.items()}
+        unit = "Gop/s" if key == "conv8" else "GFLOP/s"
+        print(f"conv2d {N}×{CI}×{H}×{W}, {CO} filters {KH}×{KW}, pad {pad}, "
+              f"{'int8' if key == 'conv8' else 'fp32'} ({where})")
+        for k, v in g.items():
+            print(f"  {k:<34}{v:8.1f} {unit}  ({1e3 * t[k].median:.3f} ms)")
+        refs = [v for k, v in g.items() if k != "tilecraft"]
+        if refs:
+            print(f"  ours / best PyTorch: {g['tilecraft'] / max(refs):.2f}x")
+
+
+def measure(args, threads: int) -> None:
+    print(f"=== {threads} thread(s), each contestant in its own process, {load()}", flush=True)
     results = {}
     only = args.only.split(",")
     for key in [k for k in WORKLOADS if k in only]:      # int8 after gemm compares with our fp32 GEMM
-        {"gemm": gemm, "int8": int8, "conv": conv,
-         "conv8": lambda *a: conv(*a, int8_=True)}[key](args, args.child, rng, results)
+        t = process_timing.time_apart(contestants(key, threads, args.logs), threads=threads, rounds=args.rounds)
+        report(key, t, results)
         sys.stdout.flush()
     print(f"=== done, {load()}", flush=True)
 
@@ -341,10 +338,6 @@ def main(argv=None):
     for key in args.only.split(","):
         if key not in WORKLOADS:
             sys.exit(f"--only: unknown workload {key!r}; choose from {', '.join(WORKLOADS)}")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT] + os.environ.get("PYTHONPATH", "").split(os.pathsep))}
-    if args.child:
-        child(args)
-        return
     if args.tune:
         os.environ.update({"TILECRAFT_NUM_THREADS": str(max(threads)), "OMP_NUM_THREADS": str(max(threads)),
                            "OPENBLAS_NUM_THREADS": str(max(threads))})
@@ -355,6 +348,7 @@ def main(argv=None):
             tune(key, args.tune, args.logs)
     sys.path.insert(0, ROOT)
     from tilecraft.codegen.llvm_features import cpu_features
+    from tilecraft.runtime.threads import wait_policy
     from tilecraft.topi.cpu_intrinsics import vector_isa
     import llvmlite.binding as llvm
     import numpy as np
@@ -365,12 +359,9 @@ def main(argv=None):
         torch_v = "not installed"
     print(f"# {llvm.get_host_cpu_name()} ({platform.machine()}, {os.cpu_count()} CPUs), ISA {vector_isa('llvm')}, "
           f"features {' '.join(sorted(cpu_features('llvm')))}; numpy {np.__version__}, torch {torch_v}; "
-          f"medians of {args.rounds} rounds; {load()}")
+          f"medians of {args.rounds} rounds; every process's OpenMP wait policy {wait_policy()}; {load()}")
     for t in threads:
-        cenv = {**env, "TILECRAFT_NUM_THREADS": str(t), "OMP_NUM_THREADS": str(t), "OPENBLAS_NUM_THREADS": str(t),
-                "MKL_NUM_THREADS": str(t)}
-        subprocess.run([sys.executable, os.path.abspath(__file__), "--child", str(t), "--only", args.only,
-                        "--rounds", str(args.rounds), "--logs", args.logs], env=cenv, check=True)
+        measure(args, t)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Row reductions on the CPU: tilecraft's softmax, layer norm and global pooling templates (their
-reductions in SIMD registers) beside PyTorch (when installed) and numpy, measured in the same run,
+reductions in SIMD registers) beside PyTorch (when installed) and numpy, measured in the same run
+(each in its own process),
 with the achieved bandwidth as a share of the machine's copy bandwidth for the same bytes.
 
     python3 bench/cpu_reductions.py                   # every workload, 2 threads then 1 thread
@@ -8,8 +9,11 @@ with the achieved bandwidth as a share of the machine's copy bandwidth for the s
 
 Each workload uses the best configuration in ``tuning_logs/`` for its template and shape when
 there is one (``tilecraft tune softmax 4096 1024 float32`` writes it), else the template's
-fallback configuration, and says which. Contestants run in turns (tilecraft, torch, numpy,
-copies), ``--repeat`` rounds of ``--number`` calls each; the median of the rounds is reported.
+fallback configuration, and says which. Every contestant (tilecraft, torch, numpy, the copies)
+runs in a worker process of its own with the same thread count (``bench/process_timing.py``: in
+one process the references' idle thread pools slowed the next contestant); they are timed in
+turns, ``--repeat`` rounds of about ``--seconds`` of calls each; the median of the rounds is
+reported.
 GB/s counts the bytes an ideal kernel moves: the input read once and the output written once
 (gamma and beta too, for layer norm). "copy GB/s" is the machine's copy bandwidth for the
 workload's input (read + write of as many bytes), the faster of ``np.copyto`` and a parallel
@@ -23,7 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
+import sys
 
 WORKLOADS = {
     # name: (template, template arguments)
@@ -43,7 +47,7 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, nargs="+", default=[2, 1])
     p.add_argument("--repeat", type=int, default=15, help="rounds (the median is reported)")
-    p.add_argument("--number", type=int, default=10, help="calls per round")
+    p.add_argument("--seconds", type=float, default=0.1, help="seconds of calls per round and contestant")
     p.add_argument("--workloads", nargs="+", default=None,
                    help="name prefixes: softmax, layer_norm, global_avg_pool")
     p.add_argument("--log-dir", default=os.path.join(os.path.dirname(__file__), "..", "tuning_logs"))
@@ -156,72 +160,100 @@ def copy_kernel(n: int):
     return tc.build(s, [A, B], target="llvm")
 
 
-def in_turns(fns: dict, number: int, repeat: int) -> dict:
-    """Seconds per call of each function, median of ``repeat`` rounds run in turns."""
-    for f in fns.values():
-        f()
-    times = {k: [] for k in fns}
-    for _ in range(repeat):
-        for k, f in fns.items():
-            t0 = time.perf_counter()
-            for _ in range(number):
-                f()
-            times[k].append((time.perf_counter() - t0) / number)
-    return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+def input_shapes(name: str) -> list[tuple]:
+    """The shapes of the workload's inputs (the template's placeholders but its output)."""
+    template, targs = WORKLOADS[name]
+    if template == "topi/layer_norm.llvm":
+        return [targs[:2], targs[1:2], targs[1:2]]
+    return [targs[:2] if template == "topi/softmax.llvm" else targs[:4]]
+
+
+def workload_inputs(name: str):
+    """Fresh uniform(-1, 1) inputs of the workload (seed 0: every worker has the same)."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    return [rng.uniform(-1, 1, shape).astype("float32") for shape in input_shapes(name)]
+
+
+def setup_tilecraft(name: str, log_dir: str, scalar: bool = False):
+    """The workload's module (best logged config or fallback; ``scalar``: its scalar-reduction
+    twin), checked against float64 numpy; info: where the config came from and the error."""
+    import json
+
+    import numpy as np
+    template, targs = WORKLOADS[name]
+    f, tensors, origin, cfg = build(template, targs, log_dir)
+    if scalar:
+        f = scalar_twin(template, targs, cfg)
+    ins = workload_inputs(name)
+    out = np.full([int(d.value) for d in tensors[-1].shape], np.nan, "float32")
+    _, _, want = references(name, ins, None)
+    f(*ins, out)
+    err = float(np.max(np.abs(out - want)) / np.max(np.abs(want)))
+    return (lambda: f(*ins, out)), json.dumps({"origin": origin, "err": err, "n_in": sum(a.size for a in ins),
+                                               "n_out": out.size})
+
+
+def setup_reference(name: str, which: str):
+    """numpy's or torch's version of the workload on the same inputs."""
+    torch = None
+    if which == "torch":
+        import torch
+    np_fn, th_fn, _ = references(name, workload_inputs(name), torch)
+    return th_fn if which == "torch" else np_fn
+
+
+def setup_copy(n: int, which: str):
+    """The machine's copy of ``n`` floats: ``np.copyto`` or a parallel vectorized tilecraft copy."""
+    import numpy as np
+    src, dst = np.ones(n, "float32"), np.empty(n, "float32")
+    if which == "numpy":
+        return lambda: np.copyto(dst, src)
+    ck = copy_kernel(n)
+    return lambda: ck(src, dst)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    import json
+
     import llvmlite.binding as llvm
     import numpy as np
 
-    import tilecraft as tc
+    import tilecraft  # noqa: F401 - its wait policy goes to every worker
     from tilecraft.runtime.threads import wait_policy
-    try:
-        import torch
-    except ImportError:
-        torch = None
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import process_timing
+    torch_v = _torch_version()
     names = [n for n in WORKLOADS if not args.workloads or any(n.startswith(w) for w in args.workloads)]
-    rng = np.random.default_rng(0)
     load0 = os.getloadavg()
     print(f"# python3 bench/cpu_reductions.py  ({cpu_name()}, {os.cpu_count()} cores, "
           f"cpu={llvm.get_host_cpu_name()}, avx512f={'+avx512f' in llvm.get_host_cpu_features().flatten()})")
-    print(f"# numpy {np.__version__}, " + (f"torch {torch.__version__}" if torch else "torch not installed")
-          + f", wait policy {wait_policy()}, median of {args.repeat} rounds of {args.number} calls, "
-          f"load average {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f} at the start")
-    built = {}
-    for name in names:
-        template, targs = WORKLOADS[name]
-        built[name] = build(template, targs, args.log_dir)
-        print(f"# {name}: {built[name][2]}")
-    scalar = {name: scalar_twin(*WORKLOADS[name], built[name][3]) for name in names} if args.scalar else {}
+    print(f"# numpy {np.__version__}, torch {torch_v}, every contestant in its own process "
+          f"(bench/process_timing.py) with wait policy {wait_policy()}, median of {args.repeat} rounds of "
+          f"about {args.seconds} s, load average {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f} at the start")
+    me, C = os.path.abspath(__file__), process_timing.Contestant
+    log_dir = os.path.abspath(args.log_dir)
     for threads in args.threads:
-        tc.set_num_threads(threads)
-        if torch:
-            torch.set_num_threads(threads)
         print(f"\n## {threads} thread{'s' if threads > 1 else ''} (numpy: 1)")
         print(f"{'workload':<30}{'tilecraft ms':>13}{'torch ms':>10}{'numpy ms':>10}{'copy GB/s':>10}"
               f"{'GB/s':>7}{'% of copy':>10}{'vs torch':>9}{'vs numpy':>9}{'max err':>10}")
         for name in names:
-            f, tensors = built[name][:2]
-            ins = [rng.uniform(-1, 1, [int(d.value) for d in t.shape]).astype("float32") for t in tensors[:-1]]
-            out = np.empty([int(d.value) for d in tensors[-1].shape], "float32")
-            np_fn, th_fn, want = references(name, ins, torch)
-            n_in, n_out = sum(a.size for a in ins), out.size
-            src, dst, dst2 = (np.ones(n_in, "float32"), np.empty(n_in, "float32"),
-                              np.empty(n_in, "float32"))
-            ck = copy_kernel(n_in)
-            fns = {"tilecraft": lambda: f(*ins, out), "numpy": np_fn,
-                   "np.copyto": lambda: np.copyto(dst, src), "tc copy": lambda: ck(src, dst2)}
-            if th_fn is not None:
-                fns["torch"] = th_fn
-            if name in scalar:
-                out2 = np.empty_like(out)
-                fns["scalar"] = lambda g=scalar[name]: g(*ins, out2)
-            t = in_turns(fns, args.number, args.repeat)
-            f(*ins, out)
-            err = float(np.max(np.abs(out - want)) / np.max(np.abs(want)))
-            nbytes = 4 * (n_in + n_out)
+            n_in = sum(int(np.prod(shape)) for shape in input_shapes(name))
+            cs = {"tilecraft": C(me, "setup_tilecraft", {"name": name, "log_dir": log_dir}),
+                  "numpy": C(me, "setup_reference", {"name": name, "which": "numpy"}),
+                  "np.copyto": C(me, "setup_copy", {"n": n_in, "which": "numpy"}),
+                  "tc copy": C(me, "setup_copy", {"n": n_in, "which": "tilecraft"})}
+            if torch_v != "not installed":
+                cs["torch"] = C(me, "setup_reference", {"name": name, "which": "torch"})
+            if args.scalar:
+                cs["scalar"] = C(me, "setup_tilecraft", {"name": name, "log_dir": log_dir, "scalar": True})
+            timings = process_timing.time_apart(cs, threads=threads, rounds=args.repeat, seconds=args.seconds)
+            t = {k: v.median for k, v in timings.items()}
+            info = json.loads(timings["tilecraft"].info)
+            if threads == args.threads[0]:
+                print(f"# {name}: {info['origin']}")
+            nbytes = 4 * (info["n_in"] + info["n_out"])
             copy = min(t["np.copyto"], t["tc copy"])
             copy_gbs = 8 * n_in / copy / 1e9
             torch_ms = f"{t['torch'] * 1e3:10.3f}" if "torch" in t else f"{'-':>10}"
@@ -229,12 +261,20 @@ def main(argv=None):
             gbs = nbytes / t["tilecraft"] / 1e9
             print(f"{name:<30}{t['tilecraft'] * 1e3:13.3f}{torch_ms}{t['numpy'] * 1e3:10.3f}"
                   f"{copy_gbs:10.1f}{gbs:7.1f}{100 * gbs / copy_gbs:9.1f}%"
-                  f"{vs_torch}{t['numpy'] / t['tilecraft']:9.2f}{err:10.1e}"
+                  f"{vs_torch}{t['numpy'] / t['tilecraft']:9.2f}{info['err']:10.1e}"
                   + (f"   scalar reductions {t['scalar'] * 1e3:.3f} ms ({t['scalar'] / t['tilecraft']:.1f}x slower)"
-                     if "scalar" in t else ""))
+                     if "scalar" in t else ""), flush=True)
     load1 = os.getloadavg()
     print(f"\n# load average {load1[0]:.1f} {load1[1]:.1f} {load1[2]:.1f} at the end; ratios above 1: "
           f"tilecraft is faster; max err: relative to the largest |output|, against float64 numpy")
+
+
+def _torch_version() -> str:
+    import importlib.metadata
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 if __name__ == "__main__":

@@ -49,6 +49,16 @@ FEATURES = {
                 "define <8 x i32> @probe(<8 x i32> %c, <8 x i32> %a, <8 x i32> %b) {\n"
                 "  %r = call <8 x i32> @llvm.x86.avx512.vpdpbusd.256(<8 x i32> %c, <8 x i32> %a, "
                 "<8 x i32> %b)\n  ret <8 x i32> %r\n}\n", ("vpdpbusd", "ymm")),
+    # AMX int8 tiles (Sapphire Rapids on): topi/cpu_amx.py
+    "amx-int8": ("declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)\n"
+                 "declare x86_amx @llvm.x86.tdpbusd.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)\n"
+                 "declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)\n"
+                 "define void @probe(ptr %p) {\n"
+                 "  %t = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %p, i64 64)\n"
+                 "  %r = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, x86_amx %t, "
+                 "x86_amx %t, x86_amx %t)\n"
+                 "  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %p, i64 64, x86_amx %r)\n"
+                 "  ret void\n}\n", ("tdpbusd", "ldtilecfg")),
 }
 
 _PROBE = """

@@ -43,7 +43,9 @@ class MathCalls:
     def vector_expf(self, x: str, d: str) -> str:
         """exp on float32 vectors without a libm call per lane (LLVM would scalarize
         ``llvm.exp.v8f32``): Cephes' expf, x = n*ln2 + r, exp(r) by a degree-7 polynomial, times
-        2**n built in the exponent bits. About 1 ulp; exact 0, inf and NaN at the ends."""
+        2**n built in the exponent bits. About 1 ulp; exact 0, inf and NaN at the ends. The
+        range reduction and the polynomial's Horner steps are ``llvm.fmuladd`` (one FMA each
+        where the target has FMA, a multiply and an add otherwise)."""
         lanes = dt.lanes(d)
         ty, ity = ll_type(d), f"<{lanes} x i32>"
 
@@ -52,15 +54,18 @@ class MathCalls:
 
         def f(instr, a, b):
             return self.op(f"{instr} {ty} {a}, {b}")
+
+        def fma(a, b, acc):
+            return self.fmuladd(a, b, acc, d)
         xc = self.minmax(x, c(88.72283935546875), d, "min")
         xc = self.minmax(xc, c(-104.0), d, "max")
-        n = self.math("floor", [f("fadd", f("fmul", xc, c(1.44269504088896341)), c(0.5))], d)
-        r = f("fsub", xc, f("fmul", n, c(0.693359375)))
-        r = f("fsub", r, f("fmul", n, c(-2.12194440e-4)))
+        n = self.math("floor", [fma(xc, c(1.44269504088896341), c(0.5))], d)
+        r = fma(n, c(-0.693359375), xc)
+        r = fma(n, c(2.12194440e-4), r)
         p = c(1.9875691500e-4)
         for k in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-            p = f("fadd", f("fmul", p, r), c(k))
-        y = f("fadd", f("fadd", f("fmul", p, f("fmul", r, r)), r), c(1.0))
+            p = fma(p, r, c(k))
+        y = f("fadd", fma(p, f("fmul", r, r), r), c(1.0))
         # 2**n as 2**(n//2) * 2**(n - n//2): both factors stay normal for n in [-150, 128]
         i32 = f"int32x{lanes}"
         ni = self.op(f"fptosi {ty} {n} to {ity}")
@@ -77,6 +82,14 @@ class MathCalls:
         y = self.op(f"select {bty} {small}, {ty} {c(0.0)}, {ty} {y}")
         nan = self.op(f"fcmp uno {ty} {x}, {x}")
         return self.op(f"select {bty} {nan}, {ty} {x}, {ty} {y}")
+
+    def fmuladd(self, a: str, b: str, acc: str, d: str) -> str:
+        """``a * b + acc`` on values of dtype ``d`` with ``llvm.fmuladd`` (fused where the target
+        has FMA)."""
+        ty = ll_type(d)
+        intr = f"llvm.fmuladd.{intrinsic_suffix(d)}"
+        self.declare(intr, f"declare {ty} @{intr}({ty}, {ty}, {ty})")
+        return self.op(f"call {ty} @{intr}({ty} {a}, {ty} {b}, {ty} {acc})")
 
     def vector_logf(self, x: str, d: str) -> str:
         """log on float32 vectors (Cephes' logf): x = m * 2**e with m in [sqrt(1/2), sqrt(2)) read

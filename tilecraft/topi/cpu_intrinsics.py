@@ -55,15 +55,18 @@ INT8_KINDS = ("avx512vnni", "avxvnni", "avx512bw", "avx2")
 class VectorISA:
     """The vector instructions micro-kernels use on a target: ``lanes`` fp32 lanes per register
     (16 with AVX-512, 8 with AVX2, 4 otherwise), ``registers`` vector registers, ``int8`` the
-    int8 dot product (one of :data:`INT8_KINDS`, or None) and ``int8_lanes`` its int32 lanes."""
+    int8 dot product (one of :data:`INT8_KINDS`, or None) and ``int8_lanes`` its int32 lanes;
+    ``amx``: the target has AMX int8 tiles (``topi/cpu_amx.py``)."""
     name: str
     lanes: int
     registers: int
     int8: str | None
     int8_lanes: int
+    amx: bool = False
 
     def __str__(self) -> str:
-        return f"{self.name}" + (f"+{self.int8}" if self.int8 and self.int8 not in (self.name, "avx2") else "")
+        return (f"{self.name}" + (f"+{self.int8}" if self.int8 and self.int8 not in (self.name, "avx2") else "")
+                + ("+amx" if self.amx else ""))
 
 
 def vector_isa(target=None) -> VectorISA:
@@ -71,7 +74,7 @@ def vector_isa(target=None) -> VectorISA:
     target, else the host), from its features (``codegen.llvm_features.cpu_features``).
 
     >>> vector_isa("llvm -mcpu=znver3")
-    VectorISA(name='avx2', lanes=8, registers=16, int8='avx2', int8_lanes=8)
+    VectorISA(name='avx2', lanes=8, registers=16, int8='avx2', int8_lanes=8, amx=False)
     """
     from tilecraft.codegen.llvm_features import cpu_features
     from tilecraft.target import Target
@@ -95,7 +98,7 @@ def vector_isa(target=None) -> VectorISA:
         int8 = "avx2"
     else:
         int8 = None
-    return VectorISA(name, lanes, regs, int8, 16 if int8 in ("avx512vnni", "avx512bw") else 8)
+    return VectorISA(name, lanes, regs, int8, 16 if int8 in ("avx512vnni", "avx512bw") else 8, "amx-int8" in f)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import tilecraft.autotune as autotune
 from tilecraft import te
-from tilecraft.topi import cpu_intrinsics
+from tilecraft.topi import cpu_amx, cpu_intrinsics
 
 
 def register_tiles(isa, acc_lanes: int, m: int, n: int, b_regs_extra: int = 1) -> list[tuple[int, int]]:
@@ -154,14 +154,18 @@ def _schedule_gemm(s, C, mr, nr, mc, nc, kfactors, order, mk):
     rest = list(s[C].op.reduce_axis[1:])
     outer = [io, jo] if order == "mn" else [jo, io]
     s[C].reorder(*outer, ko, jio, iio, mi, ni, kin, *rest)
-    s[C].parallel(s[C].fuse(*outer))
+    fused = s[C].fuse(*outer)
+    s[C].parallel(fused)
     s[C].tensorize(mi, mk)
+    return fused
 
 
 @autotune.template("topi/dense_int8.llvm")
 def dense_int8(M: int, N: int, K: int):
     """C[M, N] = data[M, K] (uint8) @ weight[N, K].T (int8), int32, on the target's int8 dot
-    product (VNNI where present, exact on every ISA); the weights are packed in the timed call."""
+    product (AMX tiles or VNNI where present, exact on every ISA); the weights are packed in the
+    timed call. With AMX (knob ``amx_tile``, the AMX micro-kernel's C block, or ``(0, 0)`` for
+    the vector one) the tile is ``topi/cpu_amx.py``'s."""
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
     if isa.int8 is None:
@@ -173,23 +177,37 @@ def dense_int8(M: int, N: int, K: int):
     if not tiles or K % 4:
         raise ValueError(f"topi/dense_int8.llvm: N = {N} must be a multiple of the target's {lanes} "
                          f"int32 lanes and K = {K} a multiple of 4")
+    amx_tiles = [t for t in cpu_amx.AMX_TILES if M % t[0] == 0 and N % t[1] == 0] if isa.amx and K % 64 == 0 else []
     cfg.define_knob("tile", tiles)
     cfg.define_knob("kc", [k for k in (64, 128, 256, 512, 1024, 2048) if K % k == 0] or [K])
     cfg.define_knob("mc_tiles", [1, 2, 4, 8, 16, 32])
     cfg.define_knob("nc_tiles", [1, 2, 4, 8, 16])
     cfg.define_knob("order", ["mn", "nm"])
     cfg.define_knob("k_unroll", [1, 2, 4, 8])
-    cfg.multi_filter(lambda e: M % (e["tile"].val[0] * e["mc_tiles"].val) == 0
-                     and N % (e["tile"].val[1] * e["nc_tiles"].val) == 0
-                     and e["k_unroll"].val <= e["kc"].val // 4)
+    if amx_tiles:       # only where the target has AMX: other targets' spaces (and logs) stay as they were
+        cfg.define_knob("amx_tile", amx_tiles + [(0, 0)])
+
+    def tile_of(e):
+        amx = e["amx_tile"].val if amx_tiles else (0, 0)
+        return amx if amx[0] else e["tile"].val
+
+    cfg.multi_filter(lambda e: M % (tile_of(e)[0] * e["mc_tiles"].val) == 0
+                     and N % (tile_of(e)[1] * e["nc_tiles"].val) == 0
+                     and e["k_unroll"].val <= e["kc"].val // 4
+                     # the AMX kernel ignores tile and k_unroll: one value of each
+                     and (not amx_tiles or not e["amx_tile"].val[0]
+                          or (e["tile"].val == tiles[0] and e["k_unroll"].val == 1 and e["kc"].val % 64 == 0)))
     cfg.add_flop(2.0 * M * N * K)
     if cfg.is_fallback:
-        mr, nr = _fallback_tile(tiles, isa, lanes)
-        kc = max([k for k in (256, 512) if K % k == 0] or [K])
+        amx = amx_tiles[0] if amx_tiles else (0, 0)
+        mr, nr = amx if amx[0] else _fallback_tile(tiles, isa, lanes)
+        # AMX: a long K per call (its C tiles are loaded and stored once per call)
+        kc = max([k for k in ((256, 512, 1024, 2048) if amx[0] else (256, 512)) if K % k == 0] or [K])
         mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
         order, k_unroll = "mn", 4 if kc % 16 == 0 else 1
     else:
-        (mr, nr), kc = cfg["tile"].val, cfg["kc"].val
+        amx = cfg["amx_tile"].val if amx_tiles else (0, 0)
+        (mr, nr), kc = amx if amx[0] else cfg["tile"].val, cfg["kc"].val
         mc, nc, order, k_unroll = cfg["mc_tiles"].val, cfg["nc_tiles"].val, cfg["order"].val, cfg["k_unroll"].val
     if M % (mr * mc) or N % (nr * nc):
         cfg.raise_error(f"blocks of {mc} × {nc} tiles of {mr} × {nr} do not divide {M} × {N}")
@@ -204,8 +222,13 @@ def dense_int8(M: int, N: int, K: int):
                                                * Wp[j // nr, k4, j % nr, kb].astype("int32"), axis=[k4, kb]),
                    name="C")
     s = te.create_schedule(C.op)
-    mk = cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, isa=isa, unroll=min(k_unroll, kc // 4))
-    _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
+    if amx[0]:
+        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc)
+    else:
+        mk = cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, isa=isa, unroll=min(k_unroll, kc // 4))
+    outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
+    if amx[0]:
+        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr))
     x, y, z, w = s[Wp].op.axis
     s[Wp].parallel(x)
     # 4-byte copies: vectorizing z too gathers from nr rows of the weights (12x slower packing)

@@ -1,0 +1,72 @@
+"""The benches' contestants (bench/cpu_microkernels.py, cpu_reductions.py, cpu_gemm.py): each one
+names a set-up function its file has, with arguments it takes; the reductions' input shapes are
+their templates'; a real contestant (a tilecraft copy, built in its worker) runs through
+``process_timing`` beside numpy's."""
+import importlib.util
+import inspect
+import json
+import pathlib
+import sys
+import warnings
+
+import pytest
+
+BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench"
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _binds(c):
+    module = load(pathlib.Path(c.path).stem)
+    inspect.signature(getattr(module, c.function)).bind(**c.kwargs)
+
+
+@pytest.mark.parametrize("key", ["gemm", "int8", "conv", "conv8"])
+def test_micro_kernel_contestants_name_their_set_ups(key, monkeypatch):
+    cm = load("cpu_microkernels")
+    monkeypatch.setattr(cm, "torch_engines", lambda: ["x86"])
+    monkeypatch.setattr(cm, "has_torch", lambda: True)
+    cs = cm.contestants(key, 2, "/logs")
+    assert "tilecraft" in cs and len(cs) >= 2
+    for c in cs.values():
+        _binds(c)
+
+
+@pytest.mark.parametrize("name", list(load("cpu_reductions").WORKLOADS))
+def test_reduction_inputs_are_the_templates(name):
+    import tilecraft as tc
+    import tilecraft.topi  # noqa: F401
+    from tilecraft import autotune
+    cr = load("cpu_reductions")
+    template, targs = cr.WORKLOADS[name]
+    task = autotune.task.create(template, args=targs, target="llvm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with tc.target.Target("llvm"):
+            _, tensors = task.func(*targs)
+    assert [tuple(int(d.value) for d in t.shape) for t in tensors[:-1]] == [tuple(s) for s in cr.input_shapes(name)]
+
+
+def test_a_tilecraft_contestant_runs_in_its_worker():
+    pt, cr = load("process_timing"), load("cpu_reductions")
+    path = str(BENCH / "cpu_reductions.py")
+    t = pt.time_apart({"tc copy": pt.Contestant(path, "setup_copy", {"n": 4096, "which": "tilecraft"}),
+                       "np.copyto": pt.Contestant(path, "setup_copy", {"n": 4096, "which": "numpy"})},
+                      threads=1, rounds=2, seconds=0.001, pause=0)
+    assert set(t) == {"tc copy", "np.copyto"} and all(v.median > 0 for v in t.values())
+    # the softmax template (fallback config: no logs in /nonexistent), checked in its worker
+    t = pt.time_apart({"tilecraft": pt.Contestant(path, "setup_tilecraft", {"name": "softmax 4096x1024",
+                                                                            "log_dir": "/nonexistent"})},
+                      threads=1, rounds=1, seconds=0.001, pause=0)
+    info = json.loads(t["tilecraft"].info)
+    assert info["origin"].startswith("fallback configuration") and info["err"] < 1e-5
+    _binds(pt.Contestant(path, "setup_reference", {"name": "softmax 4096x1024", "which": "numpy"}))
+    cg = str(BENCH / "cpu_gemm.py")
+    for c in (pt.Contestant(cg, "setup_hand", {"n": 64}), pt.Contestant(cg, "setup_numpy", {"n": 64})):
+        _binds(c)

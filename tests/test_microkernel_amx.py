@@ -1,0 +1,115 @@
+"""The AMX int8 micro-kernel (``topi/cpu_amx.py``) and ``topi/dense_int8.llvm`` on it.
+
+Everywhere: the kernel's LLVM IR compiles to tile instructions for Sapphire Rapids; the template
+chooses it from the target's features (and not on targets without AMX); its schedules are right
+by the lowered-IR interpreter after every pass (which runs the tensorized region by the
+intrinsic's TE definition), exactly against int64 numpy. Where the CPU has AMX, the built code
+runs, on poisoned outputs, exactly (``-m`` none: plain ``pytest tests/test_microkernel_amx.py``
+on such a host).
+"""
+import numpy as np
+import pytest
+
+import tilecraft as tc
+import tilecraft.autotune as autotune
+from tilecraft.codegen.llvm_features import cpu_features
+from tilecraft.topi import cpu_amx
+from tilecraft.topi import matmul_microkernel  # noqa: F401  (registers the templates)
+from tilecraft.topi.cpu_intrinsics import vector_isa
+
+from microkernel_asm import hot_loop
+from test_microkernels import int8_inputs
+
+SPR = "llvm -mcpu=sapphirerapids"
+HOST_AMX = "amx-int8" in cpu_features("llvm")
+
+
+def test_amx_is_a_feature_of_sapphire_rapids_and_not_of_zen():
+    assert vector_isa(SPR).amx and str(vector_isa(SPR)) == "avx512+avx512vnni+amx"
+    assert not vector_isa("llvm -mcpu=znver4").amx and not vector_isa("llvm -mcpu=cascadelake").amx
+
+
+@pytest.mark.parametrize("tile", cpu_amx.AMX_TILES)
+def test_the_kernel_keeps_its_c_tiles_in_tile_registers(tile):
+    """One tileload per A and B tile and one tdpbusd per C tile each step; C loaded before the
+    loop and stored after it; the tile configuration and the permission request outside it."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    mr, nr = tile
+    mod = llvm.parse_assembly(cpu_amx.amx_kernel_ir(mr, nr))
+    mod.verify()
+    tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(cpu="sapphirerapids", opt=2)
+    asm = tm.emit_assembly(mod)
+    loop = hot_loop(asm, "tdpbusd")
+    ops = [x.split()[0] for x in loop]
+    tiles_c, tiles_a, tiles_b = mr * nr // 256, mr // 16, nr // 16
+    assert ops.count("tdpbusd") == tiles_c
+    assert ops.count("tileloadd") == tiles_a + tiles_b
+    assert "tilestored" not in ops and "ldtilecfg" not in ops and not any("call" in x for x in loop)
+    assert asm.count("tilestored") == tiles_c and "ldtilecfg" in asm and "tilerelease" in asm
+
+
+def test_the_kernel_refuses_other_blocks():
+    with pytest.raises(ValueError, match=r"gemm_u8s8s32_amx\(48, 16, 64\): the C block is one of 32 × 32"):
+        cpu_amx.gemm_u8s8s32_amx(48, 16, 64)
+    with pytest.raises(ValueError, match=r"gemm_u8s8s32_amx\(32, 32, 96\): kc must be a positive multiple of 64"):
+        cpu_amx.gemm_u8s8s32_amx(32, 32, 96)
+
+
+def check_passes(s, args, inputs, reference):
+    """The lowered-IR interpreter after every pass, exactly (conftest's ``check_passes``, which
+    the test modules cannot import by name); nothing is built or run."""
+    from tilecraft.interp_lowered import PassChecker
+
+    arrays = [inputs.get(t) for t in args]
+    expected = {k: reference[t] for k, t in enumerate(args) if t not in inputs}
+    checker = PassChecker(arrays, expected, rtol=0, atol=0, budget=None)
+    tc.lower(s, args, name="f", target=SPR, after_pass=checker)
+    return checker
+
+
+def _amx_config(task, rng, kc=None):
+    space = task.config_space
+    for i in rng.permutation(len(space)):
+        c = space.get(space.valid_index(int(i)))
+        if c["amx_tile"].val[0] and (kc is None or c["kc"].val == kc):
+            return c
+    raise AssertionError("no AMX config in the space")
+
+
+def test_dense_int8_chooses_amx_from_the_target():
+    task = autotune.task.create("topi/dense_int8.llvm", args=(64, 64, 256), target=SPR)
+    assert set(task.config_space.space_map["amx_tile"].entities[i].val
+               for i in range(len(task.config_space.space_map["amx_tile"].entities))) == set(cpu_amx.AMX_TILES) | {(0, 0)}
+    with tc.target.Target(SPR):
+        with pytest.warns(UserWarning, match="fallback configuration"):
+            s, args = task.func(*task.args)
+    asm = tc.build(s, args, target=SPR).get_source("asm")
+    assert "tdpbusd" in asm and "tileloadd" in asm and "ldtilecfg" in asm
+    other = autotune.task.create("topi/dense_int8.llvm", args=(64, 64, 256), target="llvm -mcpu=znver4")
+    assert "amx_tile" not in other.config_space.space_map
+
+
+@pytest.mark.parametrize("kc", [64, 128])       # the reduction split (reset + update) and whole (body)
+def test_dense_int8_on_amx_is_exact_by_the_interpreter(rng, kc):
+    M, N, K = 64, 32, 128
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K), target=SPR)
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    want = a.astype(np.int64) @ w.astype(np.int64).T
+    with tc.target.Target(SPR):
+        s, (d, wt, C) = task.instantiate(_amx_config(task, rng, kc))
+    assert check_passes(s, [d, wt, C], {d: a, wt: w}, {C: want}).checked
+
+
+@pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX (amx-int8): the tile code cannot run here")
+def test_dense_int8_on_amx_runs_exactly(check_llvm, rng):
+    M, N, K = 96, 64, 320
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K), target="llvm")
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    a[0, :4], w[0, :4] = 255, -128
+    want = a.astype(np.int64) @ w.astype(np.int64).T
+    for _ in range(3):
+        with tc.target.Target("llvm"):
+            s, (d, wt, C) = task.instantiate(_amx_config(task, rng))
+        check_llvm(s, [d, wt, C], {d: a, wt: w}, {C: want}, rtol=0, atol=0, passes=False)

@@ -1,0 +1,172 @@
+"""The int8 GEMM micro-kernel on Intel AMX tiles (Sapphire / Emerald Rapids): ``uint8 × int8 →
+int32`` with ``tdpbusd``, chosen by ``topi/dense_int8.llvm`` where the target has ``amx-int8``.
+
+An AMX tile register holds 16 rows of 64 bytes; ``tdpbusd`` adds, into a 16 × 16 int32 tile C,
+the products of a 16 × 64 uint8 tile A (rows of K) and a 16 × 64 int8 tile B holding 64 K × 16
+columns in the VNNI layout (row ``k4`` holds ``b[4*k4 + kb, n]`` at byte ``4*n + kb``): the same
+``[K / 4, nr, 4]`` packing as the AVX-512 VNNI micro-kernel's weights. The micro-kernel keeps an
+``mr × nr`` block of C (``mr / 16 × nr / 16`` tiles, at most 4, so with their A and B tiles at
+most 8 registers) in tile registers over ``kc`` (a multiple of 64)::
+
+    for k in 0, 64, ..., kc - 64:
+        A_i = tileload(a + 16*i*lda + k, lda)            # i < mr / 16
+        B_j = tileload(b + (k/4)*ldb + 64*j, ldb)       # j < nr / 16
+        C_ij = tdpbusd(C_ij, A_i, B_j)
+
+It is LLVM IR (:func:`amx_kernel_ir`, linked with ``pragma import_llvm``) called through
+``call_extern`` by the intrinsic :func:`gemm_u8s8s32_amx`, because AMX values (``x86_amx``) are
+no tilecraft dtype; LLVM configures the tiles (``ldtilecfg``) from the shapes in the calls.
+Linux lets a process use the tile data only after asking (``arch_prctl(ARCH_REQ_XCOMP_PERM,
+XFEATURE_XTILEDATA)``); the kernel asks once per process, on its first call.
+
+The interpreters run the intrinsic by its TE definition, so schedules using it are checked
+against numpy anywhere; the machine code *runs* only on a CPU with AMX.
+
+>>> mk = gemm_u8s8s32_amx(32, 32, 256)      # C[32, 32] += A[32, 256] · B, 4 tiles of C
+"""
+from __future__ import annotations
+
+from tilecraft import te, tir
+from tilecraft.ir.expr import Broadcast
+
+AMX_TILES = ((32, 32), (16, 32), (32, 16), (16, 16))     # (mr, nr): the C tiles of one micro-kernel
+
+
+def amx_kernel_name(mr: int, nr: int) -> str:
+    return f"tilecraft_amx_u8s8s32_{mr}x{nr}"
+
+
+def amx_kernel_ir(mr: int, nr: int) -> str:
+    """LLVM IR of ``void tilecraft_amx_u8s8s32_{mr}x{nr}(int32 *c, int ldc, uint8 *a, int lda,
+    int8 *b, int ldb, int k)``: ``c[mr, nr] += a[mr, k] · b`` (strides in elements; ``b`` packed
+    ``[k / 4, nr, 4]`` with row stride ``ldb`` bytes; ``k`` a positive multiple of 64).
+
+    >>> "tdpbusd.internal" in amx_kernel_ir(32, 32)
+    True
+    """
+    if (mr, nr) not in AMX_TILES:
+        raise ValueError(f"the AMX micro-kernel's C block is one of {AMX_TILES}, got {mr} × {nr}")
+    tm, tn = mr // 16, nr // 16
+    name = amx_kernel_name(mr, nr)
+    L = [f"define void @{name}(ptr %c, i32 %ldc, ptr %a, i32 %lda, ptr %b, i32 %ldb, i32 %k) #0 {{",
+         "entry:",
+         "  call void @tilecraft_amx_permit()",
+         "  %ldc64 = sext i32 %ldc to i64", "  %ldcb = shl i64 %ldc64, 2",
+         "  %ldab = sext i32 %lda to i64", "  %ldbb = sext i32 %ldb to i64", "  %kend = sext i32 %k to i64"]
+
+    def c_ptr(i, j):
+        L.append(f"  %crow{i}{j} = mul i64 %ldcb, {16 * i}")
+        L.append(f"  %coff{i}{j} = add i64 %crow{i}{j}, {64 * j}")
+        L.append(f"  %cp{i}{j} = getelementptr i8, ptr %c, i64 %coff{i}{j}")
+    for i in range(tm):
+        for j in range(tn):
+            c_ptr(i, j)
+            L.append(f"  %c{i}{j}.0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, "
+                     f"ptr %cp{i}{j}, i64 %ldcb)")
+    L += ["  br label %loop", "loop:", "  %kk = phi i64 [ 0, %entry ], [ %kk.next, %loop ]"]
+    for i in range(tm):
+        for j in range(tn):
+            L.append(f"  %c{i}{j} = phi x86_amx [ %c{i}{j}.0, %entry ], [ %c{i}{j}.next, %loop ]")
+    for i in range(tm):
+        L.append(f"  %arow{i} = mul i64 %ldab, {16 * i}")
+        L.append(f"  %aoff{i} = add i64 %arow{i}, %kk")
+        L.append(f"  %ap{i} = getelementptr i8, ptr %a, i64 %aoff{i}")
+        L.append(f"  %ta{i} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %ap{i}, i64 %ldab)")
+    L.append("  %k4 = lshr i64 %kk, 2")
+    L.append("  %brow = mul i64 %k4, %ldbb")
+    for j in range(tn):
+        L.append(f"  %boff{j} = add i64 %brow, {64 * j}")
+        L.append(f"  %bp{j} = getelementptr i8, ptr %b, i64 %boff{j}")
+        L.append(f"  %tb{j} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %bp{j}, i64 %ldbb)")
+    for i in range(tm):
+        for j in range(tn):
+            L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, "
+                     f"x86_amx %c{i}{j}, x86_amx %ta{i}, x86_amx %tb{j})")
+    L += ["  %kk.next = add i64 %kk, 64", "  %more = icmp slt i64 %kk.next, %kend",
+          "  br i1 %more, label %loop, label %done", "done:"]
+    for i in range(tm):
+        for j in range(tn):
+            L.append(f"  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
+                     f"x86_amx %c{i}{j}.next)")
+    L += ["  ret void", "}", ""]
+    return "\n".join(L) + _PERMIT + _DECLS
+
+
+# arch_prctl(ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18), once per process (the
+# permission is the process's; asking twice is harmless, so the unsynchronized flag is enough)
+_PERMIT = """
+@tilecraft_amx_permitted = internal global i32 0
+declare i64 @syscall(i64, ...)
+define internal void @tilecraft_amx_permit() {
+entry:
+  %done = load i32, ptr @tilecraft_amx_permitted
+  %yes = icmp ne i32 %done, 0
+  br i1 %yes, label %out, label %ask
+ask:
+  %r = call i64 (i64, ...) @syscall(i64 158, i64 4131, i64 18)
+  store i32 1, ptr @tilecraft_amx_permitted
+  br label %out
+out:
+  ret void
+}
+"""
+
+_DECLS = """
+declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)
+declare x86_amx @llvm.x86.tdpbusd.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)
+declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
+attributes #0 = { "target-features"="+amx-int8,+amx-tile,+avx512f" }
+"""
+
+
+def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, name: str | None = None):
+    """``c[mr, nr] += a · b`` in int32 over ``kc`` (a multiple of 64) ``uint8 × int8`` products on
+    AMX tiles, with the TE definition and buffers of ``cpu_intrinsics.gemm_u8s8s32``: ``a``
+    ``[mr, kc]`` uint8, ``b`` ``[kc / 4, nr, 4]`` int8, ``c`` ``[mr, nr]`` int32, any row
+    strides. ``(mr, nr)`` is one of :data:`AMX_TILES`. The schedule must link
+    :func:`amx_kernel_ir` (``s[C].pragma(axis, "import_llvm", amx_kernel_ir(mr, nr))``).
+
+    >>> mk = gemm_u8s8s32_amx(32, 32, 128)
+    >>> s[C].tensorize(mi, mk); s[C].pragma(outer, "import_llvm", amx_kernel_ir(32, 32))
+    """
+    what = f"gemm_u8s8s32_amx({mr}, {nr}, {kc})"
+    if (mr, nr) not in AMX_TILES:
+        raise ValueError(f"{what}: the C block is one of {', '.join(f'{m} × {n}' for m, n in AMX_TILES)} "
+                         f"(16 × 16 int32 tiles, at most 4)")
+    if kc < 64 or kc % 64:
+        raise ValueError(f"{what}: kc must be a positive multiple of 64 (one tile holds 64 bytes of K)")
+    a = te.placeholder((mr, kc), "uint8", name="a")
+    b = te.placeholder((kc // 4, nr, 4), "int8", name="b")
+    k4 = te.reduce_axis((0, kc // 4), name="k4")
+    kb = te.reduce_axis((0, 4), name="kb")
+    c = te.compute((mr, nr), lambda i, j: te.sum(a[i, k4 * 4 + kb].astype("int32") * b[k4, j, kb].astype("int32"),
+                                                 axis=[k4, kb]), name="c")
+    lda, ldb, ldc = te.var("lda"), te.var("ldb"), te.var("ldc")
+    binds = {a: tir.decl_buffer(a.shape, "uint8", name="A", offset_factor=1, strides=[lda, 1]),
+             b: tir.decl_buffer(b.shape, "int8", name="B", offset_factor=1, strides=[ldb, 4, 1]),
+             c: tir.decl_buffer(c.shape, "int32", name="C", offset_factor=1, strides=[ldc, 1])}
+    kernel = amx_kernel_name(mr, nr)
+
+    def fcompute(ins, outs):
+        A, B = ins
+        C = outs[0]
+        zero = Broadcast(tir.const(0, "int32"), 16)
+
+        def reset():
+            ib = tir.ir_builder.create()
+            for i in range(mr):
+                for j in range(0, nr, 16):
+                    ib.emit(C.vstore([i, j], zero))
+            return ib.get()
+
+        def update():
+            return tir.Evaluate(tir.call_extern("int32", kernel, C.access_ptr("rw"), C.strides[0],
+                                                A.access_ptr("r"), A.strides[0], B.access_ptr("r"),
+                                                B.strides[0], tir.const(kc, "int32")))
+
+        ib = tir.ir_builder.create()
+        ib.emit(reset())
+        ib.emit(update())
+        return ib.get(), reset(), update()
+
+    return te.decl_tensor_intrin(c.op, fcompute, name=name or f"gemm_u8s8s32_amx_{mr}x{nr}x{kc}", binds=binds)
