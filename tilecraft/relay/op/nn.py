@@ -19,6 +19,12 @@ def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups
 def dense(data, weight, units=None): return make_call("nn.dense", [data, weight], units=units)  # noqa: E704
 def bias_add(data, bias, axis=1): return make_call("nn.bias_add", [data, bias], axis=axis)  # noqa: E704
 def relu(data): return make_call("nn.relu", [data])  # noqa: E704
+def pad(data, pad_width, pad_value=0.0):
+    """``data`` with ``pad_value`` around it: ``pad_width`` is ((before, after), ...) per axis."""
+    return make_call("nn.pad", [data], pad_width=tuple((int(b), int(a)) for b, a in pad_width),
+                     pad_value=float(pad_value))
+
+
 def batch_flatten(data): return make_call("nn.batch_flatten", [data])  # noqa: E704
 def softmax(data, axis=-1): return make_call("nn.softmax", [data], axis=axis)  # noqa: E704
 def global_avg_pool2d(data, layout="NCHW"): return make_call("nn.global_avg_pool2d", [data], layout=layout)  # noqa: E704,E501
