@@ -65,6 +65,7 @@ def abs(x): return make_call("abs", [x])                            # noqa: A001
 def rsqrt(x): return make_call("rsqrt", [x])                        # noqa: E704
 def clip(x, a_min, a_max): return make_call("clip", [x], a_min=float(a_min), a_max=float(a_max))  # noqa: E704
 def broadcast_to(x, shape): return make_call("broadcast_to", [x], shape=tuple(int(d) for d in shape))  # noqa: E704,E501
+def layout_transform(x, src_layout, dst_layout): return make_call("layout_transform", [x], src_layout=src_layout, dst_layout=dst_layout)  # noqa: E704,E501
 def where(c, a, b): return make_call("where", [c, a, b])            # noqa: E704
 def exp(x): return make_call("exp", [x])                            # noqa: E704
 def sqrt(x): return make_call("sqrt", [x])                          # noqa: E704

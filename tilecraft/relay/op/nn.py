@@ -16,6 +16,15 @@ def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups
                      data_layout=data_layout, kernel_layout=kernel_layout)
 
 
+def contrib_conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0), channels=None, kernel_size=None,
+                         data_layout=None, kernel_layout=None, out_layout=None):
+    """2-d convolution in blocked layouts (TVM's ``contrib_conv2d_nchwc``): ``data_layout``
+    ``NCHW<ic>c``, ``kernel_layout`` ``OIHW<ic>i<oc>o``, ``out_layout`` ``NCHW<oc>c``."""
+    return make_call("nn.contrib_conv2d_NCHWc", [data, weight], strides=_pair(strides), padding=_pad4(padding),
+                     channels=channels, kernel_size=None if kernel_size is None else _pair(kernel_size),
+                     data_layout=data_layout, kernel_layout=kernel_layout, out_layout=out_layout)
+
+
 def dense(data, weight, units=None): return make_call("nn.dense", [data, weight], units=units)  # noqa: E704
 def bias_add(data, bias, axis=1): return make_call("nn.bias_add", [data, bias], axis=axis)  # noqa: E704
 def relu(data): return make_call("nn.relu", [data])  # noqa: E704

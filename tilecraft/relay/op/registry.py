@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tilecraft import te
+from tilecraft.topi import layout as tl
 from tilecraft.topi import nn as tnn
 from tilecraft.topi import transform as tt
 
@@ -140,6 +141,9 @@ OPS = dict([
          lambda a, ins, ty: tnn.pad(ins[0], [p[0] for p in a.pad_width], [p[1] for p in a.pad_width],
                                     a.pad_value, name="pad"), _I,
          "x with pad_value around each axis: pad_width ((before, after), ...)"),
+    _row("layout_transform", 1, {"src_layout": REQUIRED, "dst_layout": REQUIRED}, rel.layout_transform_rel,
+         lambda a, ins, ty: tl.layout_transform(ins[0], a.src_layout, a.dst_layout), _I,
+         "x from src_layout to dst_layout (NCHW, NCHW<x>c; OIHW to OIHW<i>i<o>o)"),
     _row("take", 2, {"axis": 0}, rel.take_rel, lambda a, ins, ty: tt.take(ins[0], ins[1], a.axis), _I,
          "numpy.take (gather)"),
     # reductions
@@ -153,6 +157,12 @@ OPS = dict([
     _row("nn.conv2d", 2, _CONV_ATTRS, rel.conv2d_rel,
          lambda a, ins, ty: tnn.conv2d_nchw(ins[0], ins[1], a.strides, a.padding, a.dilation, a.groups), _O,
          "2-d convolution, NCHW data, OIHW kernel; padding (top, left, bottom, right)"),
+    _row("nn.contrib_conv2d_NCHWc", 2, {"strides": (1, 1), "padding": (0, 0, 0, 0), "channels": None,
+                                        "kernel_size": None, "data_layout": REQUIRED, "kernel_layout": REQUIRED,
+                                        "out_layout": REQUIRED},
+         rel.conv2d_nchwc_rel, lambda a, ins, ty: tl.conv2d_NCHWc(ins[0], ins[1], a.strides, a.padding)[0], _O,
+         "2-d convolution in blocked layouts: NCHW<ic>c data, OIHW<ic>i<oc>o kernel, NCHW<oc>c result "
+         "(AlterOpLayout makes it)"),
     _row("nn.dense", 2, {"units": None}, rel.dense_rel, _binary(tnn.dense), _O, "data @ weight.T"),
     _row("nn.batch_matmul", 2, {"transpose_a": False, "transpose_b": True}, rel.batch_matmul_rel,
          lambda a, ins, ty: tnn.batch_matmul(ins[0], ins[1], a.transpose_a, a.transpose_b), _O,
