@@ -55,6 +55,8 @@ CASES = {
                                {"a": f32(r, 1, 3, 10, 8)}, {}),
     "layer_norm_two_axes": lambda r: ([N("LayerNormalization", ["a", "g", "b"], axis=-2, epsilon=1e-5)],
                                       {"a": f32(r, 2, 3, 5, 7)}, {"g": f32(r, 5, 7), "b": f32(r, 5, 7)}),
+    "trilu_lower": lambda r: ([N("Trilu", ["a", "k"], upper=0)], {"a": f32(r, 2, 5, 6)}, {"k": np.array(1, "int64")}),
+    "trilu_upper": lambda r: ([N("Trilu", ["a"])], {"a": f32(r, 3, 4)}, {}),
     "layer_norm_axis1_no_bias": lambda r: ([N("LayerNormalization", ["a", "g"], axis=1)], {"a": f32(r, 2, 3, 5)},
                                            {"g": f32(r, 3, 5)}),
 }
@@ -67,6 +69,25 @@ def test_onnx_op(name, rng):
     outputs = case[3] if len(case) > 3 else ["y"]
     opset = case[4] if len(case) > 4 else 17
     check_model(make_model(nodes, inputs, outputs, inits, opset=opset), inputs, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning", "ignore::FutureWarning")
+@pytest.mark.parametrize("block", ["InvertedResidual", "GPT2Block", "ResBlock"])
+def test_pytorch_onnx_exports(block, rng):
+    """The test modules of test_torch_frontend.py (MobileNetV2's inverted residual, a GPT-2 block
+    with causal attention, a ResNet-style block) exported by torch.onnx (the TorchScript-based
+    exporter: no onnxscript needed), against onnxruntime."""
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed: no exports to test")
+    import io
+    import onnx
+    import test_torch_frontend as mods
+    torch.manual_seed(int(rng.integers(1 << 30)))
+    m = mods._randomize_bn(getattr(mods, block)())
+    x = {"InvertedResidual": lambda: torch.randn(1, 8, 11, 9), "GPT2Block": lambda: torch.randint(0, 50, (2, 7)),
+         "ResBlock": lambda: torch.randn(1, 3, 19, 17)}[block]()
+    f = io.BytesIO()
+    torch.onnx.export(m, (x,), f, dynamo=False, opset_version=17, input_names=["x"])
+    check_model(onnx.load_from_string(f.getvalue()), {"x": x.numpy()}, rtol=1e-4, atol=1e-5)
 
 
 def test_shape_computed_reshape_folds_away(rng):

@@ -339,6 +339,17 @@ def _pad(ctx, ins, a, node):
     return _nn.pad(x, width, value)
 
 
+def _trilu(ctx, ins, a, node):
+    """Upper (``upper=1``) or lower triangle of the last two axes, from diagonal ``k``; the rest
+    zero (a causal attention mask)."""
+    x = ins[0]
+    s = ctx.shape(x)
+    k = int(ctx.value(node.input[1], "the diagonal of Trilu").item()) if len(node.input) > 1 and node.input[1] else 0
+    keep = np.triu(np.ones(s[-2:], bool), k) if a.get("upper", 1) else np.tril(np.ones(s[-2:], bool), k)
+    dtype = x.checked_type.dtype
+    return _op.where(const(keep), x, const(np.zeros((), dtype)))
+
+
 def _variadic(fn):
     def conv(ctx, ins, a, node):
         out = ins[0]
@@ -368,7 +379,7 @@ CONVERTERS = {
     "GreaterOrEqual": _binary(_op.greater_equal), "LessOrEqual": _binary(_op.less_equal),
     "Not": _unary(_op.logical_not), "And": _binary(_op.logical_and), "Or": _binary(_op.logical_or),
     "Max": _variadic(_op.maximum), "Min": _variadic(_op.minimum), "Abs": _unary(_op.abs), "Log": _unary(_op.log),
-    "Clip": _clip, "Pad": _pad, "Expand": _expand, "Shape": _shape, "ConstantOfShape": _constant_of_shape,
+    "Clip": _clip, "Pad": _pad, "Trilu": _trilu, "Expand": _expand, "Shape": _shape, "ConstantOfShape": _constant_of_shape,
     "Relu": _unary(_nn.relu), "Sigmoid": _unary(_op.sigmoid), "Tanh": _unary(_op.tanh), "Erf": _unary(_op.erf),
     "Exp": _unary(_op.exp), "Sqrt": _unary(_op.sqrt), "Neg": _unary(_op.negative), "Gelu": _gelu,
     "Conv": _conv, "Gemm": _gemm, "MatMul": lambda ctx, ins, a, node: common.matmul(ins[0], ins[1]),
