@@ -129,6 +129,15 @@ def test_convs_the_template_does_not_fit_stay_nchw(rng):
         assert T.AlterOpLayout()(typed)["main"] is typed["main"]
 
 
+def test_other_targets_keep_nchw():
+    mod = T.InferType()(conv_chain(np.random.default_rng(0)))
+    with tc.transform.PassContext(opt_level=3):
+        with tc.target.Target("cuda"):
+            assert T.AlterOpLayout()(mod)["main"] is mod["main"]
+        with tc.target.Target("llvm"):
+            assert T.AlterOpLayout()(mod)["main"] is not mod["main"]
+
+
 @pytest.mark.parametrize("src,dst", [("NCHW", "NCHW16c"), ("NCHW16c", "NCHW"), ("NCHW32c", "NCHW8c"),
                                      ("NCHW8c", "NCHW32c"), ("OIHW", "OIHW16i32o")])
 def test_layout_transform_matches_numpy(src, dst, rng):

@@ -16,6 +16,9 @@ only where a blocked value meets something that needs ``NCHW`` (pooling, reshape
 function's result: layout-sensitive operators) or where an ``NCHW`` value enters a blocked
 convolution (the graph input); each such value is transformed once.
 
+It rewrites for the CPU: under a current target of another kind (``with Target("cuda"):``) it
+changes nothing.
+
 >>> with tilecraft.transform.PassContext(opt_level=3):
 ...     mod = AlterOpLayout()(InferType()(mod))          # doctest: +SKIP
 """
@@ -167,6 +170,10 @@ def _per_channel(shape: tuple, C: int) -> bool:
 def alter_layout(f: Function) -> Function:
     """``f`` with its convolutions in blocked layouts (see the module docstring); ``f`` itself
     when no convolution fits."""
+    from tilecraft.target import Target
+    target = Target.current()
+    if target is not None and target.kind != "llvm":
+        return f                            # the blocked layouts are the CPU template's
     nodes = post_order(f.body)
     if not any(type(n) is Call and getattr(n.op, "name", None) == "nn.conv2d" for n in nodes):
         return f
