@@ -1,6 +1,8 @@
 """ResNet-18 (batch 1, 224×224, random weights, built here with onnx.helper): import + optimise +
 build time without tuning, and the time per inference against onnxruntime, both measured in
-this run with the same thread count. Not a test; figures in docs/relay.md.
+this run with the same thread count; the same build without AlterOpLayout (each convolution
+packs its NCHW input and unpacks its output) measured in the same turns. Not a test; figures in
+docs/relay.md.
 
     python3 bench/relay_resnet18.py [--threads 2] [--repeat 5]
 """
@@ -95,7 +97,15 @@ def main():
     m.set_input("data", x)
     m.run()                                # machine code is generated on the first run
     t2 = time.perf_counter()
+    with tc.transform.PassContext(opt_level=3, disabled_pass=["AlterOpLayout"]):
+        lib_nchw = relay.build(mod, target="llvm", params=params)
+    m_nchw = graph_executor.GraphModule(lib_nchw["default"](tc.cpu(0)))
+    m_nchw.set_input("data", x)
+    m_nchw.run()
+    t3 = time.perf_counter()
     kernels = sum(n["op"] == "kernel" for n in lib.graph["nodes"])
+    transforms = sum(n["op"] == "kernel" and "layout_transform" in n["func"] for n in lib.graph["nodes"])
+    kernels_nchw = sum(n["op"] == "kernel" for n in lib_nchw.graph["nodes"])
     so = ort.SessionOptions()
     so.intra_op_num_threads = args.threads
     so.inter_op_num_threads = 1
@@ -103,14 +113,16 @@ def main():
     ref = sess.run(None, {"data": x})[0]
     out = m.get_output(0).numpy()
     err = np.abs(out - ref).max() / np.abs(ref).max()
-    ours, theirs = [], []
-    for _ in range(args.repeat):         # in turns, so both see the same machine load
+    err_nchw = np.abs(m_nchw.get_output(0).numpy() - ref).max() / np.abs(ref).max()
+    ours, nchw, theirs = [], [], []
+    for _ in range(args.repeat):         # in turns, so all see the same machine load
         ours.append(m.benchmark(tc.cpu(0), repeat=1, number=3).mean)
+        nchw.append(m_nchw.benchmark(tc.cpu(0), repeat=1, number=3).mean)
         t = time.perf_counter()
         for _ in range(3):
             sess.run(None, {"data": x})
         theirs.append((time.perf_counter() - t) / 3)
-    a, b = np.median(ours), np.median(theirs)
+    a, an, b = np.median(ours), np.median(nchw), np.median(theirs)
     print(lib.memory_summary())
     if not args.no_torch:
         import relay_common
@@ -121,10 +133,12 @@ def main():
         print(f"PyTorch eager (same graph, torch ops, {args.threads} threads): {c * 1e3:.1f} ms per inference "
               f"(max |difference| to onnxruntime {terr:.1e}): tilecraft is {c / a:.2f}x PyTorch eager")
     print(f"ResNet-18 batch 1 fp32, {args.threads} threads, load {os.getloadavg()[0]:.1f}: import {t1 - t0:.1f} s, "
-          f"optimise + build + first run {t2 - t1 - tune_s:.1f} s ({kernels} kernels); max relative difference to "
-          f"onnxruntime {err:.1e}")
-    print(f"time per inference (median of {args.repeat}): tilecraft {tuned} {a * 1e3:.1f} ms, onnxruntime "
-          f"{b * 1e3:.1f} ms: {b / a:.2f}x onnxruntime")
+          f"optimise + build + first run {t2 - t1 - tune_s:.1f} s ({kernels} kernels, {transforms} of them layout "
+          f"transforms; {t3 - t2:.1f} s and {kernels_nchw} kernels without AlterOpLayout); max relative difference to onnxruntime "
+          f"{err:.1e} ({err_nchw:.1e} without)")
+    print(f"time per inference (median of {args.repeat}): tilecraft {tuned} {a * 1e3:.1f} ms "
+          f"(without AlterOpLayout {an * 1e3:.1f} ms: {an / a:.2f}x), onnxruntime {b * 1e3:.1f} ms: "
+          f"{b / a:.2f}x onnxruntime ({b / an:.2f}x without)")
 
 
 if __name__ == "__main__":

@@ -31,31 +31,52 @@ def a_config_unlike_the_fallback():
     pytest.fail("every configuration of the space has the fallback's blocks")
 
 
-def test_tuned_config_schedules_the_fused_conv(rng):
+def _conv_group(fused):
+    groups = [n.op for n in relay.ir.post_order(fused["main"].body) if isinstance(n, relay.Call)
+              and "conv2d" in n.op.attrs["Name"]]
+    assert len(groups) == 1
+    return groups[0]
+
+
+def _blocks(anchor):
+    """(input block, output block, reg_n) the convolution's kernel was computed with."""
+    p = anchor.parts
+    if anchor.kind == "conv2d":
+        return p["data_vec"].shape[-1].value, p["conv"].shape[-1].value, p["reg_n"]
+    assert anchor.kind == "conv2d_NCHWc"
+    return p["data_pad"].shape[-1].value, p["out"].shape[-1].value, p["reg_n"]
+
+
+@pytest.mark.parametrize("layout", [False, True], ids=["nchw", "alter_op_layout"])
+def test_tuned_config_schedules_the_fused_conv(rng, layout):
+    """The tuned config's blocks and register tile; with AlterOpLayout its output block is the
+    layout's and the input block that of the (NCHW) input: the output block when it divides the
+    input channels."""
     task, cfg, chosen = a_config_unlike_the_fallback()
     records = [(autotune.MeasureInput(task.target, task, cfg), autotune.MeasureResult((1e-3,), 0))]
     model, inputs = conv_relu_model(rng)
     mod, params = relay.frontend.from_onnx(model)
-    with tc.transform.PassContext(opt_level=3):
-        fused, _ = relay.optimize(mod, "llvm", params)
-    (group,) = [n.op for n in relay.ir.post_order(fused["main"].body) if isinstance(n, relay.Call)]
+    disabled = [] if layout else ["AlterOpLayout"]
     with autotune.apply_history_best(records), tc.target.Target("llvm"):
-        _, _, anchor = te_compiler.compute_group(group)
-        with tc.transform.PassContext(opt_level=3):
+        with tc.transform.PassContext(opt_level=3, disabled_pass=disabled):
+            fused, _ = relay.optimize(mod, "llvm", params)
             lib = relay.build(mod, target="llvm", params=params)
-    p = anchor.parts
-    assert (p["data_vec"].shape[-1].value, p["conv"].shape[-1].value, p["reg_n"]) == chosen[:3]
+        _, _, anchor = te_compiler.compute_group(_conv_group(fused))
+    ic, oc, reg_n = chosen[:3]
+    if layout:
+        ic = oc if ARGS[1] % oc == 0 else ic
+    assert _blocks(anchor) == (ic, oc, reg_n)
     np.testing.assert_allclose(run_lib(lib, inputs)[0], run_ort(model, inputs)[0], rtol=1e-4, atol=1e-4)
 
 
-def test_fallback_without_a_log(rng):
+@pytest.mark.parametrize("layout", [False, True], ids=["nchw", "alter_op_layout"])
+def test_fallback_without_a_log(rng, layout):
     model, inputs = conv_relu_model(rng)
     mod, params = relay.frontend.from_onnx(model)
-    with tc.transform.PassContext(opt_level=3):
+    with tc.transform.PassContext(opt_level=3, disabled_pass=[] if layout else ["AlterOpLayout"]):
         fused, _ = relay.optimize(mod, "llvm", params)
-    (group,) = [n.op for n in relay.ir.post_order(fused["main"].body) if isinstance(n, relay.Call)]
     with tc.target.Target("llvm"):
-        _, _, anchor = te_compiler.compute_group(group)
+        _, _, anchor = te_compiler.compute_group(_conv_group(fused))
     fallback = conv2d_nchwc_config(autotune.FallbackConfigEntity(), *ARGS[:-1])
-    assert anchor.parts["reg_n"] == fallback[2]
+    assert anchor.parts["reg_n"] == fallback[2] and _blocks(anchor)[1] == fallback[1]
     check_model(model, inputs, rtol=1e-4, atol=1e-4)

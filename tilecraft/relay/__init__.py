@@ -11,7 +11,8 @@ See docs/relay.md: what exists and what does not yet.
 """
 from .ir import (Attrs, Call, Constant, Expr, Function, IRModule, RelayError, TensorType, Tuple,
                  TupleGetItem, TupleType, Var, const, var)
-from .op import (OpPattern, add, cast, concatenate, copy, divide, equal, erf, exp, expand_dims, greater, less,
+from .op import (OpPattern, abs, broadcast_to, clip, greater_equal, less_equal, log, logical_and,  # noqa: A004
+                 logical_not, logical_or, maximum, minimum, not_equal, rsqrt, add, cast, concatenate, copy, divide, equal, erf, exp, expand_dims, greater, less,
                  max, mean, multiply, negative, nn, power, reshape, sigmoid, sqrt, squeeze, strided_slice,
                  subtract, sum, take, tanh, transpose, where)
 from . import op, transform, frontend
@@ -23,4 +24,6 @@ __all__ = ["Attrs", "Call", "Constant", "Expr", "Function", "IRModule", "RelayEr
            # operators (relay.nn.* for the layers)
            "add", "cast", "concatenate", "copy", "divide", "equal", "erf", "exp", "expand_dims", "greater", "less",
            "max", "mean", "multiply", "negative", "power", "reshape", "sigmoid", "sqrt", "squeeze",
-           "strided_slice", "subtract", "sum", "take", "tanh", "transpose", "where"]
+           "strided_slice", "subtract", "sum", "take", "tanh", "transpose", "where",
+           "abs", "broadcast_to", "clip", "greater_equal", "less_equal", "log", "logical_and", "logical_not",
+           "logical_or", "maximum", "minimum", "not_equal", "rsqrt"]

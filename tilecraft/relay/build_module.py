@@ -3,7 +3,7 @@
 The pipeline, one pass after another under the current ``PassContext`` (``opt_level`` decides
 which run; ``PrintAfterAll`` shows the module after each)::
 
-    InferType → SimplifyInference → FoldConstant → FoldScaleAxis → FoldConstant
+    InferType → SimplifyInference → FoldConstant → FoldScaleAxis → AlterOpLayout → FoldConstant
               → EliminateCommonSubexpr → DeadCodeElimination → FuseOps → InferType
 
 then each distinct primitive function is lowered (``backend/te_compiler.py``) and all of them
@@ -22,7 +22,7 @@ import numpy as np
 
 from .ir import Call, Constant, Function, IRModule, RelayError, Tuple, Var, post_order, rewrite, with_children
 from .printer import astext
-from .transform import (DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, FoldScaleAxis, FuseOps,
+from .transform import (AlterOpLayout, DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, FoldScaleAxis, FuseOps,
                         InferType, Sequential, SimplifyInference)
 
 
@@ -54,7 +54,7 @@ def optimize(mod: IRModule, target=None, params: dict | None = None) -> tuple:
         mod = IRModule.from_expr(mod)
     if params:
         mod = mod.with_function("main", bind_params_by_name(mod["main"], params))
-    seq = Sequential([InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis(), FoldConstant(),
+    seq = Sequential([InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis(), AlterOpLayout(), FoldConstant(),
                       EliminateCommonSubexpr(), DeadCodeElimination(), FuseOps(), InferType()],
                      name="relay.build")
     return seq(mod), {}

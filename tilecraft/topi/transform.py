@@ -88,6 +88,17 @@ def maximum(a, b):
     return broadcast_op(a, b, lambda x, y: te.select(x > y, x, y), "maximum")
 
 
+def minimum(a, b):
+    """Element-wise minimum with broadcasting."""
+    return broadcast_op(a, b, lambda x, y: te.select(x < y, x, y), "minimum")
+
+
+def clip(x, a_min, a_max):
+    """``x`` limited to ``[a_min, a_max]`` element-wise (ReLU6 is ``clip(x, 0, 6)``)."""
+    lo, hi = te.const(a_min, x.dtype), te.const(a_max, x.dtype)
+    return elemwise(x, lambda v: te.select(v < lo, lo, te.select(v > hi, hi, v)), "clip")
+
+
 def greater(a, b):
     """``a > b`` (bool) with broadcasting."""
     return broadcast_op(a, b, lambda x, y: x > y, "greater")
@@ -103,9 +114,46 @@ def equal(a, b):
     return broadcast_op(a, b, lambda x, y: x == y, "equal")
 
 
+def greater_equal(a, b):
+    """``a >= b`` (bool) with broadcasting."""
+    return broadcast_op(a, b, lambda x, y: x >= y, "greater_equal")
+
+
+def less_equal(a, b):
+    """``a <= b`` (bool) with broadcasting."""
+    return broadcast_op(a, b, lambda x, y: x <= y, "less_equal")
+
+
+def not_equal(a, b):
+    """``a != b`` (bool) with broadcasting."""
+    return broadcast_op(a, b, lambda x, y: x != y, "not_equal")
+
+
+def logical_and(a, b):
+    """``a and b`` of two bool tensors with broadcasting."""
+    return broadcast_op(a, b, lambda x, y: te.all(x, y), "logical_and")
+
+
+def logical_or(a, b):
+    """``a or b`` of two bool tensors with broadcasting."""
+    return broadcast_op(a, b, lambda x, y: te.any(x, y), "logical_or")
+
+
+def logical_not(x):
+    """``not x`` of a bool tensor."""
+    return elemwise(x, lambda v: ~v, "logical_not")
+
+
+def broadcast_to(x, shape):
+    """``x`` broadcast (numpy's rules) to ``shape``."""
+    out = broadcast_shape(shape_of(x), tuple(shape))
+    return te.compute(out, lambda *i: _value(x, i), name="broadcast_to")
+
+
 def where(cond, a, b):
     """``a`` where ``cond`` (bool) holds, else ``b``; the three broadcast together."""
-    out = broadcast_shape(broadcast_shape(shape_of(cond), shape_of(a)), shape_of(b))
+    shapes = [shape_of(t) if hasattr(t, "shape") else () for t in (cond, a, b)]   # scalars: ()
+    out = broadcast_shape(broadcast_shape(shapes[0], shapes[1]), shapes[2])
     return te.compute(out, lambda *i: te.select(_value(cond, i), _value(a, i), _value(b, i)), name="where")
 
 
@@ -137,6 +185,21 @@ def sigmoid(x):
 def erf(x):
     """The error function element-wise."""
     return elemwise(x, te.erf, "erf")
+
+
+def log(x):
+    """Natural logarithm element-wise."""
+    return elemwise(x, te.log, "log")
+
+
+def abs(x):  # noqa: A001 - TVM's name
+    """|x| element-wise."""
+    return elemwise(x, te.abs, "abs")
+
+
+def rsqrt(x):
+    """1 / sqrt(x) element-wise."""
+    return elemwise(x, te.rsqrt, "rsqrt")
 
 
 def negative(x):

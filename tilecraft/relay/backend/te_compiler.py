@@ -84,6 +84,8 @@ def compute_group(fn: Function):
             name = n.op.name
             if name == "nn.conv2d" and _conv_fits(n) and anchor is None:
                 out, anchor = _conv2d_template(n, ins)
+            elif name == "nn.contrib_conv2d_NCHWc" and anchor is None:
+                out, anchor = _conv2d_blocked_template(n, ins)
             elif name == "nn.dense" and anchor is None and n.ty.dtype == "float32":
                 out, anchor = _dense_template(n, ins)
             else:
@@ -110,6 +112,21 @@ def _conv2d_template(call, ins):
     out, (data_vec, kernel_vec, conv) = conv2d_nchwc_compute(data, kernel, stride, padding, ic_bn, oc_bn)
     return out, _Anchor("conv2d", out=out, data_vec=data_vec, kernel_vec=kernel_vec, conv=conv, reg_n=reg_n,
                         unroll_kw=unroll_kw, ic_outer=ic_outer)
+
+
+def _conv2d_blocked_template(call, ins):
+    """``nn.contrib_conv2d_NCHWc`` (made by AlterOpLayout): the template's convolution stage on
+    blocked data and a packed kernel, scheduled with the config of the same NCHW workload."""
+    from tilecraft.topi.layout import conv2d_NCHWc
+    N, CIc, H, W, ic = call.args[0].ty.shape
+    COc, _, KH, KW, _, oc = call.args[1].ty.shape
+    stride, padding = call.attrs.strides[0], call.attrs.padding[0]
+    wl = ("topi/conv2d_nchw.llvm", N, CIc * ic, H, W, COc * oc, KH, KW, stride, padding, call.ty.dtype)
+    _, _, reg_n, unroll_kw, ic_outer = conv2d_nchwc_config(_query(wl), N, CIc * ic, H, W, COc * oc, KH, KW,
+                                                           stride, padding)
+    out, data_pad = conv2d_NCHWc(ins[0], ins[1], call.attrs.strides, call.attrs.padding)
+    return out, _Anchor("conv2d_NCHWc", out=out, data_pad=data_pad, reg_n=reg_n, unroll_kw=unroll_kw,
+                        ic_outer=ic_outer)
 
 
 def _dense_template(call, ins):
@@ -174,6 +191,12 @@ def schedule_group(out, anchor):
         _inline_injective(s, keep={p["data_vec"].op, p["kernel_vec"].op})
         schedule_conv2d_nchwc(s, p["data_vec"], p["kernel_vec"], p["conv"], out, p["reg_n"], p["unroll_kw"],
                               p["ic_outer"])
+        return s
+    if anchor is not None and anchor.kind == "conv2d_NCHWc" and _shape(out) == _shape(anchor.parts["out"]):
+        from tilecraft.topi.layout import schedule_conv2d_NCHWc
+        p = anchor.parts
+        _inline_injective(s, keep={p["data_pad"].op})
+        schedule_conv2d_NCHWc(s, p["data_pad"], p["out"], out, p["reg_n"], p["unroll_kw"], p["ic_outer"])
         return s
     if anchor is not None and anchor.kind == "dense":
         p = anchor.parts

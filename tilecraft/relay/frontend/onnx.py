@@ -17,18 +17,10 @@ import math
 import numpy as np
 
 from .. import op as _op
-from ..ir import (Constant, Function, IRModule, RelayError, Tuple, Var, children, const, free_vars,
-                  with_children)
+from ..ir import Constant, Function, IRModule, RelayError, Tuple, Var, const, free_vars, rewrite, with_children
 from ..op import nn as _nn
-from ..transform.infer_type import _type_of
-
-
-def _typed(e):
-    """``e`` with its new (untyped) nodes typed; typed sub-graphs are not walked again."""
-    if e.ty is not None:
-        return e
-    new = with_children(e, tuple(_typed(c) for c in children(e)))
-    return new if new.ty is not None else new.with_type(_type_of(new))
+from . import common
+from .common import typed as _typed
 
 
 class _Context:
@@ -47,10 +39,24 @@ class _Context:
         if name in self.values:
             return self.values[name]
         e = self.env.get(name)
+        if e is not None and type(e) is not Constant and \
+                all(v.name_hint in self.values for v in free_vars(e)):
+            e = self._fold(e)
         if type(e) is Constant:
             return e.data
-        raise RelayError(f"{what} ({name!r}) must be a constant or an initializer; computed "
-                         "shapes are not supported yet")
+        raise RelayError(f"{what} ({name!r}) must be a constant, an initializer or computed from "
+                         "them and the static shapes of tensors (Shape); it depends on the inputs' values")
+
+    def _fold(self, e):
+        """``e`` (computed from initializers and constants, such as a shape computed with Shape,
+        Gather and Concat) evaluated now."""
+        from ..transform.fold_constant import fold_expr
+
+        def bind(node, kids):
+            if type(node) is Var:
+                return const(self.values[node.name_hint])
+            return with_children(node, kids)
+        return fold_expr(_typed(rewrite(e, bind)))
 
     def shape(self, e) -> tuple:
         return e.checked_type.shape
@@ -128,32 +134,6 @@ def _gemm(ctx, ins, a, node):
     return out
 
 
-def _matmul(ctx, ins, a, node):
-    A, B = ins
-    sa, sb = ctx.shape(A), ctx.shape(B)
-    if len(sa) < 2 or len(sb) < 2:
-        raise RelayError(f"MatMul of 1-d operands is not supported yet (shapes {sa} and {sb})")
-    K, N = sb[-2], sb[-1]
-    if len(sb) == 2:
-        M = int(np.prod(sa[:-1]))
-        out = _nn.dense(_op.reshape(A, (M, K)) if len(sa) != 2 else A, _op.transpose(B, (1, 0)))
-        return out if len(sa) == 2 else _op.reshape(out, sa[:-1] + (N,))
-    batch = np.broadcast_shapes(sa[:-2], sb[:-2])
-    nb = int(np.prod(batch))
-    a3 = _op.reshape(_op_broadcast(A, batch + sa[-2:]), (nb,) + sa[-2:])
-    bb = int(np.prod(sb[:-2]))
-    b3 = _op.reshape(B, (1, K, N)) if bb == 1 else _op.reshape(_op_broadcast(B, batch + sb[-2:]), (nb, K, N))
-    out = _nn.batch_matmul(a3, b3, transpose_b=False)
-    return _op.reshape(out, batch + (sa[-2], N))
-
-
-def _op_broadcast(x, shape):
-    """``x`` broadcast to ``shape`` (an add of zeros when it differs; folded or fused)."""
-    if x.checked_type.shape == tuple(shape):
-        return x
-    return _op.add(x, const(np.zeros(shape, x.checked_type.dtype)))
-
-
 def _gelu(ctx, ins, a, node):
     x = ins[0]
     if a.get("approximate", "none") == "tanh":
@@ -174,13 +154,12 @@ def _softmax(ctx, ins, a, node):
 
 def _layer_norm(ctx, ins, a, node):
     x = ins[0]
-    n = ctx.shape(x)[-1]
-    axis = a.get("axis", -1)
-    if axis % len(ctx.shape(x)) != len(ctx.shape(x)) - 1:
-        raise RelayError(f"LayerNormalization over axis {axis} (not the last) is not supported yet")
-    gamma = ins[1]
-    beta = ins[2] if len(ins) > 2 and ins[2] is not None else const(np.zeros(n, "float32"))
-    return _nn.layer_norm(x, gamma, beta, axis=-1, epsilon=a.get("epsilon", 1e-5))
+    ndim = len(ctx.shape(x))
+    axis = a.get("axis", -1) % ndim
+    if len(node.output) > 1 and any(node.output[1:]):
+        raise RelayError("LayerNormalization with its mean and inverse deviation as outputs is not supported")
+    beta = ins[2] if len(ins) > 2 else None
+    return common.layer_norm(x, ins[1], beta, ndim - axis, a.get("epsilon", 1e-5))
 
 
 def _batch_norm(ctx, ins, a, node):
@@ -194,15 +173,20 @@ def _pool(kind):
         x = ins[0]
         if len(ctx.shape(x)) != 4:
             raise RelayError(f"only 2-d pooling (4-d input) is supported, got {ctx.shape(x)}")
-        if a.get("ceil_mode", 0):
-            raise RelayError("ceil_mode=1 is not supported yet")
         k = tuple(a["kernel_shape"])
         strides = tuple(a.get("strides", (1, 1)))
         dil = tuple(a.get("dilations", (1, 1)))
         pads = _pads(a, k, ctx.shape(x)[2:], strides, dil)
+        grown = False
+        if a.get("ceil_mode", 0):
+            pads, grown = common.ceil_mode_pads(ctx.shape(x)[2:], k, strides, dil, pads)
         if kind == "max":
             return _nn.max_pool2d(x, k, strides, dil, pads)
-        return _nn.avg_pool2d(x, k, strides, dil, pads, count_include_pad=bool(a.get("count_include_pad", 0)))
+        count_pad = bool(a.get("count_include_pad", 0))
+        if grown and count_pad:
+            raise RelayError("AveragePool with ceil_mode=1 and count_include_pad=1 over a window that "
+                             "reaches past the padding is not supported")
+        return _nn.avg_pool2d(x, k, strides, dil, pads, count_include_pad=count_pad)
     return conv
 
 
@@ -303,6 +287,78 @@ def _reduce(fn):
     return conv
 
 
+def _shape(ctx, ins, a, node):
+    s = ctx.shape(ins[0])
+    start, end = a.get("start", 0), a.get("end", len(s))
+    return const(np.asarray(s[start:end], "int64"))
+
+
+def _constant_of_shape(ctx, ins, a, node):
+    from onnx import numpy_helper
+    dims = tuple(int(d) for d in ctx.value(node.input[0], "the shape of ConstantOfShape"))
+    value = numpy_helper.to_array(a["value"]) if "value" in a else np.zeros(1, "float32")
+    return const(np.full(dims, value.reshape(-1)[0], value.dtype))
+
+
+def _expand(ctx, ins, a, node):
+    x = ins[0]
+    to = tuple(int(d) for d in ctx.value(node.input[1], "the shape of Expand"))
+    return common.broadcast(x, np.broadcast_shapes(ctx.shape(x), to))
+
+
+def _clip(ctx, ins, a, node):
+    x = ins[0]
+    if ctx.opset < 11:
+        lo, hi = a.get("min", -np.inf), a.get("max", np.inf)
+    else:
+        bound = [ctx.value(node.input[k], f"the {what} of Clip").item() if len(node.input) > k and node.input[k]
+                 else default for k, what, default in ((1, "min", -np.inf), (2, "max", np.inf))]
+        lo, hi = bound
+    return _op.clip(x, lo, hi)
+
+
+def _pad(ctx, ins, a, node):
+    x = ins[0]
+    mode = a.get("mode", "constant")
+    if mode != "constant":
+        raise RelayError(f"Pad with mode {mode!r} is not supported (only 'constant')")
+    ndim = len(ctx.shape(x))
+    if ctx.opset < 11:
+        pads, value, axes = list(a["pads"]), a.get("value", 0.0), None
+    else:
+        pads = [int(v) for v in ctx.value(node.input[1], "the pads of Pad")]
+        value = ctx.value(node.input[2], "the value of Pad").item() if len(node.input) > 2 and node.input[2] else 0.0
+        axes = [int(v) % ndim for v in ctx.value(node.input[3], "the axes of Pad")] \
+            if len(node.input) > 3 and node.input[3] else None
+    axes = axes if axes is not None else list(range(ndim))
+    if any(p < 0 for p in pads):
+        raise RelayError(f"Pad with negative pads {pads} (cropping) is not supported")
+    width = [(0, 0)] * ndim
+    for k, ax in enumerate(axes):
+        width[ax] = (pads[k], pads[k + len(axes)])
+    return _nn.pad(x, width, value)
+
+
+def _trilu(ctx, ins, a, node):
+    """Upper (``upper=1``) or lower triangle of the last two axes, from diagonal ``k``; the rest
+    zero (a causal attention mask)."""
+    x = ins[0]
+    s = ctx.shape(x)
+    k = int(ctx.value(node.input[1], "the diagonal of Trilu").item()) if len(node.input) > 1 and node.input[1] else 0
+    keep = np.triu(np.ones(s[-2:], bool), k) if a.get("upper", 1) else np.tril(np.ones(s[-2:], bool), k)
+    dtype = x.checked_type.dtype
+    return _op.where(const(keep), x, const(np.zeros((), dtype)))
+
+
+def _variadic(fn):
+    def conv(ctx, ins, a, node):
+        out = ins[0]
+        for x in ins[1:]:
+            out = fn(out, x)
+        return out
+    return conv
+
+
 def _constant(ctx, ins, a, node):
     from onnx import numpy_helper
     if "value" in a:
@@ -320,9 +376,13 @@ CONVERTERS = {
     "Add": _binary(_op.add), "Sub": _binary(_op.subtract), "Mul": _binary(_op.multiply),
     "Div": _binary(_op.divide), "Pow": _binary(_op.power),
     "Greater": _binary(_op.greater), "Less": _binary(_op.less), "Equal": _binary(_op.equal),
+    "GreaterOrEqual": _binary(_op.greater_equal), "LessOrEqual": _binary(_op.less_equal),
+    "Not": _unary(_op.logical_not), "And": _binary(_op.logical_and), "Or": _binary(_op.logical_or),
+    "Max": _variadic(_op.maximum), "Min": _variadic(_op.minimum), "Abs": _unary(_op.abs), "Log": _unary(_op.log),
+    "Clip": _clip, "Pad": _pad, "Trilu": _trilu, "Expand": _expand, "Shape": _shape, "ConstantOfShape": _constant_of_shape,
     "Relu": _unary(_nn.relu), "Sigmoid": _unary(_op.sigmoid), "Tanh": _unary(_op.tanh), "Erf": _unary(_op.erf),
     "Exp": _unary(_op.exp), "Sqrt": _unary(_op.sqrt), "Neg": _unary(_op.negative), "Gelu": _gelu,
-    "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul,
+    "Conv": _conv, "Gemm": _gemm, "MatMul": lambda ctx, ins, a, node: common.matmul(ins[0], ins[1]),
     "Softmax": _softmax, "LayerNormalization": _layer_norm, "BatchNormalization": _batch_norm,
     "MaxPool": _pool("max"), "AveragePool": _pool("avg"),
     "GlobalAveragePool": _unary(_nn.global_avg_pool2d), "GlobalMaxPool": _unary(_nn.global_max_pool2d),

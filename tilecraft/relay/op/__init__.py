@@ -52,6 +52,20 @@ def power(a, b): return make_call("power", [a, b])                  # noqa: E704
 def greater(a, b): return make_call("greater", [a, b])              # noqa: E704
 def less(a, b): return make_call("less", [a, b])                    # noqa: E704
 def equal(a, b): return make_call("equal", [a, b])                  # noqa: E704
+def greater_equal(a, b): return make_call("greater_equal", [a, b])  # noqa: E704
+def less_equal(a, b): return make_call("less_equal", [a, b])        # noqa: E704
+def not_equal(a, b): return make_call("not_equal", [a, b])          # noqa: E704
+def maximum(a, b): return make_call("maximum", [a, b])              # noqa: E704
+def minimum(a, b): return make_call("minimum", [a, b])              # noqa: E704
+def logical_and(a, b): return make_call("logical_and", [a, b])      # noqa: E704
+def logical_or(a, b): return make_call("logical_or", [a, b])        # noqa: E704
+def logical_not(x): return make_call("logical_not", [x])            # noqa: E704
+def log(x): return make_call("log", [x])                            # noqa: E704
+def abs(x): return make_call("abs", [x])                            # noqa: A001,E704
+def rsqrt(x): return make_call("rsqrt", [x])                        # noqa: E704
+def clip(x, a_min, a_max): return make_call("clip", [x], a_min=float(a_min), a_max=float(a_max))  # noqa: E704
+def broadcast_to(x, shape): return make_call("broadcast_to", [x], shape=tuple(int(d) for d in shape))  # noqa: E704,E501
+def layout_transform(x, src_layout, dst_layout): return make_call("layout_transform", [x], src_layout=src_layout, dst_layout=dst_layout)  # noqa: E704,E501
 def where(c, a, b): return make_call("where", [c, a, b])            # noqa: E704
 def exp(x): return make_call("exp", [x])                            # noqa: E704
 def sqrt(x): return make_call("sqrt", [x])                          # noqa: E704

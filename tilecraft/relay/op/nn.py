@@ -16,9 +16,24 @@ def conv2d(data, weight, strides=(1, 1), padding=(0, 0), dilation=(1, 1), groups
                      data_layout=data_layout, kernel_layout=kernel_layout)
 
 
+def contrib_conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0), channels=None, kernel_size=None,
+                         data_layout=None, kernel_layout=None, out_layout=None):
+    """2-d convolution in blocked layouts (TVM's ``contrib_conv2d_nchwc``): ``data_layout``
+    ``NCHW<ic>c``, ``kernel_layout`` ``OIHW<ic>i<oc>o``, ``out_layout`` ``NCHW<oc>c``."""
+    return make_call("nn.contrib_conv2d_NCHWc", [data, weight], strides=_pair(strides), padding=_pad4(padding),
+                     channels=channels, kernel_size=None if kernel_size is None else _pair(kernel_size),
+                     data_layout=data_layout, kernel_layout=kernel_layout, out_layout=out_layout)
+
+
 def dense(data, weight, units=None): return make_call("nn.dense", [data, weight], units=units)  # noqa: E704
 def bias_add(data, bias, axis=1): return make_call("nn.bias_add", [data, bias], axis=axis)  # noqa: E704
 def relu(data): return make_call("nn.relu", [data])  # noqa: E704
+def pad(data, pad_width, pad_value=0.0):
+    """``data`` with ``pad_value`` around it: ``pad_width`` is ((before, after), ...) per axis."""
+    return make_call("nn.pad", [data], pad_width=tuple((int(b), int(a)) for b, a in pad_width),
+                     pad_value=float(pad_value))
+
+
 def batch_flatten(data): return make_call("nn.batch_flatten", [data])  # noqa: E704
 def softmax(data, axis=-1): return make_call("nn.softmax", [data], axis=axis)  # noqa: E704
 def global_avg_pool2d(data, layout="NCHW"): return make_call("nn.global_avg_pool2d", [data], layout=layout)  # noqa: E704,E501

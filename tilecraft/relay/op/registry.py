@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tilecraft import te
+from tilecraft.topi import layout as tl
 from tilecraft.topi import nn as tnn
 from tilecraft.topi import transform as tt
 
@@ -92,12 +93,25 @@ OPS = dict([
     _row("greater", 2, {}, rel.compare_rel, _binary(tt.greater), _B, "a > b (bool)"),
     _row("less", 2, {}, rel.compare_rel, _binary(tt.less), _B, "a < b (bool)"),
     _row("equal", 2, {}, rel.compare_rel, _binary(tt.equal), _B, "a == b (bool)"),
+    _row("greater_equal", 2, {}, rel.compare_rel, _binary(tt.greater_equal), _B, "a >= b (bool)"),
+    _row("less_equal", 2, {}, rel.compare_rel, _binary(tt.less_equal), _B, "a <= b (bool)"),
+    _row("not_equal", 2, {}, rel.compare_rel, _binary(tt.not_equal), _B, "a != b (bool)"),
+    _row("maximum", 2, {}, rel.broadcast_rel, _binary(tt.maximum), _B, "the larger of a and b"),
+    _row("minimum", 2, {}, rel.broadcast_rel, _binary(tt.minimum), _B, "the smaller of a and b"),
+    _row("logical_and", 2, {}, rel.logical_rel, _binary(tt.logical_and), _B, "a and b (bool)"),
+    _row("logical_or", 2, {}, rel.logical_rel, _binary(tt.logical_or), _B, "a or b (bool)"),
+    _row("logical_not", 1, {}, rel.logical_rel, _unary(tt.logical_not), _E, "not x (bool)"),
     _row("where", 3, {}, rel.where_rel, lambda a, ins, ty: tt.where(*ins), _B, "b where cond else c"),
     _row("exp", 1, {}, rel.unary_rel, _unary(tt.exp), _E, "e ** x"),
     _row("sqrt", 1, {}, rel.unary_rel, _unary(tt.sqrt), _E, "square root"),
     _row("tanh", 1, {}, rel.unary_rel, _unary(tt.tanh), _E, "tanh"),
     _row("sigmoid", 1, {}, rel.unary_rel, _unary(tt.sigmoid), _E, "1 / (1 + e ** -x)"),
     _row("erf", 1, {}, rel.unary_rel, _unary(tt.erf), _E, "the error function"),
+    _row("log", 1, {}, rel.unary_rel, _unary(tt.log), _E, "natural logarithm"),
+    _row("abs", 1, {}, rel.unary_rel, _unary(tt.abs), _E, "|x|"),
+    _row("rsqrt", 1, {}, rel.unary_rel, _unary(tt.rsqrt), _E, "1 / sqrt(x)"),
+    _row("clip", 1, {"a_min": REQUIRED, "a_max": REQUIRED}, rel.clip_rel,
+         lambda a, ins, ty: tt.clip(ins[0], a.a_min, a.a_max), _E, "x limited to [a_min, a_max] (relu6)"),
     _row("negative", 1, {}, rel.unary_rel, _unary(tt.negative), _E, "-x"),
     _row("copy", 1, {}, rel.unary_rel, _unary(tt.identity), _E, "a copy"),
     _row("cast", 1, {"dtype": REQUIRED}, rel.cast_rel, lambda a, ins, ty: tt.cast(ins[0], a.dtype), _E,
@@ -121,6 +135,15 @@ OPS = dict([
          rel.strided_slice_rel,
          lambda a, ins, ty: tt.strided_slice(ins[0], a.begin, a.end, a.strides, a.axes), _I,
          "x[begin:end:strides] on axes (bounds normalised)"),
+    _row("broadcast_to", 1, {"shape": REQUIRED}, rel.broadcast_to_rel,
+         lambda a, ins, ty: tt.broadcast_to(ins[0], a.shape), _B, "x broadcast to shape"),
+    _row("nn.pad", 1, {"pad_width": REQUIRED, "pad_value": 0.0}, rel.pad_rel,
+         lambda a, ins, ty: tnn.pad(ins[0], [p[0] for p in a.pad_width], [p[1] for p in a.pad_width],
+                                    a.pad_value, name="pad"), _I,
+         "x with pad_value around each axis: pad_width ((before, after), ...)"),
+    _row("layout_transform", 1, {"src_layout": REQUIRED, "dst_layout": REQUIRED}, rel.layout_transform_rel,
+         lambda a, ins, ty: tl.layout_transform(ins[0], a.src_layout, a.dst_layout), _I,
+         "x from src_layout to dst_layout (NCHW, NCHW<x>c; OIHW to OIHW<i>i<o>o)"),
     _row("take", 2, {"axis": 0}, rel.take_rel, lambda a, ins, ty: tt.take(ins[0], ins[1], a.axis), _I,
          "numpy.take (gather)"),
     # reductions
@@ -134,6 +157,12 @@ OPS = dict([
     _row("nn.conv2d", 2, _CONV_ATTRS, rel.conv2d_rel,
          lambda a, ins, ty: tnn.conv2d_nchw(ins[0], ins[1], a.strides, a.padding, a.dilation, a.groups), _O,
          "2-d convolution, NCHW data, OIHW kernel; padding (top, left, bottom, right)"),
+    _row("nn.contrib_conv2d_NCHWc", 2, {"strides": (1, 1), "padding": (0, 0, 0, 0), "channels": None,
+                                        "kernel_size": None, "data_layout": REQUIRED, "kernel_layout": REQUIRED,
+                                        "out_layout": REQUIRED},
+         rel.conv2d_nchwc_rel, lambda a, ins, ty: tl.conv2d_NCHWc(ins[0], ins[1], a.strides, a.padding)[0], _O,
+         "2-d convolution in blocked layouts: NCHW<ic>c data, OIHW<ic>i<oc>o kernel, NCHW<oc>c result "
+         "(AlterOpLayout makes it)"),
     _row("nn.dense", 2, {"units": None}, rel.dense_rel, _binary(tnn.dense), _O, "data @ weight.T"),
     _row("nn.batch_matmul", 2, {"transpose_a": False, "transpose_b": True}, rel.batch_matmul_rel,
          lambda a, ins, ty: tnn.batch_matmul(ins[0], ins[1], a.transpose_a, a.transpose_b), _O,

@@ -57,6 +57,63 @@ def compare_rel(op, types, attrs):
     return TensorType(broadcast_rel(op, types, attrs).shape, "bool")
 
 
+def logical_rel(op, types, attrs):
+    for k, t in enumerate(types):
+        if _tensor(op, t, k).dtype != "bool":
+            raise RelayError(f"{op}: expects bool tensors, argument {k} is {t}")
+    if len(types) == 1:
+        return types[0]
+    return TensorType(broadcast_shapes(op, types[0].shape, types[1].shape), "bool")
+
+
+def clip_rel(op, types, attrs):
+    x = _tensor(op, types[0])
+    if attrs.a_min > attrs.a_max:
+        raise RelayError(f"{op}: a_min {attrs.a_min} is greater than a_max {attrs.a_max}")
+    return x
+
+
+def broadcast_to_rel(op, types, attrs):
+    x = _tensor(op, types[0])
+    shape = broadcast_shapes(op, x.shape, tuple(attrs.shape))
+    if shape != tuple(attrs.shape):
+        raise RelayError(f"{op}: {x} does not broadcast to the shape {tuple(attrs.shape)} (it would be {shape})")
+    return TensorType(shape, x.dtype)
+
+
+def pad_rel(op, types, attrs):
+    x = _tensor(op, types[0])
+    pw = attrs.pad_width
+    if len(pw) != x.ndim or any(len(p) != 2 or p[0] < 0 or p[1] < 0 for p in pw):
+        raise RelayError(f"{op}: pad_width must be {x.ndim} pairs (before, after) of non-negative "
+                         f"counts for {x}, got {pw}")
+    return TensorType(tuple(d + b + a for d, (b, a) in zip(x.shape, pw)), x.dtype)
+
+
+def layout_transform_rel(op, types, attrs):
+    from tilecraft.topi.layout import transformed_shape
+    x = _tensor(op, types[0])
+    try:
+        return TensorType(transformed_shape(x.shape, attrs.src_layout, attrs.dst_layout), x.dtype)
+    except ValueError as e:
+        raise RelayError(f"{op}: {x} from {attrs.src_layout} to {attrs.dst_layout}: {e}") from None
+
+
+def conv2d_nchwc_rel(op, types, attrs):
+    x, w = _tensor(op, types[0]), _tensor(op, types[1], 1)
+    if x.ndim != 5 or w.ndim != 6 or x.shape[1] != w.shape[1] or x.shape[4] != w.shape[4]:
+        raise RelayError(f"{op}: expects data [N, CI/ic, H, W, ic] and a kernel [CO/oc, CI/ic, KH, KW, ic, oc], "
+                         f"got {x} and {w}")
+    N, _, H, W, _ = x.shape
+    COc, _, KH, KW, _, oc = w.shape
+    sh, sw = attrs.strides
+    pt, pl, pb, pr = attrs.padding
+    OH, OW = (H + pt + pb - KH) // sh + 1, (W + pl + pr - KW) // sw + 1
+    if OH <= 0 or OW <= 0:
+        raise RelayError(f"{op}: the kernel {KH}x{KW} does not fit the padded input {H + pt + pb}x{W + pl + pr}")
+    return TensorType((N, COc, OH, OW, oc), x.dtype)
+
+
 def where_rel(op, types, attrs):
     c, a, b = (_tensor(op, t, k) for k, t in enumerate(types))
     if c.dtype != "bool":

@@ -8,6 +8,7 @@ pass                       opt_level  what holds afterwards
 ``SimplifyInference``      0          no ``nn.batch_norm``: a scale and a shift instead
 ``FoldConstant``           2          no call has only constant arguments
 ``FoldScaleAxis``          3          per-channel scales folded into the preceding conv's kernel
+``AlterOpLayout``          3          convolutions in NCHW[x]c, the values between them too
 ``EliminateCommonSubexpr`` 3          each distinct call computed once
 ``DeadCodeElimination``    1          no projection of a literal tuple, no uncalled function
 ``FuseOps``                0          main calls primitive functions (fused groups) only
@@ -17,6 +18,7 @@ pass                       opt_level  what holds afterwards
 >>> with tilecraft.transform.PassContext(opt_level=3):
 ...     mod = seq(mod)                                           # doctest: +SKIP
 """
+from .alter_op_layout import AlterOpLayout
 from .dead_code import DeadCodeElimination
 from .eliminate_common_subexpr import EliminateCommonSubexpr
 from .fold_constant import FoldConstant
@@ -26,5 +28,5 @@ from .infer_type import InferType
 from .pass_infra import Pass, PrintAfterAll, Sequential, function_pass, module_pass
 from .simplify_inference import SimplifyInference
 
-__all__ = ["DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FuseOps", "InferType", "Pass",
+__all__ = ["AlterOpLayout", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FuseOps", "InferType", "Pass",
            "PrintAfterAll", "Sequential", "SimplifyInference", "function_pass", "module_pass"]

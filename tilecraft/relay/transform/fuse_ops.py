@@ -1,25 +1,32 @@
 """``FuseOps``: group operators into kernels by TVM's rules; each group becomes a primitive
 function (``Primitive=1``) called from ``main``.
 
-The rules, by :class:`~tilecraft.relay.op.OpPattern`, for a producer group P whose result only
-the consumer call N reads:
+The mechanism is TVM's: the dataflow graph's **post-dominator tree** (a node's immediate
+post-dominator is the nearest node that every path from it to the function's result passes
+through; a node read by the result itself, or by a tuple, has none), and groups that grow by
+fusing a group into the group of its output's post-dominator when **every node on every path**
+between them obeys the rules; all those nodes join. A value read by one consumer is the
+simple case (its post-dominator is that consumer); a value read by several (a residual
+connection, GELU's two reads of its input, a softmax written out as max/subtract/exp/sum/divide)
+joins the group where its readers meet, or stays its own group's result.
 
-* P element-wise, broadcast or injective, N element-wise, broadcast, injective or a
-  reduction: P fuses into N (injective ops fuse into their producers and consumers; a
-  reduction takes its injective inputs along);
-* P has a conv2d/dense/pooling anchor (out_elemwise_fusable), N element-wise or broadcast:
-  P fuses into N (the epilogue: bias, batch-norm shift, ReLU, residual add);
-* nothing else: a reduction or an injective op after an anchor ends the group, an opaque op
-  (softmax, layer_norm) is a group of its own, a group has at most one anchor.
+The rules, by the source group's :class:`~tilecraft.relay.op.OpPattern` (after what it already
+holds) and the patterns of the groups on the paths:
 
-A node read by several consumers starts a group of its own, unless all of them end up in one
-group and every edge obeys the rules above: then it joins that group (a diamond, such as GELU's
-two reads of its input). Every group has one result and is convex. (TVM fuses through diamonds
-with a post-dominator tree, which also fuses when the readers are in different groups that the
-result post-dominates; that is a later part.)
-Afterwards ``main`` calls only primitive functions (plus tuples and projections between
-them); their parameters are the group's inputs, non-scalar constants included (weights stay
-arguments so the executor owns them). With ``opt_level`` 0 every operator is its own group.
+* an anchor group (conv2d, dense, pooling: out_elemwise_fusable): every group on the paths and
+  the post-dominator's are element-wise or broadcast (the epilogue: bias, batch-norm shift,
+  ReLU, a residual add);
+* an element-wise, broadcast or injective group: the groups on the paths are at most
+  injective, the post-dominator's at most a reduction (a reduction takes its injective inputs
+  along; anchors are never entered from their inputs); injective sources fuse after the
+  others (TVM's phase 1), so element-wise ops first join their producers' anchors;
+* a reduction group ends there, an opaque op (softmax, layer_norm) and a tuple are alone, and
+  a group has at most one anchor.
+
+Every group has one result (its last member) and is convex. Afterwards ``main`` calls only
+primitive functions (plus tuples and projections between them); their parameters are the
+group's inputs, non-scalar constants included (weights stay arguments so the executor owns
+them). With ``opt_level`` 0 every operator is its own group.
 
 >>> mod = FuseOps()(InferType()(mod))      # doctest: +SKIP
 """
@@ -36,92 +43,170 @@ _ANCHORS = (OpPattern.COMM_REDUCE, OpPattern.OUT_ELEMWISE_FUSABLE)
 
 
 class _Group:
-    __slots__ = ("members", "pattern", "anchor", "root")
+    """A union-find set of graph nodes; the root's fields describe the whole group."""
+    __slots__ = ("parent", "members", "pattern", "anchors", "root")
 
     def __init__(self, node, pattern):
+        self.parent = None
         self.members = [node]
         self.pattern = pattern
-        self.anchor = pattern in _ANCHORS
+        self.anchors = int(pattern in _ANCHORS)
         self.root = node
 
+    def find(self) -> "_Group":
+        g = self
+        while g.parent is not None:
+            g = g.parent
+        if g is not self:                      # path compression
+            node = self
+            while node.parent is not g and node.parent is not None:
+                node.parent, node = g, node.parent
+        return g
 
-def _can_fuse(p: _Group, g: _Group, consumer_pattern) -> bool:
-    if p.anchor and g.anchor:
-        return False
-    if p.pattern <= OpPattern.INJECTIVE:
-        return consumer_pattern <= OpPattern.COMM_REDUCE
-    if p.pattern == OpPattern.OUT_ELEMWISE_FUSABLE:
-        return consumer_pattern <= OpPattern.BROADCAST
-    return False
+
+def _merge(child: _Group, parent: _Group) -> None:
+    child, parent = child.find(), parent.find()
+    if child is parent:
+        return
+    child.parent = parent
+    parent.members = child.members + parent.members
+    parent.pattern = max(parent.pattern, child.pattern)
+    parent.anchors += child.anchors
+
+
+def _fcond(src_pattern):
+    """``ok(group_pattern, op_pattern, is_sink)`` for the nodes between a source group and its
+    post-dominator (``op_pattern``: the node's operator, which reads the values on the path;
+    ``group_pattern``: what its group holds)."""
+    if src_pattern == OpPattern.OUT_ELEMWISE_FUSABLE:
+        return lambda group, op, sink: group <= OpPattern.BROADCAST and op <= OpPattern.BROADCAST
+    if src_pattern <= OpPattern.INJECTIVE:
+        # into an anchor's epilogue or a reduction's input at the sink, never an anchor's input
+        return lambda group, op, sink: (group <= OpPattern.OUT_ELEMWISE_FUSABLE and op <= OpPattern.COMM_REDUCE
+                                        if sink else group <= OpPattern.INJECTIVE)
+    return None
+
+
+class _Graph:
+    """The fusible dataflow graph of a function body: its nodes (calls of table operators,
+    tuples, projections) in post order, each node's readers, and the post-dominator tree."""
+
+    def __init__(self, body):
+        self.body = body
+        self.nodes = [n for n in post_order(body) if type(n) is not Var and type(n) is not Constant
+                      and type(n) is not Function]
+        uses: dict = {}
+        for n in self.nodes:
+            for c in children(n):
+                uses[id(c)] = uses.get(id(c), 0) + 1
+        # a tuple read only by one concatenate is inside that concatenate's kernel: its fields'
+        # reader is the concatenate
+        self.absorbed = {id(n): r for r in self.nodes if type(r) is Call
+                         for n in r.args if type(n) is Tuple and uses.get(id(n)) == 1 and id(n) != id(body)}
+        self.readers: dict = {id(n): [] for n in self.nodes}
+        for r in self.nodes:
+            if id(r) in self.absorbed:
+                continue
+            srcs = [f for a in r.args for f in (a.fields if id(a) in self.absorbed else (a,))] \
+                if type(r) is Call else list(children(r))
+            for c in srcs:
+                if id(c) in self.readers and r not in self.readers[id(c)]:
+                    self.readers[id(c)].append(r)
+        self.ipdom: dict = {}
+        self.depth: dict = {}
+        for n in reversed(self.nodes):
+            if id(n) in self.absorbed:
+                continue
+            rs = self.readers[id(n)]
+            dom = None
+            if n is not body and rs:
+                dom = rs[0]
+                for r in rs[1:]:
+                    dom = self._lca(dom, r)
+                    if dom is None:
+                        break
+            self.ipdom[id(n)] = dom
+            self.depth[id(n)] = 0 if dom is None else self.depth[id(dom)] + 1
+
+    def _lca(self, a, b):
+        while a is not b:
+            if a is None or b is None:
+                return None
+            da, db = self.depth[id(a)], self.depth[id(b)]
+            if da >= db:
+                a = self.ipdom[id(a)]
+            if db >= da:
+                b = self.ipdom[id(b)]
+        return a
+
+    def between(self, src, sink) -> list:
+        """The nodes on the paths from ``src`` to its post-dominator ``sink`` (both excluded)."""
+        out, seen, stack = [], {id(src), id(sink)}, list(self.readers[id(src)])
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            out.append(n)
+            stack.extend(self.readers[id(n)])
+        return out
+
+
+def _pattern(n) -> OpPattern:
+    if type(n) is Call and not isinstance(n.op, Function):
+        return n.op.pattern
+    return OpPattern.OPAQUE
 
 
 def partition(body, opt_level: int) -> dict:
     """``{id(node): group}`` for every operator call of ``body`` (tuples absorbed into the
-    concatenate that reads them are members too)."""
-    nodes = post_order(body)
-    uses: dict = {}
-    for n in nodes:
-        for c in children(n):
-            uses[id(c)] = uses.get(id(c), 0) + 1
-    uses[id(body)] = uses.get(id(body), 0) + 1
-    group: dict = {}
-    for n in nodes:
-        if type(n) is not Call or isinstance(n.op, Function):
-            continue
-        g = group[id(n)] = _Group(n, n.op.pattern)
-        producers = []
-        for a in n.args:
-            if type(a) is Tuple and uses[id(a)] == 1:   # concatenate's input: inside its kernel
-                g.members.append(a)
-                group[id(a)] = g
-                producers.extend(a.fields)
-            else:
-                producers.append(a)
-        if opt_level == 0 or g.pattern == OpPattern.OPAQUE:
-            continue
-        for p in producers:
-            pg = group.get(id(p))
-            if pg is None or pg is g or uses[id(p)] != 1 or not _can_fuse(pg, g, n.op.pattern):
-                continue
-            for m in pg.members:
-                group[id(m)] = g
-            g.members = pg.members + g.members
-            g.pattern = max(g.pattern, pg.pattern)
-            g.anchor = g.anchor or pg.anchor
+    concatenate that reads them are members too); each group's ``root`` is its result."""
+    graph = _Graph(body)
+    groups = {id(n): _Group(n, _pattern(n)) for n in graph.nodes if id(n) not in graph.absorbed}
+    for t, reader in graph.absorbed.items():
+        g = groups[id(reader)]
+        groups[t] = g
+        g.members.insert(0, next(a for a in reader.args if id(a) == t))
     if opt_level:
-        _fuse_diamonds(nodes, group, uses, body)
-    return group
+        for phase in (0, 1):
+            for n in graph.nodes:
+                if id(n) in graph.absorbed:
+                    continue
+                _try_fuse(graph, groups, n, phase)
+    out = {}
+    for n in graph.nodes:
+        if type(n) is Call and not isinstance(n.op, Function) or id(n) in graph.absorbed:
+            out[id(n)] = groups[id(n)].find()
+    for g in {id(g): g for g in out.values()}.values():
+        members = {id(m) for m in g.members}
+        g.members = [m for m in graph.nodes if id(m) in members]       # in post order
+        g.root = g.members[-1]
+    return out
 
 
-def _fuse_diamonds(nodes, group: dict, uses: dict, body) -> None:
-    """Merge a group whose result several calls read into their group when they are all in
-    one group and every edge obeys the rules. The merged group stays convex with one result:
-    a group's members other than its root are read only inside it, so no path from the
-    producer leaves the consumers' group and comes back."""
-    readers: dict = {}
-    for n in nodes:
-        for c in children(n):
-            readers.setdefault(id(c), []).append(n)
-    changed = True
-    while changed:
-        changed = False
-        for n in reversed(nodes):
-            pg = group.get(id(n))
-            if pg is None or pg.root is not n or n is body or uses[id(n)] < 2:
-                continue
-            rs = readers.get(id(n), [])
-            groups = {id(group.get(id(r))) for r in rs}
-            g = group.get(id(rs[0])) if rs else None
-            if g is None or g is pg or len(groups) != 1:
-                continue
-            if not all(type(r) is Call and _can_fuse(pg, g, r.op.pattern) for r in rs):
-                continue
-            for m in pg.members:
-                group[id(m)] = g
-            g.members = pg.members + g.members
-            g.pattern = max(g.pattern, pg.pattern)
-            g.anchor = g.anchor or pg.anchor
-            changed = True
+def _try_fuse(graph: _Graph, groups: dict, n, phase: int) -> None:
+    sink = graph.ipdom.get(id(n))
+    g = groups[id(n)].find()
+    if sink is None or g.pattern == OpPattern.OPAQUE or _pattern(n) == OpPattern.OPAQUE:
+        return
+    target = groups[id(sink)].find()
+    if target is g:
+        return                                    # already fused with its post-dominator
+    if (g.pattern == OpPattern.INJECTIVE) != (phase == 1):
+        return
+    ok = _fcond(g.pattern)
+    if ok is None:
+        return
+    path = graph.between(n, sink)
+    if not all(ok(groups[id(m)].find().pattern, _pattern(m), False) for m in path) \
+            or not ok(target.pattern, _pattern(sink), True):
+        return
+    path_groups = {id(x): x for x in (groups[id(m)].find() for m in path) if x is not target and x is not g}
+    if g.anchors + target.anchors + sum(x.anchors for x in path_groups.values()) > 1:
+        return
+    for x in path_groups.values():
+        _merge(x, target)
+    _merge(g, target)
 
 
 def _op_names(members) -> str:
