@@ -183,3 +183,29 @@ def test_scan_tutorial_on_the_gpu(tmp_path):
     except Exception as e:            # no pycuda, no driver, no device
         pytest.skip(f"no GPU ({e}): test_scan_tutorial emulated the kernels")
     _run_script(tmp_path, "scan.py", "--gpu")
+
+
+def _gpu_or_skip(emulated_by: str):
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        if drv.Device.count() == 0:
+            raise RuntimeError("no CUDA device")
+    except Exception as e:            # no pycuda, no driver, no device
+        pytest.skip(f"no GPU ({e}): {emulated_by} emulated the kernels")
+
+
+def test_tune_conv2d_cuda_tutorial(tmp_path):
+    """TVM's tune_conv2d_cuda tutorial: the template with topi.nn.conv2d_nchw and its knobs, the
+    task for "cuda", apply_history_best(None) (the tutorial's empty record file), the kernel built
+    and compiled with nvcc; a smaller workload run in the CUDA emulator against
+    topi.testing.conv2d_nchw_python."""
+    out = _run_script(tmp_path, "tune_conv2d_cuda.py")
+    assert "tile_f: Split(" in out and "Best config:" in out
+
+
+@pytest.mark.cuda
+def test_tune_conv2d_cuda_tutorial_on_the_gpu(tmp_path):
+    """The same script with --gpu: the tutorial's workload run and timed on the device."""
+    _gpu_or_skip("test_tune_conv2d_cuda_tutorial")
+    _run_script(tmp_path, "tune_conv2d_cuda.py", "--gpu")
