@@ -209,3 +209,18 @@ def test_tune_conv2d_cuda_tutorial_on_the_gpu(tmp_path):
     """The same script with --gpu: the tutorial's workload run and timed on the device."""
     _gpu_or_skip("test_tune_conv2d_cuda_tutorial")
     _run_script(tmp_path, "tune_conv2d_cuda.py", "--gpu")
+
+
+def test_intrin_math_tutorial(tmp_path):
+    """TVM's intrin_math tutorial: call_pure_extern of __expf, te.exp, a CUDA lowering rule for exp
+    (register_intrin_lowering, level 99) and a new intrinsic mylog (register_op_attr); each kernel
+    built for "cuda" (nvcc) and emulated against numpy. (Its OpenCL build is left out.)"""
+    out = _run_script(tmp_path, "intrin_math.py")
+    assert "__expf(A[" in out and "= expf(A[" in out and "= logf(A[" in out
+
+
+@pytest.mark.cuda
+def test_intrin_math_tutorial_on_the_gpu(tmp_path):
+    """The same script with --gpu: each kernel run on the device against numpy."""
+    _gpu_or_skip("test_intrin_math_tutorial")
+    _run_script(tmp_path, "intrin_math.py", "--gpu")

@@ -19,4 +19,5 @@ from ..te.intrin import select as Select
 from ..ir.expr import min_expr as min, max_expr as max  # noqa: A001
 from ..ir.expr import div
 from ..ir.packed import call_packed
+from ..ir.intrin_rules import CallEffectKind
 from . import ir_builder
