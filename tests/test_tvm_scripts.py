@@ -224,3 +224,18 @@ def test_intrin_math_tutorial_on_the_gpu(tmp_path):
     """The same script with --gpu: each kernel run on the device against numpy."""
     _gpu_or_skip("test_intrin_math_tutorial")
     _run_script(tmp_path, "intrin_math.py", "--gpu")
+
+
+def test_tensor_expr_get_started_tutorial(tmp_path):
+    """TVM's tensor_expr_get_started tutorial: vector addition (three schedules, timed), its GPU
+    version (nvcc build, emulated), mod.save of an object file + contrib.cc.create_shared +
+    load_module, export_library, and the six matmul schedules against numpy (256³ here)."""
+    out = _run_script(tmp_path, "tensor_expr_get_started.py")
+    assert "-----GPU code-----" in out and "myadd.so" in out and "parallelization:" in out
+
+
+@pytest.mark.cuda
+def test_tensor_expr_get_started_tutorial_on_the_gpu(tmp_path):
+    """The same script with --gpu: the vector addition run on the device."""
+    _gpu_or_skip("test_tensor_expr_get_started_tutorial")
+    _run_script(tmp_path, "tensor_expr_get_started.py", "--gpu")

@@ -126,6 +126,10 @@ def test_emulator_refuses_an_unknown_device_function():
     with pytest.raises(EmulationError, match=r"knows CUDA's math functions only; it cannot run "
                                              r"call_pure_extern\('my_device_fn'\)"):
         emulate(f, [np.ones(16, "float32"), np.full(16, np.nan, "float32")])
+    from tilecraft.codegen.cuda import generate_cuda
+    with pytest.raises(NotImplementedError, match=r"call_pure_extern\('my_device_fn'\) in a kernel: .* only "
+                                                  r"CUDA's math functions such as __expf or logf"):
+        generate_cuda(f)
 
 
 def test_cuda_fast_math_and_library_names_map_onto_the_table():

@@ -189,8 +189,9 @@ class CUDARenderer(CStyleRenderer):
         if e.name in ASYNC_COPY_BUILTINS:
             self.uses_async_copy = True
             return async_copy_call(self, e)
-        if e.name in EXTERN_CALLS:
-            # a device function by name (TVM's intrin_math tutorial: call_pure_extern of __expf)
+        if e.name in EXTERN_CALLS and intrinsics.intrinsic_of_cuda_function(symbol_of(e)) is not None:
+            # CUDA's math library by name (TVM's intrin_math tutorial: call_pure_extern of __expf),
+            # which the emulator runs too; other C functions are refused by the base renderer
             return f"{symbol_of(e)}({', '.join(self.expr(a) for a in call_args(e))})"
         return super().e_Call(e)
 
