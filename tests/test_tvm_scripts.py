@@ -239,3 +239,25 @@ def test_tensor_expr_get_started_tutorial_on_the_gpu(tmp_path):
     """The same script with --gpu: the vector addition run on the device."""
     _gpu_or_skip("test_tensor_expr_get_started_tutorial")
     _run_script(tmp_path, "tensor_expr_get_started.py", "--gpu")
+
+
+def test_schedule_primitives_tutorial(tmp_path):
+    """TVM's schedule_primitives tutorial: every primitive's loop nest printed, and each schedule
+    run against numpy (the bound one emulated)."""
+    out = _run_script(tmp_path, "schedule_primitives.py")
+    assert "i.inner.j.inner.fused" in out and "blockIdx.x" in out
+
+
+def test_reduction_tutorial_script(tmp_path):
+    """TVM's reduction tutorial: row sums (split, bound, rfactor), the cross-thread reduction with
+    set_store_predicate built for "cuda" (nvcc) and emulated, a 2-D convolution, a commutative
+    reducer; the CPU schedules against numpy."""
+    out = _run_script(tmp_path, "reduction.py")
+    assert "B.rf" in out and "__global__" in out
+
+
+@pytest.mark.cuda
+def test_reduction_tutorial_script_on_the_gpu(tmp_path):
+    """The same script with --gpu: the cross-thread reduction run on the device, as the tutorial does."""
+    _gpu_or_skip("test_reduction_tutorial_script")
+    _run_script(tmp_path, "reduction.py", "--gpu")
