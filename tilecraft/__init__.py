@@ -18,7 +18,7 @@ supported subset.
 """
 __version__ = "0.1.0"
 
-from . import ir, te, target, tir, transform
+from . import error, ir, te, target, tir, transform
 from .ir import DTypeError
 from .ir.packed import get_global_func, register_func
 from .te import TEError

@@ -25,6 +25,7 @@ module imports nothing else of tilecraft, so every layer may read the current co
 from __future__ import annotations
 
 import threading
+from .error import TVMError
 
 # key -> (type, default, what it does)
 CONFIG_OPTIONS = {
@@ -36,7 +37,7 @@ UNROLL_KEYS = {"auto_max_step": int, "explicit_unroll": bool, "max_depth": int, 
 _local = threading.local()
 
 
-class PassContextError(ValueError):
+class PassContextError(ValueError, TVMError):
     """A PassContext option that does not exist or has a value of the wrong type."""
 
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 from ..ir.stmt import PrimFunc
 from ..schedule import Schedule, lower
 from ..target import Target, TargetError
+from ..error import TVMError
 
 
-class BuildError(RuntimeError):
+class BuildError(TVMError):
     """Code generation or compilation failed; the message says where."""
 
 

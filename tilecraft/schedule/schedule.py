@@ -28,9 +28,10 @@ from .record import (BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep, Com
 from ..te.tensor_intrin import TensorIntrin
 from .group import check_compute_at as check_group_attach, root_of as group_root_of
 from .scan import attach_scan_bodies, check_attach as check_scan_attach, check_ordered
+from ..error import TVMError
 
 
-class ScheduleError(ValueError):
+class ScheduleError(ValueError, TVMError):
     """An invalid schedule; the message names the stage and the axis."""
 
 

@@ -32,11 +32,12 @@ from ...ir import intrin_rules, intrinsics
 from ...ir.expr import Call, Cast, Expr, cast
 from ...ir.functor import IRMutator
 from ...ir.stmt import Allocate, PrimFunc, Stmt
+from ...error import TVMError
 
 LEGALIZED_ATTR = "legalized_for"
 
 
-class LegalizeError(ValueError):
+class LegalizeError(ValueError, TVMError):
     """An intrinsic has no lowering on the target and no decomposition."""
 
 
