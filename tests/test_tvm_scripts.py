@@ -261,3 +261,10 @@ def test_reduction_tutorial_script_on_the_gpu(tmp_path):
     """The same script with --gpu: the cross-thread reduction run on the device, as the tutorial does."""
     _gpu_or_skip("test_reduction_tutorial_script")
     _run_script(tmp_path, "reduction.py", "--gpu")
+
+
+def test_tedd_tutorial(tmp_path):
+    """TVM's tedd tutorial: conv2d_hwcn + bias + relu with topi.generic's schedule, the three TEDD
+    views written as DOT files (before and after normalize), and the schedule run against numpy."""
+    out = _run_script(tmp_path, "tedd.py")
+    assert "itervar.dot" in out

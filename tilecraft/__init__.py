@@ -24,6 +24,8 @@ from .ir.packed import get_global_func, register_func
 from .te import TEError
 from .schedule import ScheduleError, create_schedule, lower
 te.create_schedule = create_schedule   # TVM's te.create_schedule, handed to te (which sits below schedule)
+from .schedule import te_passes as _te_passes
+te.schedule = _te_passes               # TVM's te.schedule.InferBound, ScheduleOps, ... (schedule/te_passes.py)
 from .target import Target
 from .codegen.build import build, BuildError
 from .runtime import nd, cpu, cuda, device, load_module, set_num_threads, get_num_threads

@@ -673,6 +673,11 @@ class Schedule:
             self.stage_map[op].is_output = True
         attach_scan_bodies(self)
 
+    def normalize(self) -> "Schedule":
+        """TVM's ``s.normalize()`` (rebase every loop to start at 0 before bound inference):
+        tilecraft's loops always start at 0, so the schedule is returned as it is."""
+        return self
+
     def __getitem__(self, key) -> Stage:
         """The stage of a tensor, an operation, or a name (``s["C"]``; ``s["compute#1"]`` for the
         second of two stages named ``compute``)."""

@@ -1,5 +1,5 @@
 """Neural-network computes (TVM's ``topi.nn`` names): ``conv2d_nchw`` (groups, stride,
-dilation, asymmetric padding), ``dense``, ``batch_matmul``, ``relu``, ``pool2d``,
+dilation, asymmetric padding), ``conv2d_hwcn``, ``dense``, ``batch_matmul``, ``relu``, ``pool2d``,
 ``global_pool``, ``softmax``, ``layer_norm``, ``batch_norm`` (inference).
 
 They declare tensors only; the graph level (``tilecraft.relay``) fuses and schedules them (the
@@ -103,6 +103,36 @@ def conv2d_nchw(data, kernel, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1,
             return te.sum(mul(padded[n, (c // COg) * CIg + rc, y * sh + ry * dh, x * sw + rx * dw],
                               kernel[c, rc, ry, rx]), axis=[rc, ry, rx])
     return te.compute((N, CO, OH, OW), f, name="conv2d")
+
+
+def conv2d_hwcn(Input, Filter, stride, padding, dilation, out_dtype=None):
+    """2-D convolution with HWCN data ``(H, W, C, N)`` and HWIO filter ``(KH, KW, C, CO)``, output
+    ``(OH, OW, CO, N)`` (TVM's ``topi.nn.conv2d_hwcn``); ``stride``/``dilation`` an int or a pair,
+    ``padding`` any of :func:`pad_tuple`'s forms, ``out_dtype`` the dtype summed in (default: the
+    input's).
+
+    >>> out = topi.nn.conv2d_hwcn(A, W, 1, "SAME", 1)
+    """
+    H, W, C, N = shape_of(Input)
+    KH, KW, _, CO = shape_of(Filter)
+    sh, sw = _pair(stride, "the stride")
+    dh, dw = _pair(dilation, "the dilation")
+    pt, pl, pb, pr = pad_tuple(padding, ((KH - 1) * dh + 1, (KW - 1) * dw + 1))
+    OH = (H + pt + pb - (KH - 1) * dh - 1) // sh + 1
+    OW = (W + pl + pr - (KW - 1) * dw - 1) // sw + 1
+    padded = pad(Input, (pt, pl, 0, 0), (pb, pr, 0, 0), name="PaddedInput")
+    rc = te.reduce_axis((0, C), name="rc")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    out_dtype = out_dtype or Input.dtype
+
+    def f(yy, xx, ff, nn):
+        a = padded[yy * sh + ry * dh, xx * sw + rx * dw, rc, nn]
+        b = Filter[ry, rx, rc, ff]
+        if out_dtype != Input.dtype:
+            a, b = a.astype(out_dtype), b.astype(out_dtype)
+        return te.sum(a * b, axis=[ry, rx, rc])
+    return te.compute((OH, OW, CO, N), f, name="Conv2dOutput", tag="conv2d_hwcn")
 
 
 def dense(data, weight):
