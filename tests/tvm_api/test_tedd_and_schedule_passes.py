@@ -145,3 +145,30 @@ def test_auto_inline(rng, pass_name, inlined):
     r = np.full(6, np.nan, "float32")
     tvm.build(s, [A, V, R], "llvm")(a, v, r)
     np.testing.assert_allclose(r, ((a + 1) * v).sum(1), rtol=1e-5)
+
+
+def test_schedule_record_snapshots_each_primitive(rng):
+    A = te.placeholder((40,), name="A")
+    B = te.compute((40,), lambda i: A[i] + 1, name="B")
+    C = te.compute((40,), lambda i: B[i] * 2, name="C")
+    plain = te.create_schedule(C.op)
+    plain[C].split(C.op.axis[0], factor=8)
+    assert plain.schedule_record == [] and plain.primitive_record == []        # not asked for
+    with tvm.transform.PassContext(config={"te.keep_schedule_record": True}):
+        s = te.create_schedule(C.op)
+    xo, xi = s[C].split(C.op.axis[0], factor=8)
+    s[B].compute_at(s[C], xo)
+    s[C].vectorize(xi)
+    assert s.primitive_record == ["vanilla", "split", "compute_at", "vectorize"]
+    record = s.schedule_record
+    assert len(record) == len(s.primitive_record)
+    # each snapshot lowers as the schedule did at that point
+    assert str(tvm.lower(record[0], [A, C])) == str(tvm.lower(te.create_schedule(C.op), [A, C]))
+    assert str(tvm.lower(record[1], [A, C])) == str(tvm.lower(plain, [A, C]))
+    assert str(tvm.lower(record[-1], [A, C])) == str(tvm.lower(s, [A, C]))
+    dot = tedd.viz_schedule_tree(record[2], output_dot_string=True)
+    _well_formed(dot)
+    a = rng.standard_normal(40).astype("float32")
+    c = np.full(40, np.nan, "float32")
+    tvm.build(record[2], [A, C], "llvm")(a, c)
+    np.testing.assert_allclose(c, (a + 1) * 2, rtol=1e-6)
