@@ -26,6 +26,8 @@ from .schedule import ScheduleError, create_schedule, lower
 te.create_schedule = create_schedule   # TVM's te.create_schedule, handed to te (which sits below schedule)
 from .schedule import te_passes as _te_passes
 te.schedule = _te_passes               # TVM's te.schedule.InferBound, ScheduleOps, ... (schedule/te_passes.py)
+from .te.json_io import load_json, save_json
+ir.save_json, ir.load_json = save_json, load_json   # TVM's tvm.ir.save_json / load_json (te/json_io.py)
 from .target import Target
 from .codegen.build import build, BuildError
 from .runtime import nd, cpu, cuda, device, load_module, set_num_threads, get_num_threads
