@@ -136,3 +136,8 @@ def test_fallback_split_schedule_runs(rng):
     b = np.full(96, np.nan, "float32")
     tvm.build(s, [A, B], "llvm")(a, b)
     np.testing.assert_allclose(b, a * 2)
+
+
+def test_task_space_at_tvms_attribute_path():
+    assert autotvm.task.space.ConfigSpace is ConfigSpace
+    assert autotvm.task.space.FallbackConfigEntity is autotvm.space.FallbackConfigEntity
