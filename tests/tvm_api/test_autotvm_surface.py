@@ -58,7 +58,7 @@ def _a_record():
     import tilecraft.topi.matmul  # noqa: F401  (registers topi/matmul.llvm)
     task = autotvm.task.create("topi/matmul.llvm", args=(32, 32, 32, "float32"), target="llvm")
     inp = MeasureInput(task.target, task, task.config_space.get(task.config_space.valid_index(3)))
-    return inp, MeasureResult((1.5e-4,), MeasureErrorNo.NO_ERROR, 0.01, 1.0)
+    return inp, MeasureResult((1.5e-4,), MeasureErrorNo.NO_ERROR, "", 0.01, 1.0)
 
 
 def test_encode_protocol_and_measure_str_key():
@@ -141,3 +141,29 @@ def test_fallback_split_schedule_runs(rng):
 def test_task_space_at_tvms_attribute_path():
     assert autotvm.task.space.ConfigSpace is ConfigSpace
     assert autotvm.task.space.FallbackConfigEntity is autotvm.space.FallbackConfigEntity
+
+
+def test_dummy_database_save_load_filter():
+    from tilecraft.autotune.database import DummyDatabase, filter_inputs
+    inp, res = _a_record()
+    other_inp = MeasureInput(inp.target, inp.task, inp.task.config_space.get(inp.task.config_space.valid_index(5)))
+    failed = MeasureResult((), MeasureErrorNo.RUN_TIMEOUT, "timeout", 4.0, 2.0)
+    db = autotvm.database.DummyDatabase()
+    assert db.load(inp) is None
+    db.save(inp, res)
+    db.save(other_inp, failed)
+    assert db.load(inp).costs == res.costs
+    later = MeasureResult((2.5e-4,), MeasureErrorNo.NO_ERROR, "", 0.01, 3.0)
+    db.save(inp, later, extend=True)
+    assert db.load(inp).costs == later.costs and len(db.load(inp, get_all=True)) == 2
+    db.save(inp, res)                                        # replaces both
+    assert len(db.load(inp, get_all=True)) == 1
+    ok = db.filter(lambda i, r: r.error_no == 0)
+    assert [i.config.index for i, _ in ok] == [inp.config.index]
+    fresh = MeasureInput(inp.target, inp.task, inp.task.config_space.get(inp.task.config_space.valid_index(7)))
+    todo = filter_inputs(db, [inp, other_inp, fresh])
+    assert [i.config.index for i in todo] == [fresh.config.index]
+    assert [i.config.index for i in filter_inputs(db, [inp, other_inp, fresh], retry=True)] == \
+        [other_inp.config.index, fresh.config.index]
+    db.flush()
+    assert db.load(inp) is None and isinstance(db, DummyDatabase)
