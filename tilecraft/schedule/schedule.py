@@ -673,37 +673,22 @@ class Schedule:
         for op in self.outputs:
             self.stage_map[op].is_output = True
         attach_scan_bodies(self)
-        # TVM's PassContext(config={"te.keep_schedule_record": True}) at creation: schedule_record
+        # TVM's PassContext(config={"te.keep_schedule_record": True}): te_passes.schedule_record
         self.keep_schedule_record = PassContext.current().get("te.keep_schedule_record")
 
     @property
-    def primitive_record(self) -> list:
-        """TVM's names of the primitives applied so far, after ``"vanilla"`` (the schedule as
-        created); empty unless the schedule was created under ``PassContext(config=
-        {"te.keep_schedule_record": True})``."""
-        if not self.keep_schedule_record:
-            return []
-        return ["vanilla"] + [step.kind for step in self.steps]
+    def schedule_record(self) -> list:
+        """TVM's snapshots after each primitive (``te_passes.schedule_record``)."""
+        from .te_passes import schedule_record
+        return schedule_record(self)
 
     @property
-    def schedule_record(self) -> list:
-        """TVM's snapshots of this schedule: as created, then after each primitive (one per
-        ``primitive_record`` entry), e.g. to draw each with ``contrib.tedd``; empty unless
-        recording was asked for (see ``primitive_record``). Each snapshot is a new schedule made
-        by replaying the first steps of ``s.steps`` on the same graph.
-
-        >>> with tvm.transform.PassContext(config={"te.keep_schedule_record": True}):
-        ...     s = te.create_schedule(C.op)
-        >>> s[C].split(C.op.axis[0], factor=8); len(s.schedule_record)
-        2
-        """
-        if not self.keep_schedule_record:
-            return []
-        return [replay(self.steps[:k], self.outputs) for k in range(len(self.steps) + 1)]
+    def primitive_record(self) -> list:
+        """TVM's names of the primitives applied (``te_passes.schedule_record``)."""
+        return ["vanilla"] + [step.kind for step in self.steps] if self.keep_schedule_record else []
 
     def normalize(self) -> "Schedule":
-        """TVM's ``s.normalize()`` (rebase every loop to start at 0 before bound inference):
-        tilecraft's loops always start at 0, so the schedule is returned as it is."""
+        """TVM's ``s.normalize()``: loops here always start at 0, so ``s`` itself."""
         return self
 
     def __getitem__(self, key) -> Stage:

@@ -16,7 +16,7 @@ from ..ir.simplify import simplify
 from ..te.tensor import Operation, PlaceholderOp, Tensor, post_dfs_order
 from .bound import infer_bounds
 from .lower import _consumers, inline_stages, lower
-from .schedule import Schedule, ScheduleError
+from .schedule import Schedule, ScheduleError, replay
 
 
 def _outputs_and_inputs(sch: Schedule) -> list:
@@ -102,6 +102,23 @@ def PostDFSOrder(roots, g: dict) -> list:
     for op in ops:
         visit(op)
     return order
+
+
+def schedule_record(sch: Schedule) -> list:
+    """``s.schedule_record``: TVM's snapshots of a schedule, as created and then after each
+    primitive (one per ``s.primitive_record`` entry: ``["vanilla", "split", ...]``), each a new
+    schedule made by replaying the first steps of ``s.steps`` on the same graph, e.g. to draw
+    with ``contrib.tedd``. Empty unless the schedule was created under
+    ``PassContext(config={"te.keep_schedule_record": True})``, as in TVM.
+
+    >>> with tvm.transform.PassContext(config={"te.keep_schedule_record": True}):
+    ...     s = te.create_schedule(C.op)
+    >>> s[C].split(C.op.axis[0], factor=8); len(s.schedule_record)
+    2
+    """
+    if not sch.keep_schedule_record:
+        return []
+    return [replay(sch.steps[:k], sch.outputs) for k in range(len(sch.steps) + 1)]
 
 
 def _auto_inline(sch: Schedule, tags: tuple) -> None:
