@@ -690,11 +690,12 @@ class ConfigSpace:
         first); the ``i``-th of the ``len(space)`` valid configurations is
         ``get(valid_index(i))``, and iterating the space yields them."""
         index = int(index)
-        if self._constraints and 0 <= index < self.range_length and not self.is_index_valid(index):
+        entity = self._entity_of(index)
+        if self._constraints and not all(c(entity) for c in self._constraints):
             raise IndexError(f"config index {index} is removed by the template's multi_filter; "
                              f"check with space.is_index_valid(i), or take the i-th valid config with "
                              f"space.get(space.valid_index(i)), i < len(space) = {len(self)}")
-        return self._entity_of(index)
+        return entity
 
     def valid_index(self, i: int) -> int:
         """The index of the ``i``-th valid configuration (``i`` in ``range(len(space))``)."""
