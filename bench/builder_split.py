@@ -65,7 +65,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "cand.so")
         while len(rows) < args.configs:
-            cfg = task.config_space.get(int(rng.integers(len(task.config_space))))
+            cfg = task.config_space.get(task.config_space.valid_index(int(rng.integers(len(task.config_space)))))
             try:
                 sch, targs = task.instantiate(cfg)
             except Exception:

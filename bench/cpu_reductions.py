@@ -76,7 +76,7 @@ def scalar_twin(template: str, args: tuple, cfg):
     space = task.config_space
     knobs = [k for k in space.space_map if k != "reduce_lanes"]
     for i in range(len(space)):
-        c = space.get(i)
+        c = space.get(space.valid_index(i))
         if c["reduce_lanes"].val == 1 and all(str(c[k]) == str(cfg[k]) for k in knobs):
             s, tensors = task.instantiate(c)
             return tc.build(s, tensors, target="llvm")

@@ -81,7 +81,7 @@ def profile_compile(task, n=8, seed=0):
     rng = np.random.default_rng(seed)
     cg = llvm = low = 0.0
     for i in rng.choice(len(task.config_space), size=n, replace=False):
-        sch, args = task.instantiate(task.config_space.get(int(i)))
+        sch, args = task.instantiate(task.config_space.get(task.config_space.valid_index(int(i))))
         t0 = time.perf_counter()
         func = tilecraft.lower(sch, args, name="default_function")
         t1 = time.perf_counter()

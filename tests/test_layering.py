@@ -20,7 +20,8 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tilecraft"
 
 # bottom to top
 LAYERS = [
-    ("ir", "target", "transform", "testing"),  # import nothing of tilecraft
+    ("error",),             # TVM's error classes, the bases of every unit's errors
+    ("ir", "target", "transform", "testing"),  # import nothing of tilecraft but error
     ("te",),
     ("tir", "interp"),      # tir.py: TVM's tir names; interp.py, interp_lowered.py: the reference interpreters
     ("schedule",),
@@ -37,7 +38,7 @@ LAYERS = [
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 ROOT_MODULES = {"__init__": "tilecraft", "__main__": "cli", "cli": "cli", "cli_tune": "cli", "cli_relay": "cli",
                 "interp": "interp", "interp_lowered": "interp", "target": "target", "tir": "tir",
-                "transform": "transform", "testing": "testing"}
+                "transform": "transform", "testing": "testing", "error": "error"}
 ORDER = " → ".join("/".join(units) for units in LAYERS)
 
 

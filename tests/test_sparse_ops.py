@@ -118,7 +118,7 @@ def test_templates_run_on_their_matrix(rng):
         task = autotune.task.create(name, args=args, target="llvm")
         space = task.config_space
         for index in rng.choice(len(space), 3, replace=False):
-            s, tensors = task.instantiate(space.get(int(index)))
+            s, tensors = task.instantiate(space.get(space.valid_index(int(index))))
             f = tilecraft.build(s, tensors, target="llvm")
             arrays = cached_random_inputs(tensor_arg_info(tensors), 7, task)     # what the runner does
             row_ptr, col_idx, val, dense, out = arrays

@@ -183,3 +183,88 @@ def test_scan_tutorial_on_the_gpu(tmp_path):
     except Exception as e:            # no pycuda, no driver, no device
         pytest.skip(f"no GPU ({e}): test_scan_tutorial emulated the kernels")
     _run_script(tmp_path, "scan.py", "--gpu")
+
+
+def _gpu_or_skip(emulated_by: str):
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        if drv.Device.count() == 0:
+            raise RuntimeError("no CUDA device")
+    except Exception as e:            # no pycuda, no driver, no device
+        pytest.skip(f"no GPU ({e}): {emulated_by} emulated the kernels")
+
+
+def test_tune_conv2d_cuda_tutorial(tmp_path):
+    """TVM's tune_conv2d_cuda tutorial: the template with topi.nn.conv2d_nchw and its knobs, the
+    task for "cuda", apply_history_best(None) (the tutorial's empty record file), the kernel built
+    and compiled with nvcc; a smaller workload run in the CUDA emulator against
+    topi.testing.conv2d_nchw_python."""
+    out = _run_script(tmp_path, "tune_conv2d_cuda.py")
+    assert "tile_f: Split(" in out and "Best config:" in out
+
+
+@pytest.mark.cuda
+def test_tune_conv2d_cuda_tutorial_on_the_gpu(tmp_path):
+    """The same script with --gpu: the tutorial's workload run and timed on the device."""
+    _gpu_or_skip("test_tune_conv2d_cuda_tutorial")
+    _run_script(tmp_path, "tune_conv2d_cuda.py", "--gpu")
+
+
+def test_intrin_math_tutorial(tmp_path):
+    """TVM's intrin_math tutorial: call_pure_extern of __expf, te.exp, a CUDA lowering rule for exp
+    (register_intrin_lowering, level 99) and a new intrinsic mylog (register_op_attr); each kernel
+    built for "cuda" (nvcc) and emulated against numpy. (Its OpenCL build is left out.)"""
+    out = _run_script(tmp_path, "intrin_math.py")
+    assert "__expf(A[" in out and "= expf(A[" in out and "= logf(A[" in out
+
+
+@pytest.mark.cuda
+def test_intrin_math_tutorial_on_the_gpu(tmp_path):
+    """The same script with --gpu: each kernel run on the device against numpy."""
+    _gpu_or_skip("test_intrin_math_tutorial")
+    _run_script(tmp_path, "intrin_math.py", "--gpu")
+
+
+def test_tensor_expr_get_started_tutorial(tmp_path):
+    """TVM's tensor_expr_get_started tutorial: vector addition (three schedules, timed), its GPU
+    version (nvcc build, emulated), mod.save of an object file + contrib.cc.create_shared +
+    load_module, export_library, and the six matmul schedules against numpy (256³ here)."""
+    out = _run_script(tmp_path, "tensor_expr_get_started.py")
+    assert "-----GPU code-----" in out and "myadd.so" in out and "parallelization:" in out
+
+
+@pytest.mark.cuda
+def test_tensor_expr_get_started_tutorial_on_the_gpu(tmp_path):
+    """The same script with --gpu: the vector addition run on the device."""
+    _gpu_or_skip("test_tensor_expr_get_started_tutorial")
+    _run_script(tmp_path, "tensor_expr_get_started.py", "--gpu")
+
+
+def test_schedule_primitives_tutorial(tmp_path):
+    """TVM's schedule_primitives tutorial: every primitive's loop nest printed, and each schedule
+    run against numpy (the bound one emulated)."""
+    out = _run_script(tmp_path, "schedule_primitives.py")
+    assert "i.inner.j.inner.fused" in out and "blockIdx.x" in out
+
+
+def test_reduction_tutorial_script(tmp_path):
+    """TVM's reduction tutorial: row sums (split, bound, rfactor), the cross-thread reduction with
+    set_store_predicate built for "cuda" (nvcc) and emulated, a 2-D convolution, a commutative
+    reducer; the CPU schedules against numpy."""
+    out = _run_script(tmp_path, "reduction.py")
+    assert "B.rf" in out and "__global__" in out
+
+
+@pytest.mark.cuda
+def test_reduction_tutorial_script_on_the_gpu(tmp_path):
+    """The same script with --gpu: the cross-thread reduction run on the device, as the tutorial does."""
+    _gpu_or_skip("test_reduction_tutorial_script")
+    _run_script(tmp_path, "reduction.py", "--gpu")
+
+
+def test_tedd_tutorial(tmp_path):
+    """TVM's tedd tutorial: conv2d_hwcn + bias + relu with topi.generic's schedule, the three TEDD
+    views written as DOT files (before and after normalize), and the schedule run against numpy."""
+    out = _run_script(tmp_path, "tedd.py")
+    assert "itervar.dot" in out

@@ -18,12 +18,16 @@ supported subset.
 """
 __version__ = "0.1.0"
 
-from . import ir, te, target, tir, transform
+from . import error, ir, te, target, tir, transform
 from .ir import DTypeError
 from .ir.packed import get_global_func, register_func
 from .te import TEError
 from .schedule import ScheduleError, create_schedule, lower
 te.create_schedule = create_schedule   # TVM's te.create_schedule, handed to te (which sits below schedule)
+from .schedule import te_passes as _te_passes
+te.schedule = _te_passes               # TVM's te.schedule.InferBound, ScheduleOps, ... (schedule/te_passes.py)
+from .te.json_io import load_json, save_json
+ir.save_json, ir.load_json = save_json, load_json   # TVM's tvm.ir.save_json / load_json (te/json_io.py)
 from .target import Target
 from .codegen.build import build, BuildError
 from .runtime import nd, cpu, cuda, device, load_module, set_num_threads, get_num_threads

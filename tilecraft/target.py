@@ -11,12 +11,13 @@ auto-tuner's dispatch uses to pick tuned configurations.
 from __future__ import annotations
 
 import threading
+from .error import TVMError
 
 _KINDS = ("llvm", "cuda")
 _local = threading.local()
 
 
-class TargetError(ValueError):
+class TargetError(ValueError, TVMError):
     pass
 
 

@@ -16,6 +16,9 @@ take TVM's names; the graph level (``tilecraft.relay``) runs its passes by them.
                                           ``pragma(ax, "auto_unroll_max_step", n)`` (TVM's other
                                           keys ``explicit_unroll``, ``max_depth``,
                                           ``unroll_local_access`` are accepted and ignored)
+``te.keep_schedule_record``        bool   schedules created in the block keep ``s.schedule_record``
+                                          (a snapshot after each primitive) and
+                                          ``s.primitive_record`` (their names), e.g. for ``tedd``
 =================================  =====  ==========================================================
 
 An unknown key or a value of the wrong type is refused when the context is made. Contexts nest;
@@ -25,18 +28,20 @@ module imports nothing else of tilecraft, so every layer may read the current co
 from __future__ import annotations
 
 import threading
+from .error import TVMError
 
 # key -> (type, default, what it does)
 CONFIG_OPTIONS = {
     "tir.instrument_bound_checkers": (bool, False, "check every CPU load and store against its buffer"),
     "tir.UnrollLoop": (dict, {}, "unroll every loop nest of at most auto_max_step iterations"),
+    "te.keep_schedule_record": (bool, False, "schedules created here keep schedule_record / primitive_record"),
 }
 UNROLL_KEYS = {"auto_max_step": int, "explicit_unroll": bool, "max_depth": int, "unroll_local_access": bool}
 
 _local = threading.local()
 
 
-class PassContextError(ValueError):
+class PassContextError(ValueError, TVMError):
     """A PassContext option that does not exist or has a value of the wrong type."""
 
 

@@ -58,7 +58,7 @@ def test_topi_template_configs_match_numpy(module, name, args, ref, rng):
     task = autotune.task.create(name, args=args, target="llvm")
     assert task.flop > 0 and len(task.config_space) > 1
     for i in rng.choice(len(task.config_space), size=3, replace=False):
-        sch, tensors = task.instantiate(task.config_space.get(int(i)))
+        sch, tensors = task.instantiate(task.config_space.get(task.config_space.valid_index(int(i))))
         mod = tilecraft.build(sch, tensors, target="llvm")
         ins = [rng.uniform(-1, 1, [int(getattr(d, "value", d)) for d in t.shape]).astype("float32")
                for t in tensors[:-1]]

@@ -153,7 +153,7 @@ def test_cuda_templates_run_on_their_matrix(rng):
         space = task.config_space
         done = 0
         for index in rng.permutation(len(space)):
-            cfg = space.get(int(index))
+            cfg = space.get(space.valid_index(int(index)))
             s, tensors = task.instantiate(cfg)
             if cfg.errors:
                 continue

@@ -17,18 +17,33 @@ def log_to_file(path, device: str | None = None):
     """Append every measurement to the JSON-lines log at ``path``. Each record is flushed and
     fsynced before the tuner goes on, so a killed run loses no completed measurement; a torn
     last line left by a killed run is closed first (``record.append_lines``). Re-measurements
-    of ``tune(verify_top=)`` are logged too, as ``"stage": "verify"`` records."""
+    of ``tune(verify_top=)`` are logged too, as ``"stage": "verify"`` records. ``path`` may
+    also be an open text file (TVM's ``log_to_file(file_out)``): the lines are written to it
+    and flushed; closing it is the caller's.
+
+    >>> tuner.tune(n_trial=64, callbacks=[autotvm.callback.log_to_file("matmul.jsonl")])
+    """
+    run = {"id": uuid.uuid4().hex[:12]}
+
+    def lines(tuner, inputs, results) -> str:
+        dev = device or getattr(tuner, "device_name", None)
+        run["tuner"] = type(tuner).__name__
+        return "".join(record.encode(inp, res, device=dev, run=run) + "\n" for inp, res in zip(inputs, results))
+
+    if hasattr(path, "write"):
+        def _to_stream(tuner, inputs, results):
+            path.write(lines(tuner, inputs, results))
+            path.flush()
+        _to_stream.path = getattr(path, "name", None)
+        _to_stream.logs_verification = True
+        return _to_stream
+
     path = os.fspath(path)
     if os.path.dirname(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
 
-    run = {"id": uuid.uuid4().hex[:12]}
-
     def _callback(tuner, inputs, results):
-        dev = device or getattr(tuner, "device_name", None)
-        run["tuner"] = type(tuner).__name__
-        record.append_lines(path, "".join(record.encode(inp, res, dev, run) + "\n"
-                                          for inp, res in zip(inputs, results)))
+        record.append_lines(path, lines(tuner, inputs, results))
 
     _callback.path = path
     _callback.logs_verification = True      # Tuner.verify logs its re-measurements through it

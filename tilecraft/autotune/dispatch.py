@@ -114,7 +114,8 @@ class ApplyHistoryBest(DispatchContext):
     that fits the template as it is now.
 
     ``records`` is a log path, a list of paths, or an iterable of ``(MeasureInput,
-    MeasureResult)``. The target is matched exactly first (``str(Target)``), then by kind
+    MeasureResult)``, or None (TVM's empty history: every query falls back, as without a log).
+    The target is matched exactly first (``str(Target)``), then by kind
     (``llvm`` / ``cuda``); with no current target, any target's best is used. Invalid lines are
     skipped when the log is read; a record whose knobs no longer fit its template (another
     version of it, or values it does not offer) is skipped when its workload is first asked
@@ -133,6 +134,8 @@ class ApplyHistoryBest(DispatchContext):
     def load(self, records):
         from .record import Skipped, iter_file  # record imports task → dispatch; load lazily
 
+        if records is None:
+            records = ()
         if isinstance(records, str) or hasattr(records, "__fspath__"):
             records = [records]
         if isinstance(records, (list, tuple)) and records and (
@@ -205,5 +208,6 @@ class ApplyHistoryBest(DispatchContext):
 
 
 def apply_history_best(records) -> ApplyHistoryBest:
-    """``with apply_history_best(log):`` — templates return the best logged schedule."""
+    """``with apply_history_best(log):`` — templates return the best logged schedule;
+    ``apply_history_best(None)`` has no history (templates use their fallback configs)."""
     return ApplyHistoryBest(records)

@@ -493,3 +493,12 @@ class MeasureBatch:
 
 def create_measure_batch(task, option: dict) -> MeasureBatch:
     return MeasureBatch(task, option)
+
+
+def __getattr__(name):
+    # TVM's ``autotvm.measure.LocalRunner`` / ``LocalBuilder`` live in ``local.py``, which imports
+    # this module: reached lazily, on first use
+    if name in ("LocalRunner", "LocalBuilder"):
+        from . import local
+        return getattr(local, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -77,9 +77,19 @@ def local_device_name(target=None) -> str:
     return name
 
 
-def encode(inp: MeasureInput, res: MeasureResult, device: str | None = None, run: dict | None = None) -> str:
-    """One record as a JSON line (without the newline). ``run`` (optional) names the tuning run
-    it came from: ``{"id": ..., "tuner": ...}`` (what ``tilecraft log plot`` groups curves by)."""
+def _check_protocol(protocol: str, api: str) -> None:
+    if protocol != "json":
+        raise ValueError(f"record.{api}: protocol {protocol!r} is not supported; tilecraft's records are "
+                         f"JSON lines only (never pickles)")
+
+
+def encode(inp: MeasureInput, res: MeasureResult, protocol: str = "json", device: str | None = None,
+           run: dict | None = None) -> str:
+    """One record as a JSON line (without the newline). ``protocol`` is TVM's argument: only
+    ``"json"``. ``device`` names the machine measured (default: this one's CPU or GPU); ``run``
+    (optional) the tuning run it came from: ``{"id": ..., "tuner": ...}`` (what ``tilecraft log
+    plot`` groups curves by)."""
+    _check_protocol(protocol, "encode")
     task = inp.task
     rec = OrderedDict(
         v=FORMAT_VERSION,
@@ -187,13 +197,26 @@ def _check(rec: dict) -> None:
                               + (f" ({flop / mean / 1e9:.3g} GFLOP/s)" if flop else ""), "implausible costs")
 
 
-def decode(line: str) -> tuple[MeasureInput, MeasureResult]:
-    """A JSON line → ``(MeasureInput, MeasureResult)``; raises ``RecordError`` if it is not a
+def measure_str_key(inp: MeasureInput, include_config: bool = True) -> str:
+    """TVM's key of a measurement: the target, the task's name and arguments and (with
+    ``include_config``) the configuration, as one string (to find duplicate measurements).
+
+    >>> measure_str_key(inp)
+    "llvm -mcpu=znver5topi/matmul.llvm(64, 64, 64, 'float32')[tile_y=sp[-1, 4],...],None,3"
+    """
+    return "".join([str(inp.target), inp.task.name, str(tuple(inp.task.args)),
+                    str(inp.config) if include_config else ""])
+
+
+def decode(line: str, protocol: str = "json") -> tuple[MeasureInput, MeasureResult]:
+    """A JSON line → ``(MeasureInput, MeasureResult)`` (``protocol``: TVM's, only ``"json"``);
+    raises ``RecordError`` if it is not a
     valid record this version understands (see ``_check``: costs must be positive and
     plausible, arguments a list, the version an integer no newer than ``FORMAT_VERSION``).
 
     >>> inp, res = decode(encode(inp, res))
     """
+    _check_protocol(protocol, "decode")
     try:
         rec = json.loads(line)
     except json.JSONDecodeError as err:
@@ -321,7 +344,7 @@ def save_to_file(records: Iterable[tuple[MeasureInput, MeasureResult]], path, de
 
     >>> save_to_file(load_from_file("old.jsonl")[:10], "new.jsonl")
     """
-    append_lines(path, "".join(encode(inp, res, device) + "\n" for inp, res in records))
+    append_lines(path, "".join(encode(inp, res, device=device) + "\n" for inp, res in records))
 
 
 class TemplateFit:

@@ -134,7 +134,7 @@ class SplitEntity:
     kind = "sp"
 
     def __init__(self, size: Sequence[int]):
-        self.size = tuple(int(x) for x in size)
+        self.size = [int(x) for x in size]       # a list, as TVM's (scripts compare it to lists)
 
     def apply(self, sch, op, axis):
         """Split ``axis`` of stage ``sch[op]`` into ``len(size)`` loops, outermost first."""
@@ -151,7 +151,7 @@ class SplitEntity:
         return isinstance(other, SplitEntity) and self.size == other.size
 
     def __hash__(self):
-        return hash(("sp", self.size))
+        return hash(("sp", tuple(self.size)))
 
     def __repr__(self):
         return f"sp{list(self.size)}"
@@ -685,8 +685,17 @@ class ConfigSpace:
         return len(self._valid())
 
     def get(self, index: int) -> "ConfigEntity":
-        """The configuration with mixed-radix ``index`` (in ``range(range_length)``)."""
-        return self._entity_of(int(index))
+        """The configuration with mixed-radix ``index`` (in ``range(range_length)``). As in TVM,
+        an index that a ``multi_filter`` removed is an ``IndexError`` (``is_index_valid`` checks
+        first); the ``i``-th of the ``len(space)`` valid configurations is
+        ``get(valid_index(i))``, and iterating the space yields them."""
+        index = int(index)
+        entity = self._entity_of(index)
+        if self._constraints and not all(c(entity) for c in self._constraints):
+            raise IndexError(f"config index {index} is removed by the template's multi_filter; "
+                             f"check with space.is_index_valid(i), or take the i-th valid config with "
+                             f"space.get(space.valid_index(i)), i < len(space) = {len(self)}")
+        return entity
 
     def valid_index(self, i: int) -> int:
         """The index of the ``i``-th valid configuration (``i`` in ``range(len(space))``)."""
@@ -847,16 +856,26 @@ class FallbackConfigEntity(ConfigSpace):
             self._entity_map.setdefault(name, space[0])
 
     def fallback_split(self, name: str, constraints: Sequence[int]):
-        """Pick the split of knob ``name`` whose inner sizes are largest within ``constraints``
-        (``-1`` for no bound), as TVM's fallback does."""
+        """Choose knob ``name``'s split as TVM's fallback does: from the innermost loop out, the
+        largest factor of what is left that is at most that loop's constraint (``-1``: no bound),
+        the outermost loop taking the rest, so every size is resolved (no ``-1``):
+        ``fallback_split("tile", [-1, 8, 4])`` of 128 is ``[4, 8, 4]``."""
         space = self.space_map[name]
-        best = None
-        for e in space.entities:
-            if all(c == -1 or s <= c for s, c in zip(e.size[1:], constraints[1:])):
-                if best is None or e.size[1:] > best.size[1:]:
-                    best = e
-        if best is not None:
-            self._entity_map[name] = best
+        if not isinstance(space, SplitSpace):
+            raise ValueError(f"fallback_split: knob {name!r} is not a split (define_split)")
+        if len(constraints) != space.num_outputs:
+            raise ValueError(f"fallback_split: knob {name!r} splits into {space.num_outputs} loops, "
+                             f"got {len(constraints)} constraints {list(constraints)}")
+        size, left = [0] * space.num_outputs, space.product
+        for i in reversed(range(space.num_outputs)):
+            bound = math.inf if constraints[i] == -1 else constraints[i]
+            fits = [f for f in get_factors(left) if f <= bound]
+            if not fits:
+                raise ValueError(f"fallback_split: no split of knob {name!r} ({space.product}) fits the "
+                                 f"constraints {list(constraints)}")
+            size[i] = max(fits)
+            left //= size[i]
+        self._entity_map[name] = SplitEntity(size)
 
     def __repr__(self):
         knobs = ",".join(f"{k}={v!r}" for k, v in self._entity_map.items())

@@ -36,6 +36,7 @@ import numpy as np
 from tilecraft.target import Target
 
 from .dispatch import ApplyConfig, DispatchContext
+from . import space                      # TVM's autotvm.task.space.ConfigSpace (an attribute here, not a module path)
 from .space import ConfigEntity, ConfigSpace, FallbackConfigEntity, StaleConfigError
 
 _stale_warned: set = set()

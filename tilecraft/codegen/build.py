@@ -8,9 +8,10 @@ from __future__ import annotations
 from ..ir.stmt import PrimFunc
 from ..schedule import Schedule, lower
 from ..target import Target, TargetError
+from ..error import TVMError
 
 
-class BuildError(RuntimeError):
+class BuildError(TVMError):
     """Code generation or compilation failed; the message says where."""
 
 
@@ -23,6 +24,9 @@ def build(inputs, args=None, target=None, target_host=None, name: str = "default
     ``target_host`` (TVM's) must be None or an ``llvm`` target: tilecraft's host code is the CPU
     code itself (``llvm``) or Python (``cuda``, which launches the kernels through pycuda), so
     nothing else is compiled for it. ``binds`` is passed to :func:`~tilecraft.lower` (only None).
+    A lowered function or module (``build(tilecraft.lower(s, args))``) keeps its name unless
+    ``name`` is given, except ``"main"`` (``lower``'s default), which becomes ``name``'s default
+    ``"default_function"``: the entry point of a C program cannot be a library's function.
 
     >>> f = tilecraft.build(s, [A, B, C], target="llvm", name="vadd")
     """
@@ -40,10 +44,14 @@ def build(inputs, args=None, target=None, target_host=None, name: str = "default
         if args is None:
             raise BuildError("build(s, args): give the argument tensors, e.g. build(s, [A, B, C])")
         func = lower(inputs, args, name=name, binds=binds, print_ir=print_ir, target=tgt.kind)
-    elif isinstance(inputs, PrimFunc):
+    elif isinstance(inputs, PrimFunc):        # an IRModule from lower() is one too
         if binds is not None:
             raise BuildError("build: binds applies to lowering a schedule; this function is lowered already")
         func = inputs
+        # an explicit name renames it; so does build's default name a function lowered under
+        # lower's default name, "main" (a library's "main" would be a C program's entry point)
+        if name != func.name and (name != "default_function" or func.name == "main"):
+            func = PrimFunc(name, func.params, func.body, func.attrs)
     else:
         raise BuildError(f"build expects a schedule or a lowered function, got {type(inputs).__name__}")
     if tgt.kind == "llvm":

@@ -15,7 +15,8 @@ import time
 
 from ..ir import dtype as dt
 from ..ir import intrinsics
-from ..ir.builtin import ASYNC_COPY_BUILTINS, FRAGMENT_SCOPES, WARP_BUILTINS
+from ..ir.builtin import (ASYNC_COPY_BUILTINS, EXTERN_CALLS, FRAGMENT_SCOPES, WARP_BUILTINS, call_args,
+                          symbol_of)
 from ..ir.expr import AccessPtr, BinOp, Const
 from ..ir.functor import post_order_visit
 from ..ir.stmt import BufferStore, ForKind, PrimFunc
@@ -188,6 +189,10 @@ class CUDARenderer(CStyleRenderer):
         if e.name in ASYNC_COPY_BUILTINS:
             self.uses_async_copy = True
             return async_copy_call(self, e)
+        if e.name in EXTERN_CALLS and intrinsics.intrinsic_of_cuda_function(symbol_of(e)) is not None:
+            # CUDA's math library by name (TVM's intrin_math tutorial: call_pure_extern of __expf),
+            # which the emulator runs too; other C functions are refused by the base renderer
+            return f"{symbol_of(e)}({', '.join(self.expr(a) for a in call_args(e))})"
         return super().e_Call(e)
 
     def e_BufferLoad(self, e):

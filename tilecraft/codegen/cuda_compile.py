@@ -13,12 +13,13 @@ import subprocess
 from functools import lru_cache
 
 from ..runtime.tempdirs import owned_temp_dir
+from ..error import TVMError
 
 NVCC_FLAGS = ("-O3", "-std=c++17")
 DEFAULT_ARCH = "sm_90"
 
 
-class CUDACompileError(RuntimeError):
+class CUDACompileError(TVMError):
     """nvcc rejected the generated CUDA C; the message quotes the lines it complained about."""
 
 

@@ -371,8 +371,8 @@ class CStyleRenderer:
         if e.name in BUILTINS:
             raise NotImplementedError(
                 f"{e.name}('{symbol_of(e)}') in a kernel: this backend cannot call C functions or LLVM "
-                f"intrinsics (a tensorized stage lowered for the CPU can; GPU tensor intrinsics are "
-                f"declared with their own builtins)")
+                f"intrinsics, only CUDA's math functions such as __expf or logf (a tensorized stage "
+                f"lowered for the CPU can; GPU tensor intrinsics are declared with their own builtins)")
         return self.call(e.name, [self.expr(a) for a in e.args], e.dtype, e.args)
 
     def e_AccessPtr(self, e: AccessPtr) -> str:

@@ -38,7 +38,7 @@ from ..ir import intrinsics
 from ..ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Ramp, Select, Unary,
                        UnOp, Var, VectorReduce)
 from ..ir.functor import post_order_visit
-from ..ir.builtin import ASYNC_COPY_BUILTINS, FRAGMENT_SCOPES
+from ..ir.builtin import ASYNC_COPY_BUILTINS, EXTERN_CALLS, FRAGMENT_SCOPES, call_args, symbol_of
 from ..ir.stmt import (Allocate, AttrStmt, BUFFER_BIND_SCOPE, Buffer, BufferStore, Evaluate, For, IfThenElse,
                        LetStmt, SeqStmt, TENSOR_INTRIN_SCOPE)
 from ..ir.expr import trunc_divide, trunc_remainder
@@ -354,12 +354,23 @@ class _Kernel(TensorIntrinMixin, AsyncCopyMixin):
         if t is Call:
             if e.name.startswith(ALLREDUCE_PREFIX):
                 return self.allreduce(e, mask)
+            if e.name in EXTERN_CALLS:
+                return self.device_function(e, mask)
             # the math table: the intrinsic table's numpy reference (ir/intrinsics.py)
             if intrinsics.lookup(e.name) is None:
                 raise EmulationError(f"kernel {self.info.name}: the emulator does not know the intrinsic "
                                      f"'{e.name}' (in `{e}`)")
             return intrinsics.evaluate(e.name, [self.expr(a, mask) for a in e.args], e.dtype)
         raise EmulationError(f"cannot emulate {t.__name__}")
+
+    def device_function(self, e, mask):
+        """A call of a CUDA math function by name (``call_pure_extern("float32", "__expf", x)``),
+        evaluated by the intrinsic table's row of that function."""
+        name = intrinsics.intrinsic_of_cuda_function(symbol_of(e))
+        if name is None:
+            raise EmulationError(f"kernel {self.info.name}: the emulator knows CUDA's math functions "
+                                 f"only; it cannot run {e.name}('{symbol_of(e)}') (in `{e}`)")
+        return intrinsics.evaluate(name, [self.expr(a, mask) for a in call_args(e)], e.dtype)
 
     def load(self, e, mask):
         idx = self.expr(e.indices[0], mask).astype(np.int64)

@@ -115,3 +115,42 @@ def export_llvm(artifact, module, path: str, extra_info: dict | None = None, blo
         shutil.rmtree(tmp, ignore_errors=True)
     write_header(header_path(path), info, path)
     return path
+
+
+def save_object(artifact, module, path: str) -> str:
+    """Write ``path``: one relocatable object file holding the module's code, its manifest and its
+    error getter (named after the object's stem, ``myadd.o`` → ``myadd_last_error``), which
+    ``tilecraft.contrib.cc.create_shared`` (or ``gcc -shared``) links into a library that
+    ``load_module`` loads (TVM's ``mod.save("myadd.o")``).
+
+    >>> # mod.save("myadd.o"); cc.create_shared("myadd.so", ["myadd.o"])
+    """
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.isdir(os.path.dirname(path)):
+        raise FileNotFoundError(f"save: the folder {os.path.dirname(path)!r} does not exist")
+    cc = shlex.split(os.environ.get("CC", "gcc"))
+    if shutil.which(cc[0]) is None:
+        raise ExportError(f"save links the object file with a C compiler, but {cc[0]!r} was not found; "
+                          "install gcc or set CC")
+    from ..runtime.packed import SYMBOL as PACKED_SYMBOL
+    if PACKED_SYMBOL in artifact.source.text:
+        raise ExportError("save: the module calls packed Python functions (te.extern with tir.call_packed), "
+                          "which run only in the Python process that built it")
+    info = dict(manifest(module), error_getter=getter_name(library_stem(path)))
+    tmp = owned_temp_dir("tilecraft-save-")
+    try:
+        parts = []
+        for name, data in (("module.o", artifact.object_code()),
+                           ("manifest.o", manifest_object(info, artifact.source.options))):
+            parts.append(os.path.join(tmp, name))
+            with open(parts[-1], "wb") as f:
+                f.write(data)
+        out_tmp = os.path.join(tmp, "out.o")
+        cmd = cc + ["-r", "-nostdlib", "-o", out_tmp, *parts]      # a relocatable link: one .o
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ExportError(f"writing {path!r} failed: {' '.join(cmd)}\n{proc.stderr}")
+        shutil.move(out_tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return path

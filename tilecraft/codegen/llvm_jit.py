@@ -122,6 +122,16 @@ class LLVMArtifact:
         from .export import export_llvm
         return export_llvm(self, module, path)
 
+    def save(self, module, path: str, fmt: str) -> str:
+        """``mod.save``: an object file (``.o``, linkable by ``contrib.cc.create_shared``), the
+        optimised LLVM IR (``.ll``) or assembly (``.s``)."""
+        if fmt == "o":
+            from .export import save_object
+            return save_object(self, module, path)
+        with open(path, "w") as f:
+            f.write(self.get_source("ll" if fmt == "ll" else "asm"))
+        return path
+
 
 def parse_and_optimize(source: LLVMSource, tm):
     llvm = _llvm()

@@ -14,9 +14,10 @@ import struct
 from functools import lru_cache
 
 from ..ir import dtype as dt
+from ..error import TVMError
 
 
-class CodegenError(Exception):
+class CodegenError(TVMError):
     """The IR cannot be compiled by the LLVM backend (the message says which node and why)."""
 
 

@@ -1,10 +1,11 @@
-"""TVM's ``tvm.contrib`` names: ``clang`` (C to LLVM IR for ``pragma import_llvm``), ``utils``
+"""TVM's ``tvm.contrib`` names: ``cc`` (``create_shared``), ``clang`` (C to LLVM IR for ``pragma import_llvm``), ``utils``
 (``tempdir``), ``cblas`` (matrix products as extern stages calling packed functions),
-``graph_executor`` (run a model built by ``relay.build``) and ``nvcc`` (``have_tensorcore``);
+``graph_executor`` (run a model built by ``relay.build``), ``nvcc`` (``have_tensorcore``) and ``tedd``
+(DOT views of a schedule);
 each loads on first use (``from tilecraft.contrib import graph_executor`` or
 ``tc.contrib.graph_executor``)."""
 
-_LAZY = ("clang", "utils", "cblas", "graph_executor", "nvcc")
+_LAZY = ("cc", "clang", "utils", "cblas", "graph_executor", "nvcc", "tedd")
 
 
 def __getattr__(name):

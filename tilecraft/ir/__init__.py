@@ -14,3 +14,5 @@ from .stmt import (Allocate, AttrStmt, Buffer, BufferStore, Evaluate, For, ForKi
 from .functor import (IRMutator, collect_vars, expr_key, post_order_visit, structural_equal,
                       substitute)
 from .printer import expr_str, func_str, stmt_str
+from .intrin_rules import register_intrin_lowering, register_op_attr
+from .module import GlobalVar, IRModule

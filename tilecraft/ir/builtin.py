@@ -177,7 +177,11 @@ def call_intrin(dtype, func_name: str, *args) -> Call:
         return call_async_copy(name, args)
     if name in PURE_CALLS:
         return Call(name, _args("call_intrin", name, args), dt.normalize(dtype))
-    raise ValueError(f"call_intrin: unknown intrinsic {func_name!r}; known: "
+    from .intrin_rules import is_registered_op
+    if is_registered_op(name):          # declared by register_op_attr / register_intrin_lowering
+        return Call(name, _args("call_intrin", name, args), dt.normalize(dtype))
+    raise ValueError(f"call_intrin: unknown intrinsic {func_name!r} (declare a new one with "
+                     f"tvm.ir.register_op_attr({func_name!r}, 'TCallEffectKind', ...)); known: "
                      f"{', '.join(sorted(BUILTINS) + sorted(WARP_BUILTINS) + sorted(ASYNC_COPY_BUILTINS))}, "
                      f"{', '.join(sorted(PURE_CALLS))}")
 

@@ -8,6 +8,7 @@ Helpers here parse them once (cached) so the rest of the compiler can ask simple
 from __future__ import annotations
 
 from functools import lru_cache
+from ..error import TVMError
 
 SCALAR_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                 "float16", "float32", "float64")
@@ -17,7 +18,7 @@ SCALAR_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "u
 ALIASES = {"float": "float32", "int": "int32", "uint": "uint32"}
 
 
-class DTypeError(TypeError):
+class DTypeError(TypeError, TVMError):
     pass
 
 

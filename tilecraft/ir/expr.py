@@ -275,6 +275,17 @@ class Call(Expr):
     dtype: str
     child_fields = (("args", EXPRS),)
 
+    @property
+    def op(self) -> "Op":
+        """TVM's ``call.op``: the operator called, named ``"tir.<name>"`` (``call.op.name``)."""
+        return Op("tir." + self.name)
+
+
+@dataclass(frozen=True)
+class Op:
+    """The operator of a :class:`Call`, as TVM names it: ``Op("tir.exp").name``."""
+    name: str
+
 
 @ir_node
 @dataclass(**_frozen)

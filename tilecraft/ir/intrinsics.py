@@ -322,3 +322,24 @@ def evaluate(name: str, args: list, dtype: str):
     el = dt.element_of(dtype)
     with np.errstate(all="ignore"):
         return np.asarray(fn(*args)).astype(np.bool_ if el == "bool" else np.dtype(el), copy=False)
+
+
+# CUDA's fast-math versions of table rows (``__expf``: fewer ulps of accuracy, same function)
+CUDA_FAST_MATH = {"__expf": "exp", "__logf": "log", "__log2f": "log2", "__log10f": "log10",
+                  "__sinf": "sin", "__cosf": "cos", "__powf": "pow"}
+
+
+def intrinsic_of_cuda_function(symbol: str) -> str | None:
+    """The row whose CUDA C function ``symbol`` is (its float32 or float64 name, or a fast-math
+    version), or None: what the CUDA emulator evaluates ``call_pure_extern("float32", "__expf",
+    x)`` by (TVM's intrin_math tutorial calls CUDA's math library directly).
+
+    >>> intrinsic_of_cuda_function("logf"), intrinsic_of_cuda_function("__expf")
+    ('log', 'exp')
+    """
+    if symbol in CUDA_FAST_MATH:
+        return CUDA_FAST_MATH[symbol]
+    for row in TABLE:
+        if row.cuda is not None and symbol in (row.cuda.float32, row.cuda.float64):
+            return row.name
+    return None

@@ -24,6 +24,7 @@ import numbers
 
 from . import dtype as dt
 from .expr import Call, Expr, StringImm, convert
+from ..error import TVMError
 
 PACKED_CALL = "tvm_call_packed"
 MAKE_ARRAY = "tvm_stack_make_array"
@@ -33,7 +34,7 @@ MAKE_ARRAY = "tvm_stack_make_array"
 wrap_array = None
 
 
-class PackedFuncError(ValueError):
+class PackedFuncError(ValueError, TVMError):
     """A packed function is missing, registered twice, or called with a bad argument."""
 
 

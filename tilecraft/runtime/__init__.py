@@ -30,6 +30,42 @@ def load_module(path):
     return _load_shared_library(p)
 
 
+def convert(value):
+    """TVM's ``tvm.runtime.convert``: a Python value as IR: a number as a constant (``int`` →
+    int32, ``float`` → float32, ``bool`` → bool), a string as a ``StringImm``, a list or tuple
+    element by element (a tuple), an expression as it is.
+
+    >>> n = tilecraft.runtime.convert(1024)        # a constant extent: A = te.placeholder((n,))
+    """
+    from ..ir.expr import Expr, StringImm
+    from ..ir.expr import convert as to_expr
+    if isinstance(value, (list, tuple)):
+        return tuple(convert(v) for v in value)
+    if isinstance(value, str):
+        return StringImm(value)
+    if isinstance(value, Expr):
+        return value
+    return to_expr(value)
+
+
+def enabled(target) -> bool:
+    """TVM's ``tvm.runtime.enabled``: whether this installation can run code for ``target``
+    (``"llvm"``/``"cpu"``: always; ``"cuda"``/``"gpu"``: when pycuda is installed; whether a GPU
+    is present is ``tilecraft.cuda(0).exist``); any other kind (``"opencl"``, ``"vulkan"``, ...)
+    is False: tilecraft has no such backend.
+
+    >>> tilecraft.runtime.enabled("llvm")
+    True
+    """
+    kind = str(target).split()[0] if str(target).strip() else ""
+    if kind in ("llvm", "cpu"):
+        return True
+    if kind in ("cuda", "gpu"):
+        import importlib.util
+        return importlib.util.find_spec("pycuda") is not None
+    return False
+
+
 def version() -> str:
     """tilecraft's version (the installed distribution's, else the source tree's)."""
     try:
@@ -41,4 +77,4 @@ def version() -> str:
 
 __all__ = ["Device", "cpu", "cuda", "device", "nd", "NDArray", "Function", "Module", "load_module",
            "FuncSignature", "ParamSpec", "get_num_threads", "set_num_threads", "ProfileResult",
-           "version"]
+           "version", "convert", "enabled"]

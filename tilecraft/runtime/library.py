@@ -18,6 +18,7 @@ import shutil
 from .module import MANIFEST_SYMBOL, THREADS_SYMBOL, manifest
 from .signature import ParamSpec, shape_str
 from .status import STATUS_CODES
+from ..error import TVMError
 
 C_TYPES = {
     "bool": "uint8_t", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t",
@@ -27,7 +28,7 @@ C_TYPES = {
 C_SCALAR_TYPES = dict(C_TYPES, bool="bool")
 
 
-class ExportError(RuntimeError):
+class ExportError(TVMError):
     """The library could not be written (the message says which step failed)."""
 
 

@@ -292,6 +292,29 @@ class Module:
         """Write a shared library with a C entry point per function, plus a C header next to it."""
         return self.artifact.export_library(self, os.fspath(path))
 
+    @property
+    def imported_modules(self) -> list:
+        """TVM's device modules imported by this one: none (the CPU code is this module)."""
+        return []
+
+    def save(self, file_name, fmt: str = "") -> str:
+        """TVM's ``mod.save``: ``"myadd.o"`` an object file that ``tilecraft.contrib.cc.create_shared``
+        links into a library for :func:`load_module`; ``".ll"`` LLVM IR, ``".s"`` assembly (``fmt``,
+        when given, instead of the suffix).
+
+        >>> # fadd.save("myadd.o"); cc.create_shared("myadd.so", ["myadd.o"])
+        """
+        path = os.fspath(file_name)
+        fmt = (fmt or os.path.splitext(path)[1].lstrip(".")).lower()
+        if fmt not in ("o", "ll", "s"):
+            raise ValueError(f"save({path!r}): a CPU module saves as an object file ('.o'), LLVM IR ('.ll') "
+                             f"or assembly ('.s'), not {fmt!r}; export_library writes a shared library")
+        save = getattr(self.artifact, "save", None)
+        if save is None:
+            raise ValueError(f"save({path!r}): this module was loaded from a library; it has no code to "
+                             f"save (copy the library, or export_library it)")
+        return save(self, path, fmt)
+
     def __repr__(self) -> str:
         return f"<tilecraft.Module {self.type_key} [{', '.join(self._functions)}] target={self.target!r}>"
 

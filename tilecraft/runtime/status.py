@@ -14,6 +14,7 @@ Traceback (most recent call last):
 tilecraft.runtime.status.KernelMemoryError: out of memory: could not allocate 64 bytes ...
 """
 from __future__ import annotations
+from ..error import TVMError
 
 STATUS_OK = 0
 STATUS_OUT_OF_MEMORY = 1        # aligned_alloc returned NULL for a local buffer
@@ -31,7 +32,7 @@ STATUS_CODES = {
 MESSAGE_BYTES = 512
 
 
-class KernelError(RuntimeError):
+class KernelError(TVMError):
     """A compiled function returned a non-zero status; ``status`` is the code, ``function`` its
     name and the message what the generated code wrote (which function, buffer, sizes)."""
 

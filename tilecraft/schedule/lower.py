@@ -17,6 +17,7 @@ from ..ir.expr import Const, Let, TensorLoad, Var
 from ..ir.functor import IRMutator, collect_vars, post_order_visit, substitute
 from ..ir.printer import func_str
 from ..ir.simplify import simplify
+from ..ir.module import IRModule
 from ..ir.stmt import Buffer, For, LetStmt, PrimFunc
 from ..te.extern import ExternOp
 from ..te.scan import ScanOp
@@ -96,8 +97,10 @@ def _resolve_args(sch: Schedule, args) -> tuple[list, list]:
 
 
 def lower(sch: Schedule, args, name: str = "main", binds=None, simple_mode: bool = False,
-          print_ir: bool = False, target: str | None = None, after_pass=None) -> PrimFunc:
-    """Lower a schedule to a ``PrimFunc`` over the given argument tensors (and ``te.var`` scalars).
+          print_ir: bool = False, target: str | None = None, after_pass=None) -> IRModule:
+    """Lower a schedule to a ``PrimFunc`` over the given argument tensors (and ``te.var`` scalars),
+    which is also TVM's ``IRModule`` of that function: ``mod[name]`` (``mod["main"]`` by default) is
+    the plain ``PrimFunc`` (``ir/module.py``).
 
     ``target`` (``"llvm"``, ``"cuda"`` or None) adds that backend's passes: legalize (what the
     target lacks, in terms of what it has; ``func.attr("legalized_for")`` says for which), common
@@ -158,7 +161,7 @@ def lower(sch: Schedule, args, name: str = "main", binds=None, simple_mode: bool
     imports = llvm_imports(sch)
     if imports:
         attrs += (("import_llvm", imports),)
-    return PrimFunc(name, params, body, attrs)
+    return IRModule(name, params, body, attrs)
 
 
 class _PassRunner:

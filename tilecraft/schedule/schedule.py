@@ -28,9 +28,11 @@ from .record import (BindStep, CacheReadStep, CacheWriteStep, ComputeAtStep, Com
 from ..te.tensor_intrin import TensorIntrin
 from .group import check_compute_at as check_group_attach, root_of as group_root_of
 from .scan import attach_scan_bodies, check_attach as check_scan_attach, check_ordered
+from ..error import TVMError
+from ..transform import PassContext
 
 
-class ScheduleError(ValueError):
+class ScheduleError(ValueError, TVMError):
     """An invalid schedule; the message names the stage and the axis."""
 
 
@@ -671,6 +673,23 @@ class Schedule:
         for op in self.outputs:
             self.stage_map[op].is_output = True
         attach_scan_bodies(self)
+        # TVM's PassContext(config={"te.keep_schedule_record": True}): te_passes.schedule_record
+        self.keep_schedule_record = PassContext.current().get("te.keep_schedule_record")
+
+    @property
+    def schedule_record(self) -> list:
+        """TVM's snapshots after each primitive (``te_passes.schedule_record``)."""
+        from .te_passes import schedule_record
+        return schedule_record(self)
+
+    @property
+    def primitive_record(self) -> list:
+        """TVM's names of the primitives applied (``te_passes.schedule_record``)."""
+        return ["vanilla"] + [step.kind for step in self.steps] if self.keep_schedule_record else []
+
+    def normalize(self) -> "Schedule":
+        """TVM's ``s.normalize()``: loops here always start at 0, so ``s`` itself."""
+        return self
 
     def __getitem__(self, key) -> Stage:
         """The stage of a tensor, an operation, or a name (``s["C"]``; ``s["compute#1"]`` for the

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from ..ir import dtype as dt
 from ..ir.expr import Expr, IterVar, TensorLoad, Var, convert, Reduce
 from ..ir.functor import post_order_visit
+from ..error import TVMError
 
 
-class TEError(ValueError):
+class TEError(ValueError, TVMError):
     """A tensor expression is malformed; the message says where."""
 
 

@@ -19,4 +19,16 @@ from ..te.intrin import select as Select
 from ..ir.expr import min_expr as min, max_expr as max  # noqa: A001
 from ..ir.expr import div
 from ..ir.packed import call_packed
+from ..ir.intrin_rules import CallEffectKind
+
+
+def IntImm(dtype: str, value: int, span=None):
+    """TVM's ``tir.IntImm(dtype, value)``: an integer constant (a ``Const``; ``isinstance(x,
+    tir.IntImm)`` is not available, test ``isinstance(x, tir.Const)`` with an integer dtype)."""
+    return const(int(value), dtype)
+
+
+def FloatImm(dtype: str, value: float, span=None):
+    """TVM's ``tir.FloatImm(dtype, value)``: a floating-point constant (a ``Const``)."""
+    return const(float(value), dtype)
 from . import ir_builder

@@ -1,5 +1,5 @@
 """Neural-network computes (TVM's ``topi.nn`` names): ``conv2d_nchw`` (groups, stride,
-dilation, asymmetric padding), ``dense``, ``batch_matmul``, ``relu``, ``pool2d``,
+dilation, asymmetric padding), ``conv2d_hwcn``, ``dense``, ``batch_matmul``, ``relu``, ``pool2d``,
 ``global_pool``, ``softmax``, ``layer_norm``, ``batch_norm`` (inference).
 
 They declare tensors only; the graph level (``tilecraft.relay``) fuses and schedules them (the
@@ -38,31 +38,101 @@ def pad(data, pad_before, pad_after, pad_value=0.0, name: str = "pad"):
     return te.compute(out, f, name=name)
 
 
-def conv2d_nchw(data, kernel, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups: int = 1):
+def _pair(v, what: str) -> tuple:
+    """TVM's int-or-pair arguments (stride, dilation): ``2`` → ``(2, 2)``."""
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(int(x) for x in v)
+    if len(v) != 2:
+        raise ValueError(f"conv2d_nchw: {what} must be an int or a pair, got {v}")
+    return v
+
+
+def pad_tuple(padding, kernel_hw) -> tuple:
+    """(top, left, bottom, right) from TVM's padding forms (``topi.nn.get_pad_tuple``): an int
+    (every side), ``(pad_h, pad_w)`` (both sides of each axis), a 4-tuple as it is, ``"VALID"``
+    (none) or ``"SAME"`` (the output keeps the input's size at stride 1; the odd pixel goes to
+    the bottom/right): ``pad_tuple((1, 2), (3, 3)) == (1, 2, 1, 2)``."""
+    if isinstance(padding, str):
+        if padding.upper() == "VALID":
+            return (0, 0, 0, 0)
+        if padding.upper() != "SAME":
+            raise ValueError(f"padding must be an int, a tuple, 'SAME' or 'VALID', got {padding!r}")
+        ph, pw = kernel_hw[0] - 1, kernel_hw[1] - 1
+        return (ph // 2, pw // 2, ph - ph // 2, pw - pw // 2)
+    if isinstance(padding, int):
+        return (padding,) * 4
+    padding = tuple(int(x) for x in padding)
+    if len(padding) == 2:
+        return padding + padding
+    if len(padding) == 4:
+        return padding
+    raise ValueError(f"padding must be an int, a pair or a 4-tuple, got {padding}")
+
+
+def conv2d_nchw(data, kernel, strides=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups: int = 1,
+                out_dtype=None):
     """2-D convolution, NCHW data and OIHW kernel (``kernel.shape[1] == C / groups``);
-    ``padding`` is (top, left, bottom, right)."""
+    ``padding`` is (top, left, bottom, right) or one of TVM's other forms (:func:`pad_tuple`),
+    ``strides`` and ``dilation`` an int or a pair (TVM's ``topi.nn.conv2d_nchw(Input, Filter,
+    stride, padding, dilation, out_dtype)``); ``out_dtype`` (default: the data's) is the dtype
+    the products are summed in."""
     N, CI, H, W = shape_of(data)
     CO, CIg, KH, KW = shape_of(kernel)
-    sh, sw = strides
-    dh, dw = dilation
-    pt, pl, pb, pr = padding
+    sh, sw = _pair(strides, "the stride")
+    dh, dw = _pair(dilation, "the dilation")
+    pt, pl, pb, pr = pad_tuple(padding, ((KH - 1) * dh + 1, (KW - 1) * dw + 1))
     OH = (H + pt + pb - (KH - 1) * dh - 1) // sh + 1
     OW = (W + pl + pr - (KW - 1) * dw - 1) // sw + 1
     padded = pad(data, (0, 0, pt, pl), (0, 0, pb, pr), name="pad_data")
     rc = te.reduce_axis((0, CIg), name="rc")
     ry = te.reduce_axis((0, KH), name="ry")
     rx = te.reduce_axis((0, KW), name="rx")
+    out_dtype = out_dtype or data.dtype
+
+    def mul(a, b):
+        return a * b if out_dtype == data.dtype else a.astype(out_dtype) * b.astype(out_dtype)
     COg = CO // groups
 
     if groups == 1:
         def f(n, c, y, x):
-            return te.sum(padded[n, rc, y * sh + ry * dh, x * sw + rx * dw] * kernel[c, rc, ry, rx],
+            return te.sum(mul(padded[n, rc, y * sh + ry * dh, x * sw + rx * dw], kernel[c, rc, ry, rx]),
                           axis=[rc, ry, rx])
     else:
         def f(n, c, y, x):
-            return te.sum(padded[n, (c // COg) * CIg + rc, y * sh + ry * dh, x * sw + rx * dw]
-                          * kernel[c, rc, ry, rx], axis=[rc, ry, rx])
+            return te.sum(mul(padded[n, (c // COg) * CIg + rc, y * sh + ry * dh, x * sw + rx * dw],
+                              kernel[c, rc, ry, rx]), axis=[rc, ry, rx])
     return te.compute((N, CO, OH, OW), f, name="conv2d")
+
+
+def conv2d_hwcn(Input, Filter, stride, padding, dilation, out_dtype=None):
+    """2-D convolution with HWCN data ``(H, W, C, N)`` and HWIO filter ``(KH, KW, C, CO)``, output
+    ``(OH, OW, CO, N)`` (TVM's ``topi.nn.conv2d_hwcn``); ``stride``/``dilation`` an int or a pair,
+    ``padding`` any of :func:`pad_tuple`'s forms, ``out_dtype`` the dtype summed in (default: the
+    input's).
+
+    >>> out = topi.nn.conv2d_hwcn(A, W, 1, "SAME", 1)
+    """
+    H, W, C, N = shape_of(Input)
+    KH, KW, _, CO = shape_of(Filter)
+    sh, sw = _pair(stride, "the stride")
+    dh, dw = _pair(dilation, "the dilation")
+    pt, pl, pb, pr = pad_tuple(padding, ((KH - 1) * dh + 1, (KW - 1) * dw + 1))
+    OH = (H + pt + pb - (KH - 1) * dh - 1) // sh + 1
+    OW = (W + pl + pr - (KW - 1) * dw - 1) // sw + 1
+    padded = pad(Input, (pt, pl, 0, 0), (pb, pr, 0, 0), name="PaddedInput")
+    rc = te.reduce_axis((0, C), name="rc")
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    out_dtype = out_dtype or Input.dtype
+
+    def f(yy, xx, ff, nn):
+        a = padded[yy * sh + ry * dh, xx * sw + rx * dw, rc, nn]
+        b = Filter[ry, rx, rc, ff]
+        if out_dtype != Input.dtype:
+            a, b = a.astype(out_dtype), b.astype(out_dtype)
+        return te.sum(a * b, axis=[ry, rx, rc])
+    return te.compute((OH, OW, CO, N), f, name="Conv2dOutput", tag="conv2d_hwcn")
 
 
 def dense(data, weight):

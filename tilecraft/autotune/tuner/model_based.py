@@ -104,6 +104,7 @@ class ModelBasedTuner(Tuner):
 
     def update(self, inputs, results):
         for inp, res in zip(inputs, results):
+            self.visited.add(inp.config.index)     # as TVM's: results handed in directly count too
             self.xs.append(inp.config.index)
             flops = self.flops_of(res)
             self.ys.append(flops)

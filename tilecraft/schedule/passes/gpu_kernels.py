@@ -22,6 +22,7 @@ from ...ir.expr import Const, Var
 from ...ir.functor import post_order_visit
 from ...ir.simplify import simplify
 from ...ir.stmt import Allocate, AttrStmt, BufferStore, For, ForKind, SeqStmt
+from ...error import TVMError
 
 LAUNCH_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z")
 VIRTUAL_TAGS = ("vthread", "cthread")
@@ -42,7 +43,7 @@ def dynamic_shared_layout(buffers) -> list:
     return out
 
 
-class GPULoweringError(ValueError):
+class GPULoweringError(ValueError, TVMError):
     """A CUDA schedule that cannot be lowered; the message names the schedule choice."""
 
 

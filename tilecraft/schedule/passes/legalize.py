@@ -15,7 +15,10 @@ After :func:`legalize` for a target T (``"llvm"`` or ``"cuda"``, the rules of
   through ``round_to_float32_odd``: float64 → float32 rounded to odd, then float32 → float16,
   which rounds exactly as a direct conversion would.
 
-Calls outside the table (GPU builtins, externs) are left alone: the backends name them. A
+Calls outside the table (GPU builtins, externs) are left alone: the backends name them. A lowering
+rule a user registered for a call and T (``ir/intrin_rules.py``, TVM's ``register_intrin_lowering``)
+runs before all this, and its result is legalized in turn; an operator the user declared that has
+no rule for T is a ``LegalizeError``. A
 function that is already legalized for T (``PrimFunc.attr("legalized_for")``) is returned as
 it is by :func:`legalize_func`, so ``build(lower(s, args, target=...))`` legalizes once and
 ``build(lower(s, args))`` (no target at lowering) legalizes in the backend.
@@ -25,15 +28,16 @@ it is by :func:`legalize_func`, so ``build(lower(s, args, target=...))`` legaliz
 from __future__ import annotations
 
 from ...ir import dtype as dt
-from ...ir import intrinsics
-from ...ir.expr import Call, Cast, cast
+from ...ir import intrin_rules, intrinsics
+from ...ir.expr import Call, Cast, Expr, cast
 from ...ir.functor import IRMutator
 from ...ir.stmt import Allocate, PrimFunc, Stmt
+from ...error import TVMError
 
 LEGALIZED_ATTR = "legalized_for"
 
 
-class LegalizeError(ValueError):
+class LegalizeError(ValueError, TVMError):
     """An intrinsic has no lowering on the target and no decomposition."""
 
 
@@ -67,7 +71,23 @@ class _Legalize(IRMutator):
         self.rules = intrinsics.TARGETS[target]
 
     def visit_Call(self, e):
-        return self._legal(super().visit_Call(e))
+        e = super().visit_Call(e)
+        if intrin_rules.LOWERING or intrin_rules.OP_ATTRS:
+            rule = intrin_rules.lowering_rule(e.name, self.target)
+            if rule is not None:
+                out = rule(e)
+                if out is not e:
+                    if not isinstance(out, Expr):
+                        raise LegalizeError(f"the lowering rule registered for 'tir.{e.name}' on target "
+                                            f"'{self.target}' returned {type(out).__name__} {out!r} for "
+                                            f"`{e}`; it must return an expression (or the call itself)")
+                    return self.visit_expr(out)
+            elif intrinsics.lookup(e.name) is None and intrin_rules.is_registered_op(e.name):
+                raise LegalizeError(f"the operator 'tir.{e.name}' has no lowering rule for target "
+                                    f"'{self.target}' (in `{e}`): register one with "
+                                    f"tvm.ir.register_intrin_lowering('tir.{e.name}', target="
+                                    f"'{self.target}', f=...)")
+        return self._legal(e)
 
     def _legal(self, e):
         """``e`` (whose arguments are legal) made legal."""
