@@ -665,7 +665,14 @@ def cmd_run(args) -> int:
     own = OwnLoad()
     jobs = args.jobs or 1
     last_msg = 0.0
+    t_end = time.time() + (args.time_limit or 1e9)
     while True:
+        if time.time() > t_end:
+            print(f"stopped at the time limit ({args.time_limit:.0f} s)", flush=True)
+            if args.export:
+                args.partial = True
+                return cmd_export(args)
+            return 0
         # small spaces pass after pass first (complete tables early), then the large ones by pass
         pending = sorted(((sp.n > 1000, p, k), p, sp) for p in range(args.passes)
                          for k, sp in enumerate(spaces) if sp.untimed(p))
@@ -839,7 +846,7 @@ def main(argv=None) -> int:
                    help="a config's figure: the median of its passes' medians, or its fastest timing "
                         "(for tables measured on a busy machine)")
     p.add_argument("--time-limit", type=float, default=0.0,
-                   help="--gpu: stop building and timing after this many seconds (0: none); run again to go on")
+                   help="stop building and timing after about this many seconds (0: none); run again to go on")
     p.add_argument("--export", action="store_true",
                    help="export the spaces when `run` ends (--gpu: as a partial table if the time limit came first)")
     p.add_argument("--resume", action="append", default=[], metavar="TABLE",

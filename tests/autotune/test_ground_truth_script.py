@@ -103,3 +103,14 @@ def test_a_crashed_timing_process_blames_the_config_it_was_on(gt, tmp_path):
     assert sp.timed[1][2] == {"i": 2, "pass": 1, "error": "RUNTIME_DEVICE",
                               "msg": "the timing process ended with -11"}
     assert 2 in sp.untimed(0) and 2 not in sp.failed        # a pass-2 crash is that pass's error only
+
+
+def test_a_run_stopped_by_its_time_limit_goes_on_when_run_again(gt, tmp_path, capsys):
+    root, out = str(tmp_path / "cache"), str(tmp_path)
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "2", "--root", root, "--out", out, "--export",
+                    "--time-limit", "0.001"]) == 1
+    said = capsys.readouterr()
+    assert "stopped at the time limit" in said.out and "smoke: no configuration timed yet" in said.err
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "2", "--root", root, "--out", out, "--export"]) == 0
+    header, *rows = read_table(tmp_path / "smoke.jsonl.gz")
+    assert not header["partial"] and [len(r["passes"]) for r in rows] == [2] * 4
