@@ -117,3 +117,31 @@ def test_transfer_must_be_joint_or_margin(shapes):
 
     with pytest.raises(ValueError, match="transfer must be 'joint' or 'margin', not 'both'"):
         XGBoostCostModel(shapes[0], transfer="both")
+
+
+def test_tuner_compare_computes_a_cold_feature_cache_with_transfer_on(monkeypatch, tmp_path):
+    """bench/tuner_compare.py answers the neighbour's features from its cached table; with that
+    cache still cold, computing it went through the same answer and recursed without end."""
+    import importlib.util
+    import pathlib
+
+    from tilecraft.autotune import features as feature_mod
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "tuner_compare.py"
+    spec = importlib.util.spec_from_file_location("tuner_compare_script", path)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    monkeypatch.setattr(tc, "TABLES", str(tmp_path))
+    monkeypatch.setattr(feature_mod, "features_of_configs", _tile_features)
+    contexts = {}
+    for name, args in (("small", (64, 64, 16)), ("large", (128, 128, 32))):
+        task = autotune.task.create("test/fake_matmul", args=args, target="llvm")
+        truth = GroundTruth.from_costs(task, [fk.synthetic_cost(c) for c in task.config_space])
+        contexts[name] = tc.Context(truth, name)
+    tc.memoize_other_task_features(contexts)
+    table = contexts["small"].feature_matrix("itervar")
+    assert (tmp_path / ".cache" / "small" / "features_itervar.npy").exists()
+    task = contexts["small"].truth.task
+    configs = [task.config_space.get(i) for i in (0, 5)]
+    got = feature_mod.features_of_configs(task, configs, "itervar")        # answered from the table
+    assert np.array_equal(np.stack(got), table[[0, 5]])
