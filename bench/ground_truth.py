@@ -586,7 +586,7 @@ def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> None
                         proc.wait()
                         rc = -999
                 if rc is None:
-                    time.sleep(0.2)
+                    time.sleep(0.5)
                     continue
             sp.refresh()
             if rc != 0:
@@ -639,7 +639,22 @@ def blame_timing_crash(sp: "Space", rc: int) -> None:
         sp.refresh()
 
 
+def parse_cpus(text: str) -> set[int]:
+    """``"0-13"`` / ``"0,2,4-7"`` -> the set of CPU numbers."""
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus |= set(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
 def cmd_run(args) -> int:
+    if args.cpus:       # this process and every builder and timer it starts
+        cpus = parse_cpus(args.cpus)
+        if not cpus <= os.sched_getaffinity(0):
+            raise SystemExit(f"--cpus {args.cpus}: CPUs {sorted(cpus - os.sched_getaffinity(0))} are not ones "
+                             f"this process may run on ({sorted(os.sched_getaffinity(0))})")
+        os.sched_setaffinity(0, cpus)
     env = dict(os.environ, **ONE_THREAD)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     spaces = [Space(n, args.root, passes=args.passes, check=True) for n in args.spaces]
@@ -653,7 +668,7 @@ def cmd_run(args) -> int:
             print(f"--resume {path}: {import_table(sp, path)} configs' timings taken", flush=True)
     if args.gpu:
         t_end = time.time() + (args.time_limit or 1e9)
-        jobs = args.jobs or max(1, (os.cpu_count() or 2) - 2)
+        jobs = args.jobs or max(1, len(os.sched_getaffinity(0)) - 2)
         for sp in spaces:
             run_pipelined(args, sp, env, jobs, t_end)
         finished = all(not sp.untimed(p) for sp in spaces for p in range(args.passes))
@@ -856,6 +871,7 @@ def main(argv=None) -> int:
     p.add_argument("--min-repeat-ms", type=float, default=0.0,
                    help=f"each timing lasts at least this long ({MIN_REPEAT_MS:g} ms on the CPU, "
                         f"{GPU_MIN_REPEAT_MS:g} ms with --gpu)")
+    p.add_argument("--cpus", default="", help="run (builders and timing too) on these CPUs only, e.g. 0-13")
     p.add_argument("--follow", action="store_true")
     p.add_argument("--indices", default="")
     p.add_argument("--pass", dest="pass_no", type=int, default=0)

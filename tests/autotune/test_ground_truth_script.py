@@ -114,3 +114,9 @@ def test_a_run_stopped_by_its_time_limit_goes_on_when_run_again(gt, tmp_path, ca
     assert gt.main(["run", "--gpu", "smoke", "--passes", "2", "--root", root, "--out", out, "--export"]) == 0
     header, *rows = read_table(tmp_path / "smoke.jsonl.gz")
     assert not header["partial"] and [len(r["passes"]) for r in rows] == [2] * 4
+
+
+def test_cpus_are_parsed_and_a_cpu_out_of_reach_is_refused(gt, tmp_path):
+    assert gt.parse_cpus("0-3,6,8-9") == {0, 1, 2, 3, 6, 8, 9}
+    with pytest.raises(SystemExit, match=r"--cpus 100000: CPUs \[100000\] are not ones this process may run on"):
+        gt.main(["run", "--gpu", "smoke", "--cpus", "100000", "--root", str(tmp_path)])
