@@ -1,6 +1,6 @@
 """Search quality in spaces too large to enumerate: tuners at fixed budgets on the real machine.
 
-    python3 bench/tuner_budget.py conv2d_64 gemm1024 --cores 14,15      # ~8 min on 2 quiet cores
+    python3 bench/tuner_budget.py conv2d_64 --cores 14,15               # ~6 min on 2 quiet cores
     python3 bench/tuner_budget.py conv2d_64 gemm1024 --seeds 5 --budgets 64,128,256 --random-budget 512
     python3 bench/tuner_budget.py sgemm1024_cuda conv2d_64_cuda --gpu   # on a GPU machine
 
@@ -20,9 +20,10 @@ runner too) pinned to its core, and a run starts only while its core is idle (ot
 below `--max-busy` of it over a second: pin other work away, e.g. `taskset -c 0-13`); without
 `--cores` runs go one at a time and wait for the 1-minute load average to drop below
 `--max-load`. `--time-limit S` starts no run after S seconds and reports the seeds finished.
-The defaults (3 seeds, budgets 32/64/128, Random to 128) fit two CPU spaces in about 8 minutes
-on 2 cores of a fast host (3 tuners x 3 seeds x 128 trials x 2 spaces, ~0.4 s a trial);
-issue 13's settings are `--seeds 5 --budgets 64,128,256 --random-budget 512`.
+The defaults (3 seeds, budgets 32/64/128, Random to 128: 3 tuners x 3 seeds x 128 trials)
+fit one CPU space in about 5-7 minutes on 2 cores of a fast host (0.4-0.6 s a trial, each timed
+as 3 calls of at least 5 ms after a warm-up); issue 13's settings are `--seeds 5 --budgets
+64,128,256 --random-budget 512`.
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def tune_one(name: str, tuner_name: str, seed: int, trials: int, log: str, gpu: 
             runner=autotune.LocalRunner(timeout=30, number=10, repeat=3, min_repeat_ms=20))
     else:
         option = autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=1),
-                                         runner=autotune.LocalRunner(number=2, repeat=3, min_repeat_ms=10))
+                                         runner=autotune.LocalRunner(number=1, repeat=3, min_repeat_ms=5))
     tuner.tune(trials - done, option, callbacks=[autotune.callback.log_to_file(log)])
 
 
