@@ -248,7 +248,8 @@ def plot(result: dict, path: str) -> None:
     ax.set_ylabel("best so far (GFLOP/s, as the tuner measured)")
     ax.set_ylim(bottom=0)
     ax.set_title(f"{result['space']}: median and range over seeds", fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
+    if ax.lines:
+        ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
