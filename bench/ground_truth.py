@@ -551,15 +551,20 @@ def import_table(sp: "Space", path: str) -> int:
     return taken
 
 
-def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> None:
+def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> bool:
     """Build ``sp``'s configs in ``jobs`` processes while one process times them on the GPU as they
     appear (pass 1, with the output check); the later passes once everything is built (a quiet
-    host). Ends when every pass is done or at ``t_end``; running it again goes on."""
+    host). Ends when every pass is done, at ``t_end``, or when the timing process keeps failing
+    (then it returns False); running it again goes on."""
     done_flag = os.path.join(sp.dir, "builders_done")
-    if os.path.exists(done_flag):
-        os.remove(done_flag)
+    for stale in (done_flag, os.path.join(sp.dir, "timing_now")):
+        if os.path.exists(stale):
+            os.remove(stale)
     if not os.path.exists(os.path.join(sp.dir, "meta.json")):      # the reference, before the builders
         run_child(["_build", sp.name, "--root", sp.root, "--indices", ""], env, timeout=600, nice=False)
+        if not os.path.exists(os.path.join(sp.dir, "meta.json")):
+            raise SystemExit(f"{sp.name}: the naive schedule that candidates are checked against failed to "
+                             "build (its error is above)")
     t0 = time.time()
     first = set(sp.untimed(0))
     todo = [i for i in sp.order(0) if i not in sp.built and i not in sp.failed]
@@ -567,7 +572,7 @@ def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> None
     pool = BuildPool(sp, env, jobs, todo, args.hang_s) if todo else None
     if pool is None:
         open(done_flag, "w").close()
-    timer, stamp = None, 0.0
+    timer, stamp, fruitless, failed = None, 0.0, 0, False
     while True:
         if pool is not None and not pool.poll():
             open(done_flag, "w").close()
@@ -575,13 +580,14 @@ def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> None
                   f"({len(todo)} this run, {jobs} processes)", flush=True)
             pool = None
         if timer is not None:
-            proc, p = timer
+            proc, p, timed_at_start = timer
             rc = proc.poll()
             if rc is None:
-                late = time.time() > t_end + 30
-                if late or time.time() - stamp > 5:
+                if time.time() > t_end + 30:        # past its deadline: stopped, not blamed
+                    break
+                if time.time() - stamp > 5:
                     stamp = time.time()
-                    if late or timing_stuck(sp, args.hang_s):
+                    if timing_stuck(sp, args.hang_s):
                         proc.kill()
                         proc.wait()
                         rc = -999
@@ -589,9 +595,15 @@ def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> None
                     time.sleep(0.5)
                     continue
             sp.refresh()
-            if rc != 0:
-                blame_timing_crash(sp, rc)
             timer = None
+            if rc != 0:
+                fruitless = fruitless + 1 if sum(len(v) for v in sp.timed.values()) == timed_at_start else 0
+                blame_timing_crash(sp, rc)
+                if fruitless >= 3:
+                    print(f"{sp.name}: the timing process ended with {rc} three times without timing a "
+                          "config (its error is above); stopping", flush=True)
+                    failed = True
+                    break
             done = sum(len(sp.timed.get(k, {})) for k in range(args.passes))
             print(f"{time.strftime('%H:%M:%S')} timed {sp.name} pass {p + 1}: {done}/{(sp.n - len(sp.failed)) * args.passes} "
                   f"timings ({time.time() - t0:.0f} s)", flush=True)
@@ -608,13 +620,15 @@ def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> None
         cmd = script_cmd(["_time", sp.name, "--root", sp.root, "--pass", str(p), "--deadline", str(t_end),
                           "--min-repeat-ms", str(args.min_repeat_ms), "--indices", ",".join(map(str, todo_p))]
                          + (["--follow"] if p == 0 and pool is not None else []))
-        timer, stamp = (subprocess.Popen(cmd, env=env), p), time.time()
+        timer = (subprocess.Popen(cmd, env=env), p, sum(len(v) for v in sp.timed.values()))
+        stamp = time.time()
     if pool is not None:
         pool.stop()
     if timer is not None:
         timer[0].kill()
         timer[0].wait()
     sp.refresh()
+    return not failed
 
 
 def timing_stuck(sp: "Space", hang_s: float) -> bool:
@@ -669,10 +683,10 @@ def cmd_run(args) -> int:
     if args.gpu:
         t_end = time.time() + (args.time_limit or 1e9)
         jobs = args.jobs or max(1, len(os.sched_getaffinity(0)) - 2)
-        for sp in spaces:
-            run_pipelined(args, sp, env, jobs, t_end)
+        ok = all([run_pipelined(args, sp, env, jobs, t_end) for sp in spaces])
         finished = all(not sp.untimed(p) for sp in spaces for p in range(args.passes))
-        print("all passes done" if finished else f"stopped at the time limit ({args.time_limit:.0f} s)", flush=True)
+        print("all passes done" if finished else "stopped: the timing failed" if not ok
+              else f"stopped at the time limit ({args.time_limit:.0f} s)", flush=True)
         if args.export:
             args.partial = True
             return cmd_export(args)

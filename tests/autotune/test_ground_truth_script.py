@@ -120,3 +120,21 @@ def test_cpus_are_parsed_and_a_cpu_out_of_reach_is_refused(gt, tmp_path):
     assert gt.parse_cpus("0-3,6,8-9") == {0, 1, 2, 3, 6, 8, 9}
     with pytest.raises(SystemExit, match=r"--cpus 100000: CPUs \[100000\] are not ones this process may run on"):
         gt.main(["run", "--gpu", "smoke", "--cpus", "100000", "--root", str(tmp_path)])
+
+
+def test_a_timing_process_that_never_times_anything_stops_the_run(gt, tmp_path, capsys, monkeypatch):
+    """Three timing processes in a row that end with an error before timing a config (no GPU, a
+    broken install) stop the run instead of starting a fourth until the time limit."""
+    real = gt.script_cmd
+
+    def broken_timer(args, nice=0):
+        if args[0] == "_time":
+            return [gt.sys.executable, "-c", "import sys; sys.exit(3)"]
+        return real(args, nice)
+
+    monkeypatch.setattr(gt, "script_cmd", broken_timer)
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "1", "--root", str(tmp_path), "--time-limit", "120"]) == 0
+    out = capsys.readouterr().out
+    assert "smoke: the timing process ended with 3 three times without timing a config" in out
+    assert "stopped: the timing failed" in out
+    assert gt.Space("smoke", str(tmp_path), passes=1).timed == {}     # nothing blamed: none was being timed
