@@ -44,6 +44,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+from cpu_load import OwnLoad, busy_cores, cpu_busy_jiffies, load1  # noqa: E402
 
 OUT_DIR = os.path.join(HERE, "ground_truth")
 CACHE_DIR = os.path.join(OUT_DIR, ".cache")
@@ -158,45 +161,6 @@ def append_row(path: str, row: dict) -> None:
     with open(path, "a") as f:
         f.write(json.dumps(row, separators=(",", ":")) + "\n")
         f.flush()
-
-
-# ---------------------------------------------------------------------------------------------
-# The machine's state.
-
-
-def cpu_busy_jiffies() -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs since boot, from /proc/stat."""
-    with open("/proc/stat") as f:
-        vals = [int(x) for x in f.readline().split()[1:]]
-    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
-    total = sum(vals[:8])
-    return total - idle, total
-
-
-def busy_cores(t0: tuple[int, int], t1: tuple[int, int]) -> float:
-    dt = t1[1] - t0[1]
-    return (t1[0] - t0[0]) / dt * (os.cpu_count() or 1) if dt > 0 else 0.0
-
-
-def load1() -> float:
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
-
-
-class OwnLoad:
-    """This script's own share of the 1-minute load average, tracked as the kernel computes it
-    (every 5 s: load = load * e + running * (1 - e), e = exp(-5/60)): a timing chunk counts 1."""
-
-    def __init__(self):
-        self.value, self.t = 0.0, time.time()
-
-    def add(self, running: float, seconds: float) -> None:
-        e = math.exp(-seconds / 60.0)
-        self.value = self.value * e + running * (1 - e)
-        self.t = time.time()
-
-    def now(self) -> float:
-        return self.value * math.exp(-(time.time() - self.t) / 60.0)
 
 
 # ---------------------------------------------------------------------------------------------

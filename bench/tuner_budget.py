@@ -40,6 +40,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
+from cpu_load import busy_fraction  # noqa: E402
+
 SPACES = {
     "gemm1024": dict(template="topi/matmul.llvm", module="tilecraft.topi.matmul",
                      args=(1024, 1024, 1024, "float32"), target="llvm"),
@@ -113,28 +115,7 @@ def trace_of(name: str, log: str) -> list[float]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Which cores are free.
-
-
-def core_jiffies(cores: list[int]) -> dict[int, tuple[int, int]]:
-    """(busy, total) jiffies since boot of each of ``cores``, from /proc/stat."""
-    out = {}
-    with open("/proc/stat") as f:
-        for line in f:
-            head, *vals = line.split()
-            if head.startswith("cpu") and head[3:].isdigit() and int(head[3:]) in cores:
-                v = [int(x) for x in vals]
-                idle = v[3] + (v[4] if len(v) > 4 else 0)
-                out[int(head[3:])] = (sum(v[:8]) - idle, sum(v[:8]))
-    return out
-
-
-def busy_fraction(cores: list[int], seconds: float = 1.0) -> dict[int, float]:
-    """How busy each core was over the next ``seconds`` (0..1)."""
-    a = core_jiffies(cores)
-    time.sleep(seconds)
-    b = core_jiffies(cores)
-    return {c: (b[c][0] - a[c][0]) / max(1, b[c][1] - a[c][1]) for c in a}
+# Which cores are free (busy_fraction: cpu_load.py).
 
 
 def wait_quiet(max_load: float) -> float:
