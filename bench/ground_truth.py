@@ -304,6 +304,7 @@ class Space:
         self.dir = cache_dir(name, root)
         self.task = make_task(name)
         self._fingerprint = None
+        self.built_by = None            # the fingerprint of the code that built the cache (its meta.json)
         space = self.task.config_space
         self.n = len(space)
         # the configs' indices in the template's mixed-radix space (a multi_filter leaves gaps)
@@ -318,7 +319,7 @@ class Space:
                 raise SystemExit(f"{name}: the cache {self.dir} was measured in another space (the template "
                                  "or the restriction changed); move it away to start again")
             with open(meta) as f:
-                fp = json.load(f).get("fingerprint")
+                fp = self.built_by = json.load(f).get("fingerprint")
             if check and fp is not None and fp != self.fingerprint():
                 raise SystemExit(f"{name}: the cache {self.dir} was built from other code (template fingerprint "
                                  f"{fp}, now {self.fingerprint()}); move it away to start again")
@@ -788,7 +789,7 @@ def cmd_export(args) -> int:
             "task": {"name": task.name, "args": list(task.args), "flop": task.flop, "module": spec["module"]},
             "knobs": space_knobs(task.config_space), "restricted": spec["restrict"],
             "valid": sp.valid if task.config_space._constraints else None,
-            "fingerprint": sp.fingerprint(),
+            "fingerprint": sp.built_by,        # None: a cache made before fingerprints
             "timing": {"passes": args.passes, "repeat": REPEAT, "min_repeat_ms": args.min_repeat_ms,
                        "slow_s": SLOW_S,
                        **({"gpu": "CUDA events; one launch to calibrate, then `repeat` timings of enough "
