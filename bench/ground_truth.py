@@ -44,6 +44,9 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+from cpu_load import OwnLoad, busy_cores, cpu_busy_jiffies, load1  # noqa: E402
 
 OUT_DIR = os.path.join(HERE, "ground_truth")
 CACHE_DIR = os.path.join(OUT_DIR, ".cache")
@@ -75,8 +78,13 @@ SPACES = {
                            args=(1, 64, 56, 56, 64, 3, 3, 1, 1, "float32"), target="cuda", restrict={}),
     "conv2d_128_cuda": dict(template="topi/conv2d_nchw.cuda", module="tilecraft.topi.conv2d_cuda",
                             args=(1, 128, 28, 28, 128, 3, 3, 1, 1, "float32"), target="cuda", restrict={}),
+    # 4 configs, for the tests of this script (builds and times in seconds on any machine)
+    "smoke": dict(template="topi/softmax.llvm", module="tilecraft.topi.softmax", args=(16, 64, "float32"),
+                  target="llvm", restrict={"tile_x": [[-1, 16]], "tile_rows": [[-1, 1], [-1, 8]],
+                                           "reciprocal": [1], "reduce_lanes": [8], "reduce_accumulators": [1]}),
 }
 MIN_REPEAT_MS = 10.0
+GPU_MIN_REPEAT_MS = 5.0         # on the GPU: calibrated once, then back-to-back launches for this long
 REPEAT = 3                      # timings per config per pass (1 for a config slower than SLOW_S)
 SLOW_S = 0.02
 INPUT_SEED = 20261124
@@ -97,6 +105,38 @@ def make_task(name: str):
     if spec["restrict"]:
         task.config_space = restrict_space(task.config_space, spec["restrict"])
     return task
+
+
+def template_fingerprint(task) -> str:
+    """A hash of the code three configs of ``task`` compile to (the first, middle and last of its
+    space; CUDA C for a CUDA task, the lowered loop nest otherwise): it changes when the template,
+    the lowering or the CUDA code generator changes what a config means, which the knobs alone
+    do not show. About a second for a CUDA space.
+
+    >>> template_fingerprint(make_task("smoke"))
+    '3f9a...'
+    """
+    import hashlib
+
+    import tilecraft
+
+    space = task.config_space
+    cuda = is_cuda_task(task)
+    h = hashlib.sha256()
+    for k in sorted({0, len(space) // 2, len(space) - 1}):
+        sch, args = task.instantiate(space.get(space.valid_index(k)))
+        func = tilecraft.lower(sch, args, name="default_function", target="cuda" if cuda else None)
+        if cuda:
+            from tilecraft.codegen.cuda import generate_cuda
+            text = generate_cuda(func)
+        else:
+            text = str(func)
+        h.update(text.encode())
+    return h.hexdigest()[:16]
+
+
+def is_cuda_task(task) -> bool:
+    return task.target is not None and str(task.target).split()[0] == "cuda"
 
 
 def cache_dir(name: str, root: str = CACHE_DIR) -> str:
@@ -124,45 +164,6 @@ def append_row(path: str, row: dict) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# The machine's state.
-
-
-def cpu_busy_jiffies() -> tuple[int, int]:
-    """(busy, total) jiffies of all CPUs since boot, from /proc/stat."""
-    with open("/proc/stat") as f:
-        vals = [int(x) for x in f.readline().split()[1:]]
-    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
-    total = sum(vals[:8])
-    return total - idle, total
-
-
-def busy_cores(t0: tuple[int, int], t1: tuple[int, int]) -> float:
-    dt = t1[1] - t0[1]
-    return (t1[0] - t0[0]) / dt * (os.cpu_count() or 1) if dt > 0 else 0.0
-
-
-def load1() -> float:
-    with open("/proc/loadavg") as f:
-        return float(f.read().split()[0])
-
-
-class OwnLoad:
-    """This script's own share of the 1-minute load average, tracked as the kernel computes it
-    (every 5 s: load = load * e + running * (1 - e), e = exp(-5/60)): a timing chunk counts 1."""
-
-    def __init__(self):
-        self.value, self.t = 0.0, time.time()
-
-    def add(self, running: float, seconds: float) -> None:
-        e = math.exp(-seconds / 60.0)
-        self.value = self.value * e + running * (1 - e)
-        self.t = time.time()
-
-    def now(self) -> float:
-        return self.value * math.exp(-(time.time() - self.t) / 60.0)
-
-
-# ---------------------------------------------------------------------------------------------
 # Children: build a list of configs, time a list of configs.
 
 
@@ -180,7 +181,8 @@ def child_build(name: str, indices: list[int], root: str) -> None:
     if not os.path.exists(meta_path):
         br = build_reference_func(task, ref)
         with open(meta_path + ".tmp", "w") as f:
-            json.dump({"arg_info": br.arg_info, "reference": ref, "knobs": space_knobs(space)}, f)
+            json.dump({"arg_info": br.arg_info, "reference": ref, "knobs": space_knobs(space),
+                       "fingerprint": template_fingerprint(task)}, f)
         os.replace(meta_path + ".tmp", meta_path)
     for i in indices:
         path = os.path.join(d, "lib", f"{i}{suffix}")
@@ -192,7 +194,11 @@ def child_build(name: str, indices: list[int], root: str) -> None:
         append_row(os.path.join(d, "built.jsonl"), row)
 
 
-def child_time(name: str, pass_no: int, indices: list[int], deadline: float, root: str) -> None:
+def child_time(name: str, pass_no: int, indices: list[int], deadline: float, root: str,
+               min_repeat_ms: float = MIN_REPEAT_MS, follow: bool = False) -> None:
+    """Time ``indices`` in pass ``pass_no`` until ``deadline``. ``follow``: the builders are still
+    running; a config not built yet is timed when its library appears, and the child ends when
+    every index is timed or failed and the driver has written `builders_done`."""
     import tilecraft
     from tilecraft.autotune.local import cached_random_inputs, prepare_reference, _reference_outputs
 
@@ -210,9 +216,12 @@ def child_time(name: str, pass_no: int, indices: list[int], deadline: float, roo
     out_path = os.path.join(d, "timed.jsonl")
     window = (cpu_busy_jiffies(), time.process_time(), time.time())
     others = 0.0
-    for i in indices:
+    now_path = os.path.join(d, "timing_now")
+    for i in (follow_built(d, indices, deadline) if follow else indices):
         if time.time() > deadline:
             break
+        with open(now_path, "w") as f:         # the driver blames this config if the process dies
+            f.write(f"{i} {pass_no}")
         mod = tilecraft.runtime.load_module(os.path.join(d, "lib", f"{i}{suffix}"))
         nd = [tilecraft.nd.array(a, dev) for a in arrays]
         t0 = time.perf_counter()
@@ -224,8 +233,14 @@ def child_time(name: str, pass_no: int, indices: list[int], deadline: float, roo
                 append_row(out_path, {"i": i, "pass": pass_no, "error": "WRONG_ANSWER", "msg": bad})
                 continue
         repeat = 1 if first > SLOW_S else REPEAT
-        timer = mod.time_evaluator(mod.entry_name, dev, number=1, repeat=1, min_repeat_ms=MIN_REPEAT_MS)
-        costs = [float(timer(*nd).mean) for _ in range(repeat)]
+        if cuda:        # calibrate once (CUDA events), then `repeat` timings of `number` launches each
+            one = float(mod.time_evaluator(mod.entry_name, dev, number=1, repeat=1)(*nd).mean)
+            number = max(1, math.ceil(min_repeat_ms / 1e3 / max(one, 1e-7)))
+            costs = [float(c) for c in mod.time_evaluator(mod.entry_name, dev, number=number,
+                                                          repeat=repeat)(*nd).results]
+        else:
+            timer = mod.time_evaluator(mod.entry_name, dev, number=1, repeat=1, min_repeat_ms=min_repeat_ms)
+            costs = [float(timer(*nd).mean) for _ in range(repeat)]
         now = (cpu_busy_jiffies(), time.process_time(), time.time())
         if now[2] - window[2] >= 0.5:       # jiffies are 10 ms: judge over half a second at least
             wall = now[2] - window[2]
@@ -234,6 +249,35 @@ def child_time(name: str, pass_no: int, indices: list[int], deadline: float, roo
         append_row(out_path, {"i": i, "pass": pass_no, "costs": [round(c, 9) for c in costs],
                               "load": load1(), "others": round(others, 3), "t": round(time.time(), 1)})
         del mod, nd
+
+
+def follow_built(d: str, indices: list[int], deadline: float):
+    """Yield ``indices`` in their order as far as they are built (`built.jsonl`), then the rest as
+    their libraries appear; skip those that failed to build; end when none is left, when none can
+    come any more (the driver wrote `builders_done`), or at ``deadline``."""
+    built_path, done_path = os.path.join(d, "built.jsonl"), os.path.join(d, "builders_done")
+    left, status, offset = list(indices), {}, 0
+    while left and time.time() < deadline:
+        done = os.path.exists(done_path)      # looked at first: every row written before it is read below
+        if os.path.exists(built_path):
+            with open(built_path, "rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+            chunk = chunk[: chunk.rfind(b"\n") + 1]      # whole lines only; a half-written one waits
+            offset += len(chunk)
+            for line in chunk.decode("utf-8", "replace").splitlines():
+                try:
+                    r = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                status[r["i"]] = "error" not in r
+        ready = [i for i in left if status.get(i)]
+        left = [i for i in left if i not in status]
+        yield from ready
+        if not ready:
+            if done:
+                return
+            time.sleep(0.2)
 
 
 def check_outputs(nd, arg_info, ref) -> str | None:
@@ -255,10 +299,13 @@ def check_outputs(nd, arg_info, ref) -> str | None:
 class Space:
     """What is known about one space's progress (from its cache files)."""
 
-    def __init__(self, name: str, root: str):
-        self.name, self.root = name, root
+    def __init__(self, name: str, root: str, passes: int = 3, check: bool = False):
+        self.name, self.root, self.passes = name, root, passes
         self.dir = cache_dir(name, root)
-        space = make_task(name).config_space
+        self.task = make_task(name)
+        self._fingerprint = None
+        self.built_by = None            # the fingerprint of the code that built the cache (its meta.json)
+        space = self.task.config_space
         self.n = len(space)
         # the configs' indices in the template's mixed-radix space (a multi_filter leaves gaps)
         self.valid = [space.valid_index(k) for k in range(self.n)]
@@ -271,7 +318,17 @@ class Space:
             if cached is not None and cached != json.loads(json.dumps(space_knobs(space))):
                 raise SystemExit(f"{name}: the cache {self.dir} was measured in another space (the template "
                                  "or the restriction changed); move it away to start again")
+            with open(meta) as f:
+                fp = self.built_by = json.load(f).get("fingerprint")
+            if check and fp is not None and fp != self.fingerprint():
+                raise SystemExit(f"{name}: the cache {self.dir} was built from other code (template fingerprint "
+                                 f"{fp}, now {self.fingerprint()}); move it away to start again")
         self.refresh()
+
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            self._fingerprint = template_fingerprint(self.task)
+        return self._fingerprint
 
     def refresh(self):
         self.built = {r["i"]: r for r in read_rows(os.path.join(self.dir, "built.jsonl"))}
@@ -285,7 +342,7 @@ class Space:
         return [self.valid[int(k)] for k in np.random.default_rng(1000 + pass_no).permutation(self.n)]
 
     def unbuilt(self) -> list[int]:
-        return [i for i in self.order(0) if i not in self.built]
+        return [i for i in self.order(0) if i not in self.built and i not in self.failed]
 
     def untimed(self, pass_no: int) -> list[int]:
         done = self.timed.get(pass_no, {})
@@ -354,14 +411,262 @@ def quiet(args, own: OwnLoad) -> tuple[bool, float, float]:
     return others < args.max_others and load < args.max_load, others, load
 
 
+# ---------------------------------------------------------------------------------------------
+# On a GPU: build while timing.
+
+
+def script_cmd(args: list[str], nice: int = 0) -> list[str]:
+    return (["nice", "-n", str(nice)] if nice else []) + [sys.executable, os.path.abspath(__file__)] + args
+
+
+class BuildPool:
+    """Builder processes over a list of configs (each one a strided share of it, so libraries
+    appear in the list's order), at nice 10 so that the timing process keeps its core. A builder
+    that dies, or builds nothing for ``hang_s``, is blamed for the config it was on (an error row)
+    and replaced by one for the rest of its share."""
+
+    def __init__(self, sp: "Space", env: dict, jobs: int, todo: list[int], hang_s: float):
+        self.sp, self.env, self.hang_s = sp, env, hang_s
+        self.procs: list[list] = []          # [process, share, when it last built one, how many were left]
+        for k in range(jobs):
+            if todo[k::jobs]:
+                self.start(todo[k::jobs])
+
+    def start(self, share: list[int]) -> None:
+        cmd = script_cmd(["_build", self.sp.name, "--root", self.sp.root,
+                          "--indices", ",".join(map(str, share))], nice=10)
+        self.procs.append([subprocess.Popen(cmd, env=self.env), share, time.time(), len(share)])
+
+    def poll(self) -> bool:
+        """Reap finished or stuck builders; whether any still runs."""
+        self.sp.refresh()
+        procs, self.procs = self.procs, []
+        for entry in procs:
+            p, share, t_last, n_left = entry
+            rest = [i for i in share if i not in self.sp.built]
+            rc = p.poll()
+            if rc is None:
+                if len(rest) < n_left:
+                    entry[2:] = [time.time(), len(rest)]
+                elif time.time() - t_last > self.hang_s:
+                    p.kill()
+                    p.wait()
+                    rc = -999
+                if rc is None:
+                    self.procs.append(entry)
+                    continue
+            if rest:        # it died or hung on rest[0]
+                kind = "BUILD_TIMEOUT" if rc == -999 else "COMPILE_HOST"
+                append_row(os.path.join(self.sp.dir, "built.jsonl"),
+                           {"i": rest[0], "error": kind, "msg": f"the build process ended with {rc}"})
+                if rest[1:]:
+                    self.start(rest[1:])
+        return bool(self.procs)
+
+    def stop(self) -> None:
+        for p, *_ in self.procs:
+            p.kill()
+            p.wait()
+        self.procs = []
+
+
+def import_table(sp: "Space", path: str) -> int:
+    """Take an exported (possibly partial) table's timings as passes already done: its first pass
+    as pass 1 of this run, and so on; its error rows as pass-1 errors. Refused when the table was
+    measured in another space or from other code (the template fingerprint). Returns the rows
+    taken; a table already taken is not taken twice."""
+    from tilecraft.autotune.replay import space_knobs
+
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        header = json.loads(f.readline())
+        rows = [json.loads(line) for line in f if line.strip()]
+    where = f"--resume {path}"
+    if header.get("space") != sp.name:
+        raise SystemExit(f"{where}: the table is of space {header.get('space')!r}, not {sp.name!r}")
+    if header.get("knobs") != json.loads(json.dumps(space_knobs(sp.task.config_space))):
+        raise SystemExit(f"{where}: the table's knobs differ from the template's now (another space)")
+    fp = header.get("fingerprint")
+    if fp is not None and fp != sp.fingerprint():
+        raise SystemExit(f"{where}: the table was measured from other code (template fingerprint {fp}, now "
+                         f"{sp.fingerprint()}): its configs compile to other kernels; start without it")
+    if fp is None:
+        print(f"{where}: the table records no template fingerprint (made before they were); its knobs "
+              "match, so its timings are taken as this code's", flush=True)
+    marker = os.path.join(sp.dir, "resumed.jsonl")
+    if any(r.get("table") == os.path.abspath(path) for r in read_rows(marker)):
+        return 0
+    taken = 0
+    when = header.get("measured") or [time.strftime("%Y-%m-%d %H:%M")]
+    t = time.mktime(time.strptime(when[0], "%Y-%m-%d %H:%M"))
+    out = os.path.join(sp.dir, "timed.jsonl")
+    for r in rows:
+        i = r["i"]
+        if "error" in r:
+            if i not in sp.timed.get(0, {}):
+                append_row(out, {"i": i, "pass": 0, "error": r["error"], "msg": r.get("msg", ""), "from": path})
+                taken += 1
+            continue
+        for k, fig in enumerate(r["passes"]):
+            if k < sp.passes and i not in sp.timed.get(k, {}):
+                append_row(out, {"i": i, "pass": k, "costs": [fig], "load": r["load"][k],
+                                 "others": r["others"][k], "t": t, "from": os.path.basename(path)})
+        taken += 1
+    append_row(marker, {"table": os.path.abspath(path), "rows": taken, "device": header.get("device")})
+    sp.refresh()
+    return taken
+
+
+def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> bool:
+    """Build ``sp``'s configs in ``jobs`` processes while one process times them on the GPU as they
+    appear (pass 1, with the output check); the later passes once everything is built (a quiet
+    host). Ends when every pass is done, at ``t_end``, or when the timing process keeps failing
+    (then it returns False); running it again goes on."""
+    done_flag = os.path.join(sp.dir, "builders_done")
+    for stale in (done_flag, os.path.join(sp.dir, "timing_now")):
+        if os.path.exists(stale):
+            os.remove(stale)
+    if not os.path.exists(os.path.join(sp.dir, "meta.json")):      # the reference, before the builders
+        run_child(["_build", sp.name, "--root", sp.root, "--indices", ""], env, timeout=600, nice=False)
+        if not os.path.exists(os.path.join(sp.dir, "meta.json")):
+            raise SystemExit(f"{sp.name}: the naive schedule that candidates are checked against failed to "
+                             "build (its error is above)")
+    t0 = time.time()
+    first = set(sp.untimed(0))
+    todo = [i for i in sp.order(0) if i not in sp.built and i not in sp.failed]
+    todo = [i for i in todo if i in first] + [i for i in todo if i not in first]   # pass 1's first
+    pool = BuildPool(sp, env, jobs, todo, args.hang_s) if todo else None
+    if pool is None:
+        open(done_flag, "w").close()
+    timer, stamp, fruitless, failed = None, 0.0, 0, False
+    while True:
+        if pool is not None and not pool.poll():
+            open(done_flag, "w").close()
+            print(f"{time.strftime('%H:%M:%S')} built {sp.name}: {len(sp.built)}/{sp.n} in {time.time() - t0:.0f} s "
+                  f"({len(todo)} this run, {jobs} processes)", flush=True)
+            pool = None
+        if timer is not None:
+            proc, p, timed_at_start = timer
+            rc = proc.poll()
+            if rc is None:
+                if time.time() > t_end + 30:        # past its deadline: stopped, not blamed
+                    break
+                if time.time() - stamp > 5:
+                    stamp = time.time()
+                    if timing_stuck(sp, args.hang_s):
+                        proc.kill()
+                        proc.wait()
+                        rc = -999
+                if rc is None:
+                    time.sleep(0.5)
+                    continue
+            sp.refresh()
+            timer = None
+            if rc != 0:
+                fruitless = fruitless + 1 if sum(len(v) for v in sp.timed.values()) == timed_at_start else 0
+                blame_timing_crash(sp, rc)
+                if fruitless >= 3:
+                    print(f"{sp.name}: the timing process ended with {rc} three times without timing a "
+                          "config (its error is above); stopping", flush=True)
+                    failed = True
+                    break
+            done = sum(len(sp.timed.get(k, {})) for k in range(args.passes))
+            print(f"{time.strftime('%H:%M:%S')} timed {sp.name} pass {p + 1}: {done}/{(sp.n - len(sp.failed)) * args.passes} "
+                  f"timings ({time.time() - t0:.0f} s)", flush=True)
+            continue
+        sp.refresh()
+        left = [k for k in range(args.passes) if sp.untimed(k)]
+        if not left or time.time() > t_end:
+            break
+        p = left[0]
+        if p > 0 and pool is not None:       # the later passes wait for a quiet host
+            time.sleep(0.5)
+            continue
+        todo_p = sp.untimed(p) if p == 0 else [i for i in sp.untimed(p) if i in sp.built]
+        cmd = script_cmd(["_time", sp.name, "--root", sp.root, "--pass", str(p), "--deadline", str(t_end),
+                          "--min-repeat-ms", str(args.min_repeat_ms), "--indices", ",".join(map(str, todo_p))]
+                         + (["--follow"] if p == 0 and pool is not None else []))
+        timer = (subprocess.Popen(cmd, env=env), p, sum(len(v) for v in sp.timed.values()))
+        stamp = time.time()
+    if pool is not None:
+        pool.stop()
+    if timer is not None:
+        timer[0].kill()
+        timer[0].wait()
+    sp.refresh()
+    return not failed
+
+
+def timing_stuck(sp: "Space", hang_s: float) -> bool:
+    """The timing process has been on one config for ``hang_s`` (a hung kernel)."""
+    path = os.path.join(sp.dir, "timing_now")
+    if not os.path.exists(path) or time.time() - os.path.getmtime(path) < hang_s:
+        return False
+    sp.refresh()
+    i, p = (int(x) for x in open(path).read().split())
+    return i not in sp.timed.get(p, {})
+
+
+def blame_timing_crash(sp: "Space", rc: int) -> None:
+    """The timing process ended with ``rc``: an error row for the config it was on, if untimed."""
+    path = os.path.join(sp.dir, "timing_now")
+    if not os.path.exists(path):
+        return
+    i, p = (int(x) for x in open(path).read().split())
+    if i not in sp.timed.get(p, {}):
+        append_row(os.path.join(sp.dir, "timed.jsonl"),
+                   {"i": i, "pass": p, "error": "RUNTIME_DEVICE", "msg": f"the timing process ended with {rc}"})
+        sp.refresh()
+
+
+def parse_cpus(text: str) -> set[int]:
+    """``"0-13"`` / ``"0,2,4-7"`` -> the set of CPU numbers."""
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus |= set(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
 def cmd_run(args) -> int:
+    if args.cpus:       # this process and every builder and timer it starts
+        cpus = parse_cpus(args.cpus)
+        if not cpus <= os.sched_getaffinity(0):
+            raise SystemExit(f"--cpus {args.cpus}: CPUs {sorted(cpus - os.sched_getaffinity(0))} are not ones "
+                             f"this process may run on ({sorted(os.sched_getaffinity(0))})")
+        os.sched_setaffinity(0, cpus)
     env = dict(os.environ, **ONE_THREAD)
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    spaces = [Space(n, args.root) for n in args.spaces]
+    spaces = [Space(n, args.root, passes=args.passes, check=True) for n in args.spaces]
+    if args.resume:
+        for path in args.resume:
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                name = json.loads(f.readline()).get("space")
+            sp = next((s for s in spaces if s.name == name), None)
+            if sp is None:
+                raise SystemExit(f"--resume {path}: a table of space {name!r}, which this run does not measure")
+            print(f"--resume {path}: {import_table(sp, path)} configs' timings taken", flush=True)
+    if args.gpu:
+        t_end = time.time() + (args.time_limit or 1e9)
+        jobs = args.jobs or max(1, len(os.sched_getaffinity(0)) - 2)
+        ok = all([run_pipelined(args, sp, env, jobs, t_end) for sp in spaces])
+        finished = all(not sp.untimed(p) for sp in spaces for p in range(args.passes))
+        print("all passes done" if finished else "stopped: the timing failed" if not ok
+              else f"stopped at the time limit ({args.time_limit:.0f} s)", flush=True)
+        if args.export:
+            args.partial = True
+            return cmd_export(args)
+        return 0
     own = OwnLoad()
-    jobs = args.jobs or (os.cpu_count() if args.gpu else 1)
+    jobs = args.jobs or 1
     last_msg = 0.0
+    t_end = time.time() + (args.time_limit or 1e9)
     while True:
+        if time.time() > t_end:
+            print(f"stopped at the time limit ({args.time_limit:.0f} s)", flush=True)
+            if args.export:
+                args.partial = True
+                return cmd_export(args)
+            return 0
         # small spaces pass after pass first (complete tables early), then the large ones by pass
         pending = sorted(((sp.n > 1000, p, k), p, sp) for p in range(args.passes)
                          for k, sp in enumerate(spaces) if sp.untimed(p))
@@ -397,7 +702,7 @@ def cmd_run(args) -> int:
             time.sleep(args.wait_s)
             own.add(0.0, args.wait_s)
     print("all passes done")
-    return 0
+    return cmd_export(args) if args.export else 0
 
 
 def cmd_status(args) -> int:
@@ -437,8 +742,8 @@ def cmd_export(args) -> int:
 
     status = 0
     for name in args.spaces:
-        sp = Space(name, args.root)
-        task = make_task(name)
+        sp = Space(name, args.root, passes=args.passes, check=True)
+        task = sp.task
         spec = SPACES[name]
         rows, short = [], 0
         times = []
@@ -452,6 +757,10 @@ def cmd_export(args) -> int:
                 rows.append({"i": i, "error": first["error"], "msg": first["msg"]})
                 continue
             got = [sp.timed[p][i] for p in sorted(sp.timed) if i in sp.timed[p]]
+            crashed = [r for r in got if "error" in r]
+            if crashed:         # a later pass crashed on it (pass 1's errors are handled above)
+                rows.append({"i": i, "error": crashed[0]["error"], "msg": crashed[0]["msg"]})
+                continue
             if len(got) < args.passes:
                 short += 1
                 if not got:
@@ -480,15 +789,20 @@ def cmd_export(args) -> int:
             "task": {"name": task.name, "args": list(task.args), "flop": task.flop, "module": spec["module"]},
             "knobs": space_knobs(task.config_space), "restricted": spec["restrict"],
             "valid": sp.valid if task.config_space._constraints else None,
-            "timing": {"passes": args.passes, "repeat": REPEAT, "min_repeat_ms": MIN_REPEAT_MS,
+            "fingerprint": sp.built_by,        # None: a cache made before fingerprints
+            "timing": {"passes": args.passes, "repeat": REPEAT, "min_repeat_ms": args.min_repeat_ms,
                        "slow_s": SLOW_S,
+                       **({"gpu": "CUDA events; one launch to calibrate, then `repeat` timings of enough "
+                                  "back-to-back launches; pass 1 timed while the other configs were built "
+                                  "(builders at nice 10), the later passes after"} if spec["target"] == "cuda" else {}),
+                       "resumed_from": [r["table"].split(os.sep)[-1] for r in read_rows(os.path.join(sp.dir, "resumed.jsonl"))],
                        "figure": ("the fastest timing of all passes (contention only slows: on a busy machine "
                                   "the minimum is the least biased)" if args.figure == "min"
                                   else "median over passes of each pass's median")},
             "measured": [time.strftime("%Y-%m-%d %H:%M", time.localtime(min(times))),
                          time.strftime("%Y-%m-%d %H:%M", time.localtime(max(times)))] if times else None,
             "configs": sp.n, "errors": len(rows) - len(ok), "partial": bool(short),
-            "command": "python3 bench/ground_truth.py run " + name,
+            "command": "python3 bench/ground_truth.py run " + name + (" --gpu" if spec["target"] == "cuda" else ""),
         }
         out = os.path.join(args.out, f"{name}.jsonl.gz")
         os.makedirs(args.out, exist_ok=True)
@@ -525,6 +839,19 @@ def main(argv=None) -> int:
     p.add_argument("--figure", choices=("median", "min"), default="median",
                    help="a config's figure: the median of its passes' medians, or its fastest timing "
                         "(for tables measured on a busy machine)")
+    p.add_argument("--time-limit", type=float, default=0.0,
+                   help="stop building and timing after about this many seconds (0: none); run again to go on")
+    p.add_argument("--export", action="store_true",
+                   help="export the spaces when `run` ends (--gpu: as a partial table if the time limit came first)")
+    p.add_argument("--resume", action="append", default=[], metavar="TABLE",
+                   help="take an exported (partial) table's timings as passes already done (same space and code)")
+    p.add_argument("--hang-s", type=float, default=120.0,
+                   help="--gpu: a builder or timing process this long on one config is killed and the config blamed")
+    p.add_argument("--min-repeat-ms", type=float, default=0.0,
+                   help=f"each timing lasts at least this long ({MIN_REPEAT_MS:g} ms on the CPU, "
+                        f"{GPU_MIN_REPEAT_MS:g} ms with --gpu)")
+    p.add_argument("--cpus", default="", help="run (builders and timing too) on these CPUs only, e.g. 0-13")
+    p.add_argument("--follow", action="store_true")
     p.add_argument("--indices", default="")
     p.add_argument("--pass", dest="pass_no", type=int, default=0)
     p.add_argument("--deadline", type=float, default=0.0)
@@ -535,9 +862,11 @@ def main(argv=None) -> int:
     if args.command == "_build":
         child_build(args.spaces[0], [int(x) for x in args.indices.split(",") if x], args.root)
         return 0
+    cuda = args.gpu or (args.spaces and all(SPACES[s]["target"] == "cuda" for s in args.spaces))
+    args.min_repeat_ms = args.min_repeat_ms or (GPU_MIN_REPEAT_MS if cuda else MIN_REPEAT_MS)
     if args.command == "_time":
         child_time(args.spaces[0], args.pass_no, [int(x) for x in args.indices.split(",") if x],
-                   args.deadline, args.root)
+                   args.deadline, args.root, args.min_repeat_ms, args.follow)
         return 0
     if args.command in ("run", "export") and not args.spaces:
         p.error(f"name the spaces to {args.command}: {', '.join(SPACES)}")

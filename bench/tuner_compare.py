@@ -18,8 +18,9 @@ quartile band per tuner) and prints a markdown table.
 
 Loop-nest features (`itervar`, `curve`) of every config of a space are computed once and kept
 in `bench/ground_truth/.cache/<space>/features_<type>.npy`; the tuners read them from there.
-Transfer (`xgb-transfer`) pre-trains on 128 random configs of the neighbouring space's table
-(`NEIGHBOUR`).
+Transfer (`xgb-transfer` and its variants `-joint`, `-norm`, `-joint-norm`: the cost model's
+`transfer` and `normalise` options) pre-trains on 128 random configs of the neighbouring space's
+table (`NEIGHBOUR`; `--tables DIR` looks there first, for the space and its neighbour).
 """
 from __future__ import annotations
 
@@ -49,9 +50,9 @@ def tuner_table():
     """name -> (make(task, seed, ctx), what it is)."""
     from tilecraft.autotune.tuner import GATuner, GridSearchTuner, RandomTuner, XGBTuner
 
-    def xgb(feature="knob", loss="rank", **kw):
+    def xgb(feature="knob", loss="rank", transfer="margin", normalise=False, **kw):
         def make(task, seed, ctx):
-            model = ctx.model(task, feature, loss, seed)
+            model = ctx.model(task, feature, loss, seed, transfer, normalise)
             return XGBTuner(task, feature_type=feature, loss_type=loss, cost_model=model, seed=seed, **kw)
         return make
 
@@ -66,7 +67,14 @@ def tuner_table():
         "xgb-itervar": (xgb("itervar"), "itervar (loop-nest) features, rank loss"),
         "xgb-curve": (xgb("curve"), "curve features, rank loss"),
         "xgb-knob-div": (xgb("knob", diversity_filter_ratio=2), "knob features, diversity filter 2x"),
-        "xgb-transfer": (xgb("itervar"), "itervar features, pre-trained on the neighbouring shape"),
+        "xgb-transfer": (xgb("itervar"), "itervar features, the neighbouring shape's model as base margin "
+                                         "(the default transfer, AutoTVM's)"),
+        "xgb-transfer-joint": (xgb("itervar", transfer="joint"),
+                               "itervar features, one model with the neighbour's records as its own ranking "
+                               "group, weighing less as own measurements grow"),
+        "xgb-transfer-norm": (xgb("itervar", normalise=True), "as xgb-transfer, features shape-normalised"),
+        "xgb-transfer-joint-norm": (xgb("itervar", transfer="joint", normalise=True),
+                                    "as xgb-transfer-joint, features shape-normalised"),
     }
 
 
@@ -82,7 +90,7 @@ class Context:
             self.features[feature] = space_features(self.truth, self.name, feature)
         return self.features[feature]
 
-    def model(self, task, feature: str, loss: str, seed: int):
+    def model(self, task, feature: str, loss: str, seed: int, transfer: str = "margin", normalise: bool = False):
         from tilecraft.autotune.cost_model import XGBoostCostModel
 
         extractor = None
@@ -90,7 +98,7 @@ class Context:
             table = self.feature_matrix(feature)
             extractor = lambda idx: table[np.asarray(idx, dtype=np.int64)]  # noqa: E731
         return XGBoostCostModel(task, feature_type=feature, loss_type=loss, seed=seed, num_threads=1,
-                                extractor=extractor)
+                                extractor=extractor, transfer=transfer, normalise=normalise)
 
 
 def space_features(truth, name: str, feature: str) -> np.ndarray:
@@ -104,7 +112,9 @@ def space_features(truth, name: str, feature: str) -> np.ndarray:
         if len(table) == space.range_length:
             return table
     t0 = time.time()
-    rows = feature_mod.features_of_configs(truth.task, [space.get(int(i)) for i in truth.valid], feature)
+    lower = feature_mod.features_of_configs
+    lower = getattr(lower, "__wrapped__", lower)    # not memoize_other_task_features' answer from this table
+    rows = lower(truth.task, [space.get(int(i)) for i in truth.valid], feature)
     n = next((len(r) for r in rows if r is not None), None)
     if n is None:
         raise ValueError(f"{name}: no config lowers, so there are no {feature} features")
@@ -132,10 +142,12 @@ def memoize_other_task_features(contexts: dict) -> None:
                 return [None if np.isnan(table[c.index]).any() else table[c.index] for c in configs]
         return original(task, configs, feature_type)
 
+    cached.__wrapped__ = original
     feature_mod.features_of_configs = cached
 
 
-def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: dict) -> dict:
+def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: dict,
+              with_ranking: bool = True) -> dict:
     from tilecraft.autotune import replay
 
     ctx = contexts[name]
@@ -150,7 +162,7 @@ def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: d
     for tname in tuners:
         make, what = table[tname]
         history = None
-        if tname == "xgb-transfer":
+        if tname.startswith("xgb-transfer"):
             nb = NEIGHBOUR.get(name)
             if nb not in contexts:
                 print(f"  {name}: no neighbouring table loaded ({nb}); xgb-transfer skipped")
@@ -173,7 +185,8 @@ def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: d
         out["tuners"][tname] = res
         print(f"  {name} {tname:13s} to99 {fmt_q(res['to99'])}  to100 {fmt_q(res['to100'])}  "
               f"auc {res['auc']:.3f}  ({res['seconds']} s)", flush=True)
-    out["ranking"] = ranking(ctx, seeds)
+    if with_ranking:
+        out["ranking"] = ranking(ctx, seeds)
     return out
 
 
@@ -243,7 +256,10 @@ def main(argv=None) -> int:
     p.add_argument("--trials", type=int, default=0, help="budget per run (default: half the space, at most 256)")
     p.add_argument("--tuners", default=",".join(tuner_table()))
     p.add_argument("--out", default=RESULTS)
+    p.add_argument("--tables", default=TABLES,
+                   help="where to look for a space's table (and its neighbour's) before bench/ground_truth/")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--no-ranking", action="store_true", help="skip the cost models' ndcg / recall")
     p.add_argument("--replot", action="store_true", help="only redraw the plots from bench/results/search_*.json")
     args = p.parse_args(argv)
     os.environ.setdefault("TILECRAFT_FEATURE_WORKERS", "1")
@@ -260,13 +276,16 @@ def main(argv=None) -> int:
         p.error(f"unknown tuner {unknown[0]!r}; the tuners: {', '.join(tuner_table())}")
 
     def path_of(name):
-        return name if os.path.exists(name) else os.path.join(TABLES, f"{name}.jsonl.gz")
+        if os.path.exists(name):
+            return name
+        first = os.path.join(args.tables, f"{name}.jsonl.gz")       # then the shipped tables
+        return first if os.path.exists(first) else os.path.join(TABLES, f"{name}.jsonl.gz")
 
     names = [os.path.basename(s).split(".")[0] for s in args.spaces]
     contexts = {}
     for name, spec in zip(names, args.spaces):
         contexts[name] = Context(GroundTruth.load(path_of(spec)), name)
-    if "xgb-transfer" in tuners:
+    if any(t.startswith("xgb-transfer") for t in tuners):
         for name in names:
             nb = NEIGHBOUR.get(name)
             if nb and nb not in contexts and os.path.exists(path_of(nb)):
@@ -279,7 +298,7 @@ def main(argv=None) -> int:
         trials = args.trials or min(256, len(truth) // 2)
         print(f"{name}: {len(truth)} configs, {truth.near_optimal(0.99)} within 99% of the optimum "
               f"({truth.task.flop / truth.optimum / 1e9:.1f} GFLOP/s); {trials} trials, {args.seeds} seeds", flush=True)
-        r = run_space(name, tuners, args.seeds, trials, contexts)
+        r = run_space(name, tuners, args.seeds, trials, contexts, with_ranking=not args.no_ranking)
         r["command"] = "python3 bench/tuner_compare.py " + " ".join(argv if argv is not None else sys.argv[1:])
         results.append(r)
         with open(os.path.join(args.out, f"search_{name}.json"), "w") as f:

@@ -16,9 +16,22 @@ from . import features as feature_mod
 
 log = logging.getLogger("tilecraft.autotune")
 
+#: joint transfer: the other tasks' ranking groups weigh OTHER_WEIGHT against this task's
+#: measurements while there are none, half that after OTHER_HALF of them
+OTHER_WEIGHT = 1.0
+OTHER_HALF = 32
+
 
 class XGBoostCostModel:
     """``fit(indices, flops, plan_size)``, ``predict(indices)``, ``fit_log(records, plan_size)``.
+
+    Transfer (``fit_log``: other tasks' records, loop-nest features only): with
+    ``transfer="margin"`` (AutoTVM's way) a model of the other tasks stays under this task's model
+    as its base margin; with ``"joint"`` one booster learns from both, each task its own ranking
+    group, the others' weight ``OTHER_WEIGHT * OTHER_HALF / (OTHER_HALF + n)`` after ``n`` own
+    measurements. ``normalise=True`` caps the features that grow with the problem
+    (``loop_features.shape_normalised``) once other tasks' records are in. Replayed over ground
+    truth (docs/autotune.md) neither option beat the default on the quiet GEMM tables.
 
     >>> model = XGBoostCostModel(task, feature_type="knob")
     >>> model.fit(indices, flops, 64); model.predict(other_indices)
@@ -26,11 +39,17 @@ class XGBoostCostModel:
 
     def __init__(self, task, feature_type: str = "itervar", loss_type: str = "rank",
                  num_threads: int | None = None, num_boost_round: int = 150, seed: int | None = None,
-                 extractor=None):
+                 extractor=None, transfer: str = "margin", normalise: bool = False):
         import xgboost  # noqa: F401 -- fail early, and here, if it is missing
 
         if loss_type not in ("rank", "reg"):
             raise ValueError(f"loss_type must be 'rank' or 'reg', not {loss_type!r}")
+        if transfer not in ("joint", "margin"):
+            raise ValueError(f"transfer must be 'joint' or 'margin', not {transfer!r}")
+        self.transfer = transfer
+        self.other = None       # other tasks' (features, labels, group sizes), for joint transfer
+        self.normalise = normalise
+        self.shape_free = False  # set by fit_log: loop-nest features shape-normalised from then on
         self.task = task
         self.feature_type = feature_type
         self.loss_type = loss_type
@@ -52,22 +71,51 @@ class XGBoostCostModel:
         if self.knob_extractor is None:
             self.predict_fast = None
 
-    def _train(self, x: np.ndarray, y: np.ndarray, base_margin: np.ndarray | None = None):
+    def _train(self, x: np.ndarray, y: np.ndarray, base_margin: np.ndarray | None = None,
+               groups: list[int] | None = None, weights: list[float] | None = None):
+        """A booster on ``x``, ``y``; ``groups``: sizes of consecutive row groups (tasks), each
+        labelled relative to its own best and ranked only within itself; ``weights`` per group."""
         import xgboost as xgb
 
-        y = y / max(float(np.max(y)), 1e-12)
+        groups = groups or [len(y)]
+        y = y.astype(np.float64).copy()
+        start = 0
+        for g in groups:
+            y[start:start + g] /= max(float(np.max(y[start:start + g], initial=0.0)), 1e-12)
+            start += g
         dtrain = xgb.DMatrix(x, label=y, base_margin=base_margin)
         if self.loss_type == "rank":
-            dtrain.set_group([len(y)])
+            dtrain.set_group(groups)
+            if weights is not None:
+                dtrain.set_weight(np.asarray(weights, dtype=np.float32))
+        elif weights is not None:
+            dtrain.set_weight(np.repeat(np.asarray(weights, dtype=np.float32), groups))
         return xgb.train(self.params, dtrain, num_boost_round=self.num_boost_round)
 
-    def fit(self, xs, ys, plan_size: int = 64):
+    def _features(self, xs) -> np.ndarray:
         x = self.extractor(np.asarray(xs, dtype=np.int64))
+        if self.shape_free:
+            from .loop_features import shape_normalised
+            x = shape_normalised(x, self.feature_type)
+        return x
+
+    def fit(self, xs, ys, plan_size: int = 64):
+        x = self._features(xs)
         y = np.asarray(ys, dtype=np.float64)
         valid = np.all(np.isfinite(x), axis=1)
-        # with a model of other tasks (transfer), this task's model learns what that one gets
-        # wrong: its predictions are the starting margin (AutoTVM's XGBoostCostModel does this)
-        self.bst = self._train(x[valid], y[valid], self._base_margin(x[valid]))
+        if self.other is not None:
+            # joint transfer: one booster on this task's measurements and the other tasks',
+            # each task its own ranking group (throughputs of different shapes are not
+            # compared), the others weighing less as this task's own measurements grow
+            ox, oy, ogroups = self.other
+            n = int(valid.sum())
+            w_other = OTHER_WEIGHT * OTHER_HALF / (OTHER_HALF + n)
+            self.bst = self._train(np.concatenate([x[valid], ox]), np.concatenate([y[valid], oy]),
+                                   groups=[n] + ogroups, weights=[1.0] + [w_other] * len(ogroups))
+        else:
+            # with a model of other tasks (margin transfer), this task's model learns what that
+            # one gets wrong: its predictions are the starting margin (AutoTVM's way)
+            self.bst = self._train(x[valid], y[valid], self._base_margin(x[valid]))
         if self.knob_extractor is not None:
             self.knob_bst = self._train(self.knob_extractor(np.asarray(xs, dtype=np.int64)), y)
 
@@ -83,7 +131,7 @@ class XGBoostCostModel:
         features (``itervar``, ``curve``) transfer; returns whether a model was trained."""
         if self.feature_type == "knob":
             return False
-        xs, ys = [], []
+        xs, ys, groups = [], [], []
         by_task: dict = {}
         for inp, res in records:
             by_task.setdefault((inp.task.workload, str(inp.target)), []).append((inp, res))
@@ -95,22 +143,31 @@ class XGBoostCostModel:
             except Exception as err:  # the template is gone or changed: skip that task
                 log.info("transfer: skipping %s: %s", task.name, err)
                 continue
-            for f, (_, r) in zip(feats, group):
-                if f is not None:
-                    xs.append(f)
-                    ys.append(((task.flop or 1.0) / r.mean_cost if r.ok else 0.0) / best)
+            kept = [(f, r) for f, (_, r) in zip(feats, group) if f is not None]
+            for f, r in kept:
+                xs.append(f)
+                ys.append(((task.flop or 1.0) / r.mean_cost if r.ok else 0.0) / best)
+            if kept:
+                groups.append(len(kept))
         if len(xs) < 16:
             return False
-        self.base_bst = self._train(np.stack(xs), np.asarray(ys))
+        x, y = np.stack(xs), np.asarray(ys)
+        if self.normalise:
+            from .loop_features import shape_normalised
+            x = shape_normalised(x, self.feature_type)
+            self.shape_free = True
+        self.base_bst = self._train(x, y, groups=groups)     # ranks the first plan
+        if self.transfer == "joint":
+            self.other = (x, y, groups)
         return True
 
     def _base_margin(self, x: np.ndarray) -> np.ndarray | None:
-        if self.base_bst is None or not len(x):
+        if self.base_bst is None or self.other is not None or not len(x):
             return None
         return np.asarray(self.base_bst.inplace_predict(x, predict_type="margin"), dtype=np.float32)
 
     def predict(self, xs) -> np.ndarray:
-        x = self.extractor(np.asarray(xs, dtype=np.int64))
+        x = self._features(xs)
         if self.bst is None and self.base_bst is None:
             return np.zeros(len(x))
         if self.bst is None:

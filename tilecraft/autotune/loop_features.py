@@ -218,3 +218,41 @@ def extract(task, config, feature_type: str = "itervar") -> np.ndarray:
         raise InstantiationError("; ".join(config.errors))
     func = tilecraft.lower(sch, args)
     return nest_features(func, feature_type)
+
+
+#: shape_normalised's caps (log2 scale): a stride past 64 elements, a count, reuse, trip count
+#: or allocation past 2^20 elements, a loop past 64 iterations, more than 2^12 iterations
+#: around a loop all look alike
+CAP_STRIDE, CAP_COUNT, CAP_EXTENT, CAP_ABOVE = _log2(64), _log2(2 ** 20), _log2(64), _log2(2 ** 12)
+
+
+def shape_normalised(x: np.ndarray, feature_type: str = "itervar") -> np.ndarray:
+    """Features (rows of ``nest_features``) that mean the same in a neighbouring shape, for
+    transfer learning: the ones that grow with the problem (outer extents, strides of rows,
+    touched elements and reuse of outer loops, allocation sizes) are capped where the caches stop
+    telling sizes apart (``CAP_*``), and the total trip count, which only tells shapes apart,
+    is dropped (zero). Inner tiles, vector lanes, unrolling and loop kinds pass unchanged.
+
+    >>> shape_normalised(np.stack([nest_features(f) for f in funcs]))
+    """
+    x = np.array(x, dtype=np.float32, copy=True)
+    if x.ndim != 2 or x.shape[1] != feature_length(feature_type):
+        raise ValueError(f"shape_normalised: expected rows of {feature_length(feature_type)} {feature_type} "
+                         f"features, got shape {x.shape}")
+    n_buf = MAX_BUFFERS * MAX_LOOPS
+    if feature_type == "curve":
+        np.minimum(x[:, : 2 * n_buf], CAP_COUNT, out=x[:, : 2 * n_buf])
+    else:
+        width = 4 + len(_KINDS) + 3 * MAX_BUFFERS
+        loops = x[:, : MAX_LOOPS * width].reshape(len(x), MAX_LOOPS, width)
+        np.minimum(loops[:, :, 0], CAP_EXTENT, out=loops[:, :, 0])
+        np.minimum(loops[:, :, 1 + len(_KINDS)], CAP_COUNT, out=loops[:, :, 1 + len(_KINDS)])
+        np.minimum(loops[:, :, 2 + len(_KINDS)], CAP_ABOVE, out=loops[:, :, 2 + len(_KINDS)])
+        buf = loops[:, :, 4 + len(_KINDS):].reshape(len(x), MAX_LOOPS, MAX_BUFFERS, 3)
+        np.minimum(buf[..., 0], CAP_STRIDE, out=buf[..., 0])
+        np.minimum(buf[..., 1:], CAP_COUNT, out=buf[..., 1:])
+        x[:, : MAX_LOOPS * width] = loops.reshape(len(x), -1)
+    glob = x.shape[1] - N_GLOBAL
+    x[:, glob + 4] = 0.0                                   # the total trip count
+    np.minimum(x[:, glob + 5:], CAP_COUNT, out=x[:, glob + 5:])
+    return x

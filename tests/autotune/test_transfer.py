@@ -1,0 +1,147 @@
+"""Transfer learning between neighbouring shapes: shape-normalised loop-nest features, and the
+joint model trained with another task's records (its own ranking group, weighing less as this
+task's measurements grow). Fake features and synthetic costs: milliseconds, no machine."""
+import math
+
+import numpy as np
+import pytest
+
+import tilecraft.autotune as autotune
+from tilecraft.autotune import loop_features, replay
+from tilecraft.autotune.replay import GroundTruth
+
+import autotune_fakes as fk
+
+
+def _matmul(n):
+    import tilecraft.topi.matmul  # noqa: F401
+    return autotune.task.create("topi/matmul.llvm", args=(n, n, n, "float32"), target="llvm")
+
+
+def test_shape_normalised_features_of_two_gemm_shapes_are_closer_than_raw_ones():
+    """The same first config of GEMM 256³ and 1024³: after normalising, the total trip count is
+    gone, no column passes its cap, and the two vectors differ less than the raw ones."""
+    raw = np.stack([loop_features.extract(t, t.config_space.get(0)) for t in (_matmul(256), _matmul(1024))])
+    norm = loop_features.shape_normalised(raw)
+    glob = raw.shape[1] - loop_features.N_GLOBAL
+    assert raw[0, glob + 4] != raw[1, glob + 4] and (norm[:, glob + 4] == 0).all()
+    assert norm.max() <= loop_features.CAP_COUNT + 1e-6
+    assert np.abs(norm[0] - norm[1]).sum() < 0.5 * np.abs(raw[0] - raw[1]).sum()
+    assert (norm <= raw + 1e-6).all()               # it only caps, never invents
+    assert not np.shares_memory(norm, raw)
+
+
+def test_shape_normalised_names_a_wrong_width():
+    with pytest.raises(ValueError, match=r"shape_normalised: expected rows of \d+ curve features, got shape \(3, 7\)"):
+        loop_features.shape_normalised(np.zeros((3, 7)), "curve")
+
+
+def _tile_features(task, configs, feature_type="itervar"):
+    """Stand-in loop-nest features, the same meaning in every shape (log2 of the inner tiles),
+    padded to the itervar width so that shape_normalised applies."""
+    width = loop_features.feature_length("itervar")
+    out = []
+    for c in configs:
+        f = np.zeros(width, np.float32)
+        f[:4] = [math.log2(c["tile_y"].size[-1]), math.log2(c["tile_x"].size[-1]),
+                 math.log2(c["tile_k"].size[-1]), c["unroll"].val]
+        out.append(f)
+    return out
+
+
+@pytest.fixture
+def shapes(monkeypatch):
+    from tilecraft.autotune import features as feature_mod
+
+    monkeypatch.setattr(feature_mod, "features_of_configs", _tile_features)
+    task = autotune.task.create("test/fake_matmul", args=(64, 64, 16), target="llvm")
+    other = autotune.task.create("test/fake_matmul", args=(128, 128, 32), target="llvm")
+    space = task.config_space
+    feats = np.stack(_tile_features(task, [space.get(i) for i in range(len(space))]))
+    flops = np.array([task.flop / fk.synthetic_cost(space.get(i)) for i in range(len(space))])
+    return task, other, feats, flops
+
+
+def _records(other, cost, n=200, seed=0):
+    truth = GroundTruth.from_costs(other, [cost(c) for c in other.config_space])
+    return truth.records(np.random.default_rng(seed).permutation(len(truth))[:n])
+
+
+def _quality(task, feats, flops, records, transfer, n_own, seed=0, normalise=False):
+    from tilecraft.autotune.cost_model import XGBoostCostModel
+
+    rng = np.random.default_rng(seed)
+    own = rng.permutation(len(flops))[:n_own]
+    test = np.setdiff1d(np.arange(len(flops)), own)
+    model = XGBoostCostModel(task, feature_type="itervar", seed=0, num_threads=1, transfer=transfer,
+                             normalise=normalise, extractor=lambda idx: feats[np.asarray(idx)])
+    if records is not None:
+        assert model.fit_log(records, 64)
+    if n_own:
+        model.fit(own, flops[own], 64)
+    return replay.ndcg_at(flops[test], model.predict(test), 32)
+
+
+@pytest.mark.parametrize("transfer, normalise", [("margin", False), ("joint", False), ("margin", True),
+                                                  ("joint", True)])
+def test_a_neighbours_records_help_while_own_measurements_are_few(shapes, transfer, normalise):
+    task, other, feats, flops = shapes
+    records = _records(other, fk.synthetic_cost)
+    with_other = _quality(task, feats, flops, records, transfer, n_own=6, normalise=normalise)
+    alone = _quality(task, feats, flops, None, transfer, n_own=6, normalise=normalise)
+    assert with_other > 0.8 and with_other > alone + 0.1, (with_other, alone)
+    first = _quality(task, feats, flops, records, transfer, n_own=0, normalise=normalise)
+    assert first > 0.8          # the first plan's ranking
+
+
+def test_joint_transfer_lets_own_measurements_outvote_a_misleading_neighbour(shapes, monkeypatch):
+    """A neighbour whose speeds run the other way: its group weighs less as own measurements
+    grow, so 96 of them rank this task nearly as well as without the neighbour, and 16 already
+    better than with the neighbour's weight held constant."""
+    from tilecraft.autotune import cost_model
+
+    task, other, feats, flops = shapes
+    wrong = _records(other, lambda c: 1.0 / fk.synthetic_cost(c))
+    alone = _quality(task, feats, flops, None, "joint", n_own=96)
+    misled = _quality(task, feats, flops, wrong, "joint", n_own=96)
+    assert misled > alone - 0.1, (misled, alone)
+    assert _quality(task, feats, flops, wrong, "joint", n_own=4) < alone - 0.5     # it does mislead
+    decaying = _quality(task, feats, flops, wrong, "joint", n_own=16)
+    monkeypatch.setattr(cost_model, "OTHER_HALF", 10 ** 9)
+    constant = _quality(task, feats, flops, wrong, "joint", n_own=16)
+    assert decaying > constant + 0.1, (decaying, constant)
+
+
+def test_transfer_must_be_joint_or_margin(shapes):
+    from tilecraft.autotune.cost_model import XGBoostCostModel
+
+    with pytest.raises(ValueError, match="transfer must be 'joint' or 'margin', not 'both'"):
+        XGBoostCostModel(shapes[0], transfer="both")
+
+
+def test_tuner_compare_computes_a_cold_feature_cache_with_transfer_on(monkeypatch, tmp_path):
+    """bench/tuner_compare.py answers the neighbour's features from its cached table; with that
+    cache still cold, computing it went through the same answer and recursed without end."""
+    import importlib.util
+    import pathlib
+
+    from tilecraft.autotune import features as feature_mod
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "tuner_compare.py"
+    spec = importlib.util.spec_from_file_location("tuner_compare_script", path)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    monkeypatch.setattr(tc, "TABLES", str(tmp_path))
+    monkeypatch.setattr(feature_mod, "features_of_configs", _tile_features)
+    contexts = {}
+    for name, args in (("small", (64, 64, 16)), ("large", (128, 128, 32))):
+        task = autotune.task.create("test/fake_matmul", args=args, target="llvm")
+        truth = GroundTruth.from_costs(task, [fk.synthetic_cost(c) for c in task.config_space])
+        contexts[name] = tc.Context(truth, name)
+    tc.memoize_other_task_features(contexts)
+    table = contexts["small"].feature_matrix("itervar")
+    assert (tmp_path / ".cache" / "small" / "features_itervar.npy").exists()
+    task = contexts["small"].truth.task
+    configs = [task.config_space.get(i) for i in (0, 5)]
+    got = feature_mod.features_of_configs(task, configs, "itervar")        # answered from the table
+    assert np.array_equal(np.stack(got), table[[0, 5]])

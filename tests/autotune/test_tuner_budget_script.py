@@ -1,0 +1,77 @@
+"""bench/tuner_budget.py without tuning anything: its summary of fake logs (best within each
+budget, median over seeds, the XGB-vs-Random ratio) and its error messages."""
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+from tilecraft.autotune import record
+from tilecraft.autotune.measure import MeasureErrorNo, MeasureInput, MeasureResult
+
+
+@pytest.fixture(scope="module")
+def tb():
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "tuner_budget.py"
+    spec = importlib.util.spec_from_file_location("tuner_budget_script", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def write_log(tb, path, costs, verify=None):
+    """A log of distinct configs of conv2d_64 with these costs (None: a failed build)."""
+    task = tb.make_task("conv2d_64")
+    lines = []
+    for k, c in enumerate(costs):
+        inp = MeasureInput(task.target, task, task.config_space.get(k))
+        res = (MeasureResult((c,), MeasureErrorNo.NO_ERROR) if c is not None
+               else MeasureResult((), MeasureErrorNo.COMPILE_HOST, "failed"))
+        lines.append(record.encode(inp, res))
+    if verify is not None:      # a re-measurement after the run: not a trial
+        inp = MeasureInput(task.target, task, task.config_space.get(0))
+        lines.append(record.encode(inp, MeasureResult((verify,), MeasureErrorNo.NO_ERROR, stage="verify")))
+    path.write_text("\n".join(lines) + "\n")
+    return task.flop
+
+
+def test_summary_takes_the_best_within_each_budget_and_the_median_over_seeds(tb, tmp_path):
+    args = tb.argparse.Namespace(log_dir=str(tmp_path), seeds=3, cores="")
+    costs = {("xgb", 0): [4e-3, 2e-3, None, 1e-3], ("xgb", 1): [2e-3, 2e-3, 2e-3, 2e-3],
+             ("xgb", 2): [8e-3, 4e-3, 4e-3, 5e-4], ("random", 0): [4e-3] * 4,
+             ("random", 1): [2e-3, 4e-3, 4e-3, 4e-3], ("random", 2): [1e-3, 4e-3, 4e-3, 4e-3]}
+    for (t, seed), c in costs.items():
+        flop = write_log(tb, tmp_path / f"conv2d_64_{t}_s{seed}.jsonl", c, verify=5e-4)
+    got = tb.summarise("conv2d_64", args, [2, 4], {"xgb": 4, "random": 4}, {})
+    g = lambda s: flop / s / 1e9  # noqa: E731
+    assert got["tuners"]["xgb"]["at"][2] == {"median": g(2e-3), "min": g(4e-3), "max": g(2e-3)}
+    assert got["tuners"]["xgb"]["at"][4]["median"] == g(1e-3)
+    assert got["tuners"]["random"]["at"][4] == {"median": g(2e-3), "min": g(4e-3), "max": g(1e-3)}
+    assert got["tuners"]["xgb"]["curves"][0][2] == 0.0          # a failure is a trial of 0 GFLOP/s
+    assert "xgb128_vs_random_at_max" not in got                  # no run reached 128 trials
+
+
+def test_a_run_short_of_its_budget_is_not_counted(tb, tmp_path):
+    args = tb.argparse.Namespace(log_dir=str(tmp_path), seeds=2, cores="")
+    write_log(tb, tmp_path / "conv2d_64_ga_s0.jsonl", [1e-3] * 4)
+    write_log(tb, tmp_path / "conv2d_64_ga_s1.jsonl", [1e-3] * 3)      # cut off by the time limit
+    got = tb.summarise("conv2d_64", args, [4], {"ga": 4}, {})
+    assert got["tuners"]["ga"]["seeds_done"] == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["conv2d_64", "--tuners", "random,annealing"], "unknown tuner 'annealing'; the tuners: random, ga, xgb"),
+    (["sgemm1024_cuda"], "sgemm1024_cuda: needs --gpu space"),
+    (["conv2d_64", "--gpu"], "conv2d_64: is not a --gpu space"),
+    (["sgemm1024_cuda", "--gpu", "--cores", "1"], "--cores is for CPU spaces"),
+])
+def test_bad_arguments_say_what_is_wrong(tb, tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit):
+        tb.main(argv + ["--log-dir", str(tmp_path), "--out", str(tmp_path)])
+    assert message in capsys.readouterr().err
+
+
+def test_a_core_this_process_may_not_use_is_refused(tb, tmp_path):
+    with pytest.raises(SystemExit, match=r"--cores: core 100000 is not one this process may run on"):
+        tb.main(["conv2d_64", "--cores", "100000", "--log-dir", str(tmp_path), "--out", str(tmp_path)])
+    assert json.dumps(tb.busy_fraction([0], 0.05)) and 0.0 <= tb.busy_fraction([0], 0.05)[0] <= 1.0
