@@ -36,7 +36,7 @@ from ...ir.expr import (BinOp, BufferLoad, Const, Expr, Var, binary, cast, const
                         logical_not, select)
 from ...ir.functor import post_order_visit
 from ...ir.simplify import simplify
-from ...ir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse, seq
+from ...ir.stmt import Allocate, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt, seq
 from ..tensor import TEError, Tensor
 
 _LOOPS = {"range": ForKind.SERIAL, "unroll": ForKind.UNROLLED, "parallel": ForKind.PARALLEL,
@@ -155,7 +155,7 @@ class _Parser:
         allocated = self.blocks.pop()
         body = seq(*out) or Evaluate(const(0))
         for name, buf in reversed(allocated):
-            body = Allocate(buf, body)
+            body = _allocate(buf, body)
             if name is not None and isinstance(self.names.get(name), (_Scalar, _Buf)):
                 self.names[name] = _Gone(name)
         return body
@@ -545,6 +545,28 @@ _PY_MATH = {"sqrt": math.sqrt, "log": math.log, "exp": math.exp, "tanh": math.ta
             "sigmoid": lambda x: 1 / (1 + math.exp(-x)), "sin": math.sin, "cos": math.cos,
             "floor": math.floor, "ceil": math.ceil, "round": round, "trunc": math.trunc,
             "exp2": lambda x: 2.0 ** x, "log2": math.log2, "log10": math.log10, "erf": math.erf}
+
+
+def _allocate(buf: Buffer, body):
+    """``Allocate(buf, body)``; a ``local`` or ``shared`` buffer allocated outside the loops bound
+    to the GPU grid goes inside them, so that each kernel has its own (the GPU passes hoist a
+    ``shared`` one to the block)."""
+    if buf.scope == "global" or not _has_launch(body):
+        return Allocate(buf, body)
+    if isinstance(body, For) and body.kind is ForKind.THREAD_BINDING:
+        inner = body.body
+        nested = _allocate(buf, inner) if _has_launch(inner) else Allocate(buf, inner)
+        return For(body.loop_var, body.min, body.extent, body.kind, nested, body.thread_tag)
+    if isinstance(body, SeqStmt):
+        return seq(*[_allocate(buf, x) if _has_launch(x) else x for x in body.seq])
+    return Allocate(buf, body)
+
+
+def _has_launch(s) -> bool:
+    found = []
+    post_order_visit(s, lambda n: found.append(n) if isinstance(n, For) and n.kind is ForKind.THREAD_BINDING
+                     else None)
+    return bool(found)
 
 
 def _cell_full(c) -> bool:
