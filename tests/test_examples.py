@@ -10,7 +10,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = [ROOT / "examples" / name for name in
             ("vector_add.py", "matmul_cpu.py", "softmax_cpu.py", "conv2d_cpu.py", "export_library.py",
                          "export_c_library.py", "tensorize_cpu.py", "csr_spmv.py", "onnx_model.py",
-                         "microkernels_cpu.py")]
+                         "microkernels_cpu.py", "autodiff_mlp.py", "hybrid_script.py")]
 ARGS = {"matmul_cpu.py": ["256"], "microkernels_cpu.py": ["--n", "128"]}
 
 

@@ -40,6 +40,7 @@ from .ir.expr import (Binary, BinOp, Call, Cast, Const, Expr, Let, Reduce, Selec
                       Unary, UnOp, Var, trunc_divide, trunc_remainder)
 from .ir import packed
 from .te.extern import ExternOp
+from .te.hybrid import HybridOp
 from .te.scan import ScanOp
 from .te.tensor import ComputeOp, PlaceholderOp, Tensor, is_ragged_axis, post_dfs_order
 
@@ -189,6 +190,11 @@ def _extern(op: ExternOp, values: dict, scalars: dict) -> list:
     """A ``te.extern`` stage whose statement is one ``call_packed``: the registered Python
     function, called on the input arrays and fresh output arrays."""
     from .ir.stmt import Evaluate
+    if isinstance(op, HybridOp):
+        def number(e):
+            v = _Eval(scalars, {}).ev(e, None)
+            return v.item() if hasattr(v, "item") else v
+        return op.run_python(values, number)
     body = op.body
     call = body.value if isinstance(body, Evaluate) else None
     if not (isinstance(call, Call) and call.name == packed.PACKED_CALL):

@@ -215,6 +215,13 @@ def _bad_size(name, got, want):
     raise LoweredInterpError(f"'{name}' has {want} elements by its shape, got an array of {got}")
 
 
+def _flat_view(view):
+    """``view`` (an n-d numpy view) as a 1-d view of the same memory, or None when its elements
+    are not contiguous."""
+    flat = view.reshape(-1)
+    return flat if np.shares_memory(flat, view) or flat.size == 0 else None
+
+
 def _vload(arr, idx, lanes, name, mask=None):
     """Lanes of ``arr`` at ``idx`` (an index per lane, or a scalar: lanes from there on)."""
     if np.ndim(idx) == 0:
@@ -367,7 +374,7 @@ _NAMESPACE = {
     "_to_bool": _to_bool, "_lazy_select": _lazy_select, "_lazy_select_masked": _lazy_select_masked,
     "_budget_exceeded": _budget_exceeded, "_iota": _iota, "_bad_size": _bad_size,
     "_intrinsic": intrinsics.evaluate, "_reinterpret": _reinterpret,
-    "_view": tile_view, "_run_intrin": run_tensor_intrin,
+    "_view": tile_view, "_flat_view": _flat_view, "_run_intrin": run_tensor_intrin,
     "_vreduce": fold_lanes, "BinOp": BinOp,
 }
 
@@ -575,6 +582,14 @@ class _Gen:
         view = self.bind(declared, declared.name)
         self.line(f"{view} = _view({name}, {offset}, ({shape},), ({', '.join(st[start:])},), "
                   f"{declared.name!r}, {region.buffer.name!r})", s)
+        if declared.strides is None:
+            # loads and stores (an extern stage's body) address a flat array: a flat view of the
+            # same memory (None where the box is not contiguous: a tensor intrinsic's operand,
+            # which only the intrinsic reads, through the n-d view)
+            flat = self.fresh(f"{declared.name}_flat")
+            self.line(f"{flat} = _flat_view({view})")
+            self.declare_buffer(declared, flat, from_shape=False)
+            self.line(f"{flat}_n = {flat}.size if {flat} is not None else 0")
         self.stmt(s.body)
         self.unbind(saved)
 

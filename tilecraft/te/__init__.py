@@ -10,6 +10,8 @@ from ..ir.expr import Var, IterVar, Range, Expr
 from .tensor import ComputeOp, Operation, PlaceholderOp, TEError, Tensor, TensorSlice
 from .tag import TagScope, tag_scope
 from .extern import ExternOp, extern
+from .autodiff import gradient
+from . import hybrid
 from .scan import ScanOp, scan
 from .operation import (Reducer, comm_reducer, compute, max, min, placeholder, reduce_axis,
                         size_var, sum, thread_axis, var)

@@ -128,6 +128,12 @@ def _split_parts(body, workspace: list, count: list, host_loops: tuple) -> list:
             workspace.append(part.buffer)
             parts[:0] = list(part.body.seq) if isinstance(part.body, SeqStmt) else [part.body]
             continue
+        if isinstance(part, AttrStmt) and part.key == "buffer_bind_scope" and _launches_inside(part.body):
+            # an extern stage's buffer view (te.extern, a hybrid script) around its kernels: the
+            # view is the same in every thread, so it goes inside each kernel's launch loops
+            moved = _bind_inside(part.body, part)
+            parts[:0] = list(moved.seq) if isinstance(moved, SeqStmt) else [moved]
+            continue
         if isinstance(part, For) and part.kind is ForKind.THREAD_BINDING and part.thread_tag in LAUNCH_TAGS:
             program.append(["kernel", None, part])
             count[0] += 1
@@ -147,6 +153,27 @@ def _split_parts(body, workspace: list, count: list, host_loops: tuple) -> list:
                 f"s[X].bind(xo, te.thread_axis('blockIdx.x')) and s[X].bind(xi, te.thread_axis('threadIdx.x'))"
                 + (" (the body stages of a te.scan too)" if host_loops else ""))
     return program
+
+
+def _bind_inside(stmt, attr: AttrStmt):
+    """``stmt`` with ``attr`` (a ``buffer_bind_scope``) put around the body of each kernel's
+    launch loops in it."""
+    if isinstance(stmt, For) and stmt.kind is ForKind.THREAD_BINDING and stmt.thread_tag in LAUNCH_TAGS:
+        inner = stmt.body
+        if not (isinstance(inner, For) and inner.kind is ForKind.THREAD_BINDING and inner.thread_tag in LAUNCH_TAGS):
+            inner = AttrStmt(attr.key, attr.node, attr.value, inner)
+        else:
+            inner = _bind_inside(inner, attr)
+        return For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, inner, stmt.thread_tag, stmt.annotations)
+    if isinstance(stmt, SeqStmt):
+        return SeqStmt(tuple(_bind_inside(x, attr) for x in stmt.seq))
+    if isinstance(stmt, AttrStmt) and stmt.key == "buffer_bind_scope":
+        return AttrStmt(stmt.key, stmt.node, stmt.value, _bind_inside(stmt.body, attr))
+    if _launches_inside(stmt):
+        raise GPULoweringError(
+            f"the extern stage viewing '{attr.node.name}' launches kernels under a {type(stmt).__name__} on "
+            f"the host; put its loops bound to blockIdx/threadIdx outermost")
+    return AttrStmt(attr.key, attr.node, attr.value, stmt)
 
 
 def _launches_inside(stmt) -> bool:
