@@ -10,6 +10,7 @@ float64 (``-m cuda``).
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -252,7 +253,8 @@ def test_gpu_batch_matmul_attention(layout_b, size, rng):
     batch, M, N, K = size
     task = autotune.task.create("topi/batch_matmul_tensorcore.cuda",
                                 args=(batch, M, N, K, "float16", "float16", layout_b), target="cuda")
-    with tc.target.Target("cuda"), pytest.warns(UserWarning, match="fallback configuration"):
+    with tc.target.Target("cuda"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the fallback warns once per workload and process
         s, (A, B, C) = task.func(*task.args)
     mod = tc.build(s, [A, B, C], target="cuda")
     for _ in range(2):                             # fresh inputs each time
@@ -273,7 +275,8 @@ def test_gpu_dense_gelu_bert(out_dtype, form, rng):
     M, N, K = 1024, 3072, 768
     task = autotune.task.create("topi/dense_tensorcore.cuda", args=(M, N, K, "float16", out_dtype, form),
                                 target="cuda")
-    with tc.target.Target("cuda"), pytest.warns(UserWarning, match="fallback configuration"):
+    with tc.target.Target("cuda"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the fallback warns once per workload and process
         s, (X, W, bias, Y) = task.func(*task.args)
     mod = tc.build(s, [X, W, bias, Y], target="cuda")
     for _ in range(2):
