@@ -268,7 +268,9 @@ def test_gpu_two_stage_scan_keeps_its_intermediate_in_workspace(rand):
     x = rand((5, 70))
     y = np.full((5, 70), np.nan, "float32")
     emulate(f, [x, y])
-    np.testing.assert_allclose(y, two_stage_ref(x), rtol=1e-5)
+    want = two_stage_ref(x)
+    # float32 steps of r[t] = 2 r[t-1] + x[t] can cancel: an absolute tolerance on the scale of the row
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
 
 
 def test_gpu_scan_errors():

@@ -135,6 +135,19 @@ def _erf(x):
     return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x
 
 
+def _pow(x, y):
+    """``np.power`` with C's (and LLVM's, CUDA's) values where a base is -inf: numpy's vector
+    loops give nan for ``pow(-inf, 0.5)``, C gives inf (and -inf / -0 for odd integer powers)."""
+    r = np.power(x, y)
+    neg_inf = np.isneginf(x) & ~np.isnan(y)
+    if np.any(neg_inf):
+        x, y = np.broadcast_arrays(x, y)
+        odd = (np.mod(y, 2) == 1) | (np.mod(y, 2) == -1)
+        mag = np.where(y > 0, np.inf, np.where(y < 0, 0.0, 1.0)).astype(r.dtype)
+        r = np.where(neg_inf, np.where(odd, -mag, mag), r).astype(r.dtype)
+    return r
+
+
 def _rsqrt(x):
     return 1 / np.sqrt(x)
 
@@ -242,7 +255,7 @@ TABLE = (
     _math("sin", _in_float64(np.sin), llvm=L(intrinsic="llvm.sin"), cuda=C("sinf", "sin"), domain=(-7.0, 7.0)),
     _math("cos", _in_float64(np.cos), llvm=L(intrinsic="llvm.cos"), cuda=C("cosf", "cos"), domain=(-7.0, 7.0)),
     _math("fabs", np.abs, llvm=L(intrinsic="llvm.fabs"), cuda=C("fabsf", "fabs"), ulps=0.0),
-    _math("pow", _in_float64(np.power), llvm=L(intrinsic="llvm.pow"), cuda=C("powf", "pow"), arity=2, ulps=4.0,
+    _math("pow", _in_float64(_pow), llvm=L(intrinsic="llvm.pow"), cuda=C("powf", "pow"), arity=2, ulps=4.0,
           domain=(0.0, 4.0)),
     _math("fma", _fma, llvm=L(intrinsic="llvm.fma"), cuda=C("fmaf", "fma"), arity=3, ulps=0.5,
           doc="a * b + c rounded once"),
