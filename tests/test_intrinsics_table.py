@@ -435,8 +435,9 @@ def test_cuda_every_intrinsic_on_a_gpu(rng):
 
 
 def test_pow_of_minus_infinity_follows_c_in_vector_loops():
-    """numpy's vector loops give nan for pow(-inf, 0.5); the table's reference (what the
-    interpreters compute) gives C's values, as LLVM and CUDA code does."""
+    """numpy computes an array to the scalar power 0.5 as a square root (pow(-inf, 0.5) = nan);
+    the table's reference (what the interpreters compute) gives C's values, as LLVM and CUDA
+    code does, with scalar and array exponents alike."""
     import math
     ys = np.array([0.5, 3.0, -3.0, -0.5, 2.0, 0.0] * 4)
     for dtype in ("float32", "float64"):
@@ -444,3 +445,6 @@ def test_pow_of_minus_infinity_follows_c_in_vector_loops():
         got = intrinsics.evaluate("pow", [x, ys.astype(dtype)], dtype)
         want = np.array([math.pow(-math.inf, y) for y in ys], dtype)
         assert _same(got, want), (dtype, got, want)
+        for y in (0.5, 3.0, -0.5):
+            got = intrinsics.evaluate("pow", [x, np.array(y, dtype)], dtype)
+            assert _same(got, np.full(x.shape, math.pow(-math.inf, y), dtype)), (dtype, y, got)

@@ -136,8 +136,9 @@ def _erf(x):
 
 
 def _pow(x, y):
-    """``np.power`` with C's (and LLVM's, CUDA's) values where a base is -inf: numpy's vector
-    loops give nan for ``pow(-inf, 0.5)``, C gives inf (and -inf / -0 for odd integer powers)."""
+    """``np.power`` with C's (and LLVM's, CUDA's) values where a base is -inf: numpy takes an
+    array to the scalar power 0.5 as a square root, so ``pow(-inf, 0.5)`` is nan there; C gives
+    inf (and -inf / -0 for odd integer powers)."""
     r = np.power(x, y)
     neg_inf = np.isneginf(x) & ~np.isnan(y)
     if np.any(neg_inf):
