@@ -24,12 +24,12 @@ def write_log(tb, path, costs, verify=None):
     task = tb.make_task("conv2d_64")
     lines = []
     for k, c in enumerate(costs):
-        inp = MeasureInput(task.target, task, task.config_space.get(k))
+        inp = MeasureInput(task.target, task, task.config_space.get(task.config_space.valid_index(k)))
         res = (MeasureResult((c,), MeasureErrorNo.NO_ERROR) if c is not None
                else MeasureResult((), MeasureErrorNo.COMPILE_HOST, "failed"))
         lines.append(record.encode(inp, res))
     if verify is not None:      # a re-measurement after the run: not a trial
-        inp = MeasureInput(task.target, task, task.config_space.get(0))
+        inp = MeasureInput(task.target, task, task.config_space.get(task.config_space.valid_index(0)))
         lines.append(record.encode(inp, MeasureResult((verify,), MeasureErrorNo.NO_ERROR, stage="verify")))
     path.write_text("\n".join(lines) + "\n")
     return task.flop
