@@ -35,12 +35,13 @@ from . import runtime, testing
 
 
 _LAZY = ("autotune", "topi", "rpc", "interp", "relay", "contrib")
+_ALIASES = {"autotvm": "autotune"}     # TVM's names: `tvm.autotvm.task.create(...)`, `from tilecraft import autotvm`
 
 
 def __getattr__(name):
     # heavy or optional parts load on first use (import_module, not `from . import`, which would
     # ask this function again for the attribute)
-    if name in _LAZY:
+    if name in _LAZY or name in _ALIASES:
         import importlib
-        return importlib.import_module(f"{__name__}.{name}")
+        return importlib.import_module(f"{__name__}.{_ALIASES.get(name, name)}")
     raise AttributeError(f"module 'tilecraft' has no attribute {name!r}")

@@ -167,3 +167,18 @@ def test_dummy_database_save_load_filter():
         [other_inp.config.index, fresh.config.index]
     db.flush()
     assert db.load(inp) is None and isinstance(db, DummyDatabase)
+
+
+def test_autotvm_is_the_autotune_package_under_tvms_name():
+    """`tvm.autotvm...` and `from tilecraft import autotvm` reach tilecraft.autotune, loaded only
+    when asked for (a fresh interpreter: `import tilecraft` alone does not import it)."""
+    import subprocess
+    import sys
+    code = ("import sys, tilecraft as tvm\n"
+            "assert 'tilecraft.autotune' not in sys.modules\n"
+            "from tilecraft import autotvm\n"
+            "import tilecraft.autotune\n"
+            "assert autotvm is tilecraft.autotune and tvm.autotvm.task.create is tilecraft.autotune.task.create\n"
+            "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
