@@ -37,7 +37,7 @@ LAYERS = [
 ]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 ROOT_MODULES = {"__init__": "tilecraft", "__main__": "cli", "cli": "cli", "cli_tune": "cli", "cli_relay": "cli",
-                "interp": "interp", "interp_lowered": "interp", "target": "target", "tir": "tir",
+                "interp": "interp", "interp_lowered": "interp", "interp_lowered_runtime": "interp", "target": "target", "tir": "tir",
                 "transform": "transform", "testing": "testing", "error": "error"}
 ORDER = " → ".join("/".join(units) for units in LAYERS)
 
