@@ -167,3 +167,19 @@ def test_layout_transform_errors():
         T.InferType()(relay.IRModule.from_expr(relay.Function([x], relay.op.layout_transform(x, "NCHW", "NCHW16c"))))
     with pytest.raises(relay.RelayError, match=r"layout 'NHWC' is not NCHW or NCHW<x>c"):
         T.InferType()(relay.IRModule.from_expr(relay.Function([x], relay.op.layout_transform(x, "NCHW", "NHWC"))))
+
+
+def test_a_missing_tuned_config_is_reported_once_per_workload():
+    """The layout pass looks configs up under the build's target, as the kernels are built: a
+    workload without a tuned config gives one warning, not one from each (twice before)."""
+    import warnings
+    from tilecraft.autotune.dispatch import FallbackContext
+    mod = conv_chain(np.random.default_rng(7))
+    # a fresh fallback context: the process's own warns once per workload and process, and
+    # earlier tests may have asked it already
+    with warnings.catch_warnings(record=True) as ws, FallbackContext():
+        warnings.simplefilter("always")
+        with tc.transform.PassContext(opt_level=3):
+            relay.build(mod, "llvm")
+    missing = [str(w.message).split(" on target")[0] for w in ws if "no tuned configuration" in str(w.message)]
+    assert missing and len(missing) == len(set(missing)), missing

@@ -57,7 +57,13 @@ def optimize(mod: IRModule, target=None, params: dict | None = None) -> tuple:
     seq = Sequential([InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis(), AlterOpLayout(), FoldConstant(),
                       EliminateCommonSubexpr(), DeadCodeElimination(), FuseOps(), InferType()],
                      name="relay.build")
-    return seq(mod), {}
+    if target is None:
+        return seq(mod), {}
+    from tilecraft.target import Target
+    # under the target, as the kernels are built later: layout passes look up the same tuned (or
+    # fallback) configurations, and a missing one is reported once, not once per target string
+    with Target(target) if isinstance(target, str) else target:
+        return seq(mod), {}
 
 
 def _kernel_name(fn: Function, taken: dict, prefix: str = "") -> str:
