@@ -33,7 +33,9 @@ def small_net(rng):
     inputs = {"x": rng.uniform(-1, 1, (1, 8, 6, 6)).astype("float32")}
     inits = {"w1": rng.uniform(-1, 1, (8, 8, 3, 3)).astype("float32"),
              "w2": rng.uniform(-1, 1, (8, 8, 3, 3)).astype("float32"),
-             "wd": rng.uniform(-1, 1, (10, 288)).astype("float32")}
+             # logits of a few units: unscaled, they reach ~100 and the softmax turns float32's
+             # summation-order differences (a tuned config against onnxruntime) into 5e-5 relative
+             "wd": (rng.uniform(-1, 1, (10, 288)) * 0.05).astype("float32")}
     nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
