@@ -132,6 +132,21 @@ def conv2d_nchwc_config(cfg, N: int, CI: int, H: int, W: int, CO: int, KH: int, 
             cfg["ic_outer"].val)
 
 
+def blocked_conv(data_vec, kernel_vec, out_shape, sh: int, sw: int):
+    """The NCHW[x]c convolution stage ``conv_NCHWc`` of shape ``out_shape`` (N, COc, OH, OW, oc):
+    ``data_vec`` (N, CIc, H, W, ic), already padded, and ``kernel_vec`` (COc, CIc, KH, KW, ic, oc)."""
+    _, CIc, KH, KW, ic, _ = (int(getattr(d, "value", d)) for d in kernel_vec.shape)
+    icc = te.reduce_axis((0, CIc), name="icc")
+    icb = te.reduce_axis((0, ic), name="icb")
+    kh = te.reduce_axis((0, KH), name="kh")
+    kw = te.reduce_axis((0, KW), name="kw")
+    return te.compute(
+        out_shape,
+        lambda n, O, y, x, co: te.sum(data_vec[n, icc, y * sh + kh, x * sw + kw, icb]
+                                      * kernel_vec[O, icc, kh, kw, icb, co], axis=[icc, kh, kw, icb]),
+        name="conv_NCHWc")
+
+
 def conv2d_nchwc_compute(data, kernel, stride, padding, ic_bn, oc_bn):
     """The NCHW output of ``data ⊛ kernel`` and the stages it is computed through: packed data,
     packed kernel (zero filters pad CO up to a multiple of ``oc_bn``), the NCHW[x]c convolution."""
@@ -161,15 +176,7 @@ def conv2d_nchwc_compute(data, kernel, stride, padding, ic_bn, oc_bn):
             return kernel[O * oc_bn + co, C * ic_bn + ci, kh, kw]
     kernel_vec = te.compute((n_oc, CI // ic_bn, KH, KW, ic_bn, oc_bn), pack_kernel, name="kernel_vec")
 
-    icc = te.reduce_axis((0, CI // ic_bn), name="icc")
-    icb = te.reduce_axis((0, ic_bn), name="icb")
-    kh = te.reduce_axis((0, KH), name="kh")
-    kw = te.reduce_axis((0, KW), name="kw")
-    conv = te.compute(
-        (N, n_oc, OH, OW, oc_bn),
-        lambda n, O, y, x, co: te.sum(data_vec[n, icc, y * stride + kh, x * stride + kw, icb]
-                                      * kernel_vec[O, icc, kh, kw, icb, co], axis=[icc, kh, kw, icb]),
-        name="conv_NCHWc")
+    conv = blocked_conv(data_vec, kernel_vec, (N, n_oc, OH, OW, oc_bn), stride, stride)
     out = te.compute((N, CO, OH, OW), lambda n, c, y, x: conv[n, c // oc_bn, y, x, c % oc_bn], name="conv")
     return out, (data_vec, kernel_vec, conv)
 

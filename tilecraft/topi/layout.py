@@ -24,6 +24,7 @@ import re
 
 from tilecraft import te
 
+from .conv2d import blocked_conv
 from .nn import pad
 from .transform import shape_of
 
@@ -98,16 +99,7 @@ def conv2d_NCHWc(data, kernel, strides=(1, 1), padding=(0, 0, 0, 0)):
     OH = (H + pt + pb - KH) // sh + 1
     OW = (W + pl + pr - KW) // sw + 1
     data_pad = pad(data, (0, 0, pt, pl, 0), (0, 0, pb, pr, 0), name="data_pad")
-    icc = te.reduce_axis((0, CIc), name="icc")
-    icb = te.reduce_axis((0, ic), name="icb")
-    kh = te.reduce_axis((0, KH), name="kh")
-    kw = te.reduce_axis((0, KW), name="kw")
-    conv = te.compute(
-        (N, COc, OH, OW, oc),
-        lambda n, O, y, x, co: te.sum(data_pad[n, icc, y * sh + kh, x * sw + kw, icb]
-                                      * kernel[O, icc, kh, kw, icb, co], axis=[icc, kh, kw, icb]),
-        name="conv_NCHWc")
-    return conv, data_pad
+    return blocked_conv(data_pad, kernel, (N, COc, OH, OW, oc), sh, sw), data_pad
 
 
 def schedule_conv2d_NCHWc(s, data_pad, conv, out, reg_n, unroll_kw, ic_outer):
