@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections import OrderedDict
 from typing import Any, Callable, Sequence
 
 import numpy as np
+
+from .space_range import IndexRangeMixin
 
 
 class StaleConfigError(LookupError):
@@ -507,11 +510,12 @@ class OtherOptionSpace(KnobSpace):
 # The space and its points.
 
 
-class ConfigSpace:
+class ConfigSpace(IndexRangeMixin):
     """The knobs of a task, collected while its template runs once (see the module docstring).
 
     ``len(space)`` is the number of configurations (after ``multi_filter``); ``space.get(i)``
-    the ``i``-th. ``print(space)`` lists the knobs.
+    the ``i``-th. ``print(space)`` lists the knobs. TVM's index-range helpers
+    (``subrange_length``, ``get_next_index``, ``get_rand_index``) come from ``space_range.py``.
     """
 
     is_fallback = False
@@ -577,8 +581,12 @@ class ConfigSpace:
         return not self.errors
 
     def _add(self, name: str, space: KnobSpace):
-        if name in self.space_map:
-            raise ValueError(f"knob {name!r} is defined twice")
+        # TVM: a knob defined again replaces the earlier one in its place (its digit of the index
+        # stays where it was); one that offers other values than before is likely a mistake.
+        old = self.space_map.get(name)
+        if old is not None and list(old) != list(space):
+            warnings.warn(f"knob {name!r} is defined again with other values; the last definition "
+                          f"replaces the first ({len(old)} -> {len(space)} values)", UserWarning, stacklevel=3)
         self.space_map[name] = space
         self._entity_map[name] = space[0]
         self._valid_indices = None
