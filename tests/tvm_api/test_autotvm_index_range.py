@@ -2,66 +2,12 @@
 ``begin_idx``/``end_idx``/``range_length``/``visited_max``/``index``), the space's
 ``subrange_length``/``get_next_index``/``get_rand_index``, and re-defining a knob — ported in
 spirit from TVM's ``test_autotvm_index_tuner.py`` and ``test_autotvm_space.py``."""
-import time
-
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from autotvm_sample import dummy_option as _option, sample_task as _task
 from tilecraft import autotune as autotvm
-from tilecraft import te
-from tilecraft.autotune.measure import BuildResult, MeasureErrorNo, MeasureResult
 from tilecraft.autotune.space import ConfigSpace
-
-
-@autotvm.template("tvm_api/sample_matmul")
-def sample_matmul(N, L, M):
-    """TVM's sample task: a matmul with two split knobs (8 x 8 = 64 configs at 128)."""
-    A = te.placeholder((N, L), name="A")
-    B = te.placeholder((L, M), name="B")
-    k = te.reduce_axis((0, L), name="k")
-    C = te.compute((N, M), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = te.create_schedule(C.op)
-    y, x = s[C].op.axis
-    cfg = autotvm.get_config()
-    cfg.define_split("tile_y", y, num_outputs=2)
-    cfg.define_split("tile_x", x, num_outputs=2)
-    yo, yi = cfg["tile_y"].apply(s, C, y)
-    xo, xi = cfg["tile_x"].apply(s, C, x)
-    s[C].reorder(yo, xo, k, yi, xi)
-    return s, [A, B, C]
-
-
-class _NoBuilder:
-    """Builds nothing: the tuners' bookkeeping is what these tests look at."""
-    n_parallel = 3
-
-    def set_task(self, task):
-        pass
-
-    def build(self, inputs):
-        return [BuildResult("none", (), MeasureErrorNo.NO_ERROR, "", 0.0) for _ in inputs]
-
-
-class _DummyRunner:
-    n_parallel = 1
-
-    def set_task(self, task):
-        pass
-
-    def run(self, inputs, build_results):
-        return [MeasureResult((1e-3 * (1 + inp.config.index % 7),), MeasureErrorNo.NO_ERROR, "", 0.0, time.time())
-                for inp in inputs]
-
-
-def _task(filtered=False):
-    task = autotvm.task.create("tvm_api/sample_matmul", args=(128, 128, 128), target="llvm")
-    if filtered:     # TVM's test: keep tile products in [32, 1024)
-        task.config_space.multi_filter(lambda e: 32 <= e["tile_x"].size[1] * e["tile_y"].size[1] < 1024)
-    return task
-
-
-def _option():
-    return autotvm.measure_option(builder=_NoBuilder(), runner=_DummyRunner())
 
 
 def test_grid_search_tuner_range():

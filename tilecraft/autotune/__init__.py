@@ -16,7 +16,7 @@
 
 See docs/autotune.md.
 """
-from . import callback, database, record, task, tuner
+from . import callback, database, feature, record, task, tuner
 from .dispatch import ApplyConfig, ApplyHistoryBest, DispatchContext, FallbackContext, apply_history_best
 from .local import LocalBuilder, LocalRunner
 from .measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, OptionError, TimingOptions,
@@ -27,7 +27,7 @@ from .model_tuning import split_budget, tune_tasks
 from .task import get_config, template
 
 __all__ = [
-    "template", "get_config", "task", "tune_tasks", "split_budget", "tuner", "record", "callback", "database",
+    "template", "get_config", "task", "tune_tasks", "split_budget", "tuner", "record", "callback", "database", "feature",
     "measure_option",
     "LocalBuilder", "LocalRunner", "TimingOptions", "OptionError", "MeasureInput", "MeasureResult", "MeasureErrorNo", "BuildResult",
     "create_measure_batch", "apply_history_best", "ApplyHistoryBest", "ApplyConfig", "DispatchContext",

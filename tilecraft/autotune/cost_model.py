@@ -63,6 +63,7 @@ class XGBoostCostModel:
         self.extractor = extractor or feature_mod.make_extractor(task, feature_type)
         self.bst = None
         self.base_bst = None   # trained on other tasks' records (transfer), when any
+        self.base_model = None  # TVM's name: the model load_basemodel gave base_bst from
         # Loop-nest features cost one lowering per config: too slow for the tens of thousands
         # of points simulated annealing visits. A second booster on knob features guides the
         # search; the loop-nest booster ranks its proposals (see ModelBasedTuner.retrain).
@@ -160,6 +161,26 @@ class XGBoostCostModel:
         if self.transfer == "joint":
             self.other = (x, y, groups)
         return True
+
+    def load_basemodel(self, base_model: "XGBoostCostModel") -> None:
+        """TVM's transfer: start from ``base_model``'s predictions (its booster, or the one its
+        ``fit_log`` trained) as this model's base margin, so ``fit`` learns what it gets wrong.
+        The two must use the same features (``itervar``/``curve``: any tasks; ``knob``: the same
+        knobs). Sets ``self.base_model``.
+
+        >>> base = XGBoostCostModel(task, "itervar"); base.fit_log(records, 64)
+        >>> model = XGBoostCostModel(task, "itervar"); model.load_basemodel(base); model.fit(xs, ys, 64)
+        """
+        booster = base_model.bst if base_model.bst is not None else base_model.base_bst
+        if booster is None:
+            raise ValueError("load_basemodel: the base model is not trained (call its fit or fit_log first)")
+        if base_model.feature_type != self.feature_type or (
+                self.feature_type == "knob" and base_model.task.config_space.dims != self.task.config_space.dims):
+            raise ValueError(f"load_basemodel: the base model's features ({base_model.feature_type} of task "
+                             f"{base_model.task.name}) are not this model's ({self.feature_type} of task "
+                             f"{self.task.name}); knob features transfer only between the same knobs")
+        self.base_model, self.base_bst, self.other = base_model, booster, None
+        self.shape_free = base_model.shape_free
 
     def _base_margin(self, x: np.ndarray) -> np.ndarray | None:
         if self.base_bst is None or self.other is not None or not len(x):
