@@ -376,4 +376,5 @@ def build_cuda(funcs, target):
     t2 = time.perf_counter()
     mod = CUDAModule(list(funcs), src, cubin, arch, str(target))
     mod.build_times = {"codegen": t1 - t0, "nvcc": t2 - t1}
+    mod.compile_ptx = lambda: compile_cuda(src, arch, fmt="ptx")      # for save("x.ptx"), on demand
     return mod

@@ -55,8 +55,12 @@ def cache_dir() -> str:
     return os.path.join(base, "tilecraft", "cuda")
 
 
-def compile_cuda(src: str, arch: str = DEFAULT_ARCH, use_cache: bool = True) -> bytes:
-    """Compile CUDA C to a cubin for ``arch`` (``"sm_90"``)."""
+def compile_cuda(src: str, arch: str = DEFAULT_ARCH, use_cache: bool = True, fmt: str = "cubin") -> bytes:
+    """Compile CUDA C to a cubin for ``arch`` (``"sm_90"``), or with ``fmt="ptx"`` to PTX text for
+    that architecture's virtual one (what ``CUDAModule.save("x.ptx")`` writes; the driver compiles
+    it for the GPU it is loaded on)."""
+    if fmt not in ("cubin", "ptx"):
+        raise ValueError(f"compile_cuda: fmt must be 'cubin' or 'ptx', got {fmt!r}")
     nvcc = find_nvcc()
     if nvcc is None:
         raise CUDACompileError("nvcc was not found (PATH, CUDA_HOME, /usr/local/cuda): it is needed to "
@@ -64,17 +68,17 @@ def compile_cuda(src: str, arch: str = DEFAULT_ARCH, use_cache: bool = True) -> 
     if not re.fullmatch(r"sm_\d+a?", arch):
         raise CUDACompileError(f"the CUDA architecture must look like 'sm_90', got {arch!r}")
     key = hashlib.sha256("\0".join([src, arch, nvcc_version(nvcc), " ".join(NVCC_FLAGS)]).encode()).hexdigest()
-    path = os.path.join(cache_dir(), key[:2], key + ".cubin")
+    path = os.path.join(cache_dir(), key[:2], key + "." + fmt)
     if use_cache and os.path.exists(path):
         with open(path, "rb") as f:
             return f.read()
     tmp = owned_temp_dir("tilecraft_nvcc_")      # a killed run's folder goes at the next start
     try:
         cu = os.path.join(tmp, "kernel.cu")
-        out = os.path.join(tmp, "kernel.cubin")
+        out = os.path.join(tmp, "kernel." + fmt)
         with open(cu, "w") as f:
             f.write(src)
-        cmd = [nvcc, "-cubin", f"-arch={arch}", *NVCC_FLAGS, "-o", out, cu]
+        cmd = [nvcc, "-" + fmt, f"-arch={arch}", *NVCC_FLAGS, "-o", out, cu]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise CUDACompileError(explain_errors(p.stderr, src, " ".join(cmd)))

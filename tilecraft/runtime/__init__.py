@@ -18,7 +18,8 @@ from .timing import ProfileResult
 
 def load_module(path):
     """Load a library written by ``export_library``: a shared library (CPU targets) or a CUDA
-    module's archive (``target="cuda"``; the GPU is touched on the first call).
+    module's archive (``target="cuda"``; the GPU is touched on the first call); or a CUDA module's
+    ``.ptx`` / ``.cubin`` written by its ``save`` (TVM's way, with the ``.tvm_meta.json`` beside it).
 
     >>> # mod = tilecraft.runtime.load_module("ops.so"); mod(a, b, c)
     """
@@ -27,6 +28,9 @@ def load_module(path):
     p = os.fspath(path)
     if os.path.isfile(p) and is_cuda_library(p):
         return load_cuda_module(p)
+    if os.path.isfile(p) and os.path.splitext(p)[1].lower() in (".ptx", ".cubin"):
+        from .cuda_files import load_cuda_image
+        return load_cuda_image(p)
     return _load_shared_library(p)
 
 

@@ -452,6 +452,8 @@ class CUDAModule:
         self.plans = {p.name: p for p in plans}
         self.entry_name = plans[0].name
         self.source, self.cubin, self.arch, self.target = source, cubin, arch, target
+        self.image_kind = "cubin"      # "ptx" when loaded from a .ptx file (then ``cubin`` holds the PTX)
+        self.compile_ptx = None        # set by the CUDA backend (nvcc -ptx of the source), for save("x.ptx")
         self._loaded = None
         self.build_times: dict = {}
 
@@ -460,11 +462,34 @@ class CUDAModule:
         return [self]
 
     def get_source(self, fmt: str = "cuda") -> str:
+        """``"cuda"``: the CUDA C (a module loaded from a ``.ptx`` file: its PTX); ``"ptx"``: PTX
+        (nvcc); ``"manifest"``: the launch metadata as JSON."""
         if fmt in ("cuda", "cu", ""):
             return self.source
+        if fmt == "ptx":
+            return self.ptx().decode("utf-8")
         if fmt == "manifest":
             return json.dumps(self.manifest(), indent=1)
-        raise ValueError(f"a CUDA module has sources 'cuda' (CUDA C) and 'manifest'; got {fmt!r}")
+        raise ValueError(f"a CUDA module has sources 'cuda' (CUDA C), 'ptx' and 'manifest'; got {fmt!r}")
+
+    def ptx(self) -> bytes:
+        """The kernels as PTX text: compiled by nvcc on first use (a loaded ``.ptx``: as read)."""
+        if self.image_kind == "ptx":
+            return self.cubin
+        if self.compile_ptx is None:
+            raise ValueError("this CUDA module was loaded from a cubin archive: it has no source to compile "
+                             "to PTX (save('x.cubin') or export_library instead)")
+        return self.compile_ptx()
+
+    def save(self, file_name, fmt: str = "") -> str:
+        """TVM's ``mod.save``: ``"x.ptx"`` (PTX, loadable on any newer GPU), ``"x.cubin"`` or
+        ``"x.cu"`` (CUDA C), with ``x.tvm_meta.json`` beside it; ``load_module("x.ptx")`` reads
+        them back (``runtime/cuda_files.py``).
+
+        >>> fadd.imported_modules[0].save("myadd.ptx")
+        """
+        from .cuda_files import save_cuda_module
+        return save_cuda_module(self, file_name, fmt)
 
     def load(self, index: int = 0) -> dict:
         """Load the cubin into the GPU, check every kernel against the device's limits."""
@@ -474,10 +499,10 @@ class CUDAModule:
         context(index)
         dev = drv.Device(index)
         arch = device_arch(index)
-        if arch is not None and arch != self.arch:
+        if arch is not None and arch != self.arch and self.image_kind != "ptx":   # PTX: the driver compiles it
             raise RuntimeError(f"the kernels were compiled for {self.arch} but GPU {index} is {arch}: "
                                f"build with target='cuda -arch={arch}'")
-        mod = drv.module_from_buffer(self.cubin)
+        mod = drv.module_from_buffer(self.cubin + b"\0" if self.image_kind == "ptx" else self.cubin)
         A = drv.device_attribute
         limits = {"threads": dev.get_attribute(A.MAX_THREADS_PER_BLOCK),
                   "shared": dev.get_attribute(A.MAX_SHARED_MEMORY_PER_BLOCK),

@@ -253,6 +253,7 @@ class Module:
         self.target = target
         self.artifact = artifact
         self.type_key = type_key
+        self._imported: list = []
 
     def __call__(self, *args):
         return self._functions[self.entry_name](*args)
@@ -261,11 +262,20 @@ class Module:
         return self.get_function(name)
 
     def get_function(self, name: str) -> Function:
-        try:
+        """The function ``name`` of this module, else of a module imported into it."""
+        if name in self._functions:
             return self._functions[name]
-        except KeyError:
-            raise KeyError(f"the module has no function {name!r}; it has: "
-                           f"{', '.join(self._functions)}") from None
+        for m in self._imported:
+            if name in getattr(m, "plans", getattr(m, "_functions", ())):
+                return m.get_function(name)
+        names = list(self._functions) + [n for m in self._imported for n in getattr(m, "plans", ())]
+        raise KeyError(f"the module has no function {name!r}; it has: {', '.join(names)}")
+
+    def import_module(self, mod) -> None:
+        """TVM's ``host.import_module(device_module)``: ``mod`` (e.g. a CUDA module loaded from
+        ``x.ptx``) is listed in ``imported_modules`` and its functions are found through this
+        module: ``host["myadd"](a, b, c)``."""
+        self._imported.append(mod)
 
     @property
     def function_names(self) -> list:
@@ -294,8 +304,8 @@ class Module:
 
     @property
     def imported_modules(self) -> list:
-        """TVM's device modules imported by this one: none (the CPU code is this module)."""
-        return []
+        """TVM's device modules imported by this one (``import_module``); none after a CPU build."""
+        return list(self._imported)
 
     def save(self, file_name, fmt: str = "") -> str:
         """TVM's ``mod.save``: ``"myadd.o"`` an object file that ``tilecraft.contrib.cc.create_shared``
