@@ -5,10 +5,8 @@ plain Python on the numpy arrays (which is how the interpreter evaluates a ``Hyb
 where there is one, with a numpy formula.
 
 Not ported: ``test_bind``/``test_allocate``'s GPU halves (``bind``, shared memory) run here only as
-far as the IR (no GPU); ``test_func_call`` (a script calling another script: not supported, see
-``test_errors``); ``test_schedule`` (split/reorder of a hybrid stage's own loops: a hybrid stage
-has no axes to schedule here, as ``te.extern``); ``popcount`` of ``test_math_intrin``
-(no such intrinsic); ``HybridModule`` save/load (``te.hybrid.build``)."""
+far as the IR (no GPU; ``tests/cuda/test_hybrid_cuda.py`` runs them); ``popcount`` of
+``test_math_intrin`` (no such intrinsic); ``HybridModule`` save/load (``te.hybrid.build``)."""
 import numpy as np
 import pytest
 
@@ -493,9 +491,149 @@ def test_errors_name_the_line_and_construct():
         undefined(a)
     with pytest.raises(HybridError, match="`/` of two integers: write `//`"):
         int_div(a)
-    with pytest.raises(HybridError, match="'outer_product' is not a hybrid intrinsic"):
+    with pytest.raises(HybridError, match=r"hybrid script 'calls_script', line \d+: `return b`: the result of a "
+                                          r"hybrid script call is a temporary buffer of this script; copy it"):
         calls_script(a)
     with pytest.raises(HybridError, match="the script must end with `return` of its output tensor"):
         no_return(a)
     with pytest.raises(HybridError, match=r"popcount\(\) is not supported here"):
         pops(a)
+
+
+@te.hybrid.script
+def outer_product_64(a, b):
+    c = output_tensor((64, 64), a.dtype)
+    for i in range(64):
+        for j in range(64):
+            c[i, j] = a[i] * b[j]
+    return c
+
+
+def _loops(stmt):
+    """The loop variables' names and kinds of the nest at the top of ``stmt`` (attrs skipped)."""
+    out = []
+    while True:
+        if isinstance(stmt, For):
+            out.append((stmt.loop_var.name, stmt.kind))
+        elif not hasattr(stmt, "body"):
+            return out
+        stmt = stmt.body
+
+
+def test_schedule(check_llvm, rand):
+    """TVM's test_schedule: a hybrid stage's outermost loops are its axes: split, reorder,
+    parallel, vectorize, fuse, an imperfect split (a guarded tail)."""
+    a = te.placeholder((64,), name="a")
+    b = te.placeholder((64,), name="b")
+    c = outer_product_64(a, b)
+    assert [iv.var.name for iv in c.op.axis] == ["i", "j"]
+    sch = te.create_schedule(c.op)
+    i, j = c.op.axis
+    io, ii = sch[c].split(i, 4)
+    sch[c].parallel(ii)
+    jo, ji = sch[c].split(j, 4)
+    joo, joi = sch[c].split(jo, 4)
+    sch[c].vectorize(ji)
+    sch[c].reorder(ii, io, joo, joi, ji)
+    body = tc.lower(sch, [a, b, c])["main"].body
+    assert _loops(body) == [("i.inner", ForKind.PARALLEL), ("i.outer", ForKind.SERIAL),
+                            ("j.outer.outer", ForKind.SERIAL), ("j.outer.inner", ForKind.SERIAL)]
+    outer = lambda x, y: np.outer(x, y)
+    run_and_check(check_llvm, rand, outer_product_64, [a, b], outs=[c], sch=sch, expected=outer)
+
+    sch = te.create_schedule(c.op)
+    sch[c].fuse(c.op.axis[0], c.op.axis[1])
+    assert _loops(tc.lower(sch, [a, b, c])["main"].body) == [("i.j.fused", ForKind.SERIAL)]
+    run_and_check(check_llvm, rand, outer_product_64, [a, b], outs=[c], sch=sch, expected=outer)
+
+    sch = te.create_schedule(c.op)
+    sch[c].split(c.op.axis[0], 3)                     # 64 = 21 * 3 + 1: the tail is guarded
+    text = str(tc.lower(sch, [a, b, c], simple_mode=True))
+    assert "for i.outer in range(0, 22)" in text and "if i.outer * 3 + i.inner < 64" in text
+    run_and_check(check_llvm, rand, outer_product_64, [a, b], outs=[c], sch=sch, expected=outer)
+
+
+def test_schedule_keeps_the_scripts_loop_kinds_and_stops_at_dependent_loops(check_llvm, rand):
+    @te.hybrid.script
+    def tri(a):
+        c = output_tensor((16, 16), a.dtype)
+        for i in parallel(16):
+            for j in range(i + 1):          # depends on i: not an axis
+                c[i, j] = a[i, j]
+            for j in range(i + 1, 16):
+                c[i, j] = 0.0
+        return c
+
+    a = te.placeholder((16, 16), name="a")
+    c = tri(a)
+    assert [iv.var.name for iv in c.op.axis] == ["i"]
+    sch = te.create_schedule(c.op)
+    assert _loops(tc.lower(sch, [a, c])["main"].body)[0] == ("i", ForKind.PARALLEL)
+    io, ii = sch[c].split(c.op.axis[0], 8)            # ii keeps no kind of its own: serial
+    assert _loops(tc.lower(sch, [a, c])["main"].body)[:2] == [("i.outer", ForKind.SERIAL), ("i.inner", ForKind.SERIAL)]
+    run_and_check(check_llvm, rand, tri, [a], outs=[c], sch=sch, expected=lambda x: np.tril(x))
+
+    @te.hybrid.script
+    def lower_rows(a):
+        c = output_tensor((16, 16), a.dtype)
+        for i in range(16):
+            for j in range(i + 1):          # its extent depends on i: the nest of axes stops here
+                c[i, j] = a[i, j]
+        return c
+
+    assert [iv.var.name for iv in lower_rows(a).op.axis] == ["i"]
+
+
+@te.hybrid.script
+def outer_product_10(n, m, a, b):
+    c = output_tensor((n, m), a.dtype)
+    for i in range(n):
+        for j in range(m):
+            c[i, j] = a[i] * b[j]
+    return c
+
+
+def test_func_call(check_llvm, rand):
+    """TVM's test_func_call: a script calling another; the callee's output is a temporary of the
+    caller, and the callee reads what the caller passes (here a buffer the caller filled)."""
+    @te.hybrid.script
+    def foo(a, b):
+        t = allocate((10,), "float32")
+        for i in range(len(a)):
+            t[i] = a[i] + 1.0
+        c = outer_product_10(10, 10, t, b)
+        d = output_tensor(c.shape, c.dtype)
+        for i in range(10):
+            for j in range(10):
+                d[i, j] = c[i, j] + i * j
+        return d
+
+    a = te.placeholder((10,), name="a")
+    b = te.placeholder((10,), name="b")
+    d = foo(a, b)
+    assert d.op.input_tensors == [a, b]
+    run_and_check(check_llvm, rand, foo, [a, b], outs=[d],
+                  expected=lambda x, y: np.outer(x + 1, y) + np.outer(np.arange(10), np.arange(10)))
+
+
+def test_func_call_errors():
+    a = te.placeholder((10,), name="a")
+
+    @te.hybrid.script
+    def wrong_count(a):
+        c = outer_product_10(10, a, a)
+        d = output_tensor((10,), "float32")
+        return d
+
+    @te.hybrid.script
+    def unassigned(a):
+        d = output_tensor((10,), "float32")
+        d[0] = outer_product_10(10, 10, a, a)[0, 0]
+        return d
+
+    with pytest.raises(HybridError, match=r"hybrid script 'wrong_count', line \d+: `outer_product_10\(10, a, a\)`: "
+                                          r"'outer_product_10' takes 4 argument\(s\), got 3"):
+        wrong_count(a)
+    with pytest.raises(HybridError, match=r"hybrid script 'unassigned', line \d+: `outer_product_10\(10, 10, a, a\)`: "
+                                          r"assign a hybrid script's result to a name"):
+        unassigned(a)

@@ -251,7 +251,8 @@ def infer_bounds(sch, bodies: dict, consumers: dict, loop_extent: dict, args=fro
             if st.attach_type == "scope":
                 raise ScheduleError(f"compute_at of the extern stage '{st.name}': it has no loops of its "
                                     f"own to place; it runs at the root")
-            info.root_min, info.root_extent = [], []
+            # a hybrid script's outermost loops are its axes (HybridOp.axis); te.extern has none
+            info.root_min, info.root_extent = [iv.dom.min for iv in op.axis], [iv.dom.extent for iv in op.axis]
         elif isinstance(op, ScanOp):
             info.root_min, info.root_extent = [], []     # its outputs are whole buffers (scan_buffers)
         elif st.attach_type == "scope" and not st.is_output:

@@ -152,6 +152,9 @@ class NestBuilder:
         """A ``te.extern`` stage: its statement, each declared buffer bound to its whole tensor."""
         op = st.op
         body = op.body
+        if op.axis:                  # a hybrid script's own loops, as scheduled
+            from .hybrid_loops import hybrid_loops
+            body = hybrid_loops(self, st, self.infos[st])
         for declared, t in reversed(list(zip(op.input_placeholders + op.output_placeholders,
                                              op.inputs + op.outputs))):
             buf = self.buffers[t]

@@ -45,14 +45,20 @@ __all__ = ["script", "HybridOp", "HybridError", "HYBRID_GLOBALS"]
 
 class HybridOp(ExternOp):
     """The stage a hybrid script makes: an ``ExternOp`` whose ``body`` is the parsed script,
-    which keeps the function and its arguments so the interpreter can run it as Python."""
+    which keeps the function and its arguments so the interpreter can run it as Python.
 
-    __slots__ = ("func", "call_args")
+    ``axis`` (TVM's): the loops of the script's outermost loop nest — each ``for`` that starts at
+    0, is not bound to a GPU thread and whose extent does not depend on an enclosing loop, going
+    inwards while the body is another such loop. They schedule as a compute stage's axes do
+    (split, fuse, reorder, parallel, vectorize, unroll; ``schedule/hybrid_loops.py``)."""
+
+    __slots__ = ("func", "call_args", "axis")
 
     def __init__(self, name, tag, attrs, inputs, input_placeholders, output_placeholders, body, func,
                  call_args):
         super().__init__(name, tag, attrs, inputs, input_placeholders, output_placeholders, body)
         self.func, self.call_args = func, tuple(call_args)
+        self.axis = _loop_axes(body)
 
     def run_python(self, values: dict, scalar) -> list:
         """The outputs (numpy arrays) of the script run as Python on the arrays ``values`` of its
@@ -71,6 +77,20 @@ class HybridOp(ExternOp):
 
     def __repr__(self):
         return f"HybridOp({self.name})"
+
+
+def _loop_axes(body) -> tuple:
+    """The IterVars of the outermost loop nest of a script's body (see ``HybridOp``)."""
+    from ...ir.expr import Const, IterKind, IterVar, Range
+    from ...ir.functor import collect_vars
+    from ...ir.stmt import For, ForKind
+    axes, outer = [], set()
+    while (isinstance(body, For) and isinstance(body.min, Const) and body.min.value == 0
+           and body.kind is not ForKind.THREAD_BINDING and not (collect_vars(body.extent) & outer)):
+        axes.append(IterVar(Range(body.min, body.extent), body.loop_var, IterKind.DATA_PAR))
+        outer.add(body.loop_var)
+        body = body.body
+    return tuple(axes)
 
 
 def _symbolic(a) -> bool:

@@ -185,6 +185,9 @@ class _Parser:
         outs = []
         for v in vals:
             b = self.expr(v) if v is not None else None
+            if isinstance(b, _Buf) and b.kind == "call":
+                raise self.error(f"`return {ast.unparse(v)}`: the result of a hybrid script call is a temporary "
+                                 f"buffer of this script; copy it into an output_tensor and return that")
             if not (isinstance(b, _Buf) and b.kind == "output"):
                 raise self.error("`return` must name the output_tensor(s) of the script")
             outs.append(b.buffer)
@@ -206,6 +209,9 @@ class _Parser:
         if not isinstance(target, ast.Name):
             raise self.error(f"cannot assign to `{ast.unparse(target)}`")
         name = target.id
+        script = self.called_script(s.value)
+        if script is not None:
+            return self.inline_call(name, s.value, script)
         if isinstance(s.value, ast.Call) and isinstance(s.value.func, ast.Name) and \
                 s.value.func.id in ("output_tensor", "allocate"):
             buf = self.make_buffer(s.value, name)
@@ -233,6 +239,43 @@ class _Parser:
         self.blocks[-1].append((name, buf))
         self.names[name] = _Scalar(buf)
         return BufferStore(buf, _to_dtype(value, dtype), (const(0),))
+
+    def called_script(self, node):
+        """The hybrid script that ``node`` calls (``outer_product(...)``), or None."""
+        from . import _Script        # the package imports this module first
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id not in self.names:
+            fn = self.env.get(node.func.id)
+            if isinstance(fn, _Script):
+                return fn
+        return None
+
+    def inline_call(self, name, call, script):
+        """``name = other_script(args)`` (TVM's ``test_func_call``): the callee's body, parsed with
+        its parameters bound to the caller's values (tensors and buffers by reference), goes here;
+        its output tensors become buffers of the caller, allocated around the current block, and
+        ``name`` names them (one output: the buffer; several: a list)."""
+        if call.keywords:
+            raise self.error(f"`{ast.unparse(call)}`: call a hybrid script with positional arguments only")
+        args = [self.expr(a) for a in call.args]
+        sub = _Parser(script.func)
+        params = [a.arg for a in sub.fdef.args.args]
+        if sub.fdef.args.vararg or sub.fdef.args.kwarg or len(params) != len(args):
+            raise self.error(f"`{ast.unparse(call)}`: '{sub.fdef.name}' takes {len(params)} argument(s), "
+                             f"got {len(args)}")
+        for p, a in zip(params, args):
+            held = a if isinstance(a, (list, tuple)) else [a]
+            if any(isinstance(x, (_Partial, Tensor)) for x in held):
+                raise self.error(f"`{ast.unparse(call)}`: argument '{p}' must be a whole tensor or buffer, a "
+                                 f"number or a list of them")
+            sub.names[p] = a if any(isinstance(x, _Buf) for x in held) else sub.bind_arg(p, a)
+        body = sub.block(sub.fdef.body)
+        if sub.returned is None:
+            raise sub.error("the script must end with `return` of its output tensor(s)")
+        for b in sub.returned:
+            self.blocks[-1].append((None, b))
+        outs = [_Buf(b, "call") for b in sub.returned]
+        self.names[name] = outs[0] if len(outs) == 1 else outs
+        return body
 
     def stmt_AugAssign(self, s):
         op = _BINOPS.get(type(s.op))
@@ -503,8 +546,10 @@ class _Parser:
             return (a + b - 1) // b
         if fn in ("popcount", "max_num_threads"):
             raise self.error(f"{fn}() is not supported here (no intrinsic for it in tilecraft)")
-        raise self.error(f"`{ast.unparse(n)}`: '{fn}' is not a hybrid intrinsic (calls of other hybrid "
-                         f"scripts are not supported either)")
+        if self.called_script(n) is not None:
+            raise self.error(f"`{ast.unparse(n)}`: assign a hybrid script's result to a name: "
+                             f"`x = {fn}(...)`")
+        raise self.error(f"`{ast.unparse(n)}`: '{fn}' is not a hybrid intrinsic")
 
     def make_buffer(self, call, name):
         fn = call.func.id
