@@ -9,8 +9,12 @@ not TVM's C binding of a CBLAS library."""
 import numpy as np
 
 import tilecraft as tvm
-import tilecraft.testing
 from tilecraft import te
+from tilecraft.contrib import cblas
+import tilecraft.testing
+
+if not tvm.get_global_func("tvm.contrib.cblas.matmul", allow_missing=True):
+    raise Exception("Not compiled with cblas support; can't build this tutorial")
 
 # -- use extern tensor function ----------------------------------------------------------------
 n = 1024

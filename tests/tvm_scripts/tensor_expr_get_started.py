@@ -9,8 +9,10 @@ tensor_expr_get_started.py`; prints OK.
 Changed beyond the imports: the matrix multiplication is 256³ instead of 1024³ (`--full` for the
 tutorial's size; the naive schedule alone takes seconds at 1024³ on a busy machine), outputs
 start as NaN instead of zeros (a kernel that writes nothing cannot pass), numpy's baseline is
-timed 3 times instead of 100, and the OpenCL steps are left out (no OpenCL backend; the tutorial
-guards them with `if tgt.kind.name.startswith("opencl")`, false here)."""
+timed 3 times instead of 100, and the GPU section runs whenever the script does (the tutorial
+guards it with `run_cuda = False`; its module is `fadd_gpu` here so that `fadd` stays the CPU
+module, as in the tutorial with `run_cuda = False`). The ROCm and OpenCL steps are there, guarded
+by the target's kind as in the tutorial (false: `tgt` is "llvm")."""
 import sys
 import timeit
 
@@ -130,6 +132,10 @@ temp = utils.tempdir()
 fadd.save(temp.relpath("myadd.o"))
 if tgt.kind.name == "cuda":
     fadd.imported_modules[0].save(temp.relpath("myadd.ptx"))
+if tgt.kind.name == "rocm":
+    fadd.imported_modules[0].save(temp.relpath("myadd.hsaco"))
+if tgt.kind.name.startswith("opencl"):
+    fadd.imported_modules[0].save(temp.relpath("myadd.cl"))
 cc.create_shared(temp.relpath("myadd.so"), [temp.relpath("myadd.o")])
 print(temp.listdir())
 assert {"myadd.o", "myadd.so"} <= set(temp.listdir())
@@ -137,6 +143,12 @@ assert {"myadd.o", "myadd.so"} <= set(temp.listdir())
 fadd1 = tvm.runtime.load_module(temp.relpath("myadd.so"))
 if tgt.kind.name == "cuda":
     fadd1_dev = tvm.runtime.load_module(temp.relpath("myadd.ptx"))
+    fadd1.import_module(fadd1_dev)
+if tgt.kind.name == "rocm":
+    fadd1_dev = tvm.runtime.load_module(temp.relpath("myadd.hsaco"))
+    fadd1.import_module(fadd1_dev)
+if tgt.kind.name.startswith("opencl"):
+    fadd1_dev = tvm.runtime.load_module(temp.relpath("myadd.cl"))
     fadd1.import_module(fadd1_dev)
 c = tvm.nd.array(np.full(1024, np.nan, dtype="float32"), dev)
 fadd1(a, b, c)
@@ -147,6 +159,19 @@ fadd2 = tvm.runtime.load_module(temp.relpath("myadd_pack.so"))
 c = tvm.nd.array(np.full(1024, np.nan, dtype="float32"), dev)
 fadd2(a, b, c)
 tvm.testing.assert_allclose(c.numpy(), a.numpy() + b.numpy())
+
+# -- the tutorial's OpenCL section, guarded by the target's kind as there (tgt is "llvm") ------
+if tgt.kind.name.startswith("opencl"):
+    fadd_cl = tvm.build(s, [A, B, C], tgt, name="myadd")
+    print("------opencl code------")
+    print(fadd_cl.imported_modules[0].get_source())
+    dev = tvm.cl(0)
+    n = 1024
+    a = tvm.nd.array(np.random.uniform(size=n).astype(A.dtype), dev)
+    b = tvm.nd.array(np.random.uniform(size=n).astype(B.dtype), dev)
+    c = tvm.nd.array(np.zeros(n, dtype=C.dtype), dev)
+    fadd_cl(a, b, c)
+    tvm.testing.assert_allclose(c.numpy(), a.numpy() + b.numpy())
 
 # -- matrix multiplication ---------------------------------------------------------------------
 M = K = N = 1024 if "--full" in sys.argv else 256
