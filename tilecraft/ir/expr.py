@@ -462,6 +462,10 @@ class IterVar:
     kind: IterKind = IterKind.DATA_PAR
     thread_tag: str = ""
 
+    # TVM's iter_type codes (``tvm.te.schedule.IterVar.Vectorized``): what a stage's
+    # ``iter_var_attrs[iv].iter_type`` reports for an annotated loop
+    DataPar, ThreadIndex, CommReduce, Ordered, DimInfo, Unrolled, Vectorized, Parallelized, Tensorized = range(9)
+
     def __repr__(self) -> str:
         return f"IterVar({self.var.name}, {self.dom}, {self.kind.name.lower()})"
 

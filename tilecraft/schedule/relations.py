@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..error import TVMError
-from ..ir.expr import Const, Expr, IterVar
+from ..ir.expr import Const, Expr, IterVar, StringImm, convert
 from ..ir.stmt import ForKind
 from ..te.tensor_intrin import TensorIntrin
 
@@ -51,6 +51,26 @@ class IterAttr:
     bind: IterVar | None = None
     pragmas: list = field(default_factory=list)
     tensor_intrin: TensorIntrin | None = None     # s[C].tensorize(this axis, intrin)
+
+    @property
+    def iter_type(self) -> int:
+        """TVM's code of the loop's annotation (``IterVar.Unrolled``, ``IterVar.Vectorized``, ...)."""
+        if self.tensor_intrin is not None:
+            return IterVar.Tensorized
+        return _ITER_TYPE.get(self.kind, IterVar.DataPar)
+
+    @property
+    def pragma_keys(self) -> list:
+        """TVM's view of ``pragmas``: the keys as string immediates (``.value``)."""
+        return [StringImm(k) for k, _ in self.pragmas]
+
+    @property
+    def pragma_values(self) -> list:
+        return [convert(v) if v is not None else None for _, v in self.pragmas]
+
+
+_ITER_TYPE = {ForKind.UNROLLED: IterVar.Unrolled, ForKind.VECTORIZED: IterVar.Vectorized,
+              ForKind.PARALLEL: IterVar.Parallelized, ForKind.THREAD_BINDING: IterVar.ThreadIndex}
 
 
 def _extent_of(iv: IterVar):

@@ -371,9 +371,14 @@ class Stage(StagePlacement):
                     C[i.outer * 4 + i.inner] = ...     C[i.outer * 4 + 1] = ...
                                                        C[i.outer * 4 + 2] = ...
                                                        C[i.outer * 4 + 3] = ...
+
+        As in TVM, ``pragma(ax, "unroll")`` and ``pragma(ax, "vectorize")`` are ``unroll(ax)`` and
+        ``vectorize(ax)``.
         """
         k = self._leaf_index(iv, "pragma")
         iv = self.leaf_iter_vars[k]
+        if key in ("unroll", "vectorize") and value is None:     # TVM: these two are the primitives
+            return self.unroll(iv) if key == "unroll" else self.vectorize(iv)
         if not isinstance(key, str) or not (value is None or isinstance(value, (bool, int, float, str))):
             raise ScheduleError(f"pragma on stage '{self.name}', axis '{iv.var.name}': the key must be a string and "
                                 f"the value a number, a string or None, got {key!r} = {value!r}")

@@ -17,6 +17,7 @@ from ..te.tensor import Operation, PlaceholderOp, Tensor, post_dfs_order
 from .bound import infer_bounds
 from .lower import _consumers, inline_stages, lower
 from .schedule import Schedule, ScheduleError, replay
+from .relations import Fuse, Singleton, Split      # noqa: F401 (TVM's te.schedule.Fuse, ...: s[T].relations)
 
 
 def _outputs_and_inputs(sch: Schedule) -> list:
