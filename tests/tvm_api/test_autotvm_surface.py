@@ -143,6 +143,27 @@ def test_task_space_at_tvms_attribute_path():
     assert autotvm.task.space.FallbackConfigEntity is autotvm.space.FallbackConfigEntity
 
 
+def test_task_space_and_task_task_at_tvms_module_paths():
+    from tilecraft.autotune.task.space import FallbackConfigEntity, OtherOptionEntity, SplitEntity, get_factors
+    from tilecraft.autotune.task.task import compute_flop as compute_flop_2
+    assert (FallbackConfigEntity, SplitEntity, OtherOptionEntity) == (
+        autotvm.space.FallbackConfigEntity, autotvm.space.SplitEntity, autotvm.space.OtherOptionEntity)
+    assert get_factors(12) == [1, 2, 3, 4, 6, 12] and compute_flop_2 is compute_flop
+
+
+def test_tvms_runtime_errors_of_fallback_split_and_flop_count():
+    """TVM raises RuntimeError for these; tilecraft's errors are ValueErrors and TVMErrors (RuntimeErrors)."""
+    cfg = autotvm.FallbackConfigEntity()
+    cfg.define_split("tile_n", cfg.axis(49), num_outputs=3)
+    with pytest.raises(RuntimeError, match=r"fallback_split: no split of knob 'tile_n' \(49\) fits the constraints "
+                                           r"\[-1, 1, 0\]"):
+        cfg.fallback_split("tile_n", [-1, 1, 0])
+    A = te.placeholder((16,), name="A")
+    B = te.compute((16,), lambda i: A[i], name="B")
+    with pytest.raises(RuntimeError, match="the compute graph has no arithmetic"):
+        compute_flop(te.create_schedule(B.op))
+
+
 def test_dummy_database_save_load_filter():
     from tilecraft.autotune.database import DummyDatabase, filter_inputs
     inp, res = _a_record()

@@ -31,6 +31,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..error import TVMError
 from .space_range import IndexRangeMixin
 
 
@@ -58,6 +59,10 @@ class UnknownKnobError(KeyError):
 
     def __str__(self) -> str:     # KeyError would quote the whole message
         return self.args[0]
+
+
+class FallbackSplitError(ValueError, TVMError):
+    """``fallback_split`` found no split within the constraints (a RuntimeError, as TVM's)."""
 
 
 class InstantiationError(ValueError):
@@ -879,7 +884,7 @@ class FallbackConfigEntity(ConfigSpace):
             bound = math.inf if constraints[i] == -1 else constraints[i]
             fits = [f for f in get_factors(left) if f <= bound]
             if not fits:
-                raise ValueError(f"fallback_split: no split of knob {name!r} ({space.product}) fits the "
+                raise FallbackSplitError(f"fallback_split: no split of knob {name!r} ({space.product}) fits the "
                                  f"constraints {list(constraints)}")
             size[i] = max(fits)
             left //= size[i]

@@ -35,9 +35,10 @@ import numpy as np
 
 from tilecraft.target import Target
 
-from .dispatch import ApplyConfig, DispatchContext
-from . import space                      # TVM's autotvm.task.space.ConfigSpace (an attribute here, not a module path)
-from .space import ConfigEntity, ConfigSpace, FallbackConfigEntity, StaleConfigError
+from ...error import TVMError
+from ..dispatch import ApplyConfig, DispatchContext
+from . import space                      # TVM's module path autotvm.task.space (the names of ..space)
+from ..space import ConfigEntity, ConfigSpace, FallbackConfigEntity, StaleConfigError
 
 _stale_warned: set = set()
 
@@ -135,8 +136,8 @@ def get_config():
 _SCRIPT_MODULES = ("__main__", "__mp_main__")
 
 
-class FlopCountError(ValueError):
-    pass
+class FlopCountError(ValueError, TVMError):
+    """The FLOPs of a schedule cannot be counted (a RuntimeError, as TVM's)."""
 
 
 class TemplateTransferError(TypeError):
@@ -272,7 +273,7 @@ def collect_space(func: Callable, args, target=None):
 def compute_flop(sch) -> float:
     """Floating-point operations of the compute ops of ``sch``'s outputs, counted on the TE
     graph: (arithmetic ops in the body) × (iterations of spatial and reduce axes)."""
-    from .flop import count_flop  # needs the compiler core
+    from ..flop import count_flop  # needs the compiler core
 
     try:
         return count_flop(sch)
