@@ -14,6 +14,7 @@ them in a scratch folder:
   script.py``; it counts when it exits with 0 within the limit.
 
     python bench/tvm_surface_count.py --tvm /path/to/tvm [--rev v0.14.0] [--timeout 300] [--json out.json]
+                                      [--only tests|tutorials] [--match opt_gemm]
 
 The result depends on the machine (no GPU: CUDA tutorials that launch kernels fail) and on the
 time limit. This is a count of what TVM's own files do here, not a test: tilecraft's ports of
@@ -141,17 +142,20 @@ def main(argv=None):
     ap.add_argument("--timeout", type=int, default=300, help="seconds per test file / tutorial")
     ap.add_argument("--only", choices=("tests", "tutorials"), default=None)
     ap.add_argument("--json", default=None, help="write the per-file results here")
+    ap.add_argument("--match", default="", help="only the files whose path contains this")
     args = ap.parse_args(argv)
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=here + os.pathsep + os.environ.get("PYTHONPATH", ""))
     files = sorted(p for p in _git(args.tvm, "ls-tree", "-r", "--name-only", args.rev, "tests/python/unittest")
                    .splitlines() if TEST_GLOB.match(p))
+    files = [p for p in files if args.match in p]
+    tutorials = [p for p in TUTORIALS if args.match in p]
     out = {"rev": args.rev}
     with tempfile.TemporaryDirectory(prefix="tvm_surface_") as folder:
         if args.only != "tutorials":
             out["tests"] = run_tests(args.tvm, args.rev, files, folder, args.timeout, env)
         if args.only != "tests":
-            out["tutorials"] = run_tutorials(args.tvm, args.rev, TUTORIALS, folder, args.timeout, env)
+            out["tutorials"] = run_tutorials(args.tvm, args.rev, tutorials, folder, args.timeout, env)
     if "tests" in out:
         t = out["tests"]
         print(f"unit tests: {sum(r['passed'] for r in t)} of {sum(r['cases'] for r in t)} cases pass "

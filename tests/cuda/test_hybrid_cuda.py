@@ -1,7 +1,8 @@
 """Hybrid scripts on the GPU (TVM's ``test_bind`` and ``test_allocate``'s CUDA halves, in spirit):
 ``bind("threadIdx.x", n)`` / ``bind("blockIdx.x", n)`` loops become the kernel's launch, a
 ``shared`` allocation is shared by the block (barrier inserted), a ``local`` one is per thread.
-``test_emulated``: lowered for CUDA, run in the lock-step emulator on fresh inputs with poisoned
+``outer_bound_axes``: a script's plain loops bound to blocks and threads by the schedule
+(``HybridOp.axis``; a split tail guarded). ``test_emulated``: lowered for CUDA, run in the lock-step emulator on fresh inputs with poisoned
 outputs and compiled with nvcc; ``test_gpu``: the same on a GPU (skipped without one)."""
 from __future__ import annotations
 
@@ -57,11 +58,33 @@ def row_sum(a):
     return c
 
 
-def _case(name, script, shapes, reference, emu, gpu):
+@te.hybrid.script
+def outer_plain(a, b):
+    c = output_tensor((a.shape[0], b.shape[0]), "float32")
+    for i in range(a.shape[0]):
+        for j in range(b.shape[0]):
+            c[i, j] = a[i] * b[j]
+    return c
+
+
+def _bind_outer(s, out):
+    """The script's plain loops (its axes, TVM's test_schedule) bound by the schedule."""
+    i, j = out.op.axis
+    jo, ji = s[out].split(j, factor=32)
+    s[out].reorder(i, jo, ji)
+    s[out].bind(i, te.thread_axis("blockIdx.x"))
+    s[out].bind(jo, te.thread_axis("blockIdx.y"))
+    s[out].bind(ji, te.thread_axis("threadIdx.x"))
+
+
+def _case(name, script, shapes, reference, emu, gpu, schedule=None):
     def make(n):
         ins = [te.placeholder(s(n), name=f"in{k}") for k, s in enumerate(shapes)]
         out = script(*ins)
-        return te.create_schedule(out.op), [*ins, out]
+        s = te.create_schedule(out.op)
+        if schedule is not None:
+            schedule(s, out)
+        return s, [*ins, out]
 
     def out_shapes(n):
         s, args = make(n)
@@ -76,6 +99,8 @@ CASES = [
     _case("vec_add_grid", vec_add_grid, [lambda n: (n,)] * 2, lambda a, b: a + b, 300, 100_000),
     _case("share_vec_add", share_vec_add, [lambda n: (256,)] * 2, lambda a, b: a + b, 0, 0),
     _case("row_sum", row_sum, [lambda n: (n, 5)], lambda a: a.sum(1), 64, 512),
+    _case("outer_bound_axes", outer_plain, [lambda n: (n,), lambda n: (70,)], lambda a, b: np.outer(a, b), 5, 300,
+          schedule=_bind_outer),
 ]
 
 

@@ -637,3 +637,15 @@ def test_func_call_errors():
     with pytest.raises(HybridError, match=r"hybrid script 'unassigned', line \d+: `outer_product_10\(10, 10, a, a\)`: "
                                           r"assign a hybrid script's result to a name"):
         unassigned(a)
+
+
+def test_compute_at_a_hybrid_loop_is_refused():
+    a = te.placeholder((64,), name="a")
+    b = te.placeholder((64,), name="b")
+    a2 = te.compute((64,), lambda i: a[i] * 2.0, name="a2")
+    c = outer_product_64(a2, b)
+    s = te.create_schedule(c.op)
+    with pytest.raises(tc.schedule.ScheduleError, match=r"compute_at of stage 'a2' at loop 'i' of stage "
+                                                       r"'outer_product_64': a hybrid script reads its inputs as "
+                                                       r"whole buffers"):
+        s[a2].compute_at(s[c], c.op.axis[0])

@@ -60,8 +60,11 @@ def _main_nest(sch, args):
 
     def walk(s, loops):
         if isinstance(s, S.For):
-            ann = s.thread_tag or "" if s.kind.name == "THREAD_BINDING" else _KIND_NAME.get(s.kind.name, "serial")
-            walk(s.body, loops + [(s.loop_var, _int(s.extent), "vthread" if ann.startswith("vthread") else ann)])
+            if s.kind.name == "THREAD_BINDING":
+                ann = "vthread" if s.thread_tag.startswith("vthread") else s.thread_tag
+            else:
+                ann = _KIND_NAME.get(s.kind.name, "serial")
+            walk(s.body, loops + [(s.loop_var, _int(s.extent), ann)])
         elif isinstance(s, S.SeqStmt):
             for x in s.seq:
                 walk(x, loops)

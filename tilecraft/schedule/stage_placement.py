@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..ir.expr import IterVar
+from ..te.extern import ExternOp
 from ..te.tensor import ComputeOp
 from .group import check_compute_at as check_group_attach, root_of as group_root_of
 from .record import (ComputeAtStep, ComputeInlineStep, ComputeRootStep, DoubleBufferStep, PipelineStep,
@@ -41,6 +42,10 @@ class StagePlacement:
         if parent is self:
             raise ScheduleError(f"compute_at of stage '{self.name}' into itself")
         k = parent._leaf_index(scope, f"compute_at of stage '{self.name}'")
+        if isinstance(parent.op, ExternOp):      # a hybrid script's loops (HybridOp.axis)
+            raise ScheduleError(f"compute_at of stage '{self.name}' at loop '{parent.leaf_iter_vars[k].var.name}' of "
+                                f"stage '{parent.name}': a hybrid script reads its inputs as whole buffers, so "
+                                f"'{self.name}' must be computed before it (at the root)")
         if self.is_output:
             raise ScheduleError(f"compute_at of stage '{self.name}': it is an output of the schedule")
         check_scan_attach(self, "compute_at", parent)
