@@ -211,6 +211,17 @@ def test_tune_conv2d_cuda_tutorial_on_the_gpu(tmp_path):
     _run_script(tmp_path, "tune_conv2d_cuda.py", "--gpu")
 
 
+@pytest.mark.cuda
+def test_tune_conv2d_cuda_tutorial_tuning_on_the_gpu(tmp_path):
+    """The tutorial's tuning step (commented out in the tutorial): 5 XGBTuner trials measured on the
+    device and logged, the best of the log applied, built, checked against numpy and timed."""
+    _gpu_or_skip("test_tune_conv2d_cuda_tutorial")
+    out = _run_script(tmp_path, "tune_conv2d_cuda.py", "--gpu", "--tune")
+    records = (tmp_path / "conv2d.log").read_text().splitlines()
+    assert len(records) == 5, records
+    assert "Time cost of this operator" in out
+
+
 def test_intrin_math_tutorial(tmp_path):
     """TVM's intrin_math tutorial: call_pure_extern of __expf, te.exp, a CUDA lowering rule for exp
     (register_intrin_lowering, level 99) and a new intrinsic mylog (register_op_attr); each kernel
