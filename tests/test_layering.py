@@ -39,11 +39,16 @@ RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 ROOT_MODULES = {"__init__": "tilecraft", "__main__": "cli", "cli": "cli", "cli_tune": "cli", "cli_relay": "cli",
                 "interp": "interp", "interp_lowered": "interp", "interp_lowered_runtime": "interp", "target": "target", "tir": "tir",
                 "transform": "transform", "testing": "testing", "error": "error"}
+# modules placed in another unit than their folder's: TVM's path of autotune's test helpers
+# (``tvm.testing.autotvm``) is tilecraft/testing/autotune.py, a module of the autotune layer
+PLACED_MODULES = {"tilecraft.testing.autotune": "autotune"}
 ORDER = " → ".join("/".join(units) for units in LAYERS)
 
 
 def unit_of_file(path: pathlib.Path) -> str:
     rel = path.relative_to(PACKAGE)
+    if module_name(path) in PLACED_MODULES:
+        return PLACED_MODULES[module_name(path)]
     if len(rel.parts) > 1:
         return rel.parts[0]
     return ROOT_MODULES.get(rel.stem, f"<unplaced root module {rel.name}>")
@@ -59,6 +64,8 @@ def unit_of_module(dotted: str) -> str | None:
     parts = dotted.split(".")
     if parts[0] != "tilecraft":
         return None
+    if ".".join(parts[:3]) in PLACED_MODULES:
+        return PLACED_MODULES[".".join(parts[:3])]
     if len(parts) == 1:
         return "tilecraft"
     if (PACKAGE / parts[1]).is_dir():

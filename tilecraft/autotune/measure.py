@@ -72,6 +72,11 @@ class MeasureResult:
     ``build_time``: seconds spent building; ``stage``: ``"tune"`` for a measurement while
     tuning, ``"verify"`` for a re-measurement of a top config after the run, alone
     (``Tuner.tune(verify_top=)``): what ``apply_history_best`` and ``export`` choose by first.
+    TVM's positional order ``MeasureResult(costs, error_no, all_cost, timestamp)`` (a number
+    where the message goes) is read as TVM means it.
+
+        >>> MeasureResult((1e-3,), 0, 0.2, 5.0).all_cost, MeasureResult((1e-3,), 0, 0.2, 5.0).timestamp
+        (0.2, 5.0)
     """
 
     costs: tuple
@@ -83,6 +88,15 @@ class MeasureResult:
     stage: str = "tune"
 
     def __post_init__(self):
+        if isinstance(self.error_msg, (int, float)) and not isinstance(self.error_msg, bool):
+            # TVM's positional order, MeasureResult(costs, error_no, all_cost, timestamp): a
+            # number in the message's place is all_cost, and the next one the timestamp
+            if self.timestamp:
+                raise TypeError("MeasureResult: a number as the third argument is TVM's order "
+                                "(costs, error_no, all_cost, timestamp); give at most four")
+            object.__setattr__(self, "timestamp", float(self.all_cost))
+            object.__setattr__(self, "all_cost", float(self.error_msg))
+            object.__setattr__(self, "error_msg", "")
         object.__setattr__(self, "costs", tuple(float(c) for c in self.costs))
         object.__setattr__(self, "error_no", MeasureErrorNo(int(self.error_no)))
 
