@@ -179,13 +179,18 @@ def test_dummy_database_save_load_filter():
     assert db.load(inp).costs == later.costs and len(db.load(inp, get_all=True)) == 2
     db.save(inp, res)                                        # replaces both
     assert len(db.load(inp, get_all=True)) == 1
-    ok = db.filter(lambda i, r: r.error_no == 0)
-    assert [i.config.index for i, _ in ok] == [inp.config.index]
+    ok = db.filter(lambda i, results: all(r.error_no == 0 for r in results))      # TVM's signature
+    assert [(i.config.index, r.costs) for i, r in ok] == [(inp.config.index, res.costs)]
+    db.save(inp, later, extend=True)
+    ok = db.filter(lambda i, results: len(results) == 2)                         # newest of the two
+    assert [(i.config.index, r.costs) for i, r in ok] == [(inp.config.index, later.costs)]
     fresh = MeasureInput(inp.target, inp.task, inp.task.config_space.get(inp.task.config_space.valid_index(7)))
-    todo = filter_inputs(db, [inp, other_inp, fresh])
+    partial, todo = filter_inputs(db, [inp, other_inp, fresh])
     assert [i.config.index for i in todo] == [fresh.config.index]
-    assert [i.config.index for i in filter_inputs(db, [inp, other_inp, fresh], retry=True)] == \
-        [other_inp.config.index, fresh.config.index]
+    assert [p is None for p in partial] == [False, False, True] and partial[0].costs == later.costs
+    partial, todo = filter_inputs(db, [inp, other_inp, fresh], retry=True)
+    assert [i.config.index for i in todo] == [other_inp.config.index, fresh.config.index]
+    assert [p is None for p in partial] == [False, True, True]
     db.flush()
     assert db.load(inp) is None and isinstance(db, DummyDatabase)
 

@@ -69,3 +69,55 @@ def test_testing_itself_does_not_import_the_tuner():
             "print(any(m.startswith('tilecraft.autotune') for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_measure_result_unpacks_as_tvm_namedtuple():
+    """TVM's database test rebuilds a result from ``list(tuple(res))`` with a new timestamp."""
+    res = MeasureResult((0.5,), MeasureErrorNo.NO_ERROR, "", 2.5, 100.0)
+    fields = list(tuple(res))
+    assert fields == [(0.5,), MeasureErrorNo.NO_ERROR, 2.5, 100.0]
+    fields[-1] = -1
+    again = MeasureResult(*fields)
+    assert (again.costs, again.error_no, again.all_cost, again.timestamp) == ((0.5,), 0, 2.5, -1.0)
+
+
+def test_apply_history_best_at_tvm_record_path(tmp_path):
+    from tilecraft.autotune.dispatch import ApplyHistoryBest
+    from tilecraft.autotune.record import ApplyHistoryBest as FromRecord
+    assert FromRecord is ApplyHistoryBest
+    records = get_sample_records(4)
+    best = min(records, key=lambda r: r[1].costs[0])[0].config
+    task, target = get_sample_task()
+    assert str(FromRecord(records).query(target, task.workload)) == str(best)
+
+
+def _logged(tmp_path, name, records):
+    path = tmp_path / name
+    with open(path, "w") as f:
+        autotvm.callback.log_to_file(f)(None, [i for i, _ in records], [r for _, r in records])
+    return path
+
+
+def test_apply_history_best_reads_what_tvm_accepts(tmp_path):
+    """Ported in spirit from TVM's test_apply_history_best(_multiple_batches): a Path, its str,
+    an open StringIO, a list or zip of pairs, a zip of paths, a zip of zips of pairs."""
+    import io
+    task, target = get_sample_task()
+    space = task.config_space
+    inputs = [autotvm.measure.MeasureInput(target, task, space.get(i)) for i in range(4)]
+    costs = [3.0, 2.0, 0.5, 4.0]                                      # config 2 is the best
+    results = [MeasureResult((c,), 0, 0.0, 1.0) for c in costs]
+    pairs = list(zip(inputs, results))
+    first, second = _logged(tmp_path, "a.log", pairs[:2]), _logged(tmp_path, "b.log", pairs[2:])
+    best = str(space.get(2))
+    stream = io.StringIO(first.read_text() + second.read_text())
+    for records in (second, str(second), [first, second], zip([first, second]), stream, pairs, zip(inputs, results),
+                    zip([zip(inputs[:2], results[:2]), zip(inputs[2:], results[2:])])):
+        assert str(autotvm.apply_history_best(records).query(target, task.workload)) == best, records
+    only_first = autotvm.apply_history_best(io.StringIO(first.read_text()))
+    assert str(only_first.query(target, task.workload)) == str(space.get(1))
+
+
+def test_apply_history_best_refuses_what_holds_no_records():
+    with pytest.raises(TypeError, match=r"cannot read tuning records from int: give a log path, an open log file"):
+        autotvm.apply_history_best([3])

@@ -5,7 +5,8 @@ measured before (``filter_inputs``) and to look results up.
 ``record.measure_str_key(inp)`` (target, task, arguments, config) and holds the JSON lines of its
 results (``record.encode``), newest last. ``save(inp, res)`` replaces them, ``save(inp, res,
 extend=True)`` adds one; ``load(inp)`` gives the newest ``MeasureResult`` (``get_all=True``: all
-of them), ``filter(pred)`` the ``(MeasureInput, MeasureResult)`` pairs ``pred`` accepts.
+of them), ``filter(pred)`` the ``(MeasureInput, newest MeasureResult)`` of each input whose
+results ``pred(inp, results)`` accepts.
 TVM's ``RedisDatabase`` (a redis server) is not provided; the tuning logs are tilecraft's
 persistent store (``record.load_from_file``).
 
@@ -65,13 +66,19 @@ class DummyDatabase(Database):
             self.db[key] = [line]
 
     def filter(self, func) -> list:
-        """Every stored ``(MeasureInput, MeasureResult)`` for which ``func(inp, res)`` is true."""
+        """``(MeasureInput, newest MeasureResult)`` of each stored input for which ``func(inp,
+        results)`` is true, ``results`` all of that input's results (TVM's signature).
+
+        >>> errors = db.filter(lambda inp, results: any(r.error_no != 0 for r in results))
+        """
         out = []
         for lines in self.db.values():
-            for line in lines:
-                inp, res = record.decode(line)
-                if func(inp, res):
-                    out.append((inp, res))
+            records = [record.decode(line) for line in lines]
+            if not records:
+                continue
+            results = tuple(res for _, res in records)
+            if func(records[0][0], results):
+                out.append((records[0][0], max(results, key=lambda r: r.timestamp)))
         return out
 
     def get(self, key: str):
@@ -84,12 +91,18 @@ class DummyDatabase(Database):
         self.db = {}
 
 
-def filter_inputs(db: Database, measure_inputs, retry: bool = False) -> list:
-    """The inputs of ``measure_inputs`` still to measure: those ``db`` has no result for, and with
-    ``retry`` also those whose stored result is an error."""
-    todo = []
+def filter_inputs(db: Database, measure_inputs, retry: bool = False) -> tuple[list, list]:
+    """``(partial_results, unsaved)`` as TVM's: for each input its stored result or None, and the
+    inputs still to measure (no result in ``db``, or with ``retry`` an error result).
+
+    >>> partial, todo = filter_inputs(db, inputs)
+    """
+    partial, todo = [], []
     for inp in measure_inputs:
         res = db.load(inp)
         if res is None or (retry and res.error_no != 0):
             todo.append(inp)
-    return todo
+            partial.append(None)
+        else:
+            partial.append(res)
+    return partial, todo

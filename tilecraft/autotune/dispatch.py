@@ -109,12 +109,48 @@ def fallback_context() -> FallbackContext:
     return _bottom()
 
 
+def _unpack_records(records):
+    """``(MeasureInput, MeasureResult)`` pairs from what ``ApplyHistoryBest`` accepts, as TVM's:
+    None, a log path (``str`` or path-like), an open text file or ``io.StringIO`` of log lines,
+    a pair, or any iterable (a list, a ``zip``) of these, nested to any depth."""
+    import io
+
+    from .measure import MeasureInput
+    from .record import Skipped, iter_file, iter_lines  # record imports task → dispatch; load lazily
+
+    if records is None:
+        return
+    if isinstance(records, (str, bytes)) or hasattr(records, "__fspath__"):
+        path = records.decode() if isinstance(records, bytes) else records
+        skipped = Skipped(path)
+        yield from iter_file(path, skipped=skipped)
+        skipped.warn(stacklevel=5)
+        return
+    if isinstance(records, io.TextIOBase):
+        skipped = Skipped(getattr(records, "name", "<stream>"))
+        yield from iter_lines(records, skipped=skipped)
+        skipped.warn(stacklevel=5)
+        return
+    if isinstance(records, tuple) and len(records) == 2 and isinstance(records[0], MeasureInput):
+        yield records
+        return
+    try:
+        items = iter(records)
+    except TypeError:
+        raise TypeError(f"apply_history_best: cannot read tuning records from {type(records).__name__}: "
+                        f"give a log path, an open log file, (MeasureInput, MeasureResult) pairs, "
+                        f"or a list of these") from None
+    for item in items:
+        yield from _unpack_records(item)
+
+
 class ApplyHistoryBest(DispatchContext):
     """Answer, for each workload, the fastest valid, error-free configuration in tuning records
     that fits the template as it is now.
 
-    ``records`` is a log path, a list of paths, or an iterable of ``(MeasureInput,
-    MeasureResult)``, or None (TVM's empty history: every query falls back, as without a log).
+    ``records`` is a log path, an open log file (or ``io.StringIO``), an iterable of
+    ``(MeasureInput, MeasureResult)``, any iterable of these (a list of paths, a ``zip`` of
+    batches, as TVM's), or None (TVM's empty history: every query falls back, as without a log).
     The target is matched exactly first (``str(Target)``), then by kind
     (``llvm`` / ``cuda``); with no current target, any target's best is used. Invalid lines are
     skipped when the log is read; a record whose knobs no longer fit its template (another
@@ -132,20 +168,7 @@ class ApplyHistoryBest(DispatchContext):
         self.load(records)
 
     def load(self, records):
-        from .record import Skipped, iter_file  # record imports task → dispatch; load lazily
-
-        if records is None:
-            records = ()
-        if isinstance(records, str) or hasattr(records, "__fspath__"):
-            records = [records]
-        if isinstance(records, (list, tuple)) and records and (
-                isinstance(records[0], str) or hasattr(records[0], "__fspath__")):
-            paths, records = records, []
-            for path in paths:
-                skipped = Skipped(path)
-                records.extend(iter_file(path, skipped=skipped))
-                skipped.warn(stacklevel=4)
-        for inp, res in records:
+        for inp, res in _unpack_records(records):
             if res.error_no != 0 or not res.costs:
                 continue
             # re-measured configs first (record.preference), then by cost

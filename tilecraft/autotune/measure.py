@@ -100,6 +100,11 @@ class MeasureResult:
         object.__setattr__(self, "costs", tuple(float(c) for c in self.costs))
         object.__setattr__(self, "error_no", MeasureErrorNo(int(self.error_no)))
 
+    def __iter__(self):
+        # TVM's MeasureResult is the namedtuple (costs, error_no, all_cost, timestamp): its tests
+        # rebuild one with ``MeasureResult(*list(tuple(res)))``, which the order above reads back
+        return iter((self.costs, self.error_no, self.all_cost, self.timestamp))
+
     @property
     def mean_cost(self) -> float:
         return sum(self.costs) / len(self.costs) if self.costs else float("inf")

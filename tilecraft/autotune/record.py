@@ -302,16 +302,30 @@ def iter_file(path, with_run: bool = False, skipped: Skipped | None = None) -> I
     own = skipped is None
     skipped = Skipped(path) if own else skipped
     with open(path, "r", encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            skipped.seen += 1
-            try:
-                inp, res = decode(line)
-            except RecordError as err:
-                skipped.add(err.kind, f"line {lineno}: {err}")
-                continue
-            yield (inp, res, run_info(line)) if with_run else (inp, res)
+        yield from iter_lines(f, with_run, skipped)
+    if own:
+        skipped.warn(stacklevel=2)
+
+
+def iter_lines(lines, with_run: bool = False, skipped: Skipped | None = None) -> Iterator:
+    """``iter_file`` of lines already open (a file object, ``io.StringIO``, a list of strings):
+    the records in order, invalid lines counted in ``skipped`` (one warning at the end when it
+    is not given).
+
+    >>> records = list(iter_lines(open("tuning_logs/matmul.jsonl")))
+    """
+    own = skipped is None
+    skipped = Skipped(getattr(lines, "name", "<lines>")) if own else skipped
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        skipped.seen += 1
+        try:
+            inp, res = decode(line)
+        except RecordError as err:
+            skipped.add(err.kind, f"line {lineno}: {err}")
+            continue
+        yield (inp, res, run_info(line)) if with_run else (inp, res)
     if own:
         skipped.warn(stacklevel=2)
 
@@ -514,3 +528,12 @@ def summarize(records_or_path, check_templates: bool = True) -> dict:
     for s in out.values():
         s["trials"] = s["configs"]
     return out
+
+
+def __getattr__(name):
+    # TVM's ``autotvm.record.ApplyHistoryBest`` (its record module imports it from the dispatch
+    # context); dispatch reads logs through this module, so it is reached lazily, on first use
+    if name == "ApplyHistoryBest":
+        from .dispatch import ApplyHistoryBest
+        return ApplyHistoryBest
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
