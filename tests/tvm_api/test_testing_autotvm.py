@@ -121,3 +121,24 @@ def test_apply_history_best_reads_what_tvm_accepts(tmp_path):
 def test_apply_history_best_refuses_what_holds_no_records():
     with pytest.raises(TypeError, match=r"cannot read tuning records from int: give a log path, an open log file"):
         autotvm.apply_history_best([3])
+
+
+def test_tvm_module_paths_of_measure_and_the_cost_model():
+    """The paths TVM's AutoTVM tests import from reach tilecraft's objects."""
+    import concurrent.futures
+
+    from tilecraft.autotune import cost_model, measure
+    from tilecraft.autotune.measure import executor
+    from tilecraft.autotune.measure.measure import MeasureErrorNo as E2, MeasureResult as R2
+    from tilecraft.autotune.tuner.xgboost_cost_model import XGBoostCostModel
+    assert (E2, R2, XGBoostCostModel) == (MeasureErrorNo, MeasureResult, cost_model.XGBoostCostModel)
+    assert measure.LocalRunner is autotvm.LocalRunner
+
+    class Inline(executor.Executor):
+        def submit(self, func, *args, **kwargs):
+            future = concurrent.futures.Future()
+            future.set_result(func(*args, **kwargs))
+            return future
+    assert Inline().submit(abs, -2).result() == 2
+    with pytest.raises(NotImplementedError, match="Executor.submit"):
+        executor.Executor().submit(abs, -2)

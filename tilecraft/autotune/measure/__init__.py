@@ -439,11 +439,11 @@ def measure_option(builder=None, runner=None) -> dict:
     """The builder and runner a tuner measures with (``LocalBuilder()``/``LocalRunner()`` when
     not given)."""
     if builder is None or builder == "local":
-        from .local import LocalBuilder
+        from ..local import LocalBuilder
 
         builder = LocalBuilder()
     if runner is None or runner == "local":
-        from .local import LocalRunner
+        from ..local import LocalRunner
 
         runner = LocalRunner()
     for obj, what, methods in ((builder, "builder", ("set_task", "build")),
@@ -518,6 +518,6 @@ def __getattr__(name):
     # TVM's ``autotvm.measure.LocalRunner`` / ``LocalBuilder`` live in ``local.py``, which imports
     # this module: reached lazily, on first use
     if name in ("LocalRunner", "LocalBuilder"):
-        from . import local
+        from .. import local
         return getattr(local, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
