@@ -614,10 +614,12 @@ def test_lower_without_arguments():
 
 
 def test_lower_argument_not_in_schedule():
+    """A computed tensor outside the schedule's graph is refused; an unused placeholder is an
+    unused parameter, as in TVM (tests/tvm_api/test_tvm_testing_helpers.py)."""
     A, B, C, D = matmul()
     s = te.create_schedule(D.op)
-    Z = te.placeholder((3,), name="Z")
-    with raises(ScheduleError, r"argument 3 'Z' is not part of the schedule"):
+    Z = te.compute((3,), lambda i: A[i, 0] * 2, name="Z")
+    with raises(ScheduleError, r"argument 3 'Z' is not part of the schedule \(a tensor computed outside the graph"):
         tc.lower(s, [A, B, D, Z])
 
 

@@ -84,8 +84,14 @@ def _resolve_args(sch: Schedule, args) -> tuple[list, list]:
     for pos, a in enumerate(args):
         if isinstance(a, Tensor):
             st = sch.stage_map.get(a.op)
+            if st is None and isinstance(a.op, PlaceholderOp):
+                # a placeholder nothing in the schedule reads (TVM: an unused parameter buffer,
+                # e.g. an input a gradient does not depend on)
+                tensors.append((pos, a, a))
+                continue
             if st is None:
-                raise ScheduleError(f"argument {pos} '{a.name}' is not part of the schedule")
+                raise ScheduleError(f"argument {pos} '{a.name}' is not part of the schedule (a tensor "
+                                    f"computed outside the graph of te.create_schedule's outputs)")
             # an inlined stage as an argument (TVM): a parameter buffer that nothing writes; its
             # consumers compute its values in place
             tensors.append((pos, st.op.outputs[a.value_index], a))

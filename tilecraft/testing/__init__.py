@@ -11,12 +11,19 @@ against a float64 reference within the error that *any* order of its additions m
 the rounding error of terms far larger than itself), a fixed ``atol`` is too loose for small
 sums and too tight for long ones.
 
+TVM's helpers that its unit tests call (``device_enabled``, ``requires_gpu``/``requires_cuda``/
+``requires_tensorcore``, ``uses_gpu``, ``skip_if_wheel_test``, ``check_numerical_grads``) are in
+``tvm_helpers.py``; TVM's AutoTVM helpers (``tvm.testing.autotvm``) are ``testing/autotune.py``.
+
 >>> import numpy as np
 >>> assert_allclose(np.ones(3), [1.0, 1.0, 1.0 + 1e-9])
 """
 from __future__ import annotations
 
 import numpy as np
+
+from .tvm_helpers import (check_numerical_grads, device_enabled, requires_cuda,  # noqa: F401  (tvm.testing.X)
+                          requires_gpu, requires_tensorcore, skip_if_wheel_test, uses_gpu)
 
 
 def _as_numpy(x) -> np.ndarray:

@@ -7,6 +7,7 @@ from . import (batch_matmul, conv2d, conv2d_cuda, layer_norm, matmul, nn, poolin
                transform)
 from . import generic, testing, utils             # TVM's topi.generic / topi.testing / topi.utils
 from .transform import add, subtract, multiply, divide   # TVM's topi.add, ... (broadcasting)
+from .transform import full, full_like                    # TVM's topi.full / topi.full_like
 
 __all__ = ["matmul", "batch_matmul", "conv2d", "conv2d_cuda", "softmax", "layer_norm", "pooling", "sparse",
            "sparse_cuda", "nn", "transform"]

@@ -150,6 +150,24 @@ def broadcast_to(x, shape):
     return te.compute(out, lambda *i: _value(x, i), name="broadcast_to")
 
 
+def full(shape, dtype, fill_value):
+    """A tensor of ``shape`` and ``dtype`` holding ``fill_value`` everywhere (TVM's ``topi.full``).
+
+    >>> T = full((2, 3), "float32", 1.5)
+    """
+    return te.compute(tuple(shape), lambda *i: te.const(fill_value, dtype), name="T_full", tag="elemwise")
+
+
+def full_like(x, fill_value):
+    """A tensor shaped and typed as ``x`` holding ``fill_value`` (TVM's ``topi.full_like``; e.g. the
+    ``head`` of ones for ``te.gradient``).
+
+    >>> ones = full_like(te.placeholder((4,), name="A"), 1.0)
+    """
+    return te.compute(tuple(x.shape), lambda *i: te.const(fill_value, x.dtype), name="T_full_like",
+                      tag="elemwise")
+
+
 def where(cond, a, b):
     """``a`` where ``cond`` (bool) holds, else ``b``; the three broadcast together."""
     shapes = [shape_of(t) if hasattr(t, "shape") else () for t in (cond, a, b)]   # scalars: ()
