@@ -21,6 +21,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "tilecraft"
 # bottom to top
 LAYERS = [
     ("error",),             # TVM's error classes, the bases of every unit's errors
+    ("_ffi",),              # TVM's tvm._ffi.base.TVMError path (error's class)
     ("ir", "target", "transform", "testing"),  # import nothing of tilecraft but error
     ("te",),
     ("tir", "interp"),      # tir.py: TVM's tir names; interp.py, interp_lowered.py: the reference interpreters

@@ -35,7 +35,7 @@ from .runtime import nd, cpu, cuda, device, load_module, set_num_threads, get_nu
 from . import runtime, testing
 
 
-_LAZY = ("autotune", "topi", "rpc", "interp", "relay", "contrib")
+_LAZY = ("autotune", "topi", "rpc", "interp", "relay", "contrib", "_ffi")
 _ALIASES = {"autotvm": "autotune"}     # TVM's names: `tvm.autotvm.task.create(...)`, `from tilecraft import autotvm`
 
 

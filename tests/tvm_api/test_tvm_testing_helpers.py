@@ -65,3 +65,13 @@ def test_topi_full():
     tvm.build(s, [T], "llvm")(out)
     np.testing.assert_array_equal(out.numpy(), np.full((2, 3), 7))
     assert topi.full_like(te.placeholder((4,), "float16", name="H"), 0.5).dtype == "float16"
+
+
+def test_ffi_base_tvmerror_catches_tilecraft_errors():
+    """TVM's test_verify_compute catches tvm._ffi.base.TVMError around an invalid compute."""
+    assert tvm._ffi.base.TVMError is tvm.error.TVMError
+    n = te.size_var("n")
+    A = te.placeholder((n, 8), name="A")
+    k = te.reduce_axis((0, 8), "k")
+    with pytest.raises(tvm._ffi.base.TVMError, match=r"compute 'B': a reduction .* must be the whole body"):
+        te.compute((n,), lambda i: te.sum(A[i, k], axis=k) + 1, name="B")
