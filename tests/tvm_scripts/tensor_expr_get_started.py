@@ -111,6 +111,8 @@ if tgt_gpu.kind.name == "cuda" or tgt_gpu.kind.name == "rocm" or tgt_gpu.kind.na
     print("-----GPU code-----")
     print(dev_module.get_source())
     assert "__global__" in dev_module.get_source()
+else:
+    print(fadd_gpu.get_source())
 a_np = np.random.uniform(size=1000).astype(A.dtype)
 b_np = np.random.uniform(size=1000).astype(B.dtype)
 if GPU:
