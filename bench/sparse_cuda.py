@@ -27,10 +27,15 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cuda_common import device_line, tc_time, torch_time  # noqa: E402
 
 SPMV_CONFIGS = [(32, 4), (32, 8), (16, 8), (8, 16), (4, 32), (2, 64), (1, 128), (1, 256)]   # (threads per row, rows per block)
-SPMM_CONFIGS = [(4, 32), (8, 32), (2, 64), (4, 64), (1, 128)]                                # (rows per block, threads_x)
-# piece schedules: (piece_len, threads per piece, pieces per block) and (piece_len, pieces per block, threads_x)
+# (rows per block, threads_x, vector, local): vector columns a thread as one access, partial sums in registers
+SPMM_CONFIGS = [(4, 32, 1, 0), (8, 32, 1, 0), (2, 64, 1, 0), (1, 128, 1, 0), (4, 32, 1, 1), (4, 32, 4, 0),
+                (4, 32, 4, 1), (8, 32, 4, 1), (16, 32, 4, 1), (2, 32, 4, 1), (4, 32, 2, 1), (8, 16, 4, 1),
+                (8, 16, 2, 1), (16, 8, 4, 1)]
+# piece schedules: (piece_len, threads per piece, pieces per block) and (piece_len, pieces per block, threads_x,
+# vector, local)
 SPMV_PIECES = [(1024, 32, 8), (256, 32, 8), (256, 8, 16), (128, 4, 32), (64, 4, 32), (32, 2, 64), (16, 1, 128)]
-SPMM_PIECES = [(32, 4, 32), (128, 4, 32), (512, 4, 32), (32, 8, 32), (64, 2, 64), (32, 1, 128)]
+SPMM_PIECES = [(32, 4, 32, 1, 0), (128, 4, 32, 1, 0), (512, 4, 32, 1, 0), (64, 2, 64, 1, 0), (128, 4, 32, 4, 1),
+               (512, 4, 32, 4, 1), (512, 8, 32, 4, 1), (128, 4, 32, 2, 1), (128, 8, 16, 4, 1), (512, 4, 32, 4, 0)]
 
 
 def copy_bandwidth(nbytes: int, repeat: int) -> float:
@@ -79,6 +84,7 @@ def main(argv=None):
     p.add_argument("--matrices", nargs="+", default=["uniform", "powerlaw", "banded"],
                    choices=["uniform", "powerlaw", "banded", "uniform1pct"])
     p.add_argument("--repeat", type=int, default=9)
+    p.add_argument("--no-spmv", action="store_true", help="SpMM only")
     a = p.parse_args(argv)
     import numpy as np
     import torch
@@ -92,24 +98,34 @@ def main(argv=None):
         s = sparse_cuda.schedule_spmv_cuda(te.create_schedule(args[-1].op), args[-1], tpr, rpb)
         return tilecraft.build(s, list(args), target="cuda")
 
-    def build_spmm(rpb, tx, width):
-        args = sparse.csr_spmm(width=width)
-        s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx)
-        return tilecraft.build(s, list(args), target="cuda")
+    built = {}
+
+    def build_spmm(rpb, tx, vec, local, width):
+        if ("spmm", rpb, tx, vec, local, width) not in built:
+            args = sparse.csr_spmm(width=width)
+            s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx, vec, bool(local))
+            built["spmm", rpb, tx, vec, local, width] = tilecraft.build(s, list(args), target="cuda")
+        return built["spmm", rpb, tx, vec, local, width]
 
     def build_spmv_pieces(tpp, ppb):
         args = sparse.csr_spmv_pieces()
         s = sparse_cuda.schedule_spmv_pieces_cuda(te.create_schedule(args[-1].op), args[-1], tpp, ppb)
         return tilecraft.build(s, list(args), target="cuda")
 
-    def build_spmm_pieces(ppb, tx, width):
-        args = sparse.csr_spmm_pieces(width=width)
-        s = sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx)
-        return tilecraft.build(s, list(args), target="cuda")
+    def build_spmm_pieces(ppb, tx, vec, local, width):
+        if ("pieces", ppb, tx, vec, local, width) not in built:
+            args = sparse.csr_spmm_pieces(width=width)
+            s = sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx, vec,
+                                                      bool(local))
+            built["pieces", ppb, tx, vec, local, width] = tilecraft.build(s, list(args), target="cuda")
+        return built["pieces", ppb, tx, vec, local, width]
+
+    def spmm_name(rpb, tx, vec, local, what="rows"):
+        return f"{rpb} {what}/block x {tx} threads x {vec} columns{' local' if local else ''}"
 
     print(f"CSR sparse fp32 on {device_line()}; scale {a.scale}; median of {a.repeat}")
-    spmv = {c: build_spmv(*c) for c in SPMV_CONFIGS}
-    spmv_pieces = {c[1:]: build_spmv_pieces(*c[1:]) for c in SPMV_PIECES}
+    spmv = {} if a.no_spmv else {c: build_spmv(*c) for c in SPMV_CONFIGS}
+    spmv_pieces = {} if a.no_spmv else {c[1:]: build_spmv_pieces(*c[1:]) for c in SPMV_PIECES}
     for kind in a.matrices:
         (row_ptr, col_idx, val), n = matrix(kind, a.scale)
         nnz = len(val)
@@ -118,33 +134,34 @@ def main(argv=None):
               f"{int((lengths == 0).sum())} empty rows)")
         rp, ci, v = (torch.from_numpy(t).cuda() for t in (row_ptr, col_idx, val))
         tA = torch.sparse_csr_tensor(rp.long(), ci.long(), v, size=(n, n))
+        pieces = {}
         x = torch.rand(n, device="cuda") * 2 - 1
         y = torch.full((n,), float("nan"), device="cuda")
-        ideal = 4 * (len(row_ptr) + 2 * nnz + 2 * n)
-        copy = copy_bandwidth(ideal, a.repeat)
-        want = torch.mv(tA, x)
-        t_ref = torch_time(lambda: torch.mv(tA, x), repeat=a.repeat)
-        print(f"SpMV: copy {copy:.0f} GB/s; cuSPARSE (torch.mv) {t_ref * 1e6:.1f} us, "
-              f"{ideal / t_ref / 1e9:.0f} GB/s ({ideal / t_ref / 1e9 / copy:.0%} of copy)")
-        pieces = {}
-        runs = [(f"{tpr:2d} threads/row x {rpb:3d} rows/block", f, (rp, ci, v, x, y))
-                for (tpr, rpb), f in spmv.items()]
-        runs += [(f"pieces <= {n:4d}: {tpp:2d} threads/piece x {ppb:3d} pieces/block", spmv_pieces[tpp, ppb],
-                  (*cut(row_ptr, n, pieces), ci, v, x, y)) for n, tpp, ppb in SPMV_PIECES]
-        best = None
-        for name, f, args in runs:
-            y.fill_(float("nan"))
-            f(*args)
-            err = float((y - want).abs().max() / want.abs().max().clamp_min(1e-30))
-            t = tc_time(f, args, repeat=a.repeat)
-            gbs = ideal / t / 1e9
-            print(f"  tilecraft {name}: {t * 1e6:9.1f} us {gbs:6.0f} GB/s "
-                  f"({gbs / copy:4.0%} of copy) {t_ref / t:5.2f}x cuSPARSE, max rel.err {err:.1e}")
-            if best is None or t < best[1]:
-                best = (name, t)
-        print(f"RESULT SpMV {kind}: best {' '.join(best[0].split())} "
-              f"{ideal / best[1] / 1e9:.0f} GB/s = {ideal / best[1] / 1e9 / copy:.0%} of copy, "
-              f"{t_ref / best[1]:.2f}x cuSPARSE (target >= 0.9x)")
+        if not a.no_spmv:
+            ideal = 4 * (len(row_ptr) + 2 * nnz + 2 * n)
+            copy = copy_bandwidth(ideal, a.repeat)
+            want = torch.mv(tA, x)
+            t_ref = torch_time(lambda: torch.mv(tA, x), repeat=a.repeat)
+            print(f"SpMV: copy {copy:.0f} GB/s; cuSPARSE (torch.mv) {t_ref * 1e6:.1f} us, "
+                  f"{ideal / t_ref / 1e9:.0f} GB/s ({ideal / t_ref / 1e9 / copy:.0%} of copy)")
+            runs = [(f"{tpr:2d} threads/row x {rpb:3d} rows/block", f, (rp, ci, v, x, y))
+                    for (tpr, rpb), f in spmv.items()]
+            runs += [(f"pieces <= {n:4d}: {tpp:2d} threads/piece x {ppb:3d} pieces/block", spmv_pieces[tpp, ppb],
+                      (*cut(row_ptr, n, pieces), ci, v, x, y)) for n, tpp, ppb in SPMV_PIECES]
+            best = None
+            for name, f, args in runs:
+                y.fill_(float("nan"))
+                f(*args)
+                err = float((y - want).abs().max() / want.abs().max().clamp_min(1e-30))
+                t = tc_time(f, args, repeat=a.repeat)
+                gbs = ideal / t / 1e9
+                print(f"  tilecraft {name}: {t * 1e6:9.1f} us {gbs:6.0f} GB/s "
+                      f"({gbs / copy:4.0%} of copy) {t_ref / t:5.2f}x cuSPARSE, max rel.err {err:.1e}")
+                if best is None or t < best[1]:
+                    best = (name, t)
+            print(f"RESULT SpMV {kind}: best {' '.join(best[0].split())} "
+                  f"{ideal / best[1] / 1e9:.0f} GB/s = {ideal / best[1] / 1e9 / copy:.0%} of copy, "
+                  f"{t_ref / best[1]:.2f}x cuSPARSE (target >= 0.9x)")
         for width in a.widths:
             if nnz * width * 4 > 16e9:
                 print(f"SpMM width {width}: skipped (too large)")
@@ -153,12 +170,12 @@ def main(argv=None):
             Y = torch.full((n, width), float("nan"), device="cuda")
             want = torch.mm(tA, X)
             t_ref = torch_time(lambda: torch.mm(tA, X), repeat=a.repeat, number=5)
-            runs = [(f"{rpb} rows/block x {tx} columns", build_spmm(rpb, tx, width), (rp, ci, v, X, Y))
-                    for rpb, tx in SPMM_CONFIGS if tx <= max(width, 8)]
-            runs += [(f"pieces <= {n}: {ppb} pieces/block x {tx} columns", build_spmm_pieces(ppb, tx, width),
-                      (*cut(row_ptr, n, pieces), ci, v, X, Y)) for n, ppb, tx in SPMM_PIECES if tx <= max(width, 8)]
+            runs = [(spmm_name(*c), build_spmm(*c, width), (rp, ci, v, X, Y))
+                    for c in SPMM_CONFIGS if c[1] * c[2] <= max(width, 8)]
+            runs += [(f"pieces <= {c[0]}: {spmm_name(*c[1:], 'pieces')}", build_spmm_pieces(*c[1:], width),
+                      (*cut(row_ptr, c[0], pieces), ci, v, X, Y)) for c in SPMM_PIECES if c[2] * c[3] <= max(width, 8)]
             if not runs:
-                print(f"SpMM width {width}: no configuration has at most {max(width, 8)} threads_x")
+                print(f"SpMM width {width}: no configuration is at most {max(width, 8)} columns wide")
                 continue
             best = None
             for name, f, args in runs:

@@ -118,22 +118,40 @@ def test_topi_spmv_cuda_error():
         sparse_cuda.schedule_spmv_cuda(te.create_schedule(y.op), y, threads_per_row=64)
 
 
-@pytest.mark.parametrize("rpb,tx", [(4, 32), (2, 8)])
-def test_topi_spmm_cuda_emulated_and_compiled(rpb, tx, rng):
+SPMM_VARIANTS = [(4, 32, 1, False, None), (2, 8, 1, False, None), (2, 8, 4, True, None), (3, 4, 2, False, None),
+                 (4, 8, 4, True, 20), (4, 4, 4, False, 20), (2, 8, 2, True, 24), (3, 2, 1, True, 20)]
+
+
+@pytest.mark.parametrize("rpb,tx,vec,local,width", SPMM_VARIANTS,
+                         ids=[f"{r}x{t}x{v}{'_local' if lo else ''}_w{w or 'any'}" for r, t, v, lo, w in SPMM_VARIANTS])
+def test_topi_spmm_cuda_emulated_and_compiled(rpb, tx, vec, local, width, rng):
+    """Rows per block x threads x columns a thread (vector loads where the constant width is a
+    multiple), partial sums in registers or in Y; width 20 or symbolic: a column tail for every
+    block row; width 24 and vector 2: 8-byte accesses."""
     from tilecraft.topi import sparse_cuda
-    rows, cols, width = 23, 31, 20                         # a column tail for both
+    rows, cols, w = 23, 31, width or 20
     row_ptr, col_idx, val, _, _ = _matrix(rng, rows, cols)
-    X = rng.uniform(-1, 1, (cols, width)).astype("float32")
+    X = rng.uniform(-1, 1, (cols, w)).astype("float32")
     A = sparse_scipy(row_ptr, col_idx, val, cols)
-    args = sparse.csr_spmm()
-    s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx)
+    args = sparse.csr_spmm(width=width)
+    s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx, vec, local)
     func = tilecraft.lower(s, list(args), target="cuda")
-    Y = np.full((rows, width), np.nan, "float32")
-    emulate(func, [row_ptr, col_idx, val, X, Y, rows, len(val), cols, width])
+    Y = np.full((rows, w), np.nan, "float32")
+    emulate(func, [row_ptr, col_idx, val, X, Y, rows, len(val), cols] + ([w] if width is None else []))
+    if width is not None and vec > 1 and w % vec == 0:
+        assert {2: "uint2", 4: "uint4"}[vec] in generate_cuda(func), "no vector access of X"
     np.testing.assert_allclose(Y, A.astype(np.float64) @ X.astype(np.float64), rtol=1e-4, atol=1e-5)
     if find_nvcc() is None:
         pytest.skip("nvcc is absent: the CUDA C was generated and emulated but not compiled")
     assert len(compile_cuda(generate_cuda(func), "sm_90")) > 0
+
+
+def test_topi_spmm_cuda_vector_error():
+    from tilecraft.topi import sparse_cuda
+    *_, Y = sparse.csr_spmm()
+    with pytest.raises(ValueError, match=r"schedule_spmm_cuda: vector must be 1, 2 or 4 \(columns a thread loads "
+                                         r"as one 4-, 8- or 16-byte access\), got 3"):
+        sparse_cuda.schedule_spmm_cuda(te.create_schedule(Y.op), Y, vector=3)
 
 
 def sparse_scipy(row_ptr, col_idx, val, cols):
