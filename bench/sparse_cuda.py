@@ -27,15 +27,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cuda_common import device_line, tc_time, torch_time  # noqa: E402
 
 SPMV_CONFIGS = [(32, 4), (32, 8), (16, 8), (8, 16), (4, 32), (2, 64), (1, 128), (1, 256)]   # (threads per row, rows per block)
-# (rows per block, threads_x, vector, local): vector columns a thread as one access, partial sums in registers
-SPMM_CONFIGS = [(4, 32, 1, 0), (8, 32, 1, 0), (2, 64, 1, 0), (1, 128, 1, 0), (4, 32, 1, 1), (4, 32, 4, 0),
-                (4, 32, 4, 1), (8, 32, 4, 1), (16, 32, 4, 1), (2, 32, 4, 1), (4, 32, 2, 1), (8, 16, 4, 1),
-                (8, 16, 2, 1), (16, 8, 4, 1)]
+# (rows per block, threads_x, vector, local, unroll): vector columns a thread as one access, partial sums in
+# registers (local), nonzeros a step (unroll)
+SPMM_CONFIGS = [(4, 32, 1, 0, 1), (8, 32, 1, 0, 1), (2, 64, 1, 0, 1), (1, 128, 1, 0, 1), (4, 32, 1, 1, 1),
+                (4, 32, 4, 0, 1), (4, 32, 4, 1, 1), (8, 32, 4, 1, 1), (16, 32, 4, 1, 1), (2, 32, 4, 1, 1),
+                (4, 32, 2, 1, 1), (4, 32, 4, 1, 2), (8, 32, 4, 1, 2), (4, 32, 4, 1, 4), (8, 16, 4, 1, 1),
+                (8, 16, 2, 1, 1), (16, 8, 4, 1, 1), (8, 8, 4, 1, 2)]
 # piece schedules: (piece_len, threads per piece, pieces per block) and (piece_len, pieces per block, threads_x,
-# vector, local)
+# vector, local, unroll)
 SPMV_PIECES = [(1024, 32, 8), (256, 32, 8), (256, 8, 16), (128, 4, 32), (64, 4, 32), (32, 2, 64), (16, 1, 128)]
-SPMM_PIECES = [(32, 4, 32, 1, 0), (128, 4, 32, 1, 0), (512, 4, 32, 1, 0), (64, 2, 64, 1, 0), (128, 4, 32, 4, 1),
-               (512, 4, 32, 4, 1), (512, 8, 32, 4, 1), (128, 4, 32, 2, 1), (128, 8, 16, 4, 1), (512, 4, 32, 4, 0)]
+SPMM_PIECES = [(32, 4, 32, 1, 0, 1), (128, 4, 32, 1, 0, 1), (512, 4, 32, 1, 0, 1), (64, 2, 64, 1, 0, 1),
+               (128, 4, 32, 4, 1, 1), (512, 4, 32, 4, 1, 1), (512, 8, 32, 4, 1, 1), (128, 4, 32, 2, 1, 1),
+               (128, 8, 16, 4, 1, 1), (512, 4, 32, 4, 0, 1), (512, 4, 32, 4, 1, 2)]
 
 
 def copy_bandwidth(nbytes: int, repeat: int) -> float:
@@ -100,28 +103,32 @@ def main(argv=None):
 
     built = {}
 
-    def build_spmm(rpb, tx, vec, local, width):
-        if ("spmm", rpb, tx, vec, local, width) not in built:
+    def build_spmm(rpb, tx, vec, local, unroll, width):
+        key = ("spmm", rpb, tx, vec, local, unroll, width)
+        if key not in built:
             args = sparse.csr_spmm(width=width)
-            s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx, vec, bool(local))
-            built["spmm", rpb, tx, vec, local, width] = tilecraft.build(s, list(args), target="cuda")
-        return built["spmm", rpb, tx, vec, local, width]
+            s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx, vec, bool(local),
+                                               unroll)
+            built[key] = tilecraft.build(s, list(args), target="cuda")
+        return built[key]
 
     def build_spmv_pieces(tpp, ppb):
         args = sparse.csr_spmv_pieces()
         s = sparse_cuda.schedule_spmv_pieces_cuda(te.create_schedule(args[-1].op), args[-1], tpp, ppb)
         return tilecraft.build(s, list(args), target="cuda")
 
-    def build_spmm_pieces(ppb, tx, vec, local, width):
-        if ("pieces", ppb, tx, vec, local, width) not in built:
+    def build_spmm_pieces(ppb, tx, vec, local, unroll, width):
+        key = ("pieces", ppb, tx, vec, local, unroll, width)
+        if key not in built:
             args = sparse.csr_spmm_pieces(width=width)
             s = sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx, vec,
-                                                      bool(local))
-            built["pieces", ppb, tx, vec, local, width] = tilecraft.build(s, list(args), target="cuda")
-        return built["pieces", ppb, tx, vec, local, width]
+                                                      bool(local), unroll)
+            built[key] = tilecraft.build(s, list(args), target="cuda")
+        return built[key]
 
-    def spmm_name(rpb, tx, vec, local, what="rows"):
-        return f"{rpb} {what}/block x {tx} threads x {vec} columns{' local' if local else ''}"
+    def spmm_name(rpb, tx, vec, local, unroll, what="rows"):
+        return (f"{rpb} {what}/block x {tx} threads x {vec} columns{' local' if local else ''}"
+                f"{f' unroll {unroll}' if unroll > 1 else ''}")
 
     print(f"CSR sparse fp32 on {device_line()}; scale {a.scale}; median of {a.repeat}")
     spmv = {} if a.no_spmv else {c: build_spmv(*c) for c in SPMV_CONFIGS}

@@ -118,23 +118,26 @@ def test_topi_spmv_cuda_error():
         sparse_cuda.schedule_spmv_cuda(te.create_schedule(y.op), y, threads_per_row=64)
 
 
-SPMM_VARIANTS = [(4, 32, 1, False, None), (2, 8, 1, False, None), (2, 8, 4, True, None), (3, 4, 2, False, None),
-                 (4, 8, 4, True, 20), (4, 4, 4, False, 20), (2, 8, 2, True, 24), (3, 2, 1, True, 20)]
+SPMM_VARIANTS = [(4, 32, 1, False, 1, None), (2, 8, 1, False, 1, None), (2, 8, 4, True, 1, None),
+                 (3, 4, 2, False, 2, None), (4, 8, 4, True, 1, 20), (4, 4, 4, False, 3, 20), (2, 8, 2, True, 4, 24),
+                 (3, 2, 1, True, 2, 20), (2, 8, 4, True, 4, 32)]
 
 
-@pytest.mark.parametrize("rpb,tx,vec,local,width", SPMM_VARIANTS,
-                         ids=[f"{r}x{t}x{v}{'_local' if lo else ''}_w{w or 'any'}" for r, t, v, lo, w in SPMM_VARIANTS])
-def test_topi_spmm_cuda_emulated_and_compiled(rpb, tx, vec, local, width, rng):
+@pytest.mark.parametrize("rpb,tx,vec,local,unroll,width", SPMM_VARIANTS,
+                         ids=[f"{r}x{t}x{v}{'_local' if lo else ''}_u{u}_w{w or 'any'}"
+                              for r, t, v, lo, u, w in SPMM_VARIANTS])
+def test_topi_spmm_cuda_emulated_and_compiled(rpb, tx, vec, local, unroll, width, rng):
     """Rows per block x threads x columns a thread (vector loads where the constant width is a
-    multiple), partial sums in registers or in Y; width 20 or symbolic: a column tail for every
-    block row; width 24 and vector 2: 8-byte accesses."""
+    multiple), partial sums in registers or in Y, nonzeros a step (rows of every length: the
+    unrolled loop's last block guarded); width 20 or symbolic: a column tail for every block row;
+    width 24 and vector 2: 8-byte accesses."""
     from tilecraft.topi import sparse_cuda
     rows, cols, w = 23, 31, width or 20
     row_ptr, col_idx, val, _, _ = _matrix(rng, rows, cols)
     X = rng.uniform(-1, 1, (cols, w)).astype("float32")
     A = sparse_scipy(row_ptr, col_idx, val, cols)
     args = sparse.csr_spmm(width=width)
-    s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx, vec, local)
+    s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx, vec, local, unroll)
     func = tilecraft.lower(s, list(args), target="cuda")
     Y = np.full((rows, w), np.nan, "float32")
     emulate(func, [row_ptr, col_idx, val, X, Y, rows, len(val), cols] + ([w] if width is None else []))
@@ -152,6 +155,9 @@ def test_topi_spmm_cuda_vector_error():
     with pytest.raises(ValueError, match=r"schedule_spmm_cuda: vector must be 1, 2 or 4 \(columns a thread loads "
                                          r"as one 4-, 8- or 16-byte access\), got 3"):
         sparse_cuda.schedule_spmm_cuda(te.create_schedule(Y.op), Y, vector=3)
+    with pytest.raises(ValueError, match=r"schedule_spmm_cuda: unroll must be an integer >= 1 \(nonzeros a step\), "
+                                         r"got 0"):
+        sparse_cuda.schedule_spmm_cuda(te.create_schedule(Y.op), Y, unroll=0)
 
 
 def sparse_scipy(row_ptr, col_idx, val, cols):

@@ -64,7 +64,7 @@ def schedule_spmv_cuda(s, y, threads_per_row: int = 32, rows_per_block: int = 4)
 
 
 def schedule_spmm_cuda(s, Y, rows_per_block: int = 4, threads_x: int = 32, vector: int = 1,
-                       local: bool = False):
+                       local: bool = False, unroll: int = 1):
     """CSR SpMM on the GPU: ``rows_per_block`` output rows per block on ``threadIdx.y``,
     ``threads_x`` threads on ``threadIdx.x``, each folding its row's nonzeros into ``vector``
     consecutive output columns (1, 2 or 4: one 8- or 16-byte load of ``X`` per nonzero and one
@@ -72,6 +72,8 @@ def schedule_spmm_cuda(s, Y, rows_per_block: int = 4, threads_x: int = 32, vecto
     ``threads_x * vector`` columns a block, more column blocks on ``blockIdx.y``. ``local``:
     the thread's partial sums in registers (``cache_write(Y, "local")``), ``Y`` written once;
     otherwise they accumulate in ``Y`` itself (nvcc may keep them in registers; ``__restrict__``).
+    ``unroll``: the nonzero loop split by that factor and its inner part unrolled (several loads of
+    ``X`` in flight per thread; the last block guarded).
 
     >>> *_, Y = csr_spmm(width=128)
     >>> s = schedule_spmm_cuda(te.create_schedule(Y.op), Y, rows_per_block=4, threads_x=32, vector=4, local=True)
@@ -79,6 +81,8 @@ def schedule_spmm_cuda(s, Y, rows_per_block: int = 4, threads_x: int = 32, vecto
     if vector not in (1, 2, 4):
         raise ValueError(f"schedule_spmm_cuda: vector must be 1, 2 or 4 (columns a thread loads as one "
                          f"4-, 8- or 16-byte access), got {vector}")
+    if not isinstance(unroll, int) or unroll < 1:
+        raise ValueError(f"schedule_spmm_cuda: unroll must be an integer >= 1 (nonzeros a step), got {unroll!r}")
     acc = s.cache_write(Y, "local") if local else Y
     i, c = s[Y].op.axis
     block, row = s[Y].split(i, factor=rows_per_block)
@@ -95,14 +99,20 @@ def schedule_spmm_cuda(s, Y, rows_per_block: int = 4, threads_x: int = 32, vecto
         s[acc].compute_at(s[Y], col)
         ai, ac = s[acc].op.axis
         (j,) = s[acc].op.reduce_axis
-        s[acc].reorder(ai, j, ac)                   # the nonzero loop outside the thread's columns
-        if vector > 1:
-            s[acc].vectorize(ac)
-            s[Y].vectorize(lanes)
-    elif vector > 1:
+        outer, cols = [ai], [ac]                    # the nonzero loop outside the thread's columns
+    else:
         (j,) = s[Y].op.reduce_axis
-        s[Y].reorder(col, j, lanes)
-        s[Y].vectorize(lanes)
+        outer, cols = [col], ([lanes] if lanes is not None else [])
+    if unroll > 1:
+        jo, ji = s[acc].split(j, factor=unroll)     # the last block's steps guarded
+        s[acc].reorder(*outer, jo, ji, *cols)
+        s[acc].unroll(ji)
+    elif cols:
+        s[acc].reorder(*outer, j, *cols)
+    if vector > 1:
+        s[acc].vectorize(cols[0])
+        if local:
+            s[Y].vectorize(lanes)
     return s
 
 
@@ -133,16 +143,17 @@ def schedule_spmv_pieces_cuda(s, y, threads_per_piece: int = 32, pieces_per_bloc
 
 
 def schedule_spmm_pieces_cuda(s, Y, pieces_per_block: int = 4, threads_x: int = 32, vector: int = 1,
-                              local: bool = False):
+                              local: bool = False, unroll: int = 1):
     """SpMM over pieces (``csr_spmm_pieces``) on the GPU: the pieces as the rows of
     :func:`schedule_spmm_cuda` (``pieces_per_block`` on ``threadIdx.y``, ``threads_x`` threads
-    on ``threadIdx.x`` of ``vector`` columns each, each thread walking its piece), then the rows
+    on ``threadIdx.x`` of ``vector`` columns each, each thread walking its piece, ``unroll``
+    nonzeros a step), then the rows
     the same way, each thread summing its row's pieces of its columns.
 
     >>> *_, Y = csr_spmm_pieces(width=64)
     >>> s = schedule_spmm_pieces_cuda(te.create_schedule(Y.op), Y, pieces_per_block=4, threads_x=32)
     """
-    schedule_spmm_cuda(s, _part_of(Y), pieces_per_block, threads_x, vector, local)
+    schedule_spmm_cuda(s, _part_of(Y), pieces_per_block, threads_x, vector, local, unroll)
     schedule_spmm_cuda(s, Y, max(1, 256 // threads_x), threads_x, vector, local)
     return s
 
@@ -171,12 +182,13 @@ def spmm_cuda(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform"
               dtype: str = "float32"):
     """CSR SpMM (sparse × dense ``cols × width``) on the GPU over ``make_matrix(rows, cols,
     nnz_per_row, pattern)``: rows per block, threads per row of the block, columns a thread
-    loads as one vector, partial sums in registers or in ``Y``."""
+    loads as one vector, partial sums in registers or in ``Y``, nonzeros a step (unroll)."""
     cfg = autotune.get_config()
     cfg.define_knob("rows_per_block", [1, 2, 4, 8, 16])
     cfg.define_knob("threads_x", [t for t in (8, 16, 32, 64, 128) if t <= max(width, 8)])
     cfg.define_knob("vector", [1, 2, 4])
     cfg.define_knob("local", [0, 1])
+    cfg.define_knob("unroll", [1, 2, 4])
     nnz = _template_matrix_sizes(rows, cols, nnz_per_row, pattern)
     cfg.add_flop(2.0 * nnz * width)
     row_ptr, col_idx, val, X, Y = csr_spmm(rows, cols, nnz, width, dtype)
@@ -185,7 +197,7 @@ def spmm_cuda(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform"
         return schedule_spmm_cuda(s, Y, 4, min(32, width)), [row_ptr, col_idx, val, X, Y]
     _check_columns(cfg, width)
     return (schedule_spmm_cuda(s, Y, cfg["rows_per_block"].val, cfg["threads_x"].val, cfg["vector"].val,
-                               bool(cfg["local"].val)), [row_ptr, col_idx, val, X, Y])
+                               bool(cfg["local"].val), cfg["unroll"].val), [row_ptr, col_idx, val, X, Y])
 
 
 def _check_columns(cfg, width: int) -> None:
@@ -226,12 +238,13 @@ def spmm_pieces_cuda(rows: int, cols: int, nnz_per_row: float, pattern: str = "p
     """CSR SpMM (sparse × dense ``cols × width``) on the GPU over ``make_matrix(rows, cols,
     nnz_per_row, pattern)`` cut into pieces of at most ``piece_len`` nonzeros (recipe
     ``csr_pieces``): pieces per block, threads per piece, columns a thread loads as one vector,
-    partial sums in registers or in memory."""
+    partial sums in registers or in memory, nonzeros a step (unroll)."""
     cfg = autotune.get_config()
     cfg.define_knob("pieces_per_block", [1, 2, 4, 8, 16])
     cfg.define_knob("threads_x", [t for t in (8, 16, 32, 64, 128) if t <= max(width, 8)])
     cfg.define_knob("vector", [1, 2, 4])
     cfg.define_knob("local", [0, 1])
+    cfg.define_knob("unroll", [1, 2, 4])
     nnz, pieces = _template_matrix_shape(rows, cols, nnz_per_row, pattern, piece_len)
     cfg.add_flop(2.0 * nnz * width)
     tensors = csr_spmm_pieces(rows, cols, nnz, pieces, width, dtype)
@@ -240,7 +253,7 @@ def spmm_pieces_cuda(rows: int, cols: int, nnz_per_row: float, pattern: str = "p
         return schedule_spmm_pieces_cuda(s, tensors[-1], 4, min(32, width)), list(tensors)
     _check_columns(cfg, width)
     return (schedule_spmm_pieces_cuda(s, tensors[-1], cfg["pieces_per_block"].val, cfg["threads_x"].val,
-                                      cfg["vector"].val, bool(cfg["local"].val)), list(tensors))
+                                      cfg["vector"].val, bool(cfg["local"].val), cfg["unroll"].val), list(tensors))
 
 
 spmv_pieces_cuda.input_recipe = spmm_pieces_cuda.input_recipe = template_pieces_recipe
