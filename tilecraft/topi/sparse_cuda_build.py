@@ -37,8 +37,10 @@ def _gpu_array(a):
     """``(shape, dtype)`` of an array on the GPU (``__cuda_array_interface__``), or None."""
     try:
         iface = a.__cuda_array_interface__
-    except (AttributeError, RuntimeError):          # torch raises RuntimeError for a CPU tensor at times
+    except AttributeError:                          # not a GPU array (a torch CPU tensor raises this too)
         return None
+    except RuntimeError as e:                       # torch: a tensor that requires grad
+        raise ValueError(f"a {type(a).__name__} on the GPU that cannot be shared as it is: {e}") from None
     return tuple(iface["shape"]), np.dtype(iface["typestr"])
 
 
