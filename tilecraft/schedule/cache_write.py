@@ -9,7 +9,7 @@ itself becomes the copy-out, ``C[i] = C.local[i // 4, i % 4]``, with its origina
 tuple body) caches all of them at once: ``s.cache_write([C0, C1], "local")``.
 
 A ragged reduce axis (bounds ``row_ptr[i]``, read at the stage's axes) gets a copy in the cache
-stage with its bounds written in the cache's axes.
+stage with its bounds written in the cache's axes, and read only inside split tails' guards.
 
 Afterwards: the cache stage precedes the copy-out in ``s.stages``, every reader of the
 stage's outputs reads the copy-out's, and the stage's loops are its root axes again.
@@ -17,7 +17,7 @@ stage's outputs reads the copy-out's, and the stage's loops are its root axes ag
 from __future__ import annotations
 
 from ..ir.expr import BinOp, IterKind, IterVar, Range, Reduce, TensorLoad, Var, binary, const
-from ..ir.functor import substitute
+from ..ir.functor import collect_vars, substitute
 from ..ir.simplify import simplify
 from ..te.tensor import ComputeOp, Tensor, is_ragged_axis, register_reduce_var
 
@@ -62,11 +62,11 @@ def cache_write(sch, tensor, scope: str):
                              IterKind.DATA_PAR) for iv in leaves)
     leaf_var = {iv.var: new.var for iv, new in zip(leaves, new_axis)}
     vmap = {iv.var: substitute(to_leaves[iv], leaf_var) for iv in op.axis}
+    tails = [substitute(c, leaf_var) for c in tails]
     guard = None
     for c in tails:
-        c = substitute(c, leaf_var)
         guard = c if guard is None else binary(BinOp.AND, guard, c)
-    reduce_axis, rmap = _ragged_axes_over(op, vmap)
+    reduce_axis, rmap = _ragged_axes_over(op, vmap, tails)
     body = tuple(_guarded(_over_axes(substitute(b, {**vmap, **rmap}), reduce_axis), guard) for b in op.body)
     name = f"{op.name}.{scope}"
     cache_op = ComputeOp(name, op.tag, op.attrs, new_axis, reduce_axis, body)
@@ -88,18 +88,28 @@ def cache_write(sch, tensor, scope: str):
     return refs, cst, (list(cache_op.outputs) if several else cache_op.output(0))
 
 
-def _ragged_axes_over(op, vmap: dict):
+def _ragged_axes_over(op, vmap: dict, tails: list):
     """The reduce axes of the cache stage: a ragged axis's bounds (``row_ptr[i]``) read the
     stage's axes, so the cache gets a copy of it with the bounds in the cache's own axes
-    (``vmap``); the others are shared. Returns the axes and the map of the replaced variables."""
+    (``vmap``), read only where the split tails' guards on the loops they use hold (``tails``):
+    outside, the range is empty (``row_ptr[rows + 1]`` does not exist). The others are shared.
+    Returns the axes and the map of the replaced variables."""
+    from ..te.intrin import if_then_else
     axes, rmap = [], {}
     for r in op.reduce_axis:
         if is_ragged_axis(op, r):
             v = Var(r.var.name, r.var.dtype)
             register_reduce_var(v)
-            r_new = IterVar(Range(substitute(r.dom.min, vmap), substitute(r.dom.extent, vmap)), v, IterKind.REDUCE)
+            lo, ext = substitute(r.dom.min, vmap), substitute(r.dom.extent, vmap)
+            used = collect_vars(lo) | collect_vars(ext)
+            guard = None
+            for c in tails:
+                if collect_vars(c) & used:
+                    guard = c if guard is None else binary(BinOp.AND, guard, c)
+            if guard is not None:
+                lo, ext = if_then_else(guard, lo, const(0, lo.dtype)), if_then_else(guard, ext, const(0, ext.dtype))
             rmap[r.var] = v
-            r = r_new
+            r = IterVar(Range(lo, ext), v, IterKind.REDUCE)
         axes.append(r)
     return tuple(axes), rmap
 
