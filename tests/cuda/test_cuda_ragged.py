@@ -143,6 +143,8 @@ def test_topi_spmm_cuda_emulated_and_compiled(rpb, tx, vec, local, unroll, width
     emulate(func, [row_ptr, col_idx, val, X, Y, rows, len(val), cols] + ([w] if width is None else []))
     if width is not None and vec > 1 and w % vec == 0:
         assert {2: "uint2", 4: "uint4"}[vec] in generate_cuda(func), "no vector access of X"
+    if local:                     # a thread's partial sums: its own `vector` columns, nothing more
+        assert f"float Y_local[{vec}];" in generate_cuda(func)
     np.testing.assert_allclose(Y, A.astype(np.float64) @ X.astype(np.float64), rtol=1e-4, atol=1e-5)
     if find_nvcc() is None:
         pytest.skip("nvcc is absent: the CUDA C was generated and emulated but not compiled")
