@@ -138,3 +138,49 @@ def test_host_matrices_are_refused():
         gpu_csr_arrays(T.to_sparse_coo(), "csr_spmv")
     with pytest.raises(ValueError, match=r"csr_spmv: the dense operand is not on the GPU \(a Tensor\)"):
         SparseCUDAFunction(Recorder(), "csr_spmv", "float32")(FakeTorchCSR(2, 3, 1), torch.ones(3))
+
+
+def test_piece_functions_cut_once_per_matrix():
+    """The piece functions cut ``row_ptr`` (copied to the host) into pieces once per matrix
+    object, pass the pieces with the matrix's own col_idx / val, cut again after ``forget`` and
+    on every call for three arrays."""
+    from tilecraft.topi.sparse import split_rows
+    from tilecraft.topi.sparse_cuda_build import SparsePiecesCUDAFunction
+    row_ptr = np.array([0, 0, 1, 9, 9, 12], np.int32)               # empty, one-element, long rows
+    copies = []
+
+    def to_host(a):
+        copies.append(a)
+        return row_ptr
+
+    rec = Recorder()
+    f = SparsePiecesCUDAFunction(rec, "csr_spmv", "float32", piece_len=3, to_host=to_host, to_device=lambda a: a)
+    A = FakeTorchCSR(5, 7, 12)
+    x, y = FakeGPUArray((7,)), FakeGPUArray((5,))
+    f(A, x, out=y)
+    f(A, x, out=y)
+    assert copies == [A.crow_indices()]
+    want_ptr, want_rows = split_rows(row_ptr, 3)
+    for call in rec.calls:
+        np.testing.assert_array_equal(call[0], want_ptr)
+        np.testing.assert_array_equal(call[1], want_rows)
+        assert call[2] is A.col_indices() and call[3] is A.values() and call[4] is x and call[5] is y
+    f.forget(A)
+    f(A, x, out=y)
+    assert len(copies) == 2
+    arrays = (FakeGPUArray((6,), "<i4"), FakeGPUArray((12,), "<i4"), FakeGPUArray((12,)))
+    f(arrays, x, out=y)
+    f(arrays, x, out=y)
+    assert len(copies) == 4
+
+    class Unhashable(FakeCupyCSR):                                  # as CuPy's and scipy's matrices
+        __hash__ = None
+
+    B = Unhashable(5, 7, 12)
+    f(B, x, out=y)
+    f(B, x, out=y)
+    assert len(copies) == 5
+    del A, B                                                        # the cache holds no matrix alive
+    import gc
+    gc.collect()
+    assert f._pieces == {}

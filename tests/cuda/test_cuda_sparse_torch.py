@@ -81,3 +81,24 @@ def test_cupy_csr(funcs, rng):
     np.testing.assert_allclose(cupy.asnumpy(Y), ref @ cupy.asnumpy(X).astype(np.float64), rtol=1e-4, atol=1e-4)
     with pytest.raises(TypeError, match=r"expected a CSR matrix, got CuPy's 'coo' format \(use A.tocsr\(\)\)"):
         funcs["spmv"](A.tocoo(), x)
+
+
+def test_torch_power_law_through_pieces(rng):
+    """The piece functions on a power-law matrix (a row as long as the matrix is wide), torch in
+    and out, against scipy; the pieces cut once and reused."""
+    torch = _need("torch")
+    import scipy.sparse as sp
+
+    from tilecraft.topi import sparse_cuda_build as b
+    rows = cols = 6000
+    row_ptr, col_idx, val = sparse.make_matrix(rows, cols, 12, "powerlaw", seed=int(rng.integers(1 << 30)))
+    A = torch.sparse_csr_tensor(*(torch.from_numpy(a).cuda() for a in (row_ptr, col_idx, val)), (rows, cols))
+    ref = sp.csr_matrix((val.astype(np.float64), col_idx, row_ptr), shape=(rows, cols))
+    x = torch.rand(cols, device="cuda") * 2 - 1
+    f = b.build_spmv_pieces_cuda(piece_len=64, threads_per_piece=8, pieces_per_block=16)
+    for _ in range(2):
+        y = f(A, x)
+        np.testing.assert_allclose(y.cpu().numpy(), ref @ x.cpu().numpy().astype(np.float64), rtol=1e-4, atol=1e-4)
+    X = torch.rand(cols, 32, device="cuda") * 2 - 1
+    Y = b.build_spmm_pieces_cuda(piece_len=128, pieces_per_block=4, threads_x=8, vector=4, width=32)(A, X)
+    np.testing.assert_allclose(Y.cpu().numpy(), ref @ X.cpu().numpy().astype(np.float64), rtol=1e-4, atol=1e-4)

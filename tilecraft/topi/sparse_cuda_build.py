@@ -20,17 +20,25 @@ with the conversion to write (``torch.sparse_csr_tensor(crow.int(), col.int(), v
 converting silently would copy both index arrays on every call. ``row_ptr``'s values are not
 checked (that would read it back to the host on every call); its shape is.
 
+``build_spmv_pieces_cuda`` / ``build_spmm_pieces_cuda`` (matrices with very long rows) take the
+same arguments and cut the rows into pieces themselves (``split_rows``, on the host): one copy of
+``row_ptr`` to the host and of the two piece arrays back, once per matrix object (a torch tensor
+or a CuPy matrix; kept while the object lives; ``f.forget(A)`` after changing its ``row_ptr`` in
+place), or on every call for three arrays.
+
 >>> # A = torch.sparse_csr_tensor(crow.int(), col.int(), val, (m, n), device="cuda")
 >>> # y = build_spmv_cuda(threads_per_row=4, rows_per_block=32)(A, x)      # x: torch, on the GPU
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from tilecraft import te
 
-from .sparse import csr_spmm, csr_spmv
-from .sparse_cuda import schedule_spmm_cuda, schedule_spmv_cuda
+from .sparse import csr_spmm, csr_spmm_pieces, csr_spmv, csr_spmv_pieces, split_rows
+from .sparse_cuda import schedule_spmm_cuda, schedule_spmm_pieces_cuda, schedule_spmv_cuda, schedule_spmv_pieces_cuda
 
 
 def _gpu_array(a):
@@ -129,6 +137,10 @@ class SparseCUDAFunction:
     def __init__(self, module, what: str, dtype: str, width: int | None = None):
         self.module, self.what, self.dtype, self.width = module, what, dtype, width
 
+    def _matrix_args(self, A, row_ptr, col_idx, val) -> tuple:
+        """The module's arguments that describe the matrix."""
+        return row_ptr, col_idx, val
+
     def __call__(self, A, dense, out=None):
         row_ptr, col_idx, val, shape = gpu_csr_arrays(A, self.what)
         got = _gpu_array(dense)
@@ -146,8 +158,54 @@ class SparseCUDAFunction:
         out_shape = (rows,) if want_dims == 1 else (rows, dshape[1])
         if out is None:
             out = _empty_like(dense, out_shape, self.dtype)
-        self.module(row_ptr, col_idx, val, dense, out)
+        self.module(*self._matrix_args(A, row_ptr, col_idx, val), dense, out)
         return out
+
+
+def _to_host(a) -> np.ndarray:
+    """A GPU array's contents on the host (one copy)."""
+    from tilecraft.runtime.cuda_runtime import driver
+    shape, dtype = _gpu_array(a)
+    host = np.empty(shape, dtype)
+    driver().memcpy_dtoh(host, a.__cuda_array_interface__["data"][0])
+    return host
+
+
+def _to_device(a: np.ndarray):
+    import tilecraft
+    from tilecraft.runtime import cuda_ndarray
+    return cuda_ndarray.array(a, tilecraft.cuda(0))
+
+
+class SparsePiecesCUDAFunction(SparseCUDAFunction):
+    """A built GPU operator over pieces (``csr_spmv_pieces`` / ``csr_spmm_pieces``) that takes a
+    CSR matrix as :class:`SparseCUDAFunction` does and cuts its rows into pieces of at most
+    ``piece_len`` nonzeros itself, once per matrix object (see the module). ``to_host`` /
+    ``to_device`` copy an array (injected in tests)."""
+
+    def __init__(self, module, what: str, dtype: str, piece_len: int, width: int | None = None,
+                 to_host=_to_host, to_device=_to_device):
+        super().__init__(module, what, dtype, width)
+        self.piece_len, self.to_host, self.to_device = piece_len, to_host, to_device
+        self._pieces: dict = {}             # id(matrix) -> (weak reference to it, the pieces on the GPU)
+
+    def _matrix_args(self, A, row_ptr, col_idx, val) -> tuple:
+        hit = self._pieces.get(id(A))
+        if hit is not None and hit[0]() is A:
+            return (*hit[1], col_idx, val)
+        piece_ptr, row_pieces = split_rows(self.to_host(row_ptr), self.piece_len)
+        pieces = (self.to_device(piece_ptr), self.to_device(row_pieces))
+        try:                                # keyed by identity: CuPy / scipy matrices are not hashable
+            ref = weakref.ref(A, lambda _, key=id(A), cache=self._pieces: cache.pop(key, None))
+        except TypeError:                   # a tuple of arrays: not weakly referable, cut on every call
+            ref = None
+        if ref is not None:
+            self._pieces[id(A)] = (ref, pieces)
+        return (*pieces, col_idx, val)
+
+    def forget(self, A) -> None:
+        """Drop the pieces cut for ``A`` (after its ``row_ptr`` changed in place)."""
+        self._pieces.pop(id(A), None)
 
 
 def build_spmv_cuda(threads_per_row: int = 4, rows_per_block: int = 32, dtype: str = "float32",
@@ -165,7 +223,8 @@ def build_spmv_cuda(threads_per_row: int = 4, rows_per_block: int = 32, dtype: s
 
 
 def build_spmm_cuda(rows_per_block: int = 4, threads_x: int = 32, vector: int = 4, local: bool = True,
-                    width: int | None = None, dtype: str = "float32", target: str = "cuda") -> SparseCUDAFunction:
+                    unroll: int = 1, width: int | None = None, dtype: str = "float32",
+                    target: str = "cuda") -> SparseCUDAFunction:
     """``Y = A @ X`` on the GPU with :func:`~tilecraft.topi.sparse_cuda.schedule_spmm_cuda`;
     ``width``: the number of columns of ``X`` it is built for (None: any; a constant multiple of
     ``vector`` gets vector loads). Takes torch / CuPy CSR matrices (see the module).
@@ -175,6 +234,41 @@ def build_spmm_cuda(rows_per_block: int = 4, threads_x: int = 32, vector: int = 
     """
     import tilecraft
     args = csr_spmm(width=width, dtype=dtype)
-    s = schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rows_per_block, threads_x, vector, local)
+    s = schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rows_per_block, threads_x, vector, local,
+                           unroll)
     mod = tilecraft.build(s, list(args), target=target, name="csr_spmm")
     return SparseCUDAFunction(mod, "csr_spmm", dtype, width)
+
+
+def build_spmv_pieces_cuda(piece_len: int = 256, threads_per_piece: int = 32, pieces_per_block: int = 8,
+                           dtype: str = "float32", target: str = "cuda") -> SparsePiecesCUDAFunction:
+    """``y = A @ x`` on the GPU over rows cut into pieces of at most ``piece_len`` nonzeros
+    (:func:`~tilecraft.topi.sparse_cuda.schedule_spmv_pieces_cuda`: for matrices with very long
+    rows); takes what :func:`build_spmv_cuda` takes and cuts the rows itself (see the module).
+
+    >>> f = build_spmv_pieces_cuda(piece_len=1024, threads_per_piece=32, pieces_per_block=8)
+    >>> # y = f(torch_csr_on_gpu, x_on_gpu)
+    """
+    import tilecraft
+    args = csr_spmv_pieces(dtype=dtype)
+    s = schedule_spmv_pieces_cuda(te.create_schedule(args[-1].op), args[-1], threads_per_piece, pieces_per_block)
+    mod = tilecraft.build(s, list(args), target=target, name="csr_spmv_pieces")
+    return SparsePiecesCUDAFunction(mod, "csr_spmv", dtype, piece_len)
+
+
+def build_spmm_pieces_cuda(piece_len: int = 128, pieces_per_block: int = 4, threads_x: int = 32, vector: int = 4,
+                           local: bool = True, unroll: int = 1, width: int | None = None, dtype: str = "float32",
+                           target: str = "cuda") -> SparsePiecesCUDAFunction:
+    """``Y = A @ X`` on the GPU over rows cut into pieces of at most ``piece_len`` nonzeros
+    (:func:`~tilecraft.topi.sparse_cuda.schedule_spmm_pieces_cuda`); takes what
+    :func:`build_spmm_cuda` takes and cuts the rows itself (see the module).
+
+    >>> f = build_spmm_pieces_cuda(piece_len=128, width=64)
+    >>> # Y = f(torch_csr_on_gpu, X_on_gpu)
+    """
+    import tilecraft
+    args = csr_spmm_pieces(width=width, dtype=dtype)
+    s = schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], pieces_per_block, threads_x, vector,
+                                  local, unroll)
+    mod = tilecraft.build(s, list(args), target=target, name="csr_spmm_pieces")
+    return SparsePiecesCUDAFunction(mod, "csr_spmm", dtype, piece_len, width)
