@@ -32,10 +32,12 @@ SPMV_CONFIGS = [(32, 4), (32, 8), (16, 8), (8, 16), (4, 32), (2, 64), (1, 128), 
 SPMM_CONFIGS = [(4, 32, 1, 0, 1), (8, 32, 1, 0, 1), (2, 64, 1, 0, 1), (1, 128, 1, 0, 1), (4, 32, 1, 1, 1),
                 (4, 32, 4, 0, 1), (4, 32, 4, 1, 1), (8, 32, 4, 1, 1), (16, 32, 4, 1, 1), (2, 32, 4, 1, 1),
                 (4, 32, 2, 1, 1), (4, 32, 4, 1, 2), (8, 32, 4, 1, 2), (4, 32, 4, 1, 4), (8, 16, 4, 1, 1),
-                (8, 16, 2, 1, 1), (16, 8, 4, 1, 1), (8, 8, 4, 1, 2)]
+                (8, 16, 2, 1, 1), (16, 8, 4, 1, 1), (8, 8, 4, 1, 2), (8, 32, 4, 1, 4), (32, 32, 4, 1, 1),
+                (1, 32, 4, 1, 1), (4, 16, 4, 1, 2), (2, 32, 4, 0, 2)]
 # piece schedules: (piece_len, threads per piece, pieces per block) and (piece_len, pieces per block, threads_x,
 # vector, local, unroll)
-SPMV_PIECES = [(1024, 32, 8), (256, 32, 8), (256, 8, 16), (128, 4, 32), (64, 4, 32), (32, 2, 64), (16, 1, 128)]
+SPMV_PIECES = [(1024, 32, 8), (256, 32, 8), (256, 8, 16), (128, 4, 32), (64, 4, 32), (32, 2, 64), (16, 1, 128),
+               (512, 16, 8), (512, 8, 16), (256, 16, 8), (128, 8, 32)]
 SPMM_PIECES = [(32, 4, 32, 1, 0, 1), (128, 4, 32, 1, 0, 1), (512, 4, 32, 1, 0, 1), (64, 2, 64, 1, 0, 1),
                (128, 4, 32, 4, 1, 1), (512, 4, 32, 4, 1, 1), (512, 8, 32, 4, 1, 1), (128, 4, 32, 2, 1, 1),
                (128, 8, 16, 4, 1, 1), (512, 4, 32, 4, 0, 1), (512, 4, 32, 4, 1, 2)]
@@ -80,6 +82,66 @@ def cut(row_ptr, piece_len: int, cache: dict):
     return cache[piece_len][:2]
 
 
+def make_spmv(tpr, rpb):
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_cuda
+    args = sparse.csr_spmv()
+    return sparse_cuda.schedule_spmv_cuda(te.create_schedule(args[-1].op), args[-1], tpr, rpb), list(args)
+
+
+def make_spmm(rpb, tx, vec, local, unroll, width):
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_cuda
+    args = sparse.csr_spmm(width=width)
+    return (sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx, vec, bool(local),
+                                           unroll), list(args))
+
+
+def make_spmv_pieces(tpp, ppb):
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_cuda
+    args = sparse.csr_spmv_pieces()
+    return sparse_cuda.schedule_spmv_pieces_cuda(te.create_schedule(args[-1].op), args[-1], tpp, ppb), list(args)
+
+
+def make_spmm_pieces(ppb, tx, vec, local, unroll, width):
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_cuda
+    args = sparse.csr_spmm_pieces(width=width)
+    return (sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx, vec,
+                                                  bool(local), unroll), list(args))
+
+
+MAKERS = {"spmv": make_spmv, "spmm": make_spmm, "spmv_pieces": make_spmv_pieces, "spmm_pieces": make_spmm_pieces}
+
+
+def kernels(a) -> list:
+    """Every (maker, config) the run builds."""
+    out = [] if a.no_spmv else [("spmv", *c) for c in SPMV_CONFIGS] + [("spmv_pieces", *c[1:]) for c in SPMV_PIECES]
+    for width in a.widths:
+        out += [("spmm", *c, width) for c in SPMM_CONFIGS if c[1] * c[2] <= max(width, 8)]
+        out += [("spmm_pieces", *c[1:], width) for c in SPMM_PIECES if c[2] * c[3] <= max(width, 8)]
+    return list(dict.fromkeys(out))
+
+
+def _compile(job):
+    import tilecraft
+    (kind, *cfg), arch = job
+    s, args = MAKERS[kind](*cfg)
+    tilecraft.build(s, args, target=f"cuda -arch={arch}")
+
+
+def prebuild(jobs_list, arch: str, jobs: int) -> float:
+    """Compile the kernels in ``jobs`` fresh processes (nvcc's disk cache; the runs then load them), seconds."""
+    import multiprocessing
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+    t = time.perf_counter()
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_compile, [(k, arch) for k in jobs_list]))
+    return time.perf_counter() - t
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scale", type=float, default=1.0)
@@ -88,48 +150,42 @@ def main(argv=None):
                    choices=["uniform", "powerlaw", "banded", "uniform1pct"])
     p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--no-spmv", action="store_true", help="SpMM only")
+    p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                   help="processes compiling the kernels with nvcc before the runs (disk cache; 1: compile as needed)")
     a = p.parse_args(argv)
     import numpy as np
     import torch
 
     import tilecraft
-    from tilecraft import te
-    from tilecraft.topi import sparse, sparse_cuda
-
-    def build_spmv(tpr, rpb):
-        args = sparse.csr_spmv()
-        s = sparse_cuda.schedule_spmv_cuda(te.create_schedule(args[-1].op), args[-1], tpr, rpb)
-        return tilecraft.build(s, list(args), target="cuda")
 
     built = {}
 
+    def build(kind, *cfg):
+        if (kind, *cfg) not in built:
+            s, args = MAKERS[kind](*cfg)
+            built[kind, *cfg] = tilecraft.build(s, args, target="cuda")
+        return built[kind, *cfg]
+
+    def build_spmv(tpr, rpb):
+        return build("spmv", tpr, rpb)
+
     def build_spmm(rpb, tx, vec, local, unroll, width):
-        key = ("spmm", rpb, tx, vec, local, unroll, width)
-        if key not in built:
-            args = sparse.csr_spmm(width=width)
-            s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx, vec, bool(local),
-                                               unroll)
-            built[key] = tilecraft.build(s, list(args), target="cuda")
-        return built[key]
+        return build("spmm", rpb, tx, vec, local, unroll, width)
 
     def build_spmv_pieces(tpp, ppb):
-        args = sparse.csr_spmv_pieces()
-        s = sparse_cuda.schedule_spmv_pieces_cuda(te.create_schedule(args[-1].op), args[-1], tpp, ppb)
-        return tilecraft.build(s, list(args), target="cuda")
+        return build("spmv_pieces", tpp, ppb)
 
     def build_spmm_pieces(ppb, tx, vec, local, unroll, width):
-        key = ("pieces", ppb, tx, vec, local, unroll, width)
-        if key not in built:
-            args = sparse.csr_spmm_pieces(width=width)
-            s = sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx, vec,
-                                                      bool(local), unroll)
-            built[key] = tilecraft.build(s, list(args), target="cuda")
-        return built[key]
+        return build("spmm_pieces", ppb, tx, vec, local, unroll, width)
 
     def spmm_name(rpb, tx, vec, local, unroll, what="rows"):
         return (f"{rpb} {what}/block x {tx} threads x {vec} columns{' local' if local else ''}"
                 f"{f' unroll {unroll}' if unroll > 1 else ''}")
 
+    if a.jobs > 1:
+        major, minor = torch.cuda.get_device_capability(0)
+        t = prebuild(kernels(a), f"sm_{major}{minor}", a.jobs)
+        print(f"(nvcc: {len(kernels(a))} kernels compiled in {t:.1f} s, {a.jobs} processes)")
     print(f"CSR sparse fp32 on {device_line()}; scale {a.scale}; median of {a.repeat}")
     spmv = {} if a.no_spmv else {c: build_spmv(*c) for c in SPMV_CONFIGS}
     spmv_pieces = {} if a.no_spmv else {c[1:]: build_spmv_pieces(*c[1:]) for c in SPMV_PIECES}
