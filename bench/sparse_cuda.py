@@ -13,7 +13,8 @@ rows up to ~1M long), banded (4M x 4M, 15 per row), uniform1pct (100k x 100k, 1%
 nonzeros, 1000 per row); ``--scale`` multiplies the rows. GB/s counts the bytes an ideal SpMV
 moves (row_ptr, col_idx, val, x read once, y written once). The piece schedules' times are of
 their two kernels; cutting the rows (``split_rows``, on the host, once per matrix) is printed
-apart. Each line ends ``RESULT``-tagged with the best tilecraft config against cuSPARSE (target:
+apart. A SpMM width is skipped only when its dense operands (``X``, ``Y``, cuSPARSE's result) would
+take more than half the GPU's free memory. Each line ends ``RESULT``-tagged with the best tilecraft config against cuSPARSE (target:
 >= 0.9x).
 """
 from __future__ import annotations
@@ -226,8 +227,10 @@ def main(argv=None):
                   f"{ideal / best[1] / 1e9:.0f} GB/s = {ideal / best[1] / 1e9 / copy:.0%} of copy, "
                   f"{t_ref / best[1]:.2f}x cuSPARSE (target >= 0.9x)")
         for width in a.widths:
-            if nnz * width * 4 > 16e9:
-                print(f"SpMM width {width}: skipped (too large)")
+            free = torch.cuda.mem_get_info()[0]
+            if 3 * n * width * 4 > 0.5 * free:             # X, Y and cuSPARSE's result
+                print(f"SpMM width {width}: skipped ({3 * n * width * 4 / 2**30:.1f} GiB of dense operands, "
+                      f"{free / 2**30:.1f} GiB free on the GPU)")
                 continue
             X = torch.rand(n, width, device="cuda") * 2 - 1
             Y = torch.full((n, width), float("nan"), device="cuda")
