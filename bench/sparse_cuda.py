@@ -14,8 +14,8 @@ nonzeros, 1000 per row); ``--scale`` multiplies the rows. GB/s counts the bytes 
 moves (row_ptr, col_idx, val, x read once, y written once). The piece schedules' times are of
 their two kernels; cutting the rows (``split_rows``, on the host, once per matrix) is printed
 apart. A SpMM width is skipped only when its dense operands (``X``, ``Y``, cuSPARSE's result) would
-take more than half the GPU's free memory. Each line ends ``RESULT``-tagged with the best tilecraft config against cuSPARSE (target:
->= 0.9x).
+take more than half the GPU's free memory. Each line ends ``RESULT``-tagged with the best
+tilecraft config against cuSPARSE (target: >= 0.9x).
 """
 from __future__ import annotations
 
