@@ -16,9 +16,11 @@ from tilecraft.topi.sparse_cuda_build import SparseCUDAFunction, gpu_csr_arrays
 class FakeGPUArray:
     """An array "on the GPU": only ``__cuda_array_interface__`` (a fake pointer)."""
 
-    def __init__(self, shape, typestr="<f4", ptr=0x1000):
+    def __init__(self, shape, typestr="<f4", ptr=0x1000, device=None):
         self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr, "data": (ptr, False),
                                          "version": 3, "strides": None}
+        if device is not None:                      # torch: device.index, CuPy: device.id
+            self.device = device
 
 
 class FakeTorchCSR:
@@ -109,6 +111,9 @@ ERRORS = [
     (lambda: (FakeGPUArray((6,), "<i4"), FakeGPUArray((9,), "<i4"), FakeGPUArray((8,))), ValueError,
      r"csr_spmv: row_ptr must have rows \+ 1 entries and col_idx and val one per nonzero \(got shapes \(6,\), "
      r"\(9,\), \(8,\)\)"),
+    (lambda: (FakeGPUArray((6,), "<i4"), FakeGPUArray((9,), "<i4", device=types.SimpleNamespace(index=1)),
+              FakeGPUArray((9,))), ValueError,
+     r"csr_spmv: col_idx is on GPU 1; the built functions run on GPU 0 \(tilecraft.cuda\(0\)\): move it there"),
     (lambda: "A", TypeError,
      r"csr_spmv: expected a torch.sparse_csr_tensor on the GPU, a cupyx.scipy.sparse.csr_matrix or "
      r"\(row_ptr, col_idx, val\) GPU arrays, got str"),
@@ -116,10 +121,20 @@ ERRORS = [
 
 
 @pytest.mark.parametrize("make,error,message", ERRORS, ids=["coo", "csc", "int64", "cpu", "cupy_coo", "host_array",
-                                                           "lengths", "other"])
+                                                           "lengths", "gpu1", "other"])
 def test_wrong_matrices_are_refused(make, error, message):
     with pytest.raises(error, match=message):
         SparseCUDAFunction(Recorder(), "csr_spmv", "float32")(make(), FakeGPUArray((7,)), out=FakeGPUArray((5,)))
+
+
+def test_dense_operands_on_another_gpu_are_refused():
+    f = SparseCUDAFunction(Recorder(), "csr_spmv", "float32")
+    torch0, cupy0 = types.SimpleNamespace(index=0), types.SimpleNamespace(id=0)
+    f(FakeTorchCSR(5, 7, 9), FakeGPUArray((7,), device=torch0), out=FakeGPUArray((5,), device=cupy0))
+    with pytest.raises(ValueError, match=r"csr_spmv: the dense operand is on GPU 2; the built functions run on GPU 0"):
+        f(FakeTorchCSR(5, 7, 9), FakeGPUArray((7,), device=types.SimpleNamespace(id=2)))
+    with pytest.raises(ValueError, match=r"csr_spmv: the output is on GPU 1; "):
+        f(FakeTorchCSR(5, 7, 9), FakeGPUArray((7,)), out=FakeGPUArray((5,), device=types.SimpleNamespace(index=1)))
 
 
 def test_host_matrices_are_refused():

@@ -52,6 +52,18 @@ def _gpu_array(a):
     return tuple(iface["shape"]), np.dtype(iface["typestr"])
 
 
+def _check_gpu0(a, what: str, name: str) -> None:
+    """Refuse an array on a GPU other than 0 (the runtime launches on GPU 0): torch's
+    ``device.index``, CuPy's ``device.id``; an array that says nothing passes."""
+    dev = getattr(a, "device", None)
+    for attr in ("index", "id"):
+        index = getattr(dev, attr, None)
+        if isinstance(index, int) and index != 0:
+            raise ValueError(f"{what}: {name} is on GPU {index}; the built functions run on GPU 0 "
+                             f"(tilecraft.cuda(0)): move it there (torch: .to('cuda:0'), CuPy: cupy.asarray "
+                             f"under cupy.cuda.Device(0))")
+
+
 def _library(a) -> str:
     return type(a).__module__.split(".")[0]
 
@@ -97,6 +109,7 @@ def gpu_csr_arrays(A, what: str):
         if got is None:
             raise ValueError(f"{what}: {name} is not on the GPU (a {type(a).__name__}); the GPU function takes "
                              f"arrays with __cuda_array_interface__ (torch / CuPy tensors on the GPU)")
+        _check_gpu0(a, what, name)
         info.append(got)
     (rp_shape, rp_dtype), (ci_shape, ci_dtype), (v_shape, _) = info
     for name, dtype in ((names[0], rp_dtype), (names[1], ci_dtype)):
@@ -147,6 +160,9 @@ class SparseCUDAFunction:
         if got is None:
             raise ValueError(f"{self.what}: the dense operand is not on the GPU (a {type(dense).__name__}); pass a "
                              f"torch / CuPy array on the GPU")
+        _check_gpu0(dense, self.what, "the dense operand")
+        if out is not None:
+            _check_gpu0(out, self.what, "the output")
         dshape = got[0]
         want_dims = 1 if self.what == "csr_spmv" else 2
         if len(dshape) != want_dims or (shape is not None and dshape[0] != shape[1]) or \
