@@ -30,18 +30,17 @@ from cuda_common import device_line, tc_time, torch_time  # noqa: E402
 SPMV_CONFIGS = [(32, 4), (32, 8), (16, 8), (8, 16), (4, 32), (2, 64), (1, 128), (1, 256)]   # (threads per row, rows per block)
 # (rows per block, threads_x, vector, local, unroll): vector columns a thread as one access, partial sums in
 # registers (local), nonzeros a step (unroll)
-SPMM_CONFIGS = [(4, 32, 1, 0, 1), (8, 32, 1, 0, 1), (2, 64, 1, 0, 1), (1, 128, 1, 0, 1), (4, 32, 1, 1, 1),
-                (4, 32, 4, 0, 1), (4, 32, 4, 1, 1), (8, 32, 4, 1, 1), (16, 32, 4, 1, 1), (2, 32, 4, 1, 1),
-                (4, 32, 2, 1, 1), (4, 32, 4, 1, 2), (8, 32, 4, 1, 2), (4, 32, 4, 1, 4), (8, 16, 4, 1, 1),
-                (8, 16, 2, 1, 1), (16, 8, 4, 1, 1), (8, 8, 4, 1, 2), (8, 32, 4, 1, 4), (32, 32, 4, 1, 1),
-                (1, 32, 4, 1, 1), (4, 16, 4, 1, 2), (2, 32, 4, 0, 2)]
+# (the best of 23 on the H100, session 21: bench/results/h100_2026-11-24_s21_mid/)
+SPMM_CONFIGS = [(4, 32, 1, 0, 1), (4, 32, 4, 1, 1), (8, 32, 4, 1, 1), (4, 32, 2, 1, 1), (4, 32, 4, 1, 2),
+                (4, 32, 4, 1, 4), (8, 16, 4, 1, 1), (8, 16, 2, 1, 1), (16, 8, 4, 1, 1), (8, 8, 4, 1, 2),
+                (4, 16, 4, 1, 2)]
 # piece schedules: (piece_len, threads per piece, pieces per block) and (piece_len, pieces per block, threads_x,
 # vector, local, unroll)
 SPMV_PIECES = [(1024, 32, 8), (256, 32, 8), (256, 8, 16), (128, 4, 32), (64, 4, 32), (32, 2, 64), (16, 1, 128),
                (512, 16, 8), (512, 8, 16), (256, 16, 8), (128, 8, 32)]
-SPMM_PIECES = [(32, 4, 32, 1, 0, 1), (128, 4, 32, 1, 0, 1), (512, 4, 32, 1, 0, 1), (64, 2, 64, 1, 0, 1),
-               (128, 4, 32, 4, 1, 1), (512, 4, 32, 4, 1, 1), (512, 8, 32, 4, 1, 1), (128, 4, 32, 2, 1, 1),
-               (128, 8, 16, 4, 1, 1), (512, 4, 32, 4, 0, 1), (512, 4, 32, 4, 1, 2)]
+SPMM_PIECES = [(128, 4, 32, 1, 0, 1), (512, 4, 32, 1, 0, 1), (128, 4, 32, 4, 1, 1), (512, 4, 32, 4, 1, 1),
+               (128, 4, 32, 2, 1, 1), (512, 4, 32, 2, 1, 1), (128, 8, 16, 4, 1, 1), (128, 8, 16, 2, 1, 1),
+               (512, 4, 32, 4, 1, 2)]
 
 
 def copy_bandwidth(nbytes: int, repeat: int) -> float:
@@ -64,6 +63,23 @@ def matrix(kind: str, scale: float):
         return make_matrix(n, n, n * 0.01, "uniform", seed=1), n
     n = int(4_000_000 * scale)
     return make_matrix(n, n, 15, "banded", seed=3), n
+
+
+def timed(f, args, t_ref: float, repeat: int, number: int) -> tuple:
+    """Run ``f(*args)`` twice (the output checked after), the second timed; a variant slower than
+    4x cuSPARSE keeps that one time (a warp per row of a 200,000-nonzero row: timing it well would
+    take the run's budget and say nothing more; printed ``timed once``), the others get the
+    CUDA-event median. Returns (seconds, timed once)."""
+    import time
+
+    import torch
+    f(*args)                                        # loads the module
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    f(*args)
+    torch.cuda.synchronize()
+    once = time.perf_counter() - t
+    return (once, True) if once > 4 * t_ref else (tc_time(f, args, repeat=repeat, number=number), False)
 
 
 def cut(row_ptr, piece_len: int, cache: dict):
@@ -215,12 +231,12 @@ def main(argv=None):
             best = None
             for name, f, args in runs:
                 y.fill_(float("nan"))
-                f(*args)
+                t, once = timed(f, args, t_ref, a.repeat, 20)
                 err = float((y - want).abs().max() / want.abs().max().clamp_min(1e-30))
-                t = tc_time(f, args, repeat=a.repeat)
                 gbs = ideal / t / 1e9
                 print(f"  tilecraft {name}: {t * 1e6:9.1f} us {gbs:6.0f} GB/s "
-                      f"({gbs / copy:4.0%} of copy) {t_ref / t:5.2f}x cuSPARSE, max rel.err {err:.1e}")
+                      f"({gbs / copy:4.0%} of copy) {t_ref / t:5.2f}x cuSPARSE, max rel.err {err:.1e}"
+                      f"{' (timed once)' if once else ''}")
                 if best is None or t < best[1]:
                     best = (name, t)
             print(f"RESULT SpMV {kind}: best {' '.join(best[0].split())} "
@@ -246,11 +262,11 @@ def main(argv=None):
             best = None
             for name, f, args in runs:
                 Y.fill_(float("nan"))
-                f(*args)
+                t, once = timed(f, args, t_ref, a.repeat, 5)
                 err = float((Y - want).abs().max() / want.abs().max().clamp_min(1e-30))
-                t = tc_time(f, args, repeat=a.repeat, number=5)
                 print(f"  SpMM width {width}: tilecraft {name}: {t * 1e3:8.3f} ms "
-                      f"{t_ref / t:5.2f}x cuSPARSE ({t_ref * 1e3:.3f} ms), max rel.err {err:.1e}")
+                      f"{t_ref / t:5.2f}x cuSPARSE ({t_ref * 1e3:.3f} ms), max rel.err {err:.1e}"
+                      f"{' (timed once)' if once else ''}")
                 if best is None or t < best[1]:
                     best = (name, t)
             print(f"RESULT SpMM {kind} width {width}: best {best[0]} "
