@@ -151,6 +151,31 @@ def test_topi_spmm_cuda_emulated_and_compiled(rpb, tx, vec, local, unroll, width
     assert len(compile_cuda(generate_cuda(func), "sm_90")) > 0
 
 
+@pytest.mark.parametrize("width", [128, 32, 20, 6, None])
+def test_spmm_default_knobs(width, rng):
+    """The knobs the templates use without a tuning log (the H100 mid run's best at widths 32 and
+    128: 4 columns a thread, local, unroll 2; 2 columns for the pieces), emulated against scipy."""
+    from tilecraft.topi import sparse_cuda
+    knobs, pieces = sparse_cuda.default_spmm_knobs(width), sparse_cuda.default_spmm_pieces_knobs(width)
+    want = {128: (4, 32, 4), 32: (8, 8, 4), 20: (12, 5, 4), 6: (10, 6, 1), None: (4, 32, 1)}[width]
+    assert (knobs["rows_per_block"], knobs["threads_x"], knobs["vector"]) == want
+    assert knobs["local"] and knobs["unroll"] == 2
+    assert (pieces["threads_x"], pieces["vector"]) == {128: (32, 2), 32: (16, 2), 20: (10, 2), 6: (3, 2),
+                                                       None: (32, 1)}[width]
+    if width == 128:
+        return                          # the shape as the others, only larger
+    rows, cols, w = 23, 31, width or 14
+    row_ptr, col_idx, val, _, _ = _matrix(rng, rows, cols)
+    X = rng.uniform(-1, 1, (cols, w)).astype("float32")
+    args = sparse.csr_spmm(width=width)
+    s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], **knobs)
+    Y = np.full((rows, w), np.nan, "float32")
+    emulate(tilecraft.lower(s, list(args), target="cuda"),
+            [row_ptr, col_idx, val, X, Y, rows, len(val), cols] + ([w] if width is None else []))
+    want_y = sparse_scipy(row_ptr, col_idx, val, cols).astype(np.float64) @ X.astype(np.float64)
+    np.testing.assert_allclose(Y, want_y, rtol=1e-4, atol=1e-5)
+
+
 def test_topi_spmm_cuda_vector_error():
     from tilecraft.topi import sparse_cuda
     *_, Y = sparse.csr_spmm()

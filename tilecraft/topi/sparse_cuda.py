@@ -194,10 +194,38 @@ def spmm_cuda(rows: int, cols: int, nnz_per_row: float, pattern: str = "uniform"
     row_ptr, col_idx, val, X, Y = csr_spmm(rows, cols, nnz, width, dtype)
     s = te.create_schedule(Y.op)
     if cfg.is_fallback:
-        return schedule_spmm_cuda(s, Y, 4, min(32, width)), [row_ptr, col_idx, val, X, Y]
+        return schedule_spmm_cuda(s, Y, **default_spmm_knobs(width)), [row_ptr, col_idx, val, X, Y]
     _check_columns(cfg, width)
     return (schedule_spmm_cuda(s, Y, cfg["rows_per_block"].val, cfg["threads_x"].val, cfg["vector"].val,
                                bool(cfg["local"].val), cfg["unroll"].val), [row_ptr, col_idx, val, X, Y])
+
+
+def default_spmm_knobs(width) -> dict:
+    """The SpMM knobs used without a tuning log: 4 columns a thread in registers, 2 nonzeros a step,
+    ``threads_x`` covering the width (up to 32), 64 to 128 threads a block; the best or near it on
+    every matrix of ``bench/sparse_cuda.py`` at widths 32 and 128 on the H100
+    (``bench/results/h100_2026-11-24_s21_mid/``). A width that is not a multiple of 4 (or symbolic)
+    gets one column a thread.
+
+    >>> default_spmm_knobs(128)
+    {'rows_per_block': 4, 'threads_x': 32, 'vector': 4, 'local': True, 'unroll': 2}
+    """
+    vector = 4 if isinstance(width, int) and width % 4 == 0 else 1
+    tx = max(1, min(32, width // vector)) if isinstance(width, int) else 32
+    return {"rows_per_block": max(4, 64 // tx), "threads_x": tx, "vector": vector, "local": True, "unroll": 2}
+
+
+def default_spmm_pieces_knobs(width) -> dict:
+    """The piece SpMM knobs used without a tuning log: 2 columns a thread in registers (the best on
+    the power-law and uniform matrices at width 128 in ``bench/results/h100_2026-11-24_s21_mid/``),
+    ``threads_x`` covering the width up to 32, 4 pieces a block.
+
+    >>> default_spmm_pieces_knobs(128)
+    {'pieces_per_block': 4, 'threads_x': 32, 'vector': 2, 'local': True, 'unroll': 1}
+    """
+    vector = 2 if isinstance(width, int) and width % 2 == 0 else 1
+    tx = max(1, min(32, width // vector)) if isinstance(width, int) else 32
+    return {"pieces_per_block": 4, "threads_x": tx, "vector": vector, "local": True, "unroll": 1}
 
 
 def _check_columns(cfg, width: int) -> None:
@@ -250,7 +278,7 @@ def spmm_pieces_cuda(rows: int, cols: int, nnz_per_row: float, pattern: str = "p
     tensors = csr_spmm_pieces(rows, cols, nnz, pieces, width, dtype)
     s = te.create_schedule(tensors[-1].op)
     if cfg.is_fallback:
-        return schedule_spmm_pieces_cuda(s, tensors[-1], 4, min(32, width)), list(tensors)
+        return schedule_spmm_pieces_cuda(s, tensors[-1], **default_spmm_pieces_knobs(width)), list(tensors)
     _check_columns(cfg, width)
     return (schedule_spmm_pieces_cuda(s, tensors[-1], cfg["pieces_per_block"].val, cfg["threads_x"].val,
                                       cfg["vector"].val, bool(cfg["local"].val), cfg["unroll"].val), list(tensors))

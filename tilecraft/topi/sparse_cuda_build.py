@@ -239,7 +239,7 @@ def build_spmv_cuda(threads_per_row: int = 4, rows_per_block: int = 32, dtype: s
 
 
 def build_spmm_cuda(rows_per_block: int = 4, threads_x: int = 32, vector: int = 4, local: bool = True,
-                    unroll: int = 1, width: int | None = None, dtype: str = "float32",
+                    unroll: int = 2, width: int | None = None, dtype: str = "float32",
                     target: str = "cuda") -> SparseCUDAFunction:
     """``Y = A @ X`` on the GPU with :func:`~tilecraft.topi.sparse_cuda.schedule_spmm_cuda`;
     ``width``: the number of columns of ``X`` it is built for (None: any; a constant multiple of
@@ -272,7 +272,7 @@ def build_spmv_pieces_cuda(piece_len: int = 256, threads_per_piece: int = 32, pi
     return SparsePiecesCUDAFunction(mod, "csr_spmv", dtype, piece_len)
 
 
-def build_spmm_pieces_cuda(piece_len: int = 128, pieces_per_block: int = 4, threads_x: int = 32, vector: int = 4,
+def build_spmm_pieces_cuda(piece_len: int = 128, pieces_per_block: int = 4, threads_x: int = 32, vector: int = 2,
                            local: bool = True, unroll: int = 1, width: int | None = None, dtype: str = "float32",
                            target: str = "cuda") -> SparsePiecesCUDAFunction:
     """``Y = A @ X`` on the GPU over rows cut into pieces of at most ``piece_len`` nonzeros
