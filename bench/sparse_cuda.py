@@ -13,8 +13,9 @@ rows up to ~1M long), banded (4M x 4M, 15 per row), uniform1pct (100k x 100k, 1%
 nonzeros, 1000 per row); ``--scale`` multiplies the rows. GB/s counts the bytes an ideal SpMV
 moves (row_ptr, col_idx, val, x read once, y written once). The piece schedules' times are of
 their two kernels; cutting the rows (``split_rows``, on the host, once per matrix) is printed
-apart. Each line ends ``RESULT``-tagged with the best tilecraft config against cuSPARSE (target:
->= 0.9x).
+apart. A SpMM width is skipped only when its dense operands (``X``, ``Y``, cuSPARSE's result) would
+take more than half the GPU's free memory. Each line ends ``RESULT``-tagged with the best
+tilecraft config against cuSPARSE (target: >= 0.9x).
 """
 from __future__ import annotations
 
@@ -27,10 +28,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cuda_common import device_line, tc_time, torch_time  # noqa: E402
 
 SPMV_CONFIGS = [(32, 4), (32, 8), (16, 8), (8, 16), (4, 32), (2, 64), (1, 128), (1, 256)]   # (threads per row, rows per block)
-SPMM_CONFIGS = [(4, 32), (8, 32), (2, 64), (4, 64), (1, 128)]                                # (rows per block, threads_x)
-# piece schedules: (piece_len, threads per piece, pieces per block) and (piece_len, pieces per block, threads_x)
-SPMV_PIECES = [(1024, 32, 8), (256, 32, 8), (256, 8, 16), (128, 4, 32), (64, 4, 32), (32, 2, 64), (16, 1, 128)]
-SPMM_PIECES = [(32, 4, 32), (128, 4, 32), (512, 4, 32), (32, 8, 32), (64, 2, 64), (32, 1, 128)]
+# (rows per block, threads_x, vector, local, unroll): vector columns a thread as one access, partial sums in
+# registers (local), nonzeros a step (unroll)
+# (the best of 23 on the H100, session 21: bench/results/h100_2026-11-24_s21_mid/)
+SPMM_CONFIGS = [(4, 32, 1, 0, 1), (4, 32, 4, 1, 1), (8, 32, 4, 1, 1), (4, 32, 2, 1, 1), (4, 32, 4, 1, 2),
+                (4, 32, 4, 1, 4), (8, 16, 4, 1, 1), (8, 16, 2, 1, 1), (16, 8, 4, 1, 1), (8, 8, 4, 1, 2),
+                (4, 16, 4, 1, 2)]
+# piece schedules: (piece_len, threads per piece, pieces per block) and (piece_len, pieces per block, threads_x,
+# vector, local, unroll)
+SPMV_PIECES = [(1024, 32, 8), (256, 32, 8), (256, 8, 16), (128, 4, 32), (64, 4, 32), (32, 2, 64), (16, 1, 128),
+               (512, 16, 8), (512, 8, 16), (256, 16, 8), (128, 8, 32)]
+SPMM_PIECES = [(128, 4, 32, 1, 0, 1), (512, 4, 32, 1, 0, 1), (128, 4, 32, 4, 1, 1), (512, 4, 32, 4, 1, 1),
+               (128, 4, 32, 2, 1, 1), (512, 4, 32, 2, 1, 1), (128, 8, 16, 4, 1, 1), (128, 8, 16, 2, 1, 1),
+               (512, 4, 32, 4, 1, 2)]
 
 
 def copy_bandwidth(nbytes: int, repeat: int) -> float:
@@ -55,6 +65,23 @@ def matrix(kind: str, scale: float):
     return make_matrix(n, n, 15, "banded", seed=3), n
 
 
+def timed(f, args, t_ref: float, repeat: int, number: int) -> tuple:
+    """Run ``f(*args)`` twice (the output checked after), the second timed; a variant slower than
+    4x cuSPARSE keeps that one time (a warp per row of a 200,000-nonzero row: timing it well would
+    take the run's budget and say nothing more; printed ``timed once``), the others get the
+    CUDA-event median. Returns (seconds, timed once)."""
+    import time
+
+    import torch
+    f(*args)                                        # loads the module
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    f(*args)
+    torch.cuda.synchronize()
+    once = time.perf_counter() - t
+    return (once, True) if once > 4 * t_ref else (tc_time(f, args, repeat=repeat, number=number), False)
+
+
 def cut(row_ptr, piece_len: int, cache: dict):
     """``split_rows`` on the host, once per piece length and matrix, with its time."""
     import time
@@ -72,6 +99,66 @@ def cut(row_ptr, piece_len: int, cache: dict):
     return cache[piece_len][:2]
 
 
+def make_spmv(tpr, rpb):
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_cuda
+    args = sparse.csr_spmv()
+    return sparse_cuda.schedule_spmv_cuda(te.create_schedule(args[-1].op), args[-1], tpr, rpb), list(args)
+
+
+def make_spmm(rpb, tx, vec, local, unroll, width):
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_cuda
+    args = sparse.csr_spmm(width=width)
+    return (sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx, vec, bool(local),
+                                           unroll), list(args))
+
+
+def make_spmv_pieces(tpp, ppb):
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_cuda
+    args = sparse.csr_spmv_pieces()
+    return sparse_cuda.schedule_spmv_pieces_cuda(te.create_schedule(args[-1].op), args[-1], tpp, ppb), list(args)
+
+
+def make_spmm_pieces(ppb, tx, vec, local, unroll, width):
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_cuda
+    args = sparse.csr_spmm_pieces(width=width)
+    return (sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx, vec,
+                                                  bool(local), unroll), list(args))
+
+
+MAKERS = {"spmv": make_spmv, "spmm": make_spmm, "spmv_pieces": make_spmv_pieces, "spmm_pieces": make_spmm_pieces}
+
+
+def kernels(a) -> list:
+    """Every (maker, config) the run builds."""
+    out = [] if a.no_spmv else [("spmv", *c) for c in SPMV_CONFIGS] + [("spmv_pieces", *c[1:]) for c in SPMV_PIECES]
+    for width in a.widths:
+        out += [("spmm", *c, width) for c in SPMM_CONFIGS if c[1] * c[2] <= max(width, 8)]
+        out += [("spmm_pieces", *c[1:], width) for c in SPMM_PIECES if c[2] * c[3] <= max(width, 8)]
+    return list(dict.fromkeys(out))
+
+
+def _compile(job):
+    import tilecraft
+    (kind, *cfg), arch = job
+    s, args = MAKERS[kind](*cfg)
+    tilecraft.build(s, args, target=f"cuda -arch={arch}")
+
+
+def prebuild(jobs_list, arch: str, jobs: int) -> float:
+    """Compile the kernels in ``jobs`` fresh processes (nvcc's disk cache; the runs then load them), seconds."""
+    import multiprocessing
+    import time
+    from concurrent.futures import ProcessPoolExecutor
+    t = time.perf_counter()
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_compile, [(k, arch) for k in jobs_list]))
+    return time.perf_counter() - t
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scale", type=float, default=1.0)
@@ -79,37 +166,46 @@ def main(argv=None):
     p.add_argument("--matrices", nargs="+", default=["uniform", "powerlaw", "banded"],
                    choices=["uniform", "powerlaw", "banded", "uniform1pct"])
     p.add_argument("--repeat", type=int, default=9)
+    p.add_argument("--no-spmv", action="store_true", help="SpMM only")
+    p.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                   help="processes compiling the kernels with nvcc before the runs (disk cache; 1: compile as needed)")
     a = p.parse_args(argv)
     import numpy as np
     import torch
 
     import tilecraft
-    from tilecraft import te
-    from tilecraft.topi import sparse, sparse_cuda
+
+    built = {}
+
+    def build(kind, *cfg):
+        if (kind, *cfg) not in built:
+            s, args = MAKERS[kind](*cfg)
+            built[kind, *cfg] = tilecraft.build(s, args, target="cuda")
+        return built[kind, *cfg]
 
     def build_spmv(tpr, rpb):
-        args = sparse.csr_spmv()
-        s = sparse_cuda.schedule_spmv_cuda(te.create_schedule(args[-1].op), args[-1], tpr, rpb)
-        return tilecraft.build(s, list(args), target="cuda")
+        return build("spmv", tpr, rpb)
 
-    def build_spmm(rpb, tx, width):
-        args = sparse.csr_spmm(width=width)
-        s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx)
-        return tilecraft.build(s, list(args), target="cuda")
+    def build_spmm(rpb, tx, vec, local, unroll, width):
+        return build("spmm", rpb, tx, vec, local, unroll, width)
 
     def build_spmv_pieces(tpp, ppb):
-        args = sparse.csr_spmv_pieces()
-        s = sparse_cuda.schedule_spmv_pieces_cuda(te.create_schedule(args[-1].op), args[-1], tpp, ppb)
-        return tilecraft.build(s, list(args), target="cuda")
+        return build("spmv_pieces", tpp, ppb)
 
-    def build_spmm_pieces(ppb, tx, width):
-        args = sparse.csr_spmm_pieces(width=width)
-        s = sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx)
-        return tilecraft.build(s, list(args), target="cuda")
+    def build_spmm_pieces(ppb, tx, vec, local, unroll, width):
+        return build("spmm_pieces", ppb, tx, vec, local, unroll, width)
 
+    def spmm_name(rpb, tx, vec, local, unroll, what="rows"):
+        return (f"{rpb} {what}/block x {tx} threads x {vec} columns{' local' if local else ''}"
+                f"{f' unroll {unroll}' if unroll > 1 else ''}")
+
+    if a.jobs > 1:
+        major, minor = torch.cuda.get_device_capability(0)
+        t = prebuild(kernels(a), f"sm_{major}{minor}", a.jobs)
+        print(f"(nvcc: {len(kernels(a))} kernels compiled in {t:.1f} s, {a.jobs} processes)")
     print(f"CSR sparse fp32 on {device_line()}; scale {a.scale}; median of {a.repeat}")
-    spmv = {c: build_spmv(*c) for c in SPMV_CONFIGS}
-    spmv_pieces = {c[1:]: build_spmv_pieces(*c[1:]) for c in SPMV_PIECES}
+    spmv = {} if a.no_spmv else {c: build_spmv(*c) for c in SPMV_CONFIGS}
+    spmv_pieces = {} if a.no_spmv else {c[1:]: build_spmv_pieces(*c[1:]) for c in SPMV_PIECES}
     for kind in a.matrices:
         (row_ptr, col_idx, val), n = matrix(kind, a.scale)
         nnz = len(val)
@@ -118,56 +214,59 @@ def main(argv=None):
               f"{int((lengths == 0).sum())} empty rows)")
         rp, ci, v = (torch.from_numpy(t).cuda() for t in (row_ptr, col_idx, val))
         tA = torch.sparse_csr_tensor(rp.long(), ci.long(), v, size=(n, n))
+        pieces = {}
         x = torch.rand(n, device="cuda") * 2 - 1
         y = torch.full((n,), float("nan"), device="cuda")
-        ideal = 4 * (len(row_ptr) + 2 * nnz + 2 * n)
-        copy = copy_bandwidth(ideal, a.repeat)
-        want = torch.mv(tA, x)
-        t_ref = torch_time(lambda: torch.mv(tA, x), repeat=a.repeat)
-        print(f"SpMV: copy {copy:.0f} GB/s; cuSPARSE (torch.mv) {t_ref * 1e6:.1f} us, "
-              f"{ideal / t_ref / 1e9:.0f} GB/s ({ideal / t_ref / 1e9 / copy:.0%} of copy)")
-        pieces = {}
-        runs = [(f"{tpr:2d} threads/row x {rpb:3d} rows/block", f, (rp, ci, v, x, y))
-                for (tpr, rpb), f in spmv.items()]
-        runs += [(f"pieces <= {n:4d}: {tpp:2d} threads/piece x {ppb:3d} pieces/block", spmv_pieces[tpp, ppb],
-                  (*cut(row_ptr, n, pieces), ci, v, x, y)) for n, tpp, ppb in SPMV_PIECES]
-        best = None
-        for name, f, args in runs:
-            y.fill_(float("nan"))
-            f(*args)
-            err = float((y - want).abs().max() / want.abs().max().clamp_min(1e-30))
-            t = tc_time(f, args, repeat=a.repeat)
-            gbs = ideal / t / 1e9
-            print(f"  tilecraft {name}: {t * 1e6:9.1f} us {gbs:6.0f} GB/s "
-                  f"({gbs / copy:4.0%} of copy) {t_ref / t:5.2f}x cuSPARSE, max rel.err {err:.1e}")
-            if best is None or t < best[1]:
-                best = (name, t)
-        print(f"RESULT SpMV {kind}: best {' '.join(best[0].split())} "
-              f"{ideal / best[1] / 1e9:.0f} GB/s = {ideal / best[1] / 1e9 / copy:.0%} of copy, "
-              f"{t_ref / best[1]:.2f}x cuSPARSE (target >= 0.9x)")
+        if not a.no_spmv:
+            ideal = 4 * (len(row_ptr) + 2 * nnz + 2 * n)
+            copy = copy_bandwidth(ideal, a.repeat)
+            want = torch.mv(tA, x)
+            t_ref = torch_time(lambda: torch.mv(tA, x), repeat=a.repeat)
+            print(f"SpMV: copy {copy:.0f} GB/s; cuSPARSE (torch.mv) {t_ref * 1e6:.1f} us, "
+                  f"{ideal / t_ref / 1e9:.0f} GB/s ({ideal / t_ref / 1e9 / copy:.0%} of copy)")
+            runs = [(f"{tpr:2d} threads/row x {rpb:3d} rows/block", f, (rp, ci, v, x, y))
+                    for (tpr, rpb), f in spmv.items()]
+            runs += [(f"pieces <= {n:4d}: {tpp:2d} threads/piece x {ppb:3d} pieces/block", spmv_pieces[tpp, ppb],
+                      (*cut(row_ptr, n, pieces), ci, v, x, y)) for n, tpp, ppb in SPMV_PIECES]
+            best = None
+            for name, f, args in runs:
+                y.fill_(float("nan"))
+                t, once = timed(f, args, t_ref, a.repeat, 20)
+                err = float((y - want).abs().max() / want.abs().max().clamp_min(1e-30))
+                gbs = ideal / t / 1e9
+                print(f"  tilecraft {name}: {t * 1e6:9.1f} us {gbs:6.0f} GB/s "
+                      f"({gbs / copy:4.0%} of copy) {t_ref / t:5.2f}x cuSPARSE, max rel.err {err:.1e}"
+                      f"{' (timed once)' if once else ''}")
+                if best is None or t < best[1]:
+                    best = (name, t)
+            print(f"RESULT SpMV {kind}: best {' '.join(best[0].split())} "
+                  f"{ideal / best[1] / 1e9:.0f} GB/s = {ideal / best[1] / 1e9 / copy:.0%} of copy, "
+                  f"{t_ref / best[1]:.2f}x cuSPARSE (target >= 0.9x)")
         for width in a.widths:
-            if nnz * width * 4 > 16e9:
-                print(f"SpMM width {width}: skipped (too large)")
+            free = torch.cuda.mem_get_info()[0]
+            if 3 * n * width * 4 > 0.5 * free:             # X, Y and cuSPARSE's result
+                print(f"SpMM width {width}: skipped ({3 * n * width * 4 / 2**30:.1f} GiB of dense operands, "
+                      f"{free / 2**30:.1f} GiB free on the GPU)")
                 continue
             X = torch.rand(n, width, device="cuda") * 2 - 1
             Y = torch.full((n, width), float("nan"), device="cuda")
             want = torch.mm(tA, X)
             t_ref = torch_time(lambda: torch.mm(tA, X), repeat=a.repeat, number=5)
-            runs = [(f"{rpb} rows/block x {tx} columns", build_spmm(rpb, tx, width), (rp, ci, v, X, Y))
-                    for rpb, tx in SPMM_CONFIGS if tx <= max(width, 8)]
-            runs += [(f"pieces <= {n}: {ppb} pieces/block x {tx} columns", build_spmm_pieces(ppb, tx, width),
-                      (*cut(row_ptr, n, pieces), ci, v, X, Y)) for n, ppb, tx in SPMM_PIECES if tx <= max(width, 8)]
+            runs = [(spmm_name(*c), build_spmm(*c, width), (rp, ci, v, X, Y))
+                    for c in SPMM_CONFIGS if c[1] * c[2] <= max(width, 8)]
+            runs += [(f"pieces <= {c[0]}: {spmm_name(*c[1:], 'pieces')}", build_spmm_pieces(*c[1:], width),
+                      (*cut(row_ptr, c[0], pieces), ci, v, X, Y)) for c in SPMM_PIECES if c[2] * c[3] <= max(width, 8)]
             if not runs:
-                print(f"SpMM width {width}: no configuration has at most {max(width, 8)} threads_x")
+                print(f"SpMM width {width}: no configuration is at most {max(width, 8)} columns wide")
                 continue
             best = None
             for name, f, args in runs:
                 Y.fill_(float("nan"))
-                f(*args)
+                t, once = timed(f, args, t_ref, a.repeat, 5)
                 err = float((Y - want).abs().max() / want.abs().max().clamp_min(1e-30))
-                t = tc_time(f, args, repeat=a.repeat, number=5)
                 print(f"  SpMM width {width}: tilecraft {name}: {t * 1e3:8.3f} ms "
-                      f"{t_ref / t:5.2f}x cuSPARSE ({t_ref * 1e3:.3f} ms), max rel.err {err:.1e}")
+                      f"{t_ref / t:5.2f}x cuSPARSE ({t_ref * 1e3:.3f} ms), max rel.err {err:.1e}"
+                      f"{' (timed once)' if once else ''}")
                 if best is None or t < best[1]:
                     best = (name, t)
             print(f"RESULT SpMM {kind} width {width}: best {best[0]} "

@@ -128,9 +128,28 @@ def _sched_vectorize_whole_ragged_axis(s, y):
     s[y].vectorize(y.op.reduce_axis[0])
 
 
+def _sched_cache_write(s, y):
+    # the row's sum in a local cache computed at the (split) row loop: the cache stage's ragged
+    # axis reads row_ptr at the cache's own axes (it read the stage's `i`, unbound, before)
+    yl = s.cache_write(y, "local")
+    io, ii = s[y].split(y.op.axis[0], factor=4)
+    s[y].parallel(io)
+    s[yl].compute_at(s[y], ii)
+
+
+def _sched_cache_write_after_split(s, y):
+    # cache_write after a split with a tail (41 rows by 4): the cache's axes are the split loops, and
+    # its ragged bounds are read only for rows that exist (no row_ptr[42])
+    s[y].split(y.op.axis[0], factor=4)
+    yl = s.cache_write(y, "local")
+    io, ii = s[y].split(y.op.axis[0], factor=4)
+    s[y].parallel(io)
+    s[yl].compute_at(s[y], io)
+
+
 SCHEDULES = [_sched_none, _sched_split_parallel, _sched_dynamic_unroll, _sched_nparts,
              _sched_rfactor_vectorize, _sched_rfactor_parallel_lanes, _sched_vector_accumulators,
-             _sched_vectorize_whole_ragged_axis]
+             _sched_vectorize_whole_ragged_axis, _sched_cache_write, _sched_cache_write_after_split]
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES, ids=[f.__name__[7:] for f in SCHEDULES])

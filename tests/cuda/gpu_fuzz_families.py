@@ -14,7 +14,8 @@ outputs global or local under compute_at; column reductions and reductions over 
 ``softmax_layernorm`` (multi-kernel and single-kernel row softmax and layer norm),
 ``matmul_shared`` (cache_read shared + compute_at + cooperative fetch, vthread, cache_write
 local, local caches, double buffering) and ``library`` (the hand schedules of
-``tilecraft.topi.cuda_schedules`` at random sizes, non-divisible included). A third of the
+``tilecraft.topi.cuda_schedules`` at random sizes, non-divisible included), ``ragged`` (CSR
+SpMV / SpMM through the sparse GPU schedules' knobs, ``gpu_fuzz_ragged.py``). A third of the
 cross-thread reductions run over a number of threads that is not a power of two (rows of
 threadIdx.x that start inside a warp, more than a warp per row).
 """
@@ -842,6 +843,12 @@ def gen_library(rng) -> Program:
     return Program(f"s, args = {call}\n", ref, tol[0], tol[1], ranges, sizes, must_build=True)
 
 
+# the ragged family lives in its own file (it imports the helpers above, hence here)
+try:
+    from .gpu_fuzz_ragged import gen_ragged  # noqa: E402
+except ImportError:
+    from gpu_fuzz_ragged import gen_ragged  # noqa: E402
+
 FAMILIES = {
     "elementwise": gen_elementwise,
     "stencil": gen_stencil,
@@ -850,4 +857,5 @@ FAMILIES = {
     "softmax_layernorm": gen_softmax_layernorm,
     "matmul_shared": gen_matmul_shared,
     "library": gen_library,
+    "ragged": gen_ragged,
 }

@@ -118,22 +118,73 @@ def test_topi_spmv_cuda_error():
         sparse_cuda.schedule_spmv_cuda(te.create_schedule(y.op), y, threads_per_row=64)
 
 
-@pytest.mark.parametrize("rpb,tx", [(4, 32), (2, 8)])
-def test_topi_spmm_cuda_emulated_and_compiled(rpb, tx, rng):
+SPMM_VARIANTS = [(4, 32, 1, False, 1, None), (2, 8, 1, False, 1, None), (2, 8, 4, True, 1, None),
+                 (3, 4, 2, False, 2, None), (4, 8, 4, True, 1, 20), (4, 4, 4, False, 3, 20), (2, 8, 2, True, 4, 24),
+                 (3, 2, 1, True, 2, 20), (2, 8, 4, True, 4, 32)]
+
+
+@pytest.mark.parametrize("rpb,tx,vec,local,unroll,width", SPMM_VARIANTS,
+                         ids=[f"{r}x{t}x{v}{'_local' if lo else ''}_u{u}_w{w or 'any'}"
+                              for r, t, v, lo, u, w in SPMM_VARIANTS])
+def test_topi_spmm_cuda_emulated_and_compiled(rpb, tx, vec, local, unroll, width, rng):
+    """Rows per block x threads x columns a thread (vector loads where the constant width is a
+    multiple), partial sums in registers or in Y, nonzeros a step (rows of every length: the
+    unrolled loop's last block guarded); width 20 or symbolic: a column tail for every block row;
+    width 24 and vector 2: 8-byte accesses."""
     from tilecraft.topi import sparse_cuda
-    rows, cols, width = 23, 31, 20                         # a column tail for both
+    rows, cols, w = 23, 31, width or 20
     row_ptr, col_idx, val, _, _ = _matrix(rng, rows, cols)
-    X = rng.uniform(-1, 1, (cols, width)).astype("float32")
+    X = rng.uniform(-1, 1, (cols, w)).astype("float32")
     A = sparse_scipy(row_ptr, col_idx, val, cols)
-    args = sparse.csr_spmm()
-    s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx)
+    args = sparse.csr_spmm(width=width)
+    s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx, vec, local, unroll)
     func = tilecraft.lower(s, list(args), target="cuda")
-    Y = np.full((rows, width), np.nan, "float32")
-    emulate(func, [row_ptr, col_idx, val, X, Y, rows, len(val), cols, width])
+    Y = np.full((rows, w), np.nan, "float32")
+    emulate(func, [row_ptr, col_idx, val, X, Y, rows, len(val), cols] + ([w] if width is None else []))
+    if width is not None and vec > 1 and w % vec == 0:
+        assert {2: "uint2", 4: "uint4"}[vec] in generate_cuda(func), "no vector access of X"
+    if local:                     # a thread's partial sums: its own `vector` columns, nothing more
+        assert f"float Y_local[{vec}];" in generate_cuda(func)
     np.testing.assert_allclose(Y, A.astype(np.float64) @ X.astype(np.float64), rtol=1e-4, atol=1e-5)
     if find_nvcc() is None:
         pytest.skip("nvcc is absent: the CUDA C was generated and emulated but not compiled")
     assert len(compile_cuda(generate_cuda(func), "sm_90")) > 0
+
+
+@pytest.mark.parametrize("width", [128, 32, 20, 6, None])
+def test_spmm_default_knobs(width, rng):
+    """The knobs the templates use without a tuning log (the H100 mid run's best at widths 32 and
+    128: 4 columns a thread, local, unroll 2; 2 columns for the pieces), emulated against scipy."""
+    from tilecraft.topi import sparse_cuda
+    knobs, pieces = sparse_cuda.default_spmm_knobs(width), sparse_cuda.default_spmm_pieces_knobs(width)
+    want = {128: (4, 32, 4), 32: (8, 8, 4), 20: (12, 5, 4), 6: (10, 6, 1), None: (4, 32, 1)}[width]
+    assert (knobs["rows_per_block"], knobs["threads_x"], knobs["vector"]) == want
+    assert knobs["local"] and knobs["unroll"] == 2
+    assert (pieces["threads_x"], pieces["vector"]) == {128: (32, 2), 32: (16, 2), 20: (10, 2), 6: (3, 2),
+                                                       None: (32, 1)}[width]
+    if width == 128:
+        return                          # the shape as the others, only larger
+    rows, cols, w = 23, 31, width or 14
+    row_ptr, col_idx, val, _, _ = _matrix(rng, rows, cols)
+    X = rng.uniform(-1, 1, (cols, w)).astype("float32")
+    args = sparse.csr_spmm(width=width)
+    s = sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], **knobs)
+    Y = np.full((rows, w), np.nan, "float32")
+    emulate(tilecraft.lower(s, list(args), target="cuda"),
+            [row_ptr, col_idx, val, X, Y, rows, len(val), cols] + ([w] if width is None else []))
+    want_y = sparse_scipy(row_ptr, col_idx, val, cols).astype(np.float64) @ X.astype(np.float64)
+    np.testing.assert_allclose(Y, want_y, rtol=1e-4, atol=1e-5)
+
+
+def test_topi_spmm_cuda_vector_error():
+    from tilecraft.topi import sparse_cuda
+    *_, Y = sparse.csr_spmm()
+    with pytest.raises(ValueError, match=r"schedule_spmm_cuda: vector must be 1, 2 or 4 \(columns a thread loads "
+                                         r"as one 4-, 8- or 16-byte access\), got 3"):
+        sparse_cuda.schedule_spmm_cuda(te.create_schedule(Y.op), Y, vector=3)
+    with pytest.raises(ValueError, match=r"schedule_spmm_cuda: unroll must be an integer >= 1 \(nonzeros a step\), "
+                                         r"got 0"):
+        sparse_cuda.schedule_spmm_cuda(te.create_schedule(Y.op), Y, unroll=0)
 
 
 def sparse_scipy(row_ptr, col_idx, val, cols):

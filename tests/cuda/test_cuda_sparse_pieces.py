@@ -74,15 +74,17 @@ def test_spmv_pieces_without_pieces(rows):
     np.testing.assert_array_equal(y, np.zeros(rows, "float32"))
 
 
-@pytest.mark.parametrize("ppb,tx,piece_len", [(4, 32, 6), (2, 8, 1), (8, 16, 70)])
-def test_spmm_pieces_emulated_and_compiled(ppb, tx, piece_len, rng):
-    rows, cols, width = 23, 31, 20                         # a column tail for every threads_x
+@pytest.mark.parametrize("ppb,tx,piece_len,vec,local,unroll", [(4, 32, 6, 1, False, 1), (2, 8, 1, 1, False, 1),
+                                                                (8, 16, 70, 1, False, 1), (4, 4, 3, 4, True, 2),
+                                                                (2, 8, 5, 2, False, 4)])
+def test_spmm_pieces_emulated_and_compiled(ppb, tx, piece_len, vec, local, unroll, rng):
+    rows, cols, width = 23, 31, 20                         # a column tail for every threads_x x vector
     row_ptr, col_idx, val = _matrix(rng, rows, cols)
     X = rng.uniform(-1, 1, (cols, width)).astype("float32")
     want = sparse_scipy(row_ptr, col_idx, val, cols).astype(np.float64) @ X.astype(np.float64)
     piece_ptr, row_pieces = sparse.split_rows(row_ptr, piece_len)
     args = sparse.csr_spmm_pieces()
-    s = sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx)
+    s = sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx, vec, local, unroll)
     func = tilecraft.lower(s, list(args), target="cuda")
     Y = poison((rows, width), "float32")
     emulate(func, [piece_ptr, row_pieces, col_idx, val, X, Y])

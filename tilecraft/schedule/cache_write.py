@@ -8,15 +8,18 @@ itself becomes the copy-out, ``C[i] = C.local[i // 4, i % 4]``, with its origina
 (``C.op.axis``) and none of its earlier primitives, as in TVM. A stage of several outputs (a
 tuple body) caches all of them at once: ``s.cache_write([C0, C1], "local")``.
 
+A ragged reduce axis (bounds ``row_ptr[i]``, read at the stage's axes) gets a copy in the cache
+stage with its bounds written in the cache's axes, and read only inside split tails' guards.
+
 Afterwards: the cache stage precedes the copy-out in ``s.stages``, every reader of the
 stage's outputs reads the copy-out's, and the stage's loops are its root axes again.
 """
 from __future__ import annotations
 
 from ..ir.expr import BinOp, IterKind, IterVar, Range, Reduce, TensorLoad, Var, binary, const
-from ..ir.functor import substitute
+from ..ir.functor import collect_vars, substitute
 from ..ir.simplify import simplify
-from ..te.tensor import ComputeOp, Tensor
+from ..te.tensor import ComputeOp, Tensor, is_ragged_axis, register_reduce_var
 
 
 def cache_write(sch, tensor, scope: str):
@@ -59,13 +62,14 @@ def cache_write(sch, tensor, scope: str):
                              IterKind.DATA_PAR) for iv in leaves)
     leaf_var = {iv.var: new.var for iv, new in zip(leaves, new_axis)}
     vmap = {iv.var: substitute(to_leaves[iv], leaf_var) for iv in op.axis}
+    tails = [substitute(c, leaf_var) for c in tails]
     guard = None
     for c in tails:
-        c = substitute(c, leaf_var)
         guard = c if guard is None else binary(BinOp.AND, guard, c)
-    body = tuple(_guarded(substitute(b, vmap), guard) for b in op.body)
+    reduce_axis, rmap = _ragged_axes_over(op, vmap, tails)
+    body = tuple(_guarded(_over_axes(substitute(b, {**vmap, **rmap}), reduce_axis), guard) for b in op.body)
     name = f"{op.name}.{scope}"
-    cache_op = ComputeOp(name, op.tag, op.attrs, new_axis, op.reduce_axis, body)
+    cache_op = ComputeOp(name, op.tag, op.attrs, new_axis, reduce_axis, body)
     index = tuple(simplify(e) for e in _leaf_indices(st, leaves))
     copy_op = ComputeOp(op.name, op.tag, op.attrs, op.axis, (),
                         tuple(TensorLoad(c, index) for c in cache_op.outputs), tuple(t.name for t in op.outputs))
@@ -82,6 +86,39 @@ def cache_write(sch, tensor, scope: str):
     sch.stage_map[copy_op] = st
     sch._replace_inputs([x for x in sch.stages if x is not st and x is not cst], dict(zip(old, copy_op.outputs)))
     return refs, cst, (list(cache_op.outputs) if several else cache_op.output(0))
+
+
+def _ragged_axes_over(op, vmap: dict, tails: list):
+    """The reduce axes of the cache stage: a ragged axis's bounds (``row_ptr[i]``) read the
+    stage's axes, so the cache gets a copy of it with the bounds in the cache's own axes
+    (``vmap``), read only where the split tails' guards on the loops they use hold (``tails``):
+    outside, the range is empty (``row_ptr[rows + 1]`` does not exist). The others are shared.
+    Returns the axes and the map of the replaced variables."""
+    from ..te.intrin import if_then_else
+    axes, rmap = [], {}
+    for r in op.reduce_axis:
+        if is_ragged_axis(op, r):
+            v = Var(r.var.name, r.var.dtype)
+            register_reduce_var(v)
+            lo, ext = substitute(r.dom.min, vmap), substitute(r.dom.extent, vmap)
+            used = collect_vars(lo) | collect_vars(ext)
+            guard = None
+            for c in tails:
+                if collect_vars(c) & used:
+                    guard = c if guard is None else binary(BinOp.AND, guard, c)
+            if guard is not None:
+                lo, ext = if_then_else(guard, lo, const(0, lo.dtype)), if_then_else(guard, ext, const(0, ext.dtype))
+            rmap[r.var] = v
+            r = IterVar(Range(lo, ext), v, IterKind.REDUCE)
+        axes.append(r)
+    return tuple(axes), rmap
+
+
+def _over_axes(e, reduce_axis: tuple):
+    """``e`` with its Reduce folding over ``reduce_axis`` (the same axes, ragged ones replaced)."""
+    if not isinstance(e, Reduce) or e.axis == reduce_axis:
+        return e
+    return Reduce(e.combiner, e.source, reduce_axis, e.condition, e.value_index, e.init)
 
 
 def _leaf_nest(st):
