@@ -160,6 +160,17 @@ __device__ __forceinline__ void tc_cp_async(void* dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(s), "l"(src), "n"(BYTES) : "memory");
   }
 }
+// the same where `pred` holds, else BYTES zeros into dst and nothing read (src-size 0)
+template <int BYTES>
+__device__ __forceinline__ void tc_cp_async_zfill(void* dst, const void* src, bool pred) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  const int n = pred ? BYTES : 0;
+  if (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(src), "r"(n) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(s), "l"(src), "n"(BYTES), "r"(n) : "memory");
+  }
+}
 #define tc_cp_async_commit() asm volatile("cp.async.commit_group;\n" ::: "memory")
 #define tc_cp_async_wait(N) asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory")
 """
@@ -170,6 +181,13 @@ def async_copy_call(r, e) -> str:
     if e.name == "tc_cp_async":
         dst, src, nbytes = e.args
         return f"tc_cp_async<{int(nbytes.value)}>({r.expr(dst)}, {r.expr(src)})"
+    if e.name == "tc_cp_async_zfill":
+        # where pred fails the source address may lie outside its buffer (a padded border): pass
+        # the buffer's start instead, never read
+        dst, src, nbytes, pred = e.args
+        p = r.expr(pred)
+        return (f"tc_cp_async_zfill<{int(nbytes.value)}>({r.expr(dst)}, ({p}) ? (const void*)({r.expr(src)}) : "
+                f"(const void*)({r.buf(src.buffer)}), {p})")
     if e.name == "tc_cp_async_commit":
         return "tc_cp_async_commit()"
     return f"tc_cp_async_wait({int(e.args[0].value)})"

@@ -341,10 +341,13 @@ def schedule_mainloop(s, A, B, CF, C, ii, jj, store, *, impl, layout_b, block, w
     ci, cj = CF.op.axis[-2:]
     ci, cii = s[CF].split(ci, factor=TILE)
     cj, cji = s[CF].split(cj, factor=TILE)
-    (ck,) = CF.op.reduce_axis
+    # reduce axes before the last (a convolution's filter taps) go outermost, fused with the steps
+    *outer, ck = CF.op.reduce_axis
     ko, kk = s[CF].split(ck, factor=kd * chunk)
     kt, ki = s[CF].split(kk, factor=kd)
-    s[CF].reorder(ko, kt, ci, cj, cii, cji, ki)
+    s[CF].reorder(*outer, ko, kt, ci, cj, cii, cji, ki)
+    if outer:
+        ko = s[CF].fuse(*outer, ko)         # one loop of steps: the pipeline runs across the taps
     frag_at = ko if prefetch else kt
     s[AF].compute_at(s[CF], frag_at)
     s[BF].compute_at(s[CF], frag_at)

@@ -1,0 +1,131 @@
+"""conv2d NHWC fp16 on tensor cores (implicit GEMM, ``mma.sync``) at ResNet-50's layers, batch 32,
+beside cuDNN (``torch.nn.functional.conv2d`` on ``channels_last`` fp16, ``cudnn.benchmark=True``), in
+one process on the same inputs.
+
+    python bench/cuda_conv2d_tensorcore.py                                   # every layer and variant
+    python bench/cuda_conv2d_tensorcore.py --layers 3x3_64@56,3x3_256@14 --variants fallback,w64_k32_s3
+
+The schedule is ``topi/conv2d_nhwc_tensorcore.py``'s (the gather of the padded input fetched by
+``cp.async`` with zero-fill at the border, weights KRSC, fp32 accumulation, fp16 output);
+``fallback`` is the template's (``topi/conv2d_nhwc_tensorcore.cuda``) untuned choice. Each variant is
+checked first (output poisoned with NaN, rel. error against cuDNN in fp32 with TF32 off), then timed
+with CUDA events (median). Prints TFLOP/s, the ratio to cuDNN, the share of the fp16 dense peak (989
+TFLOP/s, H100 SXM) and the build time; ``--json FILE`` writes every row.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from cuda_common import build_breakdown, device_line, rel_err, tc_time, torch_time
+
+PEAK_FP16 = 989e12
+
+LAYERS = {  # name: (N, H, W, C, K, R, S, stride, padding), ResNet-50 at batch 32
+    "3x3_64@56": (32, 56, 56, 64, 64, 3, 3, 1, 1),
+    "3x3_128@28": (32, 28, 28, 128, 128, 3, 3, 1, 1),
+    "3x3_256@14": (32, 14, 14, 256, 256, 3, 3, 1, 1),
+    "1x1_256-64@56": (32, 56, 56, 256, 64, 1, 1, 1, 0),
+    "1x1_1024-256@14": (32, 14, 14, 1024, 256, 1, 1, 1, 0),
+    "3x3_128_s2@56": (32, 56, 56, 128, 128, 3, 3, 2, 1),
+}
+
+VARIANTS = {
+    "fallback": None,
+    "128x128_w64_k32_s3_mb2": dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=2),
+    "128x128_w64_k64_s3_mb1": dict(block=(2, 2), warp=(4, 4), chunk=4, stages=3, min_blocks=1),
+    "256x128_w64_k32_s3_mb1": dict(block=(4, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=1),
+    "128x64_w64x32_k32_s3_mb2": dict(block=(2, 2), warp=(4, 2), chunk=2, stages=3, min_blocks=2),
+    "128x64_w64x32_k32_s4_mb2": dict(block=(2, 2), warp=(4, 2), chunk=2, stages=4, min_blocks=2),
+    "256x64_w64x32_k32_s3_mb1": dict(block=(4, 2), warp=(4, 2), chunk=2, stages=3, min_blocks=1),
+    "128x64_w32_k32_s3_mb2": dict(block=(4, 2), warp=(2, 2), chunk=2, stages=3, min_blocks=2),
+    "64x64_w32_k32_s3_mb4": dict(block=(2, 2), warp=(2, 2), chunk=2, stages=3, min_blocks=4),
+}
+
+
+def _template_fallback(args):
+    import warnings
+
+    import tilecraft as tc
+    import tilecraft.autotune as autotune
+    import tilecraft.topi.conv2d_nhwc_tensorcore  # noqa: F401  (registers the template)
+    task = autotune.task.create("topi/conv2d_nhwc_tensorcore.cuda", args=args, target="cuda")
+    with tc.target.Target("cuda"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s, tensors = task.func(*task.args)
+    return s, list(tensors)
+
+
+def bench_layer(torch, label, shape, names, repeat, rows):
+    import torch.nn.functional as F
+
+    from tilecraft.topi.conv2d_nhwc_tensorcore import conv2d_nhwc_tensorcore, conv_fits, out_size
+    N, H, W, C, K, R, S, st, pad = shape
+    OH, OW = out_size(H, W, R, S, st, pad)
+    M = N * OH * OW
+    flops = 2.0 * M * K * C * R * S
+    x = torch.randn(N, C, H, W, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = (torch.randn(K, C, R, S, device="cuda", dtype=torch.float16) / (C * R * S) ** 0.5).to(
+        memory_format=torch.channels_last)
+    ref = F.conv2d(x.float(), w.float(), stride=st, padding=pad).permute(0, 2, 3, 1).reshape(M, K)
+    t_ref = torch_time(lambda: F.conv2d(x, w, stride=st, padding=pad), repeat=repeat, number=20)
+    xn, wn = x.permute(0, 2, 3, 1), w.permute(0, 2, 3, 1)          # NHWC and KRSC views, no copy
+    assert xn.is_contiguous() and wn.is_contiguous()
+    print(f"{label} (N={N} {H}x{W}x{C} -> {OH}x{OW}x{K}, {R}x{S} stride {st} pad {pad}): cuDNN "
+          f"{flops / t_ref / 1e12:.1f} TFLOP/s ({t_ref * 1e6:.1f} us)", flush=True)
+    for name in names:
+        kw = VARIANTS[name]
+        if kw is not None and not conv_fits(M, K, C, R, S, kw["block"], kw["warp"], kw["chunk"], kw["stages"],
+                                            kw.get("raster", 0)):
+            continue
+
+        def make(kw=kw):
+            if kw is None:
+                return _template_fallback((N, H, W, C, K, R, S, st, pad, "float16"))
+            s, t = conv2d_nhwc_tensorcore(N, H, W, C, K, R, S, st, pad, **kw)
+            return s, list(t)
+        try:
+            build, mod = build_breakdown(make, runs=1)
+        except Exception as e:              # a bench goes on: the failure is printed
+            print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
+            continue
+        y = torch.full((M, K), float("nan"), device="cuda", dtype=torch.float16)
+        mod(xn, wn, y)
+        torch.cuda.synchronize()
+        err = rel_err(y, ref)
+        t = tc_time(mod, (xn, wn, y), repeat=repeat, number=20)
+        row = dict(layer=label, variant=name, tflops=flops / t / 1e12, ratio=t_ref / t, peak=flops / t / PEAK_FP16,
+                   rel_err=err, us=t * 1e6, cudnn_us=t_ref * 1e6, cudnn_tflops=flops / t_ref / 1e12,
+                   build_s=build["total"])
+        rows.append(row)
+        print(f"  {name:28s} {row['tflops']:6.1f} TFLOP/s  {row['ratio']:6.1%} of cuDNN  {row['peak']:5.1%} of peak  "
+              f"rel.err {err:.1e}  build {build['total'] * 1e3:.0f} ms (nvcc {build['nvcc'] * 1e3:.0f})", flush=True)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--layers", default=",".join(LAYERS))
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--repeat", type=int, default=9)
+    p.add_argument("--json", default=None)
+    a = p.parse_args(argv)
+    import torch
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    rows = []
+    print(f"conv2d NHWC fp16 (fp32 accumulate) on tensor cores, batch 32, on {device_line()}")
+    for label in a.layers.split(","):
+        bench_layer(torch, label, LAYERS[label], a.variants.split(","), a.repeat, rows)
+    for label in a.layers.split(","):
+        got = [r for r in rows if r["layer"] == label and r["rel_err"] < 1e-2]
+        if got:
+            b = max(got, key=lambda r: r["tflops"])
+            print(f"RESULT {label}: best '{b['variant']}' {b['tflops']:.1f} TFLOP/s = {b['ratio']:.2f}x cuDNN "
+                  f"{b['cudnn_tflops']:.1f} (target >= 0.7x)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
