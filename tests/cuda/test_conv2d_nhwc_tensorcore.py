@@ -236,3 +236,17 @@ def test_gpu_conv_resnet50(layer, rng):
         got = y.cpu().numpy()
         assert not np.isnan(got).any()
         assert _rel_err(got, ref) < 2e-3
+
+
+def test_zero_fill_copy_call():
+    from tilecraft import tir
+    S = tir.decl_buffer((64,), "float16", name="S", scope="shared")
+    G = tir.decl_buffer((64,), "float16", name="G")
+    i = te.var("i")
+    call = tir.call_intrin("handle", "tir.tc_cp_async_zfill", S.access_ptr("w"), G.access_ptr("r"), 16, i < 3)
+    assert call.name == "tc_cp_async_zfill" and len(call.args) == 4
+    with pytest.raises(TypeError, match=r"call_intrin\('tir.tc_cp_async_zfill'\): argument 3 \(pred\) must be a "
+                                        r"scalar bool condition, got `i` \(int32\)"):
+        tir.call_intrin("handle", "tir.tc_cp_async_zfill", S.access_ptr("w"), G.access_ptr("r"), 16, i)
+    with pytest.raises(ValueError, match=r"takes 4 argument\(s\) \(dst, src, bytes, pred\), got 3"):
+        tir.call_intrin("handle", "tir.tc_cp_async_zfill", S.access_ptr("w"), G.access_ptr("r"), 16)
