@@ -186,7 +186,8 @@ def test_errors():
     with pytest.raises(ValueError, match=r"conv2d_nhwc_tensorcore: K=48 output channels is not a multiple of the "
                                          r"block tile's 32 \(16 x block\[1\]=2 x warp\[1\]=1\)"):
         conv2d_nhwc_tensorcore(2, 8, 8, 32, 48, 3, 3, 1, 1, block=(2, 2), warp=(1, 1), chunk=1)
-    with pytest.raises(ValueError, match=r"conv2d_nhwc_tensorcore takes float16 input and weights, got 'float32'"):
+    with pytest.raises(ValueError, match=r"conv2d_nhwc_tensorcore takes float16 or bfloat16 input and weights, got "
+                                         r"'float32'"):
         conv2d_nhwc_tensorcore(2, 8, 8, 32, 32, 3, 3, dtype="float32")
     with pytest.raises(ValueError, match=r"conv2d_nhwc_tensorcore writes float16 or float32, got out_dtype='int32'"):
         conv2d_nhwc_tensorcore(2, 8, 8, 32, 32, 3, 3, out_dtype="int32")

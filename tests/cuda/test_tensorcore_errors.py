@@ -150,7 +150,7 @@ def test_fragment_of_a_partial_tile():
 def test_mma_fragment_of_the_wrong_dtype():
     func = _copy_through_fragment("mma.matrix_a", "int16")
     with pytest.raises(FragmentError, match=r"the fragment 'A\.mma\.matrix_a' in scope mma.matrix_a is int16; "
-                                            r"the mma.sync path takes float16, float32 \(tf32\) or int8 operands "
+                                            r"the mma.sync path takes float16, bfloat16, float32 \(tf32\) or int8 operands "
                                             r"and a float32 or int32 accumulator"):
         generate_cuda(func)
 

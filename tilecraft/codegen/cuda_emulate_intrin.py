@@ -44,7 +44,7 @@ class EmulationError(RuntimeError):
 
 
 def _np(dtype: str):
-    return np.dtype("bool" if dt.is_bool(dtype) else dt.element_of(dtype))
+    return np.dtype("bool" if dt.is_bool(dtype) else dt.numpy_name(dtype))
 
 
 def _poisoned(shape, dtype: str) -> np.ndarray:

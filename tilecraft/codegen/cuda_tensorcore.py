@@ -42,11 +42,12 @@ MMA_REGS = {"mma.matrix_a": 4, "mma.matrix_b": 4, "mma.accumulator": 8}
 # the mma.sync kinds: operand dtype -> (tile depth K, accumulator dtype, helper, its C type)
 MMA_KINDS = {"float16": (16, "float32", "tc_mma_16x16x16", "float"),
              "float32": (8, "float32", "tc_mma_16x16x8_tf32", "float"),
-             "int8": (32, "int32", "tc_mma_16x16x32_s8", "int")}
+             "int8": (32, "int32", "tc_mma_16x16x32_s8", "int"),
+             "bfloat16": (16, "float32", "tc_mma_16x16x16_bf16", "float")}
 ACC_CTYPE = {"float32": "float", "int32": "int"}
 # the PTX shape and types of each kind's instruction, and the asm constraint of its accumulator
 MMA_PTX = {"float16": ("m16n8k16", "f32.f16.f16.f32", "f"), "float32": ("m16n8k8", "f32.tf32.tf32.f32", "f"),
-           "int8": ("m16n8k32", "s32.s8.s8.s32", "r")}
+           "int8": ("m16n8k32", "s32.s8.s8.s32", "r"), "bfloat16": ("m16n8k16", "f32.bf16.bf16.f32", "f")}
 
 
 WMMA_ROLE = {"wmma.matrix_a": "matrix_a", "wmma.matrix_b": "matrix_b", "wmma.accumulator": "accumulator"}
@@ -237,7 +238,7 @@ def fragment_decl(buf, name: str, ctype: str, layouts: dict) -> str:
         ok = elem in ACC_CTYPE if buf.scope == "mma.accumulator" else elem in MMA_KINDS
         if not ok:
             raise FragmentError(f"the fragment '{buf.name}' in scope {buf.scope} is {buf.dtype}; the mma.sync "
-                                f"path takes float16, float32 (tf32) or int8 operands and a float32 or int32 "
+                                f"path takes float16, bfloat16, float32 (tf32) or int8 operands and a float32 or int32 "
                                 f"accumulator")
     per = tile_elements(buf.scope, elem)
     if size % per:
@@ -291,7 +292,7 @@ def warp_call(r, e) -> str:
         trans = row == (scope == "mma.matrix_b")        # A row-major and B stored [n][k] need no .trans
         split = not row
         stride = r.expr(ops["stride"])
-        if dtype != "float16" and trans:
+        if dt.bits(dtype) != 16 and trans:
             raise FragmentError(f"tc_ldmatrix into '{f}' ({scope}, {dtype}) of a tile stored {ops['layout']}: "
                                 f"ldmatrix transposes 16-bit elements only; store "
                                 f"{'A as M x K (row_major)' if scope == 'mma.matrix_a' else 'B as N x K (col_major)'}")

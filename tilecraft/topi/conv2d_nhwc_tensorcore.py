@@ -1,5 +1,5 @@
-"""conv2d NHWC on tensor cores as an implicit GEMM (``mma.sync``, float16 operands, float32
-accumulation), on ``matmul_tensorcore``'s machinery (``topi/tensorcore.py``: ``block_axes``,
+"""conv2d NHWC on tensor cores as an implicit GEMM (``mma.sync``, float16 or bfloat16 operands,
+float32 accumulation), on ``matmul_tensorcore``'s machinery (``topi/tensorcore.py``: ``block_axes``,
 ``schedule_mainloop``, the store intrinsic), and its tuning template
 ``topi/conv2d_nhwc_tensorcore.cuda``.
 
@@ -81,8 +81,9 @@ def conv2d_nhwc_gemm(X, Wt, stride: int, padding: int, acc: str = "float32"):
 def conv2d_nhwc_tensorcore(N, H, W, C, K, R, S, stride=1, padding=0, dtype="float16", out_dtype="float16",
                            block=(2, 2), warp=(2, 2), chunk=2, stages=3, raster=0, min_blocks=0, pad=None,
                            unroll=True):
-    """conv2d of ``X`` (N, H, W, C) with ``Wt`` (K, R, S, C) on tensor cores (the implicit GEMM of
-    the module docstring): returns ``s, (X, Wt, Y)`` with ``Y`` (N·OH·OW, K) of ``out_dtype``
+    """conv2d of ``X`` (N, H, W, C) with ``Wt`` (K, R, S, C), both ``dtype`` (float16 or bfloat16),
+    on tensor cores (the implicit GEMM of the module docstring): returns ``s, (X, Wt, Y)`` with
+    ``Y`` (N·OH·OW, K) of ``out_dtype``
     (float16 or float32; accumulation in float32). The GEMM options are ``matmul_tensorcore``'s:
     ``block`` warps of ``warp`` 16 x 16 tiles each (a block computes ``16·block[0]·warp[0]``
     output pixels × ``16·block[1]·warp[1]`` output channels), ``16·chunk``-deep steps through a
@@ -91,8 +92,8 @@ def conv2d_nhwc_tensorcore(N, H, W, C, K, R, S, stride=1, padding=0, dtype="floa
 
     >>> s, (X, Wt, Y) = conv2d_nhwc_tensorcore(32, 14, 14, 256, 256, 3, 3, padding=1, block=(2, 2), warp=(2, 4))
     """
-    if dtype != "float16":
-        raise ValueError(f"conv2d_nhwc_tensorcore takes float16 input and weights, got {dtype!r}")
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"conv2d_nhwc_tensorcore takes float16 or bfloat16 input and weights, got {dtype!r}")
     if out_dtype not in ("float16", "float32"):
         raise ValueError(f"conv2d_nhwc_tensorcore writes float16 or float32, got out_dtype={out_dtype!r}")
     kd, acc = _kind(dtype, "mma")
@@ -141,7 +142,7 @@ def conv_fits(M, K, C, R, S, block, warp, chunk, stages, raster=0) -> bool:
     whole_fetch = all(rows * depth % (8 * threads) == 0 for rows in (bm, bn))
     return (M % bm == 0 and K % bn == 0 and C % depth == 0 and threads <= 1024 and warp[0] * warp[1] <= 16
             and (raster == 0 or (M // bm) % raster == 0) and whole_fetch and (stages == 0 or steps >= stages)
-            and shared_bytes("float16", "col_major", block, warp, chunk, stages) <= SHARED_LIMIT)
+            and shared_bytes("float16", "col_major", block, warp, chunk, stages) <= SHARED_LIMIT)   # bf16: same size
 
 
 FALLBACKS = [dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, raster=0, min_blocks=2),
@@ -170,8 +171,8 @@ def check_conv_shape(N, H, W, C, K, R, S, stride, padding):
 
 @autotune.template(TEMPLATE)
 def conv2d_nhwc_tensorcore_cuda(N: int, H: int, W: int, C: int, K: int, R: int, S: int, stride: int = 1,
-                                padding: int = 0, out_dtype: str = "float16"):
-    """conv2d NHWC (float16, float32 accumulation) as an implicit GEMM on tensor cores
+                                padding: int = 0, out_dtype: str = "float16", dtype: str = "float16"):
+    """conv2d NHWC (float16 or bfloat16 operands, float32 accumulation) as an implicit GEMM on tensor cores
     (``conv2d_nhwc_tensorcore``), its GEMM options as knobs: ``block``, ``warp``, ``chunk``
     (k-chunk: 16-deep mma steps per shared tile), ``stages`` (the cp.async ring, 0: synchronous),
     ``raster``, ``min_blocks``; ``conv_fits`` filters them.
@@ -202,5 +203,5 @@ def conv2d_nhwc_tensorcore_cuda(N: int, H: int, W: int, C: int, K: int, R: int, 
         cfg.raise_error("the tiles do not divide the layer or the block does not fit the GPU")
         opts = None
     opts = opts or next(f for f in FALLBACKS if ok(f))
-    return conv2d_nhwc_tensorcore(N, H, W, C, K, R, S, stride=stride, padding=padding, out_dtype=out_dtype,
-                                  **opts)
+    return conv2d_nhwc_tensorcore(N, H, W, C, K, R, S, stride=stride, padding=padding, dtype=dtype,
+                                  out_dtype=out_dtype, **opts)

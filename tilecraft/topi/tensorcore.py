@@ -28,7 +28,7 @@ from ..ir import dtype as dt
 TILE = 16
 # operand dtype -> (tile depth K, accumulator dtype): an mma.sync operand tile is 16 rows of 32
 # bytes (m16n8k16 for float16, m16n8k8 tf32 for float32, m16n8k32 for int8)
-KINDS = {"float16": (16, "float32"), "float32": (8, "float32"), "int8": (32, "int32")}
+KINDS = {"float16": (16, "float32"), "float32": (8, "float32"), "int8": (32, "int32"), "bfloat16": (16, "float32")}
 SCOPES = {"wmma": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
           "mma": ("mma.matrix_a", "mma.matrix_b", "mma.accumulator")}
 
@@ -200,7 +200,7 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     """
     kd, acc = _kind(dtype, impl)
     out_dtype = out_dtype or acc
-    if dtype != "float16" and layout_b != "col_major":
+    if dt.bits(dtype) != 16 and layout_b != "col_major":
         raise ValueError(f"a tensor-core GEMM of {dtype} operands takes B as (N, K), layout_b='col_major': ldmatrix "
                          f"transposes 16-bit elements only")
     store = store_matrix(impl, acc=acc, out=out_dtype)
