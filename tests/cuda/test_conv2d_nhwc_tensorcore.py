@@ -167,6 +167,22 @@ def test_template_filter_keeps_dividing_tiles_only():
     assert not CT.conv_fits(32 * 56 * 56, 64, 64, 3, 3, (2, 2), (4, 4), 2, 3)      # K = 64 < 128
 
 
+def test_fallback_gives_the_gpu_enough_blocks():
+    # ResNet-50 at batch 32: 128 x 64 blocks at 56x56 and 28x28 (784 / 392 blocks), 64 x 64 at 14x14
+    # (128 x 128 there would be 98 blocks for 132 multiprocessors)
+    for (N, H, W, C, K, R, S, st, pad), want in (((32, 56, 56, 64, 64, 3, 3, 1, 1), (128, 64)),
+                                                 ((32, 28, 28, 128, 128, 3, 3, 1, 1), (128, 64)),
+                                                 ((32, 14, 14, 256, 256, 3, 3, 1, 1), (64, 64)),
+                                                 ((32, 14, 14, 1024, 256, 1, 1, 1, 0), (64, 64))):
+        OH, OW = out_size(H, W, R, S, st, pad)
+        M = N * OH * OW
+        o = CT.fallback(M, K, lambda o: CT.conv_fits(M, K, C, R, S, o["block"], o["warp"], o["chunk"], o["stages"]))
+        assert (16 * o["block"][0] * o["warp"][0], 16 * o["block"][1] * o["warp"][1]) == want
+        assert (M // want[0]) * (K // want[1]) >= CT.MIN_BLOCKS
+    # a layer too small for MIN_BLOCKS gets the tile with the most blocks
+    assert CT.fallback(128, 64, lambda o: True)["warp"] == (1, 1)
+
+
 def test_cli_lists_the_template(capsys):
     from tilecraft.cli import main
     main(["templates"])

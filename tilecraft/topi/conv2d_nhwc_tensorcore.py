@@ -145,12 +145,30 @@ def conv_fits(M, K, C, R, S, block, warp, chunk, stages, raster=0) -> bool:
             and shared_bytes("float16", "col_major", block, warp, chunk, stages) <= SHARED_LIMIT)   # bf16: same size
 
 
+# untuned: the first of these (largest first) that fits and gives the GPU at least MIN_BLOCKS blocks
+# (two per multiprocessor of an H100); if none does, the one with the most blocks
+MIN_BLOCKS = 264
 FALLBACKS = [dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, raster=0, min_blocks=2),
              dict(block=(2, 2), warp=(4, 2), chunk=2, stages=3, raster=0, min_blocks=2),
              dict(block=(2, 2), warp=(2, 2), chunk=2, stages=3, raster=0, min_blocks=0),
              dict(block=(2, 2), warp=(2, 2), chunk=1, stages=2, raster=0, min_blocks=0),
              dict(block=(1, 1), warp=(1, 1), chunk=1, stages=0, raster=0, min_blocks=0)]
 KNOBS = ("block", "warp", "chunk", "stages", "raster", "min_blocks")
+
+
+def fallback(M: int, K: int, ok) -> dict:
+    """The untuned configuration of a layer with M = N·OH·OW output pixels and K output channels:
+    the first of ``FALLBACKS`` that ``ok`` accepts and that gives at least ``MIN_BLOCKS`` blocks,
+    else the accepted one with the most blocks (a late ResNet layer, 6272 x 256 at batch 32, has
+    98 blocks of 128 x 128: too few for 132 multiprocessors).
+
+    >>> fallback(32 * 14 * 14, 256, lambda o: True)["warp"]
+    (2, 2)
+    """
+    def blocks(o):
+        return (M // (TILE * o["block"][0] * o["warp"][0])) * (K // (TILE * o["block"][1] * o["warp"][1]))
+    fitting = [o for o in FALLBACKS if ok(o)]
+    return next((o for o in fitting if blocks(o) >= MIN_BLOCKS), None) or max(fitting, key=blocks)
 
 
 def check_conv_shape(N, H, W, C, K, R, S, stride, padding):
@@ -202,6 +220,6 @@ def conv2d_nhwc_tensorcore_cuda(N: int, H: int, W: int, C: int, K: int, R: int, 
         # schedule built is the fallback's, as block_axes refuses tiles that do not divide
         cfg.raise_error("the tiles do not divide the layer or the block does not fit the GPU")
         opts = None
-    opts = opts or next(f for f in FALLBACKS if ok(f))
+    opts = opts or fallback(M, K, ok)
     return conv2d_nhwc_tensorcore(N, H, W, C, K, R, S, stride=stride, padding=padding, dtype=dtype,
                                   out_dtype=out_dtype, **opts)
