@@ -3,10 +3,14 @@ beside cuDNN (``torch.nn.functional.conv2d`` on ``channels_last`` fp16, ``cudnn.
 one process on the same inputs.
 
     python bench/cuda_conv2d_tensorcore.py                                   # every layer and variant
-    python bench/cuda_conv2d_tensorcore.py --layers 3x3_64@56,3x3_256@14 --variants fallback,w64_k32_s3
+    python bench/cuda_conv2d_tensorcore.py --layers 3x3_64@56,3x3_256@14 --variants fallback,64x64_w32_k32_s3_mb4
+    python bench/cuda_conv2d_tensorcore.py --dtype bfloat16                  # bf16 operands, fp32 output
+    python bench/cuda_conv2d_tensorcore.py --layers 3x3_64@56 --build-only & # fill nvcc's disk cache (a
+    python bench/cuda_conv2d_tensorcore.py --cached                          # process a layer), then time
 
 The schedule is ``topi/conv2d_nhwc_tensorcore.py``'s (the gather of the padded input fetched by
-``cp.async`` with zero-fill at the border, weights KRSC, fp32 accumulation, fp16 output);
+``cp.async`` with zero-fill at the border, weights KRSC, fp32 accumulation, fp16 output; with
+``--dtype bfloat16`` bf16 operands beside cuDNN's bf16 and an fp32 output);
 ``fallback`` is the template's (``topi/conv2d_nhwc_tensorcore.cuda``) untuned choice. Each variant is
 checked first (output poisoned with NaN, rel. error against cuDNN in fp32 with TF32 off), then timed
 with CUDA events (median). Prints TFLOP/s, the ratio to cuDNN, the share of the fp16 dense peak (989
@@ -40,6 +44,8 @@ VARIANTS = {
     "256x64_w64x32_k32_s3_mb1": dict(block=(4, 2), warp=(4, 2), chunk=2, stages=3, min_blocks=1),
     "128x64_w32_k32_s3_mb2": dict(block=(4, 2), warp=(2, 2), chunk=2, stages=3, min_blocks=2),
     "64x64_w32_k32_s3_mb4": dict(block=(2, 2), warp=(2, 2), chunk=2, stages=3, min_blocks=4),
+    "64x128_w32x64_k32_s3_mb2": dict(block=(2, 2), warp=(2, 4), chunk=2, stages=3, min_blocks=2),
+    "128x64_w64x32_k64_s3_mb2": dict(block=(2, 2), warp=(4, 2), chunk=4, stages=3, min_blocks=2),
 }
 
 
@@ -56,16 +62,59 @@ def _template_fallback(args):
     return s, list(tensors)
 
 
-def bench_layer(torch, label, shape, names, repeat, rows):
+def _make(shape, kw, dtype, out_dtype):
+    """The (schedule, tensors) of variant ``kw`` (None: the template's fallback) at layer ``shape``."""
+    from tilecraft.topi.conv2d_nhwc_tensorcore import conv2d_nhwc_tensorcore
+    if kw is None:
+        return _template_fallback((*shape, out_dtype, dtype))
+    s, t = conv2d_nhwc_tensorcore(*shape, dtype=dtype, out_dtype=out_dtype, **kw)
+    return s, list(t)
+
+
+def _fitting(shape, names):
+    from tilecraft.topi.conv2d_nhwc_tensorcore import conv_fits, out_size
+    N, H, W, C, K, R, S, st, pad = shape
+    OH, OW = out_size(H, W, R, S, st, pad)
+    return [n for n in names if VARIANTS[n] is None or conv_fits(
+        N * OH * OW, K, C, R, S, VARIANTS[n]["block"], VARIANTS[n]["warp"], VARIANTS[n]["chunk"],
+        VARIANTS[n]["stages"], VARIANTS[n].get("raster", 0))]
+
+
+def build_only(label, shape, names, dtype, out_dtype):
+    """Build every fitting variant of a layer into nvcc's disk cache (a later run with ``--cached``
+    finds the cubins), printing the build times (nvcc's: a cache miss on a fresh machine); no GPU
+    needed."""
+    import time
+
+    import tilecraft as tc
+    from tilecraft.codegen.cuda import generate_cuda
+    from tilecraft.codegen.cuda_compile import compile_cuda
+    for name in _fitting(shape, names):
+        try:
+            s, t = _make(shape, VARIANTS[name], dtype, out_dtype)
+            t0 = time.perf_counter()
+            src = generate_cuda(tc.lower(s, t, target="cuda"))
+            t1 = time.perf_counter()
+            compile_cuda(src, "sm_90", use_cache=True)
+            t2 = time.perf_counter()
+        except Exception as e:              # the timing run prints it again
+            print(f"  {label} {name}: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
+            continue
+        print(f"BUILD {dtype} {label} {name}: lower + codegen {(t1 - t0) * 1e3:.0f} ms, nvcc {(t2 - t1) * 1e3:.0f} ms",
+              flush=True)
+
+
+def bench_layer(torch, label, shape, names, repeat, rows, dtype="float16", out_dtype="float16", cache=False):
     import torch.nn.functional as F
 
-    from tilecraft.topi.conv2d_nhwc_tensorcore import conv2d_nhwc_tensorcore, conv_fits, out_size
+    from tilecraft.topi.conv2d_nhwc_tensorcore import out_size
     N, H, W, C, K, R, S, st, pad = shape
     OH, OW = out_size(H, W, R, S, st, pad)
     M = N * OH * OW
     flops = 2.0 * M * K * C * R * S
-    x = torch.randn(N, C, H, W, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
-    w = (torch.randn(K, C, R, S, device="cuda", dtype=torch.float16) / (C * R * S) ** 0.5).to(
+    tdt = getattr(torch, dtype)
+    x = torch.randn(N, C, H, W, device="cuda", dtype=tdt).to(memory_format=torch.channels_last)
+    w = (torch.randn(K, C, R, S, device="cuda", dtype=tdt) / (C * R * S) ** 0.5).to(
         memory_format=torch.channels_last)
     ref = F.conv2d(x.float(), w.float(), stride=st, padding=pad).permute(0, 2, 3, 1).reshape(M, K)
     t_ref = torch_time(lambda: F.conv2d(x, w, stride=st, padding=pad), repeat=repeat, number=20)
@@ -73,28 +122,18 @@ def bench_layer(torch, label, shape, names, repeat, rows):
     assert xn.is_contiguous() and wn.is_contiguous()
     print(f"{label} (N={N} {H}x{W}x{C} -> {OH}x{OW}x{K}, {R}x{S} stride {st} pad {pad}): cuDNN "
           f"{flops / t_ref / 1e12:.1f} TFLOP/s ({t_ref * 1e6:.1f} us)", flush=True)
-    for name in names:
-        kw = VARIANTS[name]
-        if kw is not None and not conv_fits(M, K, C, R, S, kw["block"], kw["warp"], kw["chunk"], kw["stages"],
-                                            kw.get("raster", 0)):
-            continue
-
-        def make(kw=kw):
-            if kw is None:
-                return _template_fallback((N, H, W, C, K, R, S, st, pad, "float16"))
-            s, t = conv2d_nhwc_tensorcore(N, H, W, C, K, R, S, st, pad, **kw)
-            return s, list(t)
+    for name in _fitting(shape, names):
         try:
-            build, mod = build_breakdown(make, runs=1)
+            build, mod = build_breakdown(lambda: _make(shape, VARIANTS[name], dtype, out_dtype), runs=1, cache=cache)
         except Exception as e:              # a bench goes on: the failure is printed
             print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
             continue
-        y = torch.full((M, K), float("nan"), device="cuda", dtype=torch.float16)
+        y = torch.full((M, K), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
         mod(xn, wn, y)
         torch.cuda.synchronize()
         err = rel_err(y, ref)
         t = tc_time(mod, (xn, wn, y), repeat=repeat, number=20)
-        row = dict(layer=label, variant=name, tflops=flops / t / 1e12, ratio=t_ref / t, peak=flops / t / PEAK_FP16,
+        row = dict(layer=label, dtype=dtype, variant=name, tflops=flops / t / 1e12, ratio=t_ref / t, peak=flops / t / PEAK_FP16,
                    rel_err=err, us=t * 1e6, cudnn_us=t_ref * 1e6, cudnn_tflops=flops / t_ref / 1e12,
                    build_s=build["total"])
         rows.append(row)
@@ -108,19 +147,30 @@ def main(argv=None):
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--json", default=None)
+    p.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"))
+    p.add_argument("--out-dtype", default=None, choices=("float16", "float32"),
+                   help="default: float16 for float16 operands, float32 for bfloat16")
+    p.add_argument("--build-only", action="store_true", help="build the variants (nvcc's disk cache) and stop")
+    p.add_argument("--cached", action="store_true",
+                   help="take cubins from nvcc's disk cache (the build column then times cache hits)")
     a = p.parse_args(argv)
+    out_dtype = a.out_dtype or ("float16" if a.dtype == "float16" else "float32")
+    if a.build_only:
+        for label in a.layers.split(","):
+            build_only(label, LAYERS[label], a.variants.split(","), a.dtype, out_dtype)
+        return
     import torch
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
     rows = []
-    print(f"conv2d NHWC fp16 (fp32 accumulate) on tensor cores, batch 32, on {device_line()}")
+    print(f"conv2d NHWC {a.dtype} (fp32 accumulate, {out_dtype} out) on tensor cores, batch 32, on {device_line()}")
     for label in a.layers.split(","):
-        bench_layer(torch, label, LAYERS[label], a.variants.split(","), a.repeat, rows)
+        bench_layer(torch, label, LAYERS[label], a.variants.split(","), a.repeat, rows, a.dtype, out_dtype, a.cached)
     for label in a.layers.split(","):
         got = [r for r in rows if r["layer"] == label and r["rel_err"] < 1e-2]
         if got:
             b = max(got, key=lambda r: r["tflops"])
-            print(f"RESULT {label}: best '{b['variant']}' {b['tflops']:.1f} TFLOP/s = {b['ratio']:.2f}x cuDNN "
+            print(f"RESULT {a.dtype} {label}: best '{b['variant']}' {b['tflops']:.1f} TFLOP/s = {b['ratio']:.2f}x cuDNN "
                   f"{b['cudnn_tflops']:.1f} (target >= 0.7x)")
     if a.json:
         with open(a.json, "w") as f:

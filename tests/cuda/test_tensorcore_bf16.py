@@ -148,3 +148,34 @@ def test_gpu_bf16_gemm(layout_b, rng):
         ref = (a.double() @ bb).cpu().numpy()
         got = c.cpu().numpy()
         assert not np.isnan(got).any() and _rel_err(got, ref) < 1e-5
+
+
+def test_gpu_bf16_conv_resnet50(rng):
+    """The template's untuned bf16 conv at ResNet-50's 3x3 128@28 layer (batch 32), fp32 output,
+    against torch's float64 convolution of the same bf16 values."""
+    why = gpu_available()
+    if why:
+        pytest.skip(f"{why}: checked by test_bf16_conv_emulated_and_compiled (emulator + nvcc) only")
+    import warnings
+
+    import torch
+    import torch.nn.functional as F
+
+    import tilecraft.autotune as autotune
+    from tilecraft.topi import conv2d_nhwc_tensorcore as CT
+    layer = (32, 28, 28, 128, 128, 3, 3, 1, 1)
+    N, H, W, C, K, R, S, st, pad = layer
+    task = autotune.task.create(CT.TEMPLATE, args=(*layer, "float32", "bfloat16"), target="cuda")
+    with tc.target.Target("cuda"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the fallback warns once per workload and process
+        s, (X, Wt, Y) = task.func(*task.args)
+    mod = tc.build(s, [X, Wt, Y], target="cuda")
+    for _ in range(2):                             # fresh inputs each time
+        x = torch.from_numpy(_bf16(rng, (N, H, W, C))).cuda().to(torch.bfloat16)
+        w = torch.from_numpy(_bf16(rng, (K, R, S, C))).cuda().to(torch.bfloat16)
+        ref = F.conv2d(x.double().permute(0, 3, 1, 2), w.double().permute(0, 3, 1, 2), stride=st, padding=pad)
+        ref = ref.permute(0, 2, 3, 1).reshape(-1, K).cpu().numpy()
+        y = torch.full((N * H * W, K), float("nan"), device="cuda")
+        mod(x, w, y)
+        got = y.cpu().numpy()
+        assert not np.isnan(got).any() and _rel_err(got, ref) < 1e-5
