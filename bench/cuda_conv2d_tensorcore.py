@@ -124,7 +124,8 @@ def bench_layer(torch, label, shape, names, repeat, rows, dtype="float16", out_d
           f"{flops / t_ref / 1e12:.1f} TFLOP/s ({t_ref * 1e6:.1f} us)", flush=True)
     for name in _fitting(shape, names):
         try:
-            build, mod = build_breakdown(lambda: _make(shape, VARIANTS[name], dtype, out_dtype), runs=1, cache=cache)
+            build, mod = build_breakdown(lambda: _make(shape, VARIANTS[name], dtype, out_dtype), runs=1,
+                                         cache=cache)
         except Exception as e:              # a bench goes on: the failure is printed
             print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
             continue
@@ -133,7 +134,8 @@ def bench_layer(torch, label, shape, names, repeat, rows, dtype="float16", out_d
         torch.cuda.synchronize()
         err = rel_err(y, ref)
         t = tc_time(mod, (xn, wn, y), repeat=repeat, number=20)
-        row = dict(layer=label, dtype=dtype, variant=name, tflops=flops / t / 1e12, ratio=t_ref / t, peak=flops / t / PEAK_FP16,
+        row = dict(layer=label, dtype=dtype, variant=name, tflops=flops / t / 1e12, ratio=t_ref / t,
+                   peak=flops / t / PEAK_FP16,
                    rel_err=err, us=t * 1e6, cudnn_us=t_ref * 1e6, cudnn_tflops=flops / t_ref / 1e12,
                    build_s=build["total"])
         rows.append(row)
@@ -163,14 +165,16 @@ def main(argv=None):
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
     rows = []
-    print(f"conv2d NHWC {a.dtype} (fp32 accumulate, {out_dtype} out) on tensor cores, batch 32, on {device_line()}")
+    print(f"conv2d NHWC {a.dtype} (fp32 accumulate, {out_dtype} out) on tensor cores, batch 32, "
+          f"on {device_line()}")
     for label in a.layers.split(","):
         bench_layer(torch, label, LAYERS[label], a.variants.split(","), a.repeat, rows, a.dtype, out_dtype, a.cached)
     for label in a.layers.split(","):
         got = [r for r in rows if r["layer"] == label and r["rel_err"] < 1e-2]
         if got:
             b = max(got, key=lambda r: r["tflops"])
-            print(f"RESULT {a.dtype} {label}: best '{b['variant']}' {b['tflops']:.1f} TFLOP/s = {b['ratio']:.2f}x cuDNN "
+            print(f"RESULT {a.dtype} {label}: best '{b['variant']}' {b['tflops']:.1f} TFLOP/s = "
+                  f"{b['ratio']:.2f}x cuDNN "
                   f"{b['cudnn_tflops']:.1f} (target >= 0.7x)")
     if a.json:
         with open(a.json, "w") as f:
