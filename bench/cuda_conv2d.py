@@ -24,7 +24,8 @@ VARIANTS = {
     "ci8": dict(ci_tile=8),
 }
 # batch 32 (--layer 64@56 or 256@14): the tuned bests (bench/results/cuda_tuning/cuda_conv2d_c*_b32.jsonl)
-# and larger register tiles (up to 64 accumulators a thread: cpt x xpt x npb)
+# and larger register tiles (up to 64 accumulators a thread: cpt x xpt x npb; 784 threads of 64 spill: the
+# register file holds 65536 for the block)
 BATCH_VARIANTS = {
     "tuned64_b32": dict(tile_co=64, co_per_thread=8, tile_y=14, tile_x=14, ci_tile=16, x_per_thread=2, n_per_block=2),
     "tuned256_b32": dict(tile_co=32, co_per_thread=4, tile_y=14, tile_x=14, ci_tile=32, x_per_thread=2,
@@ -39,6 +40,10 @@ BATCH_VARIANTS = {
     "co32_t8_x2_n4": dict(tile_co=32, co_per_thread=8, tile_y=14, tile_x=14, ci_tile=8, x_per_thread=2, n_per_block=4),
     "co128_t8_y7_x2_n2": dict(tile_co=128, co_per_thread=8, tile_y=7, tile_x=14, ci_tile=8, x_per_thread=2,
                               n_per_block=2),
+    "co64_t8_y7_x2_n4": dict(tile_co=64, co_per_thread=8, tile_y=7, tile_x=14, ci_tile=8, x_per_thread=2,
+                             n_per_block=4),
+    "co32_t8_y7_x2_n2_ci16": dict(tile_co=32, co_per_thread=8, tile_y=7, tile_x=14, ci_tile=16, x_per_thread=2,
+                                  n_per_block=2),
 }
 VARIANTS.update(BATCH_VARIANTS)
 LAYERS = {"64@56": (64, 56, 64), "256@14": (256, 14, 256)}       # CI, H = W, CO; 3x3, stride 1, pad 1

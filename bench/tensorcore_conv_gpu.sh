@@ -46,7 +46,7 @@ timeout 40 python3 cuda_tensorcore_bf16.py --json "$OUT/bf16.json" 2>&1 | tee "$
 fi
 if [[ $PARTS == *fp32* ]]; then
 timeout 30 python3 cuda_conv2d.py --batch 32 --layer 256@14 --repeat 7 \
-    --variants tuned256_b32,co64_t8_x2_n4,co64_t8_x2_n2_ci16,co32_t8_y7_x2_n4,co64_t16_x1_n4,co32_t8_x2_n4,co128_t8_y7_x2_n2 \
+    --variants tuned256_b32,co64_t8_x2_n4,co64_t8_x2_n2_ci16,co32_t8_y7_x2_n4,co64_t16_x1_n4,co32_t8_x2_n4,co128_t8_y7_x2_n2,co64_t8_y7_x2_n4,co32_t8_y7_x2_n2_ci16 \
     2>&1 | tee "$OUT/conv_fp32_256.log" | tail -2
 fi
 if [[ -n $TCC_TUNE ]]; then
