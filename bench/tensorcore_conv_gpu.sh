@@ -7,7 +7,8 @@
 # From the repo root on a GPU machine:
 #   bash bench/tensorcore_conv_gpu.sh
 # TCC_PARTS picks parts (default tests,conv,bf16,fp32); TCC_CONV_VARIANTS the fp16 conv bench's variants (default
-# all); TCC_TUNE=N also tunes the 3x3 64@56 and 256@14 layers for N trials each.
+# all); TCC_TUNE=N also tunes the tensor-core template at 3x3 64@56 and 256@14 and the fp32 template at
+# batch-32 256@14 for N trials each.
 set -o pipefail
 OUT=$(realpath -m "${OUT:-bench/results/tc_conv_run}")     # absolute: the benches run in bench/
 PARTS=${TCC_PARTS:-tests,conv,bf16,fp32}
@@ -55,4 +56,7 @@ cd .. && for t in "32 56 56 64 64 3 3 1 1 float16" "32 14 14 256 256 3 3 1 1 flo
     python3 -m tilecraft tune conv2d_nhwc_tensorcore $t --target cuda --trials "$TCC_TUNE" --no-verdict \
         --log "$OUT/tune_conv_$name.jsonl" 2>&1 | tee "$OUT/tune_conv_$name.log" | tail -3
 done
+# the fp32 template (register tiles up to 64 accumulators) at batch-32 256@14
+python3 -m tilecraft tune conv2d 32 256 14 14 256 3 3 1 1 float32 --target cuda --trials "$TCC_TUNE" --no-verdict \
+    --log "$OUT/tune_fp32_256_14_b32.jsonl" 2>&1 | tee "$OUT/tune_fp32_256_14_b32.log" | tail -3
 fi
