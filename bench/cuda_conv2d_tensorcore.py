@@ -4,13 +4,13 @@ one process on the same inputs.
 
     python bench/cuda_conv2d_tensorcore.py                                   # every layer and variant
     python bench/cuda_conv2d_tensorcore.py --layers 3x3_64@56,3x3_256@14 --variants fallback,64x64_w32_k32_s3_mb4
-    python bench/cuda_conv2d_tensorcore.py --dtype bfloat16                  # bf16 operands, fp32 output
+    python bench/cuda_conv2d_tensorcore.py --dtype bfloat16                  # bf16 operands and output
     python bench/cuda_conv2d_tensorcore.py --layers 3x3_64@56 --build-only & # fill nvcc's disk cache (a
     python bench/cuda_conv2d_tensorcore.py --cached                          # process a layer), then time
 
 The schedule is ``topi/conv2d_nhwc_tensorcore.py``'s (the gather of the padded input fetched by
 ``cp.async`` with zero-fill at the border, weights KRSC, fp32 accumulation, fp16 output; with
-``--dtype bfloat16`` bf16 operands beside cuDNN's bf16 and an fp32 output);
+``--dtype bfloat16`` bf16 operands and output beside cuDNN's bf16);
 ``fallback`` is the template's (``topi/conv2d_nhwc_tensorcore.cuda``) untuned choice. Each variant is
 checked first (output poisoned with NaN, rel. error against cuDNN in fp32 with TF32 off), then timed
 with CUDA events (median). Prints TFLOP/s, the ratio to cuDNN, the share of the fp16 dense peak (989
@@ -150,13 +150,13 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--json", default=None)
     p.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"))
-    p.add_argument("--out-dtype", default=None, choices=("float16", "float32"),
-                   help="default: float16 for float16 operands, float32 for bfloat16")
+    p.add_argument("--out-dtype", default=None, choices=("float16", "bfloat16", "float32"),
+                   help="default: the operands' dtype (as cuDNN's)")
     p.add_argument("--build-only", action="store_true", help="build the variants (nvcc's disk cache) and stop")
     p.add_argument("--cached", action="store_true",
                    help="take cubins from nvcc's disk cache (the build column then times cache hits)")
     a = p.parse_args(argv)
-    out_dtype = a.out_dtype or ("float16" if a.dtype == "float16" else "float32")
+    out_dtype = a.out_dtype or a.dtype
     if a.build_only:
         for label in a.layers.split(","):
             build_only(label, LAYERS[label], a.variants.split(","), a.dtype, out_dtype)

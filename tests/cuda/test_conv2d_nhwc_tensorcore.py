@@ -205,7 +205,8 @@ def test_errors():
     with pytest.raises(ValueError, match=r"conv2d_nhwc_tensorcore takes float16 or bfloat16 input and weights, got "
                                          r"'float32'"):
         conv2d_nhwc_tensorcore(2, 8, 8, 32, 32, 3, 3, dtype="float32")
-    with pytest.raises(ValueError, match=r"conv2d_nhwc_tensorcore writes float16 or float32, got out_dtype='int32'"):
+    with pytest.raises(ValueError, match=r"conv2d_nhwc_tensorcore writes float16, bfloat16 or float32, got "
+                                         r"out_dtype='int32'"):
         conv2d_nhwc_tensorcore(2, 8, 8, 32, 32, 3, 3, out_dtype="int32")
     with pytest.raises(ValueError, match=r"topi/conv2d_nhwc_tensorcore.cuda: C=3 input channels is not a multiple of "
                                          r"16 \(the tensor-core tile\); no configuration tiles it: pad the input "

@@ -98,6 +98,28 @@ def test_bf16_conv_emulated_and_compiled(rng):
     _nvcc(src)
 
 
+@pytest.mark.parametrize("layer,opts", [
+    ((2, 8, 8, 32, 32, 3, 3, 1, 1), dict(block=(2, 1), warp=(1, 2), chunk=2, stages=3)),
+    ((2, 8, 8, 32, 16, 1, 1, 1, 0), dict(block=(1, 1), warp=(2, 1), chunk=1, stages=0))])
+def test_bf16_conv_with_a_bf16_output(layer, opts, rng):
+    """bfloat16 Y: the float32 accumulator rounded to bfloat16 at the store (``__floats2bfloat162_rn``
+    in CUDA C; the emulator rounds by the store's TE definition): every element is a bfloat16
+    value, within bfloat16's rounding of the float64 convolution."""
+    N, H, W, C, K, R, S, st, pad = layer
+    s, (X, Wt, Y) = conv2d_nhwc_tensorcore(*layer, dtype="bfloat16", out_dtype="bfloat16", **opts)
+    func = tc.lower(s, [X, Wt, Y], target="cuda")
+    src = generate_cuda(func)
+    assert "tc_mma_store(" in src and "__nv_bfloat16* __restrict__ C_out" in src
+    x, w = _bf16(rng, (N, H, W, C)), _bf16(rng, (K, R, S, C))
+    y = np.full((N * H * W, K), np.nan, "float32")           # bfloat16 values are held in float32
+    emulate(func, [x, w, y])
+    ref = conv_ref(x, w, st, pad)
+    assert not np.isnan(y).any()
+    np.testing.assert_array_equal(y, dt.round_bfloat16(y))  # representable: rounded at the store
+    np.testing.assert_allclose(y, ref, rtol=2.0 ** -8, atol=1e-6 * np.abs(ref).max())
+    _nvcc(src)
+
+
 def test_bf16_arguments_must_be_rounded(rng):
     s, (A, B, C) = matmul_tensorcore(32, 32, 32, impl="mma", dtype="bfloat16", block=(1, 1), warp=(2, 2), chunk=1,
                                      double_buffer=False)
@@ -150,9 +172,10 @@ def test_gpu_bf16_gemm(layout_b, rng):
         assert not np.isnan(got).any() and _rel_err(got, ref) < 1e-5
 
 
-def test_gpu_bf16_conv_resnet50(rng):
-    """The template's untuned bf16 conv at ResNet-50's 3x3 128@28 layer (batch 32), fp32 output,
-    against torch's float64 convolution of the same bf16 values."""
+@pytest.mark.parametrize("out_dtype,tol", [("float32", 1e-5), ("bfloat16", 4e-3)])
+def test_gpu_bf16_conv_resnet50(out_dtype, tol, rng):
+    """The template's untuned bf16 conv at ResNet-50's 3x3 128@28 layer (batch 32), fp32 or bf16
+    output, against torch's float64 convolution of the same bf16 values."""
     why = gpu_available()
     if why:
         pytest.skip(f"{why}: checked by test_bf16_conv_emulated_and_compiled (emulator + nvcc) only")
@@ -165,7 +188,7 @@ def test_gpu_bf16_conv_resnet50(rng):
     from tilecraft.topi import conv2d_nhwc_tensorcore as CT
     layer = (32, 28, 28, 128, 128, 3, 3, 1, 1)
     N, H, W, C, K, R, S, st, pad = layer
-    task = autotune.task.create(CT.TEMPLATE, args=(*layer, "float32", "bfloat16"), target="cuda")
+    task = autotune.task.create(CT.TEMPLATE, args=(*layer, out_dtype, "bfloat16"), target="cuda")
     with tc.target.Target("cuda"), warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the fallback warns once per workload and process
         s, (X, Wt, Y) = task.func(*task.args)
@@ -175,7 +198,7 @@ def test_gpu_bf16_conv_resnet50(rng):
         w = torch.from_numpy(_bf16(rng, (K, R, S, C))).cuda().to(torch.bfloat16)
         ref = F.conv2d(x.double().permute(0, 3, 1, 2), w.double().permute(0, 3, 1, 2), stride=st, padding=pad)
         ref = ref.permute(0, 2, 3, 1).reshape(-1, K).cpu().numpy()
-        y = torch.full((N * H * W, K), float("nan"), device="cuda")
+        y = torch.full((N * H * W, K), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
         mod(x, w, y)
-        got = y.cpu().numpy()
-        assert not np.isnan(got).any() and _rel_err(got, ref) < 1e-5
+        got = y.float().cpu().numpy()
+        assert not np.isnan(got).any() and _rel_err(got, ref) < tol

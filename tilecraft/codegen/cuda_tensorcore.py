@@ -121,7 +121,7 @@ __device__ __forceinline__ void tc_mma_fill(T* d, T v) {
 }
 
 // the accumulator tile to memory, row-major with rows `stride` apart: each lane its 8 elements,
-// two at a time (float2 / int2, or half2 rounded to nearest: the float16 epilogue)
+// two at a time (float2 / int2, or half2 / bfloat162 rounded to nearest: the float16 / bfloat16 epilogue)
 __device__ __forceinline__ void tc_mma_store(float* out, const float* d, int stride) {
   const int lane = tc_lane(), g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -146,6 +146,16 @@ __device__ __forceinline__ void tc_mma_store(half* out, const float* d, int stri
     *(half2*)(out + (g + 8) * stride + 8 * h + 2 * t) = __floats2half2_rn(d[4 * h + 2], d[4 * h + 3]);
   }
 }
+#ifdef __CUDA_BF16_TYPES_EXIST__
+__device__ __forceinline__ void tc_mma_store(__nv_bfloat16* out, const float* d, int stride) {
+  const int lane = tc_lane(), g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    *(__nv_bfloat162*)(out + g * stride + 8 * h + 2 * t) = __floats2bfloat162_rn(d[4 * h], d[4 * h + 1]);
+    *(__nv_bfloat162*)(out + (g + 8) * stride + 8 * h + 2 * t) = __floats2bfloat162_rn(d[4 * h + 2], d[4 * h + 3]);
+  }
+}
+#endif
 """
 
 MMA_PRELUDE = _MMA_PRELUDE.replace("@MMA_FUNCTIONS@", "".join(_mma_function(d) for d in MMA_KINDS))
@@ -316,9 +326,10 @@ def warp_call(r, e) -> str:
     if name == "tc_mma_store":
         (f, i), = frags
         acc, out = r.fragments[f][2], dt.element_of(ptr.buffer.dtype)
-        if out != acc and not (acc == "float32" and out == "float16"):
+        if out != acc and not (acc == "float32" and out in ("float16", "bfloat16")):
             raise FragmentError(f"tc_mma_store of '{f}' ({acc}) into '{ptr.buffer.name}' ({ptr.buffer.dtype}): "
-                                f"an accumulator is stored as its own dtype (or float32 as float16)")
+                                f"an accumulator is stored as its own dtype "
+                                f"(or float32 as float16 or bfloat16)")
         return f"tc_mma_store({r.expr(ptr)}, {f} + 8 * ({i}), {r.expr(ops['stride'])})"
     raise FragmentError(f"no CUDA C for the call {name}")
 

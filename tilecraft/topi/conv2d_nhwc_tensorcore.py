@@ -13,8 +13,8 @@ reduction over the R·S filter taps times the C input channels (GEMM K = R·S·C
   ``c`` (contiguous in NHWC) and share one border condition, so the fetch is ``cp.async`` copies
   of 16 bytes, ``tc_cp_async_zfill`` (src-size 0: zeros) where the tap falls into the padding;
 * ``B[rs, k, c] = Wt[k, r, s, c]``: the weights, B stored (N, K) per tap (``layout_b="col_major"``);
-* ``Y`` (N·OH·OW, K): the NHWC output, flattened (``y.view(N, OH, OW, K)``), float16 (rounded
-  once at the store) or float32.
+* ``Y`` (N·OH·OW, K): the NHWC output, flattened (``y.view(N, OH, OW, K)``), float16 or
+  bfloat16 (rounded once at the store) or float32.
 
 The reduction walks the taps outermost and ``C`` in steps of ``16·chunk`` inside each (one loop
 of R·S·C / (16·chunk) steps through the ``stages`` ring), so a step never straddles two taps:
@@ -84,7 +84,7 @@ def conv2d_nhwc_tensorcore(N, H, W, C, K, R, S, stride=1, padding=0, dtype="floa
     """conv2d of ``X`` (N, H, W, C) with ``Wt`` (K, R, S, C), both ``dtype`` (float16 or bfloat16),
     on tensor cores (the implicit GEMM of the module docstring): returns ``s, (X, Wt, Y)`` with
     ``Y`` (N·OH·OW, K) of ``out_dtype``
-    (float16 or float32; accumulation in float32). The GEMM options are ``matmul_tensorcore``'s:
+    (float16, bfloat16 or float32, rounded once at the store; accumulation in float32). The GEMM options are ``matmul_tensorcore``'s:
     ``block`` warps of ``warp`` 16 x 16 tiles each (a block computes ``16·block[0]·warp[0]``
     output pixels × ``16·block[1]·warp[1]`` output channels), ``16·chunk``-deep steps through a
     ring of ``stages`` cp.async buffers (0: one synchronous tile), ``raster``, ``min_blocks``.
@@ -94,8 +94,8 @@ def conv2d_nhwc_tensorcore(N, H, W, C, K, R, S, stride=1, padding=0, dtype="floa
     """
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"conv2d_nhwc_tensorcore takes float16 or bfloat16 input and weights, got {dtype!r}")
-    if out_dtype not in ("float16", "float32"):
-        raise ValueError(f"conv2d_nhwc_tensorcore writes float16 or float32, got out_dtype={out_dtype!r}")
+    if out_dtype not in ("float16", "bfloat16", "float32"):
+        raise ValueError(f"conv2d_nhwc_tensorcore writes float16, bfloat16 or float32, got out_dtype={out_dtype!r}")
     kd, acc = _kind(dtype, "mma")
     step = kd * chunk
     if C % step:

@@ -139,14 +139,14 @@ def mma(layout_a: str = "row_major", layout_b: str = "row_major", impl: str = "w
 
 def store_matrix(impl: str = "wmma", dst_scope: str = "global", acc: str = "float32", out: str = None):
     """Store a 16 x 16 accumulator tile (``acc``: float32, or int32 on the mma path), row-major,
-    to ``dst_scope`` memory as ``out`` (default ``acc``; float16 from float32 on the mma path: the
-    rounded, half-size epilogue).
+    to ``dst_scope`` memory as ``out`` (default ``acc``; float16 or bfloat16 from float32 on the mma
+    path: the rounded, half-size epilogue).
 
     >>> intrin = store_matrix("mma", acc="float32", out="float16")     # C[i, j] = float16(acc[i, j])
     """
     out = out or acc
     ok = {("float32", "float32")} if impl == "wmma" else {("float32", "float32"), ("float32", "float16"),
-                                                          ("int32", "int32")}
+                                                          ("float32", "bfloat16"), ("int32", "int32")}
     if (acc, out) not in ok:
         raise ValueError(f"the {impl} path stores a {acc} accumulator as one of "
                          f"{sorted(o for a, o in ok if a == acc) or 'nothing'}, not {out!r}")
