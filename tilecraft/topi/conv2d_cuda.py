@@ -14,8 +14,7 @@ neighbouring pixels for ``co_per_thread`` channels; on outputs of at most 8×8 p
 with its halo and the transposed weights into shared memory). On batches of several images,
 ``n_per_block`` images share a block (each weight fetched serves them all; the register tile
 holds the thread's pixels × channels for each image). Its sizes are the knobs; the filter
-keeps configurations that divide the output, keep at most 64 accumulators per thread with the
-block's registers (threads × (accumulators + 24)) within an SM's 65536, fit
+keeps configurations that divide the output, keep at most 32 accumulators per thread, fit
 ``SHARED_LIMIT`` bytes of shared memory (above 48 KB the kernel takes dynamic shared memory; the
 limit leaves room for two blocks per H100/H200 multiprocessor) and launch 32 to 1024 threads
 per block.
@@ -26,13 +25,6 @@ import tilecraft.autotune as autotune
 
 
 SHARED_LIMIT = 100 * 1024
-# the register tile: at most 64 accumulators a thread (a batch-32 layer of 256 channels at 14x14
-# wants 8 channels x 2 pixels x 4 images), and the block's threads x (accumulators + about 24
-# registers of addresses and operands) within an SM's 65536 registers, else nvcc spills under the
-# kernel's __launch_bounds__
-MAX_ACCUMULATORS = 64
-REGISTERS_BESIDE_ACCUMULATORS = 24
-REGISTER_FILE = 65536
 
 
 def _divisors(n: int, at_most: int) -> list:
@@ -46,15 +38,12 @@ def conv_tiles_ok(CI, OH, OW, CO, KH, KW, tile_co, tile_y, tile_x, cpt, ci_tile,
         return False
     if CI % (ci_tile * k_split):
         return False
-    acc = cpt * xpt * n_per_block            # accumulators per thread
-    if acc > MAX_ACCUMULATORS:
+    if cpt * xpt * n_per_block > 32:         # accumulators per thread
         return False
     tz = tile_co // cpt
     threads = tile_x // xpt * tile_y * tz
     if not 32 <= threads <= 1024 or tz > 64:
         return False
-    if threads * (acc + REGISTERS_BESIDE_ACCUMULATORS) > REGISTER_FILE:
-        return False                         # the block's registers would spill to local memory
     patch = ((tile_y - 1) * stride + KH) * ((tile_x - 1) * stride + KW)
     shared = ci_tile * (n_per_block * patch + KH * KW * tile_co) * 4
     return shared <= SHARED_LIMIT
