@@ -95,7 +95,8 @@ def conv2d_nhwc_tensorcore(N, H, W, C, K, R, S, stride=1, padding=0, dtype="floa
     if dtype not in ("float16", "bfloat16"):
         raise ValueError(f"conv2d_nhwc_tensorcore takes float16 or bfloat16 input and weights, got {dtype!r}")
     if out_dtype not in ("float16", "bfloat16", "float32"):
-        raise ValueError(f"conv2d_nhwc_tensorcore writes float16, bfloat16 or float32, got out_dtype={out_dtype!r}")
+        raise ValueError(f"conv2d_nhwc_tensorcore writes float16, bfloat16 or float32, "
+                         f"got out_dtype={out_dtype!r}")
     kd, acc = _kind(dtype, "mma")
     step = kd * chunk
     if C % step:
@@ -146,8 +147,12 @@ def conv_fits(M, K, C, R, S, block, warp, chunk, stages, raster=0) -> bool:
 
 
 # untuned: the first of these (largest first) that fits and gives the GPU at least MIN_BLOCKS blocks
-# (two per multiprocessor of an H100); if none does, the one with the most blocks
-MIN_BLOCKS = 264
+# (one per multiprocessor of an H100); if none does, the one with the most blocks. On an H100 at
+# ResNet-50's six batch-32 layers this picks the fastest variant measured at four, 5% and 15%
+# (1x1 256->64 @56, where 64-deep steps win) behind it at the other two
+# (bench/results/h100_2026-11-24_s21_tcconv: 128 x 64 at 14x14 is 196 blocks and 27% faster than
+# 64 x 64, which an earlier bound of two blocks per multiprocessor chose)
+MIN_BLOCKS = 132
 FALLBACKS = [dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, raster=0, min_blocks=2),
              dict(block=(2, 2), warp=(4, 2), chunk=2, stages=3, raster=0, min_blocks=2),
              dict(block=(2, 2), warp=(2, 2), chunk=2, stages=3, raster=0, min_blocks=0),
@@ -160,10 +165,10 @@ def fallback(M: int, K: int, ok) -> dict:
     """The untuned configuration of a layer with M = N·OH·OW output pixels and K output channels:
     the first of ``FALLBACKS`` that ``ok`` accepts and that gives at least ``MIN_BLOCKS`` blocks,
     else the accepted one with the most blocks (a late ResNet layer, 6272 x 256 at batch 32, has
-    98 blocks of 128 x 128: too few for 132 multiprocessors).
+    98 blocks of 128 x 128: too few for 132 multiprocessors; it gets 196 of 128 x 64).
 
     >>> fallback(32 * 14 * 14, 256, lambda o: True)["warp"]
-    (2, 2)
+    (4, 2)
     """
     def blocks(o):
         return (M // (TILE * o["block"][0] * o["warp"][0])) * (K // (TILE * o["block"][1] * o["warp"][1]))
