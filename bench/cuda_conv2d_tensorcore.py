@@ -5,6 +5,7 @@ one process on the same inputs.
     python bench/cuda_conv2d_tensorcore.py                                   # every layer and variant
     python bench/cuda_conv2d_tensorcore.py --layers 3x3_64@56,3x3_256@14 --variants fallback,64x64_w32_k32_s3_mb4
     python bench/cuda_conv2d_tensorcore.py --dtype bfloat16                  # bf16 operands and output
+    python bench/cuda_conv2d_tensorcore.py --gemm-twin                       # + the plain GEMM of each
     python bench/cuda_conv2d_tensorcore.py --layers 3x3_64@56 --build-only & # fill nvcc's disk cache (a
     python bench/cuda_conv2d_tensorcore.py --cached                          # process a layer), then time
 
@@ -14,7 +15,10 @@ The schedule is ``topi/conv2d_nhwc_tensorcore.py``'s (the gather of the padded i
 ``fallback`` is the template's (``topi/conv2d_nhwc_tensorcore.cuda``) untuned choice. Each variant is
 checked first (output poisoned with NaN, rel. error against cuDNN in fp32 with TF32 off), then timed
 with CUDA events (median). Prints TFLOP/s, the ratio to cuDNN, the share of the fp16 dense peak (989
-TFLOP/s, H100 SXM) and the build time; ``--json FILE`` writes every row.
+TFLOP/s, H100 SXM) and the build time; ``--json FILE`` writes every row. ``--gemm-twin`` also
+times, beside each variant, ``matmul_tensorcore`` with the same tile on the GEMM of the same size
+(M = N·OH·OW, N = K, K = R·S·C, B stored (N, K)): what the gather costs against a GEMM of that
+shape (the variant's ``twin`` row).
 """
 from __future__ import annotations
 
@@ -80,6 +84,17 @@ def _fitting(shape, names):
         VARIANTS[n]["stages"], VARIANTS[n].get("raster", 0))]
 
 
+def _twin(shape, kw, dtype, out_dtype):
+    """The plain GEMM of a layer's implicit GEMM with variant ``kw``'s tile: ``(s, [A, B, C])``."""
+    from tilecraft.topi.conv2d_nhwc_tensorcore import out_size
+    from tilecraft.topi.tensorcore import matmul_tensorcore
+    N, H, W, C, K, R, S, st, pad = shape
+    OH, OW = out_size(H, W, R, S, st, pad)
+    s, t = matmul_tensorcore(N * OH * OW, K, R * S * C, impl="mma", layout_b="col_major", dtype=dtype,
+                             out_dtype=out_dtype, double_buffer=False, **kw)
+    return s, list(t)
+
+
 def build_only(label, shape, names, dtype, out_dtype):
     """Build every fitting variant of a layer into nvcc's disk cache (a later run with ``--cached``
     finds the cubins), printing the build times (nvcc's: a cache miss on a fresh machine); no GPU
@@ -104,7 +119,8 @@ def build_only(label, shape, names, dtype, out_dtype):
               flush=True)
 
 
-def bench_layer(torch, label, shape, names, repeat, rows, dtype="float16", out_dtype="float16", cache=False):
+def bench_layer(torch, label, shape, names, repeat, rows, dtype="float16", out_dtype="float16", cache=False,
+                twin=False):
     import torch.nn.functional as F
 
     from tilecraft.topi.conv2d_nhwc_tensorcore import out_size
@@ -141,6 +157,37 @@ def bench_layer(torch, label, shape, names, repeat, rows, dtype="float16", out_d
         rows.append(row)
         print(f"  {name:28s} {row['tflops']:6.1f} TFLOP/s  {row['ratio']:6.1%} of cuDNN  {row['peak']:5.1%} of peak  "
               f"rel.err {err:.1e}  build {build['total'] * 1e3:.0f} ms (nvcc {build['nvcc'] * 1e3:.0f})", flush=True)
+        if twin:
+            _bench_twin(torch, label, shape, name, repeat, rows, dtype, out_dtype, flops, t_ref)
+
+
+def _bench_twin(torch, label, shape, name, repeat, rows, dtype, out_dtype, flops, t_ref):
+    """The plain GEMM of the layer's size with variant ``name``'s tile (the fallback's: the
+    template's choice), timed like the conv, checked against torch in float32."""
+    from tilecraft.topi.conv2d_nhwc_tensorcore import conv_fits, fallback, out_size
+    N, H, W, C, K, R, S, st, pad = shape
+    OH, OW = out_size(H, W, R, S, st, pad)
+    M = N * OH * OW
+    kw = VARIANTS[name] or fallback(M, K, lambda o: conv_fits(M, K, C, R, S, o["block"], o["warp"], o["chunk"],
+                                                              o["stages"], o["raster"]))
+    tdt = getattr(torch, dtype)
+    a = torch.randn(M, R * S * C, device="cuda", dtype=tdt)
+    b = (torch.randn(K, R * S * C, device="cuda", dtype=tdt) / (C * R * S) ** 0.5)
+    try:
+        build, mod = build_breakdown(lambda: _twin(shape, kw, dtype, out_dtype), runs=1)
+    except Exception as e:
+        print(f"  {name + ' twin':28s} {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
+        return
+    y = torch.full((M, K), float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
+    mod(a, b, y)
+    torch.cuda.synchronize()
+    err = rel_err(y, a.float() @ b.float().t())
+    t = tc_time(mod, (a, b, y), repeat=repeat, number=20)
+    rows.append(dict(layer=label, dtype=dtype, variant=name + " twin", tflops=flops / t / 1e12, ratio=t_ref / t,
+                     peak=flops / t / PEAK_FP16, rel_err=err, us=t * 1e6, cudnn_us=t_ref * 1e6,
+                     cudnn_tflops=flops / t_ref / 1e12, build_s=build["total"], twin=True))
+    print(f"  {name + ' twin':28s} {flops / t / 1e12:6.1f} TFLOP/s  (the GEMM {M}x{K}x{R * S * C}, same tile)  "
+          f"rel.err {err:.1e}", flush=True)
 
 
 def main(argv=None):
@@ -153,6 +200,7 @@ def main(argv=None):
     p.add_argument("--out-dtype", default=None, choices=("float16", "bfloat16", "float32"),
                    help="default: the operands' dtype (as cuDNN's)")
     p.add_argument("--build-only", action="store_true", help="build the variants (nvcc's disk cache) and stop")
+    p.add_argument("--gemm-twin", action="store_true", help="also time the plain GEMM of each layer and tile")
     p.add_argument("--cached", action="store_true",
                    help="take cubins from nvcc's disk cache (the build column then times cache hits)")
     a = p.parse_args(argv)
@@ -168,9 +216,10 @@ def main(argv=None):
     print(f"conv2d NHWC {a.dtype} (fp32 accumulate, {out_dtype} out) on tensor cores, batch 32, "
           f"on {device_line()}")
     for label in a.layers.split(","):
-        bench_layer(torch, label, LAYERS[label], a.variants.split(","), a.repeat, rows, a.dtype, out_dtype, a.cached)
+        bench_layer(torch, label, LAYERS[label], a.variants.split(","), a.repeat, rows, a.dtype, out_dtype, a.cached,
+                    a.gemm_twin)
     for label in a.layers.split(","):
-        got = [r for r in rows if r["layer"] == label and r["rel_err"] < 1e-2]
+        got = [r for r in rows if r["layer"] == label and r["rel_err"] < 1e-2 and not r.get("twin")]
         if got:
             b = max(got, key=lambda r: r["tflops"])
             print(f"RESULT {a.dtype} {label}: best '{b['variant']}' {b['tflops']:.1f} TFLOP/s = "

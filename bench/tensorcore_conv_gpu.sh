@@ -2,7 +2,8 @@
 # One device run for issue 12's conv / bf16 pieces (<= 5 min): the `cuda`-marked tests of the implicit-GEMM
 # conv2d, bf16 and the cp.async pipeline (while the conv variants are nvcc-built into a fresh disk cache, one
 # process a layer: their BUILD lines are cache misses), then the conv bench at ResNet-50's batch-32 layers
-# beside cuDNN (channels_last, benchmark mode; fp16, then bf16 at three layers), bf16 GEMM 4096^3 beside
+# beside cuDNN (channels_last, benchmark mode; fp16, then bf16 at three layers, then four layers beside the
+# plain GEMM of their size and tile: what the gather costs), bf16 GEMM 4096^3 beside
 # cuBLAS, and fp32 batch-32 conv beside cuDNN (TF32 off); logs under $OUT (default bench/results/tc_conv_run).
 # From the repo root on a GPU machine:
 #   bash bench/tensorcore_conv_gpu.sh
@@ -41,6 +42,10 @@ timeout 100 python3 cuda_conv2d_tensorcore.py --cached --repeat 7 ${TCC_CONV_VAR
     --json "$OUT/conv_tc.json" 2>&1 | tee "$OUT/conv_tc.log" | grep RESULT
 timeout 40 python3 cuda_conv2d_tensorcore.py --cached --repeat 7 --dtype bfloat16 --layers "$BF_LAYERS" \
     --variants "$BF_VARIANTS" --json "$OUT/conv_tc_bf16.json" 2>&1 | tee "$OUT/conv_tc_bf16.log" | grep RESULT
+# the gather's cost: each conv beside the plain GEMM of its size with the same tile
+timeout 60 python3 cuda_conv2d_tensorcore.py --cached --repeat 7 --gemm-twin --layers "$BF_LAYERS,3x3_128@28" \
+    --variants fallback,128x64_w64x32_k32_s3_mb2 --json "$OUT/conv_tc_twin.json" 2>&1 | tee "$OUT/conv_tc_twin.log" \
+    | grep twin
 fi
 if [[ $PARTS == *bf16* ]]; then
 timeout 40 python3 cuda_tensorcore_bf16.py --json "$OUT/bf16.json" 2>&1 | tee "$OUT/bf16.log" | grep RESULT
