@@ -36,8 +36,9 @@ def tc_time(mod, args, repeat=9, number=20) -> float:
     return r.median
 
 
-def build_breakdown(make, runs=3) -> dict:
-    """Median seconds of lower, CUDA C generation, nvcc (no cache) and load, over ``runs`` builds."""
+def build_breakdown(make, runs=3, cache=False) -> dict:
+    """Median seconds of lower, CUDA C generation, nvcc (no cache; ``cache=True``: nvcc's disk cache,
+    read and written) and load, over ``runs`` builds."""
     import tilecraft
     from tilecraft.codegen.cuda import generate_cuda
     from tilecraft.codegen.cuda_compile import compile_cuda
@@ -51,7 +52,7 @@ def build_breakdown(make, runs=3) -> dict:
         t1 = time.perf_counter()
         src = generate_cuda(f)
         t2 = time.perf_counter()
-        cubin = compile_cuda(src, "sm_90", use_cache=False)
+        cubin = compile_cuda(src, "sm_90", use_cache=cache)
         t3 = time.perf_counter()
         mod = CUDAModule([f], src, cubin, "sm_90", "cuda")
         mod.load()

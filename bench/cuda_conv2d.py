@@ -1,8 +1,9 @@
-"""ResNet-18's 3x3 convolution (64->64 channels, 56x56, batch 1, fp32, stride 1, pad 1) on the GPU:
+"""ResNet-18's 3x3 convolution (64->64 channels, 56x56, batch 1, fp32, stride 1, pad 1; or 256->256 at 14x14) on the GPU:
 tilecraft's hand schedule beside cuDNN (``torch.nn.functional.conv2d``, TF32 off).
 
     python bench/cuda_conv2d.py
     python bench/cuda_conv2d.py --batch 8
+    python bench/cuda_conv2d.py --batch 32 --layer 256@14 --variants tuned256_b32,co64_t8_x2_n4   # ResNet-50's
 
 The schedule (tilecraft/topi/cuda_schedules.py: conv2d_nchw): a block per (16 output
 channels, 4x8 pixels), one pixel x 4 channels per thread, the padded input patch (with halo) and
@@ -22,11 +23,36 @@ VARIANTS = {
     "y2x28_co8": dict(tile_y=2, tile_x=28, tile_co=16, co_per_thread=8, ci_tile=8),
     "ci8": dict(ci_tile=8),
 }
+# batch 32 (--layer 64@56 or 256@14): the tuned bests (bench/results/cuda_tuning/cuda_conv2d_c*_b32.jsonl)
+# and larger register tiles (up to 64 accumulators a thread: cpt x xpt x npb; 784 threads of 64 spill: the
+# register file holds 65536 for the block)
+BATCH_VARIANTS = {
+    "tuned64_b32": dict(tile_co=64, co_per_thread=8, tile_y=14, tile_x=14, ci_tile=16, x_per_thread=2, n_per_block=2),
+    "tuned256_b32": dict(tile_co=32, co_per_thread=4, tile_y=14, tile_x=14, ci_tile=32, x_per_thread=2,
+                         n_per_block=2),
+    "co64_t8_x2_n4": dict(tile_co=64, co_per_thread=8, tile_y=14, tile_x=14, ci_tile=8, x_per_thread=2, n_per_block=4),
+    "co64_t8_x2_n2_ci16": dict(tile_co=64, co_per_thread=8, tile_y=14, tile_x=14, ci_tile=16, x_per_thread=2,
+                               n_per_block=2),
+    "co32_t8_y7_x2_n4": dict(tile_co=32, co_per_thread=8, tile_y=7, tile_x=14, ci_tile=16, x_per_thread=2,
+                             n_per_block=4),
+    "co64_t16_x1_n4": dict(tile_co=64, co_per_thread=16, tile_y=14, tile_x=14, ci_tile=8, x_per_thread=1,
+                           n_per_block=4),
+    "co32_t8_x2_n4": dict(tile_co=32, co_per_thread=8, tile_y=14, tile_x=14, ci_tile=8, x_per_thread=2, n_per_block=4),
+    "co128_t8_y7_x2_n2": dict(tile_co=128, co_per_thread=8, tile_y=7, tile_x=14, ci_tile=8, x_per_thread=2,
+                              n_per_block=2),
+    "co64_t8_y7_x2_n4": dict(tile_co=64, co_per_thread=8, tile_y=7, tile_x=14, ci_tile=8, x_per_thread=2,
+                             n_per_block=4),
+    "co32_t8_y7_x2_n2_ci16": dict(tile_co=32, co_per_thread=8, tile_y=7, tile_x=14, ci_tile=16, x_per_thread=2,
+                                  n_per_block=2),
+}
+VARIANTS.update(BATCH_VARIANTS)
+LAYERS = {"64@56": (64, 56, 64), "256@14": (256, 14, 256)}       # CI, H = W, CO; 3x3, stride 1, pad 1
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--layer", default="64@56", choices=sorted(LAYERS))
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--repeat", type=int, default=9)
     a = p.parse_args(argv)
@@ -36,7 +62,8 @@ def main(argv=None):
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
-    N, CI, H, W, CO = a.batch, 64, 56, 56, 64
+    CI, H, CO = LAYERS[a.layer]
+    N, W = a.batch, H
     flops = 2.0 * N * CO * CI * 9 * H * W
     D = torch.randn(N, CI, H, W, device="cuda")
     Wt = torch.randn(CO, CI, 3, 3, device="cuda")
@@ -61,8 +88,10 @@ def main(argv=None):
         rows.append((name, flops / t / 1e12, t_ref / t, err, build))
         print(f"  {name:12s} {flops / t / 1e12:6.2f} TFLOP/s ({t*1e6:.1f} us)  {t_ref / t:6.1%} of cuDNN  "
               f"rel.err {err:.1e}  build {build['total']*1e3:.0f} ms")
+    if not rows:
+        return
     best = max(rows, key=lambda r: r[1])
-    print(f"RESULT conv2d batch {N}: tilecraft best '{best[0]}' {best[1]:.2f} TFLOP/s = {best[2]:.1%} of "
+    print(f"RESULT conv2d {a.layer} batch {N}: tilecraft best '{best[0]}' {best[1]:.2f} TFLOP/s = {best[2]:.1%} of "
           f"cuDNN {flops / t_ref / 1e12:.2f} TFLOP/s (target >= 50%)")
     d = [r for r in rows if r[0] == "default"]
     if d:

@@ -33,7 +33,7 @@ TOPI_MODULES = ("tilecraft.topi.matmul", "tilecraft.topi.batch_matmul", "tilecra
                 "tilecraft.topi.conv2d_cuda", "tilecraft.topi.softmax", "tilecraft.topi.layer_norm",
                 "tilecraft.topi.pooling", "tilecraft.topi.sparse", "tilecraft.topi.matmul_microkernel",
                 "tilecraft.topi.conv2d_microkernel", "tilecraft.topi.tensorcore_template",
-                "tilecraft.topi.tensorcore_nn")
+                "tilecraft.topi.tensorcore_nn", "tilecraft.topi.conv2d_nhwc_tensorcore")
 TOPI_TEMPLATES = {
     "matmul": ("tilecraft.topi.matmul", "topi/matmul.{kind}"),
     "batch_matmul": ("tilecraft.topi.batch_matmul", "topi/batch_matmul.{kind}"),
@@ -53,6 +53,7 @@ TOPI_TEMPLATES = {
     "spmm_pieces": ("tilecraft.topi.sparse_cuda", "topi/spmm_pieces.{kind}"),
     "batch_matmul_tensorcore": ("tilecraft.topi.tensorcore_nn", "topi/batch_matmul_tensorcore.{kind}"),
     "dense_tensorcore": ("tilecraft.topi.tensorcore_nn", "topi/dense_tensorcore.{kind}"),
+    "conv2d_nhwc_tensorcore": ("tilecraft.topi.conv2d_nhwc_tensorcore", "topi/conv2d_nhwc_tensorcore.{kind}"),
 }
 
 

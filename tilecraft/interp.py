@@ -180,7 +180,7 @@ def _fed(t: Tensor, arrays: dict, scalars: dict) -> np.ndarray:
         raise InterpError(f"no value for placeholder '{t.name}' in the feed")
     a = arrays[t]
     shape = tuple(_scalar(s, scalars, f"the shape of '{t.name}'") for s in t.shape)
-    if a.shape != shape or a.dtype != np.dtype(t.dtype):
+    if a.shape != shape or a.dtype != _np(t.dtype):
         raise InterpError(f"placeholder '{t.name}' expects {t.dtype}{list(shape)}, "
                           f"got {a.dtype}{list(a.shape)}")
     return a
@@ -360,7 +360,7 @@ def _fold_last(comb, vals: list) -> list:
 # expressions
 
 def _np(dtype: str) -> np.dtype:
-    return np.dtype(dtype)
+    return np.dtype(dt.numpy_name(dtype) if "bfloat16" in dtype else dtype)
 
 
 _BINARY = {
@@ -434,6 +434,8 @@ class _Eval:
             return v != 0
         if dt.is_int(e.dtype) and dt.is_float(e.value.dtype):
             v = np.trunc(np.nan_to_num(v))   # float -> int truncates towards zero (C)
+        if dt.element_of(e.dtype) == "bfloat16":
+            return dt.round_bfloat16(v)
         return v.astype(_np(e.dtype))
 
     def Select(self, e, mask):

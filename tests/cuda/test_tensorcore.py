@@ -183,7 +183,7 @@ def test_kind_errors():
         matmul_tensorcore(64, 64, 64, impl="mma", dtype="int8")
     with pytest.raises(ValueError, match=r"tensor-core operands must be float16 on the wmma path, got 'float32'"):
         matmul_tensorcore(64, 64, 64, impl="wmma", dtype="float32", layout_b="col_major")
-    with pytest.raises(ValueError, match=r"tensor-core operands must be float16 or float32 or int8 on the mma path, "
+    with pytest.raises(ValueError, match=r"tensor-core operands must be float16 or float32 or int8 or bfloat16 on the mma path, "
                                          r"got 'float64'"):
         matmul_tensorcore(64, 64, 64, impl="mma", dtype="float64", layout_b="col_major")
     with pytest.raises(ValueError, match=r"the mma path stores a int32 accumulator as one of \['int32'\], not "

@@ -150,7 +150,7 @@ def test_fragment_of_a_partial_tile():
 def test_mma_fragment_of_the_wrong_dtype():
     func = _copy_through_fragment("mma.matrix_a", "int16")
     with pytest.raises(FragmentError, match=r"the fragment 'A\.mma\.matrix_a' in scope mma.matrix_a is int16; "
-                                            r"the mma.sync path takes float16, float32 \(tf32\) or int8 operands "
+                                            r"the mma.sync path takes float16, bfloat16, float32 \(tf32\) or int8 operands "
                                             r"and a float32 or int32 accumulator"):
         generate_cuda(func)
 
@@ -273,7 +273,8 @@ def test_store_of_an_accumulator_as_another_dtype(monkeypatch):
     s, (A, B, C) = T.matmul_tensorcore(32, 32, 32, impl="mma", block=(1, 1), warp=(2, 2), chunk=2,
                                        double_buffer=False, out_dtype="int32")
     with pytest.raises(FragmentError, match=r"tc_mma_store of 'C' \(float32\) into 'C_out' \(int32\): "
-                                            r"an accumulator is stored as its own dtype \(or float32 as float16\)"):
+                                            r"an accumulator is stored as its own dtype "
+                                            r"\(or float32 as float16 or bfloat16\)"):
         generate_cuda(tc.lower(s, [A, B, C], target="cuda"))
 
 

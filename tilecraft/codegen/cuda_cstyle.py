@@ -27,6 +27,7 @@ C_TYPES = {
     "bool": "bool", "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",
     "uint8": "unsigned char", "uint16": "unsigned short", "uint32": "unsigned int",
     "uint64": "unsigned long long", "float16": "half", "float32": "float", "float64": "double",
+    "bfloat16": "__nv_bfloat16",
 }
 
 # operators with the same meaning in C; FLOORDIV/FLOORMOD/MIN/MAX are methods

@@ -321,6 +321,8 @@ class _Kernel(TensorIntrinMixin, AsyncCopyMixin):
             return np.logical_not(a) if e.op is UnOp.NOT else -a
         if t is Cast:
             with np.errstate(all="ignore"):
+                if dt.element_of(e.dtype) == "bfloat16":
+                    return dt.round_bfloat16(self.expr(e.value, mask))
                 return self.expr(e.value, mask).astype(_np(e.dtype))
         if t is Select:
             c = self.expr(e.condition, mask).astype(bool)
@@ -619,6 +621,9 @@ def emulate(func, args, check_races: bool = True) -> None:
     for b, a in zip(buffers, args):
         if a.dtype != _np(b.dtype):
             raise TypeError(f"'{b.name}': expected {b.dtype}, got {a.dtype}")
+        if dt.element_of(b.dtype) == "bfloat16" and not np.array_equal(dt.round_bfloat16(a), a, equal_nan=True):
+            raise TypeError(f"'{b.name}' is bfloat16: pass float32 values rounded to bfloat16 "
+                            f"(tilecraft.ir.dtype.round_bfloat16), got float32 values that are not")
         for d, s in zip(b.shape, a.shape):
             if isinstance(d, Var):
                 env[d] = s

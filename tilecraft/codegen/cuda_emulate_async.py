@@ -1,6 +1,7 @@
 """Asynchronous copies (``cp.async``) in the CUDA emulator (``cuda_emulate.py``).
 
-A thread's ``tc_cp_async(dst, src, bytes)`` reads its source when it is issued but does not
+A thread's ``tc_cp_async(dst, src, bytes)`` (or ``tc_cp_async_zfill(dst, src, bytes, pred)``, which
+reads nothing and copies zeros where ``pred`` fails) reads its source when it is issued but does not
 write shared memory then: the copy is *in flight*, tagged with the group the thread's next
 ``tc_cp_async_commit()`` closes. ``tc_cp_async_wait(n)`` lands, for each thread that runs it,
 every copy of its groups but the newest ``n`` (as ``cp.async.wait_group n``); a landed copy is
@@ -30,7 +31,7 @@ class AsyncCopyMixin:
         self.in_flight_count: dict = {}                  # shared buffer -> (blocks, n) copies in flight
 
     def async_copy(self, call, mask):
-        if call.name == "tc_cp_async":
+        if call.name in ("tc_cp_async", "tc_cp_async_zfill"):
             self._cp_async_start(call, mask)
         elif call.name == "tc_cp_async_commit":
             self.committed[mask] += 1
@@ -39,7 +40,9 @@ class AsyncCopyMixin:
 
     def _cp_async_start(self, call, mask):
         from .cuda_emulate import EmulationError
-        dst, src, nbytes = call.args
+        dst, src, nbytes = call.args[:3]
+        # tc_cp_async_zfill: lanes whose predicate fails read nothing and land zeros
+        read = mask & self.expr(call.args[3], mask).astype(bool) if len(call.args) == 4 else mask
         size = dt.bits(dst.buffer.dtype) // 8
         if dt.bits(src.buffer.dtype) // 8 != size:
             raise EmulationError(f"kernel {self.info.name}: cp.async from '{src.buffer.name}' ({src.buffer.dtype}) "
@@ -49,8 +52,8 @@ class AsyncCopyMixin:
         lanes = np.nonzero(mask)[0]
         d0 = self.expr(dst.offset, mask).astype(np.int64)
         s0 = self.expr(src.offset, mask).astype(np.int64)
-        for name, off in ((src.buffer.name, s0), (dst.buffer.name, d0)):
-            bad = mask & (off % n != 0)
+        for name, off, m in ((src.buffer.name, s0, read), (dst.buffer.name, d0, mask)):
+            bad = m & (off % n != 0)
             if bad.any():
                 k = int(np.argmax(bad))
                 raise EmulationError(
@@ -59,12 +62,15 @@ class AsyncCopyMixin:
         step = np.arange(n)
         s_idx, d_idx = s0[:, None] + step, d0[:, None] + step
         glob = self.globals[src.buffer]
-        self._check_bounds(src.buffer, s_idx, mask, glob.size)
+        self._check_bounds(src.buffer, s_idx, read, glob.size)
         sh = self.shared[dst.buffer]
         self._check_bounds(dst.buffer, d_idx, mask, sh.data.shape[1])
+        reading = np.nonzero(read)[0]
         if src.buffer in self.tracked:
-            self._global_read(src.buffer, s_idx[lanes], lanes)
-        vals = glob[s_idx[lanes]]
+            self._global_read(src.buffer, s_idx[reading], reading)
+        vals = np.zeros((len(lanes), n), glob.dtype)
+        got = read[lanes]
+        vals[got] = glob[s_idx[lanes[got]]]
         count = self.in_flight_count.setdefault(dst.buffer, np.zeros(sh.data.shape, np.int64))
         blk = np.repeat(self.block_of[lanes][:, None], n, 1)
         self._check_not_in_flight(dst.buffer, blk, np.repeat(self.tid[lanes][:, None], n, 1), d_idx[lanes],

@@ -44,7 +44,7 @@ class EmulationError(RuntimeError):
 
 
 def _np(dtype: str):
-    return np.dtype("bool" if dt.is_bool(dtype) else dt.element_of(dtype))
+    return np.dtype("bool" if dt.is_bool(dtype) else dt.numpy_name(dtype))
 
 
 def _poisoned(shape, dtype: str) -> np.ndarray:
@@ -320,9 +320,12 @@ class TensorIntrinMixin:
         mem, frag = views
         m, f = self._tile(mem, u), self._tile(frag, u)
         src, dst = (m, f) if TILE_CALLS[call.name] == "load" else (f, m)
-        same = src.astype(dst.dtype) == dst
+        conv = src.astype(dst.dtype)
+        if dt.element_of((frag if TILE_CALLS[call.name] == "load" else mem).buffer.dtype) == "bfloat16":
+            conv = dt.round_bfloat16(conv)          # held in float32: a store to bfloat16 rounds
+        same = conv == dst
         if dst.dtype.kind == "f":
-            same |= np.isnan(src.astype(dst.dtype)) & np.isnan(dst)
+            same |= np.isnan(conv) & np.isnan(dst)
         if not same.all():
             raise EmulationError(
                 f"{what}: {call.name} copies the tile between '{mem.buffer.name}' and '{frag.buffer.name}' as it "

@@ -42,11 +42,12 @@ MMA_REGS = {"mma.matrix_a": 4, "mma.matrix_b": 4, "mma.accumulator": 8}
 # the mma.sync kinds: operand dtype -> (tile depth K, accumulator dtype, helper, its C type)
 MMA_KINDS = {"float16": (16, "float32", "tc_mma_16x16x16", "float"),
              "float32": (8, "float32", "tc_mma_16x16x8_tf32", "float"),
-             "int8": (32, "int32", "tc_mma_16x16x32_s8", "int")}
+             "int8": (32, "int32", "tc_mma_16x16x32_s8", "int"),
+             "bfloat16": (16, "float32", "tc_mma_16x16x16_bf16", "float")}
 ACC_CTYPE = {"float32": "float", "int32": "int"}
 # the PTX shape and types of each kind's instruction, and the asm constraint of its accumulator
 MMA_PTX = {"float16": ("m16n8k16", "f32.f16.f16.f32", "f"), "float32": ("m16n8k8", "f32.tf32.tf32.f32", "f"),
-           "int8": ("m16n8k32", "s32.s8.s8.s32", "r")}
+           "int8": ("m16n8k32", "s32.s8.s8.s32", "r"), "bfloat16": ("m16n8k16", "f32.bf16.bf16.f32", "f")}
 
 
 WMMA_ROLE = {"wmma.matrix_a": "matrix_a", "wmma.matrix_b": "matrix_b", "wmma.accumulator": "accumulator"}
@@ -120,7 +121,7 @@ __device__ __forceinline__ void tc_mma_fill(T* d, T v) {
 }
 
 // the accumulator tile to memory, row-major with rows `stride` apart: each lane its 8 elements,
-// two at a time (float2 / int2, or half2 rounded to nearest: the float16 epilogue)
+// two at a time (float2 / int2, or half2 / bfloat162 rounded to nearest: the float16 / bfloat16 epilogue)
 __device__ __forceinline__ void tc_mma_store(float* out, const float* d, int stride) {
   const int lane = tc_lane(), g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -145,6 +146,16 @@ __device__ __forceinline__ void tc_mma_store(half* out, const float* d, int stri
     *(half2*)(out + (g + 8) * stride + 8 * h + 2 * t) = __floats2half2_rn(d[4 * h + 2], d[4 * h + 3]);
   }
 }
+#ifdef __CUDA_BF16_TYPES_EXIST__
+__device__ __forceinline__ void tc_mma_store(__nv_bfloat16* out, const float* d, int stride) {
+  const int lane = tc_lane(), g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    *(__nv_bfloat162*)(out + g * stride + 8 * h + 2 * t) = __floats2bfloat162_rn(d[4 * h], d[4 * h + 1]);
+    *(__nv_bfloat162*)(out + (g + 8) * stride + 8 * h + 2 * t) = __floats2bfloat162_rn(d[4 * h + 2], d[4 * h + 3]);
+  }
+}
+#endif
 """
 
 MMA_PRELUDE = _MMA_PRELUDE.replace("@MMA_FUNCTIONS@", "".join(_mma_function(d) for d in MMA_KINDS))
@@ -160,6 +171,17 @@ __device__ __forceinline__ void tc_cp_async(void* dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(s), "l"(src), "n"(BYTES) : "memory");
   }
 }
+// the same where `pred` holds, else BYTES zeros into dst and nothing read (src-size 0)
+template <int BYTES>
+__device__ __forceinline__ void tc_cp_async_zfill(void* dst, const void* src, bool pred) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  const int n = pred ? BYTES : 0;
+  if (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(src), "r"(n) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(s), "l"(src), "n"(BYTES), "r"(n) : "memory");
+  }
+}
 #define tc_cp_async_commit() asm volatile("cp.async.commit_group;\n" ::: "memory")
 #define tc_cp_async_wait(N) asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory")
 """
@@ -170,6 +192,13 @@ def async_copy_call(r, e) -> str:
     if e.name == "tc_cp_async":
         dst, src, nbytes = e.args
         return f"tc_cp_async<{int(nbytes.value)}>({r.expr(dst)}, {r.expr(src)})"
+    if e.name == "tc_cp_async_zfill":
+        # where pred fails the source address may lie outside its buffer (a padded border): pass
+        # the buffer's start instead, never read
+        dst, src, nbytes, pred = e.args
+        p = r.expr(pred)
+        return (f"tc_cp_async_zfill<{int(nbytes.value)}>({r.expr(dst)}, ({p}) ? (const void*)({r.expr(src)}) : "
+                f"(const void*)({r.buf(src.buffer)}), {p})")
     if e.name == "tc_cp_async_commit":
         return "tc_cp_async_commit()"
     return f"tc_cp_async_wait({int(e.args[0].value)})"
@@ -219,7 +248,7 @@ def fragment_decl(buf, name: str, ctype: str, layouts: dict) -> str:
         ok = elem in ACC_CTYPE if buf.scope == "mma.accumulator" else elem in MMA_KINDS
         if not ok:
             raise FragmentError(f"the fragment '{buf.name}' in scope {buf.scope} is {buf.dtype}; the mma.sync "
-                                f"path takes float16, float32 (tf32) or int8 operands and a float32 or int32 "
+                                f"path takes float16, bfloat16, float32 (tf32) or int8 operands and a float32 or int32 "
                                 f"accumulator")
     per = tile_elements(buf.scope, elem)
     if size % per:
@@ -273,7 +302,7 @@ def warp_call(r, e) -> str:
         trans = row == (scope == "mma.matrix_b")        # A row-major and B stored [n][k] need no .trans
         split = not row
         stride = r.expr(ops["stride"])
-        if dtype != "float16" and trans:
+        if dt.bits(dtype) != 16 and trans:
             raise FragmentError(f"tc_ldmatrix into '{f}' ({scope}, {dtype}) of a tile stored {ops['layout']}: "
                                 f"ldmatrix transposes 16-bit elements only; store "
                                 f"{'A as M x K (row_major)' if scope == 'mma.matrix_a' else 'B as N x K (col_major)'}")
@@ -297,9 +326,10 @@ def warp_call(r, e) -> str:
     if name == "tc_mma_store":
         (f, i), = frags
         acc, out = r.fragments[f][2], dt.element_of(ptr.buffer.dtype)
-        if out != acc and not (acc == "float32" and out == "float16"):
+        if out != acc and not (acc == "float32" and out in ("float16", "bfloat16")):
             raise FragmentError(f"tc_mma_store of '{f}' ({acc}) into '{ptr.buffer.name}' ({ptr.buffer.dtype}): "
-                                f"an accumulator is stored as its own dtype (or float32 as float16)")
+                                f"an accumulator is stored as its own dtype "
+                                f"(or float32 as float16 or bfloat16)")
         return f"tc_mma_store({r.expr(ptr)}, {f} + 8 * ({i}), {r.expr(ops['stride'])})"
     raise FragmentError(f"no CUDA C for the call {name}")
 

@@ -36,6 +36,9 @@ _SUFFIX = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64",
 def ll_type(dtype: str) -> str:
     """The register type of a dtype."""
     code, bits, lanes = dt.parse(dtype)
+    if code == "bfloat":
+        raise CodegenError(f"{dtype} is not supported by the LLVM (CPU) backend yet: bfloat16 runs on the CUDA "
+                           f"tensor-core path (mma.sync); compute in float32 on the CPU")
     t = _SCALAR[(code, bits)]
     return t if lanes == 1 else f"<{lanes} x {t}>"
 
@@ -44,6 +47,8 @@ def ll_type(dtype: str) -> str:
 def mem_type(dtype: str) -> str:
     """The in-memory type of a dtype (bool is a byte)."""
     code, bits, lanes = dt.parse(dtype)
+    if code == "bfloat":
+        return ll_type(dtype)                   # the error above
     t = "i8" if code == "bool" else _SCALAR[(code, bits)]
     return t if lanes == 1 else f"<{lanes} x {t}>"
 

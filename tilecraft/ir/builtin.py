@@ -238,6 +238,9 @@ WARP_BUILTINS = {b.name: b for b in (
 # shared memory without going through registers, and waits for its own copies by groups.
 #   tc_cp_async(dst, src, bytes)   start copying ``bytes`` (4, 8 or 16, aligned to that) from ``src``
 #                                  (an access_ptr into global memory) to ``dst`` (into shared memory)
+#   tc_cp_async_zfill(dst, src, bytes, pred)
+#                                  the same copy where ``pred`` holds; else ``bytes`` zeros land in
+#                                  ``dst`` and ``src`` is not read (src-size 0: a padded fetch)
 #   tc_cp_async_commit()           the copies this thread started since its last commit form a group
 #   tc_cp_async_wait(n)            wait until at most the newest ``n`` of this thread's groups are in
 #                                  flight; the others have landed (a barrier then shows them to the block)
@@ -253,6 +256,9 @@ class AsyncCopyBuiltin:
 ASYNC_COPY_BUILTINS = {b.name: b for b in (
     AsyncCopyBuiltin("tc_cp_async", ("dst", "src", "bytes"),
                      "start copying `bytes` bytes from global `src` to shared `dst` (cp.async)"),
+    AsyncCopyBuiltin("tc_cp_async_zfill", ("dst", "src", "bytes", "pred"),
+                     "copy `bytes` bytes from global `src` to shared `dst` where `pred` holds, else fill them "
+                     "with zeros without reading `src` (cp.async with src-size 0)"),
     AsyncCopyBuiltin("tc_cp_async_commit", (), "close this thread's group of copies (cp.async.commit_group)"),
     AsyncCopyBuiltin("tc_cp_async_wait", ("count",),
                      "wait until at most `count` of this thread's groups are in flight (cp.async.wait_group)"),
@@ -281,6 +287,8 @@ def call_async_copy(name: str, args) -> Call:
                                 f"{scope} buffer), got `{a}`")
         elif kind == "bytes" and not (isinstance(a, Const) and a.value in ASYNC_COPY_BYTES):
             raise ValueError(f"{where} must be 4, 8 or 16 (what one cp.async copies), got `{a}`")
+        elif kind == "pred" and not (dt.is_bool(a.dtype) and dt.lanes(a.dtype) == 1):
+            raise TypeError(f"{where} must be a scalar bool condition, got `{a}` ({a.dtype})")
         elif kind == "count" and not (isinstance(a, Const) and dt.is_int(a.dtype) and 0 <= a.value <= 7):
             raise ValueError(f"{where} must be a constant from 0 to 7 (cp.async.wait_group's), got `{a}`")
         out.append(a)

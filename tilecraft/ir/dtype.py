@@ -1,5 +1,9 @@
 """Data types are plain strings: ``"float32"``, ``"int8"``, ``"bool"``, and vector types ``"float32x8"``.
 
+``"bfloat16"`` (8 exponent bits like float32, 7 mantissa bits) is a float type; numpy has none,
+so the interpreters and the emulator hold its values in float32 arrays, each rounded to a
+bfloat16 (to nearest, ties to even: :func:`round_bfloat16`) where a value becomes one.
+
 ``"handle"`` is an address (a buffer's ``data``, ``Buffer.access_ptr``, a string argument of
 ``call_extern``): neither integer, float nor bool, one lane, 64 bits.
 
@@ -11,7 +15,7 @@ from functools import lru_cache
 from ..error import TVMError
 
 SCALAR_TYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                "float16", "float32", "float64")
+                "float16", "float32", "float64", "bfloat16")
 
 
 # TVM's short names: te.compute(..., lambda i: A[i].astype("float")) is float32
@@ -37,7 +41,7 @@ def parse(dtype: str) -> tuple[str, int, int]:
         return "bool", 1, lanes
     if dtype == "handle":
         return "handle", 64, 1
-    for code in ("float", "uint", "int"):
+    for code in ("bfloat", "float", "uint", "int"):
         if base.startswith(code):
             bits = base[len(code):]
             if base in SCALAR_TYPES:
@@ -62,7 +66,7 @@ def normalize(dtype) -> str:
 
 
 def is_float(dtype: str) -> bool:
-    return parse(dtype)[0] == "float"
+    return parse(dtype)[0] in ("float", "bfloat")
 
 
 def is_int(dtype: str) -> bool:
@@ -101,6 +105,8 @@ def nbytes(dtype: str) -> int:
 
 def max_value(dtype: str):
     code, b, _ = parse(dtype)
+    if code == "bfloat":
+        return 3.3895313892515355e38
     if code == "float":
         return {16: 65504.0, 32: 3.4028234663852886e38, 64: 1.7976931348623157e308}[b]
     if code == "uint":
@@ -112,10 +118,32 @@ def max_value(dtype: str):
 
 def min_value(dtype: str):
     code, b, _ = parse(dtype)
-    if code == "float":
+    if code in ("float", "bfloat"):
         return -max_value(dtype)
     if code == "uint":
         return 0
     if code == "bool":
         return False
     return -(1 << (b - 1))
+
+
+def numpy_name(dtype: str) -> str:
+    """The numpy dtype name that holds ``dtype``'s elements: itself, or ``float32`` for bfloat16
+    (whose values are kept rounded to bfloat16)."""
+    e = element_of(dtype)
+    return "float32" if e == "bfloat16" else e
+
+
+def round_bfloat16(x):
+    """``x`` (numpy, any float) rounded to bfloat16 (to nearest, ties to even; NaN stays NaN),
+    as float32: the value a ``__float2bfloat16_rn`` gives.
+
+    >>> float(round_bfloat16(np.float32(1.00390625)))     # 1 + 2^-8: a tie, to the even 1.0
+    1.0
+    """
+    import numpy as np
+    f = np.asarray(x, dtype=np.float32)
+    u = f.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16).astype(np.uint32)
+    out = r.view(np.float32)
+    return np.where(np.isnan(f), f, out).astype(np.float32)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir import dtype as dt
 from ..ir.expr import Var
 from ..ir.stmt import Buffer
 from .signature import dim_of_expr, eval_dim
@@ -143,8 +144,8 @@ class KernelPlan:
         is more than a static ``__shared__`` declaration may hold (the renderer then carves the
         tiles out of one dynamic block, 16-byte aligned)."""
         from ..schedule.passes.gpu_kernels import MAX_STATIC_SHARED_BYTES
-        sizes = [-(-e * np.dtype(t).itemsize // 16) * 16 for _, e, t in self.shared]
-        raw = sum(e * np.dtype(t).itemsize for _, e, t in self.shared)
+        sizes = [-(-e * dt.nbytes(t) // 16) * 16 for _, e, t in self.shared]
+        raw = sum(e * dt.nbytes(t) for _, e, t in self.shared)
         return sum(sizes) if raw > MAX_STATIC_SHARED_BYTES else 0
 
     def to_json(self) -> dict:
@@ -291,6 +292,11 @@ def _array_of(a):
     from .cuda_ndarray import CUDANDArray
     if type(a) is CUDANDArray:
         return a.data_ptr, a.shape, a._dtype, True
+    if str(getattr(a, "dtype", "")) == "torch.bfloat16":
+        # torch has no __cuda_array_interface__ for bfloat16 (numpy has no such dtype): its own API
+        if not a.is_cuda:
+            return None
+        return a.data_ptr(), tuple(a.shape), "bfloat16", a.is_contiguous()
     iface = getattr(a, "__cuda_array_interface__", None)
     if iface is None:
         return None
@@ -343,8 +349,9 @@ class CUDAFunction:
                     f"argument {pos} '{b.name}': expected a GPU array (tilecraft.runtime.cuda_ndarray.array("
                     f"x, tilecraft.cuda(0)), a torch/CuPy tensor on the GPU), got {type(a).__name__}")
             ptr, shape, dtype, contiguous = got
-            if dtype != np.dtype(b.dtype):
-                raise TypeError(f"argument {pos} '{b.name}': expected dtype {b.dtype}, got {dtype.name}")
+            name = dtype if isinstance(dtype, str) else dtype.name          # "bfloat16": a torch tensor
+            if name != b.dtype:
+                raise TypeError(f"argument {pos} '{b.name}': expected dtype {b.dtype}, got {name}")
             if len(shape) != len(b.shape):
                 raise ValueError(f"argument {pos} '{b.name}': expected {len(b.shape)} dimensions "
                                  f"{shape_str(b.shape)}, got shape {shape}")

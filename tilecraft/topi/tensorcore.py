@@ -28,7 +28,7 @@ from ..ir import dtype as dt
 TILE = 16
 # operand dtype -> (tile depth K, accumulator dtype): an mma.sync operand tile is 16 rows of 32
 # bytes (m16n8k16 for float16, m16n8k8 tf32 for float32, m16n8k32 for int8)
-KINDS = {"float16": (16, "float32"), "float32": (8, "float32"), "int8": (32, "int32")}
+KINDS = {"float16": (16, "float32"), "float32": (8, "float32"), "int8": (32, "int32"), "bfloat16": (16, "float32")}
 SCOPES = {"wmma": ("wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator"),
           "mma": ("mma.matrix_a", "mma.matrix_b", "mma.accumulator")}
 
@@ -139,14 +139,14 @@ def mma(layout_a: str = "row_major", layout_b: str = "row_major", impl: str = "w
 
 def store_matrix(impl: str = "wmma", dst_scope: str = "global", acc: str = "float32", out: str = None):
     """Store a 16 x 16 accumulator tile (``acc``: float32, or int32 on the mma path), row-major,
-    to ``dst_scope`` memory as ``out`` (default ``acc``; float16 from float32 on the mma path: the
-    rounded, half-size epilogue).
+    to ``dst_scope`` memory as ``out`` (default ``acc``; float16 or bfloat16 from float32 on the mma
+    path: the rounded, half-size epilogue).
 
     >>> intrin = store_matrix("mma", acc="float32", out="float16")     # C[i, j] = float16(acc[i, j])
     """
     out = out or acc
     ok = {("float32", "float32")} if impl == "wmma" else {("float32", "float32"), ("float32", "float16"),
-                                                          ("int32", "int32")}
+                                                          ("float32", "bfloat16"), ("int32", "int32")}
     if (acc, out) not in ok:
         raise ValueError(f"the {impl} path stores a {acc} accumulator as one of "
                          f"{sorted(o for a, o in ok if a == acc) or 'nothing'}, not {out!r}")
@@ -200,7 +200,7 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     """
     kd, acc = _kind(dtype, impl)
     out_dtype = out_dtype or acc
-    if dtype != "float16" and layout_b != "col_major":
+    if dt.bits(dtype) != 16 and layout_b != "col_major":
         raise ValueError(f"a tensor-core GEMM of {dtype} operands takes B as (N, K), layout_b='col_major': ldmatrix "
                          f"transposes 16-bit elements only")
     store = store_matrix(impl, acc=acc, out=out_dtype)
@@ -341,10 +341,13 @@ def schedule_mainloop(s, A, B, CF, C, ii, jj, store, *, impl, layout_b, block, w
     ci, cj = CF.op.axis[-2:]
     ci, cii = s[CF].split(ci, factor=TILE)
     cj, cji = s[CF].split(cj, factor=TILE)
-    (ck,) = CF.op.reduce_axis
+    # reduce axes before the last (a convolution's filter taps) go outermost, fused with the steps
+    *outer, ck = CF.op.reduce_axis
     ko, kk = s[CF].split(ck, factor=kd * chunk)
     kt, ki = s[CF].split(kk, factor=kd)
-    s[CF].reorder(ko, kt, ci, cj, cii, cji, ki)
+    s[CF].reorder(*outer, ko, kt, ci, cj, cii, cji, ki)
+    if outer:
+        ko = s[CF].fuse(*outer, ko)         # one loop of steps: the pipeline runs across the taps
     frag_at = ko if prefetch else kt
     s[AF].compute_at(s[CF], frag_at)
     s[BF].compute_at(s[CF], frag_at)

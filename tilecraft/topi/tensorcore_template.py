@@ -22,6 +22,7 @@ The fallback (nothing tuned) is run 6's best 4096³ schedule where it fits, else
 from __future__ import annotations
 
 import tilecraft.autotune as autotune
+from tilecraft.ir import dtype as dt
 from tilecraft.topi.tensorcore import KINDS, TILE, matmul_tensorcore
 
 SHARED_LIMIT = 227 * 1024          # sm_90's shared memory per block (dynamic)
@@ -34,7 +35,7 @@ def shared_bytes(dtype: str, layout_b: str, block, warp, chunk: int, stages: int
     """Bytes of shared memory the schedule allocates: the A and B tiles (rows padded by 16
     bytes), times the ring's stages (one copy without a pipeline)."""
     kd = KINDS[dtype][0]
-    size = 1 if dtype == "int8" else (2 if dtype == "float16" else 4)
+    size = dt.bits(dtype) // 8
     pad = 16 // size
     bm, bn = (TILE * b * w for b, w in zip(block, warp))
     depth = kd * chunk
@@ -49,7 +50,7 @@ def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0) -> bool
     kd = KINDS[dtype][0]
     bm, bn = (TILE * b * w for b, w in zip(block, warp))
     threads = 32 * block[0] * block[1]
-    vec = 16 // (1 if dtype == "int8" else (2 if dtype == "float16" else 4))
+    vec = 16 // (dt.bits(dtype) // 8)
     depth = kd * chunk
     whole_fetch = all(rows * depth % (vec * threads) == 0 for rows in (bm, bn))
     return (M % bm == 0 and N % bn == 0 and K % depth == 0 and threads <= 1024 and warp[0] * warp[1] <= 16

@@ -21,7 +21,8 @@ copy ``k % 2``; ``insert_barriers`` then knows that no barrier is needed before 
 
 A buffer of ``pipeline(n)`` (``KernelInfo.async_stages``) gets ``n`` copies instead, and where
 every fetch of its loop is whole 4/8/16-byte vector copies of a global buffer (aligned: provable
-multiples of the vector), the loop becomes an ``n``-stage ``cp.async`` pipeline (``Stage.pipeline``'s
+multiples of the vector; a copy may be ``select(p, load, 0)`` with ``p`` the same for its lanes:
+``tc_cp_async_zfill``, zeros where ``p`` fails), the loop becomes an ``n``-stage ``cp.async`` pipeline (``Stage.pipeline``'s
 docstring has the loop): the prologue issues ``n - 1`` tiles, one commit group each; each
 iteration waits until at most ``n - 2`` groups are in flight, synchronises the block once, issues
 the tile ``n - 1`` ahead into the slot read last iteration, commits (an empty group past the
@@ -30,7 +31,7 @@ alternate among the ``n`` copies with ordinary loads and stores.
 """
 from __future__ import annotations
 
-from ...ir.expr import AccessPtr, BufferLoad, BufferRegion, Const, Ramp, const
+from ...ir.expr import AccessPtr, Broadcast, BufferLoad, BufferRegion, Const, Ramp, Select, const
 from ...ir.functor import IRMutator, post_order_visit, substitute
 from ...ir.simplify import simplify
 from ...ir.stmt import (Allocate, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt,
@@ -124,7 +125,9 @@ def _split_fetch(stmt, reg_name: str):
 def _async_fetch(stmt):
     """A fetch ``loops(if c: B[ramp] = A[ramp])`` of whole 4-, 8- or 16-byte vectors from global
     memory → ``loops(if c: tc_cp_async(B + base, A + base, bytes))``, or None if it is not
-    of that shape."""
+    of that shape. A padded fetch, ``B[ramp] = select(p, A[ramp], 0)`` with one ``p`` for all
+    lanes (an implicit-GEMM convolution's border), → ``tc_cp_async_zfill(B + base, A + base,
+    bytes, p)``."""
     from ...ir import dtype as dt
     from ...ir.builtin import ASYNC_COPY_BYTES
     from ...ir.expr import Call
@@ -137,9 +140,13 @@ def _async_fetch(stmt):
     cond = None
     if isinstance(s, IfThenElse) and s.else_case is None:
         cond, s = s.condition, s.then_case
-    if not isinstance(s, BufferStore) or not isinstance(s.value, BufferLoad):
+    if not isinstance(s, BufferStore):
         return None
-    src, dst = s.value, s
+    src, dst, pred = s.value, s, None
+    if isinstance(src, Select) and dt.lanes(src.condition.dtype) == 1 and _is_zero(src.false_value):
+        pred, src = src.condition, src.true_value          # a padded fetch: zeros where pred fails
+    if not isinstance(src, BufferLoad):
+        return None
     if src.buffer.scope != "global" or src.buffer.dtype != dst.buffer.dtype:
         return None
     lanes = dt.lanes(src.dtype)
@@ -157,14 +164,22 @@ def _async_fetch(stmt):
     b_src, b_dst = base(src.indices[0]), base(dst.indices[0])
     if b_src is None or b_dst is None:
         return None
-    inner = Evaluate(Call("tc_cp_async", (AccessPtr(dst.buffer, b_dst, const(lanes), 2),
-                                          AccessPtr(src.buffer, b_src, const(lanes), 1), const(nbytes)), "handle"))
+    ptrs = (AccessPtr(dst.buffer, b_dst, const(lanes), 2), AccessPtr(src.buffer, b_src, const(lanes), 1), const(nbytes))
+    inner = Evaluate(Call("tc_cp_async", ptrs, "handle") if pred is None else
+                     Call("tc_cp_async_zfill", ptrs + (pred,), "handle"))
     if cond is not None:
         inner = IfThenElse(cond, inner)
     for lp in reversed(loops):
         kind = ForKind.UNROLLED if lp.kind is ForKind.VECTORIZED else lp.kind
         inner = For(lp.loop_var, lp.min, lp.extent, kind, inner, lp.thread_tag, lp.annotations)
     return inner
+
+
+def _is_zero(e) -> bool:
+    """``e`` is the constant 0 (or a broadcast of it)."""
+    if isinstance(e, Broadcast):
+        e = e.value
+    return isinstance(e, Const) and e.value == 0
 
 
 def _async_call(name, *args):

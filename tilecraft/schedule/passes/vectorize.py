@@ -2,7 +2,10 @@
 
 Afterwards the loop variable is gone: expressions that depended on it are vectors (indices that
 are affine in it become ``Ramp(base, stride, L)``; the rest are built lane-wise), and expressions
-that did not stay scalar and are ``Broadcast`` where they meet a vector. A loop whose body cannot
+that did not stay scalar and are ``Broadcast`` where they meet a vector; ``ramp(b, 1, L) // d`` and
+``% d`` with ``b`` provably a multiple of L and ``d`` a constant multiple of L are a scalar
+``b // d`` and ``ramp(b % d, 1, L)`` (the lanes never cross a multiple of ``d``: a fused fetch's
+row index stays scalar, and so does a condition computed from it). A loop whose body cannot
 be vectorized safely (a store that all lanes would write to one address, a condition that varies
 across lanes, a guarded load, nested loops or allocations) stays a ``vectorized`` loop, which the
 backends run as a scalar loop with a vectorization hint. A lazy select (``if_then_else``) whose
@@ -14,6 +17,7 @@ from __future__ import annotations
 from ...ir import dtype as dt
 from ...ir.expr import (BinOp, Binary, Broadcast, BufferLoad, Call, Cast, Const, Expr, Let, Ramp,
                         Select, Unary, Var, COMPARISONS)
+from ...ir.expr import binary as make_binary
 from ...ir.functor import IRMutator, collect_vars, post_order_visit
 from ...ir.stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, ForKind, IfThenElse,
                         LetStmt, SeqStmt)
@@ -101,6 +105,8 @@ class _Vectorizer:
     def binary(self, op: BinOp, a, b):
         la, lb = _lanes(a), _lanes(b)
         n = self.n
+        if la == 1 and lb == 1:              # both lane-invariant (a ramp's quotient, below)
+            return make_binary(op, a, b)
         ra, rb = isinstance(a, Ramp), isinstance(b, Ramp)
         if op is BinOp.ADD and (ra or rb):
             if ra and rb:
@@ -114,6 +120,9 @@ class _Vectorizer:
         if op is BinOp.MUL and ((ra and lb == 1) or (rb and la == 1)):
             r, s = (a, b) if ra else (b, a)
             return Ramp(r.base * s, r.stride * s, n)
+        if op in (BinOp.FLOORDIV, BinOp.FLOORMOD) and ra and _lane_aligned(a, b):
+            # the lanes never cross a multiple of the divisor: one quotient for all of them
+            return a.base // b if op is BinOp.FLOORDIV else Ramp(a.base % b, a.stride, n)
         out = dt.with_lanes(a.dtype if la > 1 else b.dtype, n)
         if op in COMPARISONS:
             out = dt.with_lanes("bool", n)
@@ -146,6 +155,15 @@ class _Vectorizer:
         if t is AttrStmt:
             return AttrStmt(s.key, s.node, s.value, self.stmt(s.body))
         raise CannotVectorize(f"{t.__name__} inside a vectorized loop")
+
+
+def _lane_aligned(r, d) -> bool:
+    """Whether ``ramp(b, 1, n) // d`` is the same for every lane: ``d`` a positive constant
+    multiple of ``n`` and ``b`` provably a multiple of ``n``."""
+    from .gpu_vector_index import known_multiple
+    n = r.lanes
+    return (isinstance(d, Const) and dt.lanes(d.dtype) == 1 and int(d.value) > 0 and int(d.value) % n == 0
+            and isinstance(r.stride, Const) and r.stride.value == 1 and known_multiple(r.base) % n == 0)
 
 
 _TRAPPING = frozenset({BinOp.TRUNCDIV, BinOp.TRUNCMOD, BinOp.FLOORDIV, BinOp.FLOORMOD})
