@@ -250,6 +250,26 @@ def test_a_model_without_kernels_is_refused():
         relay.build(relay.IRModule.from_expr(relay.Function([x], x)), target="cuda")
 
 
+def test_cli_compile_for_cuda(rng, tmp_path, capsys):
+    """``tilecraft compile --target cuda`` writes the CUDA archive of the model; without a GPU
+    ``tilecraft run`` of it is one line and exit status 2."""
+    from tilecraft.cli import main
+    needs_nvcc()
+    model, inputs = tiny_cnn(rng)
+    path, out = tmp_path / "net.onnx", tmp_path / "net.tcuda"
+    path.write_bytes(model.SerializeToString())
+    assert main(["compile", str(path), "--target", "cuda", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "tuned configs for 0 of 3 tunable workloads (no --tuning-log" in text and f"wrote {out}" in text
+    loaded = tc.runtime.load_module(out)
+    assert loaded.module.type_key == "cuda" and loaded.graph["nodes"][0]["name"] == "x"
+    if _gpu_reason() is not None:
+        assert main(["run", str(out), "--fill", "random"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"tilecraft run: error: {out}: a CUDA model, which cannot run here: "), err
+        assert err.count("\n") == 1
+
+
 def test_resnet18_kernels_compile_with_nvcc(rng):
     """Every kernel of ResNet-18 (224x224, batch 1) lowered with the GPU schedules and compiled
     for sm_90 by nvcc (the cubin has each kernel)."""
@@ -268,7 +288,8 @@ def test_resnet18_kernels_compile_with_nvcc(rng):
 
 # --- on a GPU ----------------------------------------------------------------------------------
 
-def _gpu_or_skip():
+def _gpu_reason():
+    """None when models can run on a GPU here, else why not."""
     from tilecraft.codegen.cuda_compile import find_nvcc
     why = None
     try:
@@ -280,6 +301,11 @@ def _gpu_or_skip():
         why = f"no usable GPU ({type(e).__name__}: {e})"
     if why is None and find_nvcc() is None:
         why = "nvcc is absent"
+    return why
+
+
+def _gpu_or_skip():
+    why = _gpu_reason()
     if why:
         pytest.skip(f"{why}: the GPU flow is checked in the emulator (tests above)")
 

@@ -50,13 +50,16 @@ def tuning_workloads(program, target="llvm", params: dict | None = None, ops=Non
     once each; equal groups are one kernel but each call runs it), ``op names`` the operators
     of the first group that uses it. ``ops``, when given, keeps only groups that contain one of
     these operators (``relay.op.get("nn.conv2d")`` or the name)."""
-    from tilecraft.target import Target
+    from tilecraft.target import Target, TargetError
 
     from ..build_module import optimize
     from .te_compiler import compute_group, template_kernel
     from .te_compiler_cuda import cuda_anchor, template_kernel_cuda
     mod = program if isinstance(program, IRModule) else IRModule.from_expr(program)
-    tgt = Target(target)
+    try:
+        tgt = Target(target)
+    except TargetError as err:
+        raise RelayError(f"extract_from_program: {err}") from None
     if tgt.kind not in ("llvm", "cuda"):
         raise RelayError(f"extract_from_program: target {str(tgt)!r} is not supported; the graph level "
                          "builds for 'llvm' (the CPU) and 'cuda'")
