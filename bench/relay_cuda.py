@@ -170,7 +170,12 @@ def main():
     ap.add_argument("--profile", type=int, default=0, metavar="K", help="print the K slowest kernels")
     ap.add_argument("--trials", type=int, default=0, help="tune the CUDA tasks first, this many trials in all")
     ap.add_argument("--log", default=None, help="tuning log (resumes; with --trials written)")
+    ap.add_argument("--min-blocks", type=int, default=None,
+                    help="conv2d fallback: split input channels below this many blocks (0: never)")
     args = ap.parse_args()
+    if args.min_blocks is not None:
+        from tilecraft.relay.backend import te_compiler_cuda
+        te_compiler_cuda.MIN_BLOCKS = args.min_blocks
     import torch
     import torch.nn as nn
 
@@ -219,7 +224,7 @@ def main():
         ours = float(np.median(ours))
         eager = time_torch(torch, lambda: model_gpu(xg), args.number, args.repeat)
         kernels = sum(n["op"] == "kernel" for n in lib.graph["nodes"])
-        line = (f"{name} batch {batch} fp32: import {t1 - t0:.1f} s, build {t3 - t2:.1f} s "
+        line = (f"{name} batch {batch} fp32{'' if args.min_blocks is None else f' min_blocks={args.min_blocks}'}: import {t1 - t0:.1f} s, build {t3 - t2:.1f} s "
                 f"({kernels} kernels, {lib.module.build_times.get('nvcc', 0):.1f} s nvcc); max relative "
                 f"difference to torch {err:.1e}; tilecraft {'tuned' if log else 'untuned'} {ours * 1e3:.3f} ms, "
                 f"torch eager {eager * 1e3:.3f} ms: {eager / ours:.2f}x eager")

@@ -131,11 +131,14 @@ def test_tiny_transformer_layer_in_the_emulator_matches_onnxruntime(rng):
     np.testing.assert_allclose(got, run_ort(model, inputs)[0], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("M,N,K", [(2, 37, 70), (18, 70, 24)])
-def test_dense_bias_relu_gemm_and_gemv(rng, M, N, K):
+@pytest.mark.parametrize("M,N,K,min_blocks", [(2, 37, 70, 256), (18, 70, 24, 256), (18, 70, 24, 0)],
+                         ids=["gemv", "gemm32", "gemm64"])
+def test_dense_bias_relu_gemm_and_gemv(rng, monkeypatch, M, N, K, min_blocks):
     """Dense + bias + ReLU in one kernel: a block per output below 16 rows (the reduction over
-    its threads), shared-memory tiles with tails above."""
+    its threads), shared-memory tiles with tails of rows, columns and k above (32 x 32 on a
+    small GEMM; 64 x 64 when the GEMM gives blocks enough, here forced by ``MIN_BLOCKS=0``)."""
     needs_nvcc()
+    monkeypatch.setattr(te_compiler_cuda, "MIN_BLOCKS", min_blocks)
     x = relay.var("x", shape=(M, K))
     w = relay.var("w", shape=(N, K))
     b = relay.var("b", shape=(N,))
@@ -199,6 +202,30 @@ def test_tuned_conv_config_schedules_the_fused_conv(rng, batch, want):
     want_out = torch.relu(torch.nn.functional.conv2d(torch.from_numpy(xv), torch.from_numpy(params["w"]),
                                                      padding=1) + torch.from_numpy(params["b"])).numpy()
     np.testing.assert_allclose(run_emulated(lib, {"x": xv})[0], want_out, rtol=1e-4, atol=1e-4)
+
+
+def test_fallback_splits_the_channels_of_a_small_deep_conv(rng):
+    """Without a log, a convolution whose output gives few blocks (a deep layer at batch 1) sums
+    its input channels in parts (k_split) and still computes conv + residual add + ReLU."""
+    needs_nvcc()
+    x = relay.var("x", shape=(1, 128, 4, 4))
+    w = relay.var("w", shape=(16, 128, 3, 3))
+    r = relay.var("r", shape=(1, 16, 4, 4))
+    mod = relay.IRModule.from_expr(relay.Function([x, w, r], relay.nn.relu(relay.add(
+        relay.nn.conv2d(x, w, padding=(1, 1)), r))))
+    params = {"w": rng.standard_normal((16, 128, 3, 3)).astype("float32")}
+    lib = build_cuda(mod, params)
+    with tc.target.Target("cuda"):
+        fused, _ = relay.optimize(mod, "cuda", params)
+        group = next(n.op for n in relay.ir.post_order(fused["main"].body)
+                     if isinstance(n, relay.Call) and isinstance(n.op, relay.Function))
+        _, _, anchor = te_compiler_cuda.compute_group(group, te_compiler_cuda.cuda_anchor)
+    assert anchor.parts["tiles"]["k_split"] == 2
+    xv, rv = rng.standard_normal((1, 128, 4, 4)).astype("float32"), rng.standard_normal((1, 16, 4, 4)).astype("float32")
+    torch = pytest.importorskip("torch")
+    want = torch.relu(torch.nn.functional.conv2d(torch.from_numpy(xv), torch.from_numpy(params["w"]), padding=1)
+                      + torch.from_numpy(rv)).numpy()
+    np.testing.assert_allclose(run_emulated(lib, {"x": xv, "r": rv})[0], want, rtol=1e-4, atol=1e-4)
 
 
 def test_task_extraction_for_cuda_gives_the_conv_template(rng):

@@ -12,9 +12,10 @@ compute) except for its anchor, and scheduled by that anchor:
   otherwise). The element-wise epilogue (bias, batch-norm shift, ReLU, a residual add) is the
   stage the threads write; the convolution is their register accumulator.
 * ``nn.dense`` and ``nn.batch_matmul``: with at least 16 rows, shared-memory tiles of 64 x 64
-  outputs, 16 deep, 16 x 16 threads each holding a 4 x 4 register tile (rows and columns
-  interleaved, so stores coalesce and shared reads do not conflict); with fewer rows (a batch-1
-  classifier) a block per output whose threads split the reduction (a cross-thread sum).
+  outputs (32 x 32 when that gives fewer than 128 blocks), 16 deep, 16 x 16 threads each holding
+  a 4 x 4 (2 x 2) register tile of neighbouring rows and columns, the shared rows padded by a
+  word (fewer bank conflicts); with fewer rows (a batch-1 classifier) a block per output whose
+  threads split the reduction (a cross-thread sum).
 * a group that is one softmax or layer_norm over the last axis: the one-kernel row schedules of
   ``topi/cuda_schedules.py`` (a block per row, cross-thread reductions) on ``[rows, N]`` views.
 * anything else (element-wise and injective groups, pooling, reductions): injective stages
@@ -38,6 +39,7 @@ GEMM_THREADS = 16        # threads per block side (16 x 16); each thread holds 4
 GEMM_DEPTH = 16          # k per shared-memory tile
 GEMV_ROWS = 16           # fewer rows than this: a block per output, the reduction over its threads
 GEMV_THREADS = 64
+MIN_BLOCKS = 256         # a conv2d fallback with fewer blocks splits its input channels (132 SMs on an H100)
 
 
 def _bx():
@@ -79,7 +81,20 @@ def conv2d_tiles(call: Call) -> dict:
             tiles = knobs
     if tiles is None:
         tiles = dict(_fallback_tiles(CI, OH, OW, CO, KH, KW, stride), x_per_thread=1, k_split=1, n_per_block=1)
+        tiles["k_split"] = _fallback_k_split(N, CI, OH, OW, CO, tiles)
     return tiles
+
+
+def _fallback_k_split(N, CI, OH, OW, CO, tiles) -> int:
+    """Without a tuned config: split the input channels over 2, 4 or 8 blocks (a second kernel
+    sums the parts) while the output alone gives fewer than ``MIN_BLOCKS`` blocks and each part
+    keeps at least 64 channels: the deep layers of a batch-1 network (7 x 7 and 14 x 14 images,
+    hundreds of channels) would otherwise leave most multiprocessors idle."""
+    blocks = N * (CO // tiles["tile_co"]) * (OH // tiles["tile_y"]) * (OW // tiles["tile_x"])
+    k = 1
+    while k < 8 and blocks * k < MIN_BLOCKS and CI % (tiles["ci_tile"] * k * 2) == 0 and CI // (k * 2) >= 64:
+        k *= 2
+    return k
 
 
 def _conv2d_cuda(call: Call, ins: list):
@@ -224,12 +239,15 @@ def _schedule_gemm(s, C, out) -> None:
         _, kt = s[local].split(k, factor=GEMV_THREADS)
         s[local].bind(kt, _tx())
         return
-    del rows
     tile, th = GEMM_TILE, GEMM_THREADS
+    if rows // tile * (_extent(j) // tile) < MIN_BLOCKS // 2:
+        tile = GEMM_TILE // 2        # more, smaller blocks (2 x 2 outputs per thread) on small GEMMs
     bi, ii = s[out].split(i, factor=tile)
     bj, jj = s[out].split(j, factor=tile)
-    iv, it = s[out].split(ii, factor=th)      # a thread's rows and columns interleave with the others'
-    jv, jt = s[out].split(jj, factor=th)
+    # a thread's rows and columns are neighbours (interleaving them with the other threads' would
+    # need virtual threads: bound inference would give the register tile the whole span)
+    it, iv = s[out].split(ii, factor=tile // th)
+    jt, jv = s[out].split(jj, factor=tile // th)
     s[out].reorder(*batch, bi, bj, it, jt, iv, jv)
     if batch:
         s[out].bind(s[out].fuse(*batch) if len(batch) > 1 else batch[0], te.thread_axis("blockIdx.z"))
