@@ -146,6 +146,12 @@ def test_dense_bias_relu_gemm_and_gemv(rng, monkeypatch, M, N, K, min_blocks):
     params = {"w": rng.standard_normal((N, K)).astype("float32"), "b": rng.standard_normal(N).astype("float32")}
     lib = build_cuda(mod, params)
     assert [n["func"] for n in lib.graph["nodes"] if n["op"] == "kernel"] == ["fused_nn_dense_add_nn_relu"]
+    # each thread's accumulators: 4 x 4, 2 x 2, or one (a register tile that spans other threads'
+    # rows would be far bigger)
+    import re
+    tile = re.search(r"float dense\[(\d+)\];", lib.module.get_source())
+    assert tile and int(tile.group(1)) == {"gemm64": 16, "gemm32": 4, "gemv": 1}[
+        {0: "gemm64"}.get(min_blocks, "gemm32" if M >= 16 else "gemv")], tile
     xv = rng.standard_normal((M, K)).astype("float32")
     want = np.maximum(xv @ params["w"].T + params["b"], 0)
     np.testing.assert_allclose(run_emulated(lib, {"x": xv})[0], want, rtol=1e-4, atol=1e-4)
