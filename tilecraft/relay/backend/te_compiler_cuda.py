@@ -61,7 +61,7 @@ def conv2d_workload(call: Call) -> tuple:
 def conv2d_tiles(call: Call) -> dict:
     """The CUDA conv2d template's tile sizes for this call: the config the dispatch context
     gives (a tuned one from a log), or the template's fallback tiles."""
-    from tilecraft.topi.conv2d_cuda import _fallback_tiles, conv_tiles_ok
+    from tilecraft.topi.conv2d_cuda import conv_tiles_ok, fallback_tiles
     wl = conv2d_workload(call)
     _, N, CI, H, W, CO, KH, KW, stride, pad, _ = wl
     OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
@@ -80,7 +80,7 @@ def conv2d_tiles(call: Call) -> dict:
                                    knobs["k_split"], knobs["n_per_block"], N):
             tiles = knobs
     if tiles is None:
-        tiles = dict(_fallback_tiles(CI, OH, OW, CO, KH, KW, stride), x_per_thread=1, k_split=1, n_per_block=1)
+        tiles = dict(fallback_tiles(CI, OH, OW, CO, KH, KW, stride), x_per_thread=1, k_split=1, n_per_block=1)
         tiles["k_split"] = _fallback_k_split(N, CI, OH, OW, CO, tiles)
     return tiles
 
