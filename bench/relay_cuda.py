@@ -5,11 +5,11 @@ the same run, same inputs, outputs compared. Times: CUDA events around ``number`
 ``repeat``. Not a test; figures in docs/relay.md.
 
     python3 bench/relay_cuda.py [--models resnet50:1,resnet50:32,bert:1] [--compile] [--profile 15]
-                                [--trials N --log FILE]
+                                [--trials N] [--log FILE ...]
 
 ``--profile K`` also times every kernel of each tilecraft model alone and prints the K slowest.
 ``--trials N`` tunes the model's CUDA tasks first (``tune_tasks``, N trials in all, into ``--log``);
-``--log`` alone builds with an existing log.
+``--log`` alone builds with existing logs (a tuned conv2d config where they have the workload).
 """
 import argparse
 import os
@@ -169,7 +169,9 @@ def main():
     ap.add_argument("--compile", action="store_true", help="also time torch.compile (slow to compile)")
     ap.add_argument("--profile", type=int, default=0, metavar="K", help="print the K slowest kernels")
     ap.add_argument("--trials", type=int, default=0, help="tune the CUDA tasks first, this many trials in all")
-    ap.add_argument("--log", default=None, help="tuning log (resumes; with --trials written)")
+    ap.add_argument("--log", nargs="+", default=None,
+                    help="tuning logs to build with (with --trials the first is written; resumes), e.g. "
+                         "bench/results/cuda_tuning/cuda_conv2d_*.jsonl (ResNet's 3x3 layers tuned on an H100)")
     ap.add_argument("--min-blocks", type=int, default=None,
                     help="conv2d fallback: split input channels below this many blocks (0: never)")
     args = ap.parse_args()
@@ -199,15 +201,17 @@ def main():
         t0 = time.perf_counter()
         mod, params = relay.frontend.from_torch(model, (x,))
         t1 = time.perf_counter()
-        log = args.log
+        logs = list(args.log or [])
         if args.trials:
-            log = log or f"relay_cuda_{name}_{batch}.jsonl"
+            logs = logs or [f"relay_cuda_{name}_{batch}.jsonl"]
             tasks = autotune.task.extract_from_program(mod["main"], target="cuda", params=params)
             tt = time.perf_counter()
-            autotune.tune_tasks(tasks, args.trials, log)
-            print(f"  tuned {len(tasks)} tasks, {args.trials} trials in {time.perf_counter() - tt:.0f} s into {log}")
+            autotune.tune_tasks(tasks, args.trials, logs[0])
+            print(f"  tuned {len(tasks)} tasks, {args.trials} trials in {time.perf_counter() - tt:.0f} s into {logs[0]}")
+        records = [r for f in logs if os.path.isfile(f) for r in autotune.record.load_from_file(f)]
+        log = f"{len(records)} records from {len(logs)} logs" if logs else None
         t2 = time.perf_counter()
-        with autotune.apply_history_best(log or []), tc.transform.PassContext(opt_level=3):
+        with autotune.apply_history_best(records), tc.transform.PassContext(opt_level=3):
             lib = relay.build(mod, target="cuda", params=params)
         t3 = time.perf_counter()
         ex = lib["default"](tc.cuda(0))
@@ -226,7 +230,7 @@ def main():
         kernels = sum(n["op"] == "kernel" for n in lib.graph["nodes"])
         line = (f"{name} batch {batch} fp32{'' if args.min_blocks is None else f' min_blocks={args.min_blocks}'}: import {t1 - t0:.1f} s, build {t3 - t2:.1f} s "
                 f"({kernels} kernels, {lib.module.build_times.get('nvcc', 0):.1f} s nvcc); max relative "
-                f"difference to torch {err:.1e}; tilecraft {'tuned' if log else 'untuned'} {ours * 1e3:.3f} ms, "
+                f"difference to torch {err:.1e}; tilecraft {f'tuned ({log})' if log else 'untuned'} {ours * 1e3:.3f} ms, "
                 f"torch eager {eager * 1e3:.3f} ms: {eager / ours:.2f}x eager")
         if args.compile:
             try:
