@@ -5,8 +5,9 @@ the same run, same inputs, outputs compared. Times: CUDA events around ``number`
 ``repeat``. Not a test; figures in docs/relay.md.
 
     python3 bench/relay_cuda.py [--models resnet50:1,resnet50:32,bert:1] [--compile] [--profile 15]
-                                [--trials N] [--log FILE ...]
+                                [--cuda-graph] [--trials N] [--log FILE ...]
 
+``--cuda-graph`` also times the same build replaying a captured CUDA graph (``cuda_graph=True``).
 ``--profile K`` also times every kernel of each tilecraft model alone and prints the K slowest.
 ``--trials N`` tunes the model's CUDA tasks first (``tune_tasks``, N trials in all, into ``--log``);
 ``--log`` alone builds with existing logs (a tuned conv2d config where they have the workload).
@@ -172,6 +173,8 @@ def main():
     ap.add_argument("--log", nargs="+", default=None,
                     help="tuning logs to build with (with --trials the first is written; resumes), e.g. "
                          "bench/results/cuda_tuning/cuda_conv2d_*.jsonl (ResNet's 3x3 layers tuned on an H100)")
+    ap.add_argument("--cuda-graph", action="store_true",
+                    help="also time the executor replaying a captured CUDA graph (cuda_graph=True)")
     ap.add_argument("--min-blocks", type=int, default=None,
                     help="conv2d fallback: split input channels below this many blocks (0: never)")
     args = ap.parse_args()
@@ -232,6 +235,19 @@ def main():
                 f"({kernels} kernels, {lib.module.build_times.get('nvcc', 0):.1f} s nvcc); max relative "
                 f"difference to torch {err:.1e}; tilecraft {f'tuned ({log})' if log else 'untuned'} {ours * 1e3:.3f} ms, "
                 f"torch eager {eager * 1e3:.3f} ms: {eager / ours:.2f}x eager")
+        if args.cuda_graph:
+            try:
+                mg = graph_executor.GraphModule(lib["default"](tc.cuda(0), cuda_graph=True))
+                mg.set_input(0, x.numpy())
+                mg.run()
+                same = np.array_equal(mg.get_output(0).numpy(), got)
+                tg = float(np.median([mg.benchmark(tc.cuda(0), repeat=1, number=args.number).mean
+                                      for _ in range(args.repeat)]))
+                line += (f"; with a CUDA graph {tg * 1e3:.3f} ms: {eager / tg:.2f}x eager"
+                         f"{'' if same else ' (OUTPUT DIFFERS)'}")
+                del mg
+            except Exception as e:                      # noqa: BLE001 -- report, keep going
+                line += f"; CUDA graph failed ({type(e).__name__}: {str(e)[:160]})"
         if args.compile:
             try:
                 tc0 = time.perf_counter()

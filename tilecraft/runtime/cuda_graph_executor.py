@@ -6,7 +6,9 @@ device and is allocated once, when the executor is made: one allocation per plan
 64-byte aligned as in an exported library) and one per input. ``set_input`` copies an input to
 the device, ``run()`` launches every kernel in order with the argument lists prepared (checked)
 when the executor was made, and ``get_output`` copies an output back. The kernels are the
-``CUDAModule``'s functions.
+``CUDAModule``'s functions. With ``cuda_graph=True`` (``lib["default"](dev, cuda_graph=True)``)
+the first ``run()`` captures the launches into a CUDA graph (the addresses never change) and
+every ``run()`` replays it: one driver call instead of one Python launch per kernel.
 
 Where the memory is and how a kernel runs is the executor's *device*: ``PyCUDADevice`` (a GPU
 through pycuda, the default) or, injected by the caller, another with the same methods:
@@ -85,12 +87,64 @@ class PyCUDADevice:
     def sync(self) -> None:
         self._rt.driver().Context.synchronize()
 
+    def capture(self, steps: list):
+        """``steps`` captured once into a CUDA graph; returns a function that replays it (on a
+        blocking stream, so ordered with the synchronous copies of ``upload``/``download``)."""
+        return _CapturedGraph(self._rt.driver(), steps)
+
+
+class _CapturedGraph:
+    """A CUDA graph of kernel launches, made by stream capture through the driver API (ctypes:
+    pycuda has no graph calls in every version); calling it launches the graph."""
+
+    _lib = None
+
+    def __init__(self, drv, steps: list):
+        import ctypes
+        lib = _CapturedGraph._lib
+        if lib is None:
+            lib = _CapturedGraph._lib = ctypes.CDLL("libcuda.so.1")
+        self._c, self._lib_ = ctypes, lib
+        self.stream = drv.Stream()
+        h = ctypes.c_void_p(int(getattr(self.stream, "handle", 0) or self.stream.handle_int))
+        self._h = h
+        self._check("cuStreamBeginCapture_v2", h, ctypes.c_int(2))        # relaxed mode
+        try:
+            for calls in steps:
+                for fn, grid, block, kargs, smem in calls:
+                    if grid is not None:
+                        fn.prepared_async_call(grid, block, self.stream, *kargs, shared_size=smem)
+        finally:
+            graph = ctypes.c_void_p()
+            ended = lib.cuStreamEndCapture(h, ctypes.byref(graph))
+        if ended:
+            self._check("cuStreamEndCapture", h, ctypes.byref(graph), code=ended)
+        self.graph, self.exec = graph, ctypes.c_void_p()
+        self._check("cuGraphInstantiateWithFlags", ctypes.byref(self.exec), graph, ctypes.c_ulonglong(0))
+
+    def _check(self, name: str, *args, code=None) -> None:
+        rc = getattr(self._lib_, name)(*args) if code is None else code
+        if rc:
+            msg = self._c.c_char_p()
+            self._lib_.cuGetErrorString(rc, self._c.byref(msg))
+            raise GraphExecutorError(f"CUDA graph: {name} failed ({rc}: {(msg.value or b'?').decode()})")
+
+    def __call__(self) -> None:
+        self._check("cuGraphLaunch", self.exec, self._h)
+
+    def __del__(self):
+        try:
+            self._lib_.cuGraphExecDestroy(self.exec)
+            self._lib_.cuGraphDestroy(self.graph)
+        except Exception:           # noqa: BLE001 -- interpreter shutdown
+            pass
+
 
 class CUDAGraphExecutor:
     """The state of one model running on the GPU (see the module docstring); the methods are
     the CPU executor's (TVM's ``GraphModule``)."""
 
-    def __init__(self, graph: dict, module, params: dict, dev=None, device=None):
+    def __init__(self, graph: dict, module, params: dict, dev=None, device=None, cuda_graph: bool = False):
         if graph.get("format") != GRAPH_FORMAT:
             raise GraphExecutorError(f"graph format {graph.get('format')!r}; this runtime runs format {GRAPH_FORMAT}")
         self.graph, self.module, self.dev = graph, module, dev
@@ -123,6 +177,7 @@ class CUDAGraphExecutor:
                     args = [a.reshape(s) for a, s in zip(args, node["arg_shapes"])]
                 self._steps.append(d.prepare(node["func"], args))
         self.outputs = list(graph["outputs"])
+        self.cuda_graph, self._replay = bool(cuda_graph), None
 
     def set_input(self, key=None, value=None, **params) -> None:
         """Copy ``value`` (numpy, an NDArray) to input ``key`` (a name or a position) on the device."""
@@ -153,7 +208,12 @@ class CUDAGraphExecutor:
         a GPU (``get_output`` waits)."""
         if inputs:
             self.set_input(**inputs)
-        self.device.launch(self._steps)
+        if not self.cuda_graph:
+            self.device.launch(self._steps)
+            return
+        if self._replay is None:
+            self._replay = self.device.capture(self._steps)
+        self._replay()
 
     def get_num_outputs(self) -> int:
         return len(self.outputs)
@@ -207,12 +267,13 @@ def _param(params: dict, node: dict) -> np.ndarray:
 
 class CUDAGraphExecutorFactory(GraphExecutorFactory):
     """A model built for the GPU: ``lib["default"](tilecraft.cuda(0))`` makes a
-    :class:`CUDAGraphExecutor`; ``lib["default"](dev, device=...)`` one on another device (the
-    emulator); ``export_library`` writes the CUDA archive with the graph and the weights."""
+    :class:`CUDAGraphExecutor` (``cuda_graph=True``: runs replay a captured CUDA graph);
+    ``lib["default"](dev, device=...)`` one on another device (the emulator); ``export_library`` writes the CUDA archive with the graph and the weights."""
 
     def __getitem__(self, name: str):
         if name == self.mod_name:
-            return lambda dev=None, device=None: CUDAGraphExecutor(self.graph, self.module, self.params, dev, device)
+            return lambda dev=None, device=None, cuda_graph=False: CUDAGraphExecutor(
+                self.graph, self.module, self.params, dev, device, cuda_graph)
         return super().__getitem__(name)
 
     def export_library(self, path) -> str:

@@ -54,8 +54,12 @@ class EmulatedDevice:
     def sync(self) -> None:
         pass
 
+    def capture(self, steps: list):
+        """What a CUDA graph of ``steps`` does when replayed: launch them in order."""
+        return lambda: self.launch(steps)
 
-def emulated_executor(lib, mod_name: str = "default", check_races: bool = True):
+
+def emulated_executor(lib, mod_name: str = "default", check_races: bool = True, cuda_graph: bool = False):
     """An executor of a model built for ``cuda`` that runs in the CUDA emulator (see the
     module docstring); ``lib`` is what ``relay.build(..., target="cuda")`` returned."""
-    return lib[mod_name](None, EmulatedDevice(lib.module, check_races))
+    return lib[mod_name](None, EmulatedDevice(lib.module, check_races), cuda_graph)
