@@ -405,3 +405,42 @@ def test_model_on_the_gpu_matches_pytorch(rng, name, tmp_path):
         np.testing.assert_array_equal(m3.get_output(0).numpy(), m.get_output(0).numpy())
     assert m3.benchmark(tc.cuda(0), repeat=1, number=2).mean > 0
     assert m.benchmark(tc.cuda(0), repeat=1, number=2).mean > 0
+
+
+@pytest.mark.cuda
+def test_tune_relay_flow_on_the_gpu(rng, tmp_path):
+    """TVM's tune_relay flow with a CUDA target: extract the conv task, tune it a few trials on
+    the GPU, build inside apply_history_best(log): the conv kernel takes the log's best config and
+    the model matches onnxruntime."""
+    _gpu_or_skip()
+    inputs = {"x": rng.standard_normal((1, 16, 14, 14)).astype("float32")}
+    inits = {"w": (rng.standard_normal((32, 16, 3, 3)) * 0.2).astype("float32"),
+             "fc": (rng.standard_normal((10, 32)) * 0.3).astype("float32")}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc"], ["y"], transB=1)]
+    model = make_model(nodes, inputs, ["y"], inits)
+    mod, params = relay.frontend.from_onnx(model, shape={"x": inputs["x"].shape})
+    tasks = autotune.task.extract_from_program(mod["main"], target="cuda", params=params)
+    assert [t.workload for t in tasks] == [("topi/conv2d_nchw.cuda", 1, 16, 14, 14, 32, 3, 3, 1, 1, "float32")]
+    log = tmp_path / "net.jsonl"
+    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=60),
+                                     runner=autotune.LocalRunner(timeout=30, number=2, repeat=1))
+    report = autotune.tune_tasks(tasks, 8, log, measure_option=option, min_trials=8, progress=False)
+    assert report[0]["done"] == 8 and report[0]["best_gflops"] > 0
+    (inp, _), = autotune.record.best_by_workload(str(log)).values()
+    with autotune.apply_history_best(str(log)):
+        lib = build_cuda(mod, params)
+        with tc.target.Target("cuda"):
+            fused, _ = relay.optimize(mod, "cuda", params)
+            group = next(n.op for n in relay.ir.post_order(fused["main"].body)
+                         if isinstance(n, relay.Call) and isinstance(n.op, relay.Function))
+            _, _, anchor = te_compiler_cuda.compute_group(group, te_compiler_cuda.cuda_anchor)
+    for k in ("tile_co", "tile_y", "tile_x", "co_per_thread", "ci_tile", "x_per_thread"):
+        assert anchor.parts["tiles"][k] == inp.config[k].val, k
+    m = graph_executor.GraphModule(lib["default"](tc.cuda(0)))
+    m.set_input(**inputs)
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), run_ort(model, inputs)[0], rtol=1e-4, atol=1e-4)
