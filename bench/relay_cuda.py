@@ -5,8 +5,9 @@ the same run, same inputs, outputs compared. Times: CUDA events around ``number`
 ``repeat``. Not a test; figures in docs/relay.md.
 
     python3 bench/relay_cuda.py [--models resnet50:1,resnet50:32,bert:1] [--compile] [--profile 15]
-                                [--cuda-graph] [--trials N] [--log FILE ...]
+                                [--cuda-graph] [--ort] [--trials N] [--log FILE ...]
 
+``--ort`` also times onnxruntime's CUDA execution provider where it is installed.
 ``--cuda-graph`` also times the same build replaying a captured CUDA graph (``cuda_graph=True``).
 ``--profile K`` also times every kernel of each tilecraft model alone and prints the K slowest.
 ``--trials N`` tunes the model's CUDA tasks first (``tune_tasks``, N trials in all, into ``--log``);
@@ -142,6 +143,31 @@ def time_torch(torch, fn, number, repeat):
     return float(np.median(out))
 
 
+def time_ort(torch, model_gpu, xg, want, number, repeat, ours) -> str:
+    """onnxruntime's CUDA execution provider on the model exported from torch, input and output
+    bound on the GPU (no copies timed); a phrase for the report line."""
+    import tempfile
+    try:
+        import onnxruntime as ort
+        if "CUDAExecutionProvider" not in ort.get_available_providers():
+            return f"onnxruntime {ort.__version__} has no CUDA provider"
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "model.onnx")
+            with torch.no_grad():
+                torch.onnx.export(model_gpu, (xg,), path, opset_version=17, dynamo=False)
+            sess = ort.InferenceSession(path, providers=["CUDAExecutionProvider"])
+        io = sess.io_binding()
+        io.bind_ortvalue_input(sess.get_inputs()[0].name,
+                               ort.OrtValue.ortvalue_from_numpy(xg.cpu().numpy(), "cuda", 0))
+        io.bind_output(sess.get_outputs()[0].name, "cuda")
+        sess.run_with_iobinding(io)
+        err = np.abs(io.copy_outputs_to_cpu()[0] - want).max() / max(np.abs(want).max(), 1e-30)
+        t = time_torch(torch, lambda: sess.run_with_iobinding(io), number, repeat)
+        return f"onnxruntime-CUDA {t * 1e3:.3f} ms ({t / ours:.2f}x; difference {err:.1e})"
+    except Exception as e:                      # noqa: BLE001 -- report, keep going
+        return f"onnxruntime-CUDA failed ({type(e).__name__}: {str(e)[:120]})"
+
+
 def profile_kernels(ex, top: int, number: int = 20) -> list:
     """(seconds per launch, kernel name) of every kernel of a GPU executor, slowest first."""
     import pycuda.driver as drv
@@ -173,6 +199,8 @@ def main():
     ap.add_argument("--log", nargs="+", default=None,
                     help="tuning logs to build with (with --trials the first is written; resumes), e.g. "
                          "bench/results/cuda_tuning/cuda_conv2d_*.jsonl (ResNet's 3x3 layers tuned on an H100)")
+    ap.add_argument("--ort", action="store_true",
+                    help="also time onnxruntime's CUDA execution provider (when installed; IO bound on the GPU)")
     ap.add_argument("--cuda-graph", action="store_true",
                     help="also time the executor replaying a captured CUDA graph (cuda_graph=True)")
     ap.add_argument("--min-blocks", type=int, default=None,
@@ -248,6 +276,8 @@ def main():
                 del mg
             except Exception as e:                      # noqa: BLE001 -- report, keep going
                 line += f"; CUDA graph failed ({type(e).__name__}: {str(e)[:160]})"
+        if args.ort:
+            line += "; " + time_ort(torch, model_gpu, xg, want, args.number, args.repeat, ours)
         if args.compile:
             try:
                 tc0 = time.perf_counter()

@@ -106,7 +106,7 @@ class _CapturedGraph:
             lib = _CapturedGraph._lib = ctypes.CDLL("libcuda.so.1")
         self._c, self._lib_ = ctypes, lib
         self.stream = drv.Stream()
-        h = ctypes.c_void_p(int(getattr(self.stream, "handle", 0) or self.stream.handle_int))
+        h = ctypes.c_void_p(int(self.stream.handle))
         self._h = h
         self._check("cuStreamBeginCapture_v2", h, ctypes.c_int(2))        # relaxed mode
         try:
