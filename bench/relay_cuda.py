@@ -154,7 +154,10 @@ def time_ort(torch, model_gpu, xg, want, number, repeat, ours) -> str:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "model.onnx")
             with torch.no_grad():
-                torch.onnx.export(model_gpu, (xg,), path, opset_version=17, dynamo=False)
+                try:
+                    torch.onnx.export(model_gpu, (xg,), path, opset_version=17, dynamo=False)
+                except TypeError:           # a torch before the dynamo exporter: the TorchScript one
+                    torch.onnx.export(model_gpu, (xg,), path, opset_version=17)
             sess = ort.InferenceSession(path, providers=["CUDAExecutionProvider"])
         io = sess.io_binding()
         io.bind_ortvalue_input(sess.get_inputs()[0].name,
