@@ -106,10 +106,22 @@ def _conv2d_cuda(call: Call, ins: list):
     dtype = call.ty.dtype
     tiles = conv2d_tiles(call)
     OH, OW = (H + 2 * pad - KH) // stride + 1, (W + 2 * pad - KW) // stride + 1
-    Pad = te.compute((N, CI, H + 2 * pad, W + 2 * pad),
-                     lambda n, c, y, x: te.if_then_else(
-                         te.all(y >= pad, y < H + pad, x >= pad, x < W + pad),
-                         data[n, c, y - pad, x - pad], te.const(0, dtype)), name="Pad")
+    if KH == KW == 1 and (stride > 1 or pad > 0):
+        # a 1x1 convolution reads every stride-th pixel: gather just those (a stride-1 convolution
+        # of them), so the shared patch holds what is used, not the strided span (4x at stride 2)
+        def pixel(n, c, y, x):
+            if pad == 0:
+                return data[n, c, y * stride, x * stride]
+            return te.if_then_else(te.all(y * stride >= pad, y * stride < H + pad, x * stride >= pad,
+                                          x * stride < W + pad),
+                                   data[n, c, y * stride - pad, x * stride - pad], te.const(0, dtype))
+        Pad, step = te.compute((N, CI, OH, OW), pixel, name="Pad"), 1
+    else:
+        step = stride
+        Pad = te.compute((N, CI, H + 2 * pad, W + 2 * pad),
+                         lambda n, c, y, x: te.if_then_else(
+                             te.all(y >= pad, y < H + pad, x >= pad, x < W + pad),
+                             data[n, c, y - pad, x - pad], te.const(0, dtype)), name="Pad")
     WT = te.compute((CI, KH, KW, CO), lambda c, ry, rx, o: kernel[o, c, ry, rx], name="WT")
     k_split = tiles["k_split"]
     cs = CI // k_split
@@ -118,10 +130,10 @@ def _conv2d_cuda(call: Call, ins: list):
     rx = te.reduce_axis((0, KW), "rx")
     if k_split == 1:
         Out = Acc = te.compute((N, CO, OH, OW), lambda n, o, y, x: te.sum(
-            Pad[n, rc, y * stride + ry, x * stride + rx] * WT[rc, ry, rx, o], axis=[rc, ry, rx]), name="conv")
+            Pad[n, rc, y * step + ry, x * step + rx] * WT[rc, ry, rx, o], axis=[rc, ry, rx]), name="conv")
     else:
         Acc = te.compute((k_split, N, CO, OH, OW), lambda k, n, o, y, x: te.sum(
-            Pad[n, k * cs + rc, y * stride + ry, x * stride + rx] * WT[k * cs + rc, ry, rx, o],
+            Pad[n, k * cs + rc, y * step + ry, x * step + rx] * WT[k * cs + rc, ry, rx, o],
             axis=[rc, ry, rx]), name="conv_partial")
         kk = te.reduce_axis((0, k_split), "kk")
         Out = te.compute((N, CO, OH, OW), lambda n, o, y, x: te.sum(Acc[kk, n, o, y, x], axis=kk), name="conv")
