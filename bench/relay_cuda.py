@@ -208,10 +208,14 @@ def main():
                     help="also time the executor replaying a captured CUDA graph (cuda_graph=True)")
     ap.add_argument("--min-blocks", type=int, default=None,
                     help="conv2d fallback: split input channels below this many blocks (0: never)")
+    ap.add_argument("--batch-tiles-min-n", type=int, default=None,
+                    help="untuned conv2d: the larger batch tiles from this many images on (0: never)")
     args = ap.parse_args()
+    from tilecraft.relay.backend import te_compiler_cuda
     if args.min_blocks is not None:
-        from tilecraft.relay.backend import te_compiler_cuda
         te_compiler_cuda.MIN_BLOCKS = args.min_blocks
+    if args.batch_tiles_min_n is not None:
+        te_compiler_cuda.BATCH_TILES_MIN_N = args.batch_tiles_min_n or 1 << 30
     import torch
     import torch.nn as nn
 
@@ -262,7 +266,9 @@ def main():
         ours = float(np.median(ours))
         eager = time_torch(torch, lambda: model_gpu(xg), args.number, args.repeat)
         kernels = sum(n["op"] == "kernel" for n in lib.graph["nodes"])
-        line = (f"{name} batch {batch} fp32{'' if args.min_blocks is None else f' min_blocks={args.min_blocks}'}: import {t1 - t0:.1f} s, build {t3 - t2:.1f} s "
+        variant = "".join(f" {k}={v}" for k, v in (("min_blocks", args.min_blocks),
+                                                     ("batch_tiles_min_n", args.batch_tiles_min_n)) if v is not None)
+        line = (f"{name} batch {batch} fp32{variant}: import {t1 - t0:.1f} s, build {t3 - t2:.1f} s "
                 f"({kernels} kernels, {lib.module.build_times.get('nvcc', 0):.1f} s nvcc); max relative "
                 f"difference to torch {err:.1e}; tilecraft {f'tuned ({log})' if log else 'untuned'} {ours * 1e3:.3f} ms, "
                 f"torch eager {eager * 1e3:.3f} ms: {eager / ours:.2f}x eager")

@@ -261,6 +261,34 @@ def test_strided_1x1_conv_stages_only_the_pixels_it_reads(rng, stride, pad):
     np.testing.assert_allclose(run_emulated(lib, {"x": xv})[0], want, rtol=1e-5, atol=1e-5)
 
 
+def test_untuned_conv_on_a_batch_takes_the_batch_tiles(rng):
+    """Without a tuned config, a conv2d on BATCH_TILES_MIN_N images or more takes the larger
+    register tiles (2 images x 2 pixels x 4 channels per thread, 32 channels per block); fewer
+    images keep the template's fallback; both compute conv + bias + ReLU."""
+    needs_nvcc()
+    torch = pytest.importorskip("torch")
+    for batch, want in ((te_compiler_cuda.BATCH_TILES_MIN_N, {"n_per_block": 2, "x_per_thread": 2, "tile_co": 32}),
+                        (2, {"n_per_block": 1, "x_per_thread": 1, "tile_co": 16})):
+        x = relay.var("x", shape=(batch, 8, 6, 6))
+        w = relay.var("w", shape=(32, 8, 3, 3))
+        b = relay.var("b", shape=(32, 1, 1))
+        body = relay.nn.relu(relay.add(relay.nn.conv2d(x, w, padding=(1, 1)), b))
+        mod = relay.IRModule.from_expr(relay.Function([x, w, b], body))
+        params = {"w": rng.standard_normal((32, 8, 3, 3)).astype("float32"),
+                  "b": rng.standard_normal((32, 1, 1)).astype("float32")}
+        lib = build_cuda(mod, params)
+        with tc.target.Target("cuda"):
+            fused, _ = relay.optimize(mod, "cuda", params)
+            group = next(n.op for n in relay.ir.post_order(fused["main"].body)
+                         if isinstance(n, relay.Call) and isinstance(n.op, relay.Function))
+            _, _, anchor = te_compiler_cuda.compute_group(group, te_compiler_cuda.cuda_anchor)
+        assert {k: anchor.parts["tiles"][k] for k in want} == want
+        xv = rng.standard_normal((batch, 8, 6, 6)).astype("float32")
+        want_out = torch.relu(torch.nn.functional.conv2d(torch.from_numpy(xv), torch.from_numpy(params["w"]),
+                                                         padding=1) + torch.from_numpy(params["b"])).numpy()
+        np.testing.assert_allclose(run_emulated(lib, {"x": xv})[0], want_out, rtol=1e-4, atol=1e-4)
+
+
 def test_fallback_splits_the_channels_of_a_small_deep_conv(rng):
     """Without a log, a convolution whose output gives few blocks (a deep layer at batch 1) sums
     its input channels in parts (k_split) and still computes conv + residual add + ReLU."""

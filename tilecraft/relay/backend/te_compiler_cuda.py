@@ -40,6 +40,7 @@ GEMM_DEPTH = 16          # k per shared-memory tile
 GEMV_ROWS = 16           # fewer rows than this: a block per output, the reduction over its threads
 GEMV_THREADS = 64
 MIN_BLOCKS = 256         # a conv2d fallback with fewer blocks splits its input channels (132 SMs on an H100)
+BATCH_TILES_MIN_N = 8    # untuned conv2d on this many images or more: larger register tiles (_batch_tiles)
 
 
 def _bx():
@@ -79,10 +80,31 @@ def conv2d_tiles(call: Call) -> dict:
                                    knobs["co_per_thread"], knobs["ci_tile"], knobs["x_per_thread"], stride,
                                    knobs["k_split"], knobs["n_per_block"], N):
             tiles = knobs
+    if tiles is None and N >= BATCH_TILES_MIN_N:
+        tiles = _batch_tiles(N, CI, OH, OW, CO, KH, KW, stride)
     if tiles is None:
         tiles = dict(fallback_tiles(CI, OH, OW, CO, KH, KW, stride), x_per_thread=1, k_split=1, n_per_block=1)
         tiles["k_split"] = _fallback_k_split(N, CI, OH, OW, CO, tiles)
     return tiles
+
+
+def _batch_tiles(N, CI, OH, OW, CO, KH, KW, stride) -> dict | None:
+    """Without a tuned config, on a batch of ``BATCH_TILES_MIN_N`` images or more (blocks to
+    spare): the shape of the best configs of the H100 batch-32 tuning logs
+    (bench/results/cuda_tuning/cuda_conv2d_*_b32.jsonl): 32 channels x up to 14 x 14 pixels per
+    block, 4 channels x 2 pixels x 2 images per thread; None when it does not fit the layer."""
+    from tilecraft.topi.conv2d_cuda import conv_tiles_ok
+
+    def best_div(n, want):
+        return max(d for d in range(1, min(n, want) + 1) if n % d == 0)
+    ty, tx = best_div(OH, 14), best_div(OW, 14)
+    xpt, npb = (2 if tx % 2 == 0 else 1), (2 if N % 2 == 0 else 1)
+    for tile_co, cpt in ((32, 4), (16, 4)):
+        for ci_tile in (16, 8, 4):
+            if conv_tiles_ok(CI, OH, OW, CO, KH, KW, tile_co, ty, tx, cpt, ci_tile, xpt, stride, 1, npb, N):
+                return dict(tile_co=tile_co, tile_y=ty, tile_x=tx, co_per_thread=cpt, ci_tile=ci_tile,
+                            x_per_thread=xpt, k_split=1, n_per_block=npb)
+    return None
 
 
 def _fallback_k_split(N, CI, OH, OW, CO, tiles) -> int:
