@@ -33,7 +33,8 @@ def add_commands(sub, formatter_class=argparse.HelpFormatter) -> None:
     c.add_argument("--shape", action="append", metavar="NAME=D0,D1,...",
                    help="the shape of an input with dynamic dimensions, e.g. input=1,3,224,224 (repeatable)")
     c.add_argument("--dtype", default="float32", help="dtype of inputs the model leaves unspecified")
-    c.add_argument("--target", default="llvm", help="llvm (this CPU) or 'llvm -mcpu=NAME'")
+    c.add_argument("--target", default="llvm",
+                   help="llvm (this CPU), 'llvm -mcpu=NAME', or cuda ('cuda -arch=sm_90': a CUDA archive)")
     c.add_argument("--opt-level", type=int, default=3, help="PassContext opt_level of the build")
     c.add_argument("--tuning-log", metavar="LOG", help="build with the best configs of this tuning log")
     c.add_argument("--tune", action="store_true",
@@ -208,7 +209,12 @@ def cmd_run(args) -> int:
     if not isinstance(lib, GraphExecutorFactory):
         raise CLIError(f"{args.library}: a library of single operators, not a model (write one with "
                        "`tilecraft compile` or lib.export_library)")
-    ex = lib[lib.mod_name]()
+    try:
+        ex = lib[lib.mod_name]()
+    except Exception as err:     # noqa: BLE001 -- a CUDA model where no GPU, driver or pycuda is
+        if not lib.graph or getattr(lib.module, "type_key", "") != "cuda":
+            raise
+        raise CLIError(f"{args.library}: a CUDA model, which cannot run here: {err}") from None
     feed = _load_inputs(args, ex)
     try:
         ex.set_input(**feed)

@@ -15,7 +15,8 @@ class GraphModule:
     ``get_output``, ``get_input``, ``get_num_outputs``, ``get_num_inputs``, ``benchmark``)."""
 
     def __init__(self, module):
-        if not isinstance(module, GraphExecutor):
+        from ..runtime.cuda_graph_executor import CUDAGraphExecutor
+        if not isinstance(module, (GraphExecutor, CUDAGraphExecutor)):
             raise GraphExecutorError(f"GraphModule expects lib['default'](dev), got {type(module).__name__}")
         self.module = module
 

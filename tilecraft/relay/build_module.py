@@ -75,7 +75,8 @@ def _kernel_name(fn: Function, taken: dict, prefix: str = "") -> str:
 
 
 def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_name: str = "default"):
-    """Compile a model for ``target`` (``"llvm"`` only so far): returns a
+    """Compile a model for ``target`` (``"llvm"``, or ``"cuda"``: kernels from
+    ``backend/te_compiler_cuda.py``, run by ``runtime/cuda_graph_executor.py``): returns a
     ``GraphExecutorFactory``; ``lib[mod_name](dev)`` is an executor (wrap it in
     ``tilecraft.contrib.graph_executor.GraphModule``), ``lib.export_library(path)`` writes one
     library, ``lib.memory_summary()`` reports the memory plan.
@@ -90,13 +91,16 @@ def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_
     >>> lib = relay.build(mod, target="llvm", params=params, mod_name="resnet")   # doctest: +SKIP
     >>> ex = lib["resnet"](tilecraft.cpu(0))                                       # doctest: +SKIP
     """
+    from tilecraft.codegen.cuda import build_cuda
     from tilecraft.codegen.llvm import build_llvm
+    from tilecraft.runtime.cuda_graph_executor import CUDAGraphExecutorFactory
     from tilecraft.runtime.graph_executor import GraphExecutorFactory
     from tilecraft.target import Target, TargetError
     from tilecraft.transform import PassContext
 
     from .backend.memory_plan import plan_memory
     from .backend.te_compiler import lower_primitive
+    from .backend.te_compiler_cuda import lower_primitive_cuda
     if isinstance(mod, Function):
         mod = IRModule.from_expr(mod)
     if not isinstance(mod, IRModule):
@@ -106,11 +110,11 @@ def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_
         host = Target(target_host) if target_host is not None else None
     except TargetError as err:
         raise RelayError(f"relay.build: {err}") from None
-    if tgt.kind != "llvm":
-        raise RelayError(f"relay.build: target {str(tgt)!r} is not supported yet; the graph level builds "
-                         "for 'llvm' (the CPU) so far")
+    if tgt.kind not in ("llvm", "cuda"):
+        raise RelayError(f"relay.build: target {str(tgt)!r} is not supported; the graph level builds "
+                         "for 'llvm' (the CPU) and 'cuda'")
     if host is not None and host.kind != "llvm":
-        raise RelayError(f"relay.build: target_host must be an llvm target (the host of a CPU model is the CPU), "
+        raise RelayError(f"relay.build: target_host must be an llvm target (a model's host code runs on the CPU), "
                          f"got {str(host)!r}")
     if not isinstance(mod_name, str) or not mod_name.isidentifier():
         raise RelayError(f"relay.build: mod_name must be a name made of letters, digits and '_' (it prefixes "
@@ -125,16 +129,24 @@ def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_
                 key = astext(n.op)          # equal groups (same ops, attributes, shapes) share a kernel
                 if key not in by_text:
                     name = _kernel_name(n.op, taken, prefix)
-                    func, views[name] = lower_primitive(n.op, name, "llvm")
+                    func, views[name] = (lower_primitive(n.op, name, "llvm") if tgt.kind == "llvm"
+                                         else lower_primitive_cuda(n.op, name))
                     funcs.append(func)
                     by_text[key] = name
                 kernel_of[id(n)] = by_text[key]
-        module = build_llvm(funcs, str(tgt)) if funcs else None
+        if tgt.kind == "cuda":
+            if not funcs:
+                raise RelayError("relay.build: the model has no kernels (its result is an input or a weight)")
+            module = build_cuda(funcs, tgt)
+        else:
+            module = build_llvm(funcs, str(tgt)) if funcs else None
     graph, weights = plan_graph(main, kernel_of, views)
     if "PlanMemory" not in PassContext.current().disabled_pass:
         graph = plan_memory(graph)
     if mod_name != "default":
         graph["mod_name"] = mod_name
+    if tgt.kind == "cuda":
+        return CUDAGraphExecutorFactory(graph, module, weights)
     return GraphExecutorFactory(graph, module, weights, exporter=_export)
 
 

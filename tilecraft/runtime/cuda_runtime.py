@@ -557,7 +557,9 @@ class CUDAModule:
         return f"<tilecraft.CUDAModule [{', '.join(self.plans)}] {self.arch}>"
 
 
-def export_cuda(module: CUDAModule, path) -> str:
+def export_cuda(module: CUDAModule, path, extra: dict | None = None) -> str:
+    """Write ``module`` as a zip archive at ``path``; ``extra`` (name -> bytes) adds files (a
+    model's graph and weights, ``runtime/cuda_graph_executor.py``)."""
     import os
     import tempfile
     import zipfile
@@ -570,6 +572,8 @@ def export_cuda(module: CUDAModule, path) -> str:
             z.writestr("manifest.json", json.dumps(module.manifest(), indent=1))
             z.writestr("kernels.cubin", module.cubin)
             z.writestr("kernels.cu", module.source)
+            for name, data in (extra or {}).items():
+                z.writestr(name, data)
         os.replace(tmp, path)       # whole file at once
     except BaseException:
         try:
@@ -604,6 +608,7 @@ def load_cuda_module(path) -> CUDAModule:
             info = json.loads(z.read("manifest.json").decode("utf-8"))
             cubin = z.read("kernels.cubin")
             source = z.read("kernels.cu").decode("utf-8") if "kernels.cu" in names else ""
+            model = {n: z.read(n) for n in ("graph.json", "params.json", "params.bin") if n in names}
     except zipfile.BadZipFile as e:
         raise ValueError(f"load_module: {p!r} is not a valid archive ({e})") from None
     except json.JSONDecodeError as e:
@@ -617,6 +622,9 @@ def load_cuda_module(path) -> CUDAModule:
         raise ValueError(f"load_module: the manifest in {p!r} is malformed ({type(e).__name__}: {e})") from None
     mod = CUDAModule([], source, cubin, info["arch"], info["target"], plans=plans)
     mod.entry_name = info.get("entry", mod.entry_name)
+    if "graph.json" in model:           # a whole model (relay.build for cuda): kernels, graph, weights
+        from .cuda_graph_executor import load_cuda_factory
+        return load_cuda_factory(mod, model)
     return mod
 
 

@@ -49,7 +49,7 @@ def conv_tiles_ok(CI, OH, OW, CO, KH, KW, tile_co, tile_y, tile_x, cpt, ci_tile,
     return shared <= SHARED_LIMIT
 
 
-def _fallback_tiles(CI, OH, OW, CO, KH, KW, stride) -> dict:
+def fallback_tiles(CI, OH, OW, CO, KH, KW, stride) -> dict:
     """The hand schedule's tiles (16 channels × 8 × 8 pixels, 4 channels per thread) where they
     fit the layer, else the nearest that do (divisors of the output, smaller channel tiles)."""
     def best_div(n, want):
@@ -99,7 +99,7 @@ def conv2d_nchw_cuda(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int,
     cfg.multi_filter(ok)
     cfg.add_flop(2.0 * N * CO * OH * OW * CI * KH * KW)
     if cfg.is_fallback:
-        return cuda_schedules.conv2d_nchw(N, CI, H, W, CO, KH, KW, padding, dtype, **_fallback_tiles(
+        return cuda_schedules.conv2d_nchw(N, CI, H, W, CO, KH, KW, padding, dtype, **fallback_tiles(
             CI, OH, OW, CO, KH, KW, stride), stride=stride)
     if not ok(cfg):
         cfg.raise_error("tile sizes do not divide the output or do not fit a thread block")

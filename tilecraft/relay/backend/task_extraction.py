@@ -8,7 +8,9 @@ made from a recorded workload has, by construction, the key ``relay.build`` look
 through the matmul template (``topi/matmul.llvm``), and the row-reduction templates of
 softmax, layer_norm and global pooling (``topi/softmax.llvm``, ``topi/layer_norm.llvm``,
 ``topi/global_pool.llvm``). batch_matmul has no template in the graph build yet (a fixed
-schedule), so it gives no task.
+schedule), so it gives no task. For ``target="cuda"`` (``te_compiler_cuda``): the conv2d
+template ``topi/conv2d_nchw.cuda``; dense, batch_matmul and the row kernels have fixed GPU
+schedules and give no task.
 
 >>> tuning_workloads(mod["main"], "llvm", params)          # doctest: +SKIP
 [(('topi/conv2d_nchw.llvm', 1, 16, 10, 10, 32, 3, 3, 1, 1, 'float32'), 2, ('nn.conv2d', 'add', 'nn.relu')), ...]
@@ -48,15 +50,19 @@ def tuning_workloads(program, target="llvm", params: dict | None = None, ops=Non
     once each; equal groups are one kernel but each call runs it), ``op names`` the operators
     of the first group that uses it. ``ops``, when given, keeps only groups that contain one of
     these operators (``relay.op.get("nn.conv2d")`` or the name)."""
-    from tilecraft.target import Target
+    from tilecraft.target import Target, TargetError
 
     from ..build_module import optimize
     from .te_compiler import compute_group, template_kernel
+    from .te_compiler_cuda import cuda_anchor, template_kernel_cuda
     mod = program if isinstance(program, IRModule) else IRModule.from_expr(program)
-    tgt = Target(target)
-    if tgt.kind != "llvm":
-        raise RelayError(f"extract_from_program: target {str(tgt)!r} is not supported yet; the graph level "
-                         "builds for 'llvm' (the CPU) so far")
+    try:
+        tgt = Target(target)
+    except TargetError as err:
+        raise RelayError(f"extract_from_program: {err}") from None
+    if tgt.kind not in ("llvm", "cuda"):
+        raise RelayError(f"extract_from_program: target {str(tgt)!r} is not supported; the graph level "
+                         "builds for 'llvm' (the CPU) and 'cuda'")
     wanted = None if ops is None else {getattr(o, "name", o) for o in ops}
     fused, _ = optimize(mod, tgt, params)
     found: dict = {}          # workload -> [count, op names]
@@ -72,7 +78,10 @@ def tuning_workloads(program, target="llvm", params: dict | None = None, ops=Non
             if key not in seen_groups:
                 rec = _RecordWorkloads()
                 with rec:
-                    if template_kernel(n.op) is None:
+                    if tgt.kind == "cuda":
+                        if template_kernel_cuda(n.op) is None:
+                            compute_group(n.op, cuda_anchor)
+                    elif template_kernel(n.op) is None:
                         compute_group(n.op)
                 seen_groups[key] = rec.workloads
             for wl in seen_groups[key]:

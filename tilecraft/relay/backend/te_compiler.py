@@ -54,9 +54,23 @@ class _Anchor:
         self.parts = parts
 
 
-def compute_group(fn: Function):
+def llvm_anchor(call: Call, ins: list):
+    """``(output, anchor)`` when ``call`` is an anchor the CPU computes with a template's stages
+    (conv2d, the blocked conv2d, dense), else None."""
+    name = call.op.name
+    if name == "nn.conv2d" and _conv_fits(call):
+        return _conv2d_template(call, ins)
+    if name == "nn.contrib_conv2d_NCHWc":
+        return _conv2d_blocked_template(call, ins)
+    if name == "nn.dense" and call.ty.dtype == "float32":
+        return _dense_template(call, ins)
+    return None
+
+
+def compute_group(fn: Function, anchor_of=llvm_anchor):
     """``(inputs, output, anchor)``: the group's placeholders, its output tensor and the
-    anchor's stages (None for the generic schedule)."""
+    anchor's stages (None for the generic schedule). ``anchor_of(call, inputs)`` computes the
+    group's first anchor the target's way (``(output, anchor)``, or None for the op's compute)."""
     values: dict = {}
     inputs = []
     for k, p in enumerate(fn.params):
@@ -82,12 +96,9 @@ def compute_group(fn: Function):
         elif t is Call:
             ins = [values[id(a)] for a in n.args]
             name = n.op.name
-            if name == "nn.conv2d" and _conv_fits(n) and anchor is None:
-                out, anchor = _conv2d_template(n, ins)
-            elif name == "nn.contrib_conv2d_NCHWc" and anchor is None:
-                out, anchor = _conv2d_blocked_template(n, ins)
-            elif name == "nn.dense" and anchor is None and n.ty.dtype == "float32":
-                out, anchor = _dense_template(n, ins)
+            special = anchor_of(n, ins) if anchor is None else None
+            if special is not None:
+                out, anchor = special
             else:
                 if n.op.compute is None:
                     raise RelayError(f"lowering: {name} has no compute (run SimplifyInference first)")
