@@ -64,6 +64,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--trials", type=int, default=0, help="tune the model's tasks first, this many trials in all")
     ap.add_argument("--log", default=None, help="the tuning log (default: tuning_logs/BENCH.jsonl; resumes)")
+    ap.add_argument("--profile", type=int, default=8, help="list this many kernels, the slowest first")
     ap.add_argument("--no-torch", action="store_true", help="do not time PyTorch eager")
     args = ap.parse_args()
     import onnxruntime as ort
@@ -121,16 +122,11 @@ def main():
           f"to onnxruntime {err:.1e}")
     print(f"time per inference (median of {args.repeat}): tilecraft {tuned} {a * 1e3:.1f} ms, onnxruntime "
           f"{b * 1e3:.1f} ms: {b / a:.2f}x onnxruntime")
-    for _ in range(1):
-        ex = m.module
-        times = []
-        for (func, raw), node in zip(ex._steps, [n for n in lib.graph["nodes"] if n["op"] == "kernel"]):
-            t = time.perf_counter()
-            func._cfunc(*raw)
-            times.append((time.perf_counter() - t, node["func"]))
-        for t, name in sorted(times, reverse=True)[:6]:
-            print(f"  {t * 1e3:8.2f} ms  {name}")
-
+    rows = m.module.profile(10)
+    total = sum(ms for _, _, ms in rows)
+    print(f"per kernel (median of 10 runs, {total:.1f} ms in all; --profile N to list more):")
+    for name, calls, ms in rows[:args.profile]:
+        print(f"  {ms:8.2f} ms {100 * ms / total:5.1f}%  {calls}x  {name}")
 
 if __name__ == "__main__":
     main()

@@ -86,6 +86,8 @@ def compute_group(fn: Function):
                 out, anchor = _conv2d_template(n, ins)
             elif name == "nn.contrib_conv2d_NCHWc" and anchor is None:
                 out, anchor = _conv2d_blocked_template(n, ins)
+            elif name == "nn.contrib_dense_pack" and anchor is None:
+                out, anchor = _dense_pack_template(n, ins)
             elif name == "nn.dense" and anchor is None and n.ty.dtype == "float32":
                 out, anchor = _dense_template(n, ins)
             else:
@@ -147,6 +149,23 @@ def _dense_template(call, ins):
     return C, _Anchor("dense", C=C, packed=packed, cfg=cfg)
 
 
+def _dense_pack_template(call, ins):
+    """``nn.contrib_dense_pack`` (made by AlterOpLayout): the micro-kernel GEMM on the packed
+    panels, with the config of ``topi/dense_pack.llvm`` (tuned, or its fallback)."""
+    from tilecraft.topi.dense_pack import dense_pack_compute, dense_pack_config
+    M, K = call.args[0].ty.shape
+    N = call.ty.shape[1]
+    params = dense_pack_config(_query(("topi/dense_pack.llvm", M, N, K, call.ty.dtype)), M, N, K)
+    nr = call.args[1].ty.shape[2]
+    if params is None or params[1] != nr:
+        # the weight was packed for another config (a log applied at build but not at optimise)
+        raise RelayError(f"lowering nn.contrib_dense_pack: the weight is packed in panels of {nr}, the "
+                         f"configuration of topi/dense_pack.llvm {(M, N, K)} wants "
+                         f"{None if params is None else params[1]}")
+    C = dense_pack_compute(*ins)
+    return C, _Anchor("dense_pack", C=C, params=params)
+
+
 def _inline_injective(s, keep):
     for st in s.stages:
         op = st.op
@@ -197,6 +216,11 @@ def schedule_group(out, anchor):
         p = anchor.parts
         _inline_injective(s, keep={p["data_pad"].op})
         schedule_conv2d_NCHWc(s, p["data_pad"], p["out"], out, p["reg_n"], p["unroll_kw"], p["ic_outer"])
+        return s
+    if anchor is not None and anchor.kind == "dense_pack" and _shape(out) == _shape(anchor.parts["C"]):
+        from tilecraft.topi.dense_pack import schedule_dense_pack
+        _inline_injective(s, keep=set())
+        schedule_dense_pack(s, anchor.parts["C"], out, anchor.parts["params"])
         return s
     if anchor is not None and anchor.kind == "dense":
         p = anchor.parts

@@ -164,6 +164,10 @@ OPS = dict([
          "2-d convolution in blocked layouts: NCHW<ic>c data, OIHW<ic>i<oc>o kernel, NCHW<oc>c result "
          "(AlterOpLayout makes it)"),
     _row("nn.dense", 2, {"units": None}, rel.dense_rel, _binary(tnn.dense), _O, "data @ weight.T"),
+    _row("nn.contrib_dense_pack", 2, {"units": None, "weight_layout": REQUIRED}, rel.dense_pack_rel,
+         lambda a, ins, ty: _dense_pack(ins), _O,
+         "data @ weight.T with the weight packed as [N/nr, K, nr] panels, weight_layout 'NK<nr>n' "
+         "(AlterOpLayout makes it)"),
     _row("nn.batch_matmul", 2, {"transpose_a": False, "transpose_b": True}, rel.batch_matmul_rel,
          lambda a, ins, ty: tnn.batch_matmul(ins[0], ins[1], a.transpose_a, a.transpose_b), _O,
          "x[b] @ y[b] (y[b].T with transpose_b)"),
@@ -187,6 +191,11 @@ OPS = dict([
          None, _X, "inference batch norm; a tuple (out, mean, var) of which only .0 is computed: "
                    "SimplifyInference rewrites it"),
 ])
+
+
+def _dense_pack(ins):
+    from tilecraft.topi.dense_pack import dense_pack_compute      # the template module, when used
+    return dense_pack_compute(ins[0], ins[1])
 
 
 def get(name: str) -> Op:

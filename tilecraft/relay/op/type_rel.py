@@ -163,6 +163,14 @@ def dense_rel(op, types, attrs):
     return TensorType((x.shape[0], w.shape[0]), x.dtype)
 
 
+def dense_pack_rel(op, types, attrs):
+    x, w = _tensor(op, types[0]), _tensor(op, types[1], 1)
+    if x.ndim != 2 or w.ndim != 3 or x.shape[1] != w.shape[1]:
+        raise RelayError(f"{op}: expects data [M, K] and a packed weight [N / nr, K, nr], got {x} and {w}")
+    _same_dtype(op, [x, w])
+    return TensorType((x.shape[0], w.shape[0] * w.shape[2]), x.dtype)
+
+
 def batch_matmul_rel(op, types, attrs):
     x, y = _tensor(op, types[0]), _tensor(op, types[1], 1)
     if x.ndim != 3 or y.ndim != 3:
