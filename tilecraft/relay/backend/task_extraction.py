@@ -58,7 +58,14 @@ def tuning_workloads(program, target="llvm", params: dict | None = None, ops=Non
         raise RelayError(f"extract_from_program: target {str(tgt)!r} is not supported yet; the graph level "
                          "builds for 'llvm' (the CPU) so far")
     wanted = None if ops is None else {getattr(o, "name", o) for o in ops}
-    fused, _ = optimize(mod, tgt, params)
+    from tilecraft.transform import PassContext
+    cur = PassContext.current()
+    # at opt_level 3 at least (TVM's extract_from_program too): the level models are built at,
+    # where AlterOpLayout makes the blocked convolutions and packed dense layers whose
+    # workloads the build asks for; the caller's required / disabled passes still count
+    with PassContext(opt_level=max(3, cur.opt_level), required_pass=cur.required_pass,
+                     disabled_pass=cur.disabled_pass, config=cur.config):
+        fused, _ = optimize(mod, tgt, params)
     found: dict = {}          # workload -> [count, op names]
     seen_groups: dict = {}    # group text -> its workloads
     with tgt:
