@@ -193,17 +193,17 @@ def test_encoder_block_untuned(rng):
 @needs_fma
 @pytest.mark.filterwarnings("error:running the reference failed")     # every candidate is checked
 def test_encoder_block_tuned(rng, tmp_path):
-    """Its dense tasks tuned for a few trials (candidates of other panel widths checked against
+    """Its dense and batch_matmul tasks tuned for a few trials (candidates of other panel widths checked against
     the reference: the packed_panels recipe); the build inside apply_history_best packs the
     weights for the tuned panels and still matches onnxruntime."""
     model, inputs = encoder_block(rng)
     mod, params = relay.frontend.from_onnx(model)
     tasks = autotune.task.extract_from_program(mod["main"], target="llvm", params=params)
     names = {t.name for t in tasks}
-    assert "topi/dense_pack.llvm" in names
+    assert {"topi/dense_pack.llvm", "topi/batch_matmul.llvm"} <= names
     log = tmp_path / "enc.jsonl"
-    dense = [t for t in tasks if t.name == "topi/dense_pack.llvm"]
-    autotune.tune_tasks(dense, 4 * len(dense), str(log), progress=False, min_trials=4)
+    chosen = [t for t in tasks if t.name in ("topi/dense_pack.llvm", "topi/batch_matmul.llvm")]
+    autotune.tune_tasks(chosen, 4 * len(chosen), str(log), progress=False, min_trials=4)
     with autotune.apply_history_best(str(log)), tc.transform.PassContext(opt_level=3):
         lib = relay.build(mod, target="llvm", params=params)
     np.testing.assert_allclose(run_lib(lib, inputs)[0], run_ort(model, inputs)[0], rtol=1e-4, atol=1e-4)
@@ -226,3 +226,34 @@ def test_weight_packed_for_another_config_is_refused():
     with tc.target.Target("llvm"), pytest.raises(relay.RelayError,
                                                  match=rf"packed in panels of {other}.*wants {nr}"):
         lower_primitive(group, "k", "llvm")
+
+
+def test_tuned_batch_matmul_with_its_epilogue(rng):
+    """A logged topi/batch_matmul.llvm config schedules the fused batch_matmul + scale (the
+    template's tiles on the epilogue), and the result is numpy's."""
+    import tilecraft.topi.batch_matmul  # noqa: F401  (registers the template)
+    from tilecraft.relay.backend.te_compiler import compute_group
+    from tilecraft.relay.transform import FuseOps
+    from relay_helpers import poison
+    from tilecraft.contrib import graph_executor
+    args = (3, 8, 16, 12, "float32")
+    task = autotune.task.create("topi/batch_matmul.llvm", args=args, target="llvm")
+    cfg = task.config_space.get(int(rng.integers(len(task.config_space))))
+    records = [(autotune.MeasureInput(task.target, task, cfg), autotune.MeasureResult((1e-3,), 0))]
+    a, b = (relay.var(n, shape=s) for n, s in (("a", (3, 8, 12)), ("b", (3, 12, 16))))
+    body = relay.multiply(relay.nn.batch_matmul(a, b, transpose_b=False), relay.const(np.float32(0.25)))
+    mod = relay.IRModule.from_expr(relay.Function([a, b], body))
+    with autotune.apply_history_best(records), tc.transform.PassContext(opt_level=3):
+        with tc.target.Target("llvm"):
+            fused = FuseOps()(InferType()(mod))
+            group = next(n.op for n in relay.ir.post_order(fused["main"].body) if isinstance(n, relay.Call))
+            _, _, anchor = compute_group(group)
+            assert anchor.kind == "batch_matmul" and not anchor.parts["cfg"].is_fallback
+        lib = relay.build(mod, target="llvm")
+    av, bv = rng.standard_normal((3, 8, 12)).astype("float32"), rng.standard_normal((3, 12, 16)).astype("float32")
+    ex = lib["default"](tc.cpu(0))
+    poison(ex)
+    m = graph_executor.GraphModule(ex)
+    m.set_input(a=av, b=bv)
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), 0.25 * (av @ bv), rtol=1e-5, atol=1e-5)

@@ -5,10 +5,11 @@ group is computed (not compiled) by ``te_compiler`` under a dispatch context tha
 workload a template asks a configuration for and answers each with its fallback. So a task
 made from a recorded workload has, by construction, the key ``relay.build`` looks up in
 ``apply_history_best(log)``: the conv2d NCHW[x]c template (``topi/conv2d_nchw.llvm``), dense
-through the matmul template (``topi/matmul.llvm``), and the row-reduction templates of
-softmax, layer_norm and global pooling (``topi/softmax.llvm``, ``topi/layer_norm.llvm``,
-``topi/global_pool.llvm``). batch_matmul has no template in the graph build yet (a fixed
-schedule), so it gives no task.
+layers with constant weights through the micro-kernel GEMM on packed panels
+(``topi/dense_pack.llvm``; other dense layers through ``topi/matmul.llvm``), batch_matmul
+(``topi/batch_matmul.llvm``), and the row-reduction templates of softmax, layer_norm and
+global pooling (``topi/softmax.llvm``, ``topi/layer_norm.llvm``, ``topi/global_pool.llvm``).
+The model is optimised at opt_level 3 at least (as TVM does), the level it is built at.
 
 >>> tuning_workloads(mod["main"], "llvm", params)          # doctest: +SKIP
 [(('topi/conv2d_nchw.llvm', 1, 16, 10, 10, 32, 3, 3, 1, 1, 'float32'), 2, ('nn.conv2d', 'add', 'nn.relu')), ...]
@@ -35,6 +36,10 @@ class _RecordWorkloads(DispatchContext):
         if workload not in self.workloads:
             self.workloads.append(workload)
         return FallbackConfigEntity()
+
+
+# the operators AlterOpLayout makes, by the one they replace (``ops=["nn.conv2d"]`` keeps them)
+_ALTERED = {"nn.contrib_conv2d_NCHWc": "nn.conv2d", "nn.contrib_dense_pack": "nn.dense"}
 
 
 def _op_names(fn: Function) -> tuple:
@@ -73,7 +78,7 @@ def tuning_workloads(program, target="llvm", params: dict | None = None, ops=Non
             if type(n) is not Call or not isinstance(n.op, Function):
                 continue
             names = _op_names(n.op)
-            if wanted is not None and not wanted.intersection(names):
+            if wanted is not None and not wanted.intersection(names + tuple(_ALTERED.get(o, o) for o in names)):
                 continue
             key = astext(n.op)
             if key not in seen_groups:

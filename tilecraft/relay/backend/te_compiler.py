@@ -11,7 +11,9 @@ group's *anchor*:
 * ``nn.dense``: computed through packed weight panels (``matmul_compute``) and scheduled by the
   matmul template's schedule with the tuned config of ``topi/matmul.llvm``, or without one a
   fallback of register tiles of up to 8 rows x 2 vectors (the template has no fallback schedule).
-* ``nn.batch_matmul``: rows of all batches in parallel, columns vectorized inside the k loop;
+* ``nn.batch_matmul`` (neither operand transposed, equal batches): the ``topi/batch_matmul.llvm``
+  template's schedule with its tuned config (an element-wise epilogue tiled with it), without
+  one (and for other forms) rows of all batches in parallel, columns vectorized inside the k loop;
 * a group that is one softmax / layer_norm (last axis) / global pooling: the row-reduction
   template of that operator (``topi/softmax.py``, ``topi/layer_norm.py``, ``topi/pooling.py``)
   computes it whole, on 2-d views of the tensors;
@@ -95,7 +97,7 @@ def compute_group(fn: Function):
                     raise RelayError(f"lowering: {name} has no compute (run SimplifyInference first)")
                 out = n.op.compute(n.attrs, ins, n.ty)
                 if name == "nn.batch_matmul" and anchor is None:
-                    anchor = _Anchor("batch_matmul", bmm=out)
+                    anchor = _Anchor("batch_matmul", bmm=out, cfg=_batch_matmul_config(n))
             values[id(n)] = out
     out = values[id(fn.body)]
     if not hasattr(out, "op"):
@@ -147,6 +149,19 @@ def _dense_template(call, ins):
     bn = cfg["tile_x"].size[-1]
     C, packed = matmul_compute(data, weight, bn, transpose_b=True)
     return C, _Anchor("dense", C=C, packed=packed, cfg=cfg)
+
+
+def _batch_matmul_config(call):
+    """The ``topi/batch_matmul.llvm`` config of a batch_matmul the template computes (float32,
+    neither operand transposed, equal batches), tuned or the fallback; None otherwise."""
+    from tilecraft.topi.batch_matmul import batch_matmul_config
+    a = call.attrs
+    (B1, M, K), (B2, _, N) = call.args[0].ty.shape, call.args[1].ty.shape
+    if a.transpose_a or a.transpose_b or B1 != B2 or call.ty.dtype != "float32":
+        return None
+    cfg = _query(("topi/batch_matmul.llvm", B1, M, N, K, "float32"))
+    batch_matmul_config(cfg, B1, M, N, K)
+    return cfg
 
 
 def _dense_pack_template(call, ins):
@@ -247,8 +262,12 @@ def schedule_group(out, anchor):
             _schedule_output(s, out)
         return s
     if anchor is not None and anchor.kind == "batch_matmul":
-        bmm = anchor.parts["bmm"]
+        bmm, cfg = anchor.parts["bmm"], anchor.parts["cfg"]
         _inline_injective(s, keep=set())
+        if cfg is not None and not cfg.is_fallback and _shape(out) == _shape(bmm):
+            from tilecraft.topi.batch_matmul import schedule_batch_matmul
+            schedule_batch_matmul(cfg, s, bmm, out)
+            return s
         _schedule_batch_matmul(s, bmm)
         if out is not bmm:
             _schedule_output(s, out)
