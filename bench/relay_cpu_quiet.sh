@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Quiet CPU figures of the graph level: ResNet-18 (batch 1) and a BERT-base encoder layer (seq 128)
+# against onnxruntime and PyTorch eager, 2 threads pinned to two physical cores, untuned and after
+# a tuning run of a stated budget. One command, about 6-8 minutes on a quiet 2-core slice:
+#
+#     bash bench/relay_cpu_quiet.sh [OUTDIR]          # default bench/results/relay_cpu_quiet_<date>
+#
+# Environment: CPUS (default: the first two physical cores), BERT_TRIALS (200), R18_TRIALS (120),
+# REPEAT (7). Needs onnx and onnxruntime (torch for the eager column; skipped without it).
+# Writes OUTDIR/{env.txt, bert_untuned.log, bert_tuned.log, resnet18_untuned.log,
+# resnet18_tuned.log, summary.txt} and the tuning logs OUTDIR/{bert,resnet18}.jsonl (a second run
+# resumes them: nothing is measured again).
+set -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+OUT_DIR=${1:-bench/results/relay_cpu_quiet_$(date +%Y-%m-%d)}
+mkdir -p "$OUT_DIR"
+if [ -z "$CPUS" ]; then   # two CPUs on different physical cores (0 and 1 may be hyper-thread siblings)
+    CPUS=$(lscpu -p=CPU,CORE | grep -v '^#' | sort -t, -k2,2n -u | head -2 | cut -d, -f1 | paste -sd,)
+fi
+BERT_TRIALS=${BERT_TRIALS:-200}
+R18_TRIALS=${R18_TRIALS:-120}
+REPEAT=${REPEAT:-7}
+export TILECRAFT_NUM_THREADS=2 OMP_NUM_THREADS=2
+{
+    date -u; git rev-parse --short HEAD 2>/dev/null
+    lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|Flags" | cut -c1-160
+    echo "pinned to CPUs $CPUS; BERT_TRIALS=$BERT_TRIALS R18_TRIALS=$R18_TRIALS REPEAT=$REPEAT"; uptime
+    python3 -m pip list 2>/dev/null | grep -i -E "^(onnx|onnxruntime|torch|numpy|llvmlite) "
+} > "$OUT_DIR/env.txt" 2>&1
+if ! python3 -c "import onnx, onnxruntime" 2>/dev/null; then
+    echo "relay_cpu_quiet: onnx and onnxruntime are needed (pip install onnx onnxruntime)" | tee -a "$OUT_DIR/env.txt"
+    exit 2
+fi
+TORCH=""; python3 -c "import torch" 2>/dev/null || TORCH="--no-torch"
+run() {   # name, seconds, bench arguments...
+    local name=$1 limit=$2; shift 2
+    ( cd bench && timeout "$limit" taskset -c "$CPUS" python3 "$@" --threads 2 --repeat "$REPEAT" $TORCH ) \
+        > "$OUT_DIR/$name.log" 2>&1
+    echo "$name: rc=$? ($(uptime | sed 's/.*load/load/'))" >> "$OUT_DIR/env.txt"
+}
+ABS=$(cd "$OUT_DIR" && pwd)
+run bert_untuned 60 relay_bert.py --profile 12
+run bert_tuned 240 relay_bert.py --profile 12 --trials "$BERT_TRIALS" --log "$ABS/bert.jsonl"
+run resnet18_untuned 60 relay_resnet18.py
+run resnet18_tuned 200 relay_resnet18.py --trials "$R18_TRIALS" --log "$ABS/resnet18.jsonl"
+grep -h -E "^(tuning|time per inference|PyTorch eager)" "$OUT_DIR"/bert_untuned.log "$OUT_DIR"/bert_tuned.log \
+    "$OUT_DIR"/resnet18_untuned.log "$OUT_DIR"/resnet18_tuned.log > "$OUT_DIR/summary.txt"
+cat "$OUT_DIR/summary.txt"
