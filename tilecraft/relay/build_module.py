@@ -184,6 +184,11 @@ def _export(factory, path) -> str:
     from tilecraft.runtime.graph_executor import PARAMS_SYMBOL, pack_params
     if factory.module is None:
         raise RelayError("export_library: the model has no kernels")
+    from tilecraft.runtime.model_capi import model_c_source
+    from tilecraft.runtime.module import manifest
     blob, table = pack_params(factory.params)
+    functions = {f["name"]: f for f in manifest(factory.module)["functions"]}
+    api = model_c_source(factory.graph, table, functions)        # the model's C API (model_capi.py)
     return export_llvm(factory.module.artifact, factory.module, str(path),
-                       extra_info={"graph": factory.graph, "params": table}, blobs={PARAMS_SYMBOL: blob})
+                       extra_info={"graph": factory.graph, "params": table}, blobs={PARAMS_SYMBOL: blob},
+                       c_sources={"model_api.c": api})
