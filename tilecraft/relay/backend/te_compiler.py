@@ -35,6 +35,9 @@ from tilecraft.topi.matmul import matmul_compute, matmul_config, schedule_matmul
 from ..ir import Call, Constant, Function, RelayError, Tuple, TupleGetItem, Var, post_order
 
 
+_POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d")
+
+
 def _query(workload):
     from tilecraft.autotune.dispatch import DispatchContext
     from tilecraft.target import Target
@@ -96,6 +99,8 @@ def compute_group(fn: Function):
                 if n.op.compute is None:
                     raise RelayError(f"lowering: {name} has no compute (run SimplifyInference first)")
                 out = n.op.compute(n.attrs, ins, n.ty)
+                if name in _POOLS and n.attrs.layout != "NCHW" and anchor is None:
+                    anchor = _Anchor("pool_NCHWc", out=out)
                 if name == "nn.batch_matmul" and anchor is None:
                     anchor = _Anchor("batch_matmul", bmm=out, cfg=_batch_matmul_config(n))
             values[id(n)] = out
@@ -261,6 +266,11 @@ def schedule_group(out, anchor):
         if out is not C:
             _schedule_output(s, out)
         return s
+    if anchor is not None and anchor.kind == "pool_NCHWc":
+        from tilecraft.topi.layout import schedule_pool_NCHWc
+        _inline_injective(s, keep=set())
+        schedule_pool_NCHWc(s, out)
+        return s
     if anchor is not None and anchor.kind == "batch_matmul":
         bmm, cfg = anchor.parts["bmm"], anchor.parts["cfg"]
         _inline_injective(s, keep=set())
@@ -307,7 +317,7 @@ def template_kernel(fn: Function):
         rows, n = ty.size // ty.shape[-1], ty.shape[-1]
         s, args = layer_norm(rows, n, "float32")
         return s, args, [(rows, n), (n,), (n,), (rows, n)]
-    if name in ("nn.global_avg_pool2d", "nn.global_max_pool2d"):
+    if name in ("nn.global_avg_pool2d", "nn.global_max_pool2d") and body.attrs.layout == "NCHW":
         N, C, H, W = body.args[0].ty.shape
         s, args = global_pool(N, C, H, W, "avg" if name == "nn.global_avg_pool2d" else "max", "float32")
         return s, args, [(N, C, H, W), (N, C)]

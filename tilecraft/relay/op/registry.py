@@ -172,15 +172,13 @@ OPS = dict([
          lambda a, ins, ty: tnn.batch_matmul(ins[0], ins[1], a.transpose_a, a.transpose_b), _O,
          "x[b] @ y[b] (y[b].T with transpose_b)"),
     _row("nn.max_pool2d", 1, _POOL_ATTRS, rel.pool2d_rel,
-         lambda a, ins, ty: tnn.pool2d(ins[0], "max", a.pool_size, a.strides, a.padding, a.dilation), _O,
-         "max pooling"),
+         lambda a, ins, ty: _pool(a, ins, "max"), _O, "max pooling (NCHW, or NCHW<x>c: layout)"),
     _row("nn.avg_pool2d", 1, dict(_POOL_ATTRS, count_include_pad=False), rel.pool2d_rel,
-         lambda a, ins, ty: tnn.pool2d(ins[0], "avg", a.pool_size, a.strides, a.padding, a.dilation,
-                                       a.count_include_pad), _O, "average pooling"),
+         lambda a, ins, ty: _pool(a, ins, "avg"), _O, "average pooling (NCHW, or NCHW<x>c: layout)"),
     _row("nn.global_avg_pool2d", 1, {"layout": "NCHW"}, rel.global_pool_rel,
-         lambda a, ins, ty: tnn.global_pool(ins[0], "avg"), _O, "mean over H and W"),
+         lambda a, ins, ty: _global_pool(a, ins, "avg"), _O, "mean over H and W"),
     _row("nn.global_max_pool2d", 1, {"layout": "NCHW"}, rel.global_pool_rel,
-         lambda a, ins, ty: tnn.global_pool(ins[0], "max"), _O, "maximum over H and W"),
+         lambda a, ins, ty: _global_pool(a, ins, "max"), _O, "maximum over H and W"),
     _row("nn.softmax", 1, {"axis": -1}, rel.softmax_rel,
          lambda a, ins, ty: tnn.softmax(ins[0], a.axis), _X, "softmax along axis"),
     _row("nn.layer_norm", 3, {"axis": -1, "epsilon": 1e-5, "center": True, "scale": True},
@@ -191,6 +189,16 @@ OPS = dict([
          None, _X, "inference batch norm; a tuple (out, mean, var) of which only .0 is computed: "
                    "SimplifyInference rewrites it"),
 ])
+
+
+def _pool(a, ins, kind):
+    if a.layout == "NCHW":
+        return tnn.pool2d(ins[0], kind, a.pool_size, a.strides, a.padding, a.dilation, a.get("count_include_pad", False))
+    return tl.pool2d_NCHWc(ins[0], kind, a.pool_size, a.strides, a.padding, a.dilation, a.get("count_include_pad", False))
+
+
+def _global_pool(a, ins, kind):
+    return tnn.global_pool(ins[0], kind) if a.layout == "NCHW" else tl.global_pool_NCHWc(ins[0], kind)
 
 
 def _dense_pack(ins):

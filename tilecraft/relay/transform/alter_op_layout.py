@@ -33,6 +33,7 @@ from .infer_type import infer_expr
 from .pass_infra import function_pass
 
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
+_POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d")
 
 
 def _query(workload):
@@ -107,6 +108,10 @@ class _Rewriter:
             blocks = _blocks(n, self.block_of(n.args[0]))
             if blocks is not None:
                 return self.conv(n, *blocks)
+        elif name in _POOLS and n.attrs.layout == "NCHW" and self.block_of(n.args[0]) is not None:
+            b = self.block_of(n.args[0])
+            attrs = dict(n.attrs.items(), layout=f"NCHW{b}c")
+            return ("blocked", make_call(name, [self.new[id(n.args[0])][1]], **attrs), b)
         elif name == "nn.dense":
             packed = self.dense(n)
             if packed is not None:
