@@ -122,7 +122,7 @@ def main():
           f"to onnxruntime {err:.1e}")
     print(f"time per inference (median of {args.repeat}): tilecraft {tuned} {a * 1e3:.1f} ms, onnxruntime "
           f"{b * 1e3:.1f} ms: {b / a:.2f}x onnxruntime")
-    rows = m.module.profile(10)
+    rows = m.profile(10)
     total = sum(ms for _, _, ms in rows)
     print(f"per kernel (median of 10 runs, {total:.1f} ms in all; --profile N to list more):")
     for name, calls, ms in rows[:args.profile]:

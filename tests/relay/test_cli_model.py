@@ -44,9 +44,11 @@ def test_compile_and_run(files, capsys):
     assert "tuned configs for 0 of 2 tunable workloads (no --tuning-log: fallback schedules)" in out
     assert "memory:" in out and f"wrote {so}" in out
     assert main(["run", str(so), "--inputs", str(tmp / "in.npz"), "--output", str(tmp / "out.npz"),
-                 "--benchmark", "--repeat", "2", "--number", "1"]) == 0
+                 "--benchmark", "--repeat", "2", "--number", "1", "--profile", "2"]) == 0
     out = capsys.readouterr().out
     assert "per run: mean" in out
+    assert "kernels (median of 2 runs, " in out and len([ln for ln in out.splitlines() if " ms " in ln
+                                                          and "x  fused_" in ln]) == 2
     with np.load(tmp / "out.npz") as got:
         assert got.files == ["output_0"]
         np.testing.assert_allclose(got["output_0"], run_ort(model, {"input": x})[0], rtol=1e-5, atol=1e-5)
