@@ -35,14 +35,15 @@ def _ints(shape) -> tuple:
 
 
 def dense_pack_fits(M: int, N: int, K: int, dtype: str = "float32") -> bool:
-    """Whether the template computes this dense layer: float32 and a register tile of the
-    target's vectors divides ``M × N``.
+    """Whether the graph level computes this dense layer with the template: float32, a target
+    with FMA (AVX2 + FMA or AVX-512; without, the micro-kernel is correct but not fast) and a
+    register tile of the target's vectors dividing ``M × N``.
 
     >>> dense_pack_fits(128, 3072, 768)                 # doctest: +SKIP
     True
     """
     isa = cpu_intrinsics.vector_isa()
-    return dtype == "float32" and bool(register_tiles(isa, isa.lanes, M, N))
+    return dtype == "float32" and isa.name != "sse" and bool(register_tiles(isa, isa.lanes, M, N))
 
 
 def dense_pack_config(cfg, M: int, N: int, K: int):
