@@ -75,6 +75,19 @@ def test_epilogue_in_the_blocks(check_llvm, rand, rng):
                {out: want.astype("float32")}, rtol=1e-4, atol=1e-4, passes=False)
 
 
+@needs_fma
+@pytest.mark.parametrize("M, N, K", [(128, 3072, 768), (128, 768, 3072), (256, 768, 768), (64, 96, 64), (512, 64, 64)])
+def test_fallback_streams_each_panel_once(M, N, K):
+    """Untuned, a dense layer of up to 128 rows is one block of rows, the blocks of columns
+    outermost: each weight panel is read from memory once per run (in a model the weights are
+    cold; four blocks of rows reread them and were 20-30% slower); taller ones use blocks of
+    128 to 256 rows (the template's largest ``mc_tiles``, 16)."""
+    mr, nr, kc, mc, nc, order, _ = dp.dense_pack_config(autotune.FallbackConfigEntity(), M, N, K)
+    rows = mr * mc
+    assert M % rows == 0 and nc == 1 and order == "nm" and mc <= 16
+    assert rows == M if M <= 128 else 128 <= rows <= 256
+
+
 def test_pack_weight_layout(rng):
     w = rng.standard_normal((48, 5)).astype("float32")
     p = dp.pack_weight(w, 16)

@@ -153,6 +153,33 @@ def test_tune_tasks_errors(rng, tmp_path):
         autotune.tune_tasks(tasks, 4, tmp_path / "x.jsonl", tuner="annealing", progress=False)
 
 
+
+def test_tune_tasks_measures_on_cold_caches(rng, tmp_path, monkeypatch):
+    """Without a measure_option, candidates are timed as they run in a model: one call per
+    repeat after the caches are evicted (warm timings chose blockings that reread the weights,
+    slower in the model)."""
+    from tilecraft.autotune import model_tuning
+    seen = []
+
+    class Spy:
+        best_flops, trials_since_best = 0.0, 0
+
+        def load_history(self, records):
+            return 0
+
+        def tune(self, n, option, **kw):
+            seen.append(option["runner"].timing)
+
+    monkeypatch.setattr(model_tuning, "_make_tuner", lambda tuner, task: Spy())
+    model, _ = small_net(rng)
+    mod, params = relay.frontend.from_onnx(model)
+    tasks = autotune.task.extract_from_program(mod["main"], "llvm", params, ops=["nn.softmax"])
+    autotune.tune_tasks(tasks, 4, tmp_path / "x.jsonl", progress=False)
+    assert [(t.enable_cpu_cache_flush, t.number, t.repeat) for t in seen] == [(True, 1, 6)]
+    autotune.tune_tasks(tasks, 4, tmp_path / "y.jsonl", progress=False,
+                        measure_option=autotune.measure_option(runner=autotune.LocalRunner(number=3)))
+    assert seen[1].number == 3 and not seen[1].enable_cpu_cache_flush
+
 TUNE_RELAY_X86 = r'''
 # TVM's tune_relay_x86.py, steps unchanged but the imports and the model (ONNX, built locally)
 import sys, numpy as np
