@@ -270,3 +270,27 @@ def test_tuned_batch_matmul_with_its_epilogue(rng):
     m.set_input(a=av, b=bv)
     m.run()
     np.testing.assert_allclose(m.get_output(0).numpy(), 0.25 * (av @ bv), rtol=1e-5, atol=1e-5)
+
+
+def test_untuned_batch_matmul_takes_the_templates_fallback(rng, monkeypatch):
+    """Without a log the fused batch_matmul + scale is scheduled by topi/batch_matmul.llvm's
+    fallback (register tiles; 2.7-4x the fixed schedule on BERT's attention), also on shapes
+    that tile with tails of nothing but odd factors, and the result is numpy's."""
+    import tilecraft.topi.batch_matmul as bm
+    from relay_helpers import poison
+    from tilecraft.contrib import graph_executor
+    calls = []
+    real = bm.schedule_batch_matmul
+    monkeypatch.setattr(bm, "schedule_batch_matmul", lambda cfg, *a: calls.append(cfg.is_fallback) or real(cfg, *a))
+    a, b = (relay.var(n, shape=s) for n, s in (("a", (3, 13, 9)), ("b", (3, 9, 40))))
+    body = relay.multiply(relay.nn.batch_matmul(a, b, transpose_b=False), relay.const(np.float32(0.25)))
+    with tc.transform.PassContext(opt_level=3):
+        lib = relay.build(relay.IRModule.from_expr(relay.Function([a, b], body)), target="llvm")
+    assert calls == [True]
+    av, bv = rng.standard_normal((3, 13, 9)).astype("float32"), rng.standard_normal((3, 9, 40)).astype("float32")
+    ex = lib["default"](tc.cpu(0))
+    poison(ex)
+    m = graph_executor.GraphModule(ex)
+    m.set_input(a=av, b=bv)
+    m.run()
+    np.testing.assert_allclose(m.get_output(0).numpy(), 0.25 * (av @ bv), rtol=1e-5, atol=1e-5)

@@ -12,8 +12,8 @@ group's *anchor*:
   matmul template's schedule with the tuned config of ``topi/matmul.llvm``, or without one a
   fallback of register tiles of up to 8 rows x 2 vectors (the template has no fallback schedule).
 * ``nn.batch_matmul`` (neither operand transposed, equal batches): the ``topi/batch_matmul.llvm``
-  template's schedule with its tuned config (an element-wise epilogue tiled with it), without
-  one (and for other forms) rows of all batches in parallel, columns vectorized inside the k loop;
+  template's schedule with its tuned config or its fallback (an element-wise epilogue tiled with
+  it); other forms: rows of all batches in parallel, columns vectorized inside the k loop;
 * a group that is one softmax / layer_norm (last axis) / global pooling: the row-reduction
   template of that operator (``topi/softmax.py``, ``topi/layer_norm.py``, ``topi/pooling.py``)
   computes it whole, on 2-d views of the tensors;
@@ -274,7 +274,7 @@ def schedule_group(out, anchor):
     if anchor is not None and anchor.kind == "batch_matmul":
         bmm, cfg = anchor.parts["bmm"], anchor.parts["cfg"]
         _inline_injective(s, keep=set())
-        if cfg is not None and not cfg.is_fallback and _shape(out) == _shape(bmm):
+        if cfg is not None and _shape(out) == _shape(bmm):
             from tilecraft.topi.batch_matmul import schedule_batch_matmul
             schedule_batch_matmul(cfg, s, bmm, out)
             return s
