@@ -117,7 +117,8 @@ def main():
         print(f"PyTorch eager (same graph, torch ops, {args.threads} threads): {c * 1e3:.1f} ms per inference "
               f"(max |difference| to onnxruntime {terr:.1e}): tilecraft is {c / a:.2f}x PyTorch eager")
     kernels = [n["func"] for n in lib.graph["nodes"] if n["op"] == "kernel"]
-    print(f"BERT-base encoder layer, seq {args.seq}, {args.threads} threads, load {os.getloadavg()[0]:.1f}: "
+    import relay_common
+    print(f"BERT-base encoder layer, seq {args.seq}, {args.threads} threads, load {os.getloadavg()[0]:.1f}, pool {relay_common.pool_policy()}: "
           f"import + optimise + build + first run {t1 - t0 - tune_s:.1f} s ({len(kernels)} kernels); max |difference| "
           f"to onnxruntime {err:.1e}")
     print(f"time per inference (median of {args.repeat}): tilecraft {tuned} {a * 1e3:.1f} ms, onnxruntime "

@@ -21,6 +21,14 @@ def tune(mod, params, trials: int, log: str, early_stopping=None) -> str:
             f"{sum(r['measured'] for r in report)} measured now in {wall:.0f} s)")
 
 
+def pool_policy() -> str:
+    """libgomp's wait policy in this process, for the benches' lines: tilecraft's default
+    ``OMP_WAIT_POLICY=PASSIVE`` (idle pool threads sleep between kernels) or what the
+    environment set, e.g. ``GOMP_SPINCOUNT=10000`` (they spin briefly, as onnxruntime's do)."""
+    from tilecraft.runtime.threads import wait_policy
+    return " ".join(f"{k}={v}" for k, v in wait_policy().items() if k != "source") or "libgomp default"
+
+
 def torch_eager(model, threads: int):
     """A function ``inputs dict -> first output (numpy)`` running ``model``'s nodes with torch
     eager ops (the ops of bench/relay_resnet18.py and bench/relay_bert.py)."""

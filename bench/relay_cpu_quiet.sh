@@ -7,7 +7,7 @@
 #
 # Environment: CPUS (default: the first two physical cores), BERT_TRIALS (200), R18_TRIALS (120),
 # REPEAT (7). Needs onnx and onnxruntime (torch for the eager column; skipped without it).
-# Writes OUTDIR/{env.txt, bert_untuned.log, bert_tuned.log, resnet18_untuned.log,
+# Writes OUTDIR/{env.txt, bert_untuned.log, bert_tuned.log, bert_tuned_spin.log, resnet18_untuned.log,
 # resnet18_tuned.log, summary.txt} and the tuning logs OUTDIR/{bert,resnet18}.jsonl (a second run
 # resumes them: nothing is measured again).
 set -o pipefail
@@ -41,8 +41,11 @@ run() {   # name, seconds, bench arguments...
 ABS=$(cd "$OUT_DIR" && pwd)
 run bert_untuned 60 relay_bert.py --profile 12
 run bert_tuned 240 relay_bert.py --profile 12 --trials "$BERT_TRIALS" --log "$ABS/bert.jsonl"
+# the tuned build again with libgomp's idle threads spinning briefly between kernels (tilecraft's
+# default lets them sleep, for shared machines; onnxruntime's pool spins during a run)
+GOMP_SPINCOUNT=10000 run bert_tuned_spin 40 relay_bert.py --profile 12 --no-torch --log "$ABS/bert.jsonl"
 run resnet18_untuned 60 relay_resnet18.py
 run resnet18_tuned 200 relay_resnet18.py --trials "$R18_TRIALS" --log "$ABS/resnet18.jsonl"
-grep -h -E "^(tuning|time per inference|PyTorch eager)" "$OUT_DIR"/bert_untuned.log "$OUT_DIR"/bert_tuned.log \
+grep -h -E "^(tuning|time per inference|PyTorch eager|BERT|ResNet)" "$OUT_DIR"/bert_untuned.log "$OUT_DIR"/bert_tuned.log "$OUT_DIR"/bert_tuned_spin.log \
     "$OUT_DIR"/resnet18_untuned.log "$OUT_DIR"/resnet18_tuned.log > "$OUT_DIR/summary.txt"
 cat "$OUT_DIR/summary.txt"
