@@ -90,6 +90,62 @@ def model_measure_option(repeat: int = 6) -> dict:
     return measure_option(runner=LocalRunner(number=1, repeat=repeat, enable_cpu_cache_flush=True))
 
 
+def fallback_config(task):
+    """The point of ``task``'s config space that its template's fallback schedules (what a build
+    without a log uses), or None when the fallback is not one (a template that leaves knobs at
+    their first values while it schedules otherwise, or picks values outside its space).
+    :func:`tune_tasks` measures it first, so a tuned model is never slower than the untuned
+    one by the tuner's own measurements.
+
+    >>> fallback_config(task)          # doctest: +SKIP
+    [tile=(8, 32),kc=256,mc_tiles=16,nc_tiles=1,order=nm,k_unroll=4],...,1234
+    """
+    from .space import FallbackConfigEntity, SplitEntity
+    cfg = FallbackConfigEntity()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            task.instantiate(cfg)
+    except Exception:       # the task's own candidates report such errors; nothing to seed
+        return None
+    space = task.config_space
+    digits = []
+    for name, knob in space.space_map.items():
+        entity = cfg._entity_map.get(name)
+        if isinstance(entity, SplitEntity):     # a space's splits leave the outermost loop -1
+            found = [i for i, e in enumerate(knob.entities) if list(e.size[1:]) == list(entity.size[1:])]
+        else:
+            found = [i for i, e in enumerate(knob.entities) if e == entity]
+        if not found:
+            return None
+        digits.append(found[0])
+    point = space.knob2point(digits)
+    if point == 0 or not space.is_index_valid(point):
+        return None         # every knob at its first value: an unscheduled fallback, no news
+    return space.get(point)
+
+
+def _measure_fallback(t, task, option, callbacks) -> int:
+    """Measure ``task``'s :func:`fallback_config` (when it has one) and hand the result to the
+    tuner ``t`` as history and to the callbacks (the log, the counter); the number measured."""
+    from .measure import MeasureInput, create_measure_batch
+    from .record import local_device_name
+    config = fallback_config(task)
+    if config is None:
+        return 0
+    inputs = [MeasureInput(task.target, task, config)]
+    batch = create_measure_batch(task, option)
+    try:
+        results = batch(inputs)
+    finally:
+        batch.close()
+    t.device_name = getattr(option["runner"], "device_name", None) or local_device_name(task.target)
+    t.load_history(list(zip(inputs, results)))
+    for cb in callbacks:
+        cb(t, inputs, results)
+    return 1
+
+
 def tune_tasks(tasks, n_trial_total: int, log_file, measure_option: dict | None = None, tuner="xgb",
                early_stopping: int | None = None, min_trials: int = 8, progress: bool = True,
                file=None) -> list[dict]:
@@ -125,7 +181,13 @@ def tune_tasks(tasks, n_trial_total: int, log_file, measure_option: dict | None 
             callbacks = [callback.log_to_file(log_file), counter]
             if progress:
                 callbacks.append(callback.progress_bar(todo, prefix=prefix, file=out))
-            t.tune(todo, option, early_stopping=early_stopping, callbacks=callbacks)
+            # the untuned build's config first: tuning never ends slower than no tuning
+            first = 0 if done else _measure_fallback(t, task, option, callbacks)
+            if todo > first:
+                t.tune(todo - first, option, early_stopping=early_stopping, callbacks=callbacks)
+            else:
+                for cb in callbacks:
+                    getattr(cb, "close", lambda: None)()
             measured = counter.n
         best = t.best_flops / 1e9
         why = ("already tuned" if not todo or stale else

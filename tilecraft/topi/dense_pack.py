@@ -82,7 +82,13 @@ def dense_pack_config(cfg, M: int, N: int, K: int):
         # each weight panel streams from memory once per run (in a model the weights are cold:
         # 4 blocks of rows took 20-30% longer than one block, cold, 128 x 3072 x 768)
         mc = max(t for t in (1, 2, 4, 8, 16) if M % (mr * t) == 0 and (mr * t <= 256 or t == 1))
-        return mr, nr, kc, mc, 1, "nm", 4 if kc % 4 == 0 else 1
+        params = mr, nr, kc, mc, 1, "nm", 4 if kc % 4 == 0 else 1
+        # recorded on the fallback too: tune_tasks measures it as the task's first candidate
+        from tilecraft.autotune.space import OtherOptionEntity
+        for name, val in zip(("tile", "kc", "mc_tiles", "nc_tiles", "order", "k_unroll"),
+                             ((mr, nr), kc, mc, 1, "nm", params[6])):
+            cfg[name] = OtherOptionEntity(val)
+        return params
     (mr, nr), kc = cfg["tile"].val, cfg["kc"].val
     mc, nc = cfg["mc_tiles"].val, cfg["nc_tiles"].val
     if M % (mr * mc) or N % (nr * nc):
