@@ -9,16 +9,30 @@ import numpy as np
 
 
 def tune(mod, params, trials: int, log: str, early_stopping=None) -> str:
-    """Tune ``mod``'s tasks with ``trials`` in all into ``log`` (resumes); returns a one-line
-    account (tasks, trials measured now, wall time)."""
+    """Tune ``mod``'s tasks with ``trials`` in all into ``log`` (resumes; the XGBoost tuner, or
+    the genetic one where xgboost is not installed); returns a one-line account (tasks, trials
+    measured now, wall time)."""
     from tilecraft import autotune
     tasks = autotune.task.extract_from_program(mod["main"], target="llvm", params=params)
     start = time.perf_counter()
-    report = autotune.tune_tasks(tasks, trials, log, early_stopping=early_stopping, progress=False)
+    try:
+        import xgboost  # noqa: F401
+        tuner = "xgb"
+    except ImportError:     # the optional cost model: the genetic search needs none
+        tuner = "ga"
+    report = autotune.tune_tasks(tasks, trials, log, tuner=tuner, early_stopping=early_stopping, progress=False)
     wall = time.perf_counter() - start
     done = sum(r["done"] for r in report)
-    return (f"{len(tasks)} tasks, {trials} trials budget ({done} in {os.path.basename(log)}, "
+    return (f"{len(tasks)} tasks, {trials} trials budget, tuner {tuner} ({done} in {os.path.basename(log)}, "
             f"{sum(r['measured'] for r in report)} measured now in {wall:.0f} s)")
+
+
+def pool_policy() -> str:
+    """libgomp's wait policy in this process, for the benches' lines: tilecraft's default
+    ``OMP_WAIT_POLICY=PASSIVE`` (idle pool threads sleep between kernels) or what the
+    environment set, e.g. ``GOMP_SPINCOUNT=10000`` (they spin briefly, as onnxruntime's do)."""
+    from tilecraft.runtime.threads import wait_policy
+    return " ".join(f"{k}={v}" for k, v in wait_policy().items() if k != "source") or "libgomp default"
 
 
 def torch_eager(model, threads: int):

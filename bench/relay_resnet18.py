@@ -58,7 +58,9 @@ def resnet18(rng):
     graph = helper.make_graph(nodes, "resnet18",
                               [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 224, 224])],
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 1000])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = min(model.ir_version, 9)   # onnx 1.23 writes 14, onnxruntime 1.30 reads <= 13 (as tests/relay/relay_helpers.py)
+    return model
 
 
 def main():
@@ -67,6 +69,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--trials", type=int, default=0, help="tune the model's tasks first, this many trials in all")
     ap.add_argument("--log", default=None, help="the tuning log (default: tuning_logs/BENCH.jsonl; resumes)")
+    ap.add_argument("--tune-only", action="store_true", help="tune (--trials), then stop: a later run measures")
     ap.add_argument("--no-torch", action="store_true", help="do not time PyTorch eager")
     args = ap.parse_args()
     os.environ.setdefault("TILECRAFT_NUM_THREADS", str(args.threads))
@@ -88,8 +91,10 @@ def main():
         import relay_common
         log = args.log or os.path.join("tuning_logs", os.path.basename(__file__).replace(".py", ".jsonl"))
         if args.trials:
-            print("tuning:", relay_common.tune(mod, params, args.trials, log))
+            print("tuning:", relay_common.tune(mod, params, args.trials, log), flush=True)
         tuned = f"tuned ({log})"
+    if args.tune_only:
+        return
     tune_s = time.perf_counter() - t_tune     # the build time below excludes it
     with autotune.apply_history_best(log if tuned != "untuned" else []), tc.transform.PassContext(opt_level=3):
         lib = relay.build(mod, target="llvm", params=params)
@@ -132,7 +137,8 @@ def main():
                        for _ in range(args.repeat)])
         print(f"PyTorch eager (same graph, torch ops, {args.threads} threads): {c * 1e3:.1f} ms per inference "
               f"(max |difference| to onnxruntime {terr:.1e}): tilecraft is {c / a:.2f}x PyTorch eager")
-    print(f"ResNet-18 batch 1 fp32, {args.threads} threads, load {os.getloadavg()[0]:.1f}: import {t1 - t0:.1f} s, "
+    import relay_common
+    print(f"ResNet-18 batch 1 fp32, {args.threads} threads, load {os.getloadavg()[0]:.1f}, pool {relay_common.pool_policy()}: import {t1 - t0:.1f} s, "
           f"optimise + build + first run {t2 - t1 - tune_s:.1f} s ({kernels} kernels, {transforms} of them layout "
           f"transforms; {t3 - t2:.1f} s and {kernels_nchw} kernels without AlterOpLayout); max relative difference to onnxruntime "
           f"{err:.1e} ({err_nchw:.1e} without)")

@@ -10,7 +10,7 @@ under one trial budget (``autotune.tune_tasks``, resumable), builds it inside
 ``apply_history_best`` of the log, and writes one library (kernels, graph, weights). ``run``
 loads such a library without the compiler, feeds it the arrays of an ``.npz`` file by input
 name (or random ones), writes its outputs (``output_0``, ``output_1``, ...) to an ``.npz`` and
-with ``--benchmark`` times it. Bad input is one line on stderr and exit status 2.
+with ``--benchmark`` times it, with ``--profile N`` lists the N slowest kernels. Bad input is one line on stderr and exit status 2.
 """
 from __future__ import annotations
 
@@ -59,6 +59,8 @@ def add_commands(sub, formatter_class=argparse.HelpFormatter) -> None:
     r.add_argument("--benchmark", action="store_true", help="time the model and print mean/median/min/max")
     r.add_argument("--repeat", type=int, default=10, help="with --benchmark: timings")
     r.add_argument("--number", type=int, default=5, help="with --benchmark: runs per timing")
+    r.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="print the N slowest kernels (median time per run over --repeat runs)")
     r.set_defaults(func=cmd_run)
 
 
@@ -234,4 +236,10 @@ def cmd_run(args) -> int:
         res = ex.benchmark(repeat=args.repeat, number=args.number)
         print(f"per run: mean {res.mean * 1e3:.3f} ms, median {res.median * 1e3:.3f} ms, "
               f"min {res.min * 1e3:.3f} ms, max {res.max * 1e3:.3f} ms ({args.repeat} x {args.number} runs)")
+    if args.profile > 0:
+        rows = ex.profile(args.repeat)
+        total = sum(ms for _, _, ms in rows)
+        print(f"kernels (median of {args.repeat} runs, {total:.3f} ms in all), the slowest first:")
+        for name, calls, ms in rows[:args.profile]:
+            print(f"  {ms:9.3f} ms {100 * ms / total:5.1f}%  {calls}x  {name}")
     return 0

@@ -41,12 +41,14 @@ def test_compile_and_run(files, capsys):
     so = tmp / "net.so"
     assert main(["compile", str(path), "--shape", "input=2,3,8,8", "-o", str(so)]) == 0
     out = capsys.readouterr().out
-    assert "tuned configs for 0 of 3 tunable workloads (no --tuning-log: fallback schedules)" in out
+    assert "tuned configs for 0 of 2 tunable workloads (no --tuning-log: fallback schedules)" in out
     assert "memory:" in out and f"wrote {so}" in out
     assert main(["run", str(so), "--inputs", str(tmp / "in.npz"), "--output", str(tmp / "out.npz"),
-                 "--benchmark", "--repeat", "2", "--number", "1"]) == 0
+                 "--benchmark", "--repeat", "2", "--number", "1", "--profile", "2"]) == 0
     out = capsys.readouterr().out
     assert "per run: mean" in out
+    assert "kernels (median of 2 runs, " in out and len([ln for ln in out.splitlines() if " ms " in ln
+                                                          and "x  fused_" in ln]) == 2
     with np.load(tmp / "out.npz") as got:
         assert got.files == ["output_0"]
         np.testing.assert_allclose(got["output_0"], run_ort(model, {"input": x})[0], rtol=1e-5, atol=1e-5)
@@ -62,8 +64,8 @@ def test_compile_tune_then_build_with_the_log(files, capsys):
             "--tuner", "random"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "3 tuning tasks; 6 trials in all, log: " + str(tmp / "tuned.jsonl") in out
-    assert "tuned configs for 3 of 3 tunable workloads (from " in out
+    assert "2 tuning tasks; 6 trials in all, log: " + str(tmp / "tuned.jsonl") in out
+    assert "tuned configs for 2 of 2 tunable workloads (from " in out
     assert len((tmp / "tuned.jsonl").read_text().splitlines()) == 6
     assert main(argv) == 0            # again: resumes, measures nothing more
     assert len((tmp / "tuned.jsonl").read_text().splitlines()) == 6

@@ -5,6 +5,7 @@ import pathlib
 import subprocess
 import sys
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -152,6 +153,70 @@ def test_tune_tasks_errors(rng, tmp_path):
     with pytest.raises(ValueError, match="unknown tuner 'annealing'; choose one of xgb, ga, random"):
         autotune.tune_tasks(tasks, 4, tmp_path / "x.jsonl", tuner="annealing", progress=False)
 
+
+
+def test_tune_tasks_measures_on_cold_caches(rng, tmp_path, monkeypatch):
+    """Without a measure_option, candidates are timed as they run in a model: one call per
+    repeat after the caches are evicted (warm timings chose blockings that reread the weights,
+    slower in the model)."""
+    from tilecraft.autotune import model_tuning
+    seen = []
+
+    class Spy:
+        best_flops, trials_since_best = 0.0, 0
+
+        def load_history(self, records):
+            return 0
+
+        def tune(self, n, option, **kw):
+            seen.append(option["runner"].timing)
+
+    monkeypatch.setattr(model_tuning, "_make_tuner", lambda tuner, task: Spy())
+    model, _ = small_net(rng)
+    mod, params = relay.frontend.from_onnx(model)
+    tasks = autotune.task.extract_from_program(mod["main"], "llvm", params, ops=["nn.softmax"])
+    autotune.tune_tasks(tasks, 4, tmp_path / "x.jsonl", progress=False)
+    assert [(t.enable_cpu_cache_flush, t.number, t.repeat) for t in seen] == [(True, 1, 6)]
+    autotune.tune_tasks(tasks, 4, tmp_path / "y.jsonl", progress=False,
+                        measure_option=autotune.measure_option(runner=autotune.LocalRunner(number=3)))
+    assert seen[1].number == 3 and not seen[1].enable_cpu_cache_flush
+
+
+@pytest.mark.parametrize("name, args, seeded", [
+    ("topi/dense_pack.llvm", (16, 64, 32, "float32"), True),        # its fallback is a point of its space
+    ("topi/batch_matmul.llvm", (2, 8, 16, 12, "float32"), True),
+    ("topi/matmul.llvm", (8, 16, 12, "float32"), False),            # no fallback schedule: nothing to seed
+])
+def test_tune_tasks_measures_the_fallback_first(name, args, seeded, tmp_path):
+    """A task without records starts with the config its template's fallback schedules (what the
+    untuned build runs), so the best after tuning is never slower than no tuning by the tuner's
+    own measurements; it counts towards the task's share and is logged like the rest."""
+    import importlib
+    from tilecraft.autotune import record
+    from tilecraft.autotune.model_tuning import fallback_config
+    from tilecraft.topi.cpu_intrinsics import vector_isa
+    if name == "topi/dense_pack.llvm" and vector_isa("llvm").name == "sse":
+        pytest.skip("no FMA micro-kernel on this CPU: topi/dense_pack.llvm has no space here")
+    importlib.import_module("tilecraft.topi." + name.split("/")[1].split(".")[0])
+    task = autotune.task.create(name, args=args, target="llvm")
+    first = fallback_config(task)
+    assert (first is not None) == seeded
+    log = tmp_path / "t.jsonl"
+    report = autotune.tune_tasks([task], 3, log, measure_option=quick_option(), tuner="random", min_trials=3,
+                                 progress=False)
+    got = [inp.config.index for inp, _ in record.load_from_file(str(log))]
+    assert len(got) == len(set(got)) == 3 and report[0]["measured"] == 3
+    if seeded:      # the point schedules exactly what the fallback does
+        assert got[0] == first.index
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            texts = [str(tc.lower(*task.instantiate(c), simple_mode=True))
+                     for c in (first, autotune.FallbackConfigEntity())]
+        assert texts[0] == texts[1]
+    # resumed: nothing measured again, the fallback not either
+    again = autotune.tune_tasks([task], 3, log, measure_option=quick_option(), tuner="random", min_trials=3,
+                                progress=False)
+    assert again[0]["measured"] == 0 and len(record.load_from_file(str(log))) == 3
 
 TUNE_RELAY_X86 = r'''
 # TVM's tune_relay_x86.py, steps unchanged but the imports and the model (ONNX, built locally)

@@ -23,11 +23,12 @@ from .measure import (BuildResult, MeasureErrorNo, MeasureInput, MeasureResult, 
                       create_measure_batch, measure_option)
 from .space import (ConfigEntity, ConfigSpace, FallbackConfigEntity, InstantiationError, SplitEntity,
                     ReorderEntity, AnnotateEntity, OtherOptionEntity)
-from .model_tuning import split_budget, tune_tasks
+from .model_tuning import model_measure_option, split_budget, tune_tasks
 from .task import get_config, template
 
 __all__ = [
-    "template", "get_config", "task", "tune_tasks", "split_budget", "tuner", "record", "callback", "database", "feature",
+    "template", "get_config", "task", "tune_tasks", "split_budget", "model_measure_option", "tuner", "record", "callback",
+    "database", "feature",
     "measure_option",
     "LocalBuilder", "LocalRunner", "TimingOptions", "OptionError", "MeasureInput", "MeasureResult", "MeasureErrorNo", "BuildResult",
     "create_measure_batch", "apply_history_best", "ApplyHistoryBest", "ApplyConfig", "DispatchContext",

@@ -138,8 +138,25 @@ def _csr_pieces(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
     return [piece_ptr, row_pieces, col_idx, val, dense, out]
 
 
+def _packed_panels(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
+    """``()``: the arguments ``(data [M, K], panels [N / nr, K, nr], out [M, N])`` of a dense
+    layer whose weight the template takes packed in panels of a width its config chooses; the
+    weight ``[N, K]`` is random from ``seed`` and packed into the panels of the arguments, so
+    that candidates of different widths (and the reference) multiply by the same matrix."""
+    if params != ():
+        raise RecipeError(f"packed_panels: takes no parameters, got {params!r}")
+    if len(arg_info) != 3 or len(arg_info[1][0]) != 3 or len(arg_info[0][0]) != 2:
+        raise RecipeError("packed_panels: the arguments must be (data [M, K], panels [N / nr, K, nr], out)")
+    (d_shape, d_dtype, _), ((nb, K, nr), w_dtype, _), (o_shape, o_dtype, _) = arg_info
+    rng = np.random.default_rng(seed)
+    data = rng.uniform(-1.0, 1.0, d_shape).astype(d_dtype)
+    weight = rng.uniform(-1.0, 1.0, (nb * nr, K)).astype(w_dtype)
+    panels = np.ascontiguousarray(weight.reshape(nb, nr, K).transpose(0, 2, 1))
+    return [data, panels, rng.uniform(-1.0, 1.0, o_shape).astype(o_dtype)]
+
+
 #: recipe name → ``make(params, arg_info, seed) -> arrays`` (each checks its parameters)
-RECIPES = {"csr_matrix": _csr_matrix, "csr_pieces": _csr_pieces}
+RECIPES = {"csr_matrix": _csr_matrix, "csr_pieces": _csr_pieces, "packed_panels": _packed_panels}
 
 
 def make_inputs(recipe: tuple, arg_info, seed: int) -> list[np.ndarray]:

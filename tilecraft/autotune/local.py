@@ -305,6 +305,7 @@ class LocalBuilder:
         self.task = None
         self.tmp_dir: str | None = None
         self.reference: str | None = None
+        self.reference_arg_info: tuple = ()
         self._counter = 0
 
     def set_task(self, task):
@@ -315,6 +316,7 @@ class LocalBuilder:
         # named after this process: a killed run's folder is removed at the next start
         self.tmp_dir = owned_temp_dir("tilecraft-tune-", self._tmp_root)
         self.reference = None
+        self.reference_arg_info: tuple = ()
         self._reference_tried = False
 
     def _pool_(self) -> WorkerPool:
@@ -330,6 +332,7 @@ class LocalBuilder:
         out = self._pool_().map(build_reference_func, [(self.task, path)], timeout=max(120.0, self.timeout))[0]
         if out.status == "ok":
             self.reference = path
+            self.reference_arg_info = tuple(out.value.arg_info)
         else:
             detail = out.value if out.status == "error" else f"{out.status} ({out.value})"
             warnings.warn(f"building the reference (naive) schedule failed; outputs will not be "
@@ -347,7 +350,9 @@ class LocalBuilder:
             if out.status == "ok":
                 br = out.value
                 if br.error_no == MeasureErrorNo.NO_ERROR:
-                    br = replace(br, reference=self.reference)
+                    br = replace(br, reference=self.reference,
+                                 reference_arg_info=(self.reference_arg_info
+                                                     if self.reference_arg_info != tuple(br.arg_info) else ()))
                 results.append(br)
             elif out.status == "timeout":
                 results.append(BuildResult(None, (), MeasureErrorNo.BUILD_TIMEOUT,
@@ -431,7 +436,8 @@ class LocalRunner(TimingFront):
         key = (br.reference, timing.seed)
         if key not in self._prepared:
             target = str(inp.task.target) if inp.task.target is not None else "llvm"
-            out = self._pool_().map(prepare_reference, [(br.reference, br.arg_info, timing.seed, target, inp.task)],
+            ref_info = br.reference_arg_info or br.arg_info
+            out = self._pool_().map(prepare_reference, [(br.reference, ref_info, timing.seed, target, inp.task)],
                                     timeout=timing.reference_limit_s)[0]
             if out.status != "ok":
                 warnings.warn(f"running the reference failed; outputs will not be checked: "

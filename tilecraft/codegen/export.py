@@ -70,10 +70,12 @@ def blob_object(symbol: str, data: bytes, folder: str, cc: list) -> str:
     return obj
 
 
-def export_llvm(artifact, module, path: str, extra_info: dict | None = None, blobs: dict | None = None) -> str:
+def export_llvm(artifact, module, path: str, extra_info: dict | None = None, blobs: dict | None = None,
+                c_sources: dict | None = None) -> str:
     """Write ``path`` (a shared library) and its header from an LLVM module's artifact.
-    ``extra_info`` joins the manifest (the graph level puts its graph there) and ``blobs``
-    (symbol → bytes) become read-only data symbols (its weights)."""
+    ``extra_info`` joins the manifest (the graph level puts its graph there), ``blobs``
+    (symbol → bytes) become read-only data symbols (its weights) and ``c_sources`` (file name →
+    C text) are compiled by ``$CC`` and linked in (a model's C API)."""
     path = check_destination(path)
     cc = shlex.split(os.environ.get("CC", "gcc"))
     if shutil.which(cc[0]) is None:
@@ -101,10 +103,22 @@ def export_llvm(artifact, module, path: str, extra_info: dict | None = None, blo
                 f.write(data)
         for symbol, data in (blobs or {}).items():
             paths.append(blob_object(symbol, data, tmp, cc))
+        for name, text in (c_sources or {}).items():
+            src, obj = os.path.join(tmp, name), os.path.join(tmp, name + ".o")
+            with open(src, "w") as f:
+                f.write(text)
+            proc = subprocess.run(cc + ["-c", "-O2", "-fPIC", "-std=gnu11", "-o", obj, src], capture_output=True,
+                                  text=True)
+            if proc.returncode != 0:
+                raise ExportError(f"compiling {name} for {path!r} failed: {proc.stderr}")
+            paths.append(obj)
         out_tmp = os.path.join(tmp, "lib.so")
         # the SONAME is what a program linked against the library records (DT_NEEDED), so it
         # finds it through its rpath or LD_LIBRARY_PATH however it was linked
-        cmd = cc + ["-shared", "-fPIC", f"-Wl,-soname,{info['soname']}", "-o", out_tmp, *paths, "-lm"]
+        # -Bsymbolic: the library's own symbols (its weights, its manifest) bind inside it, so
+        # two model libraries in one program never read each other's tilecraft_params
+        cmd = cc + ["-shared", "-fPIC", f"-Wl,-soname,{info['soname']}", "-Wl,-Bsymbolic", "-o", out_tmp, *paths,
+                    "-lm"]
         if artifact.has_parallel:
             cmd.append("-lgomp")
         proc = subprocess.run(cmd, capture_output=True, text=True)

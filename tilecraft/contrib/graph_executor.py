@@ -47,3 +47,8 @@ class GraphModule:
         """Seconds per ``run()`` (``.mean``, ``.median``, ...)."""
         return self.module.benchmark(device, func_name, repeat, number, min_repeat_ms, end_to_end)
 
+
+    def profile(self, number: int = 10) -> list:
+        """``[(kernel, calls per run, median ms per run)]``, the slowest first (see
+        ``GraphExecutor.profile``)."""
+        return self.module.profile(number)

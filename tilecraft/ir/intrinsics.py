@@ -247,7 +247,7 @@ TABLE = (
           domain=(-10.0, 10.0)),
     _math("sigmoid", _in_float64(_sigmoid), expand=_expand_sigmoid, ulps=4.0, domain=(-20.0, 20.0),
           doc="1 / (1 + exp(-x))"),
-    _math("erf", _erf, llvm=L(libm="erf"), cuda=C("erff", "erf"), domain=(-4.0, 4.0)),
+    _math("erf", _erf, llvm=L(libm="erf", vector_f32="vector_erff"), cuda=C("erff", "erf"), domain=(-4.0, 4.0)),
     _math("floor", np.floor, llvm=L(intrinsic="llvm.floor"), cuda=C("floorf", "floor"), ulps=0.0),
     _math("ceil", np.ceil, llvm=L(intrinsic="llvm.ceil"), cuda=C("ceilf", "ceil"), ulps=0.0),
     _math("round", np.rint, llvm=L(intrinsic="llvm.roundeven"), cuda=C("rintf", "rint"), ulps=0.0,

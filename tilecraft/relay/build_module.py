@@ -4,7 +4,7 @@ The pipeline, one pass after another under the current ``PassContext`` (``opt_le
 which run; ``PrintAfterAll`` shows the module after each)::
 
     InferType → SimplifyInference → FoldConstant → FoldScaleAxis → AlterOpLayout → FoldConstant
-              → EliminateCommonSubexpr → DeadCodeElimination → FuseOps → InferType
+              → SinkReshape → EliminateCommonSubexpr → DeadCodeElimination → FuseOps → InferType
 
 then each distinct primitive function is lowered (``backend/te_compiler.py``) and all of them
 are compiled into one LLVM module; ``main``'s calls become the executor's graph
@@ -23,7 +23,7 @@ import numpy as np
 from .ir import Call, Constant, Function, IRModule, RelayError, Tuple, Var, post_order, rewrite, with_children
 from .printer import astext
 from .transform import (AlterOpLayout, DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, FoldScaleAxis, FuseOps,
-                        InferType, Sequential, SimplifyInference)
+                        InferType, Sequential, SimplifyInference, SinkReshape)
 
 
 def bind_params_by_name(func: Function, params: dict) -> Function:
@@ -55,7 +55,7 @@ def optimize(mod: IRModule, target=None, params: dict | None = None) -> tuple:
     if params:
         mod = mod.with_function("main", bind_params_by_name(mod["main"], params))
     seq = Sequential([InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis(), AlterOpLayout(), FoldConstant(),
-                      EliminateCommonSubexpr(), DeadCodeElimination(), FuseOps(), InferType()],
+                      SinkReshape(), EliminateCommonSubexpr(), DeadCodeElimination(), FuseOps(), InferType()],
                      name="relay.build")
     if target is None:
         return seq(mod), {}
@@ -196,6 +196,11 @@ def _export(factory, path) -> str:
     from tilecraft.runtime.graph_executor import PARAMS_SYMBOL, pack_params
     if factory.module is None:
         raise RelayError("export_library: the model has no kernels")
+    from tilecraft.runtime.model_capi import model_c_source
+    from tilecraft.runtime.module import manifest
     blob, table = pack_params(factory.params)
+    functions = {f["name"]: f for f in manifest(factory.module)["functions"]}
+    api = model_c_source(factory.graph, table, functions)        # the model's C API (model_capi.py)
     return export_llvm(factory.module.artifact, factory.module, str(path),
-                       extra_info={"graph": factory.graph, "params": table}, blobs={PARAMS_SYMBOL: blob})
+                       extra_info={"graph": factory.graph, "params": table}, blobs={PARAMS_SYMBOL: blob},
+                       c_sources={"model_api.c": api})

@@ -139,6 +139,33 @@ class GraphExecutor:
         from .timing import time_evaluator
         return time_evaluator(_RunAll(self), device, number, repeat, min_repeat_ms)()
 
+    def profile(self, number: int = 10) -> list:
+        """Where a run's time goes: ``[(kernel name, calls per run, median ms per run)]`` over
+        ``number`` runs after one warm-up, the slowest first (the median of each kernel's
+        per-run total; a kernel called several times per run sums its calls).
+
+        >>> for name, calls, ms in ex.profile(10)[:5]:               # doctest: +SKIP
+        ...     print(f"{ms:7.2f} ms  {calls}x  {name}")
+        """
+        import time
+        if self._parallel:
+            mark_parallel_used()
+        names = [n["func"] for n in self.nodes if n["op"] == "kernel"]
+        self.run()
+        per_run = []
+        for _ in range(max(1, number)):
+            totals: dict = {}
+            for (func, raw), name in zip(self._steps, names):
+                t = time.perf_counter()
+                rc = func._cfunc(*raw)
+                totals[name] = totals.get(name, 0.0) + time.perf_counter() - t
+                if rc:
+                    func._check_rc(rc)
+            per_run.append(totals)
+        calls = {name: names.count(name) for name in set(names)}
+        rows = [(name, calls[name], float(np.median([r[name] for r in per_run])) * 1e3) for name in calls]
+        return sorted(rows, key=lambda r: -r[2])
+
 
 def _aligned_bytes(size: int) -> np.ndarray:
     """``size`` zeroed bytes starting at a 64-byte boundary (a cache line, an AVX-512 vector)."""

@@ -119,6 +119,9 @@ def header_text(info: dict, guard: str = "TILECRAFT_OPS_H", library_path: str | 
         if any(p["dtype"] == "float16" for p in f["params"]):
             lines.append("/* float16 values are passed as their IEEE-754 half-precision bits (uint16_t). */")
         lines.append(f"int32_t {f['name']}({', '.join(args) or 'void'});")
+    if info.get("graph") is not None:
+        from .model_capi import header_section
+        lines += header_section(info["graph"])
     lines += ["", "#ifdef __cplusplus", "}", "#endif", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
 

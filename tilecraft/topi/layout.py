@@ -138,3 +138,69 @@ def schedule_conv2d_NCHWc(s, data_pad, conv, out, reg_n, unroll_kw, ic_outer):
         _, _, _, xc, coc = s[CC].op.axis
         icc, kh, kw, icb = s[CC].op.reduce_axis
         _reorder_tile(s, CC, [icc], kh, kw, icb, xc, coc, unroll_kw)
+
+
+def pool2d_NCHWc(data, pool_type: str, pool_size, strides, padding, dilation=(1, 1), count_include_pad=False):
+    """``topi.nn.pool2d`` on ``NCHW[x]c`` data: ``[N, C/x, H, W, x]`` → ``[N, C/x, OH, OW, x]``,
+    the same windows, padding and averaging rules, the channel block innermost (so a schedule
+    vectorizes it: one window step is one vector of channels).
+
+    >>> y = pool2d_NCHWc(x, "max", (3, 3), (2, 2), (1, 1, 1, 1))      # doctest: +SKIP
+    """
+    from .nn import _inside
+    N, CB, H, W, B = shape_of(data)
+    KH, KW = pool_size
+    sh, sw = strides
+    dh, dw = dilation
+    pt, pl, pb, pr = padding
+    OH = (H + pt + pb - (KH - 1) * dh - 1) // sh + 1
+    OW = (W + pl + pr - (KW - 1) * dw - 1) // sw + 1
+    ry = te.reduce_axis((0, KH), name="ry")
+    rx = te.reduce_axis((0, KW), name="rx")
+    shape = (N, CB, OH, OW, B)
+    if pool_type == "max":
+        padded = pad(data, (0, 0, pt, pl, 0), (0, 0, pb, pr, 0), pad_value=float("-inf"), name="pad_data")
+        return te.compute(shape, lambda n, c, y, x, b: te.max(
+            padded[n, c, y * sh + ry * dh, x * sw + rx * dw, b], axis=[ry, rx]), name="max_pool2d")
+    padded = pad(data, (0, 0, pt, pl, 0), (0, 0, pb, pr, 0), name="pad_data")
+    total = te.compute(shape, lambda n, c, y, x, b: te.sum(
+        padded[n, c, y * sh + ry * dh, x * sw + rx * dw, b], axis=[ry, rx]), name="pool_sum")
+    if count_include_pad or not any(padding):
+        inv = te.const(1.0 / (KH * KW), data.dtype)
+        return te.compute(shape, lambda *i: total[i] * inv, name="avg_pool2d")
+
+    def f(n, c, y, x, b):
+        count = _inside(y * sh - pt, KH, H, dh) * _inside(x * sw - pl, KW, W, dw)
+        return total[n, c, y, x, b] / te.select(count > 0, count, 1).astype(data.dtype)
+    return te.compute(shape, f, name="avg_pool2d")
+
+
+def global_pool_NCHWc(data, pool_type: str):
+    """Global max or average pooling of ``NCHW[x]c`` data → ``[N, C/x, 1, 1, x]``.
+
+    >>> y = global_pool_NCHWc(x, "avg")                               # doctest: +SKIP
+    """
+    N, CB, H, W, B = shape_of(data)
+    ry = te.reduce_axis((0, H), name="ry")
+    rx = te.reduce_axis((0, W), name="rx")
+    shape = (N, CB, 1, 1, B)
+    if pool_type == "max":
+        return te.compute(shape, lambda n, c, y, x, b: te.max(data[n, c, ry, rx, b], axis=[ry, rx]),
+                          name="global_max_pool2d")
+    total = te.compute(shape, lambda n, c, y, x, b: te.sum(data[n, c, ry, rx, b], axis=[ry, rx]), name="pool_sum")
+    inv = te.const(1.0 / (H * W), data.dtype)
+    return te.compute(shape, lambda *i: total[i] * inv, name="global_avg_pool2d")
+
+
+def schedule_pool_NCHWc(s, out) -> None:
+    """Every stage of a blocked pooling group left at the root (the window reduction, an
+    average's division, an epilogue): the channel block innermost and vectorized, inside the
+    window loops; batch, channel blocks and output rows fused and run in parallel."""
+    for st in s.stages:
+        op = st.op
+        if type(op).__name__ != "ComputeOp" or st.attach_type != "root" or len(op.axis) != 5:
+            continue
+        n, c, y, x, b = op.axis
+        st.reorder(n, c, y, x, *op.reduce_axis, b)
+        st.vectorize(b)
+        st.parallel(st.fuse(n, c, y))

@@ -119,7 +119,8 @@ class BuildResult:
     """What a builder made of one input: a library file and what its arguments look like.
 
     ``arg_info``: ``[(shape, dtype, is_output), ...]`` in call order; ``phases``: optional
-    ``((name, seconds), ...)`` of the build's steps, for throughput reports.
+    ``((name, seconds), ...)`` of the build's steps, for throughput reports;
+    ``reference_arg_info``: the reference library's, when not ``arg_info``.
     """
 
     filename: str | None
@@ -129,6 +130,9 @@ class BuildResult:
     time_cost: float = 0.0
     reference: str | None = None
     phases: tuple = ()
+    # the reference's own arguments when they differ from this candidate's (a template whose
+    # argument shapes depend on the config: dense_pack's panels); () when the same
+    reference_arg_info: tuple = ()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,12 +5,13 @@ group is computed (not compiled) by ``te_compiler`` under a dispatch context tha
 workload a template asks a configuration for and answers each with its fallback. So a task
 made from a recorded workload has, by construction, the key ``relay.build`` looks up in
 ``apply_history_best(log)``: the conv2d NCHW[x]c template (``topi/conv2d_nchw.llvm``), dense
-through the matmul template (``topi/matmul.llvm``), and the row-reduction templates of
-softmax, layer_norm and global pooling (``topi/softmax.llvm``, ``topi/layer_norm.llvm``,
-``topi/global_pool.llvm``). batch_matmul has no template in the graph build yet (a fixed
-schedule), so it gives no task. For ``target="cuda"`` (``te_compiler_cuda``): the conv2d
-template ``topi/conv2d_nchw.cuda``; dense, batch_matmul and the row kernels have fixed GPU
-schedules and give no task.
+layers with constant weights through the micro-kernel GEMM on packed panels
+(``topi/dense_pack.llvm``; other dense layers through ``topi/matmul.llvm``), batch_matmul
+(``topi/batch_matmul.llvm``), and the row-reduction templates of softmax, layer_norm and
+global pooling (``topi/softmax.llvm``, ``topi/layer_norm.llvm``, ``topi/global_pool.llvm``).
+The model is optimised at opt_level 3 at least (as TVM does), the level it is built at.
+For ``target="cuda"`` (``te_compiler_cuda``): the conv2d template ``topi/conv2d_nchw.cuda``;
+dense, batch_matmul and the row kernels have fixed GPU schedules and give no task.
 
 >>> tuning_workloads(mod["main"], "llvm", params)          # doctest: +SKIP
 [(('topi/conv2d_nchw.llvm', 1, 16, 10, 10, 32, 3, 3, 1, 1, 'float32'), 2, ('nn.conv2d', 'add', 'nn.relu')), ...]
@@ -39,6 +40,10 @@ class _RecordWorkloads(DispatchContext):
         return FallbackConfigEntity()
 
 
+# the operators AlterOpLayout makes, by the one they replace (``ops=["nn.conv2d"]`` keeps them)
+_ALTERED = {"nn.contrib_conv2d_NCHWc": "nn.conv2d", "nn.contrib_dense_pack": "nn.dense"}
+
+
 def _op_names(fn: Function) -> tuple:
     return tuple(n.op.name for n in post_order(fn.body) if type(n) is Call and not isinstance(n.op, Function))
 
@@ -64,7 +69,14 @@ def tuning_workloads(program, target="llvm", params: dict | None = None, ops=Non
         raise RelayError(f"extract_from_program: target {str(tgt)!r} is not supported; the graph level "
                          "builds for 'llvm' (the CPU) and 'cuda'")
     wanted = None if ops is None else {getattr(o, "name", o) for o in ops}
-    fused, _ = optimize(mod, tgt, params)
+    from tilecraft.transform import PassContext
+    cur = PassContext.current()
+    # at opt_level 3 at least (TVM's extract_from_program too): the level models are built at,
+    # where AlterOpLayout makes the blocked convolutions and packed dense layers whose
+    # workloads the build asks for; the caller's required / disabled passes still count
+    with PassContext(opt_level=max(3, cur.opt_level), required_pass=cur.required_pass,
+                     disabled_pass=cur.disabled_pass, config=cur.config):
+        fused, _ = optimize(mod, tgt, params)
     found: dict = {}          # workload -> [count, op names]
     seen_groups: dict = {}    # group text -> its workloads
     with tgt:
@@ -72,7 +84,7 @@ def tuning_workloads(program, target="llvm", params: dict | None = None, ops=Non
             if type(n) is not Call or not isinstance(n.op, Function):
                 continue
             names = _op_names(n.op)
-            if wanted is not None and not wanted.intersection(names):
+            if wanted is not None and not wanted.intersection(names + tuple(_ALTERED.get(o, o) for o in names)):
                 continue
             key = astext(n.op)
             if key not in seen_groups:

@@ -11,7 +11,9 @@ group's *anchor*:
 * ``nn.dense``: computed through packed weight panels (``matmul_compute``) and scheduled by the
   matmul template's schedule with the tuned config of ``topi/matmul.llvm``, or without one a
   fallback of register tiles of up to 8 rows x 2 vectors (the template has no fallback schedule).
-* ``nn.batch_matmul``: rows of all batches in parallel, columns vectorized inside the k loop;
+* ``nn.batch_matmul`` (neither operand transposed, equal batches): the ``topi/batch_matmul.llvm``
+  template's schedule with its tuned config or its fallback (an element-wise epilogue tiled with
+  it); other forms: rows of all batches in parallel, columns vectorized inside the k loop;
 * a group that is one softmax / layer_norm (last axis) / global pooling: the row-reduction
   template of that operator (``topi/softmax.py``, ``topi/layer_norm.py``, ``topi/pooling.py``)
   computes it whole, on 2-d views of the tensors;
@@ -31,6 +33,9 @@ from tilecraft.topi.conv2d import (conv2d_nchwc_compute, conv2d_nchwc_config, sc
 from tilecraft.topi.matmul import matmul_compute, matmul_config, schedule_matmul
 
 from ..ir import Call, Constant, Function, RelayError, Tuple, TupleGetItem, Var, post_order
+
+
+_POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d")
 
 
 def _query(workload):
@@ -56,12 +61,14 @@ class _Anchor:
 
 def llvm_anchor(call: Call, ins: list):
     """``(output, anchor)`` when ``call`` is an anchor the CPU computes with a template's stages
-    (conv2d, the blocked conv2d, dense), else None."""
+    (conv2d, the blocked conv2d, dense on packed weights, dense), else None."""
     name = call.op.name
     if name == "nn.conv2d" and _conv_fits(call):
         return _conv2d_template(call, ins)
     if name == "nn.contrib_conv2d_NCHWc":
         return _conv2d_blocked_template(call, ins)
+    if name == "nn.contrib_dense_pack":
+        return _dense_pack_template(call, ins)
     if name == "nn.dense" and call.ty.dtype == "float32":
         return _dense_template(call, ins)
     return None
@@ -103,8 +110,10 @@ def compute_group(fn: Function, anchor_of=llvm_anchor):
                 if n.op.compute is None:
                     raise RelayError(f"lowering: {name} has no compute (run SimplifyInference first)")
                 out = n.op.compute(n.attrs, ins, n.ty)
+                if name in _POOLS and n.attrs.layout != "NCHW" and anchor is None:
+                    anchor = _Anchor("pool_NCHWc", out=out)
                 if name == "nn.batch_matmul" and anchor is None:
-                    anchor = _Anchor("batch_matmul", bmm=out)
+                    anchor = _Anchor("batch_matmul", bmm=out, cfg=_batch_matmul_config(n))
             values[id(n)] = out
     out = values[id(fn.body)]
     if not hasattr(out, "op"):
@@ -158,6 +167,36 @@ def _dense_template(call, ins):
     return C, _Anchor("dense", C=C, packed=packed, cfg=cfg)
 
 
+def _batch_matmul_config(call):
+    """The ``topi/batch_matmul.llvm`` config of a batch_matmul the template computes (float32,
+    neither operand transposed, equal batches), tuned or the fallback; None otherwise."""
+    from tilecraft.topi.batch_matmul import batch_matmul_config
+    a = call.attrs
+    (B1, M, K), (B2, _, N) = call.args[0].ty.shape, call.args[1].ty.shape
+    if a.transpose_a or a.transpose_b or B1 != B2 or call.ty.dtype != "float32":
+        return None
+    cfg = _query(("topi/batch_matmul.llvm", B1, M, N, K, "float32"))
+    batch_matmul_config(cfg, B1, M, N, K)
+    return cfg
+
+
+def _dense_pack_template(call, ins):
+    """``nn.contrib_dense_pack`` (made by AlterOpLayout): the micro-kernel GEMM on the packed
+    panels, with the config of ``topi/dense_pack.llvm`` (tuned, or its fallback)."""
+    from tilecraft.topi.dense_pack import dense_pack_compute, dense_pack_config
+    M, K = call.args[0].ty.shape
+    N = call.ty.shape[1]
+    params = dense_pack_config(_query(("topi/dense_pack.llvm", M, N, K, call.ty.dtype)), M, N, K)
+    nr = call.args[1].ty.shape[2]
+    if params is None or params[1] != nr:
+        # the weight was packed for another config (a log applied at build but not at optimise)
+        raise RelayError(f"lowering nn.contrib_dense_pack: the weight is packed in panels of {nr}, the "
+                         f"configuration of topi/dense_pack.llvm {(M, N, K)} wants "
+                         f"{None if params is None else params[1]}")
+    C = dense_pack_compute(*ins)
+    return C, _Anchor("dense_pack", C=C, params=params)
+
+
 def _inline_injective(s, keep):
     for st in s.stages:
         op = st.op
@@ -209,6 +248,11 @@ def schedule_group(out, anchor):
         _inline_injective(s, keep={p["data_pad"].op})
         schedule_conv2d_NCHWc(s, p["data_pad"], p["out"], out, p["reg_n"], p["unroll_kw"], p["ic_outer"])
         return s
+    if anchor is not None and anchor.kind == "dense_pack" and _shape(out) == _shape(anchor.parts["C"]):
+        from tilecraft.topi.dense_pack import schedule_dense_pack
+        _inline_injective(s, keep=set())
+        schedule_dense_pack(s, anchor.parts["C"], out, anchor.parts["params"])
+        return s
     if anchor is not None and anchor.kind == "dense":
         p = anchor.parts
         C, packed = p["C"], p["packed"]
@@ -233,9 +277,18 @@ def schedule_group(out, anchor):
         if out is not C:
             _schedule_output(s, out)
         return s
-    if anchor is not None and anchor.kind == "batch_matmul":
-        bmm = anchor.parts["bmm"]
+    if anchor is not None and anchor.kind == "pool_NCHWc":
+        from tilecraft.topi.layout import schedule_pool_NCHWc
         _inline_injective(s, keep=set())
+        schedule_pool_NCHWc(s, out)
+        return s
+    if anchor is not None and anchor.kind == "batch_matmul":
+        bmm, cfg = anchor.parts["bmm"], anchor.parts["cfg"]
+        _inline_injective(s, keep=set())
+        if cfg is not None and _shape(out) == _shape(bmm):
+            from tilecraft.topi.batch_matmul import schedule_batch_matmul
+            schedule_batch_matmul(cfg, s, bmm, out)
+            return s
         _schedule_batch_matmul(s, bmm)
         if out is not bmm:
             _schedule_output(s, out)
@@ -275,7 +328,7 @@ def template_kernel(fn: Function):
         rows, n = ty.size // ty.shape[-1], ty.shape[-1]
         s, args = layer_norm(rows, n, "float32")
         return s, args, [(rows, n), (n,), (n,), (rows, n)]
-    if name in ("nn.global_avg_pool2d", "nn.global_max_pool2d"):
+    if name in ("nn.global_avg_pool2d", "nn.global_max_pool2d") and body.attrs.layout == "NCHW":
         N, C, H, W = body.args[0].ty.shape
         s, args = global_pool(N, C, H, W, "avg" if name == "nn.global_avg_pool2d" else "max", "float32")
         return s, args, [(N, C, H, W), (N, C)]

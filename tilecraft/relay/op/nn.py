@@ -26,6 +26,12 @@ def contrib_conv2d_nchwc(data, weight, strides=(1, 1), padding=(0, 0), channels=
 
 
 def dense(data, weight, units=None): return make_call("nn.dense", [data, weight], units=units)  # noqa: E704
+def contrib_dense_pack(data, weight, weight_layout, units=None):
+    """``data @ weight.T`` with ``weight`` packed as ``[N / nr, K, nr]`` panels
+    (``weight_layout`` ``"NK<nr>n"``; TVM's ``contrib_dense_pack``)."""
+    return make_call("nn.contrib_dense_pack", [data, weight], units=units, weight_layout=weight_layout)
+
+
 def bias_add(data, bias, axis=1): return make_call("nn.bias_add", [data, bias], axis=axis)  # noqa: E704
 def relu(data): return make_call("nn.relu", [data])  # noqa: E704
 def pad(data, pad_width, pad_value=0.0):

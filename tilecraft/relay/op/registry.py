@@ -164,19 +164,21 @@ OPS = dict([
          "2-d convolution in blocked layouts: NCHW<ic>c data, OIHW<ic>i<oc>o kernel, NCHW<oc>c result "
          "(AlterOpLayout makes it)"),
     _row("nn.dense", 2, {"units": None}, rel.dense_rel, _binary(tnn.dense), _O, "data @ weight.T"),
+    _row("nn.contrib_dense_pack", 2, {"units": None, "weight_layout": REQUIRED}, rel.dense_pack_rel,
+         lambda a, ins, ty: _dense_pack(ins), _O,
+         "data @ weight.T with the weight packed as [N/nr, K, nr] panels, weight_layout 'NK<nr>n' "
+         "(AlterOpLayout makes it)"),
     _row("nn.batch_matmul", 2, {"transpose_a": False, "transpose_b": True}, rel.batch_matmul_rel,
          lambda a, ins, ty: tnn.batch_matmul(ins[0], ins[1], a.transpose_a, a.transpose_b), _O,
          "x[b] @ y[b] (y[b].T with transpose_b)"),
     _row("nn.max_pool2d", 1, _POOL_ATTRS, rel.pool2d_rel,
-         lambda a, ins, ty: tnn.pool2d(ins[0], "max", a.pool_size, a.strides, a.padding, a.dilation), _O,
-         "max pooling"),
+         lambda a, ins, ty: _pool(a, ins, "max"), _O, "max pooling (NCHW, or NCHW<x>c: layout)"),
     _row("nn.avg_pool2d", 1, dict(_POOL_ATTRS, count_include_pad=False), rel.pool2d_rel,
-         lambda a, ins, ty: tnn.pool2d(ins[0], "avg", a.pool_size, a.strides, a.padding, a.dilation,
-                                       a.count_include_pad), _O, "average pooling"),
+         lambda a, ins, ty: _pool(a, ins, "avg"), _O, "average pooling (NCHW, or NCHW<x>c: layout)"),
     _row("nn.global_avg_pool2d", 1, {"layout": "NCHW"}, rel.global_pool_rel,
-         lambda a, ins, ty: tnn.global_pool(ins[0], "avg"), _O, "mean over H and W"),
+         lambda a, ins, ty: _global_pool(a, ins, "avg"), _O, "mean over H and W"),
     _row("nn.global_max_pool2d", 1, {"layout": "NCHW"}, rel.global_pool_rel,
-         lambda a, ins, ty: tnn.global_pool(ins[0], "max"), _O, "maximum over H and W"),
+         lambda a, ins, ty: _global_pool(a, ins, "max"), _O, "maximum over H and W"),
     _row("nn.softmax", 1, {"axis": -1}, rel.softmax_rel,
          lambda a, ins, ty: tnn.softmax(ins[0], a.axis), _X, "softmax along axis"),
     _row("nn.layer_norm", 3, {"axis": -1, "epsilon": 1e-5, "center": True, "scale": True},
@@ -187,6 +189,21 @@ OPS = dict([
          None, _X, "inference batch norm; a tuple (out, mean, var) of which only .0 is computed: "
                    "SimplifyInference rewrites it"),
 ])
+
+
+def _pool(a, ins, kind):
+    if a.layout == "NCHW":
+        return tnn.pool2d(ins[0], kind, a.pool_size, a.strides, a.padding, a.dilation, a.get("count_include_pad", False))
+    return tl.pool2d_NCHWc(ins[0], kind, a.pool_size, a.strides, a.padding, a.dilation, a.get("count_include_pad", False))
+
+
+def _global_pool(a, ins, kind):
+    return tnn.global_pool(ins[0], kind) if a.layout == "NCHW" else tl.global_pool_NCHWc(ins[0], kind)
+
+
+def _dense_pack(ins):
+    from tilecraft.topi.dense_pack import dense_pack_compute      # the template module, when used
+    return dense_pack_compute(ins[0], ins[1])
 
 
 def get(name: str) -> Op:

@@ -163,6 +163,14 @@ def dense_rel(op, types, attrs):
     return TensorType((x.shape[0], w.shape[0]), x.dtype)
 
 
+def dense_pack_rel(op, types, attrs):
+    x, w = _tensor(op, types[0]), _tensor(op, types[1], 1)
+    if x.ndim != 2 or w.ndim != 3 or x.shape[1] != w.shape[1]:
+        raise RelayError(f"{op}: expects data [M, K] and a packed weight [N / nr, K, nr], got {x} and {w}")
+    _same_dtype(op, [x, w])
+    return TensorType((x.shape[0], w.shape[0] * w.shape[2]), x.dtype)
+
+
 def batch_matmul_rel(op, types, attrs):
     x, y = _tensor(op, types[0]), _tensor(op, types[1], 1)
     if x.ndim != 3 or y.ndim != 3:
@@ -175,11 +183,22 @@ def batch_matmul_rel(op, types, attrs):
     return TensorType((max(B1, B2), M, N), x.dtype)
 
 
+def _pool_block(op, x, layout: str):
+    """The channel block of a pooling operator's layout (None for NCHW), checked against ``x``."""
+    from tilecraft.topi.layout import block_factor
+    try:
+        block = block_factor(layout)
+    except ValueError:
+        raise RelayError(f"{op}: layout must be NCHW or NCHW<x>c, got {layout!r}") from None
+    if x.ndim != (4 if block is None else 5) or (block is not None and x.shape[-1] != block):
+        raise RelayError(f"{op}: expects {layout} data, got {x}")
+    return block
+
+
 def pool2d_rel(op, types, attrs):
     x = _tensor(op, types[0])
-    if x.ndim != 4:
-        raise RelayError(f"{op}: expects NCHW data, got {x}")
-    N, C, H, W = x.shape
+    block = _pool_block(op, x, attrs.layout)
+    N, C, H, W = x.shape[:4]
     KH, KW = attrs.pool_size
     sh, sw = attrs.strides
     dh, dw = attrs.dilation
@@ -188,14 +207,13 @@ def pool2d_rel(op, types, attrs):
     OW = (W + pl + pr - (KW - 1) * dw - 1) // sw + 1
     if OH <= 0 or OW <= 0:
         raise RelayError(f"{op}: the window {KH}x{KW} does not fit the padded input {H + pt + pb}x{W + pl + pr}")
-    return TensorType((N, C, OH, OW), x.dtype)
+    return TensorType((N, C, OH, OW) + (() if block is None else (block,)), x.dtype)
 
 
 def global_pool_rel(op, types, attrs):
     x = _tensor(op, types[0])
-    if x.ndim != 4:
-        raise RelayError(f"{op}: expects NCHW data, got {x}")
-    return TensorType(x.shape[:2] + (1, 1), x.dtype)
+    block = _pool_block(op, x, attrs.layout)
+    return TensorType(x.shape[:2] + (1, 1) + (() if block is None else (block,)), x.dtype)
 
 
 def softmax_rel(op, types, attrs):

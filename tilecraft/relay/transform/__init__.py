@@ -9,6 +9,8 @@ pass                       opt_level  what holds afterwards
 ``FoldConstant``           2          no call has only constant arguments
 ``FoldScaleAxis``          3          per-channel scales folded into the preceding conv's kernel
 ``AlterOpLayout``          3          convolutions in NCHW[x]c, the values between them too
+``SinkReshape``            3          reshapes after the element-wise ops, softmaxes, layer norms
+                                      that commute with them (a dense layer's epilogue fuses)
 ``EliminateCommonSubexpr`` 3          each distinct call computed once
 ``DeadCodeElimination``    1          no projection of a literal tuple, no uncalled function
 ``FuseOps``                0          main calls primitive functions (fused groups) only
@@ -27,6 +29,7 @@ from .fuse_ops import FuseOps
 from .infer_type import InferType
 from .pass_infra import Pass, PrintAfterAll, Sequential, function_pass, module_pass
 from .simplify_inference import SimplifyInference
+from .sink_reshape import SinkReshape
 
 __all__ = ["AlterOpLayout", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FuseOps", "InferType", "Pass",
-           "PrintAfterAll", "Sequential", "SimplifyInference", "function_pass", "module_pass"]
+           "PrintAfterAll", "Sequential", "SimplifyInference", "SinkReshape", "function_pass", "module_pass"]

@@ -33,6 +33,7 @@ from .infer_type import infer_expr
 from .pass_infra import function_pass
 
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
+_POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d")
 
 
 def _query(workload):
@@ -71,6 +72,7 @@ class _Rewriter:
     def __init__(self):
         self.new: dict = {}        # id(old node) -> ("plain", expr) or ("blocked", expr, block)
         self.cache: dict = {}      # (id(old node), layout) -> transformed expr
+        self.packed_dense = 0      # dense layers rewritten to nn.contrib_dense_pack
 
     def plain(self, n):
         state = self.new[id(n)]
@@ -106,6 +108,14 @@ class _Rewriter:
             blocks = _blocks(n, self.block_of(n.args[0]))
             if blocks is not None:
                 return self.conv(n, *blocks)
+        elif name in _POOLS and n.attrs.layout == "NCHW" and self.block_of(n.args[0]) is not None:
+            b = self.block_of(n.args[0])
+            attrs = dict(n.attrs.items(), layout=f"NCHW{b}c")
+            return ("blocked", make_call(name, [self.new[id(n.args[0])][1]], **attrs), b)
+        elif name == "nn.dense":
+            packed = self.dense(n)
+            if packed is not None:
+                return ("plain", packed)
         elif name is not None and n.op.pattern == OpPattern.ELEMWISE and len(n.args) == 1 \
                 and self.block_of(n.args[0]) is not None:
             b = self.block_of(n.args[0])
@@ -130,6 +140,25 @@ class _Rewriter:
                                        kernel_size=a.kernel_size, data_layout=f"NCHW{ic}c",
                                        kernel_layout=f"OIHW{ic}i{oc}o", out_layout=f"NCHW{oc}c")
         return ("blocked", out, oc)
+
+    def dense(self, n):
+        """``nn.contrib_dense_pack`` with the constant weight packed here into the panels of
+        the template's config for the workload; None when the weight is not a constant or no
+        micro-kernel fits."""
+        w = n.args[1]
+        if type(w) is not Constant or n.checked_type.dtype != "float32" or n.args[0].checked_type.ndim != 2:
+            return None
+        from tilecraft.topi.dense_pack import dense_pack_config, dense_pack_fits, pack_weight
+        (M, K), N = n.args[0].checked_type.shape, w.data.shape[0]
+        if not dense_pack_fits(M, N, K):
+            return None
+        params = dense_pack_config(_query(("topi/dense_pack.llvm", M, N, K, "float32")), M, N, K)
+        if params is None:
+            return None
+        nr = params[1]
+        self.packed_dense += 1
+        return _nn.contrib_dense_pack(self.plain(n.args[0]), Constant(pack_weight(w.data, nr)),
+                                      weight_layout=f"NK{nr}n", units=n.attrs.units)
 
     def binary(self, n):
         """A broadcasting operator with a blocked operand: its other operand blocked as well (a
@@ -175,12 +204,12 @@ def alter_layout(f: Function) -> Function:
     if target is not None and target.kind != "llvm":
         return f                            # the blocked layouts are the CPU template's
     nodes = post_order(f.body)
-    if not any(type(n) is Call and getattr(n.op, "name", None) == "nn.conv2d" for n in nodes):
+    if not any(type(n) is Call and getattr(n.op, "name", None) in ("nn.conv2d", "nn.dense") for n in nodes):
         return f
     rw = _Rewriter()
     for n in nodes:
         rw.new[id(n)] = rw.visit(n)
-    if not any(s[0] == "blocked" for s in rw.new.values()):
+    if not rw.packed_dense and not any(s[0] == "blocked" for s in rw.new.values()):
         return f
     body = infer_expr(rw.plain(f.body))
     return Function(f.params, body, body.ty, f.attrs)
