@@ -8,7 +8,8 @@ schedules beside cuBLAS.
 The schedule is ``topi/tensorcore.py: matmul_tensorcore``: a block of warps, each computing a
 tile of 16 x 16 tensor-core tiles; A and B staged in shared memory (padded rows, double
 buffering through registers or a cp.async ring); the wmma implementation (nvcuda::wmma) or the
-PTX one (ldmatrix + mma.sync). Each variant is checked first (output poisoned with NaN, fresh
+PTX one (ldmatrix + mma.sync); the ``wgmma_*`` variants are ``topi/tensorcore_wgmma.py: matmul_wgmma``
+(sm_90a: a producer warpgroup, consumer warpgroups on wgmma, mbarriers). Each variant is checked first (output poisoned with NaN, fresh
 random inputs, rel. error against a float64 product; int8 exactly), then timed with CUDA events
 (median), beside cuBLAS timed in the same run on the same inputs: ``torch.matmul`` on float16
 (fp16 C), on float32 with ``allow_tf32`` (tf32), ``torch._int_mm`` (int8, B column-major as
@@ -89,6 +90,19 @@ VARIANTS = {
                                     chunk=2, stages=3, min_blocks=2),
     "int8_256x128_w64_k64_s4_r8": dict(impl="mma", dtype="int8", layout_b="col_major", block=(4, 2), warp=(4, 4),
                                        chunk=2, stages=4, min_blocks=1, raster=8),
+    # sm_90a wgmma (topi/tensorcore_wgmma.py): a producer warpgroup (cp.async into 128-byte swizzled
+    # stages, mbarriers) and bm / 64 consumer warpgroups (wgmma.m64nBNk16); B stored (N, K)
+    "wgmma_128x256_s4_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                  out_dtype="float16"),
+    "wgmma_128x256_s3_h": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=3, out_dtype="float16"),
+    "wgmma_128x128_s5_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 128), stages=5, raster=8,
+                                  out_dtype="float16"),
+    "wgmma_256x128_s4_h_r8": dict(impl="wgmma", layout_b="col_major", block=(256, 128), stages=4, raster=8,
+                                  out_dtype="float16"),
+    "wgmma_tf32_128x256_s4_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 256), stages=4,
+                                     raster=8),
+    "wgmma_tf32_128x128_s5_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 128), stages=5,
+                                     raster=8),
 }
 
 
@@ -167,6 +181,10 @@ def _poisoned(torch, n, mod, kw):
 
 
 def _make(fn, n, lay, kw):
+    if kw.get("impl") == "wgmma":
+        from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
+        s, (A, B, C) = matmul_wgmma(n, n, n, **{k: v for k, v in kw.items() if k != "impl"})
+        return s, [A, B, C]
     s, (A, B, C) = fn(n, n, n, layout_b=lay, **kw)
     return s, [A, B, C]
 

@@ -74,7 +74,10 @@ def compile_cuda(src: str, arch: str = DEFAULT_ARCH, use_cache: bool = True) -> 
         out = os.path.join(tmp, "kernel.cubin")
         with open(cu, "w") as f:
             f.write(src)
-        cmd = [nvcc, "-cubin", f"-arch={arch}", *NVCC_FLAGS, "-o", out, cu]
+        # sm_90a (wgmma, setmaxnreg) through -gencode: the -arch=sm_90a shorthand of some nvcc
+        # versions also runs a plain sm_90 pass, which rejects those instructions
+        arch_flag = (f"-gencode=arch=compute_{arch[3:]},code={arch}" if arch.endswith("a") else f"-arch={arch}")
+        cmd = [nvcc, "-cubin", arch_flag, *NVCC_FLAGS, "-o", out, cu]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise CUDACompileError(explain_errors(p.stderr, src, " ".join(cmd)))

@@ -474,7 +474,8 @@ class CUDAModule:
         context(index)
         dev = drv.Device(index)
         arch = device_arch(index)
-        if arch is not None and arch != self.arch:
+        # sm_90a (wgmma kernels) runs on an sm_90 GPU: the suffix only marks arch-specific instructions
+        if arch is not None and arch != self.arch.removesuffix("a"):
             raise RuntimeError(f"the kernels were compiled for {self.arch} but GPU {index} is {arch}: "
                                f"build with target='cuda -arch={arch}'")
         mod = drv.module_from_buffer(self.cubin)

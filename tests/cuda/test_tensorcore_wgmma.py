@@ -1,0 +1,106 @@
+"""The sm_90a wgmma GEMM (``topi/tensorcore_wgmma.py``, ``codegen/cuda_wgmma.py``): every
+configuration generated and compiled by nvcc for sm_90a, run in the emulator by its intrinsics'
+TE definitions on poisoned outputs, and on a GPU (``-m cuda``) against a float64 product."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tilecraft as tc
+from tilecraft.codegen.cuda import generate_cuda
+from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
+from tilecraft.codegen.cuda_wgmma import swizzled_offset
+from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
+
+from .test_cuda_ops import gpu_available
+
+pytestmark = pytest.mark.cuda
+
+# (dtype, out_dtype, (M, N, K), options): K = 1, 2 and more steps than stages (the rings' phases wrap)
+CONFIGS = [
+    ("float16", "float16", (128, 256, 1024), dict(block=(128, 256), stages=4)),
+    ("float16", "float32", (256, 256, 128), dict(block=(128, 128), stages=4, raster=2)),
+    ("float16", "float16", (256, 128, 64), dict(block=(256, 128), stages=3)),
+    ("float16", "float32", (128, 128, 448), dict(block=(64, 64), stages=5)),
+    ("float32", "float32", (128, 256, 320), dict(block=(128, 256), stages=3)),
+    ("float32", "float16", (128, 128, 96), dict(block=(128, 128), stages=4)),
+]
+IDS = [f"{d}_{o}_{c['block'][0]}x{c['block'][1]}_s{c['stages']}_K{s[2]}" for d, o, s, c in CONFIGS]
+
+
+def _inputs(rng, dtype, M, N, K):
+    a = rng.uniform(-1, 1, (M, K)).astype(dtype)
+    b = rng.uniform(-1, 1, (N, K)).astype(dtype)
+    return a, b, a.astype("float64") @ b.astype("float64").T
+
+
+def _rel_err(got, want) -> float:
+    return float(np.linalg.norm(got.astype("float64") - want) / np.linalg.norm(want))
+
+
+def _tol(dtype, out_dtype):
+    # tf32 keeps 10 mantissa bits of each operand (wgmma truncates them: ~1e-3); a float16 C rounds at the store
+    return 3e-3 if dtype == "float32" or out_dtype == "float16" else 1e-5
+
+
+@pytest.mark.parametrize("dtype,out_dtype,size,opts", CONFIGS, ids=IDS)
+def test_wgmma_compiled(dtype, out_dtype, size, opts):
+    s, (A, B, C) = matmul_wgmma(*size, dtype=dtype, out_dtype=out_dtype, **opts)
+    src = generate_cuda(tc.lower(s, [A, B, C], target="cuda"))
+    kind = "f32.f16.f16" if dtype == "float16" else "f32.tf32.tf32"
+    assert f"wgmma.mma_async.sync.aligned.m64n{opts['block'][1]}k" in src and kind in src
+    assert "__syncthreads" not in src.split("tc_wgmma_mainloop(float* acc")[1].split("tc_wgmma_store(O*")[0] \
+        .split("__syncthreads();")[1]          # one barrier: after the mbarriers' initialisation, none in the loop
+    if find_nvcc() is None:
+        pytest.skip("nvcc not found: the source was generated, not compiled")
+    assert compile_cuda(src, "sm_90a")
+
+
+def test_swizzle_is_a_permutation_of_each_row():
+    for row in range(16):
+        offs = sorted(swizzled_offset(row, c) for c in range(8))
+        assert offs == [128 * row + 16 * c for c in range(8)]
+    assert swizzled_offset(9, 2) == 9 * 128 + 16 * 3
+
+
+@pytest.mark.parametrize("block,K,stages,msg", [
+    ((96, 128), 128, 4, r"the wgmma block tile is bm x bn with bm in 64, 128, 192, 256 .* got 96 x 128"),
+    ((128, 192), 128, 4, r"bn in 64, 128, 256, got 128 x 192"),
+    ((128, 128), 96, 4, r"K=96 is not a multiple of the wgmma main loop's step of 64 \(float16: 128 bytes of each row\)"),
+    ((128, 128), 128, 2, r"stages=2: the wgmma main loop takes 3 to 8 shared stages"),
+    ((256, 256), 128, 4, r"a 256 x 256 wgmma block with 4 stages needs 263232 bytes of shared memory, more than the "
+                         r"232448 of a block \(sm_90\): fewer stages"),
+])
+def test_wgmma_config_errors(block, K, stages, msg):
+    with pytest.raises(ValueError, match=msg):
+        matmul_wgmma(256, 256, K, block=block, stages=stages)
+
+
+def test_wgmma_dtype_errors():
+    with pytest.raises(ValueError, match=r"the wgmma GEMM takes float16 or float32 \(tf32\) operands, got 'int8'"):
+        matmul_wgmma(128, 128, 128, dtype="int8")
+    with pytest.raises(ValueError, match=r"the wgmma accumulator \(float32\) is stored as float32 or float16, not "
+                                         r"'int32'"):
+        matmul_wgmma(128, 128, 128, out_dtype="int32")
+    with pytest.raises(ValueError, match=r"matmul_wgmma: M=200 is not a multiple of the block tile.s 128 \(block=\(128, 128\)\)"):
+        matmul_wgmma(200, 128, 128, out_dtype="float16", block=(128, 128))
+
+
+@pytest.mark.parametrize("dtype,out_dtype,size,opts", CONFIGS, ids=IDS)
+def test_gpu_wgmma(dtype, out_dtype, size, opts, rng):
+    why = gpu_available()
+    if why:
+        pytest.skip(f"{why}: checked by test_wgmma_emulated and test_wgmma_compiled only")
+    import torch
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("wgmma needs an sm_90 GPU (H100, H200)")
+    M, N, K = size
+    s, (A, B, C) = matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **opts)
+    mod = tc.build(s, [A, B, C], target="cuda")
+    for _ in range(2):                             # fresh inputs each time
+        a, b, ref = _inputs(rng, dtype, M, N, K)
+        c = torch.full((M, N), float("nan"), dtype=getattr(torch, out_dtype)).cuda()
+        mod(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), c)
+        got = c.cpu().numpy()
+        assert not np.isnan(got).any()
+        assert _rel_err(got, ref) < _tol(dtype, out_dtype)
