@@ -9,6 +9,7 @@ import pytest
 import tilecraft as tc
 from tilecraft.codegen.cuda import generate_cuda
 from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
+from tilecraft.codegen.cuda_emulate import emulate
 from tilecraft.codegen.cuda_wgmma import swizzled_offset
 from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
 
@@ -54,6 +55,56 @@ def test_wgmma_compiled(dtype, out_dtype, size, opts):
     if find_nvcc() is None:
         pytest.skip("nvcc not found: the source was generated, not compiled")
     assert compile_cuda(src, "sm_90a")
+
+
+# emulated at sizes of a few blocks (the emulator runs each intrinsic once per block, by its definition)
+EMULATED = [
+    ("float16", "float16", (256, 512, 192), dict(block=(128, 256), stages=4, raster=2)),
+    ("float16", "float32", (128, 128, 64), dict(block=(64, 64), stages=3)),
+    ("float32", "float32", (256, 128, 96), dict(block=(128, 128), stages=3)),
+]
+
+
+@pytest.mark.parametrize("dtype,out_dtype,size,opts", EMULATED, ids=[f"{d}_{o}_{s[0]}x{s[1]}x{s[2]}" for d, o, s, _ in
+                                                                     EMULATED])
+def test_wgmma_emulated(dtype, out_dtype, size, opts, rng):
+    M, N, K = size
+    s, (A, B, C) = matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **opts)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    a, b, ref = _inputs(rng, dtype, M, N, K)
+    c = np.full((M, N), np.nan, out_dtype)
+    emulate(func, [a, b, c])
+    assert not np.isnan(c).any(), "elements of C were not written"
+    # the emulator runs the definitions: float32 products (no tf32 rounding), float16 C rounded once
+    assert _rel_err(c, ref) < (1e-3 if out_dtype == "float16" else 1e-6)
+
+
+def _shifted_store(bm, bn, out="float32"):
+    """wgmma_store with a lowering that points 8 elements past the tile (a wrong pointer)."""
+    from tilecraft import te, tir
+    from tilecraft.topi import tensorcore_wgmma as tw
+    A = te.placeholder((bm, bn), name="A", dtype="float32")
+    C = te.compute((bm, bn), lambda i, j: A[i, j], name="C")
+    BA = tir.decl_buffer(A.shape, "float32", name="acc", scope="wgmma.accumulator", offset_factor=1)
+    BC = tir.decl_buffer(C.shape, "float32", name="c", scope="global", strides=[te.var("ldc"), 1], offset_factor=1)
+
+    def lower(ins, outs):
+        call = tir.call_intrin("handle", "tir.tc_wgmma_store", ins[0].data, outs[0].access_ptr("w", offset=8),
+                               outs[0].strides[0], bm, bn)
+        return tw._threads(bm, tir.Evaluate(call))
+    return te.decl_tensor_intrin(C.op, lower, name="wgmma_store_shifted", binds={A: BA, C: BC})
+
+
+def test_wgmma_emulator_checks_the_store_pointer(rng, monkeypatch):
+    """A lowering that stores the block's tile at the wrong place fails in the emulator."""
+    from tilecraft.topi import tensorcore_wgmma as tw
+    monkeypatch.setattr(tw, "wgmma_store", _shifted_store)
+    s, (A, B, C) = tw.matmul_wgmma(128, 128, 64, block=(64, 64), stages=3)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    a, b, _ = _inputs(rng, "float16", 128, 128, 64)
+    with pytest.raises(Exception, match=r"tc_wgmma_store points at element 8 of 'C', but the tile bound to 'c' "
+                                        r"starts at element 0"):
+        emulate(func, [a, b, np.full((128, 128), np.nan, "float32")])
 
 
 def test_swizzle_is_a_permutation_of_each_row():
