@@ -155,3 +155,31 @@ def test_gpu_wgmma(dtype, out_dtype, size, opts, rng):
         got = c.cpu().numpy()
         assert not np.isnan(got).any()
         assert _rel_err(got, ref) < _tol(dtype, out_dtype)
+
+
+def test_wgmma_template_space_and_configs(rng):
+    import tilecraft.autotune as autotune
+    from tilecraft.topi import tensorcore_template as TT
+    task = autotune.task.create("topi/matmul_wgmma.cuda", args=(4096, 4096, 4096, "float16", "float16"),
+                                target="cuda")
+    space = task.config_space
+    assert 10 < len(space) < 6 * 4 * 3
+    for i in range(len(space)):                     # every configuration kept fits (shared memory, tiles)
+        e = space.get(space.valid_index(i))
+        assert TT.wgmma_fits(4096, 4096, 4096, "float16", e["block"].val, e["stages"].val, e["raster"].val)
+    assert not TT.wgmma_fits(4096, 4096, 4096, "float16", (256, 256), 4)          # 257 KiB of shared memory
+    # a small task: a sampled configuration and the fallback, emulated and compiled
+    M, N, K = 256, 256, 128
+    task = autotune.task.create("topi/matmul_wgmma.cuda", args=(M, N, K, "float16", "float32"), target="cuda")
+    cfgs = [task.config_space.get(task.config_space.valid_index(int(rng.integers(len(task.config_space))))), None]
+    for cfg in cfgs:
+        with tc.target.Target("cuda"):
+            if cfg is None:
+                with pytest.warns(UserWarning, match="fallback configuration"):
+                    s, args = task.func(*task.args)
+            else:
+                s, args = task.instantiate(cfg)
+        a, b, ref = _inputs(rng, "float16", M, N, K)
+        c = np.full((M, N), np.nan, "float32")
+        emulate(tc.lower(s, args, target="cuda"), [a, b, c])
+        assert _rel_err(c, ref) < 1e-6
