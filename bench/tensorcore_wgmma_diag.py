@@ -1,0 +1,138 @@
+"""Pieces of the sm_90a wgmma GEMM checked one at a time on a GPU, to tell a layout bug from a
+protocol bug when ``tests/cuda/test_tensorcore_wgmma.py::test_gpu_wgmma`` fails:
+
+    python bench/tensorcore_wgmma_diag.py --out DIR
+
+1. ``layout``: one warpgroup, one 128-byte k step: A (64 rows) and B (n rows) written into
+   SWIZZLE_128B shared memory by plain stores (``swizzled_offset``), the step's wgmma
+   instructions with ``codegen/cuda_wgmma.py``'s descriptors and helpers, the accumulator stored
+   in the layout ``tc_wgmma_store`` assumes; against A @ B.T. No cp.async, no mbarrier.
+2. ``gemm``: ``matmul_wgmma`` at small sizes (1 step, fewer steps than stages, many), each in a
+   child process with a time limit (a deadlocked mbarrier shows as a timeout, not a hang).
+
+Every result is printed; with ``--out`` the failing outputs are saved (``.npz``: got, want).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+LAYOUT_KERNEL = r"""
+extern "C" __global__ void __launch_bounds__(128) wgmma_layout(const @T@* A, const @T@* B, float* D) {
+  constexpr int N = @N@, EPR = 128 / sizeof(@T@), KSTEP = 32 / sizeof(@T@);
+  __shared__ __align__(1024) unsigned char sm[(64 + N) * 128];
+  const int t = threadIdx.x;
+  for (int q = t; q < (64 + N) * 8; q += 128) {
+    const int r = q >> 3, c = q & 7;
+    const @T@* src = r < 64 ? A + r * EPR + c * (EPR / 8) : B + (r - 64) * EPR + c * (EPR / 8);
+    *(uint4*)(sm + r * 128 + ((c ^ (r & 7)) << 4)) = *(const uint4*)src;
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  float acc[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+  const unsigned sa = tc_smem_addr(sm), sb = sa + 64 * 128;
+  tc_wgmma_fence_regs<N / 2>(acc);
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int kk = 0; kk < EPR / KSTEP; ++kk) @MMA@(acc, tc_wgmma_desc(sa + 32 * kk), tc_wgmma_desc(sb + 32 * kk));
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  tc_wgmma_fence_regs<N / 2>(acc);
+  const int w = t >> 5, lane = t & 31, row = 16 * w + (lane >> 2), col = 2 * (lane & 3);
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j) {
+    tc_store2(D + row * N + 8 * j + col, acc[4 * j], acc[4 * j + 1]);
+    tc_store2(D + (row + 8) * N + 8 * j + col, acc[4 * j + 2], acc[4 * j + 3]);
+  }
+}
+"""
+
+
+def layout_case(dtype: str, n: int, out: str | None) -> dict:
+    import numpy as np
+    import torch
+    from tilecraft.codegen.cuda_compile import compile_cuda
+    from tilecraft.codegen.cuda_wgmma import wgmma_name, wgmma_prelude
+    from tilecraft.runtime.cuda_runtime import context, driver
+    ct = "half" if dtype == "float16" else "float"
+    src = ("#include <cuda_fp16.h>\n" + wgmma_prelude({(dtype, n)})
+           + LAYOUT_KERNEL.replace("@T@", ct).replace("@N@", str(n)).replace("@MMA@", wgmma_name(dtype, n)))
+    cubin = compile_cuda(src, "sm_90a")
+    context(0)
+    fn = driver().module_from_buffer(cubin).get_function("wgmma_layout")
+    epr = 128 // (2 if dtype == "float16" else 4)
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (64, epr)).astype(dtype)
+    b = rng.uniform(-1, 1, (n, epr)).astype(dtype)
+    A, B = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    D = torch.full((64, n), float("nan"), device="cuda")
+    fn(np.uintp(A.data_ptr()), np.uintp(B.data_ptr()), np.uintp(D.data_ptr()), block=(128, 1, 1), grid=(1, 1))
+    torch.cuda.synchronize()
+    got, want = D.cpu().numpy(), a.astype("float64") @ b.astype("float64").T
+    err = float(np.abs(got - want).max() / np.abs(want).max())
+    ok = err < 2e-2
+    if not ok and out:
+        np.savez(os.path.join(out, f"layout_{dtype}_{n}.npz"), got=got, want=want, a=a, b=b)
+    return dict(case=f"layout {dtype} m64n{n}", ok=ok, max_rel_err=err, nan=int(np.isnan(got).sum()))
+
+
+GEMMS = [("float16", "float32", (128, 256, 64), (128, 256), 4), ("float16", "float32", (128, 128, 128), (128, 128), 4),
+         ("float16", "float32", (128, 128, 1024), (128, 128), 3), ("float16", "float16", (512, 512, 512), (128, 256), 4),
+         ("float16", "float32", (256, 128, 256), (256, 128), 4), ("float16", "float32", (64, 64, 256), (64, 64), 3),
+         ("float32", "float32", (128, 128, 256), (128, 128), 4)]
+
+
+def gemm_case(i: int, out: str | None) -> dict:
+    import numpy as np
+    import torch
+    import tilecraft as tc
+    from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
+    dtype, odt, (M, N, K), block, stages = GEMMS[i]
+    s, (A, B, C) = matmul_wgmma(M, N, K, dtype=dtype, out_dtype=odt, block=block, stages=stages)
+    mod = tc.build(s, [A, B, C], target="cuda")
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(-1, 1, (M, K)).astype(dtype), rng.uniform(-1, 1, (N, K)).astype(dtype)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=getattr(torch, odt))
+    mod(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), c)
+    torch.cuda.synchronize()
+    got, want = c.float().cpu().numpy(), a.astype("float64") @ b.astype("float64").T
+    err = float(np.abs(got - want).max() / np.abs(want).max())
+    ok = err < 2e-2
+    if not ok and out:
+        np.savez(os.path.join(out, f"gemm_{i}.npz"), got=got, want=want)
+    return dict(case=f"gemm {dtype}->{odt} {M}x{N}x{K} block {block} stages {stages}", ok=ok, max_rel_err=err,
+                nan=int(np.isnan(got).sum()))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=None)
+    p.add_argument("--one", default=None, help=argparse.SUPPRESS)        # child: "layout:float16:64" / "gemm:3"
+    p.add_argument("--timeout", type=float, default=20)
+    a = p.parse_args(argv)
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+    if a.one:
+        kind, *rest = a.one.split(":")
+        r = layout_case(rest[0], int(rest[1]), a.out) if kind == "layout" else gemm_case(int(rest[0]), a.out)
+        print("RESULT " + json.dumps(r))
+        return
+    cases = [f"layout:{d}:{n}" for d in ("float16", "float32") for n in (64, 128, 256)]
+    cases += [f"gemm:{i}" for i in range(len(GEMMS))]
+    for c in cases:
+        cmd = [sys.executable, __file__, "--one", c] + (["--out", a.out] if a.out else [])
+        try:
+            pr = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
+            line = [x for x in pr.stdout.splitlines() if x.startswith("RESULT ")]
+            print(line[0][7:] if line else f'{{"case": "{c}", "error": {json.dumps(pr.stderr[-800:])}}}', flush=True)
+        except subprocess.TimeoutExpired:
+            print(f'{{"case": "{c}", "timeout": {a.timeout}}}', flush=True)
+
+
+if __name__ == "__main__":
+    main()
