@@ -183,3 +183,31 @@ def test_wgmma_template_space_and_configs(rng):
         c = np.full((M, N), np.nan, "float32")
         emulate(tc.lower(s, args, target="cuda"), [a, b, c])
         assert _rel_err(c, ref) < 1e-6
+
+
+@pytest.mark.parametrize("what", ["unswizzled ring", "descriptor stride"])
+def test_wgmma_emulator_models_swizzle_and_descriptors(what, rng, monkeypatch):
+    """The emulator runs the main loop through the swizzled ring and the descriptors too: writing
+    the ring without the swizzle, or descriptors with another stride byte offset, fails there."""
+    from tilecraft.codegen import cuda_emulate_wgmma as M
+    from tilecraft.codegen import cuda_wgmma as W
+    if what == "unswizzled ring":
+        monkeypatch.setattr(M, "swizzled_offset", lambda r, c: 128 * r + 16 * c)
+    else:
+        monkeypatch.setattr(M, "wgmma_desc", lambda addr: W.wgmma_desc(addr) - ((512 >> 4) << 32))
+    s, (A, B, C) = matmul_wgmma(128, 128, 128, block=(128, 128), stages=3)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    a, b, _ = _inputs(rng, "float16", 128, 128, 128)
+    with pytest.raises(Exception, match=r"the main loop through the swizzled shared ring and the wgmma descriptors "
+                                        r"gives .* its definition .*: the swizzle, the descriptors or the ring's "
+                                        r"stages disagree"):
+        emulate(func, [a, b, np.full((128, 128), np.nan, "float32")])
+
+
+def test_wgmma_c_uses_the_modelled_layout():
+    """The C the producer and the descriptors use is the layout the emulator models."""
+    from tilecraft.codegen.cuda_wgmma import wgmma_desc, wgmma_prelude
+    src = wgmma_prelude({("float16", 128)})
+    assert src.count("r * 128 + ((c ^ (r & 7)) << 4)") == 2          # A's and B's copies: swizzled_offset
+    assert "((unsigned long long)(1024 >> 4) << 32)" in src and "(1ull << 62)" in src
+    assert wgmma_desc(0x400) == 0x4000004000010040

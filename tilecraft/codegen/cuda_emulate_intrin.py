@@ -171,6 +171,9 @@ class TensorIntrinMixin:
                 run_tensor_intrin(intrin, part, [self._tile(v, u) for v in ins], [self._tile(v, u) for v in outs])
             except InterpError as err:
                 raise EmulationError(f"{what}: {err}") from None
+            for call in block_calls:
+                if call.name == "tc_wgmma_mainloop":
+                    self._check_wgmma_model(what, call, views, u)
             for (kind, call, fv), old in zip(checks, before):
                 if kind == "mma":
                     self._check_mma(what, call, fv, old, u)
@@ -267,6 +270,28 @@ class TensorIntrinMixin:
                 if smem.buffer.scope != "shared" or have < smem_bytes(bm, bn, stages):
                     raise EmulationError(f"{what}: tc_wgmma_mainloop's ring '{smem.buffer.name}' ({smem.buffer.scope}, "
                                          f"{have} bytes) must be shared memory of {smem_bytes(bm, bn, stages)} bytes")
+
+    def _check_wgmma_model(self, what, call, views, u):
+        """The main loop run as the CUDA C moves the data (``cuda_emulate_wgmma.py``: the k steps
+        through the kernel's shared ring, swizzled, each wgmma's operands read back through its
+        descriptors, run by the instruction's TE definition) must give what the definition did."""
+        from .cuda_emulate_wgmma import model_mainloop
+        a, b = (self._tile(self._view_of(what, views, p.buffer, call, "pointer's buffer"), u)
+                for p in (call.args[1], call.args[3]))
+        acc = self._tile(self._view_of(what, views, self._fragment_of(call.args[0]), call, "fragment"), u)
+        ring = call.args[6].buffer
+        bm, bn, stages = (int(x.value) for x in (call.args[7], call.args[8], call.args[9]))
+        got = model_mainloop(self.shared[ring].data[self.block_of[u]], a, b, bm, bn, stages)
+        scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T
+        bad = np.abs(got - acc) > 1e-4 * scale + 1e-6
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise EmulationError(f"{what}: the main loop through the swizzled shared ring and the wgmma "
+                                 f"descriptors gives {got[i, j]!r} at [{i}, {j}] of the block tile, its definition "
+                                 f"{acc[i, j]!r}: the swizzle, the descriptors or the ring's stages disagree")
+
+    def _fragment_of(self, var):
+        return next(b for b in self.fragments if b.data is var)
 
     def _storage(self, buf, u: int) -> np.ndarray:
         if buf.scope == "wgmma.accumulator":

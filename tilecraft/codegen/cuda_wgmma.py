@@ -33,12 +33,22 @@ from ..ir import dtype as dt
 WGMMA_KINDS = {"float16": (64, 16, "f32.f16.f16"), "float32": (32, 8, "f32.tf32.tf32")}
 WGMMA_BN = (64, 128, 256)          # n of the wgmma instruction (one per consumer and step slice)
 SWIZZLE_ROW_BYTES = 128
+SBO_BYTES = 1024                   # stride byte offset: 8 rows of 128 bytes (one swizzle atom)
+LAYOUT_SWIZZLE_128B = 1            # the descriptor's layout type (bits 62-63) for SWIZZLE_128B
 
 
 def swizzled_offset(row: int, chunk: int) -> int:
     """Byte offset of 16-byte ``chunk`` (0-7) of ``row`` in a SWIZZLE_128B stage buffer
     (the layout the producer writes and the descriptors read): ``swizzled_offset(9, 2) == 1184``."""
     return SWIZZLE_ROW_BYTES * row + 16 * (chunk ^ (row % 8))
+
+
+def wgmma_desc(addr: int) -> int:
+    """The shared-memory matrix descriptor ``tc_wgmma_desc`` builds for a K-major SWIZZLE_128B
+    operand at shared address ``addr``: start address / 16 (bits 0-13), leading byte offset 1
+    (unused by this layout, bits 16-29), stride byte offset ``SBO_BYTES`` / 16 (bits 32-45), layout
+    type (bits 62-63). ``wgmma_desc(0x400) == 0x4000004000010040``."""
+    return ((addr & 0x3FFFF) >> 4) | (1 << 16) | ((SBO_BYTES >> 4) << 32) | (LAYOUT_SWIZZLE_128B << 62)
 
 
 def block_threads(bm: int) -> int:
@@ -99,10 +109,11 @@ __device__ __forceinline__ void tc_mbar_wait(unsigned bar, unsigned parity) {
   } while (!done);
 }
 // a K-major SWIZZLE_128B shared-memory matrix descriptor: start address, leading byte offset
-// (unused for this layout: 1), stride byte offset 1024 (8 rows of 128 bytes), layout type 1
+// (unused for this layout: 1), stride byte offset (8 rows of 128 bytes), layout type SWIZZLE_128B
+// (the same bits as cuda_wgmma.py's wgmma_desc, which the emulator decodes)
 __device__ __forceinline__ unsigned long long tc_wgmma_desc(unsigned addr) {
-  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(1024 >> 4) << 32)
-         | (1ull << 62);
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(@SBO@ >> 4) << 32)
+         | (@LAYOUT@ull << 62);
 }
 template <int R>
 __device__ __forceinline__ void tc_wgmma_fence_regs(float* d) {
@@ -208,7 +219,8 @@ __device__ __forceinline__ void tc_store2(half* p, float a, float b) { *(half2*)
 def wgmma_prelude(kinds) -> str:
     """The prelude for the ``(dtype, n)`` pairs the kernels use (each wgmma helper once)."""
     funcs = "".join(_wgmma_function(d, n) for d, n in sorted(kinds))
-    return WGMMA_STORE2 + WGMMA_PRELUDE.replace("@WGMMA_FUNCTIONS@", funcs)
+    text = WGMMA_PRELUDE.replace("@SBO@", str(SBO_BYTES)).replace("@LAYOUT@", str(LAYOUT_SWIZZLE_128B))
+    return WGMMA_STORE2 + text.replace("@WGMMA_FUNCTIONS@", funcs)
 
 
 class WgmmaError(ValueError):
