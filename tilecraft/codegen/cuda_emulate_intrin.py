@@ -9,7 +9,8 @@ intrinsic's TE definition, on the tiles its ``buffer_bind_scope``s bind.
   whose threads disagree is an error, and so is a block whose threads are not whole warps), and
   they must bind the same tiles. If it calls a block-collective builtin (``BLOCK_BUILTINS``:
   the sm_90a wgmma main loop and store) it runs **once per block**, all of the block's threads
-  there together and binding the same tiles. Otherwise it runs once per thread, on that thread's tiles. Each
+  there together and binding the same tiles; the wgmma main loop is also run through the shared
+  ring and descriptors as the CUDA C moves the data (``cuda_emulate_wgmma.py``) and must agree. Otherwise it runs once per thread, on that thread's tiles. Each
   run is ``interp.run_tensor_intrin`` on numpy views of the tiles (``interp.tile_view``, which
   refuses a tile that leaves its buffer).
 * A **fragment** (a buffer in a scope of ``FRAGMENT_SCOPES``) is one array per warp (per block

@@ -22,8 +22,11 @@ Per 128-byte k step (64 float16 or 32 float32 elements of every row):
 
 No ``__syncthreads`` in the loop: each stage is released when its data lands and freed when the
 mma that read it is done. (``setmaxnreg`` 40 / 232 made ptxas spill the 128 x 256 block's
-accumulators at nvcc 13.0; without it the block uses 154 registers and no stack.) The emulator does not run this code: it runs the calls by their
-tensor intrinsics' TE definitions (``topi/tensorcore_wgmma.py``); the GPU tests check it.
+accumulators at nvcc 13.0; without it the block uses 154 registers and no stack.)
+
+The emulator runs the calls by their tensor intrinsics' TE definitions (``topi/tensorcore_wgmma.py``)
+and models the data path (``cuda_emulate_wgmma.py``: the ring written with :func:`swizzled_offset`,
+read back through :func:`wgmma_desc`); the protocol's timing is checked on a GPU.
 """
 from __future__ import annotations
 
