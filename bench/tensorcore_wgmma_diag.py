@@ -84,7 +84,12 @@ def layout_case(dtype: str, n: int, out: str | None) -> dict:
 GEMMS = [("float16", "float32", (128, 256, 64), (128, 256), 4), ("float16", "float32", (128, 128, 128), (128, 128), 4),
          ("float16", "float32", (128, 128, 1024), (128, 128), 3), ("float16", "float16", (512, 512, 512), (128, 256), 4),
          ("float16", "float32", (256, 128, 256), (256, 128), 4), ("float16", "float32", (64, 64, 256), (64, 64), 3),
-         ("float32", "float32", (128, 128, 256), (128, 128), 4)]
+         ("float32", "float32", (128, 128, 256), (128, 128), 4),
+         # lag 2 / 3 (copies in flight before a stage is handed over): 1 step, 2 steps, many
+         ("float16", "float16", (256, 256, 1024), (128, 256), 4, 2),
+         ("float16", "float32", (128, 128, 64), (128, 128), 5, 3),
+         ("float16", "float32", (128, 128, 128), (128, 128), 5, 3),
+         ("float32", "float32", (128, 256, 512), (128, 256), 4, 2)]
 
 
 def gemm_case(i: int, out: str | None) -> dict:
@@ -92,8 +97,9 @@ def gemm_case(i: int, out: str | None) -> dict:
     import torch
     import tilecraft as tc
     from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
-    dtype, odt, (M, N, K), block, stages = GEMMS[i]
-    s, (A, B, C) = matmul_wgmma(M, N, K, dtype=dtype, out_dtype=odt, block=block, stages=stages)
+    dtype, odt, (M, N, K), block, stages, *lag = GEMMS[i]
+    lag = lag[0] if lag else 1
+    s, (A, B, C) = matmul_wgmma(M, N, K, dtype=dtype, out_dtype=odt, block=block, stages=stages, lag=lag)
     mod = tc.build(s, [A, B, C], target="cuda")
     rng = np.random.default_rng(1)
     a, b = rng.uniform(-1, 1, (M, K)).astype(dtype), rng.uniform(-1, 1, (N, K)).astype(dtype)
@@ -105,7 +111,7 @@ def gemm_case(i: int, out: str | None) -> dict:
     ok = err < 2e-2
     if not ok and out:
         np.savez(os.path.join(out, f"gemm_{i}.npz"), got=got, want=want)
-    return dict(case=f"gemm {dtype}->{odt} {M}x{N}x{K} block {block} stages {stages}", ok=ok, max_rel_err=err,
+    return dict(case=f"gemm {dtype}->{odt} {M}x{N}x{K} block {block} stages {stages} lag {lag}", ok=ok, max_rel_err=err,
                 nan=int(np.isnan(got).sum()))
 
 

@@ -25,8 +25,13 @@ CONFIGS = [
     ("float16", "float32", (128, 128, 448), dict(block=(64, 64), stages=5)),
     ("float32", "float32", (128, 256, 320), dict(block=(128, 256), stages=3)),
     ("float32", "float16", (128, 128, 96), dict(block=(128, 128), stages=4)),
+    # lag 2 and 3: the producer's last steps are handed over after its loop (K of 1, 2 and many steps)
+    ("float16", "float16", (256, 256, 1024), dict(block=(128, 256), stages=4, lag=2, raster=2)),
+    ("float16", "float32", (128, 128, 64), dict(block=(128, 128), stages=5, lag=3)),
+    ("float16", "float32", (128, 128, 128), dict(block=(128, 128), stages=5, lag=3)),
+    ("float32", "float32", (128, 256, 352), dict(block=(128, 256), stages=4, lag=2)),
 ]
-IDS = [f"{d}_{o}_{c['block'][0]}x{c['block'][1]}_s{c['stages']}_K{s[2]}" for d, o, s, c in CONFIGS]
+IDS = [f"{d}_{o}_{c['block'][0]}x{c['block'][1]}_s{c['stages']}_l{c.get('lag', 1)}_K{s[2]}" for d, o, s, c in CONFIGS]
 
 
 def _inputs(rng, dtype, M, N, K):
@@ -127,6 +132,14 @@ def test_wgmma_config_errors(block, K, stages, msg):
         matmul_wgmma(256, 256, K, block=block, stages=stages)
 
 
+@pytest.mark.parametrize("stages,lag", [(4, 3), (3, 0)])
+def test_wgmma_lag_errors(stages, lag):
+    with pytest.raises(ValueError, match=rf"lag={lag}: the wgmma producer keeps 1 to stages - 2 = {stages - 2} steps "
+                                         r"of copies in flight \(more and it would wait on a stage the consumers "
+                                         r"cannot free\)"):
+        matmul_wgmma(256, 256, 256, block=(128, 128), stages=stages, lag=lag)
+
+
 def test_wgmma_dtype_errors():
     with pytest.raises(ValueError, match=r"the wgmma GEMM takes float16 or float32 \(tf32\) operands, got 'int8'"):
         matmul_wgmma(128, 128, 128, dtype="int8")
@@ -163,11 +176,17 @@ def test_wgmma_template_space_and_configs(rng):
     task = autotune.task.create("topi/matmul_wgmma.cuda", args=(4096, 4096, 4096, "float16", "float16"),
                                 target="cuda")
     space = task.config_space
-    assert 10 < len(space) < 6 * 4 * 3
-    for i in range(len(space)):                     # every configuration kept fits (shared memory, tiles)
+    assert 10 < len(space) < 6 * 4 * 3 * 3
+    lags = set()
+    for i in range(len(space)):                     # every configuration kept fits (shared memory, tiles, lag)
         e = space.get(space.valid_index(i))
-        assert TT.wgmma_fits(4096, 4096, 4096, "float16", e["block"].val, e["stages"].val, e["raster"].val)
+        assert TT.wgmma_fits(4096, 4096, 4096, "float16", e["block"].val, e["stages"].val, e["raster"].val,
+                             e["lag"].val)
+        assert e["lag"].val <= e["stages"].val - 2
+        lags.add(e["lag"].val)
+    assert lags == {1, 2, 3}
     assert not TT.wgmma_fits(4096, 4096, 4096, "float16", (256, 256), 4)          # 257 KiB of shared memory
+    assert not TT.wgmma_fits(4096, 4096, 4096, "float16", (128, 128), 4, lag=3)   # the producer would deadlock
     # a small task: a sampled configuration and the fallback, emulated and compiled
     M, N, K = 256, 256, 128
     task = autotune.task.create("topi/matmul_wgmma.cuda", args=(M, N, K, "float16", "float32"), target="cuda")
@@ -211,3 +230,21 @@ def test_wgmma_c_uses_the_modelled_layout():
     assert src.count("r * 128 + ((c ^ (r & 7)) << 4)") == 2          # A's and B's copies: swizzled_offset
     assert "((unsigned long long)(1024 >> 4) << 32)" in src and "(1ull << 62)" in src
     assert wgmma_desc(0x400) == 0x4000004000010040
+
+
+@pytest.mark.parametrize("opts,msg", [
+    (dict(block=(128, 128), stages=4, lag=3), r"tc_wgmma_mainloop with 4 stages: lag=3 must be 1 to stages - 2 = 2 "
+                                              r"\(the producer would wait on a stage the consumers cannot free\)"),
+    (dict(block=(96, 128), stages=4), r"tc_wgmma_mainloop of a 96 x 128 block: bm must be 64, 128, 192 or 256 "
+                                      r"\(64 rows a consumer warpgroup\) and bn one of \(64, 128, 256\)"),
+    (dict(block=(128, 128), stages=4, dtype="int8"), r"tc_wgmma_mainloop of 'A' \(int8\) and 'B' \(int8\): wgmma "
+                                                     r"takes float16 or float32 \(tf32\) operands, both alike"),
+])
+def test_wgmma_codegen_errors(opts, msg, monkeypatch):
+    # the CUDA C refuses what the topi checks keep out, for calls built some other way
+    from tilecraft.codegen.cuda_wgmma import WgmmaError
+    from tilecraft.topi import tensorcore_wgmma as tw
+    monkeypatch.setattr(tw, "check_config", lambda *a: None)
+    s, (A, B, C) = tw.matmul_wgmma(384, 128, 128, out_dtype="float32", **opts)
+    with pytest.raises(WgmmaError, match=msg):
+        generate_cuda(tc.lower(s, [A, B, C], target="cuda"))

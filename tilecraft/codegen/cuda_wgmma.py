@@ -13,8 +13,9 @@ Per 128-byte k step (64 float16 or 32 float32 elements of every row):
   swizzled**: 16-byte chunk ``c`` of row ``r`` lands at byte ``128 r + 16 (c ^ (r % 8))`` (the
   layout ``wgmma``'s shared-memory descriptors call SWIZZLE_128B, 8-row atoms of 1024 bytes).
   Before reusing a stage it waits on the stage's ``empty`` mbarrier; once a step's copies have
-  landed (``cp.async.wait_group 1`` after issuing the next step) it fences them into the async
-  proxy (``fence.proxy.async.shared::cta``) and arrives on the stage's ``full`` mbarrier;
+  landed (``cp.async.wait_group LAG`` after issuing the step ``lag`` later: 1 to ``stages - 2``
+  steps of copies stay in flight) it fences them into the async proxy
+  (``fence.proxy.async.shared::cta``) and arrives on the stage's ``full`` mbarrier;
 * each consumer waits on ``full``, issues the step's ``wgmma.mma_async`` (k16 for float16, k8
   tf32 for float32: 32 bytes of each row per instruction, the descriptor's start advanced by 32
   bytes), commits them as a group, waits until only this group is in flight and releases the
@@ -127,7 +128,7 @@ __device__ __forceinline__ void tc_wgmma_fence_regs(float* d) {
 // acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A, B k-major with rows
 // lda, ldb elements apart; smem: smem_bytes(bm, bn, stages) bytes of shared memory; every thread of
 // the block (128 * (1 + bm / 64)) calls it
-template <int BM, int BN, int STAGES, typename T, void (*MMA)(float*, unsigned long long, unsigned long long)>
+template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long)>
 __device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int lda, const T* B, int ldb, int k,
                                                   unsigned char* smem_raw) {
   constexpr int EPR = 128 / sizeof(T);              // elements of one 128-byte row of a stage
@@ -167,15 +168,15 @@ __device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int ld
                      : "memory");
       }
       asm volatile("cp.async.commit_group;\n" ::: "memory");
-      if (kt > 0) {                                 // the previous step's copies have landed
-        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+      if (kt >= LAG) {                              // step kt - LAG's copies have landed
+        asm volatile("cp.async.wait_group %0;\n" :: "n"(LAG) : "memory");
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        tc_mbar_arrive(full + 8 * ((kt - 1) % STAGES));
+        tc_mbar_arrive(full + 8 * ((kt - LAG) % STAGES));
       }
     }
     asm volatile("cp.async.wait_group 0;\n" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    tc_mbar_arrive(full + 8 * ((nk - 1) % STAGES));
+    for (int kt = nk > LAG ? nk - LAG : 0; kt < nk; ++kt) tc_mbar_arrive(full + 8 * (kt % STAGES));
   } else {
     const int c = wg - 1;
 #pragma unroll
@@ -237,9 +238,12 @@ def block_call(r, e) -> str:
     if r.fragments[frag][0] != "wgmma.accumulator":
         raise WgmmaError(f"{e.name}: '{frag}' is in scope {r.fragments[frag][0]}, not wgmma.accumulator")
     if e.name == "tc_wgmma_mainloop":
-        _, a, lda, b, ldb, k, smem, bm, bn, stages = e.args
+        _, a, lda, b, ldb, k, smem, bm, bn, stages, lag = e.args
         dtype = dt.element_of(a.buffer.dtype)
-        bm, bn, stages = int(bm.value), int(bn.value), int(stages.value)
+        bm, bn, stages, lag = int(bm.value), int(bn.value), int(stages.value), int(lag.value)
+        if not 1 <= lag <= stages - 2:
+            raise WgmmaError(f"tc_wgmma_mainloop with {stages} stages: lag={lag} must be 1 to stages - 2 = {stages - 2} "
+                             f"(the producer would wait on a stage the consumers cannot free)")
         if dtype not in WGMMA_KINDS or dt.element_of(b.buffer.dtype) != dtype:
             raise WgmmaError(f"tc_wgmma_mainloop of '{a.buffer.name}' ({a.buffer.dtype}) and '{b.buffer.name}' "
                              f"({b.buffer.dtype}): wgmma takes float16 or float32 (tf32) operands, both alike")
@@ -248,7 +252,7 @@ def block_call(r, e) -> str:
                              f"consumer warpgroup) and bn one of {WGMMA_BN}")
         r.wgmma_kinds.add((dtype, bn))
         ct = r.ctype(a.buffer.dtype)
-        return (f"tc_wgmma_mainloop<{bm}, {bn}, {stages}, {ct}, {wgmma_name(dtype, bn)}>({frag}, "
+        return (f"tc_wgmma_mainloop<{bm}, {bn}, {stages}, {lag}, {ct}, {wgmma_name(dtype, bn)}>({frag}, "
                 f"{r.expr(a)}, {r.expr(lda)}, {r.expr(b)}, {r.expr(ldb)}, {r.expr(k)}, "
                 f"(unsigned char*)({r.expr(smem)}))")
     _, c, ldc, bm, bn = e.args

@@ -294,9 +294,10 @@ def call_async_copy(name: str, args) -> Call:
 # together with the same arguments; the block is one producer warpgroup (copies) and bm / 64
 # consumer warpgroups (``wgmma.mma_async``). Their fragment, in scope ``wgmma.accumulator``, is
 # the block's bm x bn accumulator tile, spread over the consumers' registers.
-#   tc_wgmma_mainloop(frag, a, lda, b, ldb, k, smem, bm, bn, stages)   frag = a @ b.T (a: bm x k,
+#   tc_wgmma_mainloop(frag, a, lda, b, ldb, k, smem, bm, bn, stages, lag)   frag = a @ b.T (a: bm x k,
 #       b: bn x k, both k-major in global memory) through a ring of `stages` 128-byte-swizzled
-#       shared buffers at `smem`
+#       shared buffers at `smem`, the producer `lag` steps of copies in flight before it
+#       releases a stage to the consumers
 #   tc_wgmma_store(frag, c, ldc, bm, bn)                                c = frag (row-major)
 
 @dataclass(frozen=True)
@@ -309,7 +310,7 @@ class BlockBuiltin:
 
 BLOCK_BUILTINS = {b.name: b for b in (
     BlockBuiltin("tc_wgmma_mainloop", ("frag", "ptr", "stride", "ptr", "stride", "const", "ptr", "const", "const",
-                                       "const"),
+                                       "const", "const"),
                  "frag = a @ b.T over k through cp.async + mbarriers + wgmma.mma_async (warp-specialized)"),
     BlockBuiltin("tc_wgmma_store", ("frag", "ptr", "stride", "const", "const"),
                  "store the block's accumulator tile, row-major, each consumer thread its own elements"),

@@ -95,16 +95,16 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
                              min_blocks=cfg["min_blocks"].val)
 
 
-# sm_90a wgmma (topi/tensorcore_wgmma.py): block tile, stages, rasterization
-WGMMA_FALLBACKS = [dict(block=(128, 256), stages=4, raster=8), dict(block=(64, 64), stages=3, raster=0)]
+# sm_90a wgmma (topi/tensorcore_wgmma.py): block tile, stages, producer lag, rasterization
+WGMMA_FALLBACKS = [dict(block=(128, 256), stages=4, lag=1, raster=8), dict(block=(64, 64), stages=3, lag=1, raster=0)]
 
 
-def wgmma_fits(M, N, K, dtype, block, stages, raster=0) -> bool:
+def wgmma_fits(M, N, K, dtype, block, stages, raster=0, lag=1) -> bool:
     """Whether a wgmma configuration tiles the problem and fits a block (``check_config``'s rules)."""
     from tilecraft.topi.tensorcore_wgmma import check_config
     bm, bn = block
     try:
-        check_config(bm, bn, K, dtype, stages)
+        check_config(bm, bn, K, dtype, stages, lag)
     except ValueError:
         return False
     return M % bm == 0 and N % bn == 0 and (raster == 0 or (M // bm) % raster == 0)
@@ -113,7 +113,8 @@ def wgmma_fits(M, N, K, dtype, block, stages, raster=0) -> bool:
 @autotune.template("topi/matmul_wgmma.cuda")
 def matmul_wgmma_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dtype: str = "float16"):
     """``C = A @ B.T`` (A (M, K), B (N, K)) on sm_90a's ``wgmma`` (``topi/tensorcore_wgmma.py``), knobs
-    ``block`` (bm, bn), ``stages``, ``raster``; configurations that do not tile the problem or fit
+    ``block`` (bm, bn), ``stages``, ``lag`` (steps of copies the producer keeps in flight), ``raster``;
+    configurations that do not tile the problem or fit
     the shared memory are filtered out.
 
     >>> task = autotune.task.create("topi/matmul_wgmma.cuda", args=(4096, 4096, 4096, "float16", "float16"),
@@ -124,17 +125,18 @@ def matmul_wgmma_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dtype:
     cfg.define_knob("block", [(128, 256), (128, 128), (256, 128), (64, 256), (64, 128), (64, 64)])
     cfg.define_knob("stages", [4, 3, 5, 6])
     cfg.define_knob("raster", [8, 0, 4])
+    cfg.define_knob("lag", [1, 2, 3])
 
     def ok(e):
-        return wgmma_fits(M, N, K, dtype, e["block"].val, e["stages"].val, e["raster"].val)
+        return wgmma_fits(M, N, K, dtype, e["block"].val, e["stages"].val, e["raster"].val, e["lag"].val)
 
     cfg.multi_filter(ok)
     cfg.add_flop(2.0 * M * N * K)
     if not cfg.is_fallback and not ok(cfg):
         cfg.raise_error("the tiles do not divide the problem or the block does not fit the GPU")
     if cfg.is_fallback or not ok(cfg):
-        opts = next((f for f in WGMMA_FALLBACKS if wgmma_fits(M, N, K, dtype, f["block"], f["stages"], f["raster"])),
-                    WGMMA_FALLBACKS[-1])
+        opts = next((f for f in WGMMA_FALLBACKS if wgmma_fits(M, N, K, dtype, f["block"], f["stages"], f["raster"],
+                                                              f["lag"])), WGMMA_FALLBACKS[-1])
         return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **opts)
     return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, block=cfg["block"].val, stages=cfg["stages"].val,
-                        raster=cfg["raster"].val)
+                        raster=cfg["raster"].val, lag=cfg["lag"].val)

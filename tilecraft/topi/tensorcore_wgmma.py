@@ -34,13 +34,14 @@ def _threads(bm: int, body):
     return For(v, const(0, "int32"), const(block_threads(bm), "int32"), ForKind.THREAD_BINDING, body, "threadIdx.x")
 
 
-def wgmma_mainloop(bm: int, bn: int, K: int, dtype: str = "float16", stages: int = 4):
+def wgmma_mainloop(bm: int, bn: int, K: int, dtype: str = "float16", stages: int = 4, lag: int = 1):
     """The block's ``bm x bn`` accumulator over all of ``K``: ``acc = A @ B.T`` with A (bm, K) and
-    B (bn, K) tiles of global memory (any row stride), ``stages`` shared stages.
+    B (bn, K) tiles of global memory (any row stride), ``stages`` shared stages, the producer
+    keeping ``lag`` steps of copies in flight (1 to ``stages - 2``) before it hands a stage over.
 
-    >>> intrin = wgmma_mainloop(128, 256, 4096, "float16", stages=4)
+    >>> intrin = wgmma_mainloop(128, 256, 4096, "float16", stages=4, lag=2)
     """
-    check_config(bm, bn, K, dtype, stages)
+    check_config(bm, bn, K, dtype, stages, lag)
     A = te.placeholder((bm, K), name="A", dtype=dtype)
     B = te.placeholder((bn, K), name="B", dtype=dtype)
     k = te.reduce_axis((0, K), name="k")
@@ -55,10 +56,10 @@ def wgmma_mainloop(bm: int, bn: int, K: int, dtype: str = "float16", stages: int
         acc = outs[0]
         ring = Buffer("wgmma_ring", (const(smem_bytes(bm, bn, stages), "int32"),), "uint8", scope="shared")
         call = tir.call_intrin("handle", "tir.tc_wgmma_mainloop", acc.data, a.access_ptr("r"), a.strides[0],
-                               b.access_ptr("r"), b.strides[0], K, ring.access_ptr("rw"), bm, bn, stages)
+                               b.access_ptr("r"), b.strides[0], K, ring.access_ptr("rw"), bm, bn, stages, lag)
         return Allocate(ring, _threads(bm, tir.Evaluate(call)))
 
-    return te.decl_tensor_intrin(C.op, lower, name=f"wgmma_mainloop_{bm}x{bn}_{dtype}",
+    return te.decl_tensor_intrin(C.op, lower, name=f"wgmma_mainloop_{bm}x{bn}_{dtype}_s{stages}_l{lag}",
                                  binds={A: BA, B: BB, C: BC})
 
 
@@ -83,7 +84,7 @@ def wgmma_store(bm: int, bn: int, out: str = "float32"):
     return te.decl_tensor_intrin(C.op, lower, name=f"wgmma_store_{bm}x{bn}_{out}", binds={A: BA, C: BC})
 
 
-def check_config(bm: int, bn: int, K: int, dtype: str, stages: int):
+def check_config(bm: int, bn: int, K: int, dtype: str, stages: int, lag: int = 1):
     """Refuse what the wgmma main loop cannot run, naming it."""
     if dtype not in WGMMA_KINDS:
         raise ValueError(f"the wgmma GEMM takes float16 or float32 (tf32) operands, got {dtype!r}")
@@ -96,6 +97,9 @@ def check_config(bm: int, bn: int, K: int, dtype: str, stages: int):
                          f"each row)")
     if not 3 <= stages <= 8:
         raise ValueError(f"stages={stages}: the wgmma main loop takes 3 to 8 shared stages")
+    if not 1 <= lag <= stages - 2:
+        raise ValueError(f"lag={lag}: the wgmma producer keeps 1 to stages - 2 = {stages - 2} steps of copies in flight "
+                         f"(more and it would wait on a stage the consumers cannot free)")
     if K // step < 1:
         raise ValueError(f"K={K} gives no step")
     from ..schedule.passes.gpu_kernels import MAX_SHARED_BYTES
@@ -104,17 +108,18 @@ def check_config(bm: int, bn: int, K: int, dtype: str, stages: int):
                          f"shared memory, more than the {MAX_SHARED_BYTES} of a block (sm_90): fewer stages")
 
 
-def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), stages=4, raster=0):
+def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), stages=4, raster=0, lag=1):
     """``C = A @ B.T`` with A (M, K) and B (N, K) (B stored n-major, ``layout_b="col_major"``) on
     sm_90a's ``wgmma`` (``dtype`` float16, or float32 as tf32; fp32 accumulation), ``block`` =
     (bm, bn) rows and columns of C per thread block, ``stages`` shared stages of 128-byte k steps,
-    ``raster`` as in ``matmul_tensorcore``. ``out_dtype``: float32 (default) or float16.
+    ``lag`` steps of copies the producer keeps in flight (1 to ``stages - 2``), ``raster`` as in
+    ``matmul_tensorcore``. ``out_dtype``: float32 (default) or float16.
 
     >>> s, (A, B, C) = matmul_wgmma(1024, 1024, 1024, block=(128, 128), stages=4)
     """
     out_dtype = out_dtype or "float32"
     bm, bn = block
-    check_config(bm, bn, K, dtype, stages)
+    check_config(bm, bn, K, dtype, stages, lag)
     if out_dtype not in ("float32", "float16"):
         raise ValueError(f"the wgmma accumulator (float32) is stored as float32 or float16, not {out_dtype!r}")
     for name, size, tile in (("M", M, bm), ("N", N, bn)):
@@ -133,6 +138,6 @@ def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), sta
         CF = Cacc
     bx, ii, jj = block_axes(s, C, (bm // 16, 1), (1, bn // 16), raster, min_blocks=1)
     s[CF].compute_at(s[C], bx)
-    s[CF].tensorize(CF.op.axis[-2], wgmma_mainloop(bm, bn, K, dtype, stages))
+    s[CF].tensorize(CF.op.axis[-2], wgmma_mainloop(bm, bn, K, dtype, stages, lag))
     s[C].tensorize(ii, wgmma_store(bm, bn, out_dtype))
     return s, (A, B, C)
