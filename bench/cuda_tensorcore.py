@@ -4,6 +4,7 @@ schedules beside cuBLAS.
     python bench/cuda_tensorcore.py                       # 4096^3, every variant
     python bench/cuda_tensorcore.py --sizes 1024,4096 --variants mma_128x128,tf32_128x128_w64_k32_s3
     python bench/cuda_tensorcore.py --peak                # mma.sync's own rate, registers only
+    python bench/cuda_tensorcore.py --triton              # Triton's GEMM too (tensorcore_triton.py)
 
 The schedule is ``topi/tensorcore.py: matmul_tensorcore``: a block of warps, each computing a
 tile of 16 x 16 tensor-core tiles; A and B staged in shared memory (padded rows, double
@@ -134,6 +135,7 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--json", default=None)
     p.add_argument("--peak", action="store_true", help="time mma.sync alone (registers only) and stop")
+    p.add_argument("--triton", action="store_true", help="also time Triton's GEMM (tensorcore_triton.py), if installed")
     a = p.parse_args(argv)
     if a.peak:
         return mma_peak()
@@ -164,10 +166,14 @@ def main(argv=None):
                     continue
                 C = _poisoned(torch, n, mod, kw)
                 Bx = B if lay == "row_major" else Bt
-                mod(A, Bx, C)
-                torch.cuda.synchronize()
-                err = float((C.long() != ref.long()).sum()) if dtype == "int8" else rel_err(C, ref)
-                t = tc_time(mod, (A, Bx, C), repeat=a.repeat, number=10)
+                try:
+                    mod(A, Bx, C)
+                    torch.cuda.synchronize()
+                    err = float((C.long() != ref.long()).sum()) if dtype == "int8" else rel_err(C, ref)
+                    t = tc_time(mod, (A, Bx, C), repeat=a.repeat, number=10)
+                except Exception as e:                    # a launch the GPU refuses (the log says which)
+                    print(f"  {name}: {type(e).__name__} at run time: {str(e).splitlines()[0][:200] if str(e) else ''}")
+                    continue
                 row = dict(size=n, variant=name, dtype=dtype, tflops=flops / t / 1e12, ratio=t_ref / t,
                            peak=flops / t / PEAK[dtype], rel_err=err, build_s=build["total"], nvcc_s=build["nvcc"],
                            cublas_tflops=flops / t_ref / 1e12)
@@ -176,9 +182,41 @@ def main(argv=None):
                 print(f"  {name:34s} {row['tflops']:6.1f} TFLOP/s  {row['ratio']:6.1%} of cuBLAS  "
                       f"{row['peak']:5.1%} of peak  {what}  build {build['total'] * 1e3:.0f} ms "
                       f"(nvcc {build['nvcc'] * 1e3:.0f})")
+            if a.triton and dtype != "int8":
+                try:                                      # after ours: a Triton failure costs nothing else
+                    rows += _triton_rows(torch, A, B, ref, n, dtype, flops, t_ref, a.repeat)
+                except Exception as e:
+                    print(f"  triton: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
+
+
+def _triton_rows(torch, A, B, ref, n, dtype, flops, t_ref, repeat):
+    """Triton's GEMM (``tensorcore_triton.py``) on the same inputs, each fixed configuration checked on a
+    poisoned C, then timed; C in A's dtype."""
+    from tensorcore_triton import CONFIGS, triton_gemm
+    rows = []
+    for cfg in CONFIGS[dtype]:
+        C = torch.full((n, n), float("nan"), device="cuda", dtype=A.dtype)
+        try:
+            fn = triton_gemm(A, B, C, cfg)
+            if fn is None:
+                print("  triton: not installed")
+                return rows
+            fn()
+            torch.cuda.synchronize()
+        except Exception as e:                            # a configuration this GPU/Triton refuses
+            print(f"  triton {cfg}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+            continue
+        err = rel_err(C, ref)
+        t = torch_time(fn, repeat=repeat, number=10)
+        rows.append(dict(size=n, variant=f"triton_{cfg[0]}x{cfg[1]}x{cfg[2]}_s{cfg[3]}_w{cfg[4]}", dtype=dtype,
+                         tflops=flops / t / 1e12, ratio=t_ref / t, peak=flops / t / PEAK[dtype], rel_err=err,
+                         cublas_tflops=flops / t_ref / 1e12))
+        print(f"  {rows[-1]['variant']:34s} {flops / t / 1e12:6.1f} TFLOP/s  {t_ref / t:6.1%} of cuBLAS  "
+              f"{flops / t / PEAK[dtype]:5.1%} of peak  rel.err {err:.1e}")
+    return rows
 
 
 def _poisoned(torch, n, mod, kw):
