@@ -7,8 +7,9 @@ protocol bug when ``tests/cuda/test_tensorcore_wgmma.py::test_gpu_wgmma`` fails:
    SWIZZLE_128B shared memory by plain stores (``swizzled_offset``), the step's wgmma
    instructions with ``codegen/cuda_wgmma.py``'s descriptors and helpers, the accumulator stored
    in the layout ``tc_wgmma_store`` assumes; against A @ B.T. No cp.async, no mbarrier.
-2. ``gemm``: ``matmul_wgmma`` at small sizes (1 step, fewer steps than stages, many), each in a
-   child process with a time limit (a deadlocked mbarrier shows as a timeout, not a hang).
+2. ``gemm``: ``matmul_wgmma`` at small sizes (1 step, fewer steps than stages, many; lag 1-3)
+   against numpy, each case under a time limit (a deadlocked mbarrier shows as a timeout, not a
+   hang): the cases run in a child process, a new one after a case that errors, crashes or hangs.
 
 Every result is printed; with ``--out`` the failing outputs are saved (``.npz``: got, want).
 """
@@ -115,29 +116,74 @@ def gemm_case(i: int, out: str | None) -> dict:
                 nan=int(np.isnan(got).sum()))
 
 
+def _child(cases, out):
+    """Run ``cases`` in this process, one line per case: ``START case``, then ``RESULT {...}`` or
+    ``ERROR {...}`` (after an error the CUDA context may be broken: the parent goes on in a new child)."""
+    for c in cases:
+        print("START " + c, flush=True)
+        kind, *rest = c.split(":")
+        try:
+            r = layout_case(rest[0], int(rest[1]), out) if kind == "layout" else gemm_case(int(rest[0]), out)
+        except Exception as e:                            # noqa: BLE001 (reported, the parent restarts)
+            print("ERROR " + json.dumps(dict(case=c, error=f"{type(e).__name__}: {str(e)[-600:]}")), flush=True)
+            return
+        print("RESULT " + json.dumps(r), flush=True)
+
+
+def _run_all(cases, timeout, out):
+    """Cases in child processes, one child for as many as go through: a case that errors, crashes or
+    runs past ``timeout`` seconds (a deadlocked mbarrier) is reported and the rest go on in a new child."""
+    import queue
+    import threading
+    while cases:
+        cmd = [sys.executable, "-u", __file__, "--cases", ",".join(cases)] + (["--out", out] if out else [])
+        pr = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines: queue.Queue = queue.Queue()
+
+        def read(stream=pr.stdout, q=lines):               # bound now: an old child's reader keeps its own queue
+            for x in stream:
+                q.put(x)
+            q.put(None)
+        threading.Thread(target=read, daemon=True).start()
+        last, running, tail = None, False, []
+        while True:
+            try:
+                line = lines.get(timeout=timeout + (20 if last is None else 0))    # the first case imports torch
+            except queue.Empty:
+                pr.kill()
+                print(json.dumps({"case": last, "timeout": timeout}), flush=True)
+                break
+            if line is None:                              # the child ended
+                if running or last is None:               # crashed inside a case, or before the first
+                    print(json.dumps({"case": last or cases[0], "exit": pr.wait(), "error": "".join(tail)[-800:]}),
+                          flush=True)
+                break
+            if line.startswith("START "):
+                last, running, tail = line[6:].strip(), True, []
+            elif line.startswith(("RESULT ", "ERROR ")):
+                print(line.split(" ", 1)[1].strip(), flush=True)
+                running = False
+            else:
+                tail.append(line)
+        pr.wait()
+        if last is None:                                  # nothing started: the same would happen again
+            return
+        cases = cases[cases.index(last) + 1:]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None)
-    p.add_argument("--one", default=None, help=argparse.SUPPRESS)        # child: "layout:float16:64" / "gemm:3"
-    p.add_argument("--timeout", type=float, default=20)
+    p.add_argument("--cases", default=None, help=argparse.SUPPRESS)     # child: "layout:float16:64,gemm:3,..."
+    p.add_argument("--timeout", type=float, default=20, help="seconds a case may take (a deadlock)")
     a = p.parse_args(argv)
     if a.out:
         os.makedirs(a.out, exist_ok=True)
-    if a.one:
-        kind, *rest = a.one.split(":")
-        r = layout_case(rest[0], int(rest[1]), a.out) if kind == "layout" else gemm_case(int(rest[0]), a.out)
-        print("RESULT " + json.dumps(r))
-        return
+    if a.cases:
+        return _child(a.cases.split(","), a.out)
     cases = [f"layout:{d}:{n}" for d in ("float16", "float32") for n in (64, 128, 256)]
     cases += [f"gemm:{i}" for i in range(len(GEMMS))]
-    for c in cases:
-        cmd = [sys.executable, __file__, "--one", c] + (["--out", a.out] if a.out else [])
-        try:
-            pr = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout)
-            line = [x for x in pr.stdout.splitlines() if x.startswith("RESULT ")]
-            print(line[0][7:] if line else f'{{"case": "{c}", "error": {json.dumps(pr.stderr[-800:])}}}', flush=True)
-        except subprocess.TimeoutExpired:
-            print(f'{{"case": "{c}", "timeout": {a.timeout}}}', flush=True)
+    _run_all(cases, a.timeout, a.out)
 
 
 if __name__ == "__main__":
