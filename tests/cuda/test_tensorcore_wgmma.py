@@ -248,3 +248,33 @@ def test_wgmma_codegen_errors(opts, msg, monkeypatch):
     s, (A, B, C) = tw.matmul_wgmma(384, 128, 128, out_dtype="float32", **opts)
     with pytest.raises(WgmmaError, match=msg):
         generate_cuda(tc.lower(s, [A, B, C], target="cuda"))
+
+
+def test_matmul_tensorcore_template_offers_wgmma(rng):
+    # topi/matmul_tensorcore.cuda's `wgmma` knob: (bm, bn, stages, lag) of matmul_wgmma or None (mma.sync);
+    # with a wgmma choice the mma.sync knobs sit at their first values (each wgmma configuration once per raster)
+    import tilecraft.autotune as autotune
+    from tilecraft.topi import tensorcore_template as TT
+    M, N, K = 256, 256, 128
+    task = autotune.task.create("topi/matmul_tensorcore.cuda", args=(M, N, K, "float16", "float32", "col_major"),
+                                target="cuda")
+    wg = [c for c in task.config_space if c["wgmma"].val is not None]
+    assert wg and all(all(c[k].val == v for k, v in TT._MMA_FIRST.items()) for c in wg)
+    assert len({(c["wgmma"].val, c["raster"].val) for c in wg}) == len(wg)
+    assert all(c["wgmma"].val[0] <= M and M % c["wgmma"].val[0] == 0 for c in wg)
+    cfg = wg[int(rng.integers(len(wg)))]
+    with tc.target.Target("cuda"):
+        s, (A, B, C) = task.instantiate(cfg)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    src = generate_cuda(func)
+    assert f"wgmma.mma_async.sync.aligned.m64n{cfg['wgmma'].val[1]}k16" in src, cfg
+    a, b, ref = _inputs(rng, "float16", M, N, K)
+    c = np.full((M, N), np.nan, "float32")
+    emulate(func, [a, b, c])
+    assert _rel_err(c, ref) < 1e-6, cfg
+    # not offered where wgmma cannot run: B stored (K, N), int8, a target other than sm_90
+    for args, target in [((M, N, K, "float16", "float32", "row_major"), "cuda"),
+                         ((M, N, K, "int8", "int32", "col_major"), "cuda"),
+                         ((M, N, K, "float16", "float32", "col_major"), "cuda -arch=sm_80")]:
+        t = autotune.task.create("topi/matmul_tensorcore.cuda", args=args, target=target)
+        assert "wgmma" not in t.config_space.space_map, (args, target)
