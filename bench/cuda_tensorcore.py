@@ -109,6 +109,11 @@ VARIANTS = {
                                      out_dtype="float16"),
     "wgmma_tf32_128x256_s4_l2_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 256),
                                         stages=4, lag=2, raster=8),
+    # small problems (1024^3: 128 x 256 blocks give 32 blocks for 132 SMs): one consumer warpgroup a block
+    "wgmma_64x128_s6_l3_h": dict(impl="wgmma", layout_b="col_major", block=(64, 128), stages=6, lag=3,
+                                 out_dtype="float16"),
+    "wgmma_64x256_s4_l2_h": dict(impl="wgmma", layout_b="col_major", block=(64, 256), stages=4, lag=2,
+                                 out_dtype="float16"),
     "wgmma_tf32_128x256_s4_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 256), stages=4,
                                      raster=8),
     "wgmma_tf32_128x128_s5_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 128), stages=5,

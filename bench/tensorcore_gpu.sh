@@ -19,6 +19,7 @@ python3 -m pytest -q -m cuda -rs tests/cuda/test_tensorcore.py tests/cuda/test_t
 fi
 BEST=mma_128x128_k64_nodb,mma_128x128_w64_k64_s3_mb2_h,mma_256x128_w64_k64_s3_mb1_h_r8,tf32_128x128_w64_k32_s3,int8_128x128_w64_k64_s3
 BEST=$BEST,wgmma_128x256_s4_h_r8,wgmma_128x256_s4_l2_h_r8,wgmma_256x128_s4_l2_h_r8,wgmma_128x128_s6_l3_h_r8
+BEST=$BEST,wgmma_64x128_s6_l3_h,wgmma_64x256_s4_l2_h
 BEST=$BEST,wgmma_tf32_128x256_s4_r8,wgmma_tf32_128x256_s4_l2_r8,wgmma_tf32_128x128_s5_r8
 VARIANTS=${TC_VARIANTS:-$BEST}
 cd bench
