@@ -278,3 +278,16 @@ def test_matmul_tensorcore_template_offers_wgmma(rng):
                          ((M, N, K, "float16", "float32", "col_major"), "cuda -arch=sm_80")]:
         t = autotune.task.create("topi/matmul_tensorcore.cuda", args=args, target=target)
         assert "wgmma" not in t.config_space.space_map, (args, target)
+
+
+def test_wgmma_source_compiles_for_sm_90_as_sm_90a():
+    # any caller naming sm_90 (the bench's build_breakdown, an export) gets the arch-specific target: the
+    # first H100 run's bench compiled with -arch=sm_90 and ptxas refused every wgmma kernel
+    from tilecraft.codegen.cuda_compile import target_arch
+    s, (A, B, C) = matmul_wgmma(128, 128, 64, block=(128, 128), stages=3)
+    src = generate_cuda(tc.lower(s, [A, B, C], target="cuda"))
+    assert target_arch(src, "sm_90") == "sm_90a" and target_arch(src, "sm_80") == "sm_80"
+    assert target_arch("__global__ void f() {}", "sm_90") == "sm_90"
+    if find_nvcc() is None:
+        pytest.skip("nvcc not found: the source was generated, not compiled")
+    assert compile_cuda(src, "sm_90", use_cache=False)

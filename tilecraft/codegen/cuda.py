@@ -379,14 +379,13 @@ def generate_cuda(funcs) -> str:
 def build_cuda(funcs, target):
     """CUDA C → cubin (nvcc, cached on disk) → a lazily loaded :class:`CUDAModule`."""
     from ..runtime.cuda_runtime import CUDAModule
-    from .cuda_compile import compile_cuda, default_arch
+    from .cuda_compile import compile_cuda, default_arch, target_arch
     t0 = time.perf_counter()
     funcs = [for_gpu(f) for f in funcs]
     src = generate_cuda(funcs)
     t1 = time.perf_counter()
     arch = (target.attrs.get("arch") if hasattr(target, "attrs") else None) or default_arch()
-    if "wgmma.mma_async" in src and arch == "sm_90":
-        arch = "sm_90a"                 # wgmma and setmaxnreg exist only in the arch-specific target
+    arch = target_arch(src, arch)       # sm_90a where the code uses wgmma (compile_cuda does the same)
     cubin = compile_cuda(src, arch)
     t2 = time.perf_counter()
     mod = CUDAModule(list(funcs), src, cubin, arch, str(target))

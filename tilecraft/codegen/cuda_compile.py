@@ -55,14 +55,29 @@ def cache_dir() -> str:
     return os.path.join(base, "tilecraft", "cuda")
 
 
+# instructions that exist only in an architecture-specific target (sm_90 -> sm_90a)
+ARCH_SPECIFIC = ("wgmma.mma_async", "setmaxnreg")
+
+
+def target_arch(src: str, arch: str) -> str:
+    """The architecture ``src`` is compiled for: ``arch``, or its arch-specific form (``sm_90a``)
+    where the code uses instructions only that has: ``target_arch("...wgmma.mma_async...", "sm_90")
+    == "sm_90a"``. A cubin for sm_90a loads on an sm_90 GPU."""
+    if arch == "sm_90" and any(i in src for i in ARCH_SPECIFIC):
+        return "sm_90a"
+    return arch
+
+
 def compile_cuda(src: str, arch: str = DEFAULT_ARCH, use_cache: bool = True) -> bytes:
-    """Compile CUDA C to a cubin for ``arch`` (``"sm_90"``)."""
+    """Compile CUDA C to a cubin for ``arch`` (``"sm_90"``; ``sm_90a`` where the code needs it,
+    :func:`target_arch`)."""
     nvcc = find_nvcc()
     if nvcc is None:
         raise CUDACompileError("nvcc was not found (PATH, CUDA_HOME, /usr/local/cuda): it is needed to "
                                "compile CUDA kernels; install the CUDA toolkit")
     if not re.fullmatch(r"sm_\d+a?", arch):
         raise CUDACompileError(f"the CUDA architecture must look like 'sm_90', got {arch!r}")
+    arch = target_arch(src, arch)
     key = hashlib.sha256("\0".join([src, arch, nvcc_version(nvcc), " ".join(NVCC_FLAGS)]).encode()).hexdigest()
     path = os.path.join(cache_dir(), key[:2], key + ".cubin")
     if use_cache and os.path.exists(path):
