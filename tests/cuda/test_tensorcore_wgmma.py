@@ -291,3 +291,9 @@ def test_wgmma_source_compiles_for_sm_90_as_sm_90a():
     if find_nvcc() is None:
         pytest.skip("nvcc not found: the source was generated, not compiled")
     assert compile_cuda(src, "sm_90", use_cache=False)
+
+
+def test_cli_tunes_matmul_wgmma_by_name(capsys):
+    from tilecraft.cli import main
+    main(["templates"])
+    assert "topi/matmul_wgmma.cuda   (tilecraft tune matmul_wgmma --target cuda)" in capsys.readouterr().out
