@@ -4,11 +4,13 @@ schedules beside cuBLAS.
     python bench/cuda_tensorcore.py                       # 4096^3, every variant
     python bench/cuda_tensorcore.py --sizes 1024,4096 --variants mma_128x128,tf32_128x128_w64_k32_s3
     python bench/cuda_tensorcore.py --peak                # mma.sync's own rate, registers only
+    python bench/cuda_tensorcore.py --triton              # Triton's GEMM too (tensorcore_triton.py)
 
 The schedule is ``topi/tensorcore.py: matmul_tensorcore``: a block of warps, each computing a
 tile of 16 x 16 tensor-core tiles; A and B staged in shared memory (padded rows, double
 buffering through registers or a cp.async ring); the wmma implementation (nvcuda::wmma) or the
-PTX one (ldmatrix + mma.sync). Each variant is checked first (output poisoned with NaN, fresh
+PTX one (ldmatrix + mma.sync); the ``wgmma_*`` variants are ``topi/tensorcore_wgmma.py: matmul_wgmma``
+(sm_90a: a producer warpgroup, consumer warpgroups on wgmma, mbarriers). Each variant is checked first (output poisoned with NaN, fresh
 random inputs, rel. error against a float64 product; int8 exactly), then timed with CUDA events
 (median), beside cuBLAS timed in the same run on the same inputs: ``torch.matmul`` on float16
 (fp16 C), on float32 with ``allow_tf32`` (tf32), ``torch._int_mm`` (int8, B column-major as
@@ -89,6 +91,33 @@ VARIANTS = {
                                     chunk=2, stages=3, min_blocks=2),
     "int8_256x128_w64_k64_s4_r8": dict(impl="mma", dtype="int8", layout_b="col_major", block=(4, 2), warp=(4, 4),
                                        chunk=2, stages=4, min_blocks=1, raster=8),
+    # sm_90a wgmma (topi/tensorcore_wgmma.py): a producer warpgroup (cp.async into 128-byte swizzled
+    # stages, mbarriers) and bm / 64 consumer warpgroups (wgmma.m64nBNk16); B stored (N, K)
+    "wgmma_128x256_s4_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                  out_dtype="float16"),
+    "wgmma_128x256_s3_h": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=3, out_dtype="float16"),
+    "wgmma_128x128_s5_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 128), stages=5, raster=8,
+                                  out_dtype="float16"),
+    "wgmma_256x128_s4_h_r8": dict(impl="wgmma", layout_b="col_major", block=(256, 128), stages=4, raster=8,
+                                  out_dtype="float16"),
+    # lag: steps of copies the producer keeps in flight before handing a stage over (1 to stages - 2)
+    "wgmma_128x256_s4_l2_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=2, raster=8,
+                                     out_dtype="float16"),
+    "wgmma_256x128_s4_l2_h_r8": dict(impl="wgmma", layout_b="col_major", block=(256, 128), stages=4, lag=2, raster=8,
+                                     out_dtype="float16"),
+    "wgmma_128x128_s6_l3_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 128), stages=6, lag=3, raster=8,
+                                     out_dtype="float16"),
+    "wgmma_tf32_128x256_s4_l2_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 256),
+                                        stages=4, lag=2, raster=8),
+    # small problems (1024^3: 128 x 256 blocks give 32 blocks for 132 SMs): one consumer warpgroup a block
+    "wgmma_64x128_s6_l3_h": dict(impl="wgmma", layout_b="col_major", block=(64, 128), stages=6, lag=3,
+                                 out_dtype="float16"),
+    "wgmma_64x256_s4_l2_h": dict(impl="wgmma", layout_b="col_major", block=(64, 256), stages=4, lag=2,
+                                 out_dtype="float16"),
+    "wgmma_tf32_128x256_s4_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 256), stages=4,
+                                     raster=8),
+    "wgmma_tf32_128x128_s5_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 128), stages=5,
+                                     raster=8),
 }
 
 
@@ -111,6 +140,7 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--json", default=None)
     p.add_argument("--peak", action="store_true", help="time mma.sync alone (registers only) and stop")
+    p.add_argument("--triton", action="store_true", help="also time Triton's GEMM (tensorcore_triton.py), if installed")
     a = p.parse_args(argv)
     if a.peak:
         return mma_peak()
@@ -141,10 +171,14 @@ def main(argv=None):
                     continue
                 C = _poisoned(torch, n, mod, kw)
                 Bx = B if lay == "row_major" else Bt
-                mod(A, Bx, C)
-                torch.cuda.synchronize()
-                err = float((C.long() != ref.long()).sum()) if dtype == "int8" else rel_err(C, ref)
-                t = tc_time(mod, (A, Bx, C), repeat=a.repeat, number=10)
+                try:
+                    mod(A, Bx, C)
+                    torch.cuda.synchronize()
+                    err = float((C.long() != ref.long()).sum()) if dtype == "int8" else rel_err(C, ref)
+                    t = tc_time(mod, (A, Bx, C), repeat=a.repeat, number=10)
+                except Exception as e:                    # a launch the GPU refuses (the log says which)
+                    print(f"  {name}: {type(e).__name__} at run time: {str(e).splitlines()[0][:200] if str(e) else ''}")
+                    continue
                 row = dict(size=n, variant=name, dtype=dtype, tflops=flops / t / 1e12, ratio=t_ref / t,
                            peak=flops / t / PEAK[dtype], rel_err=err, build_s=build["total"], nvcc_s=build["nvcc"],
                            cublas_tflops=flops / t_ref / 1e12)
@@ -153,9 +187,44 @@ def main(argv=None):
                 print(f"  {name:34s} {row['tflops']:6.1f} TFLOP/s  {row['ratio']:6.1%} of cuBLAS  "
                       f"{row['peak']:5.1%} of peak  {what}  build {build['total'] * 1e3:.0f} ms "
                       f"(nvcc {build['nvcc'] * 1e3:.0f})")
+            if a.triton and dtype != "int8":
+                try:                                      # after ours: a Triton failure costs nothing else
+                    rows += _triton_rows(torch, A, B if dtype == "float16" else Bt.t(), ref, n, dtype, flops, t_ref,
+                                        a.repeat)
+                except Exception as e:
+                    print(f"  triton: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
+
+
+def _triton_rows(torch, A, B, ref, n, dtype, flops, t_ref, repeat):
+    """Triton's GEMM (``tensorcore_triton.py``) on the same inputs, each fixed configuration checked on a
+    poisoned C, then timed; C in A's dtype. For float32, B is passed as the (K, N) view of the (N, K)
+    copy (k contiguous): tf32 wgmma reads only K-major operands, and with B's rows N-contiguous Triton
+    ran at 81-88 TFLOP/s on the H100 (0.2x cuBLAS)."""
+    from tensorcore_triton import CONFIGS, triton_gemm
+    rows = []
+    for cfg in CONFIGS[dtype]:
+        C = torch.full((n, n), float("nan"), device="cuda", dtype=A.dtype)
+        try:
+            fn = triton_gemm(A, B, C, cfg)
+            if fn is None:
+                print("  triton: not installed")
+                return rows
+            fn()
+            torch.cuda.synchronize()
+        except Exception as e:                            # a configuration this GPU/Triton refuses
+            print(f"  triton {cfg}: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+            continue
+        err = rel_err(C, ref)
+        t = torch_time(fn, repeat=repeat, number=10)
+        rows.append(dict(size=n, variant=f"triton_{cfg[0]}x{cfg[1]}x{cfg[2]}_s{cfg[3]}_w{cfg[4]}", dtype=dtype,
+                         tflops=flops / t / 1e12, ratio=t_ref / t, peak=flops / t / PEAK[dtype], rel_err=err,
+                         cublas_tflops=flops / t_ref / 1e12))
+        print(f"  {rows[-1]['variant']:34s} {flops / t / 1e12:6.1f} TFLOP/s  {t_ref / t:6.1%} of cuBLAS  "
+              f"{flops / t / PEAK[dtype]:5.1%} of peak  rel.err {err:.1e}")
+    return rows
 
 
 def _poisoned(torch, n, mod, kw):
@@ -167,6 +236,10 @@ def _poisoned(torch, n, mod, kw):
 
 
 def _make(fn, n, lay, kw):
+    if kw.get("impl") == "wgmma":
+        from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
+        s, (A, B, C) = matmul_wgmma(n, n, n, **{k: v for k, v in kw.items() if k != "impl"})
+        return s, [A, B, C]
     s, (A, B, C) = fn(n, n, n, layout_b=lay, **kw)
     return s, [A, B, C]
 

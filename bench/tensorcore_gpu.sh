@@ -1,6 +1,6 @@
 #!/bin/bash
-# One device run for the tensor-core path (tests with the `cuda` marker, mma.sync's own rate, the
-# GEMM bench, then batch_matmul at attention shapes and dense + bias + GELU at BERT's), logs under
+# One device run for the tensor-core path (tests with the `cuda` marker, the wgmma diagnostics,
+# mma.sync's own rate, the GEMM bench beside cuBLAS and Triton, then batch_matmul at attention shapes and dense + bias + GELU at BERT's), logs under
 # $OUT (default bench/results/tc_run): from the repo root on a GPU machine,
 #   bash bench/tensorcore_gpu.sh
 # TC_SIZES / TC_VARIANTS override the GEMM bench's sizes and variants (TC_VARIANTS=all: every one);
@@ -13,15 +13,20 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
 if [[ $PARTS == *tests* ]]; then
 python3 -m pytest -q -m cuda -rs tests/cuda/test_tensorcore.py tests/cuda/test_tensorcore_errors.py \
-    tests/cuda/test_tensorcore_template.py tests/cuda/test_tensorcore_nn.py tests/cuda/test_async_copy.py 2>&1 \
+    tests/cuda/test_tensorcore_template.py tests/cuda/test_tensorcore_nn.py tests/cuda/test_async_copy.py \
+    tests/cuda/test_tensorcore_wgmma.py 2>&1 \
     | tee "$OUT/pytest_tensorcore.log"
 fi
 BEST=mma_128x128_k64_nodb,mma_128x128_w64_k64_s3_mb2_h,mma_256x128_w64_k64_s3_mb1_h_r8,tf32_128x128_w64_k32_s3,int8_128x128_w64_k64_s3
+BEST=$BEST,wgmma_128x256_s4_h_r8,wgmma_128x256_s4_l2_h_r8,wgmma_256x128_s4_l2_h_r8,wgmma_128x128_s6_l3_h_r8
+BEST=$BEST,wgmma_64x128_s6_l3_h,wgmma_64x256_s4_l2_h
+BEST=$BEST,wgmma_tf32_128x256_s4_r8,wgmma_tf32_128x256_s4_l2_r8,wgmma_tf32_128x128_s5_r8
 VARIANTS=${TC_VARIANTS:-$BEST}
 cd bench
 if [[ $PARTS == *gemm* ]]; then
+timeout 120 python3 tensorcore_wgmma_diag.py --timeout 15 --out "$OUT/wgmma_diag" 2>&1 | tee "$OUT/wgmma_diag.log"
 python3 cuda_tensorcore.py --peak 2>&1 | tee "$OUT/tensorcore_peak.log"
-python3 cuda_tensorcore.py --sizes "${TC_SIZES:-1024,4096,8192}" ${VARIANTS:+$([ "$VARIANTS" = all ] || echo --variants $VARIANTS)} \
+python3 cuda_tensorcore.py --triton --sizes "${TC_SIZES:-1024,4096,8192}" ${VARIANTS:+$([ "$VARIANTS" = all ] || echo --variants $VARIANTS)} \
     --json "$OUT/tensorcore.json" 2>&1 | tee "$OUT/tensorcore_bench.log"
 fi
 if [[ $PARTS == *nn* ]]; then

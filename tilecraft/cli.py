@@ -49,6 +49,7 @@ TOPI_TEMPLATES = {
     "spmv": ("tilecraft.topi.sparse", "topi/spmv.{kind}"),
     "spmm": ("tilecraft.topi.sparse", "topi/spmm.{kind}"),
     "matmul_tensorcore": ("tilecraft.topi.tensorcore_template", "topi/matmul_tensorcore.{kind}"),
+    "matmul_wgmma": ("tilecraft.topi.tensorcore_template", "topi/matmul_wgmma.{kind}"),              # cuda, sm_90
     "spmv_pieces": ("tilecraft.topi.sparse_cuda", "topi/spmv_pieces.{kind}"),     # cuda only
     "spmm_pieces": ("tilecraft.topi.sparse_cuda", "topi/spmm_pieces.{kind}"),
     "batch_matmul_tensorcore": ("tilecraft.topi.tensorcore_nn", "topi/batch_matmul_tensorcore.{kind}"),

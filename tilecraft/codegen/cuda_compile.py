@@ -55,10 +55,23 @@ def cache_dir() -> str:
     return os.path.join(base, "tilecraft", "cuda")
 
 
+# instructions that exist only in an architecture-specific target (sm_90 -> sm_90a)
+ARCH_SPECIFIC = ("wgmma.mma_async", "setmaxnreg")
+
+
+def target_arch(src: str, arch: str) -> str:
+    """The architecture ``src`` is compiled for: ``arch``, or its arch-specific form (``sm_90a``)
+    where the code uses instructions only that has: ``target_arch("...wgmma.mma_async...", "sm_90")
+    == "sm_90a"``. A cubin for sm_90a loads on an sm_90 GPU."""
+    if arch == "sm_90" and any(i in src for i in ARCH_SPECIFIC):
+        return "sm_90a"
+    return arch
+
+
 def compile_cuda(src: str, arch: str = DEFAULT_ARCH, use_cache: bool = True, fmt: str = "cubin") -> bytes:
-    """Compile CUDA C to a cubin for ``arch`` (``"sm_90"``), or with ``fmt="ptx"`` to PTX text for
-    that architecture's virtual one (what ``CUDAModule.save("x.ptx")`` writes; the driver compiles
-    it for the GPU it is loaded on)."""
+    """Compile CUDA C to a cubin for ``arch`` (``"sm_90"``; ``sm_90a`` where the code needs it,
+    :func:`target_arch`), or with ``fmt="ptx"`` to PTX text for that architecture's virtual one
+    (what ``CUDAModule.save("x.ptx")`` writes; the driver compiles it for the GPU it is loaded on)."""
     if fmt not in ("cubin", "ptx"):
         raise ValueError(f"compile_cuda: fmt must be 'cubin' or 'ptx', got {fmt!r}")
     nvcc = find_nvcc()
@@ -67,6 +80,7 @@ def compile_cuda(src: str, arch: str = DEFAULT_ARCH, use_cache: bool = True, fmt
                                "compile CUDA kernels; install the CUDA toolkit")
     if not re.fullmatch(r"sm_\d+a?", arch):
         raise CUDACompileError(f"the CUDA architecture must look like 'sm_90', got {arch!r}")
+    arch = target_arch(src, arch)
     key = hashlib.sha256("\0".join([src, arch, nvcc_version(nvcc), " ".join(NVCC_FLAGS)]).encode()).hexdigest()
     path = os.path.join(cache_dir(), key[:2], key + "." + fmt)
     if use_cache and os.path.exists(path):
@@ -78,7 +92,11 @@ def compile_cuda(src: str, arch: str = DEFAULT_ARCH, use_cache: bool = True, fmt
         out = os.path.join(tmp, "kernel." + fmt)
         with open(cu, "w") as f:
             f.write(src)
-        cmd = [nvcc, "-" + fmt, f"-arch={arch}", *NVCC_FLAGS, "-o", out, cu]
+        # sm_90a (wgmma, setmaxnreg) through -gencode: the -arch=sm_90a shorthand of some nvcc
+        # versions also runs a plain sm_90 pass, which rejects those instructions
+        arch_flag = (f"-gencode=arch=compute_{arch[3:]},code={arch}" if arch.endswith("a") and fmt == "cubin"
+                     else f"-arch={arch}")
+        cmd = [nvcc, "-" + fmt, arch_flag, *NVCC_FLAGS, "-o", out, cu]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             raise CUDACompileError(explain_errors(p.stderr, src, " ".join(cmd)))

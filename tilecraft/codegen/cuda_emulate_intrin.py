@@ -7,11 +7,14 @@ intrinsic's TE definition, on the tiles its ``buffer_bind_scope``s bind.
   (``ir/builtin.py``'s ``WARP_BUILTINS``: wmma, ldmatrix, mma.sync) it runs **once per warp**: all
   32 threads of each warp that gets there must get there together (``.sync.aligned``: a warp
   whose threads disagree is an error, and so is a block whose threads are not whole warps), and
-  they must bind the same tiles. Otherwise it runs once per thread, on that thread's tiles. Each
+  they must bind the same tiles. If it calls a block-collective builtin (``BLOCK_BUILTINS``:
+  the sm_90a wgmma main loop and store) it runs **once per block**, all of the block's threads
+  there together and binding the same tiles; the wgmma main loop is also run through the shared
+  ring and descriptors as the CUDA C moves the data (``cuda_emulate_wgmma.py``) and must agree. Otherwise it runs once per thread, on that thread's tiles. Each
   run is ``interp.run_tensor_intrin`` on numpy views of the tiles (``interp.tile_view``, which
   refuses a tile that leaves its buffer).
-* A **fragment** (a buffer in a scope of ``FRAGMENT_SCOPES``) is one array per warp, poisoned
-  when allocated; only tensor intrinsics may touch it (an element access is an error, as the
+* A **fragment** (a buffer in a scope of ``FRAGMENT_SCOPES``) is one array per warp (per block
+  for ``wgmma.accumulator``, the block's accumulator tile), poisoned when allocated; only tensor intrinsics may touch it (an element access is an error, as the
   CUDA C cannot express it).
 * **The lowering is checked against the definition**: each warp call's operands must describe
   the tiles the definition used. A memory pointer (``access_ptr``) must start where its tile
@@ -29,7 +32,7 @@ import numpy as np
 
 from ..interp import InterpError, run_tensor_intrin, tile_view
 from ..ir import dtype as dt
-from ..ir.builtin import FRAGMENT_SCOPES, WARP_BUILTINS, warp_operands
+from ..ir.builtin import BLOCK_BUILTINS, FRAGMENT_SCOPES, WARP_BUILTINS, warp_operands
 from ..ir.expr import Call
 from ..ir.functor import post_order_visit
 from .cuda_tensorcore import FragmentError, fragment_layouts
@@ -86,6 +89,12 @@ def _warp_calls(stmt) -> list:
     return out
 
 
+def _block_calls(stmt) -> list:
+    out = []
+    post_order_visit(stmt, lambda n: out.append(n) if isinstance(n, Call) and n.name in BLOCK_BUILTINS else None)
+    return out
+
+
 class TensorIntrinMixin:
     """The tensor-intrinsic part of the emulator's ``_Kernel`` (it provides ``expr``, ``stmt``,
     ``globals``, ``shared``, ``local``, the race checks and the thread bookkeeping)."""
@@ -99,7 +108,8 @@ class TensorIntrinMixin:
         self.warp_of = self.block_of * self.wpb + self.tid // 32
 
     def allocate_fragment(self, buf, n: int):
-        self.fragments[buf] = _poisoned((self.nblocks * self.wpb, n), buf.dtype)
+        rows = self.nblocks if buf.scope == "wgmma.accumulator" else self.nblocks * self.wpb
+        self.fragments[buf] = _poisoned((rows, n), buf.dtype)
         self.frag_tiles.pop(buf, None)
 
     # --- buffer_bind_scope ----------------------------------------------------------------------
@@ -145,7 +155,12 @@ class TensorIntrinMixin:
         calls = _warp_calls(s.body)
         what = f"kernel {self.info.name}: tensor intrinsic '{intrin.name}' ({part})"
         views = [self.views[b] for b in bufs]
-        units = self._warp_units(what, mask, views) if calls else np.nonzero(mask)[0]
+        block_calls = _block_calls(s.body)
+        if block_calls:
+            units = self._block_units(what, mask, views)
+            self._check_block_calls(what, block_calls, views, units, mask)
+        else:
+            units = self._warp_units(what, mask, views) if calls else np.nonzero(mask)[0]
         ins = views[:n_in] if part != "reset" else []
         outs = views[len(ins):]
         for v in ins:
@@ -157,6 +172,9 @@ class TensorIntrinMixin:
                 run_tensor_intrin(intrin, part, [self._tile(v, u) for v in ins], [self._tile(v, u) for v in outs])
             except InterpError as err:
                 raise EmulationError(f"{what}: {err}") from None
+            for call in block_calls:
+                if call.name == "tc_wgmma_mainloop":
+                    self._check_wgmma_model(what, call, views, u)
             for (kind, call, fv), old in zip(checks, before):
                 if kind == "mma":
                     self._check_mma(what, call, fv, old, u)
@@ -190,7 +208,95 @@ class TensorIntrinMixin:
                     f"(bind the warp's 32 threads to no loop of the tensorized stage)")
         return units
 
+    def _block_units(self, what, mask, views) -> np.ndarray:
+        """The first thread of each block that runs a block-collective use (all of its threads must,
+        binding the same tiles)."""
+        m = mask.reshape(-1, self.nthreads)
+        part = m.any(1) & ~m.all(1)
+        if part.any():
+            b = int(np.argmax(part))
+            raise EmulationError(f"{what} is block-wide, but only {int(m[b].sum())} of the {self.nthreads} threads "
+                                 f"of block {b} run it (all threads of a block must run it together)")
+        units = np.nonzero(m.all(1))[0] * self.nthreads
+        for v in views:
+            off = v.offset.reshape(-1, self.nthreads)[units // self.nthreads]
+            bad = (off != off[:, :1]).any(1)
+            if bad.any():
+                raise EmulationError(f"{what} is block-wide, but the threads of block "
+                                     f"{int(units[np.argmax(bad)] // self.nthreads)} bind different tiles of "
+                                     f"'{v.buffer.name}' to '{v.declared.name}' (bind no thread loop of the stage)")
+        return units
+
+    def _check_block_calls(self, what, calls, views, units, mask):
+        """A block call's pointers start at the tiles the definition binds, with their row
+        strides; its fragment is the bound accumulator; bm, bn (and k) are the tiles' shapes; the
+        block has the threads (a producer and bm / 64 consumer warpgroups) the code assumes."""
+        from .cuda_wgmma import block_threads, smem_bytes
+        by_data = {b.data: b for b in self.fragments}
+        for call in calls:
+            frag = by_data.get(call.args[0])
+            if frag is None or frag.scope != "wgmma.accumulator":
+                raise EmulationError(f"{what}: {call.name}'s fragment `{call.args[0]}` is not a wgmma.accumulator "
+                                     f"fragment allocated in this kernel")
+            acc = self._view_of(what, views, frag, call, "fragment")
+            bm, bn = (int(x.value) for x in (call.args[7:9] if call.name == "tc_wgmma_mainloop" else call.args[3:5]))
+            if tuple(acc.shape) != (bm, bn) or self.fragments[frag].shape[1] != bm * bn:
+                raise EmulationError(f"{what}: {call.name} names a {bm} x {bn} block tile, but the accumulator "
+                                     f"'{frag.name}' bound is {' x '.join(map(str, acc.shape))} of "
+                                     f"{self.fragments[frag].shape[1]} elements")
+            if self.nthreads != block_threads(bm):
+                raise EmulationError(f"{what}: a {bm}-row wgmma block needs {block_threads(bm)} threads (a producer "
+                                     f"warpgroup and {bm // 64} consumers), the kernel has {self.nthreads}")
+            pairs = ((call.args[1], call.args[2]), (call.args[3], call.args[4])) \
+                if call.name == "tc_wgmma_mainloop" else ((call.args[1], call.args[2]),)
+            for ptr, stride in pairs:
+                mem = self._view_of(what, views, ptr.buffer, call, "pointer's buffer")
+                start = self.expr(ptr.offset, mask).astype(np.int64)[units]
+                if (start != mem.offset[units]).any():
+                    k = int(np.argmax(start != mem.offset[units]))
+                    raise EmulationError(f"{what}: {call.name} points at element {int(start[k])} of "
+                                         f"'{ptr.buffer.name}', but the tile bound to '{mem.declared.name}' starts at "
+                                         f"element {int(mem.offset[units][k])}")
+                st = self.expr(stride, mask).astype(np.int64)[units]
+                if (st != mem.strides[-2]).any():
+                    raise EmulationError(f"{what}: {call.name} reads rows {int(st[0])} elements apart, but the tile "
+                                         f"bound to '{mem.declared.name}' has rows {mem.strides[-2]} apart")
+            if call.name == "tc_wgmma_mainloop":
+                k, smem, stages = int(call.args[5].value), call.args[6], int(call.args[9].value)
+                a = self._view_of(what, views, call.args[1].buffer, call, "A")
+                if a.shape[-1] != k:
+                    raise EmulationError(f"{what}: tc_wgmma_mainloop runs k={k}, but the A tile bound is "
+                                         f"{' x '.join(map(str, a.shape))}")
+                have = int(smem.buffer.shape[0].value) * dt.nbytes(smem.buffer.dtype)
+                if smem.buffer.scope != "shared" or have < smem_bytes(bm, bn, stages):
+                    raise EmulationError(f"{what}: tc_wgmma_mainloop's ring '{smem.buffer.name}' ({smem.buffer.scope}, "
+                                         f"{have} bytes) must be shared memory of {smem_bytes(bm, bn, stages)} bytes")
+
+    def _check_wgmma_model(self, what, call, views, u):
+        """The main loop run as the CUDA C moves the data (``cuda_emulate_wgmma.py``: the k steps
+        through the kernel's shared ring, swizzled, each wgmma's operands read back through its
+        descriptors, run by the instruction's TE definition) must give what the definition did."""
+        from .cuda_emulate_wgmma import model_mainloop
+        a, b = (self._tile(self._view_of(what, views, p.buffer, call, "pointer's buffer"), u)
+                for p in (call.args[1], call.args[3]))
+        acc = self._tile(self._view_of(what, views, self._fragment_of(call.args[0]), call, "fragment"), u)
+        ring = call.args[6].buffer
+        bm, bn, stages = (int(x.value) for x in (call.args[7], call.args[8], call.args[9]))
+        got = model_mainloop(self.shared[ring].data[self.block_of[u]], a, b, bm, bn, stages)
+        scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T
+        bad = np.abs(got - acc) > 1e-4 * scale + 1e-6
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise EmulationError(f"{what}: the main loop through the swizzled shared ring and the wgmma "
+                                 f"descriptors gives {got[i, j]!r} at [{i}, {j}] of the block tile, its definition "
+                                 f"{acc[i, j]!r}: the swizzle, the descriptors or the ring's stages disagree")
+
+    def _fragment_of(self, var):
+        return next(b for b in self.fragments if b.data is var)
+
     def _storage(self, buf, u: int) -> np.ndarray:
+        if buf.scope == "wgmma.accumulator":
+            return self.fragments[buf][self.block_of[u]]
         if buf.scope in FRAGMENT_SCOPES:
             return self.fragments[buf][self.warp_of[u]]
         if buf.scope == "shared":

@@ -175,6 +175,8 @@ def call_intrin(dtype, func_name: str, *args) -> Call:
         return call_warp_builtin(name, args)
     if name in ASYNC_COPY_BUILTINS:
         return call_async_copy(name, args)
+    if name in BLOCK_BUILTINS:
+        return call_block_builtin(name, args)
     if name in PURE_CALLS:
         return Call(name, _args("call_intrin", name, args), dt.normalize(dtype))
     from .intrin_rules import is_registered_op
@@ -182,7 +184,7 @@ def call_intrin(dtype, func_name: str, *args) -> Call:
         return Call(name, _args("call_intrin", name, args), dt.normalize(dtype))
     raise ValueError(f"call_intrin: unknown intrinsic {func_name!r} (declare a new one with "
                      f"tvm.ir.register_op_attr({func_name!r}, 'TCallEffectKind', ...)); known: "
-                     f"{', '.join(sorted(BUILTINS) + sorted(WARP_BUILTINS) + sorted(ASYNC_COPY_BUILTINS))}, "
+                     f"{', '.join(sorted(BUILTINS) + sorted(WARP_BUILTINS) + sorted(ASYNC_COPY_BUILTINS) + sorted(BLOCK_BUILTINS))}, "
                      f"{', '.join(sorted(PURE_CALLS))}")
 
 
@@ -198,7 +200,7 @@ def call_intrin(dtype, func_name: str, *args) -> Call:
 #   value   the fill value (a number)
 
 FRAGMENT_SCOPES = frozenset({"wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator",
-                             "mma.matrix_a", "mma.matrix_b", "mma.accumulator"})
+                             "mma.matrix_a", "mma.matrix_b", "mma.accumulator", "wgmma.accumulator"})
 LAYOUTS = ("row_major", "col_major")
 
 
@@ -293,6 +295,64 @@ def call_async_copy(name: str, args) -> Call:
             raise ValueError(f"{where} must be a constant from 0 to 7 (cp.async.wait_group's), got `{a}`")
         out.append(a)
     return Call(name, tuple(out), "handle")
+
+
+# ------------------------------------------------------------------------------------------------
+# Block-collective tensor-core calls (sm_90a ``wgmma``): every thread of the block calls them
+# together with the same arguments; the block is one producer warpgroup (copies) and bm / 64
+# consumer warpgroups (``wgmma.mma_async``). Their fragment, in scope ``wgmma.accumulator``, is
+# the block's bm x bn accumulator tile, spread over the consumers' registers.
+#   tc_wgmma_mainloop(frag, a, lda, b, ldb, k, smem, bm, bn, stages, lag)   frag = a @ b.T (a: bm x k,
+#       b: bn x k, both k-major in global memory) through a ring of `stages` 128-byte-swizzled
+#       shared buffers at `smem`, the producer `lag` steps of copies in flight before it
+#       releases a stage to the consumers
+#   tc_wgmma_store(frag, c, ldc, bm, bn)                                c = frag (row-major)
+
+@dataclass(frozen=True)
+class BlockBuiltin:
+    """One block-collective tensor-core call: its name, the kind of each argument, what it does."""
+    name: str
+    params: tuple
+    doc: str
+
+
+BLOCK_BUILTINS = {b.name: b for b in (
+    BlockBuiltin("tc_wgmma_mainloop", ("frag", "ptr", "stride", "ptr", "stride", "const", "ptr", "const", "const",
+                                       "const", "const"),
+                 "frag = a @ b.T over k through cp.async + mbarriers + wgmma.mma_async (warp-specialized)"),
+    BlockBuiltin("tc_wgmma_store", ("frag", "ptr", "stride", "const", "const"),
+                 "store the block's accumulator tile, row-major, each consumer thread its own elements"),
+)}
+
+
+def call_block_builtin(name: str, args) -> Call:
+    """A call of :data:`BLOCK_BUILTINS` with its arguments checked (``call_intrin`` builds them):
+    ``call_intrin("handle", "tir.tc_wgmma_store", acc.data, C.access_ptr("w"), C.strides[0], 128, 256)``."""
+    row = BLOCK_BUILTINS[name]
+    if len(args) != len(row.params):
+        raise ValueError(f"call_intrin('tir.{name}') takes {len(row.params)} arguments "
+                         f"({', '.join(row.params)}), got {len(args)}")
+    out = []
+    for k, (kind, a) in enumerate(zip(row.params, args)):
+        where = f"call_intrin('tir.{name}'): argument {k} ({kind})"
+        if isinstance(a, str):
+            raise TypeError(f"{where} is the string {a!r}")
+        a = convert(a)
+        if kind == "frag" and not (isinstance(a, Var) and a.dtype == "handle"):
+            raise TypeError(f"{where} must be a fragment buffer's data (acc.data), got `{a}`")
+        if kind == "ptr" and not isinstance(a, AccessPtr):
+            raise TypeError(f"{where} must be a pointer into memory (Buffer.access_ptr), got `{a}`")
+        if kind == "const" and not (isinstance(a, Const) and dt.is_int(a.dtype) and a.value > 0):
+            raise ValueError(f"{where} must be a positive integer constant, got `{a}`")
+        if kind == "stride" and not dt.is_int(a.dtype):
+            raise TypeError(f"{where} must be an integer expression, got `{a}` ({a.dtype})")
+        out.append(a)
+    return Call(name, tuple(out), "handle")
+
+
+def is_block_call(e) -> bool:
+    """Whether ``e`` is a block-collective tensor-core call (:data:`BLOCK_BUILTINS`)."""
+    return isinstance(e, Call) and e.name in BLOCK_BUILTINS
 
 
 def call_warp_builtin(name: str, args) -> Call:

@@ -506,7 +506,9 @@ class CUDAModule:
         context(index)
         dev = drv.Device(index)
         arch = device_arch(index)
-        if arch is not None and arch != self.arch and self.image_kind != "ptx":   # PTX: the driver compiles it
+        # sm_90a (wgmma kernels) runs on an sm_90 GPU: the suffix only marks arch-specific instructions;
+        # PTX: the driver compiles it
+        if arch is not None and arch != self.arch.removesuffix("a") and self.image_kind != "ptx":
             raise RuntimeError(f"the kernels were compiled for {self.arch} but GPU {index} is {arch}: "
                                f"build with target='cuda -arch={arch}'")
         mod = drv.module_from_buffer(self.cubin + b"\0" if self.image_kind == "ptx" else self.cubin)

@@ -18,6 +18,11 @@ numbering, 0: a 2-D grid), ``min_blocks`` (``__launch_bounds__`` blocks per mult
 none). Configurations whose tiles do not divide the problem, that need more than 227 KiB of
 shared memory, more than 1024 threads or more than 16 accumulator tiles per warp are filtered out.
 The fallback (nothing tuned) is run 6's best 4096³ schedule where it fits, else the smallest.
+
+With B stored (N, K) (``col_major``), float16 or float32 operands and an sm_90 target, the knob
+``wgmma`` picks sm_90a's ``wgmma`` GEMM instead (``topi/tensorcore_wgmma.py``): ``None`` is the
+mma.sync schedule of the knobs above, else a ``(bm, bn, stages, lag)`` of ``matmul_wgmma`` (with
+``raster``; the mma.sync knobs are then held at their first values, so each appears once).
 """
 from __future__ import annotations
 
@@ -59,6 +64,22 @@ def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0) -> bool
             and shared_bytes(dtype, layout_b, block, warp, chunk, stages) <= SHARED_LIMIT)
 
 
+# (bm, bn, stages, lag) of matmul_wgmma the `wgmma` knob offers (None: mma.sync)
+WGMMA_CHOICES = [None, (128, 256, 4, 2), (128, 256, 4, 1), (256, 128, 4, 2), (256, 128, 4, 1), (128, 128, 6, 3),
+                 (128, 128, 5, 2), (128, 256, 3, 1), (64, 256, 4, 2)]
+_MMA_FIRST = dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=0)   # each knob's first value
+
+
+def wgmma_target() -> bool:
+    """Whether the current target runs sm_90a's wgmma: a CUDA target of arch sm_90 (or none given,
+    as ``build`` then picks sm_90)."""
+    import tilecraft as tc
+    from tilecraft.codegen.cuda_compile import DEFAULT_ARCH
+    t = tc.target.Target.current()
+    arch = (t.attrs.get("arch") if t is not None and hasattr(t, "attrs") else None) or DEFAULT_ARCH
+    return t is not None and str(t.kind) == "cuda" and arch.removesuffix("a") == "sm_90"
+
+
 @autotune.template("topi/matmul_tensorcore.cuda")
 def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dtype: str = "float32",
                            layout_b: str = "row_major"):
@@ -75,8 +96,16 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
     cfg.define_knob("stages", [3, 4, 2, 0])
     cfg.define_knob("raster", [0, 8, 4])
     cfg.define_knob("min_blocks", [0, 1, 2])
+    from tilecraft.codegen.cuda_wgmma import WGMMA_KINDS
+    wg = layout_b == "col_major" and dtype in WGMMA_KINDS and wgmma_target()
+    if wg:
+        cfg.define_knob("wgmma", WGMMA_CHOICES)
 
     def ok(e):
+        if wg and e["wgmma"].val is not None:
+            bm, bn, stages, lag = e["wgmma"].val
+            return (all(e[k].val == v for k, v in _MMA_FIRST.items())
+                    and wgmma_fits(M, N, K, dtype, (bm, bn), stages, e["raster"].val, lag))
         return fits(M, N, K, dtype, layout_b, e["block"].val, e["warp"].val, e["chunk"].val, e["stages"].val,
                     e["raster"].val)
 
@@ -91,6 +120,58 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
         opts = next((f for f in FALLBACKS if fits(M, N, K, dtype, layout_b, f["block"], f["warp"], f["chunk"],
                                                   f["stages"], f["raster"])), FALLBACKS[-1])
         return matmul_tensorcore(M, N, K, **common, **opts)
+    if wg and cfg["wgmma"].val is not None:
+        from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
+        bm, bn, stages, lag = cfg["wgmma"].val
+        return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, block=(bm, bn), stages=stages, lag=lag,
+                            raster=cfg["raster"].val)
     return matmul_tensorcore(M, N, K, **common, block=cfg["block"].val, warp=cfg["warp"].val,
                              chunk=cfg["chunk"].val, stages=cfg["stages"].val, raster=cfg["raster"].val,
                              min_blocks=cfg["min_blocks"].val)
+
+
+# sm_90a wgmma (topi/tensorcore_wgmma.py): block tile, stages, producer lag, rasterization
+WGMMA_FALLBACKS = [dict(block=(128, 256), stages=4, lag=1, raster=8), dict(block=(64, 64), stages=3, lag=1, raster=0)]
+
+
+def wgmma_fits(M, N, K, dtype, block, stages, raster=0, lag=1) -> bool:
+    """Whether a wgmma configuration tiles the problem and fits a block (``check_config``'s rules)."""
+    from tilecraft.topi.tensorcore_wgmma import check_config
+    bm, bn = block
+    try:
+        check_config(bm, bn, K, dtype, stages, lag)
+    except ValueError:
+        return False
+    return M % bm == 0 and N % bn == 0 and (raster == 0 or (M // bm) % raster == 0)
+
+
+@autotune.template("topi/matmul_wgmma.cuda")
+def matmul_wgmma_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dtype: str = "float16"):
+    """``C = A @ B.T`` (A (M, K), B (N, K)) on sm_90a's ``wgmma`` (``topi/tensorcore_wgmma.py``), knobs
+    ``block`` (bm, bn), ``stages``, ``lag`` (steps of copies the producer keeps in flight), ``raster``;
+    configurations that do not tile the problem or fit
+    the shared memory are filtered out.
+
+    >>> task = autotune.task.create("topi/matmul_wgmma.cuda", args=(4096, 4096, 4096, "float16", "float16"),
+    ...                             target="cuda")
+    """
+    from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
+    cfg = autotune.get_config()
+    cfg.define_knob("block", [(128, 256), (128, 128), (256, 128), (64, 256), (64, 128), (64, 64)])
+    cfg.define_knob("stages", [4, 3, 5, 6])
+    cfg.define_knob("raster", [8, 0, 4])
+    cfg.define_knob("lag", [1, 2, 3])
+
+    def ok(e):
+        return wgmma_fits(M, N, K, dtype, e["block"].val, e["stages"].val, e["raster"].val, e["lag"].val)
+
+    cfg.multi_filter(ok)
+    cfg.add_flop(2.0 * M * N * K)
+    if not cfg.is_fallback and not ok(cfg):
+        cfg.raise_error("the tiles do not divide the problem or the block does not fit the GPU")
+    if cfg.is_fallback or not ok(cfg):
+        opts = next((f for f in WGMMA_FALLBACKS if wgmma_fits(M, N, K, dtype, f["block"], f["stages"], f["raster"],
+                                                              f["lag"])), WGMMA_FALLBACKS[-1])
+        return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **opts)
+    return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, block=cfg["block"].val, stages=cfg["stages"].val,
+                        raster=cfg["raster"].val, lag=cfg["lag"].val)

@@ -1,0 +1,190 @@
+"""Pieces of the sm_90a wgmma GEMM checked one at a time on a GPU, to tell a layout bug from a
+protocol bug when ``tests/cuda/test_tensorcore_wgmma.py::test_gpu_wgmma`` fails:
+
+    python bench/tensorcore_wgmma_diag.py --out DIR
+
+1. ``layout``: one warpgroup, one 128-byte k step: A (64 rows) and B (n rows) written into
+   SWIZZLE_128B shared memory by plain stores (``swizzled_offset``), the step's wgmma
+   instructions with ``codegen/cuda_wgmma.py``'s descriptors and helpers, the accumulator stored
+   in the layout ``tc_wgmma_store`` assumes; against A @ B.T. No cp.async, no mbarrier.
+2. ``gemm``: ``matmul_wgmma`` at small sizes (1 step, fewer steps than stages, many; lag 1-3)
+   against numpy, each case under a time limit (a deadlocked mbarrier shows as a timeout, not a
+   hang): the cases run in a child process, a new one after a case that errors, crashes or hangs.
+
+Every result is printed; with ``--out`` the failing outputs are saved (``.npz``: got, want).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+LAYOUT_KERNEL = r"""
+extern "C" __global__ void __launch_bounds__(128) wgmma_layout(const @T@* A, const @T@* B, float* D) {
+  constexpr int N = @N@, EPR = 128 / sizeof(@T@), KSTEP = 32 / sizeof(@T@);
+  __shared__ __align__(1024) unsigned char sm[(64 + N) * 128];
+  const int t = threadIdx.x;
+  for (int q = t; q < (64 + N) * 8; q += 128) {
+    const int r = q >> 3, c = q & 7;
+    const @T@* src = r < 64 ? A + r * EPR + c * (EPR / 8) : B + (r - 64) * EPR + c * (EPR / 8);
+    *(uint4*)(sm + r * 128 + ((c ^ (r & 7)) << 4)) = *(const uint4*)src;
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  float acc[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+  const unsigned sa = tc_smem_addr(sm), sb = sa + 64 * 128;
+  tc_wgmma_fence_regs<N / 2>(acc);
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+  for (int kk = 0; kk < EPR / KSTEP; ++kk) @MMA@(acc, tc_wgmma_desc(sa + 32 * kk), tc_wgmma_desc(sb + 32 * kk));
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  tc_wgmma_fence_regs<N / 2>(acc);
+  const int w = t >> 5, lane = t & 31, row = 16 * w + (lane >> 2), col = 2 * (lane & 3);
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j) {
+    tc_store2(D + row * N + 8 * j + col, acc[4 * j], acc[4 * j + 1]);
+    tc_store2(D + (row + 8) * N + 8 * j + col, acc[4 * j + 2], acc[4 * j + 3]);
+  }
+}
+"""
+
+
+def layout_case(dtype: str, n: int, out: str | None) -> dict:
+    import numpy as np
+    import torch
+    from tilecraft.codegen.cuda_compile import compile_cuda
+    from tilecraft.codegen.cuda_wgmma import wgmma_name, wgmma_prelude
+    from tilecraft.runtime.cuda_runtime import context, driver
+    ct = "half" if dtype == "float16" else "float"
+    src = ("#include <cuda_fp16.h>\n" + wgmma_prelude({(dtype, n)})
+           + LAYOUT_KERNEL.replace("@T@", ct).replace("@N@", str(n)).replace("@MMA@", wgmma_name(dtype, n)))
+    cubin = compile_cuda(src, "sm_90a")
+    context(0)
+    fn = driver().module_from_buffer(cubin).get_function("wgmma_layout")
+    epr = 128 // (2 if dtype == "float16" else 4)
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (64, epr)).astype(dtype)
+    b = rng.uniform(-1, 1, (n, epr)).astype(dtype)
+    A, B = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    D = torch.full((64, n), float("nan"), device="cuda")
+    fn(np.uintp(A.data_ptr()), np.uintp(B.data_ptr()), np.uintp(D.data_ptr()), block=(128, 1, 1), grid=(1, 1))
+    torch.cuda.synchronize()
+    got, want = D.cpu().numpy(), a.astype("float64") @ b.astype("float64").T
+    err = float(np.abs(got - want).max() / np.abs(want).max())
+    ok = err < 2e-2
+    if not ok and out:
+        np.savez(os.path.join(out, f"layout_{dtype}_{n}.npz"), got=got, want=want, a=a, b=b)
+    return dict(case=f"layout {dtype} m64n{n}", ok=ok, max_rel_err=err, nan=int(np.isnan(got).sum()))
+
+
+GEMMS = [("float16", "float32", (128, 256, 64), (128, 256), 4), ("float16", "float32", (128, 128, 128), (128, 128), 4),
+         ("float16", "float32", (128, 128, 1024), (128, 128), 3), ("float16", "float16", (512, 512, 512), (128, 256), 4),
+         ("float16", "float32", (256, 128, 256), (256, 128), 4), ("float16", "float32", (64, 64, 256), (64, 64), 3),
+         ("float32", "float32", (128, 128, 256), (128, 128), 4),
+         # lag 2 / 3 (copies in flight before a stage is handed over): 1 step, 2 steps, many
+         ("float16", "float16", (256, 256, 1024), (128, 256), 4, 2),
+         ("float16", "float32", (128, 128, 64), (128, 128), 5, 3),
+         ("float16", "float32", (128, 128, 128), (128, 128), 5, 3),
+         ("float32", "float32", (128, 256, 512), (128, 256), 4, 2)]
+
+
+def gemm_case(i: int, out: str | None) -> dict:
+    import numpy as np
+    import torch
+    import tilecraft as tc
+    from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
+    dtype, odt, (M, N, K), block, stages, *lag = GEMMS[i]
+    lag = lag[0] if lag else 1
+    s, (A, B, C) = matmul_wgmma(M, N, K, dtype=dtype, out_dtype=odt, block=block, stages=stages, lag=lag)
+    mod = tc.build(s, [A, B, C], target="cuda")
+    rng = np.random.default_rng(1)
+    a, b = rng.uniform(-1, 1, (M, K)).astype(dtype), rng.uniform(-1, 1, (N, K)).astype(dtype)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=getattr(torch, odt))
+    mod(torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda(), c)
+    torch.cuda.synchronize()
+    got, want = c.float().cpu().numpy(), a.astype("float64") @ b.astype("float64").T
+    err = float(np.abs(got - want).max() / np.abs(want).max())
+    ok = err < 2e-2
+    if not ok and out:
+        np.savez(os.path.join(out, f"gemm_{i}.npz"), got=got, want=want)
+    return dict(case=f"gemm {dtype}->{odt} {M}x{N}x{K} block {block} stages {stages} lag {lag}", ok=ok, max_rel_err=err,
+                nan=int(np.isnan(got).sum()))
+
+
+def _child(cases, out):
+    """Run ``cases`` in this process, one line per case: ``START case``, then ``RESULT {...}`` or
+    ``ERROR {...}`` (after an error the CUDA context may be broken: the parent goes on in a new child)."""
+    for c in cases:
+        print("START " + c, flush=True)
+        kind, *rest = c.split(":")
+        try:
+            r = layout_case(rest[0], int(rest[1]), out) if kind == "layout" else gemm_case(int(rest[0]), out)
+        except Exception as e:                            # noqa: BLE001 (reported, the parent restarts)
+            print("ERROR " + json.dumps(dict(case=c, error=f"{type(e).__name__}: {str(e)[-600:]}")), flush=True)
+            return
+        print("RESULT " + json.dumps(r), flush=True)
+
+
+def _run_all(cases, timeout, out):
+    """Cases in child processes, one child for as many as go through: a case that errors, crashes or
+    runs past ``timeout`` seconds (a deadlocked mbarrier) is reported and the rest go on in a new child."""
+    import queue
+    import threading
+    while cases:
+        cmd = [sys.executable, "-u", __file__, "--cases", ",".join(cases)] + (["--out", out] if out else [])
+        pr = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines: queue.Queue = queue.Queue()
+
+        def read(stream=pr.stdout, q=lines):               # bound now: an old child's reader keeps its own queue
+            for x in stream:
+                q.put(x)
+            q.put(None)
+        threading.Thread(target=read, daemon=True).start()
+        last, running, tail = None, False, []
+        while True:
+            try:
+                line = lines.get(timeout=timeout + (20 if last is None else 0))    # the first case imports torch
+            except queue.Empty:
+                pr.kill()
+                print(json.dumps({"case": last, "timeout": timeout}), flush=True)
+                break
+            if line is None:                              # the child ended
+                if running or last is None:               # crashed inside a case, or before the first
+                    print(json.dumps({"case": last or cases[0], "exit": pr.wait(), "error": "".join(tail)[-800:]}),
+                          flush=True)
+                break
+            if line.startswith("START "):
+                last, running, tail = line[6:].strip(), True, []
+            elif line.startswith(("RESULT ", "ERROR ")):
+                print(line.split(" ", 1)[1].strip(), flush=True)
+                running = False
+            else:
+                tail.append(line)
+        pr.wait()
+        if last is None:                                  # nothing started: the same would happen again
+            return
+        cases = cases[cases.index(last) + 1:]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=None)
+    p.add_argument("--cases", default=None, help=argparse.SUPPRESS)     # child: "layout:float16:64,gemm:3,..."
+    p.add_argument("--timeout", type=float, default=20, help="seconds a case may take (a deadlock)")
+    a = p.parse_args(argv)
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+    if a.cases:
+        return _child(a.cases.split(","), a.out)
+    cases = [f"layout:{d}:{n}" for d in ("float16", "float32") for n in (64, 128, 256)]
+    cases += [f"gemm:{i}" for i in range(len(GEMMS))]
+    _run_all(cases, a.timeout, a.out)
+
+
+if __name__ == "__main__":
+    main()

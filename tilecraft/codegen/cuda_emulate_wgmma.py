@@ -1,0 +1,76 @@
+"""The emulator's model of the sm_90a wgmma main loop (``tc_wgmma_mainloop``, ``cuda_wgmma.py``):
+the data path through shared memory, instruction by instruction.
+
+The block-level intrinsic's TE definition gives the result (``cuda_emulate_intrin.py`` runs it);
+this model runs the same main loop the way the CUDA C moves the data, and its result must agree:
+
+* each 128-byte k step of the block's A and B rows is written into the kernel's shared ring
+  (the ``wgmma_ring`` buffer itself, as bytes) in the SWIZZLE_128B layout the producer writes
+  (``cuda_wgmma.swizzled_offset``), stage ``kt % stages``;
+* each consumer warpgroup's instructions read their operands through the descriptors the C
+  code builds (``cuda_wgmma.wgmma_desc``: start address, stride byte offset, layout type), decoded
+  by the hardware's rule for SWIZZLE_128B (address bits 4-6 XOR bits 7-9), and run by the TE
+  definition of one ``wgmma.mma_async.m64nNkK`` (:func:`wgmma_instruction`, a warpgroup-level
+  matrix intrinsic: ``D[i, j] += sum_k A[i, k] * B[j, k]``, 64 x n x 32 bytes of k).
+
+So a change to the swizzle, the descriptors or the ring's carving that would scramble the operands
+on a GPU fails here. Not modelled: the timing of the producer/consumer protocol (mbarrier phases,
+cp.async completion), which the GPU tests check.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .cuda_wgmma import SWIZZLE_ROW_BYTES, swizzled_offset, wgmma_desc
+
+
+@lru_cache(maxsize=None)
+def wgmma_instruction(n: int, dtype: str):
+    """The TE definition of one ``wgmma.mma_async.m64n{n}k{K}`` (K: 32 bytes of ``dtype``):
+    ``(A, B, D)`` with ``D[i, j] = sum_k A[i, k] * B[j, k]`` in float32 (added to the accumulator)."""
+    from .. import te
+    kd = 32 // np.dtype(dtype).itemsize
+    A = te.placeholder((64, kd), dtype, name="A")
+    B = te.placeholder((n, kd), dtype, name="B")
+    k = te.reduce_axis((0, kd), name="k")
+    D = te.compute((64, n), lambda i, j: te.sum(A[i, k].astype("float32") * B[j, k].astype("float32"), axis=k),
+                   name="D")
+    return A, B, D
+
+
+def descriptor_rows(ring: np.ndarray, desc: int, rows: int) -> np.ndarray:
+    """The ``rows`` x 32 bytes a K-major SWIZZLE_128B descriptor gives one instruction: byte ``b``
+    of row ``r`` at ``start + (r / 8) * SBO + (r % 8) * 128 + b``, then bits 4-6 of the address
+    XORed with bits 7-9."""
+    start = (desc & 0x3FFF) << 4
+    sbo = ((desc >> 32) & 0x3FFF) << 4
+    if desc >> 62 != 1:
+        raise ValueError(f"descriptor {desc:#x}: layout type {desc >> 62}, not SWIZZLE_128B (1)")
+    r = np.arange(rows)[:, None]
+    addr = start + (r // 8) * sbo + (r % 8) * SWIZZLE_ROW_BYTES + np.arange(32)[None, :]
+    return ring[addr ^ (((addr >> 7) & 7) << 4)]
+
+
+def model_mainloop(ring: np.ndarray, a: np.ndarray, b: np.ndarray, bm: int, bn: int, stages: int) -> np.ndarray:
+    """The block's ``bm x bn`` float32 accumulator as the main loop computes it, writing the k
+    steps of ``a`` (bm x K) and ``b`` (bn x K) into ``ring`` (the shared ring's bytes, modified)."""
+    from ..interp import evaluate
+    epr = SWIZZLE_ROW_BYTES // a.itemsize
+    stage_bytes = (bm + bn) * SWIZZLE_ROW_BYTES
+    dest = np.array([[swizzled_offset(r, c) for c in range(8)] for r in range(bm + bn)], np.int64)
+    dest = (dest[:, :, None] + np.arange(16)[None, None, :]).reshape(bm + bn, 128)
+    A, B, D = wgmma_instruction(bn, a.dtype.name)
+    acc = np.zeros((bm, bn), np.float32)
+    for kt in range(a.shape[1] // epr):
+        base = (kt % stages) * stage_bytes
+        step = np.concatenate([a[:, kt * epr:(kt + 1) * epr], b[:, kt * epr:(kt + 1) * epr]])
+        ring[base + dest] = np.ascontiguousarray(step).view(np.uint8).reshape(bm + bn, 128)
+        for c in range(bm // 64):
+            for kk in range(4):
+                fa = descriptor_rows(ring, wgmma_desc(base + c * 64 * 128 + 32 * kk), 64)
+                fb = descriptor_rows(ring, wgmma_desc(base + bm * 128 + 32 * kk), bn)
+                d = evaluate(D, {A: np.ascontiguousarray(fa).view(a.dtype), B: np.ascontiguousarray(fb).view(a.dtype)})
+                acc[c * 64:(c + 1) * 64] += d
+    return acc

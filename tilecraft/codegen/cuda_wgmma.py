@@ -1,0 +1,280 @@
+"""CUDA C for the block-collective tensor-core calls of sm_90a (``ir/builtin.py``'s
+``BLOCK_BUILTINS``): a warp-specialized GEMM main loop on ``wgmma.mma_async`` and its store.
+
+The block is ``128 * (1 + bm / 64)`` threads: warpgroup 0 is the **producer**, the others are
+**consumers**, each owning 64 rows of the block's ``bm x bn`` accumulator (``bn / 2`` floats per
+thread, in the register layout of ``wgmma.m64nNk16``'s D: for each 8-column group ``j``, register
+``4j + 2i + h`` is row ``16 * warp + lane / 4 + 8i``, column ``8j + 2 * (lane % 4) + h``).
+
+Per 128-byte k step (64 float16 or 32 float32 elements of every row):
+
+* the producer copies the step's ``bm`` rows of A and ``bn`` rows of B (both k-major) with
+  16-byte ``cp.async`` into stage ``kt % stages`` of a ring of shared buffers, **128-byte
+  swizzled**: 16-byte chunk ``c`` of row ``r`` lands at byte ``128 r + 16 (c ^ (r % 8))`` (the
+  layout ``wgmma``'s shared-memory descriptors call SWIZZLE_128B, 8-row atoms of 1024 bytes).
+  Before reusing a stage it waits on the stage's ``empty`` mbarrier; once a step's copies have
+  landed (``cp.async.wait_group LAG`` after issuing the step ``lag`` later: 1 to ``stages - 2``
+  steps of copies stay in flight) it fences them into the async proxy
+  (``fence.proxy.async.shared::cta``) and arrives on the stage's ``full`` mbarrier;
+* each consumer waits on ``full``, issues the step's ``wgmma.mma_async`` (k16 for float16, k8
+  tf32 for float32: 32 bytes of each row per instruction, the descriptor's start advanced by 32
+  bytes), commits them as a group, waits until only this group is in flight and releases the
+  previous step's stage (``empty``).
+
+No ``__syncthreads`` in the loop: each stage is released when its data lands and freed when the
+mma that read it is done. (``setmaxnreg`` 40 / 232 made ptxas spill the 128 x 256 block's
+accumulators at nvcc 13.0; without it the block uses 154 registers and no stack.)
+
+The emulator runs the calls by their tensor intrinsics' TE definitions (``topi/tensorcore_wgmma.py``)
+and models the data path (``cuda_emulate_wgmma.py``: the ring written with :func:`swizzled_offset`,
+read back through :func:`wgmma_desc`); the protocol's timing is checked on a GPU.
+"""
+from __future__ import annotations
+
+from ..ir import dtype as dt
+
+# operand dtype -> (elements per 128-byte row of a stage, wgmma shape suffix k, PTX types)
+WGMMA_KINDS = {"float16": (64, 16, "f32.f16.f16"), "float32": (32, 8, "f32.tf32.tf32")}
+WGMMA_BN = (64, 128, 256)          # n of the wgmma instruction (one per consumer and step slice)
+SWIZZLE_ROW_BYTES = 128
+SBO_BYTES = 1024                   # stride byte offset: 8 rows of 128 bytes (one swizzle atom)
+LAYOUT_SWIZZLE_128B = 1            # the descriptor's layout type (bits 62-63) for SWIZZLE_128B
+
+
+def swizzled_offset(row: int, chunk: int) -> int:
+    """Byte offset of 16-byte ``chunk`` (0-7) of ``row`` in a SWIZZLE_128B stage buffer
+    (the layout the producer writes and the descriptors read): ``swizzled_offset(9, 2) == 1184``."""
+    return SWIZZLE_ROW_BYTES * row + 16 * (chunk ^ (row % 8))
+
+
+def wgmma_desc(addr: int) -> int:
+    """The shared-memory matrix descriptor ``tc_wgmma_desc`` builds for a K-major SWIZZLE_128B
+    operand at shared address ``addr``: start address / 16 (bits 0-13), leading byte offset 1
+    (unused by this layout, bits 16-29), stride byte offset ``SBO_BYTES`` / 16 (bits 32-45), layout
+    type (bits 62-63). ``wgmma_desc(0x400) == 0x4000004000010040``."""
+    return ((addr & 0x3FFFF) >> 4) | (1 << 16) | ((SBO_BYTES >> 4) << 32) | (LAYOUT_SWIZZLE_128B << 62)
+
+
+def block_threads(bm: int) -> int:
+    """Threads of a wgmma block of ``bm`` rows: a producer warpgroup and ``bm / 64`` consumers."""
+    return 128 * (1 + bm // 64)
+
+
+def smem_bytes(bm: int, bn: int, stages: int) -> int:
+    """Shared bytes the main loop needs: the ring (``stages`` x (bm + bn) rows of 128 bytes), 1024
+    for aligning it and the 2 x stages mbarriers."""
+    return stages * (bm + bn) * SWIZZLE_ROW_BYTES + 1024 + 16 * stages
+
+
+_WGMMA_FUNCTION = r"""
+// d (@N@ / 2 floats of this thread) += a (64 x K, descriptor) @ b (@N@ x K, descriptor)^T
+__device__ __forceinline__ void @NAME@(float* d, unsigned long long da, unsigned long long db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %@IS@, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n@N@k@K@.@TYPES@ {@DREGS@}, %@IA@, %@IB@, p, 1, 1@TRANS@;\n}\n"
+               : @DOUT@
+               : "l"(da), "l"(db), "r"(1));
+}
+"""
+
+
+def _wgmma_function(dtype: str, n: int) -> str:
+    """The helper issuing one ``wgmma.mma_async.m64nNkK`` (written out per kind and n, so the PTX
+    strings stay greppable)."""
+    _, k, types = WGMMA_KINDS[dtype]
+    regs = n // 2
+    text = _WGMMA_FUNCTION
+    subs = (("@NAME@", wgmma_name(dtype, n)), ("@N@", str(n)), ("@K@", str(k)), ("@TYPES@", types),
+            ("@DREGS@", ", ".join(f"%{i}" for i in range(regs))), ("@IA@", str(regs)), ("@IB@", str(regs + 1)), ("@IS@", str(regs + 2)),
+            ("@TRANS@", ", 0, 0" if dtype == "float16" else ""),
+            ("@DOUT@", ", ".join(f'"+f"(d[{i}])' for i in range(regs))))
+    for key, v in subs:
+        text = text.replace(key, v)
+    return text
+
+
+def wgmma_name(dtype: str, n: int) -> str:
+    return f"tc_wgmma_m64n{n}_{'f16' if dtype == 'float16' else 'tf32'}"
+
+
+WGMMA_PRELUDE = r"""
+// ---- sm_90a: warp-specialized wgmma main loop (cp.async producer, mbarriers, SWIZZLE_128B) ----
+__device__ __forceinline__ unsigned tc_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void tc_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void tc_mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void tc_mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+// a K-major SWIZZLE_128B shared-memory matrix descriptor: start address, leading byte offset
+// (unused for this layout: 1), stride byte offset (8 rows of 128 bytes), layout type SWIZZLE_128B
+// (the same bits as cuda_wgmma.py's wgmma_desc, which the emulator decodes)
+__device__ __forceinline__ unsigned long long tc_wgmma_desc(unsigned addr) {
+  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((unsigned long long)(@SBO@ >> 4) << 32)
+         | (@LAYOUT@ull << 62);
+}
+template <int R>
+__device__ __forceinline__ void tc_wgmma_fence_regs(float* d) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
+}
+@WGMMA_FUNCTIONS@
+// acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A, B k-major with rows
+// lda, ldb elements apart; smem: smem_bytes(bm, bn, stages) bytes of shared memory; every thread of
+// the block (128 * (1 + bm / 64)) calls it
+template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long)>
+__device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int lda, const T* B, int ldb, int k,
+                                                  unsigned char* smem_raw) {
+  constexpr int EPR = 128 / sizeof(T);              // elements of one 128-byte row of a stage
+  constexpr int KSTEP = 32 / sizeof(T);             // k of one wgmma (32 bytes of each row)
+  constexpr int STAGE_BYTES = (BM + BN) * 128;
+  unsigned char* smem = (unsigned char*)(((unsigned long long)smem_raw + 1023) & ~1023ull);
+  const unsigned ring = tc_smem_addr(smem);
+  const unsigned full = ring + STAGES * STAGE_BYTES, empty = full + 8 * STAGES;
+  const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const int wg = tid >> 7, nk = k / EPR;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      tc_mbar_init(full + 8 * s, 128);
+      tc_mbar_init(empty + 8 * s, 128 * (BM / 64));
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    const int t = tid;
+    for (int kt = 0; kt < nk; ++kt) {
+      const int s = kt % STAGES;
+      if (kt >= STAGES) tc_mbar_wait(empty + 8 * s, ((kt / STAGES) - 1) & 1);
+      const unsigned sa = ring + s * STAGE_BYTES, sb = sa + BM * 128;
+#pragma unroll 4
+      for (int q = t; q < BM * 8; q += 128) {
+        const int r = q >> 3, c = q & 7;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                     :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)), "l"(A + (long long)r * lda + kt * EPR + c * (EPR / 8))
+                     : "memory");
+      }
+#pragma unroll 4
+      for (int q = t; q < BN * 8; q += 128) {
+        const int r = q >> 3, c = q & 7;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                     :: "r"(sb + r * 128 + ((c ^ (r & 7)) << 4)), "l"(B + (long long)r * ldb + kt * EPR + c * (EPR / 8))
+                     : "memory");
+      }
+      asm volatile("cp.async.commit_group;\n" ::: "memory");
+      if (kt >= LAG) {                              // step kt - LAG's copies have landed
+        asm volatile("cp.async.wait_group %0;\n" :: "n"(LAG) : "memory");
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        tc_mbar_arrive(full + 8 * ((kt - LAG) % STAGES));
+      }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    for (int kt = nk > LAG ? nk - LAG : 0; kt < nk; ++kt) tc_mbar_arrive(full + 8 * (kt % STAGES));
+  } else {
+    const int c = wg - 1;
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    for (int kt = 0; kt < nk; ++kt) {
+      const int s = kt % STAGES;
+      tc_mbar_wait(full + 8 * s, (kt / STAGES) & 1);
+      const unsigned sa = ring + s * STAGE_BYTES + c * 64 * 128, sb = ring + s * STAGE_BYTES + BM * 128;
+      tc_wgmma_fence_regs<BN / 2>(acc);
+      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+      for (int kk = 0; kk < EPR / KSTEP; ++kk) MMA(acc, tc_wgmma_desc(sa + 32 * kk), tc_wgmma_desc(sb + 32 * kk));
+      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+      tc_wgmma_fence_regs<BN / 2>(acc);
+      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+      if (kt > 0) tc_mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    tc_wgmma_fence_regs<BN / 2>(acc);
+  }
+}
+// C[0:bm, 0:bn] (rows ldc apart) = acc: each consumer thread its bn / 2 elements, two at a time
+template <int BM, int BN, typename O>
+__device__ __forceinline__ void tc_wgmma_store(O* C, int ldc, const float* acc) {
+  const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const int wg = tid >> 7;
+  if (wg == 0) return;
+  const int w = (tid >> 5) & 3, lane = tid & 31;
+  const int row = (wg - 1) * 64 + 16 * w + (lane >> 2), col = 2 * (lane & 3);
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    tc_store2(C + (long long)row * ldc + 8 * j + col, acc[4 * j], acc[4 * j + 1]);
+    tc_store2(C + (long long)(row + 8) * ldc + 8 * j + col, acc[4 * j + 2], acc[4 * j + 3]);
+  }
+}
+"""
+
+WGMMA_STORE2 = r"""
+__device__ __forceinline__ void tc_store2(float* p, float a, float b) { *(float2*)p = make_float2(a, b); }
+__device__ __forceinline__ void tc_store2(half* p, float a, float b) { *(half2*)p = __floats2half2_rn(a, b); }
+"""
+
+
+def wgmma_prelude(kinds) -> str:
+    """The prelude for the ``(dtype, n)`` pairs the kernels use (each wgmma helper once)."""
+    funcs = "".join(_wgmma_function(d, n) for d, n in sorted(kinds))
+    text = WGMMA_PRELUDE.replace("@SBO@", str(SBO_BYTES)).replace("@LAYOUT@", str(LAYOUT_SWIZZLE_128B))
+    return WGMMA_STORE2 + text.replace("@WGMMA_FUNCTIONS@", funcs)
+
+
+class WgmmaError(ValueError):
+    """A block-collective call the CUDA C cannot express; the message names it."""
+
+
+def block_call(r, e) -> str:
+    """The C statement (without ``;``) of a block-collective call ``e`` for the renderer ``r``;
+    records in ``r.wgmma_kinds`` which wgmma helpers the prelude needs."""
+    frag = r.fragment(e.args[0], e)
+    if r.fragments[frag][0] != "wgmma.accumulator":
+        raise WgmmaError(f"{e.name}: '{frag}' is in scope {r.fragments[frag][0]}, not wgmma.accumulator")
+    if e.name == "tc_wgmma_mainloop":
+        _, a, lda, b, ldb, k, smem, bm, bn, stages, lag = e.args
+        dtype = dt.element_of(a.buffer.dtype)
+        bm, bn, stages, lag = int(bm.value), int(bn.value), int(stages.value), int(lag.value)
+        if not 1 <= lag <= stages - 2:
+            raise WgmmaError(f"tc_wgmma_mainloop with {stages} stages: lag={lag} must be 1 to stages - 2 = {stages - 2} "
+                             f"(the producer would wait on a stage the consumers cannot free)")
+        if dtype not in WGMMA_KINDS or dt.element_of(b.buffer.dtype) != dtype:
+            raise WgmmaError(f"tc_wgmma_mainloop of '{a.buffer.name}' ({a.buffer.dtype}) and '{b.buffer.name}' "
+                             f"({b.buffer.dtype}): wgmma takes float16 or float32 (tf32) operands, both alike")
+        if bn not in WGMMA_BN or bm % 64 or not 64 <= bm <= 256:
+            raise WgmmaError(f"tc_wgmma_mainloop of a {bm} x {bn} block: bm must be 64, 128, 192 or 256 (64 rows a "
+                             f"consumer warpgroup) and bn one of {WGMMA_BN}")
+        r.wgmma_kinds.add((dtype, bn))
+        ct = r.ctype(a.buffer.dtype)
+        return (f"tc_wgmma_mainloop<{bm}, {bn}, {stages}, {lag}, {ct}, {wgmma_name(dtype, bn)}>({frag}, "
+                f"{r.expr(a)}, {r.expr(lda)}, {r.expr(b)}, {r.expr(ldb)}, {r.expr(k)}, "
+                f"(unsigned char*)({r.expr(smem)}))")
+    _, c, ldc, bm, bn = e.args
+    return f"tc_wgmma_store<{int(bm.value)}, {int(bn.value)}>({r.expr(c)}, {r.expr(ldc)}, {frag})"
+
+
+def wgmma_fragment_decl(buf, name: str, body) -> str:
+    """The declaration of a ``wgmma.accumulator`` fragment: ``bn / 2`` floats per thread (the
+    block's ``bm x bn`` tile over its consumers' registers; ``bm``, ``bn`` from the calls on it)."""
+    from ..ir.expr import Call
+    from ..ir.functor import post_order_visit
+    found = []
+    post_order_visit(body, lambda n: found.append(n) if isinstance(n, Call) and n.name == "tc_wgmma_store"
+                     and n.args[0] is buf.data else None)
+    if dt.element_of(buf.dtype) != "float32":
+        raise WgmmaError(f"the fragment '{buf.name}' in scope wgmma.accumulator is {buf.dtype}; wgmma accumulates "
+                         f"in float32")
+    if not found:
+        raise WgmmaError(f"the fragment '{buf.name}' in scope wgmma.accumulator is never stored (tc_wgmma_store)")
+    bm, bn = (int(x.value) for x in found[0].args[3:5])
+    size = int(buf.shape[0].value)
+    if size != bm * bn:
+        raise WgmmaError(f"the fragment '{buf.name}' holds {size} elements, not the {bm} x {bn} block tile its "
+                         f"tc_wgmma_store names")
+    return f"float {name}[{bn // 2}];"

@@ -1,0 +1,143 @@
+"""A Hopper (sm_90a) tensor-core GEMM: block-level tensor intrinsics on ``wgmma.mma_async``.
+
+Two intrinsics, each a TE compute the emulator runs and a block-collective call
+(``ir/builtin.py``'s ``BLOCK_BUILTINS``, CUDA C in ``codegen/cuda_wgmma.py``):
+
+* ``wgmma_mainloop(bm, bn, K, dtype)``: ``acc[i, j] = sum_k A[i, k] * B[j, k]`` over a block tile
+  of ``bm x bn`` and the whole of K (A and B k-major in global memory, float16 or float32 read as
+  tf32; acc float32 in scope ``wgmma.accumulator``): one producer warpgroup copies 128-byte k
+  steps into a ring of swizzled shared stages, ``bm / 64`` consumer warpgroups multiply them
+  with ``wgmma``, mbarriers between them (no block-wide barrier in the loop);
+* ``wgmma_store(bm, bn, out)``: ``C[i, j] = acc[i, j]`` (float32, or float16 rounded to nearest)
+  from the consumers' registers.
+
+The lowering of each is its call under a loop bound to ``threadIdx.x`` of the block's
+``128 * (1 + bm / 64)`` threads (the schedule binds no thread itself), the main loop's inside the
+shared allocation of its ring.
+
+>>> s, (A, B, C) = matmul_wgmma(4096, 4096, 4096, block=(128, 256), stages=4, out_dtype="float16")
+>>> mod = tilecraft.build(s, [A, B, C], target="cuda")       # sm_90a (picked for wgmma)
+"""
+from __future__ import annotations
+
+from .. import te, tir
+from ..codegen.cuda_wgmma import WGMMA_BN, WGMMA_KINDS, block_threads, smem_bytes
+from ..ir.stmt import Allocate, Buffer, For, ForKind
+from ..ir.expr import Var, const
+from .tensorcore import block_axes, cast_output, gemm_compute
+
+SCOPE = "wgmma.accumulator"
+
+
+def _threads(bm: int, body):
+    v = Var("wgmma_tx", "int32")
+    return For(v, const(0, "int32"), const(block_threads(bm), "int32"), ForKind.THREAD_BINDING, body, "threadIdx.x")
+
+
+def wgmma_mainloop(bm: int, bn: int, K: int, dtype: str = "float16", stages: int = 4, lag: int = 1):
+    """The block's ``bm x bn`` accumulator over all of ``K``: ``acc = A @ B.T`` with A (bm, K) and
+    B (bn, K) tiles of global memory (any row stride), ``stages`` shared stages, the producer
+    keeping ``lag`` steps of copies in flight (1 to ``stages - 2``) before it hands a stage over.
+
+    >>> intrin = wgmma_mainloop(128, 256, 4096, "float16", stages=4, lag=2)
+    """
+    check_config(bm, bn, K, dtype, stages, lag)
+    A = te.placeholder((bm, K), name="A", dtype=dtype)
+    B = te.placeholder((bn, K), name="B", dtype=dtype)
+    k = te.reduce_axis((0, K), name="k")
+    C = te.compute((bm, bn), lambda i, j: te.sum(A[i, k].astype("float32") * B[j, k].astype("float32"), axis=k),
+                   name="C")
+    BA = tir.decl_buffer(A.shape, dtype, name="a", scope="global", strides=[te.var("lda"), 1], offset_factor=1)
+    BB = tir.decl_buffer(B.shape, dtype, name="b", scope="global", strides=[te.var("ldb"), 1], offset_factor=1)
+    BC = tir.decl_buffer(C.shape, "float32", name="acc", scope=SCOPE, offset_factor=1)
+
+    def lower(ins, outs):
+        a, b = ins
+        acc = outs[0]
+        ring = Buffer("wgmma_ring", (const(smem_bytes(bm, bn, stages), "int32"),), "uint8", scope="shared")
+        call = tir.call_intrin("handle", "tir.tc_wgmma_mainloop", acc.data, a.access_ptr("r"), a.strides[0],
+                               b.access_ptr("r"), b.strides[0], K, ring.access_ptr("rw"), bm, bn, stages, lag)
+        return Allocate(ring, _threads(bm, tir.Evaluate(call)))
+
+    return te.decl_tensor_intrin(C.op, lower, name=f"wgmma_mainloop_{bm}x{bn}_{dtype}_s{stages}_l{lag}",
+                                 binds={A: BA, B: BB, C: BC})
+
+
+def wgmma_store(bm: int, bn: int, out: str = "float32"):
+    """``C[i, j] = acc[i, j]`` for the block's ``bm x bn`` accumulator (``out`` float32, or
+    float16 rounded to nearest), into a tile of global memory (any row stride).
+
+    >>> intrin = wgmma_store(128, 256, "float16")
+    """
+    if out not in ("float32", "float16"):
+        raise ValueError(f"the wgmma accumulator (float32) is stored as float32 or float16, not {out!r}")
+    A = te.placeholder((bm, bn), name="A", dtype="float32")
+    C = te.compute((bm, bn), lambda i, j: A[i, j].astype(out) if out != "float32" else A[i, j], name="C")
+    BA = tir.decl_buffer(A.shape, "float32", name="acc", scope=SCOPE, offset_factor=1)
+    BC = tir.decl_buffer(C.shape, out, name="c", scope="global", strides=[te.var("ldc"), 1], offset_factor=1)
+
+    def lower(ins, outs):
+        acc, c = ins[0], outs[0]
+        call = tir.call_intrin("handle", "tir.tc_wgmma_store", acc.data, c.access_ptr("w"), c.strides[0], bm, bn)
+        return _threads(bm, tir.Evaluate(call))
+
+    return te.decl_tensor_intrin(C.op, lower, name=f"wgmma_store_{bm}x{bn}_{out}", binds={A: BA, C: BC})
+
+
+def check_config(bm: int, bn: int, K: int, dtype: str, stages: int, lag: int = 1):
+    """Refuse what the wgmma main loop cannot run, naming it."""
+    if dtype not in WGMMA_KINDS:
+        raise ValueError(f"the wgmma GEMM takes float16 or float32 (tf32) operands, got {dtype!r}")
+    if bm not in (64, 128, 192, 256) or bn not in WGMMA_BN:
+        raise ValueError(f"the wgmma block tile is bm x bn with bm in 64, 128, 192, 256 (64 rows per consumer "
+                         f"warpgroup) and bn in {', '.join(map(str, WGMMA_BN))}, got {bm} x {bn}")
+    step = WGMMA_KINDS[dtype][0]
+    if K % step:
+        raise ValueError(f"K={K} is not a multiple of the wgmma main loop's step of {step} ({dtype}: 128 bytes of "
+                         f"each row)")
+    if not 3 <= stages <= 8:
+        raise ValueError(f"stages={stages}: the wgmma main loop takes 3 to 8 shared stages")
+    if not 1 <= lag <= stages - 2:
+        raise ValueError(f"lag={lag}: the wgmma producer keeps 1 to stages - 2 = {stages - 2} steps of copies in flight "
+                         f"(more and it would wait on a stage the consumers cannot free)")
+    if K // step < 1:
+        raise ValueError(f"K={K} gives no step")
+    from ..schedule.passes.gpu_kernels import MAX_SHARED_BYTES
+    if smem_bytes(bm, bn, stages) > MAX_SHARED_BYTES:
+        raise ValueError(f"a {bm} x {bn} wgmma block with {stages} stages needs {smem_bytes(bm, bn, stages)} bytes of "
+                         f"shared memory, more than the {MAX_SHARED_BYTES} of a block (sm_90): fewer stages")
+
+
+def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), stages=4, raster=0, lag=1):
+    """``C = A @ B.T`` with A (M, K) and B (N, K) (B stored n-major, ``layout_b="col_major"``) on
+    sm_90a's ``wgmma`` (``dtype`` float16, or float32 as tf32; fp32 accumulation), ``block`` =
+    (bm, bn) rows and columns of C per thread block, ``stages`` shared stages of 128-byte k steps,
+    ``lag`` steps of copies the producer keeps in flight (1 to ``stages - 2``), ``raster`` as in
+    ``matmul_tensorcore``. ``out_dtype``: float32 (default) or float16.
+
+    >>> s, (A, B, C) = matmul_wgmma(1024, 1024, 1024, block=(128, 128), stages=4)
+    """
+    out_dtype = out_dtype or "float32"
+    bm, bn = block
+    check_config(bm, bn, K, dtype, stages, lag)
+    if out_dtype not in ("float32", "float16"):
+        raise ValueError(f"the wgmma accumulator (float32) is stored as float32 or float16, not {out_dtype!r}")
+    for name, size, tile in (("M", M, bm), ("N", N, bn)):
+        if size % tile:
+            raise ValueError(f"matmul_wgmma: {name}={size} is not a multiple of the block tile's {tile} "
+                             f"(block={tuple(block)})")
+    A = te.placeholder((M, K), name="A", dtype=dtype)
+    B = te.placeholder((N, K), name="B", dtype=dtype)
+    Cacc = gemm_compute(A, B, "col_major", "float32")
+    C = cast_output(Cacc, out_dtype)
+    s = te.create_schedule(C.op)
+    if C is Cacc:
+        CF = s.cache_write(C, SCOPE)
+    else:
+        s[Cacc].set_scope(SCOPE)
+        CF = Cacc
+    bx, ii, jj = block_axes(s, C, (bm // 16, 1), (1, bn // 16), raster, min_blocks=1)
+    s[CF].compute_at(s[C], bx)
+    s[CF].tensorize(CF.op.axis[-2], wgmma_mainloop(bm, bn, K, dtype, stages, lag))
+    s[C].tensorize(ii, wgmma_store(bm, bn, out_dtype))
+    return s, (A, B, C)
