@@ -32,29 +32,45 @@ from tilecraft import te
 from tilecraft.topi import cpu_amx, cpu_intrinsics
 
 
-def register_tiles(isa, acc_lanes: int, m: int, n: int, b_regs_extra: int = 1) -> list[tuple[int, int]]:
+def register_tiles(isa, acc_lanes: int, m: int, n: int, b_regs_extra: int = 1,
+                   pad_m: bool = False) -> list[tuple[int, int]]:
     """``(mr, nr)`` register tiles for ``isa``: ``nr`` 1-4 vectors of ``acc_lanes``, ``mr`` rows,
     ``mr * nr / lanes`` accumulators + ``nr / lanes`` B vectors + ``b_regs_extra`` broadcast
-    registers within the register file, at least 8 accumulators (or the whole matrix), ``mr``
-    dividing ``m`` and ``nr`` dividing ``n``.
+    registers within the register file, at least 8 accumulators (or the whole matrix), ``nr``
+    dividing ``n`` and ``mr`` dividing ``m``; with ``pad_m`` (the template pads M to the tile)
+    also the tiles that do not divide ``m`` but fill the register file (within 3 registers), the
+    ones that need the fewest loads per FMA (14 × 32 and 6 × 64 on AVX-512).
 
     >>> register_tiles(vector_isa("llvm -mcpu=znver3"), 8, 64, 64)[:3]
     [(8, 8), (4, 16), (2, 32)]
+    >>> (14, 32) in register_tiles(vector_isa("llvm -mcpu=skylake-avx512"), 16, 1024, 1024, pad_m=True)
+    True
     """
     out = []
     for nv in (1, 2, 3, 4):
         nr = nv * acc_lanes
         if n % nr:
             continue
-        for mr in range(1, 33):
-            if m % mr:
-                continue
+        for mr in range(1, min(m, 32) + 1 if pad_m else 33):
             regs = mr * nv + nv + b_regs_extra
             if regs > isa.registers:
                 break
+            if m % mr and not (pad_m and regs >= isa.registers - 3):
+                continue
             if mr * nv >= 8 or (mr == m and nr == n):
                 out.append((mr, nr))
     return out
+
+
+def padded_rows(m: int, mr: int, mc: int) -> int:
+    """M rounded up to whole blocks of ``mc`` register tiles of ``mr`` rows (the rows the padded
+    template computes).
+
+    >>> padded_rows(1024, 14, 2), padded_rows(1024, 8, 32)
+    (1036, 1024)
+    """
+    block = mr * mc
+    return -(-m // block) * block
 
 
 def _fallback_tile(tiles, isa, lanes: int) -> tuple[int, int]:
@@ -78,7 +94,7 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
                          f"int8 is topi/dense_int8.llvm")
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
-    tiles = register_tiles(isa, isa.lanes, M, N)
+    tiles = register_tiles(isa, isa.lanes, M, N, pad_m=True)
     if not tiles:
         raise ValueError(f"topi/matmul_tensorized.llvm: N = {N} is not a multiple of the target's "
                          f"{isa.lanes} lanes; use topi/matmul.llvm")
@@ -90,28 +106,38 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
     cfg.define_knob("k_unroll", [1, 2, 4, 8])
     cfg.define_knob("pack_a", [0, 1])
     cfg.define_knob("pack_b", [1, 0])
-    cfg.multi_filter(lambda e: M % (e["tile"].val[0] * e["mc_tiles"].val) == 0
-                     and N % (e["tile"].val[1] * e["nc_tiles"].val) == 0
+    cfg.define_knob("c_block", [0, 1])
+    cfg.multi_filter(lambda e: _valid_blocks(M, N, e["tile"].val, e["mc_tiles"].val, e["nc_tiles"].val,
+                                             e["pack_a"].val, e["c_block"].val)
                      and e["k_unroll"].val <= e["kc"].val)
     cfg.add_flop(2.0 * M * N * K)
     if cfg.is_fallback:
-        mr, nr = _fallback_tile(tiles, isa, isa.lanes)
+        mr, nr = _fallback_tile([t for t in tiles if M % t[0] == 0] or tiles, isa, isa.lanes)
         kc = 256 if K % 256 == 0 else max([k for k in (64, 128, 512) if K % k == 0] or [K])
         mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
         order, k_unroll, pack_a, pack_b = "mn", 4 if kc % 4 == 0 else 1, 0, 1
+        c_block = 0 if M % mr == 0 else 1
+        pack_a = 1 if c_block else 0
     else:
         (mr, nr), kc = cfg["tile"].val, cfg["kc"].val
         mc, nc, order = cfg["mc_tiles"].val, cfg["nc_tiles"].val, cfg["order"].val
         k_unroll, pack_a, pack_b = cfg["k_unroll"].val, cfg["pack_a"].val, cfg["pack_b"].val
-    if M % (mr * mc) or N % (nr * nc):
-        cfg.raise_error(f"blocks of {mc} × {nc} tiles of {mr} × {nr} do not divide {M} × {N}")
-        mc, nc = 1, 1
+        c_block = cfg["c_block"].val
+    if not _valid_blocks(M, N, (mr, nr), mc, nc, pack_a, c_block):
+        cfg.raise_error(f"blocks of {mc} × {nc} tiles of {mr} × {nr} do not cover {M} × {N} "
+                        f"(pack_a={pack_a}, c_block={c_block})")
+        mc, nc, pack_a, c_block = 1, 1, 1, 1
+    Mp = padded_rows(M, mr, mc) if c_block else M     # the rows computed: M padded to whole blocks
 
     A = te.placeholder((M, K), name="A", dtype=dtype)
     B = te.placeholder((K, N), name="B", dtype=dtype)
     k = te.reduce_axis((0, K), name="k")
     if pack_a:
-        Ap = te.compute((M // mr, K, mr), lambda x, y, z: A[x * mr + z, y], name="packedA")
+        if Mp == M:
+            Ap = te.compute((M // mr, K, mr), lambda x, y, z: A[x * mr + z, y], name="packedA")
+        else:       # the padding rows are zeros
+            Ap = te.compute((Mp // mr, K, mr), lambda x, y, z: te.if_then_else(
+                x * mr + z < M, A[x * mr + z, y], te.const(0, dtype)), name="packedA")
 
         def a_at(i, kk):
             return Ap[i // mr, kk, i % mr]
@@ -126,11 +152,17 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
     else:
         def b_at(kk, j):
             return B[kk, j]
-    C = te.compute((M, N), lambda i, j: te.sum(a_at(i, k) * b_at(k, j), axis=k), name="C")
-    s = te.create_schedule(C.op)
     mk = cpu_intrinsics.gemm_fp32(mr, nr, kc, isa=isa, a_layout="panel" if pack_a else "rows",
                                   unroll=min(k_unroll, kc))
-    _schedule_gemm(s, C, mr, nr, mc, nc, [kc], order, mk)
+    if c_block:
+        CC = te.compute((Mp, N), lambda i, j: te.sum(a_at(i, k) * b_at(k, j), axis=k), name="C.block")
+        C = te.compute((M, N), lambda i, j: CC[i, j], name="C")
+        s = te.create_schedule(C.op)
+        _schedule_gemm_blocked(s, C, CC, mr, nr, mc, nc, [kc], order, mk, isa.lanes)
+    else:
+        C = te.compute((M, N), lambda i, j: te.sum(a_at(i, k) * b_at(k, j), axis=k), name="C")
+        s = te.create_schedule(C.op)
+        _schedule_gemm(s, C, mr, nr, mc, nc, [kc], order, mk)
     if pack_b:
         x, _, z = s[Bp].op.axis
         s[Bp].vectorize(z)                  # contiguous rows of B
@@ -139,6 +171,42 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
         # scalar copies: vectorizing z would gather mr rows of A (3x slower for 1024², 1 thread)
         s[Ap].parallel(s[Ap].op.axis[0])
     return s, [A, B, C]
+
+
+def _valid_blocks(M: int, N: int, tile, mc: int, nc: int, pack_a: int, c_block: int) -> bool:
+    """Whether ``mc × nc`` blocks of ``tile`` cover ``M × N``: ``nc`` tiles dividing N; ``mc``
+    tiles dividing M, or (with ``c_block`` and ``pack_a``, which pad M with zero rows) padding M
+    by at most a sixteenth or no more than single tiles (``mc = 1``) do."""
+    mr, nr = tile
+    if N % (nr * nc):
+        return False
+    if M % (mr * mc) == 0:
+        return True
+    waste = padded_rows(M, mr, mc) - M
+    return bool(c_block and pack_a) and waste <= max(M // 16, padded_rows(M, mr, 1) - M)
+
+
+def _schedule_gemm_blocked(s, C, CC, mr, nr, mc, nc, kfactors, order, mk, lanes):
+    """The loop nest of :func:`_schedule_gemm` with each ``mr·mc × nr·nc`` block of C computed
+    into a compact block buffer (``CC``, the padded rows included) and then copied into C, so that
+    the micro-kernel's C tiles lie in a few pages and M needs no multiple of the tile."""
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, factor=mr * mc)
+    jo, ji = s[C].split(j, factor=nr * nc)
+    outer = [io, jo] if order == "mn" else [jo, io]
+    s[C].reorder(*outer, ii, ji)
+    fused = s[C].fuse(*outer)
+    s[C].parallel(fused)
+    _, jv = s[C].split(ji, factor=lanes)
+    s[C].vectorize(jv)
+    s[CC].compute_at(s[C], fused)
+    i, j = s[CC].op.axis
+    iio, mi = s[CC].split(i, factor=mr)
+    jio, ni = s[CC].split(j, factor=nr)
+    ko, kin = s[CC].split(s[CC].op.reduce_axis[0], factor=kfactors[0])
+    s[CC].reorder(ko, jio, iio, mi, ni, kin)
+    s[CC].tensorize(mi, mk)
+    return fused
 
 
 def _schedule_gemm(s, C, mr, nr, mc, nc, kfactors, order, mk):
@@ -160,12 +228,41 @@ def _schedule_gemm(s, C, mr, nr, mc, nc, kfactors, order, mk):
     return fused
 
 
+def dense_int8_weight_panel(cfg) -> int:
+    """The panel width ``nr`` of the packed weights that ``topi/dense_int8.llvm`` with config
+    ``cfg`` reads (its register or AMX tile's columns): pack them with
+    :func:`dense_int8_pack_weight` for the template's ``weight_layout="packed"``."""
+    amx = cfg["amx_tile"].val if "amx_tile" in cfg.space_map else (0, 0)
+    return amx[1] if amx[0] else cfg["tile"].val[1]
+
+
+def dense_int8_pack_weight(weight, nr: int):
+    """int8 weights ``[N, K]`` (numpy) packed as ``topi/dense_int8.llvm`` reads them with
+    ``weight_layout="packed"``: ``[N / nr, K / 4, nr, 4]``, four consecutive k of one output
+    column together (the VNNI layout; for AMX, the rows of a B tile). Done once per weight, as
+    PyTorch's quantized Linear packs its weights when they are set.
+
+    >>> dense_int8_pack_weight(np.zeros((64, 128), "int8"), 32).shape
+    (2, 32, 32, 4)
+    """
+    n, k = weight.shape
+    if n % nr or k % 4:
+        raise ValueError(f"dense_int8_pack_weight: weights {n} × {k} need N a multiple of nr = {nr} "
+                         f"and K a multiple of 4")
+    return weight.reshape(n // nr, nr, k // 4, 4).transpose(0, 2, 1, 3).copy()
+
+
 @autotune.template("topi/dense_int8.llvm")
-def dense_int8(M: int, N: int, K: int):
+def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK"):
     """C[M, N] = data[M, K] (uint8) @ weight[N, K].T (int8), int32, on the target's int8 dot
-    product (AMX tiles or VNNI where present, exact on every ISA); the weights are packed in the
-    timed call. With AMX (knob ``amx_tile``, the AMX micro-kernel's C block, or ``(0, 0)`` for
-    the vector one) the tile is ``topi/cpu_amx.py``'s."""
+    product (AMX tiles or VNNI where present, exact on every ISA). ``weight_layout="NK"``: the
+    weights are packed in the call; ``"packed"``: the second input is the weights packed
+    beforehand by :func:`dense_int8_pack_weight` with the config's panel width
+    (:func:`dense_int8_weight_panel`), as PyTorch's quantized Linear keeps them. With AMX (knob
+    ``amx_tile``, the AMX micro-kernel's C block, or ``(0, 0)`` for the vector one) the tile is
+    ``topi/cpu_amx.py``'s."""
+    if weight_layout not in ("NK", "packed"):
+        raise ValueError(f"topi/dense_int8.llvm: weight_layout is 'NK' or 'packed', got {weight_layout!r}")
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
     if isa.int8 is None:
@@ -214,8 +311,11 @@ def dense_int8(M: int, N: int, K: int):
         mc, nc = 1, 1
 
     data = te.placeholder((M, K), name="data", dtype="uint8")
-    weight = te.placeholder((N, K), name="weight", dtype="int8")
-    Wp = te.compute((N // nr, K // 4, nr, 4), lambda x, y, z, w: weight[x * nr + z, y * 4 + w], name="packedW")
+    if weight_layout == "packed":
+        weight = Wp = te.placeholder((N // nr, K // 4, nr, 4), name="weight", dtype="int8")
+    else:
+        weight = te.placeholder((N, K), name="weight", dtype="int8")
+        Wp = te.compute((N // nr, K // 4, nr, 4), lambda x, y, z, w: weight[x * nr + z, y * 4 + w], name="packedW")
     k4 = te.reduce_axis((0, K // 4), name="k4")
     kb = te.reduce_axis((0, 4), name="kb")
     C = te.compute((M, N), lambda i, j: te.sum(data[i, k4 * 4 + kb].astype("int32")
@@ -229,8 +329,9 @@ def dense_int8(M: int, N: int, K: int):
     outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
     if amx[0]:
         s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr))
-    x, y, z, w = s[Wp].op.axis
-    s[Wp].parallel(x)
-    # 4-byte copies: vectorizing z too gathers from nr rows of the weights (12x slower packing)
-    s[Wp].vectorize(w)
+    if weight_layout == "NK":
+        x, y, z, w = s[Wp].op.axis
+        s[Wp].parallel(x)
+        # 4-byte copies: vectorizing z too gathers from nr rows of the weights (12x slower packing)
+        s[Wp].vectorize(w)
     return s, [data, weight, C]

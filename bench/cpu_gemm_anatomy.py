@@ -1,0 +1,318 @@
+"""Where a tensorized GEMM loses to the FMA peak: the micro-kernel alone, the blocked loop nest on
+panels packed beforehand, the packing, and the whole template, each as a share of the peak that
+the bench measures itself (``cpu_microkernels.fma_peak``), all in one process, in turns.
+
+    python bench/cpu_gemm_anatomy.py                   # 1 thread, fp32 and int8, the default variants
+    python bench/cpu_gemm_anatomy.py --threads 2 --only fp32 --rounds 5
+    python bench/cpu_gemm_anatomy.py --asm             # also the micro-kernels' hot loops, counted
+
+Rows (``--only``):
+
+- ``fp32``: ``kernel MRxNR``: the micro-kernel ``gemm_fp32(mr, nr, kc, a_layout="panel")`` on one
+  packed A panel and one B panel that stay in L1, repeated (``threads`` copies in parallel; its
+  ``body`` form: C tiles written, never read); ``panels ...``: the template's blocked loop nest on
+  A and B packed beforehand (C read and written per ``kc`` slice, A from L2, B from L1); ``pack
+  A`` / ``pack B``: the packing stages alone (milliseconds); ``gemm ...``: the whole
+  ``topi/matmul_tensorized.llvm`` with the named knobs.
+- ``int8``: ``kernel``: ``gemm_u8s8s32`` (VNNI, or the AVX2 / AVX512-BW form) and, where the CPU
+  has AMX, ``cpu_amx``'s kernel, each on L1-resident operands, in int-ops/s beside the FMA peak's
+  FLOP/s ×4 (``vpdpbusd`` does 4 products where an FMA does 1; AMX is not bound by it); ``dense
+  ...``: ``topi/dense_int8.llvm`` with the named knobs, the weights packed in the call or (``packed
+  weight``) beforehand.
+
+A gap between ``kernel`` and ``panels`` is the loop nest (C traffic, L2), between ``panels`` and
+``gemm`` the packing. On a shared machine compare rows of one run only; the medians of
+``--rounds`` rounds are printed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+N = 1024
+FP32_KERNELS = [(8, 32, 4), (14, 32, 1), (6, 64, 2), (12, 32, 2), (28, 16, 1)]     # (mr, nr, unroll)
+FP32_GEMMS = {  # the tuned config of the quiet Emerald Rapids run (session 19), and variants
+    "8x32 er-tuned": dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4,
+                          pack_a=1, pack_b=1, c_block=0),
+    "8x32 c_block": dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4,
+                         pack_a=1, pack_b=1, c_block=1),
+    "8x32 kc1024 c_block": dict(tile=(8, 32), kc=1024, mc_tiles=8, nc_tiles=4, order="nm", k_unroll=4,
+                                pack_a=1, pack_b=1, c_block=1),
+    "14x32 padded": dict(tile=(14, 32), kc=256, mc_tiles=2, nc_tiles=8, order="nm", k_unroll=1,
+                         pack_a=1, pack_b=1, c_block=1),
+    "6x64 padded": dict(tile=(6, 64), kc=256, mc_tiles=1, nc_tiles=4, order="nm", k_unroll=2,
+                        pack_a=1, pack_b=1, c_block=1),
+}
+INT8_DENSES = {
+    "vnni 8x32": dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4),
+    "vnni 8x16 er-tuned": dict(tile=(8, 16), kc=1024, mc_tiles=4, nc_tiles=16, order="mn", k_unroll=1),
+}
+AMX_DENSES = {
+    "amx 32x32 er-tuned": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn"),
+    "amx 32x32 kc256": dict(amx_tile=(32, 32), kc=256, mc_tiles=8, nc_tiles=8, order="nm"),
+    "amx 32x16 kc1024": dict(amx_tile=(32, 16), kc=1024, mc_tiles=8, nc_tiles=8, order="mn"),
+}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--only", default="fp32,int8")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--asm", action="store_true", help="print the micro-kernels' hot loops, counted")
+    return p.parse_args(argv)
+
+
+def config(task, **values):
+    """The config of ``task``'s space with these knob values (the others: their first value)."""
+    space = task.config_space
+    knob = []
+    for name, sub in space.space_map.items():
+        vals = [getattr(sub[i], "val", sub[i]) for i in range(len(sub))]
+        knob.append(vals.index(values[name]) if name in values else 0)
+    return space.get(space.knob2point(knob))
+
+
+def kernel_alone_fp32(mr, nr, unroll, threads, kc=256, repeat=512):
+    """The fp32 micro-kernel on one A panel and one B panel (L1), ``repeat`` times per thread."""
+    import numpy as np
+    import tilecraft as tc
+    from tilecraft import te
+    from tilecraft.topi import cpu_intrinsics
+
+    Ap = te.placeholder((kc, mr), name="Ap")
+    Bp = te.placeholder((kc, nr), name="Bp")
+    k = te.reduce_axis((0, kc), name="k")
+    C = te.compute((threads, repeat, mr, nr), lambda t, r, i, j: te.sum(Ap[k, i] * Bp[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    s[C].parallel(s[C].op.axis[0])
+    s[C].tensorize(s[C].op.axis[2], cpu_intrinsics.gemm_fp32(mr, nr, kc, a_layout="panel", unroll=unroll))
+    mod = tc.build(s, [Ap, Bp, C], target="llvm")
+    a, b = np.random.rand(kc, mr).astype("float32"), np.random.rand(kc, nr).astype("float32")
+    c = np.zeros((threads, repeat, mr, nr), "float32")
+    return (lambda: mod(a, b, c)), 2.0 * threads * repeat * mr * nr * kc, mod
+
+
+def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512):
+    """The int8 micro-kernel (VNNI or AMX) on L1-resident operands, ``repeat`` times per thread."""
+    import numpy as np
+    import tilecraft as tc
+    from tilecraft import te
+    from tilecraft.topi import cpu_amx, cpu_intrinsics
+
+    a = te.placeholder((mr, kc), "uint8", name="a")
+    b = te.placeholder((kc // 4, nr, 4), "int8", name="b")
+    k4 = te.reduce_axis((0, kc // 4), name="k4")
+    kb = te.reduce_axis((0, 4), name="kb")
+    C = te.compute((threads, repeat, mr, nr), lambda t, r, i, j: te.sum(
+        a[i, k4 * 4 + kb].astype("int32") * b[k4, j, kb].astype("int32"), axis=[k4, kb]), name="C")
+    s = te.create_schedule(C.op)
+    t = s[C].op.axis[0]
+    s[C].parallel(t)
+    mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc) if amx else cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, unroll=4)
+    s[C].tensorize(s[C].op.axis[2], mk)
+    if amx:
+        s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr))
+    mod = tc.build(s, [a, b, C], target="llvm")
+    x = np.random.randint(0, 256, (mr, kc)).astype("uint8")
+    w = np.random.randint(-128, 128, (kc // 4, nr, 4)).astype("int8")
+    c = np.zeros((threads, repeat, mr, nr), "int32")
+    return (lambda: mod(x, w, c)), 2.0 * threads * repeat * mr * nr * kc, mod
+
+
+def panels_fp32(knobs):
+    """The template's loop nest (``knobs``) on A and B packed beforehand."""
+    import numpy as np
+    import tilecraft as tc
+    from tilecraft import te
+    from tilecraft.topi import cpu_intrinsics
+    from tilecraft.topi.matmul_microkernel import _schedule_gemm, _schedule_gemm_blocked, padded_rows
+
+    (mr, nr), kc, mc, nc = knobs["tile"], knobs["kc"], knobs["mc_tiles"], knobs["nc_tiles"]
+    Mp = padded_rows(N, mr, mc) if knobs["c_block"] else N
+    Ap = te.placeholder((Mp // mr, N, mr), name="Ap")
+    Bp = te.placeholder((N // nr, N, nr), name="Bp")
+    k = te.reduce_axis((0, N), name="k")
+    mk = cpu_intrinsics.gemm_fp32(mr, nr, kc, a_layout="panel", unroll=knobs["k_unroll"])
+    if knobs["c_block"]:
+        CC = te.compute((Mp, N), lambda i, j: te.sum(Ap[i // mr, k, i % mr] * Bp[j // nr, k, j % nr], axis=k),
+                        name="C.block")
+        C = te.compute((N, N), lambda i, j: CC[i, j], name="C")
+        s = te.create_schedule(C.op)
+        _schedule_gemm_blocked(s, C, CC, mr, nr, mc, nc, [kc], knobs["order"], mk, cpu_intrinsics.vector_isa().lanes)
+    else:
+        C = te.compute((N, N), lambda i, j: te.sum(Ap[i // mr, k, i % mr] * Bp[j // nr, k, j % nr], axis=k), name="C")
+        s = te.create_schedule(C.op)
+        _schedule_gemm(s, C, mr, nr, mc, nc, [kc], knobs["order"], mk)
+    mod = tc.build(s, [Ap, Bp, C], target="llvm")
+    a = np.random.rand(Mp // mr, N, mr).astype("float32")
+    b = np.random.rand(N // nr, N, nr).astype("float32")
+    c = np.zeros((N, N), "float32")
+    return lambda: mod(a, b, c)
+
+
+def packing_fp32(mr, nr):
+    """The template's packing stages alone: ``(pack A, pack B)`` callables."""
+    import numpy as np
+    import tilecraft as tc
+    from tilecraft import te
+
+    A = te.placeholder((N, N), name="A")
+    Ap = te.compute((N // mr, N, mr), lambda x, y, z: A[x * mr + z, y], name="packedA")
+    s = te.create_schedule(Ap.op)
+    s[Ap].parallel(s[Ap].op.axis[0])
+    ma = tc.build(s, [A, Ap], target="llvm")
+    Bp = te.compute((N // nr, N, nr), lambda x, y, z: A[y, x * nr + z], name="packedB")
+    s = te.create_schedule(Bp.op)
+    x, _, z = s[Bp].op.axis
+    s[Bp].vectorize(z)
+    s[Bp].parallel(x)
+    mb = tc.build(s, [A, Bp], target="llvm")
+    a = np.random.rand(N, N).astype("float32")
+    pa, pb = np.zeros((N // mr, N, mr), "float32"), np.zeros((N // nr, N, nr), "float32")
+    return (lambda: ma(a, pa)), (lambda: mb(a, pb))
+
+
+def template(name, args, knobs):
+    """The module of template ``name`` with ``knobs``, built for the host."""
+    import tilecraft as tc
+    import tilecraft.autotune as autotune
+    import tilecraft.topi.matmul_microkernel  # noqa: F401  (registers the templates)
+
+    task = autotune.task.create(name, args=args, target="llvm")
+    with tc.target.Target("llvm"):
+        s, tensors = task.instantiate(config(task, **knobs))
+    return tc.build(s, tensors, target="llvm")
+
+
+def gemm_fp32(knobs):
+    import numpy as np
+    mod = template("topi/matmul_tensorized.llvm", (N, N, N, "float32"), knobs)
+    a, b = np.random.uniform(-1, 1, (N, N)).astype("float32"), np.random.uniform(-1, 1, (N, N)).astype("float32")
+    c = np.full((N, N), np.nan, "float32")
+    mod(a, b, c)
+    err = np.abs(c - a.astype(np.float64) @ b).max()
+    assert err < 1e-3, f"fp32 GEMM {knobs}: wrong by {err}"
+    return lambda: mod(a, b, c)
+
+
+def dense_int8(knobs, packed_weight=False):
+    import numpy as np
+    args = (N, N, N, "packed") if packed_weight else (N, N, N)
+    mod = template("topi/dense_int8.llvm", args, knobs)
+    x = np.random.randint(0, 256, (N, N)).astype("uint8")
+    w = np.random.randint(-128, 128, (N, N)).astype("int8")
+    if packed_weight:
+        from tilecraft.topi.matmul_microkernel import dense_int8_pack_weight
+        nr = knobs["amx_tile"][1] if knobs.get("amx_tile", (0, 0))[0] else knobs["tile"][1]
+        wt = dense_int8_pack_weight(w, nr)
+    else:
+        wt = w
+    c = np.full((N, N), -7, "int32")
+    mod(x, wt, c)
+    assert (c == x.astype(np.int64) @ w.astype(np.int64).T).all(), f"int8 dense {knobs} is not exact"
+    return lambda: mod(x, wt, c)
+
+
+def hot_loop_summary(mod, mnemonic: str) -> str:
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from microkernel_asm import hot_loop, report
+    r = report(hot_loop(mod.get_source("asm"), mnemonic), mnemonic)
+    return (f"{r.updates} {mnemonic} into {r.accumulators} registers, {r.broadcasts} broadcasts, "
+            f"{len(r.text.splitlines())} instructions, {r.stack} stack accesses")
+
+
+def time_rows(rows: dict, rounds: int) -> dict:
+    """``{name: (fn, work)}`` → ``{name: median seconds per call}``, timed in turns."""
+    seconds = {k: [] for k in rows}
+    number = {}
+    for name, (fn, _) in rows.items():
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        number[name] = max(1, round(0.15 / max(time.perf_counter() - t0, 1e-6)))
+    for _ in range(rounds):
+        for name, (fn, _) in rows.items():
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(number[name]):
+                fn()
+            seconds[name].append((time.perf_counter() - t0) / number[name])
+    return {k: statistics.median(v) for k, v in seconds.items()}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.environ["TILECRAFT_NUM_THREADS"] = str(args.threads)
+    sys.path.insert(0, ROOT)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cpu_microkernels
+    import llvmlite.binding as llvm
+    from tilecraft.topi.cpu_intrinsics import vector_isa
+
+    isa = vector_isa("llvm")
+    only = args.only.split(",")
+    print(f"# {llvm.get_host_cpu_name()}, ISA {isa}, {args.threads} thread(s), medians of {args.rounds} rounds, "
+          f"{cpu_microkernels.load()}", flush=True)
+    rows, flops, notes = {}, {}, {}
+    fn, flop = cpu_microkernels.fma_peak(args.threads)
+    rows["FMA peak"], flops["FMA peak"] = (fn, flop), flop
+    gemm_flop = 2.0 * N ** 3
+    if "fp32" in only:
+        for mr, nr, u in FP32_KERNELS:
+            if nr % isa.lanes or mr * nr // isa.lanes + nr // isa.lanes + 1 > isa.registers:
+                continue
+            fn, flop, mod = kernel_alone_fp32(mr, nr, u, args.threads)
+            name = f"kernel {mr}x{nr} u{u}"
+            rows[name], flops[name] = (fn, flop), flop
+            if args.asm:
+                notes[name] = hot_loop_summary(mod, "vfmadd")
+        pa, pb = packing_fp32(8, 32)
+        rows["pack A (8-row panels)"], rows["pack B (32-wide panels)"] = (pa, 0), (pb, 0)
+        for name, knobs in FP32_GEMMS.items():
+            if knobs["tile"][1] % isa.lanes:
+                continue
+            rows[f"panels {name}"], flops[f"panels {name}"] = (panels_fp32(knobs), gemm_flop), gemm_flop
+            rows[f"gemm {name}"], flops[f"gemm {name}"] = (gemm_fp32(knobs), gemm_flop), gemm_flop
+    if "int8" in only and isa.int8:
+        lanes = isa.int8_lanes
+        fn, flop, mod = kernel_alone_int8(8, 2 * lanes, args.threads, amx=False)
+        rows[f"kernel int8 {isa.int8} 8x{2 * lanes}"], flops[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = (fn, flop), flop
+        if args.asm:
+            notes[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = hot_loop_summary(mod, "vpdpbusd" if "vnni" in isa.int8 else "vpmadd")
+        if isa.amx:
+            for mr, nr in ((32, 32), (32, 16)):
+                fn, flop, _ = kernel_alone_int8(mr, nr, args.threads, amx=True, kc=1024)
+                rows[f"kernel int8 amx {mr}x{nr}"], flops[f"kernel int8 amx {mr}x{nr}"] = (fn, flop), flop
+        denses = dict(INT8_DENSES)
+        if isa.amx:
+            denses.update(AMX_DENSES)
+        for name, knobs in denses.items():
+            if "tile" in knobs and knobs["tile"][1] % lanes:
+                continue
+            for packed in (False, True):
+                row = f"dense {name}{' packed weight' if packed else ''}"
+                rows[row], flops[row] = (dense_int8(knobs, packed), gemm_flop), gemm_flop
+    times = time_rows(rows, args.rounds)
+    peak = flops["FMA peak"] / times["FMA peak"] / 1e9
+    for name, t in times.items():
+        if name in flops and name != "FMA peak":
+            g = flops[name] / t / 1e9
+            share = f"{100 * g / peak:5.0f}% of the FMA peak" if "int8" not in name and "dense" not in name \
+                else f"{g / peak:5.2f}x the FMA peak's FLOP/s"
+            print(f"  {name:<40}{g:8.1f} G/s  {share}  ({1e3 * t:.3f} ms)")
+        elif name != "FMA peak":
+            print(f"  {name:<40}{'':8} {1e3 * t:.3f} ms")
+        else:
+            print(f"  {'FMA peak':<40}{peak:8.1f} GFLOP/s")
+        if name in notes:
+            print(f"    hot loop: {notes[name]}")
+    print(f"# done, {cpu_microkernels.load()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
