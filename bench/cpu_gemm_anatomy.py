@@ -55,6 +55,10 @@ AMX_DENSES = {
     "amx 32x32 er-tuned": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn"),
     "amx 32x32 kc256": dict(amx_tile=(32, 32), kc=256, mc_tiles=8, nc_tiles=8, order="nm"),
     "amx 32x16 kc1024": dict(amx_tile=(32, 16), kc=1024, mc_tiles=8, nc_tiles=8, order="mn"),
+    "amx 32x32 kc1024 prefetch A": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn",
+                                        amx_prefetch=1),
+    "amx 32x32 kc1024 prefetch A+B": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn",
+                                          amx_prefetch=2),
 }
 
 
@@ -97,7 +101,7 @@ def kernel_alone_fp32(mr, nr, unroll, threads, kc=256, repeat=512):
     return (lambda: mod(a, b, c)), 2.0 * threads * repeat * mr * nr * kc, mod
 
 
-def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512):
+def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0):
     """The int8 micro-kernel (VNNI or AMX) on L1-resident operands, ``repeat`` times per thread."""
     import numpy as np
     import tilecraft as tc
@@ -113,10 +117,11 @@ def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512):
     s = te.create_schedule(C.op)
     t = s[C].op.axis[0]
     s[C].parallel(t)
-    mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc) if amx else cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, unroll=4)
+    mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch) if amx else \
+        cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, unroll=4)
     s[C].tensorize(s[C].op.axis[2], mk)
     if amx:
-        s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr))
+        s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch))
     mod = tc.build(s, [a, b, C], target="llvm")
     x = np.random.randint(0, 256, (mr, kc)).astype("uint8")
     w = np.random.randint(-128, 128, (kc // 4, nr, 4)).astype("int8")
@@ -285,9 +290,10 @@ def main(argv=None):
         if args.asm:
             notes[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = hot_loop_summary(mod, "vpdpbusd" if "vnni" in isa.int8 else "vpmadd")
         if isa.amx:
-            for mr, nr in ((32, 32), (32, 16)):
-                fn, flop, _ = kernel_alone_int8(mr, nr, args.threads, amx=True, kc=1024)
-                rows[f"kernel int8 amx {mr}x{nr}"], flops[f"kernel int8 amx {mr}x{nr}"] = (fn, flop), flop
+            for mr, nr, pf in ((32, 32, 0), (32, 16, 0), (32, 32, 1)):
+                fn, flop, _ = kernel_alone_int8(mr, nr, args.threads, amx=True, kc=1024, prefetch=pf)
+                row = f"kernel int8 amx {mr}x{nr}" + (f" prefetch {pf}" if pf else "")
+                rows[row], flops[row] = (fn, flop), flop
         denses = dict(INT8_DENSES)
         if isa.amx:
             denses.update(AMX_DENSES)

@@ -7,6 +7,8 @@ intrinsic's TE definition), exactly against int64 numpy. Where the CPU has AMX, 
 runs, on poisoned outputs, exactly (``-m`` none: plain ``pytest tests/test_microkernel_amx.py``
 on such a host).
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -50,11 +52,37 @@ def test_the_kernel_keeps_its_c_tiles_in_tile_registers(tile):
     assert asm.count("tilestored") == tiles_c and "ldtilecfg" in asm and "tilerelease" in asm
 
 
+@pytest.mark.parametrize("prefetch", [1, 2])
+def test_the_kernel_prefetches_the_next_rows_of_its_tiles(prefetch):
+    """``prefetch=1``: one prefetcht0 per row of each A tile each step (16 per tile), 64 bytes
+    further along K; ``2``: also per row of each B tile, 16 rows further down. The loop keeps
+    its tiles in registers as without, and spills nothing."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    mr, nr = 32, 32
+    ir = cpu_amx.amx_kernel_ir(mr, nr, prefetch)
+    assert cpu_amx.amx_kernel_name(mr, nr, prefetch) == f"tilecraft_amx_u8s8s32_32x32_pf{prefetch}"
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(cpu="sapphirerapids", opt=2)
+    loop = hot_loop(tm.emit_assembly(mod), "tdpbusd")
+    ops = [x.split()[0] for x in loop]
+    assert ops.count("tdpbusd") == 4 and ops.count("tileloadd") == 4 and "tilestored" not in ops
+    assert ops.count("prefetcht0") == 16 * (2 if prefetch == 1 else 4)
+    # nothing spilled in the loop (with both prefetches the loop bound is read from the stack)
+    assert not any(re.search(r",\s*-?\d*\(%rsp", x) for x in loop)
+
+
 def test_the_kernel_refuses_other_blocks():
     with pytest.raises(ValueError, match=r"gemm_u8s8s32_amx\(48, 16, 64\): the C block is one of 32 × 32"):
         cpu_amx.gemm_u8s8s32_amx(48, 16, 64)
     with pytest.raises(ValueError, match=r"gemm_u8s8s32_amx\(32, 32, 96\): kc must be a positive multiple of 64"):
         cpu_amx.gemm_u8s8s32_amx(32, 32, 96)
+    with pytest.raises(ValueError, match=r"gemm_u8s8s32_amx\(32, 32, 64\): prefetch is one of \(0, 1, 2\), got 3"):
+        cpu_amx.gemm_u8s8s32_amx(32, 32, 64, prefetch=3)
+    with pytest.raises(ValueError, match=r"the AMX micro-kernel's prefetch is one of \(0, 1, 2\), got 4"):
+        cpu_amx.amx_kernel_ir(32, 32, 4)
 
 
 def check_passes(s, args, inputs, reference):
@@ -88,7 +116,20 @@ def test_dense_int8_chooses_amx_from_the_target():
     asm = tc.build(s, args, target=SPR).get_source("asm")
     assert "tdpbusd" in asm and "tileloadd" in asm and "ldtilecfg" in asm
     other = autotune.task.create("topi/dense_int8.llvm", args=(64, 64, 256), target="llvm -mcpu=znver4")
-    assert "amx_tile" not in other.config_space.space_map
+    assert "amx_tile" not in other.config_space.space_map and "amx_prefetch" not in other.config_space.space_map
+
+
+def test_dense_int8_links_the_prefetching_kernel_its_config_names():
+    task = autotune.task.create("topi/dense_int8.llvm", args=(64, 64, 256), target=SPR)
+    space = task.config_space
+    configs = [c for c in space if c["amx_tile"].val[0]]
+    assert {c["amx_prefetch"].val for c in configs} == {0, 1, 2}
+    assert all(c["amx_prefetch"].val == 0 for c in space if not c["amx_tile"].val[0])
+    cfg = next(c for c in configs if c["amx_prefetch"].val == 2)
+    with tc.target.Target(SPR):
+        s, args = task.instantiate(cfg)
+    asm = tc.build(s, args, target=SPR).get_source("asm")
+    assert "tdpbusd" in asm and "prefetcht0" in asm and "tilecraft_amx_u8s8s32_" in asm and "_pf2" in asm
 
 
 @pytest.mark.parametrize("kc", [64, 128])       # the reduction split (reset + update) and whole (body)

@@ -32,22 +32,33 @@ from tilecraft.ir.expr import Broadcast
 AMX_TILES = ((32, 32), (16, 32), (32, 16), (16, 16))     # (mr, nr): the C tiles of one micro-kernel
 
 
-def amx_kernel_name(mr: int, nr: int) -> str:
-    return f"tilecraft_amx_u8s8s32_{mr}x{nr}"
+AMX_PREFETCH = (0, 1, 2)     # the kernel's software prefetch: none, the next A tiles, A and B tiles
 
 
-def amx_kernel_ir(mr: int, nr: int) -> str:
+def amx_kernel_name(mr: int, nr: int, prefetch: int = 0) -> str:
+    return f"tilecraft_amx_u8s8s32_{mr}x{nr}" + (f"_pf{prefetch}" if prefetch else "")
+
+
+def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
     """LLVM IR of ``void tilecraft_amx_u8s8s32_{mr}x{nr}(int32 *c, int ldc, uint8 *a, int lda,
     int8 *b, int ldb, int k)``: ``c[mr, nr] += a[mr, k] · b`` (strides in elements; ``b`` packed
     ``[k / 4, nr, 4]`` with row stride ``ldb`` bytes; ``k`` a positive multiple of 64).
+    ``prefetch`` (the name gains ``_pf1`` / ``_pf2``): each step also asks for the next step's
+    rows of the A tiles (1), and of the B tiles (2), in the L1 cache (``prefetcht0``, one per
+    64-byte row): a ``tileloadd`` waits for all its 16 rows, so rows that come from L2 stall
+    the ``tdpbusd`` that need them.
 
     >>> "tdpbusd.internal" in amx_kernel_ir(32, 32)
+    True
+    >>> amx_kernel_ir(32, 32, prefetch=2).count("llvm.prefetch") > 64
     True
     """
     if (mr, nr) not in AMX_TILES:
         raise ValueError(f"the AMX micro-kernel's C block is one of {AMX_TILES}, got {mr} × {nr}")
+    if prefetch not in AMX_PREFETCH:
+        raise ValueError(f"the AMX micro-kernel's prefetch is one of {AMX_PREFETCH}, got {prefetch!r}")
     tm, tn = mr // 16, nr // 16
-    name = amx_kernel_name(mr, nr)
+    name = amx_kernel_name(mr, nr, prefetch)
     L = [f"define void @{name}(ptr %c, i32 %ldc, ptr %a, i32 %lda, ptr %b, i32 %ldb, i32 %k) #0 {{",
          "entry:",
          "  call void @tilecraft_amx_permit()",
@@ -78,6 +89,15 @@ def amx_kernel_ir(mr: int, nr: int) -> str:
         L.append(f"  %boff{j} = add i64 %brow, {64 * j}")
         L.append(f"  %bp{j} = getelementptr i8, ptr %b, i64 %boff{j}")
         L.append(f"  %tb{j} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %bp{j}, i64 %ldbb)")
+    if prefetch:            # the next step's rows: A 64 bytes further along K, B 16 rows further down
+        for i in range(tm):     # (row by row, one add each: precomputed offsets would take 16 registers)
+            L.append(f"  %pa{i}_0 = getelementptr i8, ptr %ap{i}, i64 64")
+            _prefetch_rows(L, f"pa{i}", "%ldab")
+    if prefetch == 2:
+        L.append("  %b16 = shl i64 %ldbb, 4")
+        for j in range(tn):
+            L.append(f"  %pb{j}_0 = getelementptr i8, ptr %bp{j}, i64 %b16")
+            _prefetch_rows(L, f"pb{j}", "%ldbb")
     for i in range(tm):
         for j in range(tn):
             L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, "
@@ -89,7 +109,15 @@ def amx_kernel_ir(mr: int, nr: int) -> str:
             L.append(f"  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
                      f"x86_amx %c{i}{j}.next)")
     L += ["  ret void", "}", ""]
-    return "\n".join(L) + _PERMIT + _DECLS
+    return "\n".join(L) + _PERMIT + _DECLS + (_PREFETCH_DECL if prefetch else "")
+
+
+def _prefetch_rows(L: list, p: str, stride: str) -> None:
+    """``prefetcht0`` of 16 rows from ``%{p}_0`` on, ``stride`` bytes apart."""
+    for r in range(16):
+        if r:
+            L.append(f"  %{p}_{r} = getelementptr i8, ptr %{p}_{r - 1}, i64 {stride}")
+        L.append(f"  call void @llvm.prefetch.p0(ptr %{p}_{r}, i32 0, i32 3, i32 1)")
 
 
 # arch_prctl(ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18), once per process (the
@@ -117,14 +145,16 @@ declare x86_amx @llvm.x86.tdpbusd.internal(i16, i16, i16, x86_amx, x86_amx, x86_
 declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
 attributes #0 = { "target-features"="+amx-int8,+amx-tile,+avx512f" }
 """
+_PREFETCH_DECL = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n"
 
 
-def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, name: str | None = None):
+def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, name: str | None = None):
     """``c[mr, nr] += a · b`` in int32 over ``kc`` (a multiple of 64) ``uint8 × int8`` products on
     AMX tiles, with the TE definition and buffers of ``cpu_intrinsics.gemm_u8s8s32``: ``a``
     ``[mr, kc]`` uint8, ``b`` ``[kc / 4, nr, 4]`` int8, ``c`` ``[mr, nr]`` int32, any row
-    strides. ``(mr, nr)`` is one of :data:`AMX_TILES`. The schedule must link
-    :func:`amx_kernel_ir` (``s[C].pragma(axis, "import_llvm", amx_kernel_ir(mr, nr))``).
+    strides. ``(mr, nr)`` is one of :data:`AMX_TILES`; ``prefetch`` is :func:`amx_kernel_ir`'s.
+    The schedule must link :func:`amx_kernel_ir` (``s[C].pragma(axis, "import_llvm",
+    amx_kernel_ir(mr, nr, prefetch))``).
 
     >>> mk = gemm_u8s8s32_amx(32, 32, 128)
     >>> s[C].tensorize(mi, mk); s[C].pragma(outer, "import_llvm", amx_kernel_ir(32, 32))
@@ -145,7 +175,9 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, name: str | None = None):
     binds = {a: tir.decl_buffer(a.shape, "uint8", name="A", offset_factor=1, strides=[lda, 1]),
              b: tir.decl_buffer(b.shape, "int8", name="B", offset_factor=1, strides=[ldb, 4, 1]),
              c: tir.decl_buffer(c.shape, "int32", name="C", offset_factor=1, strides=[ldc, 1])}
-    kernel = amx_kernel_name(mr, nr)
+    if prefetch not in AMX_PREFETCH:
+        raise ValueError(f"{what}: prefetch is one of {AMX_PREFETCH}, got {prefetch!r}")
+    kernel = amx_kernel_name(mr, nr, prefetch)
 
     def fcompute(ins, outs):
         A, B = ins
@@ -169,4 +201,5 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, name: str | None = None):
         ib.emit(update())
         return ib.get(), reset(), update()
 
-    return te.decl_tensor_intrin(c.op, fcompute, name=name or f"gemm_u8s8s32_amx_{mr}x{nr}x{kc}", binds=binds)
+    return te.decl_tensor_intrin(c.op, fcompute, name=name or f"gemm_u8s8s32_amx_{mr}x{nr}x{kc}"
+                                 + (f"_pf{prefetch}" if prefetch else ""), binds=binds)

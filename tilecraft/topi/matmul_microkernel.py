@@ -283,6 +283,7 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK"):
     cfg.define_knob("k_unroll", [1, 2, 4, 8])
     if amx_tiles:       # only where the target has AMX: other targets' spaces (and logs) stay as they were
         cfg.define_knob("amx_tile", amx_tiles + [(0, 0)])
+        cfg.define_knob("amx_prefetch", list(cpu_amx.AMX_PREFETCH))
 
     def tile_of(e):
         amx = e["amx_tile"].val if amx_tiles else (0, 0)
@@ -292,6 +293,7 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK"):
                      and N % (tile_of(e)[1] * e["nc_tiles"].val) == 0
                      and e["k_unroll"].val <= e["kc"].val // 4
                      # the AMX kernel ignores tile and k_unroll: one value of each
+                     and (not amx_tiles or e["amx_tile"].val[0] or e["amx_prefetch"].val == 0)
                      and (not amx_tiles or not e["amx_tile"].val[0]
                           or (e["tile"].val == tiles[0] and e["k_unroll"].val == 1 and e["kc"].val % 64 == 0)))
     cfg.add_flop(2.0 * M * N * K)
@@ -301,9 +303,10 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK"):
         # AMX: a long K per call (its C tiles are loaded and stored once per call)
         kc = max([k for k in ((256, 512, 1024, 2048) if amx[0] else (256, 512)) if K % k == 0] or [K])
         mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
-        order, k_unroll = "mn", 4 if kc % 16 == 0 else 1
+        order, k_unroll, prefetch = "mn", 4 if kc % 16 == 0 else 1, 0
     else:
         amx = cfg["amx_tile"].val if amx_tiles else (0, 0)
+        prefetch = cfg["amx_prefetch"].val if amx_tiles else 0
         (mr, nr), kc = amx if amx[0] else cfg["tile"].val, cfg["kc"].val
         mc, nc, order, k_unroll = cfg["mc_tiles"].val, cfg["nc_tiles"].val, cfg["order"].val, cfg["k_unroll"].val
     if M % (mr * mc) or N % (nr * nc):
@@ -323,12 +326,12 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK"):
                    name="C")
     s = te.create_schedule(C.op)
     if amx[0]:
-        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc)
+        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch)
     else:
         mk = cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, isa=isa, unroll=min(k_unroll, kc // 4))
     outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
     if amx[0]:
-        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr))
+        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch))
     if weight_layout == "NK":
         x, y, z, w = s[Wp].op.axis
         s[Wp].parallel(x)
