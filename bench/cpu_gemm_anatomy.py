@@ -17,8 +17,8 @@ Rows (``--only``):
 - ``int8``: ``kernel``: ``gemm_u8s8s32`` (VNNI, or the AVX2 / AVX512-BW form) and, where the CPU
   has AMX, ``cpu_amx``'s kernel, each on L1-resident operands, in int-ops/s beside the FMA peak's
   FLOP/s ×4 (``vpdpbusd`` does 4 products where an FMA does 1; AMX is not bound by it); ``dense
-  ...``: ``topi/dense_int8.llvm`` with the named knobs, the weights packed in the call or (``packed
-  weight``) beforehand.
+  ...``: ``topi/dense_int8.llvm`` with the named knobs, the weights packed beforehand (``packed
+  weight``) and, for the tuned configs, also in the call.
 
 A gap between ``kernel`` and ``panels`` is the loop nest (C traffic, L2), between ``panels`` and
 ``gemm`` the packing. On a shared machine compare rows of one run only; the medians of
@@ -300,7 +300,7 @@ def main(argv=None):
         for name, knobs in denses.items():
             if "tile" in knobs and knobs["tile"][1] % lanes:
                 continue
-            for packed in (False, True):
+            for packed in (False, True) if "er-tuned" in name else (True,):
                 row = f"dense {name}{' packed weight' if packed else ''}"
                 rows[row], flops[row] = (dense_int8(knobs, packed), gemm_flop), gemm_flop
     times = time_rows(rows, args.rounds)
