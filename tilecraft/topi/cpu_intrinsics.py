@@ -356,6 +356,18 @@ def conv_u8s8s32(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: i
     if ic_bn % 4:
         raise ValueError(f"{what}: ic_bn must be a multiple of 4 (one dot product adds 4 products)")
     _check(what, reg_n, oc_bn, ops.lanes, unroll, ic_bn // 4)
+    c, binds = conv_u8s8s32_definition(reg_n, oc_bn, kh, kw, ic_bn, stride)
+    lower = _tile_lowering(ops, reg_n, oc_bn, [("r", kh), ("q", kw), ("c", ic_bn // 4)],
+                           lambda x, v: [v[0], x * stride + v[1], v[2] * 4], lambda j, v: [v[0], v[1], v[2], j, 0],
+                           unroll)
+    name = name or (f"conv_u8s8s32_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}_s{stride}_{isa.int8}"
+                    f"{'' if exact else '_sat'}_u{unroll}")
+    return te.decl_tensor_intrin(c.op, lower, name=name, binds=binds)
+
+
+def conv_u8s8s32_definition(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int):
+    """The TE definition and buffers of :func:`conv_u8s8s32` (``c`` and its ``binds``), shared
+    with the AMX form (``cpu_amx.conv_u8s8s32_amx``)."""
     a = te.placeholder((kh, (reg_n - 1) * stride + kw, ic_bn), "uint8", name="a")
     b = te.placeholder((kh, kw, ic_bn // 4, oc_bn, 4), "int8", name="b")
     r = te.reduce_axis((0, kh), name="r")
@@ -369,12 +381,7 @@ def conv_u8s8s32(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: i
              b: tir.decl_buffer(b.shape, "int8", name="B", offset_factor=1,
                                 strides=[te.var("sb0"), te.var("sb1"), te.var("sb2"), 4, 1]),
              c: tir.decl_buffer(c.shape, "int32", name="C", offset_factor=1, strides=_stride_vars("ldc"))}
-    lower = _tile_lowering(ops, reg_n, oc_bn, [("r", kh), ("q", kw), ("c", ic_bn // 4)],
-                           lambda x, v: [v[0], x * stride + v[1], v[2] * 4], lambda j, v: [v[0], v[1], v[2], j, 0],
-                           unroll)
-    name = name or (f"conv_u8s8s32_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}_s{stride}_{isa.int8}"
-                    f"{'' if exact else '_sat'}_u{unroll}")
-    return te.decl_tensor_intrin(c.op, lower, name=name, binds=binds)
+    return c, binds
 
 
 def dot_16x1x16_uint8_int8_int32(target=None, exact: bool = False):
