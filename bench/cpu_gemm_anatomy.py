@@ -14,6 +14,8 @@ Rows (``--only``):
   A and B packed beforehand (C read and written per ``kc`` slice, A from L2, B from L1); ``pack
   A`` / ``pack B``: the packing stages alone (milliseconds); ``gemm ...``: the whole
   ``topi/matmul_tensorized.llvm`` with the named knobs.
+- ``conv8``: ``topi/conv2d_nchwc_int8.llvm`` on conv2d 1×64×56×56, 64 filters 3×3 (the bench's),
+  with the vector kernel's tuned config and, where the CPU has AMX, AMX tiles (knob ``amx``).
 - ``int8``: ``kernel``: ``gemm_u8s8s32`` (VNNI, or the AVX2 / AVX512-BW form) and, where the CPU
   has AMX, ``cpu_amx``'s kernel, each on L1-resident operands, in int-ops/s beside the FMA peak's
   FLOP/s ×4 (``vpdpbusd`` does 4 products where an FMA does 1; AMX is not bound by it); ``dense
@@ -51,6 +53,15 @@ INT8_DENSES = {
     "vnni 8x32": dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4),
     "vnni 8x16 er-tuned": dict(tile=(8, 16), kc=1024, mc_tiles=4, nc_tiles=16, order="mn", k_unroll=1),
 }
+CONV8 = (1, 64, 56, 56, 64, 3, 3, 1, 1)       # bench/cpu_microkernels.py's conv2d, int8
+CONV8_CONFIGS = {   # the quiet Emerald Rapids tuned config (session 19, vector kernel), and AMX tiles
+    "vector er-tuned": dict(tile_ic=16, tile_oc=16, tile_ow=8, ic_outer=False, k_unroll=4),
+}
+CONV8_AMX_CONFIGS = {
+    "amx 28x16": dict(tile_ic=64, tile_oc=16, tile_ow=28, ic_outer=False, k_unroll=1, amx=True),
+    "amx 28x32": dict(tile_ic=64, tile_oc=32, tile_ow=28, ic_outer=False, k_unroll=1, amx=True),
+    "amx 14x32": dict(tile_ic=64, tile_oc=32, tile_ow=14, ic_outer=False, k_unroll=1, amx=True),
+}
 AMX_DENSES = {
     "amx 32x32 er-tuned": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn"),
     "amx 32x32 kc256": dict(amx_tile=(32, 32), kc=256, mc_tiles=8, nc_tiles=8, order="nm"),
@@ -65,18 +76,20 @@ AMX_DENSES = {
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--only", default="fp32,int8")
+    p.add_argument("--only", default="fp32,int8,conv8")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--asm", action="store_true", help="print the micro-kernels' hot loops, counted")
     return p.parse_args(argv)
 
 
 def config(task, **values):
-    """The config of ``task``'s space with these knob values (the others: their first value)."""
+    """The config of ``task``'s space with these knob values (a split's: its innermost factor;
+    the others: their first value)."""
     space = task.config_space
     knob = []
     for name, sub in space.space_map.items():
-        vals = [getattr(sub[i], "val", sub[i]) for i in range(len(sub))]
+        vals = [sub[i].size[-1] if hasattr(sub[i], "size") else getattr(sub[i], "val", sub[i])
+                for i in range(len(sub))]
         knob.append(vals.index(values[name]) if name in values else 0)
     return space.get(space.knob2point(knob))
 
@@ -223,6 +236,22 @@ def dense_int8(knobs, packed_weight=False):
     return lambda: mod(x, wt, c)
 
 
+def conv_int8(knobs):
+    import numpy as np
+    import tilecraft.topi.conv2d_microkernel  # noqa: F401  (registers the template)
+    N_, CI, H, W, CO, KH, KW, stride, pad = CONV8
+    mod = template("topi/conv2d_nchwc_int8.llvm", CONV8, knobs)
+    x = np.random.randint(0, 256, (N_, CI, H, W)).astype("uint8")
+    w = np.random.randint(-128, 128, (CO, CI, KH, KW)).astype("int8")
+    out = np.full((N_, CO, H, W), -7, "int32")
+    mod(x, w, out)
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    want = sum(np.einsum("nchw,oc->nohw", xp[:, :, r:r + H, q:q + W], w[:, :, r, q].astype(np.int64))
+               for r in range(KH) for q in range(KW))
+    assert (out == want).all(), f"int8 conv2d {knobs} is not exact"
+    return lambda: mod(x, w, out)
+
+
 def hot_loop_summary(mod, mnemonic: str) -> str:
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     from microkernel_asm import hot_loop, report
@@ -303,6 +332,11 @@ def main(argv=None):
             for packed in (False, True) if "er-tuned" in name else (True,):
                 row = f"dense {name}{' packed weight' if packed else ''}"
                 rows[row], flops[row] = (dense_int8(knobs, packed), gemm_flop), gemm_flop
+    if "conv8" in only and isa.int8:
+        N_, CI, H, W, CO, KH, KW, _, _ = CONV8
+        conv_flop = 2.0 * N_ * CO * H * W * CI * KH * KW
+        for name, knobs in {**CONV8_CONFIGS, **(CONV8_AMX_CONFIGS if isa.amx else {})}.items():
+            rows[f"conv int8 {name}"], flops[f"conv int8 {name}"] = (conv_int8(knobs), conv_flop), conv_flop
     times = time_rows(rows, args.rounds)
     peak = flops["FMA peak"] / times["FMA peak"] / 1e9
     for name, t in times.items():
