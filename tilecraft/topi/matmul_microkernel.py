@@ -8,22 +8,26 @@ int8 dense ``C = data @ weight.T`` (``uint8 × int8 → int32``), tensorized for
 The loop nest is the classic blocked GEMM (BLIS's loops around a register-tile micro-kernel)::
 
     pack B into [N / nr, K, nr] panels (fp32)  |  [N / nr, K / 4, nr, 4] (int8: the VNNI layout)
-    pack A into [M / mr, K, mr] panels          (fp32, knob pack_a)
+    pack A into [Mp / mr, K, mr] panels         (fp32, knob pack_a; Mp: M padded with zero rows)
     parallel for each (mc × nc) block of C      (fused; the order of the two is a knob)
       C block = 0                               (the intrinsic's reset)
       for each kc slice of K
         for each nr column panel of the block   (its kc × nr slice of B stays in L1)
           for each mr row panel                 (the A block, mc × kc, stays in L2)
             micro-kernel: C[mr, nr] += A[mr, kc] · B[kc, nr]   (accumulators in registers)
+      (c_block: the block is a compact buffer of mc·mr × nc·nr, copied into C at the end)
 
 Knobs: ``tile`` (``mr × nr``: the register tile; every pair whose accumulators, B vectors and
 a broadcast fit the vector registers, with at least 8 accumulators to cover the FMA latency,
-dividing M and N), ``kc`` (a divisor of K: the L1/L2 slice), ``mc_tiles`` / ``nc_tiles`` (the
-block, in register tiles: L2 and the parallel grain), ``order`` (rows of blocks or columns of
-blocks outermost), ``k_unroll`` (micro-kernel steps per loop iteration), ``pack_a`` (fp32: A in
-``mr``-row panels, so a step's broadcasts are contiguous), ``pack_b`` (fp32: B in ``nr``-wide
-panels, or read in place). The int8 template always packs the weights (the layout is the
-instruction's).
+``nr`` dividing N and ``mr`` dividing M, and for fp32 also the tiles that fill the register
+file without dividing M: 14 × 32, 6 × 64 on AVX-512), ``kc`` (a divisor of K: the L1/L2 slice),
+``mc_tiles`` / ``nc_tiles`` (the block, in register tiles: L2 and the parallel grain),
+``order`` (rows of blocks or columns of blocks outermost), ``k_unroll`` (micro-kernel steps per
+loop iteration), ``pack_a`` (fp32: A in ``mr``-row panels, so a step's broadcasts are
+contiguous), ``pack_b`` (fp32: B in ``nr``-wide panels, or read in place), ``c_block`` (fp32:
+each block of C computed in a compact buffer and copied out; required where M is padded, which
+also needs ``pack_a``). The int8 template packs the weights in the call or takes them packed
+(``weight_layout="packed"``, :func:`dense_int8_pack_weight`); the layout is the instruction's.
 """
 from __future__ import annotations
 
