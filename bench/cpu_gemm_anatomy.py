@@ -50,12 +50,14 @@ FP32_GEMMS = {  # the tuned config of the quiet Emerald Rapids run (session 19),
                         pack_a=1, pack_b=1, c_block=1),
 }
 INT8_DENSES = {
-    "vnni 8x32": dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4),
-    "vnni 8x16 er-tuned": dict(tile=(8, 16), kc=1024, mc_tiles=4, nc_tiles=16, order="mn", k_unroll=1),
+    # amx_tile (0, 0): the vector kernel where the target has AMX (the knob exists only there)
+    "vnni 8x32": dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4, amx_tile=(0, 0)),
+    "vnni 8x16 er-tuned": dict(tile=(8, 16), kc=1024, mc_tiles=4, nc_tiles=16, order="mn", k_unroll=1,
+                               amx_tile=(0, 0)),
 }
 CONV8 = (1, 64, 56, 56, 64, 3, 3, 1, 1)       # bench/cpu_microkernels.py's conv2d, int8
 CONV8_CONFIGS = {   # the quiet Emerald Rapids tuned config (session 19, vector kernel), and AMX tiles
-    "vector er-tuned": dict(tile_ic=16, tile_oc=16, tile_ow=8, ic_outer=False, k_unroll=4),
+    "vector er-tuned": dict(tile_ic=16, tile_oc=16, tile_ow=8, ic_outer=False, k_unroll=4, amx=False),
 }
 CONV8_AMX_CONFIGS = {
     "amx 28x16": dict(tile_ic=64, tile_oc=16, tile_ow=28, ic_outer=False, k_unroll=1, amx=True),
@@ -84,7 +86,8 @@ def parse_args(argv=None):
 
 def config(task, **values):
     """The config of ``task``'s space with these knob values (a split's: its innermost factor;
-    the others: their first value)."""
+    knobs the space lacks, such as ``amx_tile`` off AMX targets, are ignored; the others: their
+    first value)."""
     space = task.config_space
     knob = []
     for name, sub in space.space_map.items():

@@ -70,3 +70,28 @@ def test_a_tilecraft_contestant_runs_in_its_worker():
     cg = str(BENCH / "cpu_gemm.py")
     for c in (pt.Contestant(cg, "setup_hand", {"n": 64}), pt.Contestant(cg, "setup_numpy", {"n": 64})):
         _binds(c)
+
+
+def test_the_gemm_anatomy_names_configs_of_the_templates_spaces():
+    """bench/cpu_gemm_anatomy.py's named variants are valid configs of the templates (for the
+    targets that have their ISA: AVX-512 + AMX for the AMX rows), so the device-host run
+    (bench/verify_micro.sh) does not stop at a knob that changed."""
+    from tilecraft import autotune
+    import tilecraft.topi.conv2d_microkernel  # noqa: F401
+    import tilecraft.topi.matmul_microkernel  # noqa: F401
+    an = load("cpu_gemm_anatomy")
+    spr = "llvm -mcpu=sapphirerapids"
+    n = an.N
+    tasks = {"fp32": autotune.task.create("topi/matmul_tensorized.llvm", args=(n, n, n, "float32"), target=spr),
+             "int8": autotune.task.create("topi/dense_int8.llvm", args=(n, n, n, "packed"), target=spr),
+             "conv8": autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=an.CONV8, target=spr)}
+    named = [("fp32", an.FP32_GEMMS), ("int8", an.INT8_DENSES), ("int8", an.AMX_DENSES),
+             ("conv8", an.CONV8_CONFIGS), ("conv8", an.CONV8_AMX_CONFIGS)]
+    for key, configs in named:
+        for name, knobs in configs.items():
+            cfg = an.config(tasks[key], **knobs)
+            for knob, value in knobs.items():
+                if knob not in cfg.space_map:
+                    continue
+                entity = cfg[knob]
+                assert (entity.size[-1] if hasattr(entity, "size") else entity.val) == value, (name, knob)
