@@ -29,6 +29,7 @@ A gap between ``kernel`` and ``panels`` is the loop nest (C traffic, L2), betwee
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -81,6 +82,8 @@ def parse_args(argv=None):
     p.add_argument("--only", default="fp32,int8,conv8")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--asm", action="store_true", help="print the micro-kernels' hot loops, counted")
+    p.add_argument("--best", metavar="FILE", help="write the fastest whole-template variant of each family "
+                   "as JSON {workload: knobs} for bench/cpu_microkernels.py --knobs-from FILE")
     return p.parse_args(argv)
 
 
@@ -93,6 +96,8 @@ def config(task, **values):
     for name, sub in space.space_map.items():
         vals = [sub[i].size[-1] if hasattr(sub[i], "size") else getattr(sub[i], "val", sub[i])
                 for i in range(len(sub))]
+        if name in values and values[name] not in vals:
+            raise ValueError(f"{task.name}: knob {name} has no value {values[name]!r} here; its values: {vals}")
         knob.append(vals.index(values[name]) if name in values else 0)
     return space.get(space.knob2point(knob))
 
@@ -263,6 +268,20 @@ def hot_loop_summary(mod, mnemonic: str) -> str:
             f"{len(r.text.splitlines())} instructions, {r.stack} stack accesses")
 
 
+def best_variants(times: dict, variants: dict) -> dict:
+    """``{workload: knobs}`` of the fastest timed row of each family (``variants``: row name →
+    ``(workload, knobs)``, the workloads of ``bench/cpu_microkernels.py``).
+
+    >>> best_variants({"a": 2.0, "b": 1.0}, {"a": ("gemm", {"kc": 1}), "b": ("gemm", {"kc": 2})})
+    {'gemm': {'kc': 2}}
+    """
+    best = {}
+    for row, (key, knobs) in variants.items():
+        if row in times and (key not in best or times[row] < times[best[key]]):
+            best[key] = row
+    return {key: variants[row][1] for key, row in best.items()}
+
+
 def time_rows(rows: dict, rounds: int) -> dict:
     """``{name: (fn, work)}`` → ``{name: median seconds per call}``, timed in turns."""
     seconds = {k: [] for k in rows}
@@ -296,6 +315,7 @@ def main(argv=None):
     print(f"# {llvm.get_host_cpu_name()}, ISA {isa}, {args.threads} thread(s), medians of {args.rounds} rounds, "
           f"{cpu_microkernels.load()}", flush=True)
     rows, flops, notes = {}, {}, {}
+    variants = {}       # whole-template rows: name -> (bench/cpu_microkernels.py workload, knobs)
     fn, flop = cpu_microkernels.fma_peak(args.threads)
     rows["FMA peak"], flops["FMA peak"] = (fn, flop), flop
     gemm_flop = 2.0 * N ** 3
@@ -315,6 +335,7 @@ def main(argv=None):
                 continue
             rows[f"panels {name}"], flops[f"panels {name}"] = (panels_fp32(knobs), gemm_flop), gemm_flop
             rows[f"gemm {name}"], flops[f"gemm {name}"] = (gemm_fp32(knobs), gemm_flop), gemm_flop
+            variants[f"gemm {name}"] = ("gemm", knobs)
     if "int8" in only and isa.int8:
         lanes = isa.int8_lanes
         fn, flop, mod = kernel_alone_int8(8, 2 * lanes, args.threads, amx=False)
@@ -335,11 +356,14 @@ def main(argv=None):
             for packed in (False, True) if "er-tuned" in name else (True,):
                 row = f"dense {name}{' packed weight' if packed else ''}"
                 rows[row], flops[row] = (dense_int8(knobs, packed), gemm_flop), gemm_flop
+                if packed:          # bench/cpu_microkernels.py times the int8 GEMM on packed weights
+                    variants[row] = ("int8", knobs)
     if "conv8" in only and isa.int8:
         N_, CI, H, W, CO, KH, KW, _, _ = CONV8
         conv_flop = 2.0 * N_ * CO * H * W * CI * KH * KW
         for name, knobs in {**CONV8_CONFIGS, **(CONV8_AMX_CONFIGS if isa.amx else {})}.items():
             rows[f"conv int8 {name}"], flops[f"conv int8 {name}"] = (conv_int8(knobs), conv_flop), conv_flop
+            variants[f"conv int8 {name}"] = ("conv8", knobs)
     times = time_rows(rows, args.rounds)
     peak = flops["FMA peak"] / times["FMA peak"] / 1e9
     for name, t in times.items():
@@ -354,6 +378,11 @@ def main(argv=None):
             print(f"  {'FMA peak':<40}{peak:8.1f} GFLOP/s")
         if name in notes:
             print(f"    hot loop: {notes[name]}")
+    if args.best:
+        best = best_variants(times, variants)
+        with open(args.best, "w") as f:
+            json.dump(best, f)
+        print(f"# fastest variants -> {args.best}: {json.dumps(best)}")
     print(f"# done, {cpu_microkernels.load()}", flush=True)
 
 

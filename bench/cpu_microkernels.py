@@ -60,7 +60,35 @@ def parse_args(argv=None):
                    help="tune each workload up to TRIALS candidates first (with the largest thread count)")
     p.add_argument("--rounds", type=int, default=7, help="timing rounds (ours and the references in turns)")
     p.add_argument("--logs", default=os.path.join(ROOT, "tuning_logs"))
+    p.add_argument("--knobs", action="append", default=[], metavar="KEY=JSON",
+                   help="measure workload KEY with these knob values instead of its log's best, e.g. "
+                        "gemm='{\"tile\": [14, 32], \"c_block\": 1}' (knobs not named: their first value)")
+    p.add_argument("--knobs-from", metavar="FILE", help="--knobs for several workloads from a JSON file "
+                   "{workload: knobs} (bench/cpu_gemm_anatomy.py --best writes one)")
     return p.parse_args(argv)
+
+
+def parse_knobs(items: list[str]) -> dict:
+    """``--knobs`` values ``KEY=JSON`` → ``{KEY: {knob: value}}`` (lists become tuples, as the
+    templates' knob values are).
+
+    >>> parse_knobs(['gemm={"tile": [14, 32], "kc": 256}'])
+    {'gemm': {'tile': (14, 32), 'kc': 256}}
+    """
+    import json
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or key not in WORKLOADS:
+            sys.exit(f"--knobs {item!r}: expected KEY=JSON with KEY one of {', '.join(WORKLOADS)}")
+        try:
+            knobs = json.loads(text)
+        except json.JSONDecodeError as e:
+            sys.exit(f"--knobs {key}: {text!r} is not JSON ({e})")
+        if not isinstance(knobs, dict):
+            sys.exit(f"--knobs {key}: expected a JSON object of knob values, got {text!r}")
+        out[key] = {k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()}
+    return out
 
 
 def load() -> str:
@@ -138,9 +166,9 @@ def tune(key: str, trials: int, logs: str) -> None:
     print(f"{name}: {new} candidates in {time.perf_counter() - t0:.0f} s ({load()}), log {path}")
 
 
-def tuned(key: str, logs: str):
-    """The module of the best config in the workload's log (the fallback config without one),
-    and a description of where its config came from."""
+def tuned(key: str, logs: str, knobs: dict | None = None):
+    """The module of the best config in the workload's log (the fallback config without one; the
+    config with ``knobs`` where given), and a description of where its config came from."""
     import tilecraft as tc
     import tilecraft.autotune as autotune
     import tilecraft.topi.conv2d_microkernel  # noqa: F401  (registers the templates)
@@ -149,7 +177,14 @@ def tuned(key: str, logs: str):
     name, targs, log = WORKLOADS[key]
     path = os.path.join(logs, log + ".jsonl")
     task = autotune.task.create(name, args=targs, target="llvm")
-    if os.path.exists(path):
+    if knobs:
+        from cpu_gemm_anatomy import config          # bench/cpu_gemm_anatomy.py
+        # (through a worker's JSON arguments tuples arrive as lists)
+        cfg = config(task, **{k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()})
+        with tc.target.Target("llvm"):
+            s, args = task.instantiate(cfg)
+        where = f"--knobs: {cfg}"
+    elif os.path.exists(path):
         best = autotune.record.pick_best(path)
         n = len(autotune.record.load_from_file(path))
         with autotune.apply_history_best(path):
@@ -194,11 +229,12 @@ def inputs(key: str, seed: int = 0):
     return (x, w), ref
 
 
-def setup_tilecraft(key: str, logs: str):
-    """Our tuned module of the workload, checked (fp32 against float64, int8 exactly)."""
+def setup_tilecraft(key: str, logs: str, knobs: dict | None = None):
+    """Our tuned module of the workload (or the one with ``knobs``), checked (fp32 against
+    float64, int8 exactly)."""
     import numpy as np
 
-    mod, where, args = tuned(key, logs)
+    mod, where, args = tuned(key, logs, knobs)
     ins, ref = inputs(key)
     if key == "int8":           # the weights packed once, outside the timed call
         from tilecraft.topi.matmul_microkernel import dense_int8_pack_weight
@@ -266,10 +302,10 @@ def has_torch() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def contestants(key: str, threads: int, logs: str) -> dict:
+def contestants(key: str, threads: int, logs: str, knobs: dict | None = None) -> dict:
     C = process_timing.Contestant
     me = os.path.abspath(__file__)
-    out = {"tilecraft": C(me, "setup_tilecraft", {"key": key, "logs": logs})}
+    out = {"tilecraft": C(me, "setup_tilecraft", {"key": key, "logs": logs, "knobs": knobs})}
     if key == "gemm":
         out["numpy.dot (OpenBLAS)"] = C(me, "setup_numpy_gemm")
         if has_torch():
@@ -331,7 +367,8 @@ def measure(args, threads: int) -> None:
     results = {}
     only = args.only.split(",")
     for key in [k for k in WORKLOADS if k in only]:      # int8 after gemm compares with our fp32 GEMM
-        t = process_timing.time_apart(contestants(key, threads, args.logs), threads=threads, rounds=args.rounds)
+        t = process_timing.time_apart(contestants(key, threads, args.logs, args.knobs.get(key)),
+                                      threads=threads, rounds=args.rounds)
         report(key, t, results)
         sys.stdout.flush()
     print(f"=== done, {load()}", flush=True)
@@ -340,6 +377,11 @@ def measure(args, threads: int) -> None:
 def main(argv=None):
     args = parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
+    args.knobs = parse_knobs(args.knobs)
+    if args.knobs_from:
+        import json
+        with open(args.knobs_from) as f:
+            args.knobs = {**parse_knobs([f"{k}={json.dumps(v)}" for k, v in json.load(f).items()]), **args.knobs}
     for key in args.only.split(","):
         if key not in WORKLOADS:
             sys.exit(f"--only: unknown workload {key!r}; choose from {', '.join(WORKLOADS)}")

@@ -95,3 +95,35 @@ def test_the_gemm_anatomy_names_configs_of_the_templates_spaces():
                     continue
                 entity = cfg[knob]
                 assert (entity.size[-1] if hasattr(entity, "size") else entity.val) == value, (name, knob)
+
+
+def test_knobs_from_the_command_line_and_the_anatomys_best(tmp_path):
+    """``cpu_microkernels.py --knobs KEY=JSON`` / ``--knobs-from FILE`` (what ``cpu_gemm_anatomy.py
+    --best`` writes): JSON lists become the templates' tuples; bad input says which argument."""
+    cm, an = load("cpu_microkernels"), load("cpu_gemm_anatomy")
+    assert cm.parse_knobs(['int8={"amx_tile": [32, 32], "kc": 1024}']) == \
+        {"int8": {"amx_tile": (32, 32), "kc": 1024}}
+    for bad, says in [("gemm", "expected KEY=JSON"), ("nope={}", "expected KEY=JSON"),
+                      ("gemm={tile", "is not JSON"), ("gemm=[1, 2]", "expected a JSON object")]:
+        with pytest.raises(SystemExit, match=says):
+            cm.parse_knobs([bad])
+    times = {"gemm a": 3.0, "gemm b": 2.0, "dense x": 1.0, "conv int8 y": 5.0}
+    variants = {"gemm a": ("gemm", {"kc": 256}), "gemm b": ("gemm", {"kc": 512}),
+                "dense x": ("int8", {"tile": (8, 32)}), "conv int8 z": ("conv8", {"amx": True})}
+    best = an.best_variants(times, variants)
+    assert best == {"gemm": {"kc": 512}, "int8": {"tile": (8, 32)}}       # z was not timed
+    path = tmp_path / "best.json"
+    path.write_text(json.dumps(best))
+    args = cm.parse_args(["--knobs-from", str(path)])
+    assert args.knobs_from == str(path)
+    assert cm.parse_knobs([f"{k}={json.dumps(v)}" for k, v in json.loads(path.read_text()).items()]) == best
+
+
+def test_the_anatomy_config_names_a_knob_value_the_space_lacks():
+    from tilecraft import autotune
+    import tilecraft.topi.matmul_microkernel  # noqa: F401
+    an = load("cpu_gemm_anatomy")
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(64, 64, 64, "float32"),
+                                target="llvm -mcpu=skylake-avx512")
+    with pytest.raises(ValueError, match=r"knob kc has no value 100 here; its values: \[64\]"):
+        an.config(task, kc=100)
