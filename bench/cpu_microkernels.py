@@ -150,20 +150,74 @@ def tune(key: str, trials: int, logs: str) -> None:
     name, targs, log = WORKLOADS[key]
     path = os.path.join(logs, log + ".jsonl")
     task = autotune.task.create(name, args=targs, target="llvm")
+    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=30),
+                                     runner=autotune.LocalRunner(number=3, repeat=3, timeout=20,
+                                                                 max_timing_s=1.0))
+    t0 = time.perf_counter()
+    if not os.path.exists(path):        # a new log starts with the named variants (within the trials)
+        seeds = seed_configs(key, task)[:trials]
+        if seeds:
+            Listed(task, seeds).tune(len(seeds), option, callbacks=[autotune.callback.log_to_file(path)])
+            print(f"{name}: {len(seeds)} named variants first ({time.perf_counter() - t0:.0f} s)")
     tuner = autotune.tuner.XGBTuner(task, seed=0)
     done = tuner.load_history(autotune.record.load_from_file(path)) if os.path.exists(path) else 0
     if trials <= done:
         print(f"{name}: {done} trials in {path} already")
         return
-    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=30),
-                                     runner=autotune.LocalRunner(number=3, repeat=3, timeout=20,
-                                                                 max_timing_s=1.0))
-    t0 = time.perf_counter()
     tuner.tune(trials - done, option, early_stopping=max(32, trials // 2),
                callbacks=[autotune.callback.progress_bar(trials - done, prefix=name),
                           autotune.callback.log_to_file(path)])
     new = len(autotune.record.load_from_file(path)) - done       # early stopping may end it sooner
     print(f"{name}: {new} candidates in {time.perf_counter() - t0:.0f} s ({load()}), log {path}")
+
+
+def seed_configs(key: str, task) -> list:
+    """The configs of ``task``'s space that ``bench/cpu_gemm_anatomy.py`` names for workload
+    ``key`` (its fp32 GEMM variants, int8 dense and conv2d rows; the AMX ones only where the target
+    has AMX), the ones the space has: a tuning run measures them first, so that a short run
+    (``--tune 48``) starts from the shapes known to fill the register file and the AMX tiles."""
+    import cpu_gemm_anatomy as an              # bench/cpu_gemm_anatomy.py
+    from tilecraft.topi.cpu_intrinsics import vector_isa
+
+    amx = vector_isa(task.target).amx
+    groups = {"gemm": [an.FP32_GEMMS], "int8": [an.INT8_DENSES] + ([an.AMX_DENSES] if amx else []),
+              "conv8": [an.CONV8_CONFIGS] + ([an.CONV8_AMX_CONFIGS] if amx else [])}.get(key, [])
+    out, seen = [], set()
+    for group in groups:
+        for knobs in group.values():
+            try:
+                cfg = an.config(task, **knobs)
+            except (ValueError, IndexError):    # a value this target's space lacks, or filtered out
+                continue
+            if cfg.index not in seen:
+                seen.add(cfg.index)
+                out.append(cfg)
+    return out
+
+
+def _listed_tuner():
+    from tilecraft.autotune.tuner.tuner import Tuner
+
+    class Listed(Tuner):
+        """Measures the given configs, in order (the named variants before a model-based run)."""
+
+        def __init__(self, task, configs):
+            super().__init__(task)
+            self.todo = list(configs)
+
+        def has_next(self):
+            return bool(self.todo) and super().has_next()
+
+        def next_batch(self, batch_size):
+            batch, self.todo = self.todo[:batch_size], self.todo[batch_size:]
+            return batch
+
+    return Listed
+
+
+def Listed(task, configs):
+    """A tuner that measures ``configs`` in order (see :func:`seed_configs`)."""
+    return _listed_tuner()(task, configs)
 
 
 def tuned(key: str, logs: str, knobs: dict | None = None):

@@ -7,8 +7,10 @@
 #   0. the AMX tests (run for real where the CPU has AMX: kernels, templates, prefetching kernels);
 #   1. bench/cpu_gemm_anatomy.py at 2 threads: the FMA peak, each micro-kernel alone on
 #      L1-resident panels, the GEMM loop nest on panels packed beforehand, the packing alone, the
-#      whole templates (fp32 and int8, VNNI and AMX variants) as shares of the peak;
-#   2. bench/cpu_microkernels.py: the four templates tuned here (TUNE trials each, 2 threads),
+#      whole templates (fp32 and int8, VNNI and AMX variants) as shares of the peak, and the
+#      fastest variant of each family (written to $OUT/anatomy_best.json);
+#   2. bench/cpu_microkernels.py: the four templates tuned here (TUNE trials each, 2 threads; a new
+#      log starts with the anatomy's named variants, so the tuned best is at least the best of them),
 #      then beside numpy / PyTorch / the FMA peak at 2 threads (int8 with its weights packed
 #      beforehand, as PyTorch's quantized Linear keeps them);
 #   3. bench/cpu_reductions.py: softmax / layer norm / pooling beside PyTorch and the copy bandwidth.
@@ -26,7 +28,8 @@ export TILECRAFT_NUM_THREADS=2
 # 0. the AMX micro-kernels run exactly where the CPU has AMX (skipped, with the reason, where not)
 ( timeout 60 python3 -m pytest -q -rs tests/test_microkernel_amx.py 2>&1 | tee "$OUT/test_microkernel_amx.log" | tail -5 )
 # 1. where the GEMMs lose to the FMA peak (kernel alone / loop nest / packing / whole), 2 threads
-( timeout 120 taskset -c "$CPUS" python3 bench/cpu_gemm_anatomy.py --threads 2 --rounds 3 --asm 2>&1 \
+( timeout 120 taskset -c "$CPUS" python3 bench/cpu_gemm_anatomy.py --threads 2 --rounds 3 --asm \
+    --best "$OUT/anatomy_best.json" 2>&1 \
     | tee "$OUT/cpu_gemm_anatomy.log" | tail -40 )
 # 2. the tensorized templates: tuned here (resuming $OUT/logs), then beside numpy / PyTorch / the FMA peak
 ( timeout 300 taskset -c "$CPUS" python3 bench/cpu_microkernels.py --tune "$TUNE" --threads 2 --logs "$OUT/logs" 2>&1 \

@@ -127,3 +127,29 @@ def test_the_anatomy_config_names_a_knob_value_the_space_lacks():
                                 target="llvm -mcpu=skylake-avx512")
     with pytest.raises(ValueError, match=r"knob kc has no value 100 here; its values: \[64\]"):
         an.config(task, kc=100)
+
+
+def test_tuning_starts_from_the_anatomys_named_variants():
+    """``cpu_microkernels.py --tune`` measures ``seed_configs`` first: the anatomy's named variants
+    that the target's space has (the AMX ones only where the target has AMX)."""
+    from tilecraft import autotune
+    import tilecraft.topi.conv2d_microkernel  # noqa: F401
+    import tilecraft.topi.matmul_microkernel  # noqa: F401
+    cm, an = load("cpu_microkernels"), load("cpu_gemm_anatomy")
+    sys.modules.setdefault("cpu_gemm_anatomy", an)
+    counts = {}
+    for target in ("llvm -mcpu=sapphirerapids", "llvm -mcpu=znver5"):
+        for key in ("gemm", "int8", "conv8", "conv"):
+            name, args, _ = cm.WORKLOADS[key]
+            task = autotune.task.create(name, args=args, target=target)
+            seeds = cm.seed_configs(key, task)
+            assert len({c.index for c in seeds}) == len(seeds)
+            counts[target.split("=")[1], key] = len(seeds)
+            if key == "int8" and "sapphire" in target:
+                assert {c["amx_tile"].val for c in seeds} == {(0, 0), (32, 32), (32, 16)}
+    assert counts == {("sapphirerapids", "gemm"): len(an.FP32_GEMMS), ("znver5", "gemm"): len(an.FP32_GEMMS),
+                      ("sapphirerapids", "int8"): len(an.INT8_DENSES) + len(an.AMX_DENSES),
+                      ("znver5", "int8"): len(an.INT8_DENSES),
+                      ("sapphirerapids", "conv8"): len(an.CONV8_CONFIGS) + len(an.CONV8_AMX_CONFIGS),
+                      ("znver5", "conv8"): len(an.CONV8_CONFIGS),
+                      ("sapphirerapids", "conv"): 0, ("znver5", "conv"): 0}
