@@ -49,6 +49,11 @@ FP32_GEMMS = {  # the tuned config of the quiet Emerald Rapids run (session 19),
                          pack_a=1, pack_b=1, c_block=1),
     "6x64 padded": dict(tile=(6, 64), kc=256, mc_tiles=1, nc_tiles=4, order="nm", k_unroll=2,
                         pack_a=1, pack_b=1, c_block=1),
+    # the packed A panel prefetched 1 KB ahead (knob a_prefetch)
+    "14x32 padded prefetch": dict(tile=(14, 32), kc=256, mc_tiles=2, nc_tiles=8, order="nm", k_unroll=1,
+                                  pack_a=1, pack_b=1, c_block=1, a_prefetch=1024),
+    "8x32 c_block prefetch": dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4,
+                                  pack_a=1, pack_b=1, c_block=1, a_prefetch=1024),
 }
 INT8_DENSES = {
     # amx_tile (0, 0): the vector kernel where the target has AMX (the knob exists only there)
@@ -163,17 +168,21 @@ def panels_fp32(knobs):
     Ap = te.placeholder((Mp // mr, N, mr), name="Ap")
     Bp = te.placeholder((N // nr, N, nr), name="Bp")
     k = te.reduce_axis((0, N), name="k")
-    mk = cpu_intrinsics.gemm_fp32(mr, nr, kc, a_layout="panel", unroll=knobs["k_unroll"])
+    pf = knobs.get("a_prefetch", 0)
+    mk = cpu_intrinsics.gemm_fp32(mr, nr, kc, a_layout="panel", unroll=knobs["k_unroll"], prefetch=pf)
     if knobs["c_block"]:
         CC = te.compute((Mp, N), lambda i, j: te.sum(Ap[i // mr, k, i % mr] * Bp[j // nr, k, j % nr], axis=k),
                         name="C.block")
         C = te.compute((N, N), lambda i, j: CC[i, j], name="C")
         s = te.create_schedule(C.op)
-        _schedule_gemm_blocked(s, C, CC, mr, nr, mc, nc, [kc], knobs["order"], mk, cpu_intrinsics.vector_isa().lanes)
+        outer = _schedule_gemm_blocked(s, C, CC, mr, nr, mc, nc, [kc], knobs["order"], mk,
+                                       cpu_intrinsics.vector_isa().lanes)
     else:
         C = te.compute((N, N), lambda i, j: te.sum(Ap[i // mr, k, i % mr] * Bp[j // nr, k, j % nr], axis=k), name="C")
         s = te.create_schedule(C.op)
-        _schedule_gemm(s, C, mr, nr, mc, nc, [kc], knobs["order"], mk)
+        outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc], knobs["order"], mk)
+    if pf:
+        s[C].pragma(outer, "import_llvm", cpu_intrinsics.PREFETCH_IR)
     mod = tc.build(s, [Ap, Bp, C], target="llvm")
     a = np.random.rand(Mp // mr, N, mr).astype("float32")
     b = np.random.rand(N // nr, N, nr).astype("float32")
@@ -215,9 +224,11 @@ def template(name, args, knobs):
     return tc.build(s, tensors, target="llvm")
 
 
-def gemm_fp32(knobs):
+def gemm_fp32(knobs, asm_notes=None, row=None):
     import numpy as np
     mod = template("topi/matmul_tensorized.llvm", (N, N, N, "float32"), knobs)
+    if asm_notes is not None:
+        asm_notes[row] = hot_loop_summary(mod, "vfmadd")
     a, b = np.random.uniform(-1, 1, (N, N)).astype("float32"), np.random.uniform(-1, 1, (N, N)).astype("float32")
     c = np.full((N, N), np.nan, "float32")
     mod(a, b, c)
@@ -265,7 +276,8 @@ def hot_loop_summary(mod, mnemonic: str) -> str:
     from microkernel_asm import hot_loop, report
     r = report(hot_loop(mod.get_source("asm"), mnemonic), mnemonic)
     return (f"{r.updates} {mnemonic} into {r.accumulators} registers, {r.broadcasts} broadcasts, "
-            f"{len(r.text.splitlines())} instructions, {r.stack} stack accesses")
+            f"{r.text.count('prefetch')} prefetches, {len(r.text.splitlines())} instructions, "
+            f"{r.stack} stack accesses")
 
 
 def best_variants(times: dict, variants: dict) -> dict:
@@ -334,7 +346,8 @@ def main(argv=None):
             if knobs["tile"][1] % isa.lanes:
                 continue
             rows[f"panels {name}"], flops[f"panels {name}"] = (panels_fp32(knobs), gemm_flop), gemm_flop
-            rows[f"gemm {name}"], flops[f"gemm {name}"] = (gemm_fp32(knobs), gemm_flop), gemm_flop
+            fn = gemm_fp32(knobs, notes if args.asm else None, f"gemm {name}")
+            rows[f"gemm {name}"], flops[f"gemm {name}"] = (fn, gemm_flop), gemm_flop
             variants[f"gemm {name}"] = ("gemm", knobs)
     if "int8" in only and isa.int8:
         lanes = isa.int8_lanes

@@ -84,6 +84,41 @@ def test_matmul_tensorized_c_block_without_padding(check_llvm, rand, rng):
         check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b}, rtol=1e-4, atol=1e-4, passes=False)
 
 
+@needs_fma
+def test_matmul_tensorized_a_prefetch(check_llvm, rand, rng):
+    """Knob a_prefetch (only with pack_a): the kernel asks for the A panel ahead; random configs
+    with it, padded M (37) and not, bounds-checked (the addresses stay in the slice)."""
+    for M in (37, 24):
+        N, K = 2 * ISA.lanes, 96
+        task = autotune.task.create("topi/matmul_tensorized.llvm", args=(M, N, K, "float32"), target="llvm")
+        with_pf = [c for c in task.config_space if c["a_prefetch"].val]
+        assert with_pf and all(c["pack_a"].val == 1 for c in with_pf)
+        a, b = rand((M, K)), rand((K, N))
+        for i in rng.choice(len(with_pf), 2, replace=False):
+            s, (A, B, C) = instantiate(task, with_pf[i])
+            check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b}, rtol=1e-4, atol=1e-4, passes=False)
+
+
+@pytest.mark.parametrize("tile,k_unroll", [((14, 32), 1), ((8, 32), 4), ((6, 64), 2)])
+def test_matmul_tensorized_prefetch_machine_code(tile, k_unroll):
+    """With a_prefetch the template's hot loop has one ``prefetcht0`` a step beside its FMAs
+    (AVX-512, 1024³, the padded tiles included). Whether LLVM spills at 28-30 of 32 zmm depends
+    on the loop nest around the kernel, with the prefetch or without (bench/cpu_gemm_anatomy.py
+    --asm counts it per variant), so this checks the prefetches, not the spills."""
+    from microkernel_asm import hot_loop, report
+    target = "llvm -mcpu=skylake-avx512"
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(1024, 1024, 1024, "float32"), target=target)
+    cfg = next(c for c in task.config_space if c["tile"].val == tile and c["k_unroll"].val == k_unroll
+               and c["kc"].val == 256 and c["c_block"].val == 1 and c["a_prefetch"].val == 1024
+               and c["order"].val == "nm" and c["pack_b"].val == 1)
+    with tc.target.Target(target):
+        s, args = task.instantiate(cfg)
+    r = report(hot_loop(tc.build(s, args, target=target).get_source("asm"), "vfmadd"), "vfmadd")
+    accs = tile[0] * tile[1] // 16
+    assert r.accumulators >= accs - 2, r.text
+    assert r.text.count("prefetcht0") == r.updates // accs == k_unroll, r.text
+
+
 def test_padded_blocks_waste_little():
     from tilecraft.topi.matmul_microkernel import _valid_blocks, padded_rows
     assert padded_rows(1024, 14, 2) == 1036 and padded_rows(1024, 8, 32) == 1024

@@ -36,6 +36,9 @@ from tilecraft import te
 from tilecraft.topi import cpu_amx, cpu_intrinsics
 
 
+A_PREFETCH = (0, 1024)    # knob a_prefetch: bytes ahead in the packed A panel (0: none)
+
+
 def register_tiles(isa, acc_lanes: int, m: int, n: int, b_regs_extra: int = 1,
                    pad_m: bool = False) -> list[tuple[int, int]]:
     """``(mr, nr)`` register tiles for ``isa``: ``nr`` 1-4 vectors of ``acc_lanes``, ``mr`` rows,
@@ -111,9 +114,11 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
     cfg.define_knob("pack_a", [0, 1])
     cfg.define_knob("pack_b", [1, 0])
     cfg.define_knob("c_block", [0, 1])
+    cfg.define_knob("a_prefetch", list(A_PREFETCH))
     cfg.multi_filter(lambda e: _valid_blocks(M, N, e["tile"].val, e["mc_tiles"].val, e["nc_tiles"].val,
                                              e["pack_a"].val, e["c_block"].val)
-                     and e["k_unroll"].val <= e["kc"].val)
+                     and e["k_unroll"].val <= e["kc"].val
+                     and (e["pack_a"].val or not e["a_prefetch"].val))
     cfg.add_flop(2.0 * M * N * K)
     if cfg.is_fallback:
         mr, nr = _fallback_tile([t for t in tiles if M % t[0] == 0] or tiles, isa, isa.lanes)
@@ -122,15 +127,19 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
         order, k_unroll, pack_a, pack_b = "mn", 4 if kc % 4 == 0 else 1, 0, 1
         c_block = 0 if M % mr == 0 else 1
         pack_a = 1 if c_block else 0
+        a_prefetch = 0
     else:
         (mr, nr), kc = cfg["tile"].val, cfg["kc"].val
         mc, nc, order = cfg["mc_tiles"].val, cfg["nc_tiles"].val, cfg["order"].val
         k_unroll, pack_a, pack_b = cfg["k_unroll"].val, cfg["pack_a"].val, cfg["pack_b"].val
-        c_block = cfg["c_block"].val
+        c_block, a_prefetch = cfg["c_block"].val, cfg["a_prefetch"].val
     if not _valid_blocks(M, N, (mr, nr), mc, nc, pack_a, c_block):
         cfg.raise_error(f"blocks of {mc} × {nc} tiles of {mr} × {nr} do not cover {M} × {N} "
                         f"(pack_a={pack_a}, c_block={c_block})")
         mc, nc, pack_a, c_block = 1, 1, 1, 1
+    if a_prefetch and not pack_a:
+        cfg.raise_error(f"a_prefetch={a_prefetch} prefetches the packed A panels: it needs pack_a=1")
+        a_prefetch = 0
     Mp = padded_rows(M, mr, mc) if c_block else M     # the rows computed: M padded to whole blocks
 
     A = te.placeholder((M, K), name="A", dtype=dtype)
@@ -157,16 +166,18 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
         def b_at(kk, j):
             return B[kk, j]
     mk = cpu_intrinsics.gemm_fp32(mr, nr, kc, isa=isa, a_layout="panel" if pack_a else "rows",
-                                  unroll=min(k_unroll, kc))
+                                  unroll=min(k_unroll, kc), prefetch=a_prefetch)
     if c_block:
         CC = te.compute((Mp, N), lambda i, j: te.sum(a_at(i, k) * b_at(k, j), axis=k), name="C.block")
         C = te.compute((M, N), lambda i, j: CC[i, j], name="C")
         s = te.create_schedule(C.op)
-        _schedule_gemm_blocked(s, C, CC, mr, nr, mc, nc, [kc], order, mk, isa.lanes)
+        outer = _schedule_gemm_blocked(s, C, CC, mr, nr, mc, nc, [kc], order, mk, isa.lanes)
     else:
         C = te.compute((M, N), lambda i, j: te.sum(a_at(i, k) * b_at(k, j), axis=k), name="C")
         s = te.create_schedule(C.op)
-        _schedule_gemm(s, C, mr, nr, mc, nc, [kc], order, mk)
+        outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc], order, mk)
+    if a_prefetch:
+        s[C].pragma(outer, "import_llvm", cpu_intrinsics.PREFETCH_IR)
     if pack_b:
         x, _, z = s[Bp].op.axis
         s[Bp].vectorize(z)                  # contiguous rows of B
