@@ -635,7 +635,7 @@ def test_vector_access_at_a_scalar_index():
     np.testing.assert_allclose(c, a + 1, rtol=1e-6)
 
 
-@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("lanes", [8, 16, 32, 64])
 def test_vector_exp_whole_float32_range(lanes):
     """float32 vector exp is computed inline (not 8 libm calls): ~1 ulp, and exact at the ends
     (16 lanes on an AVX-512 host: 2**n by vscalefps, which must round to inf, subnormals and 0
@@ -670,16 +670,20 @@ def test_vector_exp_fuses_its_multiply_adds_where_the_target_has_fma(target, fus
     assert (fmas >= 7) == fused and "fmaf" not in asm, fmas
 
 
+@pytest.mark.parametrize("lanes", [16, 32])
 @pytest.mark.parametrize("target, scalef", [("llvm -mcpu=skylake-avx512", True), ("llvm -mcpu=haswell", False)])
-def test_vector_exp_scales_by_vscalefps_on_avx512(target, scalef):
-    """On 16 lanes with AVX-512F, 2**n is one ``vscalefps`` (and no exponent-bit arithmetic: 17
-    instructions a vector instead of 21); elsewhere the bits are built."""
+def test_vector_exp_scales_by_vscalefps_on_avx512(target, scalef, lanes):
+    """On multiples of 16 lanes with AVX-512F, 2**n is one ``vscalefps`` per 16 (and no
+    exponent-bit arithmetic: 17 instructions a vector instead of 21); elsewhere the bits are
+    built."""
     A, C = buf("A", (256,)), buf("C", (256,))
     i = Var("i")
-    x = ld(A, i * 16, 16)
-    asm = build_llvm(func("vexp", (A, C), loop(i, 16, st(C, i * 16, Call("exp", (x,), x.dtype), 16))),
+    x = ld(A, i * lanes, lanes)
+    asm = build_llvm(func("vexp", (A, C), loop(i, 256 // lanes, st(C, i * lanes, Call("exp", (x,), x.dtype), lanes))),
                      target=target).get_source("asm")
     assert ("vscalefps" in asm) == scalef and ("vpslld" in asm) != scalef, asm
+    if scalef:
+        assert asm.count("vscalefps") % (lanes // 16) == 0 and "vperm" not in asm, asm
 
 
 def test_vector_tanh_whole_float32_range():
