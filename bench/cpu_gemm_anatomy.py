@@ -5,6 +5,7 @@ the bench measures itself (``cpu_microkernels.fma_peak``), all in one process, i
     python bench/cpu_gemm_anatomy.py                   # 1 thread, fp32 and int8, the default variants
     python bench/cpu_gemm_anatomy.py --threads 2 --only fp32 --rounds 5
     python bench/cpu_gemm_anatomy.py --asm             # also the micro-kernels' hot loops, counted
+    python bench/cpu_gemm_anatomy.py --threads 2 --best best.json   # then: cpu_microkernels.py --knobs-from best.json
 
 Rows (``--only``):
 

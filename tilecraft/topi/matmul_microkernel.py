@@ -26,7 +26,8 @@ file without dividing M: 14 × 32, 6 × 64 on AVX-512), ``kc`` (a divisor of K: 
 loop iteration), ``pack_a`` (fp32: A in ``mr``-row panels, so a step's broadcasts are
 contiguous), ``pack_b`` (fp32: B in ``nr``-wide panels, or read in place), ``c_block`` (fp32:
 each block of C computed in a compact buffer and copied out; required where M is padded, which
-also needs ``pack_a``). The int8 template packs the weights in the call or takes them packed
+also needs ``pack_a``), ``a_prefetch`` (fp32, with ``pack_a``: bytes ahead in the A panel that
+each step prefetches, or 0). The int8 template packs the weights in the call or takes them packed
 (``weight_layout="packed"``, :func:`dense_int8_pack_weight`); the layout is the instruction's.
 """
 from __future__ import annotations
