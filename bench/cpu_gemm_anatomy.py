@@ -38,7 +38,10 @@ import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 N = 1024
-FP32_KERNELS = [(8, 32, 4), (14, 32, 1), (6, 64, 2), (12, 32, 2), (28, 16, 1)]     # (mr, nr, unroll)
+# (mr, nr, unroll, kc): kc 128 as well, since at 256 a 32-wide B slice (32 KB) and the A panel
+# nearly fill a 48 KB L1 (Emerald Rapids ran every kernel at 61-77% of its FMA peak at 256)
+FP32_KERNELS = [(8, 32, 4, 256), (14, 32, 1, 256), (6, 64, 2, 256), (12, 32, 2, 256), (28, 16, 1, 256),
+                (8, 32, 4, 128), (12, 32, 2, 128), (14, 32, 1, 128), (6, 64, 2, 128)]
 FP32_GEMMS = {  # the tuned config of the quiet Emerald Rapids run (session 19), and variants
     "8x32 er-tuned": dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4,
                           pack_a=1, pack_b=1, c_block=0),
@@ -55,6 +58,13 @@ FP32_GEMMS = {  # the tuned config of the quiet Emerald Rapids run (session 19),
                                   pack_a=1, pack_b=1, c_block=1, a_prefetch=1024),
     "8x32 c_block prefetch": dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4,
                                   pack_a=1, pack_b=1, c_block=1, a_prefetch=1024),
+    # the fastest kernel alone on Emerald Rapids (12 x 32), and the L1-sized kc 128
+    "12x32 padded": dict(tile=(12, 32), kc=256, mc_tiles=4, nc_tiles=8, order="nm", k_unroll=2,
+                         pack_a=1, pack_b=1, c_block=1),
+    "12x32 padded kc128": dict(tile=(12, 32), kc=128, mc_tiles=4, nc_tiles=8, order="nm", k_unroll=2,
+                               pack_a=1, pack_b=1, c_block=1),
+    "8x32 c_block kc128": dict(tile=(8, 32), kc=128, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4,
+                               pack_a=1, pack_b=1, c_block=1),
 }
 INT8_DENSES = {
     # amx_tile (0, 0): the vector kernel where the target has AMX (the knob exists only there)
@@ -333,11 +343,11 @@ def main(argv=None):
     rows["FMA peak"], flops["FMA peak"] = (fn, flop), flop
     gemm_flop = 2.0 * N ** 3
     if "fp32" in only:
-        for mr, nr, u in FP32_KERNELS:
+        for mr, nr, u, kc in FP32_KERNELS:
             if nr % isa.lanes or mr * nr // isa.lanes + nr // isa.lanes + 1 > isa.registers:
                 continue
-            fn, flop, mod = kernel_alone_fp32(mr, nr, u, args.threads)
-            name = f"kernel {mr}x{nr} u{u}"
+            fn, flop, mod = kernel_alone_fp32(mr, nr, u, args.threads, kc=kc)
+            name = f"kernel {mr}x{nr} u{u}" + (f" kc{kc}" if kc != 256 else "")
             rows[name], flops[name] = (fn, flop), flop
             if args.asm:
                 notes[name] = hot_loop_summary(mod, "vfmadd")
@@ -357,9 +367,12 @@ def main(argv=None):
         if args.asm:
             notes[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = hot_loop_summary(mod, "vpdpbusd" if "vnni" in isa.int8 else "vpmadd")
         if isa.amx:
-            for mr, nr, pf in ((32, 32, 0), (32, 16, 0), (32, 32, 1)):
-                fn, flop, _ = kernel_alone_int8(mr, nr, args.threads, amx=True, kc=1024, prefetch=pf)
-                row = f"kernel int8 amx {mr}x{nr}" + (f" prefetch {pf}" if pf else "")
+            # kc 1024: A and B (64 KB) overflow a 48 KB L1; 256 fits (16 KB), but the C tiles are
+            # loaded and stored 4 times as often
+            for mr, nr, pf, kc in ((32, 32, 0, 1024), (32, 16, 0, 1024), (32, 32, 1, 1024), (32, 32, 0, 256),
+                                   (32, 16, 0, 256)):
+                fn, flop, _ = kernel_alone_int8(mr, nr, args.threads, amx=True, kc=kc, prefetch=pf)
+                row = f"kernel int8 amx {mr}x{nr}" + (f" prefetch {pf}" if pf else "") + f" kc{kc}"
                 rows[row], flops[row] = (fn, flop), flop
         denses = dict(INT8_DENSES)
         if isa.amx:
