@@ -11,9 +11,10 @@ Workloads (``--only``):
   ``torch.mm`` (MKL), and beside the machine's FMA peak, which the bench measures itself: an FMA
   loop built with tilecraft (independent vector accumulators on the target's widest FMA, one
   loop per thread);
-- ``int8``: uint8 × int8 → int32 GEMM 1024³ (``topi/dense_int8.llvm``) beside PyTorch's quantized
-  linear (``torch.ao.nn.quantized.Linear``, engines ``x86`` (fbgemm) and ``onednn``), and as a
-  multiple of our fp32 GEMM's FLOP/s;
+- ``int8``: uint8 × int8 → int32 GEMM 1024³ (``topi/dense_int8.llvm`` with the weights packed
+  beforehand, ``weight_layout="packed"``, as PyTorch's quantized Linear keeps its weights)
+  beside PyTorch's quantized linear (``torch.ao.nn.quantized.Linear``, engines ``x86`` (fbgemm)
+  and ``onednn``), and as a multiple of our fp32 GEMM's FLOP/s;
 - ``conv``: conv2d 1×64×56×56, 64 filters 3×3, pad 1, fp32 (``topi/conv2d_nchwc_tensorized.llvm``)
   beside ``torch.nn.functional.conv2d`` (oneDNN);
 - ``conv8``: the same conv2d uint8 × int8 → int32 (``topi/conv2d_nchwc_int8.llvm``) beside
@@ -44,7 +45,8 @@ N_GEMM = 1024
 CONV = (1, 64, 56, 56, 64, 3, 3, 1, 1)
 WORKLOADS = {   # key: (template, args, log)
     "gemm": ("topi/matmul_tensorized.llvm", (N_GEMM, N_GEMM, N_GEMM, "float32"), "microkernel_gemm_fp32_1024"),
-    "int8": ("topi/dense_int8.llvm", (N_GEMM, N_GEMM, N_GEMM), "microkernel_dense_int8_1024"),
+    # int8: the weights packed beforehand (weight_layout "packed"), as PyTorch's quantized Linear keeps them
+    "int8": ("topi/dense_int8.llvm", (N_GEMM, N_GEMM, N_GEMM, "packed"), "microkernel_dense_int8_packed_1024"),
     "conv": ("topi/conv2d_nchwc_tensorized.llvm", CONV + ("float32",), "microkernel_conv2d_fp32_56"),
     "conv8": ("topi/conv2d_nchwc_int8.llvm", CONV, "microkernel_conv2d_int8_56"),
 }
@@ -58,7 +60,35 @@ def parse_args(argv=None):
                    help="tune each workload up to TRIALS candidates first (with the largest thread count)")
     p.add_argument("--rounds", type=int, default=7, help="timing rounds (ours and the references in turns)")
     p.add_argument("--logs", default=os.path.join(ROOT, "tuning_logs"))
+    p.add_argument("--knobs", action="append", default=[], metavar="KEY=JSON",
+                   help="measure workload KEY with these knob values instead of its log's best, e.g. "
+                        "gemm='{\"tile\": [14, 32], \"c_block\": 1}' (knobs not named: their first value)")
+    p.add_argument("--knobs-from", metavar="FILE", help="--knobs for several workloads from a JSON file "
+                   "{workload: knobs} (bench/cpu_gemm_anatomy.py --best writes one)")
     return p.parse_args(argv)
+
+
+def parse_knobs(items: list[str]) -> dict:
+    """``--knobs`` values ``KEY=JSON`` → ``{KEY: {knob: value}}`` (lists become tuples, as the
+    templates' knob values are).
+
+    >>> parse_knobs(['gemm={"tile": [14, 32], "kc": 256}'])
+    {'gemm': {'tile': (14, 32), 'kc': 256}}
+    """
+    import json
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or key not in WORKLOADS:
+            sys.exit(f"--knobs {item!r}: expected KEY=JSON with KEY one of {', '.join(WORKLOADS)}")
+        try:
+            knobs = json.loads(text)
+        except json.JSONDecodeError as e:
+            sys.exit(f"--knobs {key}: {text!r} is not JSON ({e})")
+        if not isinstance(knobs, dict):
+            sys.exit(f"--knobs {key}: expected a JSON object of knob values, got {text!r}")
+        out[key] = {k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()}
+    return out
 
 
 def load() -> str:
@@ -120,15 +150,20 @@ def tune(key: str, trials: int, logs: str) -> None:
     name, targs, log = WORKLOADS[key]
     path = os.path.join(logs, log + ".jsonl")
     task = autotune.task.create(name, args=targs, target="llvm")
+    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=30),
+                                     runner=autotune.LocalRunner(number=3, repeat=3, timeout=20,
+                                                                 max_timing_s=1.0))
+    t0 = time.perf_counter()
+    if not os.path.exists(path):        # a new log starts with the named variants (within the trials)
+        seeds = seed_configs(key, task)[:trials]
+        if seeds:
+            Listed(task, seeds).tune(len(seeds), option, callbacks=[autotune.callback.log_to_file(path)])
+            print(f"{name}: {len(seeds)} named variants first ({time.perf_counter() - t0:.0f} s)")
     tuner = autotune.tuner.XGBTuner(task, seed=0)
     done = tuner.load_history(autotune.record.load_from_file(path)) if os.path.exists(path) else 0
     if trials <= done:
         print(f"{name}: {done} trials in {path} already")
         return
-    option = autotune.measure_option(builder=autotune.LocalBuilder(timeout=30),
-                                     runner=autotune.LocalRunner(number=3, repeat=3, timeout=20,
-                                                                 max_timing_s=1.0))
-    t0 = time.perf_counter()
     tuner.tune(trials - done, option, early_stopping=max(32, trials // 2),
                callbacks=[autotune.callback.progress_bar(trials - done, prefix=name),
                           autotune.callback.log_to_file(path)])
@@ -136,9 +171,58 @@ def tune(key: str, trials: int, logs: str) -> None:
     print(f"{name}: {new} candidates in {time.perf_counter() - t0:.0f} s ({load()}), log {path}")
 
 
-def tuned(key: str, logs: str):
-    """The module of the best config in the workload's log (the fallback config without one),
-    and a description of where its config came from."""
+def seed_configs(key: str, task) -> list:
+    """The configs of ``task``'s space that ``bench/cpu_gemm_anatomy.py`` names for workload
+    ``key`` (its fp32 GEMM variants, int8 dense and conv2d rows; the AMX ones only where the target
+    has AMX), the ones the space has: a tuning run measures them first, so that a short run
+    (``--tune 48``) starts from the shapes known to fill the register file and the AMX tiles."""
+    import cpu_gemm_anatomy as an              # bench/cpu_gemm_anatomy.py
+    from tilecraft.topi.cpu_intrinsics import vector_isa
+
+    amx = vector_isa(task.target).amx
+    groups = {"gemm": [an.FP32_GEMMS], "int8": [an.INT8_DENSES] + ([an.AMX_DENSES] if amx else []),
+              "conv8": [an.CONV8_CONFIGS] + ([an.CONV8_AMX_CONFIGS] if amx else [])}.get(key, [])
+    out, seen = [], set()
+    for group in groups:
+        for knobs in group.values():
+            try:
+                cfg = an.config(task, **knobs)
+            except (ValueError, IndexError):    # a value this target's space lacks, or filtered out
+                continue
+            if cfg.index not in seen:
+                seen.add(cfg.index)
+                out.append(cfg)
+    return out
+
+
+def _listed_tuner():
+    from tilecraft.autotune.tuner.tuner import Tuner
+
+    class Listed(Tuner):
+        """Measures the given configs, in order (the named variants before a model-based run)."""
+
+        def __init__(self, task, configs):
+            super().__init__(task)
+            self.todo = list(configs)
+
+        def has_next(self):
+            return bool(self.todo) and super().has_next()
+
+        def next_batch(self, batch_size):
+            batch, self.todo = self.todo[:batch_size], self.todo[batch_size:]
+            return batch
+
+    return Listed
+
+
+def Listed(task, configs):
+    """A tuner that measures ``configs`` in order (see :func:`seed_configs`)."""
+    return _listed_tuner()(task, configs)
+
+
+def tuned(key: str, logs: str, knobs: dict | None = None):
+    """The module of the best config in the workload's log (the fallback config without one; the
+    config with ``knobs`` where given), and a description of where its config came from."""
     import tilecraft as tc
     import tilecraft.autotune as autotune
     import tilecraft.topi.conv2d_microkernel  # noqa: F401  (registers the templates)
@@ -147,7 +231,14 @@ def tuned(key: str, logs: str):
     name, targs, log = WORKLOADS[key]
     path = os.path.join(logs, log + ".jsonl")
     task = autotune.task.create(name, args=targs, target="llvm")
-    if os.path.exists(path):
+    if knobs:
+        from cpu_gemm_anatomy import config          # bench/cpu_gemm_anatomy.py
+        # (through a worker's JSON arguments tuples arrive as lists)
+        cfg = config(task, **{k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()})
+        with tc.target.Target("llvm"):
+            s, args = task.instantiate(cfg)
+        where = f"--knobs: {cfg}"
+    elif os.path.exists(path):
         best = autotune.record.pick_best(path)
         n = len(autotune.record.load_from_file(path))
         with autotune.apply_history_best(path):
@@ -161,7 +252,7 @@ def tuned(key: str, logs: str):
             with tc.target.Target("llvm"):
                 s, args = task.func(*targs)
         where = "fallback config (no tuning log)"
-    return tc.build(s, args, target="llvm"), where
+    return tc.build(s, args, target="llvm"), where, args
 
 
 # ------------------------------------------------------------------------------------------------
@@ -192,12 +283,16 @@ def inputs(key: str, seed: int = 0):
     return (x, w), ref
 
 
-def setup_tilecraft(key: str, logs: str):
-    """Our tuned module of the workload, checked (fp32 against float64, int8 exactly)."""
+def setup_tilecraft(key: str, logs: str, knobs: dict | None = None):
+    """Our tuned module of the workload (or the one with ``knobs``), checked (fp32 against
+    float64, int8 exactly)."""
     import numpy as np
 
-    mod, where = tuned(key, logs)
+    mod, where, args = tuned(key, logs, knobs)
     ins, ref = inputs(key)
+    if key == "int8":           # the weights packed once, outside the timed call
+        from tilecraft.topi.matmul_microkernel import dense_int8_pack_weight
+        ins = (ins[0], dense_int8_pack_weight(ins[1], args[1].shape[2].value))
     out = np.full(ref.shape, -7, "int32") if key in ("int8", "conv8") else np.full(ref.shape, np.nan, "float32")
     mod(*ins, out)
     if key in ("int8", "conv8"):
@@ -261,10 +356,10 @@ def has_torch() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def contestants(key: str, threads: int, logs: str) -> dict:
+def contestants(key: str, threads: int, logs: str, knobs: dict | None = None) -> dict:
     C = process_timing.Contestant
     me = os.path.abspath(__file__)
-    out = {"tilecraft": C(me, "setup_tilecraft", {"key": key, "logs": logs})}
+    out = {"tilecraft": C(me, "setup_tilecraft", {"key": key, "logs": logs, "knobs": knobs})}
     if key == "gemm":
         out["numpy.dot (OpenBLAS)"] = C(me, "setup_numpy_gemm")
         if has_torch():
@@ -326,7 +421,8 @@ def measure(args, threads: int) -> None:
     results = {}
     only = args.only.split(",")
     for key in [k for k in WORKLOADS if k in only]:      # int8 after gemm compares with our fp32 GEMM
-        t = process_timing.time_apart(contestants(key, threads, args.logs), threads=threads, rounds=args.rounds)
+        t = process_timing.time_apart(contestants(key, threads, args.logs, args.knobs.get(key)),
+                                      threads=threads, rounds=args.rounds)
         report(key, t, results)
         sys.stdout.flush()
     print(f"=== done, {load()}", flush=True)
@@ -335,6 +431,11 @@ def measure(args, threads: int) -> None:
 def main(argv=None):
     args = parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
+    args.knobs = parse_knobs(args.knobs)
+    if args.knobs_from:
+        import json
+        with open(args.knobs_from) as f:
+            args.knobs = {**parse_knobs([f"{k}={json.dumps(v)}" for k, v in json.load(f).items()]), **args.knobs}
     for key in args.only.split(","):
         if key not in WORKLOADS:
             sys.exit(f"--only: unknown workload {key!r}; choose from {', '.join(WORKLOADS)}")

@@ -70,3 +70,86 @@ def test_a_tilecraft_contestant_runs_in_its_worker():
     cg = str(BENCH / "cpu_gemm.py")
     for c in (pt.Contestant(cg, "setup_hand", {"n": 64}), pt.Contestant(cg, "setup_numpy", {"n": 64})):
         _binds(c)
+
+
+def test_the_gemm_anatomy_names_configs_of_the_templates_spaces():
+    """bench/cpu_gemm_anatomy.py's named variants are valid configs of the templates (for the
+    targets that have their ISA: AVX-512 + AMX for the AMX rows), so the device-host run
+    (bench/verify_micro.sh) does not stop at a knob that changed."""
+    from tilecraft import autotune
+    import tilecraft.topi.conv2d_microkernel  # noqa: F401
+    import tilecraft.topi.matmul_microkernel  # noqa: F401
+    an = load("cpu_gemm_anatomy")
+    spr = "llvm -mcpu=sapphirerapids"
+    n = an.N
+    tasks = {"fp32": autotune.task.create("topi/matmul_tensorized.llvm", args=(n, n, n, "float32"), target=spr),
+             "int8": autotune.task.create("topi/dense_int8.llvm", args=(n, n, n, "packed"), target=spr),
+             "conv8": autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=an.CONV8, target=spr)}
+    named = [("fp32", an.FP32_GEMMS), ("int8", an.INT8_DENSES), ("int8", an.AMX_DENSES),
+             ("conv8", an.CONV8_CONFIGS), ("conv8", an.CONV8_AMX_CONFIGS)]
+    for key, configs in named:
+        for name, knobs in configs.items():
+            cfg = an.config(tasks[key], **knobs)
+            for knob, value in knobs.items():
+                if knob not in cfg.space_map:
+                    continue
+                entity = cfg[knob]
+                assert (entity.size[-1] if hasattr(entity, "size") else entity.val) == value, (name, knob)
+
+
+def test_knobs_from_the_command_line_and_the_anatomys_best(tmp_path):
+    """``cpu_microkernels.py --knobs KEY=JSON`` / ``--knobs-from FILE`` (what ``cpu_gemm_anatomy.py
+    --best`` writes): JSON lists become the templates' tuples; bad input says which argument."""
+    cm, an = load("cpu_microkernels"), load("cpu_gemm_anatomy")
+    assert cm.parse_knobs(['int8={"amx_tile": [32, 32], "kc": 1024}']) == \
+        {"int8": {"amx_tile": (32, 32), "kc": 1024}}
+    for bad, says in [("gemm", "expected KEY=JSON"), ("nope={}", "expected KEY=JSON"),
+                      ("gemm={tile", "is not JSON"), ("gemm=[1, 2]", "expected a JSON object")]:
+        with pytest.raises(SystemExit, match=says):
+            cm.parse_knobs([bad])
+    times = {"gemm a": 3.0, "gemm b": 2.0, "dense x": 1.0, "conv int8 y": 5.0}
+    variants = {"gemm a": ("gemm", {"kc": 256}), "gemm b": ("gemm", {"kc": 512}),
+                "dense x": ("int8", {"tile": (8, 32)}), "conv int8 z": ("conv8", {"amx": True})}
+    best = an.best_variants(times, variants)
+    assert best == {"gemm": {"kc": 512}, "int8": {"tile": (8, 32)}}       # z was not timed
+    path = tmp_path / "best.json"
+    path.write_text(json.dumps(best))
+    args = cm.parse_args(["--knobs-from", str(path)])
+    assert args.knobs_from == str(path)
+    assert cm.parse_knobs([f"{k}={json.dumps(v)}" for k, v in json.loads(path.read_text()).items()]) == best
+
+
+def test_the_anatomy_config_names_a_knob_value_the_space_lacks():
+    from tilecraft import autotune
+    import tilecraft.topi.matmul_microkernel  # noqa: F401
+    an = load("cpu_gemm_anatomy")
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(64, 64, 64, "float32"),
+                                target="llvm -mcpu=skylake-avx512")
+    with pytest.raises(ValueError, match=r"knob kc has no value 100 here; its values: \[64\]"):
+        an.config(task, kc=100)
+
+
+def test_tuning_starts_from_the_anatomys_named_variants():
+    """``cpu_microkernels.py --tune`` measures ``seed_configs`` first: the anatomy's named variants
+    that the target's space has (the AMX ones only where the target has AMX)."""
+    from tilecraft import autotune
+    import tilecraft.topi.conv2d_microkernel  # noqa: F401
+    import tilecraft.topi.matmul_microkernel  # noqa: F401
+    cm, an = load("cpu_microkernels"), load("cpu_gemm_anatomy")
+    sys.modules.setdefault("cpu_gemm_anatomy", an)
+    counts = {}
+    for target in ("llvm -mcpu=sapphirerapids", "llvm -mcpu=znver5"):
+        for key in ("gemm", "int8", "conv8", "conv"):
+            name, args, _ = cm.WORKLOADS[key]
+            task = autotune.task.create(name, args=args, target=target)
+            seeds = cm.seed_configs(key, task)
+            assert len({c.index for c in seeds}) == len(seeds)
+            counts[target.split("=")[1], key] = len(seeds)
+            if key == "int8" and "sapphire" in target:
+                assert {c["amx_tile"].val for c in seeds} == {(0, 0), (32, 32), (32, 16)}
+    assert counts == {("sapphirerapids", "gemm"): len(an.FP32_GEMMS), ("znver5", "gemm"): len(an.FP32_GEMMS),
+                      ("sapphirerapids", "int8"): len(an.INT8_DENSES) + len(an.AMX_DENSES),
+                      ("znver5", "int8"): len(an.INT8_DENSES),
+                      ("sapphirerapids", "conv8"): len(an.CONV8_CONFIGS) + len(an.CONV8_AMX_CONFIGS),
+                      ("znver5", "conv8"): len(an.CONV8_CONFIGS),
+                      ("sapphirerapids", "conv"): 0, ("znver5", "conv"): 0}

@@ -7,6 +7,8 @@ intrinsic's TE definition), exactly against int64 numpy. Where the CPU has AMX, 
 runs, on poisoned outputs, exactly (``-m`` none: plain ``pytest tests/test_microkernel_amx.py``
 on such a host).
 """
+import re
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ import tilecraft as tc
 import tilecraft.autotune as autotune
 from tilecraft.codegen.llvm_features import cpu_features
 from tilecraft.topi import cpu_amx
-from tilecraft.topi import matmul_microkernel  # noqa: F401  (registers the templates)
+from tilecraft.topi import conv2d_microkernel, matmul_microkernel  # noqa: F401  (registers the templates)
 from tilecraft.topi.cpu_intrinsics import vector_isa
 
 from microkernel_asm import hot_loop
@@ -50,11 +52,37 @@ def test_the_kernel_keeps_its_c_tiles_in_tile_registers(tile):
     assert asm.count("tilestored") == tiles_c and "ldtilecfg" in asm and "tilerelease" in asm
 
 
+@pytest.mark.parametrize("prefetch", [1, 2])
+def test_the_kernel_prefetches_the_next_rows_of_its_tiles(prefetch):
+    """``prefetch=1``: one prefetcht0 per row of each A tile each step (16 per tile), 64 bytes
+    further along K; ``2``: also per row of each B tile, 16 rows further down. The loop keeps
+    its tiles in registers as without, and spills nothing."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    mr, nr = 32, 32
+    ir = cpu_amx.amx_kernel_ir(mr, nr, prefetch)
+    assert cpu_amx.amx_kernel_name(mr, nr, prefetch) == f"tilecraft_amx_u8s8s32_32x32_pf{prefetch}"
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(cpu="sapphirerapids", opt=2)
+    loop = hot_loop(tm.emit_assembly(mod), "tdpbusd")
+    ops = [x.split()[0] for x in loop]
+    assert ops.count("tdpbusd") == 4 and ops.count("tileloadd") == 4 and "tilestored" not in ops
+    assert ops.count("prefetcht0") == 16 * (2 if prefetch == 1 else 4)
+    # nothing spilled in the loop (with both prefetches the loop bound is read from the stack)
+    assert not any(re.search(r",\s*-?\d*\(%rsp", x) for x in loop)
+
+
 def test_the_kernel_refuses_other_blocks():
     with pytest.raises(ValueError, match=r"gemm_u8s8s32_amx\(48, 16, 64\): the C block is one of 32 × 32"):
         cpu_amx.gemm_u8s8s32_amx(48, 16, 64)
     with pytest.raises(ValueError, match=r"gemm_u8s8s32_amx\(32, 32, 96\): kc must be a positive multiple of 64"):
         cpu_amx.gemm_u8s8s32_amx(32, 32, 96)
+    with pytest.raises(ValueError, match=r"gemm_u8s8s32_amx\(32, 32, 64\): prefetch is one of \(0, 1, 2\), got 3"):
+        cpu_amx.gemm_u8s8s32_amx(32, 32, 64, prefetch=3)
+    with pytest.raises(ValueError, match=r"the AMX micro-kernel's prefetch is one of \(0, 1, 2\), got 4"):
+        cpu_amx.amx_kernel_ir(32, 32, 4)
 
 
 def check_passes(s, args, inputs, reference):
@@ -88,7 +116,20 @@ def test_dense_int8_chooses_amx_from_the_target():
     asm = tc.build(s, args, target=SPR).get_source("asm")
     assert "tdpbusd" in asm and "tileloadd" in asm and "ldtilecfg" in asm
     other = autotune.task.create("topi/dense_int8.llvm", args=(64, 64, 256), target="llvm -mcpu=znver4")
-    assert "amx_tile" not in other.config_space.space_map
+    assert "amx_tile" not in other.config_space.space_map and "amx_prefetch" not in other.config_space.space_map
+
+
+def test_dense_int8_links_the_prefetching_kernel_its_config_names():
+    task = autotune.task.create("topi/dense_int8.llvm", args=(64, 64, 256), target=SPR)
+    space = task.config_space
+    configs = [c for c in space if c["amx_tile"].val[0]]
+    assert {c["amx_prefetch"].val for c in configs} == {0, 1, 2}
+    assert all(c["amx_prefetch"].val == 0 for c in space if not c["amx_tile"].val[0])
+    cfg = next(c for c in configs if c["amx_prefetch"].val == 2)
+    with tc.target.Target(SPR):
+        s, args = task.instantiate(cfg)
+    asm = tc.build(s, args, target=SPR).get_source("asm")
+    assert "tdpbusd" in asm and "prefetcht0" in asm and "tilecraft_amx_u8s8s32_" in asm and "_pf2" in asm
 
 
 @pytest.mark.parametrize("kc", [64, 128])       # the reduction split (reset + update) and whole (body)
@@ -113,3 +154,96 @@ def test_dense_int8_on_amx_runs_exactly(check_llvm, rng):
         with tc.target.Target("llvm"):
             s, (d, wt, C) = task.instantiate(_amx_config(task, rng))
         check_llvm(s, [d, wt, C], {d: a, wt: w}, {C: want}, rtol=0, atol=0, passes=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# conv2d NCHW[x]c on AMX
+
+@pytest.mark.parametrize("reg_n, oc_bn, ic_bn, stride", [(28, 16, 64, 1), (14, 32, 128, 1), (8, 32, 64, 2)])
+def test_the_conv_kernel_keeps_its_c_tiles_over_the_window(reg_n, oc_bn, ic_bn, stride):
+    """One step per window position and 64 channels: A tiles of ``rows`` columns, B tiles of 16
+    channels, one tdpbusd per C tile (the tile shapes in the configuration), nothing stored in
+    the loop; C loaded before and stored after."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    rows, tm, tn = cpu_amx.amx_conv_tiles(reg_n, oc_bn)
+    ir = cpu_amx.amx_conv_kernel_ir(reg_n, oc_bn, 3, 3, ic_bn, stride)
+    assert f"tdpbusd.internal(i16 {rows}, i16 64, i16 64" in ir
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    tm_ = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(cpu="sapphirerapids", opt=2)
+    asm = tm_.emit_assembly(mod)
+    loop = hot_loop(asm, "tdpbusd")
+    ops = [x.split()[0] for x in loop]
+    assert ops.count("tdpbusd") == tm * tn and ops.count("tileloadd") == tm + tn
+    assert "tilestored" not in ops and not any(re.search(r",\s*-?\d*\(%rsp", x) for x in loop)
+    assert asm.count("tilestored") == tm * tn and "ldtilecfg" in asm and "tilerelease" in asm
+
+
+def test_the_conv_kernel_refuses_other_tiles():
+    assert cpu_amx.amx_conv_tiles(17, 16) is None and cpu_amx.amx_conv_tiles(8, 48) is None
+    with pytest.raises(ValueError, match=r"conv_u8s8s32_amx\(17, 16, 3, 3, 64, 1\): the tile is 17 columns × 16 "
+                                         r"channels; AMX takes 16 or 32 channels"):
+        cpu_amx.conv_u8s8s32_amx(17, 16, 3, 3, 64)
+    with pytest.raises(ValueError, match=r"conv_u8s8s32_amx\(16, 16, 3, 3, 32, 1\): ic_bn must be a positive "
+                                         r"multiple of 64"):
+        cpu_amx.conv_u8s8s32_amx(16, 16, 3, 3, 32)
+    with pytest.raises(ValueError, match=r"the AMX conv micro-kernel needs oc_bn 16 or 32"):
+        cpu_amx.amx_conv_kernel_ir(16, 48, 3, 3, 64)
+
+
+def _amx_conv_config(task, rng, ic_bn=None):
+    space = task.config_space
+    for i in rng.permutation(len(space)):
+        c = space.get(space.valid_index(int(i)))
+        if c["amx"].val and (ic_bn is None or c["tile_ic"].size[-1] == ic_bn):
+            return c
+    raise AssertionError("no AMX config in the space")
+
+
+CONV_AMX = (1, 64, 5, 14, 32, 3, 3, 1, 1)      # CI = 64: one 64-channel block; OW = 14
+
+
+def test_conv2d_int8_chooses_amx_from_the_target(rng):
+    task = autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=CONV_AMX, target=SPR)
+    amx = [c for c in task.config_space if c["amx"].val]
+    assert amx and all(c["tile_ic"].size[-1] % 64 == 0 and c["tile_oc"].size[-1] in (16, 32) for c in amx)
+    assert {c["tile_ow"].size[-1] for c in amx} == {1, 2, 7, 14}
+    with tc.target.Target(SPR):
+        s, args = task.instantiate(_amx_conv_config(task, rng))
+    asm = tc.build(s, args, target=SPR).get_source("asm")
+    assert "tdpbusd" in asm and "tilecraft_amx_conv_u8s8s32_" in asm
+    other = autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=CONV_AMX, target="llvm -mcpu=znver4")
+    assert "amx" not in other.config_space.space_map
+    few = autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=(1, 32, 5, 14, 32, 3, 3, 1, 1), target=SPR)
+    assert "amx" not in few.config_space.space_map          # CI = 32: no 64-channel block
+
+
+@pytest.mark.parametrize("shape", [CONV_AMX, (1, 128, 4, 7, 20, 3, 3, 1, 1)], ids=["body", "reset_update"])
+def test_conv2d_int8_on_amx_is_exact_by_the_interpreter(rng, shape):
+    """One 64-channel block (the intrinsic's body), and two (reset, then update per block; 20
+    filters: the last channel block padded with zero filters)."""
+    from test_microkernels import conv_ref
+    N, CI, H, W, CO, KH, KW, stride, pad = shape
+    task = autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=shape, target=SPR)
+    x, w = int8_inputs(rng, ((N, CI, H, W), "u"), ((CO, CI, KH, KW), "s"))
+    want = conv_ref(x, w, stride, pad).astype(np.int64)
+    with tc.target.Target(SPR):
+        s, (data, kernel, out) = task.instantiate(_amx_conv_config(task, rng, ic_bn=64))
+    assert check_passes(s, [data, kernel, out], {data: x, kernel: w}, {out: want}).checked
+
+
+@pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX (amx-int8): the tile code cannot run here")
+def test_conv2d_int8_on_amx_runs_exactly(check_llvm, rng):
+    from test_microkernels import conv_ref
+    for shape in (CONV_AMX, (1, 128, 6, 9, 48, 3, 3, 2, 1)):
+        N, CI, H, W, CO, KH, KW, stride, pad = shape
+        task = autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=shape, target="llvm")
+        x, w = int8_inputs(rng, ((N, CI, H, W), "u"), ((CO, CI, KH, KW), "s"))
+        x[0, :4, 1, 1], w[0, :4, 1, 1] = 255, -128
+        want = conv_ref(x, w, stride, pad).astype(np.int64)
+        for _ in range(3):
+            with tc.target.Target("llvm"):
+                s, (data, kernel, out) = task.instantiate(_amx_conv_config(task, rng))
+            check_llvm(s, [data, kernel, out], {data: x, kernel: w}, {out: want}, rtol=0, atol=0, passes=False)

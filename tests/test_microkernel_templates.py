@@ -53,6 +53,112 @@ def test_matmul_tensorized(check_llvm, rand, rng):
         check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b}, rtol=1e-4, atol=1e-4, passes=False)
 
 
+@needs_fma
+def test_matmul_tensorized_pads_m_for_tiles_that_do_not_divide_it(check_llvm, rand, rng):
+    """M = 37 is prime: every tile but whole-matrix ones pads it. A is packed with zero rows up
+    to whole blocks, each block of C computed in a compact buffer and copied out; the padding
+    rows must never reach C (check_llvm poisons it), in the fallback and in random configs with
+    the largest tiles (14 × 32 on AVX-512)."""
+    M, N, K = 37, 4 * ISA.lanes, 96
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(M, N, K, "float32"), target="llvm")
+    space = task.config_space
+    padded = [c for c in space if M % c["tile"].val[0]]
+    assert padded and all(c["c_block"].val == 1 and c["pack_a"].val == 1 for c in padded)
+    biggest = max(c["tile"].val[0] * c["tile"].val[1] for c in padded)
+    picks = [padded[i] for i in rng.choice(len(padded), 2, replace=False)]
+    picks.append(next(c for c in padded if c["tile"].val[0] * c["tile"].val[1] == biggest))
+    a, b = rand((M, K)), rand((K, N))
+    for cfg in [None] + picks:
+        s, (A, B, C) = instantiate(task, cfg)
+        check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b}, rtol=1e-4, atol=1e-4, passes=False)
+
+
+@needs_fma
+def test_matmul_tensorized_c_block_without_padding(check_llvm, rand, rng):
+    M, N, K = 32, 2 * ISA.lanes, 64
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(M, N, K, "float32"), target="llvm")
+    blocked = [c for c in task.config_space if c["c_block"].val == 1 and M % c["tile"].val[0] == 0]
+    a, b = rand((M, K)), rand((K, N))
+    for i in rng.choice(len(blocked), 2, replace=False):
+        s, (A, B, C) = instantiate(task, blocked[i])
+        check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b}, rtol=1e-4, atol=1e-4, passes=False)
+
+
+@needs_fma
+def test_matmul_tensorized_a_prefetch(check_llvm, rand, rng):
+    """Knob a_prefetch (only with pack_a): the kernel asks for the A panel ahead; random configs
+    with it, padded M (37) and not, bounds-checked (the addresses stay in the slice)."""
+    for M in (37, 24):
+        N, K = 2 * ISA.lanes, 96
+        task = autotune.task.create("topi/matmul_tensorized.llvm", args=(M, N, K, "float32"), target="llvm")
+        with_pf = [c for c in task.config_space if c["a_prefetch"].val]
+        assert with_pf and all(c["pack_a"].val == 1 for c in with_pf)
+        a, b = rand((M, K)), rand((K, N))
+        for i in rng.choice(len(with_pf), 2, replace=False):
+            s, (A, B, C) = instantiate(task, with_pf[i])
+            check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b}, rtol=1e-4, atol=1e-4, passes=False)
+
+
+@pytest.mark.parametrize("tile,k_unroll", [((14, 32), 1), ((8, 32), 4), ((6, 64), 2)])
+def test_matmul_tensorized_prefetch_machine_code(tile, k_unroll):
+    """With a_prefetch the template's hot loop has one ``prefetcht0`` a step beside its FMAs
+    (AVX-512, 1024³, the padded tiles included). Whether LLVM spills at 28-30 of 32 zmm depends
+    on the loop nest around the kernel, with the prefetch or without (bench/cpu_gemm_anatomy.py
+    --asm counts it per variant), so this checks the prefetches, not the spills."""
+    from microkernel_asm import hot_loop, report
+    target = "llvm -mcpu=skylake-avx512"
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(1024, 1024, 1024, "float32"), target=target)
+    cfg = next(c for c in task.config_space if c["tile"].val == tile and c["k_unroll"].val == k_unroll
+               and c["kc"].val == 256 and c["c_block"].val == 1 and c["a_prefetch"].val == 1024
+               and c["order"].val == "nm" and c["pack_b"].val == 1)
+    with tc.target.Target(target):
+        s, args = task.instantiate(cfg)
+    r = report(hot_loop(tc.build(s, args, target=target).get_source("asm"), "vfmadd"), "vfmadd")
+    accs = tile[0] * tile[1] // 16
+    assert r.accumulators >= accs - 2, r.text
+    assert r.text.count("prefetcht0") == r.updates // accs == k_unroll, r.text
+
+
+def test_padded_blocks_waste_little():
+    from tilecraft.topi.matmul_microkernel import _valid_blocks, padded_rows
+    assert padded_rows(1024, 14, 2) == 1036 and padded_rows(1024, 8, 32) == 1024
+    assert _valid_blocks(1024, 1024, (14, 32), 4, 8, pack_a=1, c_block=1)        # 1064 rows: 3.9% more
+    assert not _valid_blocks(1024, 1024, (14, 32), 8, 8, pack_a=1, c_block=1)    # 1120 rows: 9.4% more
+    assert not _valid_blocks(1024, 1024, (14, 32), 1, 8, pack_a=0, c_block=1)    # A read in place: no rows to pad
+    assert not _valid_blocks(1024, 1024, (14, 32), 1, 8, pack_a=1, c_block=0)    # C written in place
+    assert _valid_blocks(37, 64, (14, 32), 1, 2, pack_a=1, c_block=1)            # 42 rows: single tiles always
+
+
+@needs_int8
+def test_dense_int8_on_weights_packed_beforehand_is_exact(check_llvm, rng):
+    """``weight_layout="packed"``: the weights come packed by dense_int8_pack_weight with the
+    config's panel width (the template packs nothing in the call)."""
+    from tilecraft.topi.matmul_microkernel import dense_int8_pack_weight, dense_int8_weight_panel
+    M, N, K = 12, 3 * ISA.int8_lanes, 128
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "packed"), target="llvm")
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    a[0, :2], w[0, :2] = 255, -128
+    want = a.astype(np.int64) @ w.astype(np.int64).T
+    for cfg in configs(task, rng):
+        s, (d, wt, C) = instantiate(task, cfg)
+        nr = wt.shape[2].value
+        assert cfg is None or dense_int8_weight_panel(cfg) == nr
+        assert "packedW" not in str(tc.lower(s, [d, wt, C]))
+        check_llvm(s, [d, wt, C], {d: a, wt: dense_int8_pack_weight(w, nr)}, {C: want}, rtol=0, atol=0, passes=False)
+
+
+def test_dense_int8_weight_layout_errors():
+    from tilecraft.topi.matmul_microkernel import dense_int8_pack_weight
+    with pytest.raises(ValueError, match=r"topi/dense_int8.llvm: weight_layout is 'NK' or 'packed', got 'KN'"):
+        autotune.task.create("topi/dense_int8.llvm", args=(16, 32, 64, "KN"), target="llvm -mcpu=cascadelake")
+    with pytest.raises(ValueError, match=r"dense_int8_pack_weight: weights 40 × 64 need N a multiple of nr = 32 "
+                                         r"and K a multiple of 4"):
+        dense_int8_pack_weight(np.zeros((40, 64), "int8"), 32)
+    w = np.arange(2 * 32 * 8).astype("int8").reshape(64, 8)
+    p = dense_int8_pack_weight(w, 32)
+    assert p.shape == (2, 2, 32, 4) and p[1, 1, 3, 2] == w[32 + 3, 4 + 2]
+
+
 @needs_int8
 def test_dense_int8_is_exact(check_llvm, rng):
     M, N, K = 12, 3 * ISA.int8_lanes, 128

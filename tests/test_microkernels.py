@@ -44,10 +44,10 @@ def _run_or_skip(isa, int8: bool):
                     f"by test_*_machine_code)")
 
 
-def gemm_fp32_schedule(M, N, K, mr, nr, kc, isa, a_layout="rows", unroll=1, parallel=True):
+def gemm_fp32_schedule(M, N, K, mr, nr, kc, isa, a_layout="rows", unroll=1, parallel=True, prefetch=0):
     """C = A @ B with B packed in nr-wide panels (and A in mr-row panels), tensorized at the
     register tile; M, N have outer tails past a block of 2 tiles, K splits by kc (reset +
-    update) unless kc == K (body)."""
+    update) unless kc == K (body); ``prefetch``: the kernel's A prefetch distance (bytes)."""
     A = te.placeholder((M, K), name="A")
     B = te.placeholder((K, N), name="B")
     Bp = te.compute((N // nr, K, nr), lambda x, k, z: B[k, x * nr + z], name="Bp")
@@ -69,7 +69,9 @@ def gemm_fp32_schedule(M, N, K, mr, nr, kc, isa, a_layout="rows", unroll=1, para
     s[C].reorder(io, jo, ko, mi, ni, kk)
     if parallel:
         s[C].parallel(io)
-    s[C].tensorize(mi, ci.gemm_fp32(mr, nr, kc, isa=isa, a_layout=a_layout, unroll=unroll))
+    s[C].tensorize(mi, ci.gemm_fp32(mr, nr, kc, isa=isa, a_layout=a_layout, unroll=unroll, prefetch=prefetch))
+    if prefetch:
+        s[C].pragma(io, "import_llvm", ci.PREFETCH_IR)
     return s, [A, B, C]
 
 
@@ -131,6 +133,26 @@ def test_gemm_fp32_machine_code(name, mr, nr, reg):
     assert r.stores == 0 and r.stack == 0, r.text
     assert r.broadcasts >= mr * r.updates // tiles, r.text
     assert f"%{reg}" in r.text and ("zmm" not in r.text if reg == "ymm" else True), r.text
+
+
+@pytest.mark.parametrize("name", ["avx512", "avx2"])
+@pytest.mark.parametrize("kc,unroll,prefetch", [(16, 4, 64), (48, 1, 4), (48, 2, 4096)],
+                         ids=["reset-update", "body-next-row", "body-past-the-slice"])
+def test_gemm_fp32_prefetching_runs(check_llvm, rand, name, kc, unroll, prefetch):
+    """The A-panel prefetch asks for rows ahead of the step, the slice's last row near its end
+    (4096 bytes is past every slice here): the bounds-checked build checks each address."""
+    isa = ci.vector_isa(ISA_TARGETS[name])
+    _run_or_skip(isa, False)
+    mr, nr = 3, 2 * isa.lanes
+    M, N, K = 2 * mr, 2 * nr, 48
+    s, (A, B, C) = gemm_fp32_schedule(M, N, K, mr, nr, kc, isa, "panel", unroll, prefetch=prefetch)
+    a, b = rand((M, K)), rand((K, N))
+    check_llvm(s, [A, B, C], {A: a, B: b}, {C: a @ b}, rtol=1e-5, atol=1e-5)
+
+
+def test_prefetch_needs_the_panel_layout():
+    with pytest.raises(ValueError, match=r"gemm_fp32\(4, 16, 64\): prefetch=256 needs a_layout='panel'"):
+        ci.gemm_fp32(4, 16, 64, isa=ci.vector_isa("llvm -mcpu=skylake-avx512"), prefetch=256)
 
 
 def test_conv_fp32_runs(check_llvm, rand):

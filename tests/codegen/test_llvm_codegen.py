@@ -635,16 +635,21 @@ def test_vector_access_at_a_scalar_index():
     np.testing.assert_allclose(c, a + 1, rtol=1e-6)
 
 
-def test_vector_exp_whole_float32_range():
-    """float32 vector exp is computed inline (not 8 libm calls): ~1 ulp, and exact at the ends."""
+@pytest.mark.parametrize("lanes", [8, 16, 32, 64])
+def test_vector_exp_whole_float32_range(lanes):
+    """float32 vector exp is computed inline (not 8 libm calls): ~1 ulp, and exact at the ends
+    (16 lanes on an AVX-512 host: 2**n by vscalefps, which must round to inf, subnormals and 0
+    there by itself; a quarter of the inputs give subnormal results)."""
     n = 4096
     A, C = buf("A", (n,)), buf("C", (n,))
     i = Var("i")
-    x = ld(A, i * 8, 8)
-    mod = build_llvm(func("vexp", (A, C), loop(i, n // 8, st(C, i * 8, Call("exp", (x,), x.dtype), 8))))
+    x = ld(A, i * lanes, lanes)
+    mod = build_llvm(func("vexp", (A, C), loop(i, n // lanes, st(C, i * lanes, Call("exp", (x,), x.dtype), lanes))))
     assert "@expf" not in mod.get_source("ll")
     a = rand(n, "float32", -110, 95)
-    a[:12] = [0, -0.0, 1, -1, 88.7, 88.8, -87.3, -88.5, -104, np.inf, -np.inf, np.nan]
+    a[n // 2:n // 2 + n // 4] = rand(n // 4, "float32", -104.5, -87)
+    a[:16] = [0, -0.0, 1, -1, 88.7, 88.72283, 88.7229, 88.8, 89.5, -87.3, -88.5, -103.9, -104, np.inf, -np.inf,
+              np.nan]
     c = poisoned(n)
     mod(a, c)
     with np.errstate(over="ignore"):
@@ -663,6 +668,22 @@ def test_vector_exp_fuses_its_multiply_adds_where_the_target_has_fma(target, fus
                      target=target).get_source("asm")
     fmas = asm.count("vfmadd") + asm.count("vfmsub") + asm.count("vfnmadd")
     assert (fmas >= 7) == fused and "fmaf" not in asm, fmas
+
+
+@pytest.mark.parametrize("lanes", [16, 32])
+@pytest.mark.parametrize("target, scalef", [("llvm -mcpu=skylake-avx512", True), ("llvm -mcpu=haswell", False)])
+def test_vector_exp_scales_by_vscalefps_on_avx512(target, scalef, lanes):
+    """On multiples of 16 lanes with AVX-512F, 2**n is one ``vscalefps`` per 16 (and no
+    exponent-bit arithmetic: 17 instructions a vector instead of 21); elsewhere the bits are
+    built."""
+    A, C = buf("A", (256,)), buf("C", (256,))
+    i = Var("i")
+    x = ld(A, i * lanes, lanes)
+    asm = build_llvm(func("vexp", (A, C), loop(i, 256 // lanes, st(C, i * lanes, Call("exp", (x,), x.dtype), lanes))),
+                     target=target).get_source("asm")
+    assert ("vscalefps" in asm) == scalef and ("vpslld" in asm) != scalef, asm
+    if scalef:
+        assert asm.count("vscalefps") % (lanes // 16) == 0 and "vperm" not in asm, asm
 
 
 def test_vector_tanh_whole_float32_range():

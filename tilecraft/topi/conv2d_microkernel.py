@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import tilecraft.autotune as autotune
 from tilecraft import te
-from tilecraft.topi import cpu_intrinsics
+from tilecraft.topi import cpu_amx, cpu_intrinsics
 
 
 def _ints(shape) -> list[int]:
@@ -88,7 +88,7 @@ def packed_conv2d(data, kernel, stride: int, padding: int, ic_bn: int, oc_bn: in
     return out, (data_vec, kernel_vec, conv)
 
 
-def _schedule(s, data_vec, kernel_vec, conv, out, reg_n, ic_outer, mk):
+def _schedule(s, data_vec, kernel_vec, conv, out, reg_n, ic_outer, mk, import_llvm=None):
     oc_bn = _ints(conv.shape)[-1]
     n, C, h, w, c = s[data_vec].op.axis
     s[data_vec].parallel(s[data_vec].fuse(n, C, h))
@@ -101,6 +101,8 @@ def _schedule(s, data_vec, kernel_vec, conv, out, reg_n, ic_outer, mk):
     row = s[out].fuse(n, co, y)
     s[out].parallel(row)
     s[out].unroll(ci)
+    if import_llvm:
+        s[out].pragma(row, "import_llvm", import_llvm)
     s[conv].compute_at(s[out], row)
 
     _, _, _, x, co = s[conv].op.axis
@@ -125,7 +127,10 @@ def _fits(reg_n: int, oc_bn: int, lanes: int, registers: int, extra: int) -> boo
     return reg_n * vecs + vecs + extra <= registers
 
 
-def _conv_template(cfg, isa, lanes, extra, multiple, N, CI, H, W, CO, KH, KW, stride, padding):
+def _conv_template(cfg, isa, lanes, extra, multiple, N, CI, H, W, CO, KH, KW, stride, padding, amx=False):
+    """The knobs, filters and fallback of both templates: ``(ic_bn, oc_bn, reg_n, ic_outer,
+    k_unroll)`` of the config (and, with ``amx``, a knob ``amx`` whose configs take AMX tiles:
+    ``ic_bn`` a multiple of 64, ``oc_bn`` 16 or 32, up to 32 columns)."""
     OH = (H + 2 * padding - KH) // stride + 1
     OW = (W + 2 * padding - KW) // stride + 1
     cfg.define_split("tile_ic", CI, num_outputs=2, policy="candidate",
@@ -133,13 +138,22 @@ def _conv_template(cfg, isa, lanes, extra, multiple, N, CI, H, W, CO, KH, KW, st
     cfg.define_split("tile_oc", CO, num_outputs=2, policy="candidate",
                      candidate=[[-1, v] for v in _oc_blocks(CO, lanes)])
     cfg.define_split("tile_ow", OW, num_outputs=2, policy="factors",
-                     filter=lambda e: _fits(e.size[-1], lanes, lanes, isa.registers, extra))
+                     filter=lambda e: _fits(e.size[-1], lanes, lanes, isa.registers, extra)
+                     or (amx and cpu_amx.amx_conv_tiles(e.size[-1], 16) is not None))
     cfg.define_knob("ic_outer", [False, True])
     cfg.define_knob("k_unroll", [1, 2, 4])
-    cfg.multi_filter(lambda e: _fits(e["tile_ow"].size[-1], e["tile_oc"].size[-1], lanes, isa.registers, extra)
-                     and (e["tile_ow"].size[-1] * e["tile_oc"].size[-1] >= 8 * lanes
-                          or e["tile_ow"].size[-1] == OW)
-                     and (e["tile_ic"].size[-1] // multiple) % e["k_unroll"].val == 0)
+    if amx:             # only where the target has AMX: other targets' spaces (and logs) stay as they were
+        cfg.define_knob("amx", [False, True])
+
+    def vector_tile(e):
+        return (_fits(e["tile_ow"].size[-1], e["tile_oc"].size[-1], lanes, isa.registers, extra)
+                and (e["tile_ow"].size[-1] * e["tile_oc"].size[-1] >= 8 * lanes or e["tile_ow"].size[-1] == OW)
+                and (e["tile_ic"].size[-1] // multiple) % e["k_unroll"].val == 0)
+
+    def amx_tile(e):
+        return (cpu_amx.amx_conv_tiles(e["tile_ow"].size[-1], e["tile_oc"].size[-1]) is not None
+                and e["tile_ic"].size[-1] % 64 == 0 and e["k_unroll"].val == 1)
+    cfg.multi_filter(lambda e: amx_tile(e) if amx and e["amx"].val else vector_tile(e))
     cfg.add_flop(2.0 * N * CO * OH * OW * CI * KH * KW)
     if cfg.is_fallback:
         ic_bn = max(d for d in _ic_blocks(CI, multiple) if d <= 64 or d == _ic_blocks(CI, multiple)[0])
@@ -174,7 +188,10 @@ def conv2d_nchwc_tensorized(N: int, CI: int, H: int, W: int, CO: int, KH: int, K
 
 @autotune.template("topi/conv2d_nchwc_int8.llvm")
 def conv2d_nchwc_int8(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, padding: int):
-    """conv2d NCHW, uint8 data × int8 kernel → int32, in NCHW[x]c with the int8 micro-kernel."""
+    """conv2d NCHW, uint8 data × int8 kernel → int32, in NCHW[x]c with the int8 micro-kernel:
+    the vector one (VNNI where present), or where the target has AMX and CI is a multiple of 64,
+    with knob ``amx``, ``cpu_amx.conv_u8s8s32_amx`` (the tuner's choice; the fallback keeps the
+    vector kernel)."""
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
     if isa.int8 is None:
@@ -182,12 +199,19 @@ def conv2d_nchwc_int8(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int
     if CI % 4:
         raise ValueError(f"topi/conv2d_nchwc_int8.llvm: CI = {CI} must be a multiple of 4")
     extra = 1 if isa.int8 in ("avx512vnni", "avxvnni") else 4
+    amx = isa.amx and CI % 64 == 0 and isa.int8_lanes == 16
     ic_bn, oc_bn, reg_n, ic_outer, k_unroll = _conv_template(cfg, isa, isa.int8_lanes, extra, 4, N, CI, H, W, CO,
-                                                             KH, KW, stride, padding)
+                                                             KH, KW, stride, padding, amx=amx)
+    on_amx = amx and not cfg.is_fallback and cfg["amx"].val     # the fallback keeps the vector kernel
     data = te.placeholder((N, CI, H, W), name="data", dtype="uint8")
     kernel = te.placeholder((CO, CI, KH, KW), name="kernel", dtype="int8")
     out, (data_vec, kernel_vec, conv) = packed_conv2d(data, kernel, stride, padding, ic_bn, oc_bn)
     s = te.create_schedule(out.op)
-    mk = cpu_intrinsics.conv_u8s8s32(reg_n, oc_bn, KH, KW, ic_bn, stride, isa=isa, unroll=k_unroll)
-    _schedule(s, data_vec, kernel_vec, conv, out, reg_n, ic_outer, mk)
+    if on_amx:
+        mk = cpu_amx.conv_u8s8s32_amx(reg_n, oc_bn, KH, KW, ic_bn, stride)
+        ir = cpu_amx.amx_conv_kernel_ir(reg_n, oc_bn, KH, KW, ic_bn, stride)
+    else:
+        mk = cpu_intrinsics.conv_u8s8s32(reg_n, oc_bn, KH, KW, ic_bn, stride, isa=isa, unroll=k_unroll)
+        ir = None
+    _schedule(s, data_vec, kernel_vec, conv, out, reg_n, ic_outer, mk, import_llvm=ir)
     return s, [data, kernel, out]

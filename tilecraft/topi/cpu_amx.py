@@ -32,22 +32,33 @@ from tilecraft.ir.expr import Broadcast
 AMX_TILES = ((32, 32), (16, 32), (32, 16), (16, 16))     # (mr, nr): the C tiles of one micro-kernel
 
 
-def amx_kernel_name(mr: int, nr: int) -> str:
-    return f"tilecraft_amx_u8s8s32_{mr}x{nr}"
+AMX_PREFETCH = (0, 1, 2)     # the kernel's software prefetch: none, the next A tiles, A and B tiles
 
 
-def amx_kernel_ir(mr: int, nr: int) -> str:
+def amx_kernel_name(mr: int, nr: int, prefetch: int = 0) -> str:
+    return f"tilecraft_amx_u8s8s32_{mr}x{nr}" + (f"_pf{prefetch}" if prefetch else "")
+
+
+def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
     """LLVM IR of ``void tilecraft_amx_u8s8s32_{mr}x{nr}(int32 *c, int ldc, uint8 *a, int lda,
     int8 *b, int ldb, int k)``: ``c[mr, nr] += a[mr, k] · b`` (strides in elements; ``b`` packed
     ``[k / 4, nr, 4]`` with row stride ``ldb`` bytes; ``k`` a positive multiple of 64).
+    ``prefetch`` (the name gains ``_pf1`` / ``_pf2``): each step also asks for the next step's
+    rows of the A tiles (1), and of the B tiles (2), in the L1 cache (``prefetcht0``, one per
+    64-byte row): a ``tileloadd`` waits for all its 16 rows, so rows that come from L2 stall
+    the ``tdpbusd`` that need them.
 
     >>> "tdpbusd.internal" in amx_kernel_ir(32, 32)
+    True
+    >>> amx_kernel_ir(32, 32, prefetch=2).count("llvm.prefetch") > 64
     True
     """
     if (mr, nr) not in AMX_TILES:
         raise ValueError(f"the AMX micro-kernel's C block is one of {AMX_TILES}, got {mr} × {nr}")
+    if prefetch not in AMX_PREFETCH:
+        raise ValueError(f"the AMX micro-kernel's prefetch is one of {AMX_PREFETCH}, got {prefetch!r}")
     tm, tn = mr // 16, nr // 16
-    name = amx_kernel_name(mr, nr)
+    name = amx_kernel_name(mr, nr, prefetch)
     L = [f"define void @{name}(ptr %c, i32 %ldc, ptr %a, i32 %lda, ptr %b, i32 %ldb, i32 %k) #0 {{",
          "entry:",
          "  call void @tilecraft_amx_permit()",
@@ -78,6 +89,15 @@ def amx_kernel_ir(mr: int, nr: int) -> str:
         L.append(f"  %boff{j} = add i64 %brow, {64 * j}")
         L.append(f"  %bp{j} = getelementptr i8, ptr %b, i64 %boff{j}")
         L.append(f"  %tb{j} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %bp{j}, i64 %ldbb)")
+    if prefetch:            # the next step's rows: A 64 bytes further along K, B 16 rows further down
+        for i in range(tm):     # (row by row, one add each: precomputed offsets would take 16 registers)
+            L.append(f"  %pa{i}_0 = getelementptr i8, ptr %ap{i}, i64 64")
+            _prefetch_rows(L, f"pa{i}", "%ldab")
+    if prefetch == 2:
+        L.append("  %b16 = shl i64 %ldbb, 4")
+        for j in range(tn):
+            L.append(f"  %pb{j}_0 = getelementptr i8, ptr %bp{j}, i64 %b16")
+            _prefetch_rows(L, f"pb{j}", "%ldbb")
     for i in range(tm):
         for j in range(tn):
             L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, "
@@ -89,7 +109,15 @@ def amx_kernel_ir(mr: int, nr: int) -> str:
             L.append(f"  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
                      f"x86_amx %c{i}{j}.next)")
     L += ["  ret void", "}", ""]
-    return "\n".join(L) + _PERMIT + _DECLS
+    return "\n".join(L) + _PERMIT + _DECLS + (_PREFETCH_DECL if prefetch else "")
+
+
+def _prefetch_rows(L: list, p: str, stride: str) -> None:
+    """``prefetcht0`` of 16 rows from ``%{p}_0`` on, ``stride`` bytes apart."""
+    for r in range(16):
+        if r:
+            L.append(f"  %{p}_{r} = getelementptr i8, ptr %{p}_{r - 1}, i64 {stride}")
+        L.append(f"  call void @llvm.prefetch.p0(ptr %{p}_{r}, i32 0, i32 3, i32 1)")
 
 
 # arch_prctl(ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18), once per process (the
@@ -117,14 +145,16 @@ declare x86_amx @llvm.x86.tdpbusd.internal(i16, i16, i16, x86_amx, x86_amx, x86_
 declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
 attributes #0 = { "target-features"="+amx-int8,+amx-tile,+avx512f" }
 """
+_PREFETCH_DECL = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n"
 
 
-def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, name: str | None = None):
+def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, name: str | None = None):
     """``c[mr, nr] += a · b`` in int32 over ``kc`` (a multiple of 64) ``uint8 × int8`` products on
     AMX tiles, with the TE definition and buffers of ``cpu_intrinsics.gemm_u8s8s32``: ``a``
     ``[mr, kc]`` uint8, ``b`` ``[kc / 4, nr, 4]`` int8, ``c`` ``[mr, nr]`` int32, any row
-    strides. ``(mr, nr)`` is one of :data:`AMX_TILES`. The schedule must link
-    :func:`amx_kernel_ir` (``s[C].pragma(axis, "import_llvm", amx_kernel_ir(mr, nr))``).
+    strides. ``(mr, nr)`` is one of :data:`AMX_TILES`; ``prefetch`` is :func:`amx_kernel_ir`'s.
+    The schedule must link :func:`amx_kernel_ir` (``s[C].pragma(axis, "import_llvm",
+    amx_kernel_ir(mr, nr, prefetch))``).
 
     >>> mk = gemm_u8s8s32_amx(32, 32, 128)
     >>> s[C].tensorize(mi, mk); s[C].pragma(outer, "import_llvm", amx_kernel_ir(32, 32))
@@ -145,7 +175,9 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, name: str | None = None):
     binds = {a: tir.decl_buffer(a.shape, "uint8", name="A", offset_factor=1, strides=[lda, 1]),
              b: tir.decl_buffer(b.shape, "int8", name="B", offset_factor=1, strides=[ldb, 4, 1]),
              c: tir.decl_buffer(c.shape, "int32", name="C", offset_factor=1, strides=[ldc, 1])}
-    kernel = amx_kernel_name(mr, nr)
+    if prefetch not in AMX_PREFETCH:
+        raise ValueError(f"{what}: prefetch is one of {AMX_PREFETCH}, got {prefetch!r}")
+    kernel = amx_kernel_name(mr, nr, prefetch)
 
     def fcompute(ins, outs):
         A, B = ins
@@ -169,4 +201,144 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, name: str | None = None):
         ib.emit(update())
         return ib.get(), reset(), update()
 
-    return te.decl_tensor_intrin(c.op, fcompute, name=name or f"gemm_u8s8s32_amx_{mr}x{nr}x{kc}", binds=binds)
+    return te.decl_tensor_intrin(c.op, fcompute, name=name or f"gemm_u8s8s32_amx_{mr}x{nr}x{kc}"
+                                 + (f"_pf{prefetch}" if prefetch else ""), binds=binds)
+
+
+# ------------------------------------------------------------------------------------------------
+# conv2d NCHW[x]c: one output row tile over the kernel window
+
+def amx_conv_tiles(reg_n: int, oc_bn: int) -> tuple[int, int, int] | None:
+    """``(rows, tm, tn)``: the AMX layout of a ``reg_n × oc_bn`` conv output tile (``tm`` A
+    tiles of ``rows`` output columns, ``tn`` B tiles of 16 channels), or None when it has none:
+    ``oc_bn`` 16 or 32, ``reg_n`` up to 16 (one A tile) or even up to 32 (two).
+
+    >>> amx_conv_tiles(28, 16), amx_conv_tiles(7, 32), amx_conv_tiles(17, 16)
+    ((14, 2, 1), (7, 1, 2), None)
+    """
+    if oc_bn not in (16, 32) or reg_n < 1:
+        return None
+    tm = 1 if reg_n <= 16 else 2
+    if reg_n % tm or reg_n // tm > 16:
+        return None
+    return reg_n // tm, tm, oc_bn // 16
+
+
+def amx_conv_kernel_name(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int) -> str:
+    return f"tilecraft_amx_conv_u8s8s32_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}_s{stride}"
+
+
+def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int = 1) -> str:
+    """LLVM IR of ``void tilecraft_amx_conv_u8s8s32_...(int32 *c, int ldc, uint8 *a, int sa0,
+    int sa1, int8 *b, int sb0, int sb1, int sb2)``: ``c[x, co] += sum a[r, x*stride + q, ci] ·
+    b[r, q, ci / 4, co, ci % 4]`` over the ``kh × kw`` window and ``ic_bn`` (a multiple of 64)
+    input channels: ``cpu_intrinsics.conv_u8s8s32``'s tile (strides in elements). Each step
+    (one ``(r, q)`` of the window and 64 channels) loads ``tm`` A tiles (``rows`` output columns
+    of 64 channels, ``stride * sa1`` bytes apart), ``tn`` B tiles (16 rows of 4 channels × 16
+    output channels, ``sb2`` bytes apart) and adds ``tm × tn`` ``tdpbusd`` into the C tiles,
+    kept in tile registers over the window.
+
+    >>> "tdpbusd.internal(i16 14" in amx_conv_kernel_ir(28, 16, 3, 3, 64)
+    True
+    """
+    tiles = amx_conv_tiles(reg_n, oc_bn)
+    if tiles is None or ic_bn < 64 or ic_bn % 64 or min(kh, kw, stride) < 1:
+        raise ValueError(f"the AMX conv micro-kernel needs oc_bn 16 or 32, reg_n up to 16 or even up to 32 "
+                         f"and ic_bn a multiple of 64; got reg_n={reg_n}, oc_bn={oc_bn}, ic_bn={ic_bn}")
+    rows, tm, tn = tiles
+    ncc = ic_bn // 64
+    steps = kh * kw * ncc
+    name = amx_conv_kernel_name(reg_n, oc_bn, kh, kw, ic_bn, stride)
+    L = [f"define void @{name}(ptr %c, i32 %ldc, ptr %a, i32 %sa0, i32 %sa1, ptr %b, i32 %sb0, i32 %sb1, "
+         f"i32 %sb2) #0 {{",
+         "entry:",
+         "  call void @tilecraft_amx_permit()",
+         "  %ldc64 = sext i32 %ldc to i64", "  %ldcb = shl i64 %ldc64, 2"]
+    L += [f"  %{v}x = sext i32 %{v} to i64" for v in ("sa0", "sa1", "sb0", "sb1", "sb2")]
+    L.append(f"  %astride = mul i64 %sa1x, {stride}")          # from one output column to the next
+    for i in range(tm):
+        for j in range(tn):
+            L.append(f"  %crow{i}{j} = mul i64 %ldcb, {rows * i}")
+            L.append(f"  %coff{i}{j} = add i64 %crow{i}{j}, {64 * j}")
+            L.append(f"  %cp{i}{j} = getelementptr i8, ptr %c, i64 %coff{i}{j}")
+            L.append(f"  %c{i}{j}.0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 {rows}, i16 64, "
+                     f"ptr %cp{i}{j}, i64 %ldcb)")
+    L += ["  br label %loop", "loop:", "  %t = phi i64 [ 0, %entry ], [ %t.next, %loop ]"]
+    for i in range(tm):
+        for j in range(tn):
+            L.append(f"  %c{i}{j} = phi x86_amx [ %c{i}{j}.0, %entry ], [ %c{i}{j}.next, %loop ]")
+    # the step's window position (r, q) and channel chunk cc (constant divisors: multiplies)
+    L += [f"  %r = udiv i64 %t, {kw * ncc}", f"  %rq = urem i64 %t, {kw * ncc}",
+          f"  %q = udiv i64 %rq, {ncc}", f"  %cc = urem i64 %rq, {ncc}",
+          "  %ar = mul i64 %r, %sa0x", "  %aq = mul i64 %q, %sa1x", "  %ac = shl i64 %cc, 6",
+          "  %a0 = add i64 %ar, %aq", "  %abase = add i64 %a0, %ac",
+          "  %br = mul i64 %r, %sb0x", "  %bq = mul i64 %q, %sb1x", "  %bc16 = shl i64 %cc, 4",
+          "  %bc = mul i64 %bc16, %sb2x", "  %b0 = add i64 %br, %bq", "  %bbase = add i64 %b0, %bc"]
+    for i in range(tm):
+        L.append(f"  %aoffi{i} = mul i64 %astride, {rows * i}")
+        L.append(f"  %aoff{i} = add i64 %abase, %aoffi{i}")
+        L.append(f"  %ap{i} = getelementptr i8, ptr %a, i64 %aoff{i}")
+        L.append(f"  %ta{i} = call x86_amx @llvm.x86.tileloadd64.internal(i16 {rows}, i16 64, ptr %ap{i}, "
+                 f"i64 %astride)")
+    for j in range(tn):
+        L.append(f"  %boff{j} = add i64 %bbase, {64 * j}")
+        L.append(f"  %bp{j} = getelementptr i8, ptr %b, i64 %boff{j}")
+        L.append(f"  %tb{j} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %bp{j}, i64 %sb2x)")
+    for i in range(tm):
+        for j in range(tn):
+            L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 {rows}, i16 64, i16 64, "
+                     f"x86_amx %c{i}{j}, x86_amx %ta{i}, x86_amx %tb{j})")
+    L += ["  %t.next = add i64 %t, 1", f"  %more = icmp slt i64 %t.next, {steps}",
+          "  br i1 %more, label %loop, label %done", "done:"]
+    for i in range(tm):
+        for j in range(tn):
+            L.append(f"  call void @llvm.x86.tilestored64.internal(i16 {rows}, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
+                     f"x86_amx %c{i}{j}.next)")
+    L += ["  ret void", "}", ""]
+    return "\n".join(L) + _PERMIT + _DECLS
+
+
+def conv_u8s8s32_amx(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int = 1, *,
+                     name: str | None = None):
+    """``cpu_intrinsics.conv_u8s8s32``'s NCHW[x]c output row tile (same TE definition and
+    buffers) on AMX tiles: :func:`amx_conv_kernel_ir`, which the schedule must link
+    (``s[out].pragma(axis, "import_llvm", amx_conv_kernel_ir(...))``). ``oc_bn`` is 16 or 32,
+    ``reg_n`` up to 16 or even up to 32 (:func:`amx_conv_tiles`), ``ic_bn`` a multiple of 64.
+
+    >>> mk = conv_u8s8s32_amx(28, 16, 3, 3, 64)     # 2 A tiles of 14 columns, 1 B tile
+    """
+    from tilecraft.topi.cpu_intrinsics import conv_u8s8s32_definition
+
+    what = f"conv_u8s8s32_amx({reg_n}, {oc_bn}, {kh}, {kw}, {ic_bn}, {stride})"
+    if amx_conv_tiles(reg_n, oc_bn) is None:
+        raise ValueError(f"{what}: the tile is {reg_n} columns × {oc_bn} channels; AMX takes 16 or 32 channels "
+                         f"and up to 16 columns, or an even number up to 32")
+    if ic_bn < 64 or ic_bn % 64:
+        raise ValueError(f"{what}: ic_bn must be a positive multiple of 64 (one tile row holds 64 channels)")
+    c, binds = conv_u8s8s32_definition(reg_n, oc_bn, kh, kw, ic_bn, stride)
+    kernel = amx_conv_kernel_name(reg_n, oc_bn, kh, kw, ic_bn, stride)
+
+    def fcompute(ins, outs):
+        A, B = ins
+        C = outs[0]
+        zero = Broadcast(tir.const(0, "int32"), 16)
+
+        def reset():
+            ib = tir.ir_builder.create()
+            for x in range(reg_n):
+                for j in range(0, oc_bn, 16):
+                    ib.emit(C.vstore([x, j], zero))
+            return ib.get()
+
+        def update():
+            return tir.Evaluate(tir.call_extern("int32", kernel, C.access_ptr("rw"), C.strides[0],
+                                                A.access_ptr("r"), A.strides[0], A.strides[1],
+                                                B.access_ptr("r"), B.strides[0], B.strides[1], B.strides[2]))
+
+        ib = tir.ir_builder.create()
+        ib.emit(reset())
+        ib.emit(update())
+        return ib.get(), reset(), update()
+
+    return te.decl_tensor_intrin(c.op, fcompute, name=name or f"conv_u8s8s32_amx_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}"
+                                 f"_s{stride}", binds=binds)

@@ -162,10 +162,11 @@ class _U8S8:
         return out
 
 
-def _tile_lowering(ops, mr: int, nr: int, loops, a_index, b_index, unroll: int):
+def _tile_lowering(ops, mr: int, nr: int, loops, a_index, b_index, unroll: int, extra=None):
     """``fcompute`` for an ``mr × nr`` register tile: ``loops`` are the reduction loops
     ``[(name, extent)]`` (the last one unrolled ``unroll`` times); ``a_index(i, vars)`` is the
-    index of row ``i``'s A operand and ``b_index(j, vars)`` that of the B vector at column ``j``.
+    index of row ``i``'s A operand and ``b_index(j, vars)`` that of the B vector at column ``j``;
+    ``extra(a, b, vars)``, where given, returns expressions evaluated at each step (prefetches).
     Returns body (zeros, then the steps), reset (zeros into C) and update (C, then the steps)."""
     nv = nr // ops.lanes
 
@@ -192,6 +193,8 @@ def _tile_lowering(ops, mr: int, nr: int, loops, a_index, b_index, unroll: int):
                     for v in range(nv):
                         old = BufferLoad(acc, acc_index(i, v), ops.vt)
                         ib.emit(BufferStore(acc, ops.step(old, a_ops, bs[v]), acc_index(i, v)))
+                for e in extra(a, b, vars) if extra else ():
+                    ib.emit(tir.Evaluate(e))
 
             _steps(ib, loops, unroll, [], step)
             for i in range(mr):
@@ -249,14 +252,30 @@ def _int8_ops(what: str, isa: VectorISA, exact: bool):
     return _U8S8(isa.int8, exact)
 
 
+PREFETCH_SYMBOL = "tilecraft_prefetch_l1"
+#: LLVM IR of ``tilecraft_prefetch_l1(ptr) -> 0``: one ``prefetcht0``, inlined where it is called.
+#: The intrinsics call it through ``call_extern`` (a tilecraft call has a value; LLVM's prefetch
+#: has none), so a schedule using ``gemm_fp32(..., prefetch=)`` links it: ``s[C].pragma(axis,
+#: "import_llvm", PREFETCH_IR)``.
+PREFETCH_IR = f"""define i32 @{PREFETCH_SYMBOL}(ptr %p) alwaysinline {{
+  call void @llvm.prefetch.p0(ptr %p, i32 0, i32 3, i32 1)
+  ret i32 0
+}}
+declare void @llvm.prefetch.p0(ptr, i32, i32, i32)
+"""
+
+
 def gemm_fp32(mr: int, nr: int, kc: int, *, isa: VectorISA | None = None, a_layout: str = "rows",
-              unroll: int = 1, name: str | None = None):
+              unroll: int = 1, prefetch: int = 0, name: str | None = None):
     """``c[mr, nr] += a · b`` over ``kc`` steps, fp32: with ``a_layout="rows"`` ``a`` is
     ``[mr, kc]`` (``c[i, j] = sum_k a[i, k] * b[k, j]``), with ``"panel"`` it is ``[kc, mr]`` (A
     packed so that one step's ``mr`` elements are contiguous: ``a[k, i]``); ``b`` is ``[kc, nr]``.
     Every buffer may have any row stride. ``nr`` is a multiple of the ISA's lanes; the
     ``mr × nr / lanes`` accumulators, ``nr / lanes`` B vectors and a broadcast should fit its
-    registers. ``unroll`` copies of the step per loop iteration.
+    registers. ``unroll`` copies of the step per loop iteration. ``prefetch`` (bytes, panel
+    layout only): each step asks for the A panel about that far ahead into L1 (the row
+    ``ceil(prefetch / (4 mr))`` steps on, the last row at the end of the slice), one
+    ``prefetcht0`` per step; the schedule must link :data:`PREFETCH_IR`.
 
     >>> mk = gemm_fp32(8, 32, 256, isa=vector_isa("llvm -mcpu=skylake-avx512"))   # 16 zmm accumulators
     """
@@ -265,6 +284,9 @@ def gemm_fp32(mr: int, nr: int, kc: int, *, isa: VectorISA | None = None, a_layo
     _check(what, mr, nr, isa.lanes, unroll, kc)
     if a_layout not in ("rows", "panel"):
         raise ValueError(f"{what}: a_layout must be 'rows' or 'panel', got {a_layout!r}")
+    if prefetch < 0 or (prefetch and a_layout != "panel"):
+        raise ValueError(f"{what}: prefetch={prefetch} needs a_layout='panel' (A packed in panels) and "
+                         f"a distance of 0 or more bytes")
     rows = a_layout == "rows"
     a = te.placeholder((mr, kc) if rows else (kc, mr), name="a")
     b = te.placeholder((kc, nr), name="b")
@@ -274,8 +296,18 @@ def gemm_fp32(mr: int, nr: int, kc: int, *, isa: VectorISA | None = None, a_layo
              b: tir.decl_buffer(b.shape, "float32", name="B", offset_factor=1, strides=_stride_vars("ldb")),
              c: tir.decl_buffer(c.shape, "float32", name="C", offset_factor=1, strides=_stride_vars("ldc"))}
     a_index = (lambda i, v: [i, v[0]]) if rows else (lambda i, v: [v[0], i])
-    lower = _tile_lowering(_FP32(isa.lanes), mr, nr, [("k", kc)], a_index, lambda j, v: [v[0], j], unroll)
-    name = name or f"gemm_fp32_{mr}x{nr}x{kc}{'' if rows else '_panel'}_{isa.name}_u{unroll}"
+    extra = None
+    if prefetch:
+        ahead = -(-prefetch // (4 * mr))
+
+        def extra(a_buf, b_buf, v):
+            row = te.min(v[0] + ahead, kc - 1)
+            return [tir.call_extern("int32", PREFETCH_SYMBOL,
+                                    a_buf.access_ptr("r", offset=row * a_buf.strides[0], extent=1))]
+    lower = _tile_lowering(_FP32(isa.lanes), mr, nr, [("k", kc)], a_index, lambda j, v: [v[0], j], unroll,
+                           extra)
+    name = name or (f"gemm_fp32_{mr}x{nr}x{kc}{'' if rows else '_panel'}_{isa.name}_u{unroll}"
+                    + (f"_pf{prefetch}" if prefetch else ""))
     return te.decl_tensor_intrin(c.op, lower, name=name, binds=binds)
 
 
@@ -356,6 +388,18 @@ def conv_u8s8s32(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: i
     if ic_bn % 4:
         raise ValueError(f"{what}: ic_bn must be a multiple of 4 (one dot product adds 4 products)")
     _check(what, reg_n, oc_bn, ops.lanes, unroll, ic_bn // 4)
+    c, binds = conv_u8s8s32_definition(reg_n, oc_bn, kh, kw, ic_bn, stride)
+    lower = _tile_lowering(ops, reg_n, oc_bn, [("r", kh), ("q", kw), ("c", ic_bn // 4)],
+                           lambda x, v: [v[0], x * stride + v[1], v[2] * 4], lambda j, v: [v[0], v[1], v[2], j, 0],
+                           unroll)
+    name = name or (f"conv_u8s8s32_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}_s{stride}_{isa.int8}"
+                    f"{'' if exact else '_sat'}_u{unroll}")
+    return te.decl_tensor_intrin(c.op, lower, name=name, binds=binds)
+
+
+def conv_u8s8s32_definition(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int):
+    """The TE definition and buffers of :func:`conv_u8s8s32` (``c`` and its ``binds``), shared
+    with the AMX form (``cpu_amx.conv_u8s8s32_amx``)."""
     a = te.placeholder((kh, (reg_n - 1) * stride + kw, ic_bn), "uint8", name="a")
     b = te.placeholder((kh, kw, ic_bn // 4, oc_bn, 4), "int8", name="b")
     r = te.reduce_axis((0, kh), name="r")
@@ -369,12 +413,7 @@ def conv_u8s8s32(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: i
              b: tir.decl_buffer(b.shape, "int8", name="B", offset_factor=1,
                                 strides=[te.var("sb0"), te.var("sb1"), te.var("sb2"), 4, 1]),
              c: tir.decl_buffer(c.shape, "int32", name="C", offset_factor=1, strides=_stride_vars("ldc"))}
-    lower = _tile_lowering(ops, reg_n, oc_bn, [("r", kh), ("q", kw), ("c", ic_bn // 4)],
-                           lambda x, v: [v[0], x * stride + v[1], v[2] * 4], lambda j, v: [v[0], v[1], v[2], j, 0],
-                           unroll)
-    name = name or (f"conv_u8s8s32_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}_s{stride}_{isa.int8}"
-                    f"{'' if exact else '_sat'}_u{unroll}")
-    return te.decl_tensor_intrin(c.op, lower, name=name, binds=binds)
+    return c, binds
 
 
 def dot_16x1x16_uint8_int8_int32(target=None, exact: bool = False):

@@ -8,22 +8,27 @@ int8 dense ``C = data @ weight.T`` (``uint8 × int8 → int32``), tensorized for
 The loop nest is the classic blocked GEMM (BLIS's loops around a register-tile micro-kernel)::
 
     pack B into [N / nr, K, nr] panels (fp32)  |  [N / nr, K / 4, nr, 4] (int8: the VNNI layout)
-    pack A into [M / mr, K, mr] panels          (fp32, knob pack_a)
+    pack A into [Mp / mr, K, mr] panels         (fp32, knob pack_a; Mp: M padded with zero rows)
     parallel for each (mc × nc) block of C      (fused; the order of the two is a knob)
       C block = 0                               (the intrinsic's reset)
       for each kc slice of K
         for each nr column panel of the block   (its kc × nr slice of B stays in L1)
           for each mr row panel                 (the A block, mc × kc, stays in L2)
             micro-kernel: C[mr, nr] += A[mr, kc] · B[kc, nr]   (accumulators in registers)
+      (c_block: the block is a compact buffer of mc·mr × nc·nr, copied into C at the end)
 
 Knobs: ``tile`` (``mr × nr``: the register tile; every pair whose accumulators, B vectors and
 a broadcast fit the vector registers, with at least 8 accumulators to cover the FMA latency,
-dividing M and N), ``kc`` (a divisor of K: the L1/L2 slice), ``mc_tiles`` / ``nc_tiles`` (the
-block, in register tiles: L2 and the parallel grain), ``order`` (rows of blocks or columns of
-blocks outermost), ``k_unroll`` (micro-kernel steps per loop iteration), ``pack_a`` (fp32: A in
-``mr``-row panels, so a step's broadcasts are contiguous), ``pack_b`` (fp32: B in ``nr``-wide
-panels, or read in place). The int8 template always packs the weights (the layout is the
-instruction's).
+``nr`` dividing N and ``mr`` dividing M, and for fp32 also the tiles that fill the register
+file without dividing M: 14 × 32, 6 × 64 on AVX-512), ``kc`` (a divisor of K: the L1/L2 slice),
+``mc_tiles`` / ``nc_tiles`` (the block, in register tiles: L2 and the parallel grain),
+``order`` (rows of blocks or columns of blocks outermost), ``k_unroll`` (micro-kernel steps per
+loop iteration), ``pack_a`` (fp32: A in ``mr``-row panels, so a step's broadcasts are
+contiguous), ``pack_b`` (fp32: B in ``nr``-wide panels, or read in place), ``c_block`` (fp32:
+each block of C computed in a compact buffer and copied out; required where M is padded, which
+also needs ``pack_a``), ``a_prefetch`` (fp32, with ``pack_a``: bytes ahead in the A panel that
+each step prefetches, or 0). The int8 template packs the weights in the call or takes them packed
+(``weight_layout="packed"``, :func:`dense_int8_pack_weight`); the layout is the instruction's.
 """
 from __future__ import annotations
 
@@ -32,29 +37,51 @@ from tilecraft import te
 from tilecraft.topi import cpu_amx, cpu_intrinsics
 
 
-def register_tiles(isa, acc_lanes: int, m: int, n: int, b_regs_extra: int = 1) -> list[tuple[int, int]]:
+A_PREFETCH = (0, 1024)    # knob a_prefetch: bytes ahead in the packed A panel (0: none)
+
+
+def register_tiles(isa, acc_lanes: int, m: int, n: int, b_regs_extra: int = 1,
+                   pad_m: bool = False) -> list[tuple[int, int]]:
     """``(mr, nr)`` register tiles for ``isa``: ``nr`` 1-4 vectors of ``acc_lanes``, ``mr`` rows,
     ``mr * nr / lanes`` accumulators + ``nr / lanes`` B vectors + ``b_regs_extra`` broadcast
-    registers within the register file, at least 8 accumulators (or the whole matrix), ``mr``
-    dividing ``m`` and ``nr`` dividing ``n``.
+    registers within the register file, at least 8 accumulators (or the whole matrix), ``nr``
+    dividing ``n`` and ``mr`` dividing ``m``; with ``pad_m`` (the template pads M to the tile)
+    also the tiles of 2 or more vectors that do not divide ``m`` but (nearly) fill the register
+    file (within 5 registers: 12-14 × 32 and 6 × 64 on AVX-512), the ones that need the fewest
+    loads per FMA
+    (on Emerald Rapids 12 × 32 ran fastest alone, 77% of the FMA peak against 70% for 8 × 32).
 
     >>> register_tiles(vector_isa("llvm -mcpu=znver3"), 8, 64, 64)[:3]
     [(8, 8), (4, 16), (2, 32)]
+    >>> [t for t in register_tiles(vector_isa("llvm -mcpu=skylake-avx512"), 16, 1024, 1024, pad_m=True)
+    ...  if 1024 % t[0]]
+    [(12, 32), (13, 32), (14, 32), (6, 64)]
     """
     out = []
     for nv in (1, 2, 3, 4):
         nr = nv * acc_lanes
         if n % nr:
             continue
-        for mr in range(1, 33):
-            if m % mr:
-                continue
+        for mr in range(1, min(m, 32) + 1 if pad_m else 33):
             regs = mr * nv + nv + b_regs_extra
             if regs > isa.registers:
                 break
+            if m % mr and not (pad_m and nv > 1 and regs >= isa.registers - 5):
+                continue
             if mr * nv >= 8 or (mr == m and nr == n):
                 out.append((mr, nr))
     return out
+
+
+def padded_rows(m: int, mr: int, mc: int) -> int:
+    """M rounded up to whole blocks of ``mc`` register tiles of ``mr`` rows (the rows the padded
+    template computes).
+
+    >>> padded_rows(1024, 14, 2), padded_rows(1024, 8, 32)
+    (1036, 1024)
+    """
+    block = mr * mc
+    return -(-m // block) * block
 
 
 def _fallback_tile(tiles, isa, lanes: int) -> tuple[int, int]:
@@ -78,7 +105,7 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
                          f"int8 is topi/dense_int8.llvm")
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
-    tiles = register_tiles(isa, isa.lanes, M, N)
+    tiles = register_tiles(isa, isa.lanes, M, N, pad_m=True)
     if not tiles:
         raise ValueError(f"topi/matmul_tensorized.llvm: N = {N} is not a multiple of the target's "
                          f"{isa.lanes} lanes; use topi/matmul.llvm")
@@ -90,28 +117,44 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
     cfg.define_knob("k_unroll", [1, 2, 4, 8])
     cfg.define_knob("pack_a", [0, 1])
     cfg.define_knob("pack_b", [1, 0])
-    cfg.multi_filter(lambda e: M % (e["tile"].val[0] * e["mc_tiles"].val) == 0
-                     and N % (e["tile"].val[1] * e["nc_tiles"].val) == 0
-                     and e["k_unroll"].val <= e["kc"].val)
+    cfg.define_knob("c_block", [0, 1])
+    cfg.define_knob("a_prefetch", list(A_PREFETCH))
+    cfg.multi_filter(lambda e: _valid_blocks(M, N, e["tile"].val, e["mc_tiles"].val, e["nc_tiles"].val,
+                                             e["pack_a"].val, e["c_block"].val)
+                     and e["k_unroll"].val <= e["kc"].val
+                     and (e["pack_a"].val or not e["a_prefetch"].val))
     cfg.add_flop(2.0 * M * N * K)
     if cfg.is_fallback:
-        mr, nr = _fallback_tile(tiles, isa, isa.lanes)
+        mr, nr = _fallback_tile([t for t in tiles if M % t[0] == 0] or tiles, isa, isa.lanes)
         kc = 256 if K % 256 == 0 else max([k for k in (64, 128, 512) if K % k == 0] or [K])
         mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
         order, k_unroll, pack_a, pack_b = "mn", 4 if kc % 4 == 0 else 1, 0, 1
+        c_block = 0 if M % mr == 0 else 1
+        pack_a = 1 if c_block else 0
+        a_prefetch = 0
     else:
         (mr, nr), kc = cfg["tile"].val, cfg["kc"].val
         mc, nc, order = cfg["mc_tiles"].val, cfg["nc_tiles"].val, cfg["order"].val
         k_unroll, pack_a, pack_b = cfg["k_unroll"].val, cfg["pack_a"].val, cfg["pack_b"].val
-    if M % (mr * mc) or N % (nr * nc):
-        cfg.raise_error(f"blocks of {mc} × {nc} tiles of {mr} × {nr} do not divide {M} × {N}")
-        mc, nc = 1, 1
+        c_block, a_prefetch = cfg["c_block"].val, cfg["a_prefetch"].val
+    if not _valid_blocks(M, N, (mr, nr), mc, nc, pack_a, c_block):
+        cfg.raise_error(f"blocks of {mc} × {nc} tiles of {mr} × {nr} do not cover {M} × {N} "
+                        f"(pack_a={pack_a}, c_block={c_block})")
+        mc, nc, pack_a, c_block = 1, 1, 1, 1
+    if a_prefetch and not pack_a:
+        cfg.raise_error(f"a_prefetch={a_prefetch} prefetches the packed A panels: it needs pack_a=1")
+        a_prefetch = 0
+    Mp = padded_rows(M, mr, mc) if c_block else M     # the rows computed: M padded to whole blocks
 
     A = te.placeholder((M, K), name="A", dtype=dtype)
     B = te.placeholder((K, N), name="B", dtype=dtype)
     k = te.reduce_axis((0, K), name="k")
     if pack_a:
-        Ap = te.compute((M // mr, K, mr), lambda x, y, z: A[x * mr + z, y], name="packedA")
+        if Mp == M:
+            Ap = te.compute((M // mr, K, mr), lambda x, y, z: A[x * mr + z, y], name="packedA")
+        else:       # the padding rows are zeros
+            Ap = te.compute((Mp // mr, K, mr), lambda x, y, z: te.if_then_else(
+                x * mr + z < M, A[x * mr + z, y], te.const(0, dtype)), name="packedA")
 
         def a_at(i, kk):
             return Ap[i // mr, kk, i % mr]
@@ -126,11 +169,19 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
     else:
         def b_at(kk, j):
             return B[kk, j]
-    C = te.compute((M, N), lambda i, j: te.sum(a_at(i, k) * b_at(k, j), axis=k), name="C")
-    s = te.create_schedule(C.op)
     mk = cpu_intrinsics.gemm_fp32(mr, nr, kc, isa=isa, a_layout="panel" if pack_a else "rows",
-                                  unroll=min(k_unroll, kc))
-    _schedule_gemm(s, C, mr, nr, mc, nc, [kc], order, mk)
+                                  unroll=min(k_unroll, kc), prefetch=a_prefetch)
+    if c_block:
+        CC = te.compute((Mp, N), lambda i, j: te.sum(a_at(i, k) * b_at(k, j), axis=k), name="C.block")
+        C = te.compute((M, N), lambda i, j: CC[i, j], name="C")
+        s = te.create_schedule(C.op)
+        outer = _schedule_gemm_blocked(s, C, CC, mr, nr, mc, nc, [kc], order, mk, isa.lanes)
+    else:
+        C = te.compute((M, N), lambda i, j: te.sum(a_at(i, k) * b_at(k, j), axis=k), name="C")
+        s = te.create_schedule(C.op)
+        outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc], order, mk)
+    if a_prefetch:
+        s[C].pragma(outer, "import_llvm", cpu_intrinsics.PREFETCH_IR)
     if pack_b:
         x, _, z = s[Bp].op.axis
         s[Bp].vectorize(z)                  # contiguous rows of B
@@ -139,6 +190,42 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
         # scalar copies: vectorizing z would gather mr rows of A (3x slower for 1024², 1 thread)
         s[Ap].parallel(s[Ap].op.axis[0])
     return s, [A, B, C]
+
+
+def _valid_blocks(M: int, N: int, tile, mc: int, nc: int, pack_a: int, c_block: int) -> bool:
+    """Whether ``mc × nc`` blocks of ``tile`` cover ``M × N``: ``nc`` tiles dividing N; ``mc``
+    tiles dividing M, or (with ``c_block`` and ``pack_a``, which pad M with zero rows) padding M
+    by at most a sixteenth or no more than single tiles (``mc = 1``) do."""
+    mr, nr = tile
+    if N % (nr * nc):
+        return False
+    if M % (mr * mc) == 0:
+        return True
+    waste = padded_rows(M, mr, mc) - M
+    return bool(c_block and pack_a) and waste <= max(M // 16, padded_rows(M, mr, 1) - M)
+
+
+def _schedule_gemm_blocked(s, C, CC, mr, nr, mc, nc, kfactors, order, mk, lanes):
+    """The loop nest of :func:`_schedule_gemm` with each ``mr·mc × nr·nc`` block of C computed
+    into a compact block buffer (``CC``, the padded rows included) and then copied into C, so that
+    the micro-kernel's C tiles lie in a few pages and M needs no multiple of the tile."""
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, factor=mr * mc)
+    jo, ji = s[C].split(j, factor=nr * nc)
+    outer = [io, jo] if order == "mn" else [jo, io]
+    s[C].reorder(*outer, ii, ji)
+    fused = s[C].fuse(*outer)
+    s[C].parallel(fused)
+    _, jv = s[C].split(ji, factor=lanes)
+    s[C].vectorize(jv)
+    s[CC].compute_at(s[C], fused)
+    i, j = s[CC].op.axis
+    iio, mi = s[CC].split(i, factor=mr)
+    jio, ni = s[CC].split(j, factor=nr)
+    ko, kin = s[CC].split(s[CC].op.reduce_axis[0], factor=kfactors[0])
+    s[CC].reorder(ko, jio, iio, mi, ni, kin)
+    s[CC].tensorize(mi, mk)
+    return fused
 
 
 def _schedule_gemm(s, C, mr, nr, mc, nc, kfactors, order, mk):
@@ -160,12 +247,41 @@ def _schedule_gemm(s, C, mr, nr, mc, nc, kfactors, order, mk):
     return fused
 
 
+def dense_int8_weight_panel(cfg) -> int:
+    """The panel width ``nr`` of the packed weights that ``topi/dense_int8.llvm`` with config
+    ``cfg`` reads (its register or AMX tile's columns): pack them with
+    :func:`dense_int8_pack_weight` for the template's ``weight_layout="packed"``."""
+    amx = cfg["amx_tile"].val if "amx_tile" in cfg.space_map else (0, 0)
+    return amx[1] if amx[0] else cfg["tile"].val[1]
+
+
+def dense_int8_pack_weight(weight, nr: int):
+    """int8 weights ``[N, K]`` (numpy) packed as ``topi/dense_int8.llvm`` reads them with
+    ``weight_layout="packed"``: ``[N / nr, K / 4, nr, 4]``, four consecutive k of one output
+    column together (the VNNI layout; for AMX, the rows of a B tile). Done once per weight, as
+    PyTorch's quantized Linear packs its weights when they are set.
+
+    >>> dense_int8_pack_weight(np.zeros((64, 128), "int8"), 32).shape
+    (2, 32, 32, 4)
+    """
+    n, k = weight.shape
+    if n % nr or k % 4:
+        raise ValueError(f"dense_int8_pack_weight: weights {n} × {k} need N a multiple of nr = {nr} "
+                         f"and K a multiple of 4")
+    return weight.reshape(n // nr, nr, k // 4, 4).transpose(0, 2, 1, 3).copy()
+
+
 @autotune.template("topi/dense_int8.llvm")
-def dense_int8(M: int, N: int, K: int):
+def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK"):
     """C[M, N] = data[M, K] (uint8) @ weight[N, K].T (int8), int32, on the target's int8 dot
-    product (AMX tiles or VNNI where present, exact on every ISA); the weights are packed in the
-    timed call. With AMX (knob ``amx_tile``, the AMX micro-kernel's C block, or ``(0, 0)`` for
-    the vector one) the tile is ``topi/cpu_amx.py``'s."""
+    product (AMX tiles or VNNI where present, exact on every ISA). ``weight_layout="NK"``: the
+    weights are packed in the call; ``"packed"``: the second input is the weights packed
+    beforehand by :func:`dense_int8_pack_weight` with the config's panel width
+    (:func:`dense_int8_weight_panel`), as PyTorch's quantized Linear keeps them. With AMX (knob
+    ``amx_tile``, the AMX micro-kernel's C block, or ``(0, 0)`` for the vector one) the tile is
+    ``topi/cpu_amx.py``'s."""
+    if weight_layout not in ("NK", "packed"):
+        raise ValueError(f"topi/dense_int8.llvm: weight_layout is 'NK' or 'packed', got {weight_layout!r}")
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
     if isa.int8 is None:
@@ -186,6 +302,7 @@ def dense_int8(M: int, N: int, K: int):
     cfg.define_knob("k_unroll", [1, 2, 4, 8])
     if amx_tiles:       # only where the target has AMX: other targets' spaces (and logs) stay as they were
         cfg.define_knob("amx_tile", amx_tiles + [(0, 0)])
+        cfg.define_knob("amx_prefetch", list(cpu_amx.AMX_PREFETCH))
 
     def tile_of(e):
         amx = e["amx_tile"].val if amx_tiles else (0, 0)
@@ -195,6 +312,7 @@ def dense_int8(M: int, N: int, K: int):
                      and N % (tile_of(e)[1] * e["nc_tiles"].val) == 0
                      and e["k_unroll"].val <= e["kc"].val // 4
                      # the AMX kernel ignores tile and k_unroll: one value of each
+                     and (not amx_tiles or e["amx_tile"].val[0] or e["amx_prefetch"].val == 0)
                      and (not amx_tiles or not e["amx_tile"].val[0]
                           or (e["tile"].val == tiles[0] and e["k_unroll"].val == 1 and e["kc"].val % 64 == 0)))
     cfg.add_flop(2.0 * M * N * K)
@@ -204,9 +322,10 @@ def dense_int8(M: int, N: int, K: int):
         # AMX: a long K per call (its C tiles are loaded and stored once per call)
         kc = max([k for k in ((256, 512, 1024, 2048) if amx[0] else (256, 512)) if K % k == 0] or [K])
         mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
-        order, k_unroll = "mn", 4 if kc % 16 == 0 else 1
+        order, k_unroll, prefetch = "mn", 4 if kc % 16 == 0 else 1, 0
     else:
         amx = cfg["amx_tile"].val if amx_tiles else (0, 0)
+        prefetch = cfg["amx_prefetch"].val if amx_tiles else 0
         (mr, nr), kc = amx if amx[0] else cfg["tile"].val, cfg["kc"].val
         mc, nc, order, k_unroll = cfg["mc_tiles"].val, cfg["nc_tiles"].val, cfg["order"].val, cfg["k_unroll"].val
     if M % (mr * mc) or N % (nr * nc):
@@ -214,8 +333,11 @@ def dense_int8(M: int, N: int, K: int):
         mc, nc = 1, 1
 
     data = te.placeholder((M, K), name="data", dtype="uint8")
-    weight = te.placeholder((N, K), name="weight", dtype="int8")
-    Wp = te.compute((N // nr, K // 4, nr, 4), lambda x, y, z, w: weight[x * nr + z, y * 4 + w], name="packedW")
+    if weight_layout == "packed":
+        weight = Wp = te.placeholder((N // nr, K // 4, nr, 4), name="weight", dtype="int8")
+    else:
+        weight = te.placeholder((N, K), name="weight", dtype="int8")
+        Wp = te.compute((N // nr, K // 4, nr, 4), lambda x, y, z, w: weight[x * nr + z, y * 4 + w], name="packedW")
     k4 = te.reduce_axis((0, K // 4), name="k4")
     kb = te.reduce_axis((0, 4), name="kb")
     C = te.compute((M, N), lambda i, j: te.sum(data[i, k4 * 4 + kb].astype("int32")
@@ -223,14 +345,15 @@ def dense_int8(M: int, N: int, K: int):
                    name="C")
     s = te.create_schedule(C.op)
     if amx[0]:
-        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc)
+        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch)
     else:
         mk = cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, isa=isa, unroll=min(k_unroll, kc // 4))
     outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
     if amx[0]:
-        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr))
-    x, y, z, w = s[Wp].op.axis
-    s[Wp].parallel(x)
-    # 4-byte copies: vectorizing z too gathers from nr rows of the weights (12x slower packing)
-    s[Wp].vectorize(w)
+        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch))
+    if weight_layout == "NK":
+        x, y, z, w = s[Wp].op.axis
+        s[Wp].parallel(x)
+        # 4-byte copies: vectorizing z too gathers from nr rows of the weights (12x slower packing)
+        s[Wp].vectorize(w)
     return s, [data, weight, C]
