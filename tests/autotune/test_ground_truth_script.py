@@ -138,3 +138,59 @@ def test_a_timing_process_that_never_times_anything_stops_the_run(gt, tmp_path, 
     assert "smoke: the timing process ended with 3 three times without timing a config" in out
     assert "stopped: the timing failed" in out
     assert gt.Space("smoke", str(tmp_path), passes=1).timed == {}     # nothing blamed: none was being timed
+
+
+def test_build_only_fills_the_cache_and_the_next_run_only_times(gt, tmp_path, capsys):
+    """`run --gpu --build-only` builds every config and times none; a run on the same cache then
+    times them without building one again (the device script builds the next space this way
+    while the GPU times the current one)."""
+    root = str(tmp_path / "cache")
+    assert gt.main(["run", "--gpu", "smoke", "--build-only", "--root", root]) == 0
+    assert "built smoke: 4/4 (build only)" in capsys.readouterr().out
+    sp = gt.Space("smoke", root, passes=1)
+    assert len(sp.built) == 4 and not sp.failed and sp.timed == {}
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "1", "--root", root, "--out", str(tmp_path), "--export"]) == 0
+    assert len(gt.read_rows(str(tmp_path / "cache" / "smoke" / "built.jsonl"))) == 4     # nothing built twice
+    header, *rows = read_table(tmp_path / "smoke.jsonl.gz")
+    assert not header["partial"] and header["timed_per_pass"] == [4] and len(rows) == 4
+
+
+def test_a_pass_after_a_resumed_one_follows_the_builders(gt, tmp_path, monkeypatch):
+    """With pass 1 taken from a table (`--resume`), pass 2 is timed as the libraries appear (as
+    pass 1 is), not after every build: a long rebuild then overlaps the timing."""
+    one = tmp_path / "one"
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "1", "--root", str(one / "cache"),
+                    "--out", str(one), "--export"]) == 0
+    real, timers = gt.script_cmd, []
+
+    def record(args, nice=0):
+        if args[0] == "_time":
+            timers.append(args)
+        return real(args, nice)
+
+    monkeypatch.setattr(gt, "script_cmd", record)
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "2", "--root", str(tmp_path / "two"), "--out",
+                    str(tmp_path), "--export", "--resume", str(one / "smoke.jsonl.gz")]) == 0
+    assert timers and all(a[a.index("--pass") + 1] == "1" and "--follow" in a for a in timers)
+    header, *rows = read_table(tmp_path / "smoke.jsonl.gz")
+    assert header["timed_per_pass"] == [4, 4] and all(len(r["passes"]) == 2 for r in rows)
+
+
+def test_a_partly_timed_pass_is_exported_and_its_spread_counts_only_twice_timed_configs(gt, tmp_path, capsys):
+    root = tmp_path / "cache"
+    sp = gt.Space("smoke", str(root), passes=2)
+    for k, i in enumerate(sp.valid):
+        gt.append_row(str(root / "smoke" / "timed.jsonl"), {"i": i, "pass": 0, "costs": [1e-3], "load": 0.1,
+                                                             "others": 0.0, "t": 1.7e9})
+        if k < 2:       # pass 2 reached two configs: 10% and 30% slower
+            gt.append_row(str(root / "smoke" / "timed.jsonl"), {"i": i, "pass": 1, "costs": [1e-3 * (1.1 + 0.2 * k)],
+                                                                 "load": 0.1, "others": 0.0, "t": 1.7e9})
+    assert gt.main(["export", "smoke", "--passes", "2", "--root", str(root), "--out", str(tmp_path)]) == 1
+    assert "smoke: 2 configs have fewer than 2 timings" in capsys.readouterr().err
+    assert gt.main(["export", "smoke", "--passes", "2", "--partial", "--root", str(root), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    header, *rows = read_table(tmp_path / "smoke.jsonl.gz")
+    assert header["partial"] and header["timed_per_pass"] == [4, 2]
+    assert sorted(len(r["passes"]) for r in rows) == [1, 1, 2, 2]
+    # the spreads of the two configs timed twice: 10/1.05 = 9.5%, 30/1.15 = 26.1%; the others' zeros left out
+    assert "timed per pass [4, 2]" in out and "spread between passes: median 26.1%, 90th percentile 26.1%" in out
