@@ -12,20 +12,27 @@
 # $CUBINS (default bench/ground_truth/h100/cubins_h100.tar.xz) is unpacked into the nvcc cache
 # first: its configs then build in about 0.5 s (lowering only) instead of 2-4 s, so a later call
 # can finish what this one did not. The same code must build them (the source hash is the key).
-# MODE=mid: a 4-minute rehearsal (conv2d, then SGEMM builds only, no SGEMM timing).
+# MODE=mid: the same in about 3.5 minutes (a rehearsal: partial tables). CONV, SGEMM, SGEMM_TABLE,
+# CACHE (the cache folder) change what it runs (the tests run it on the 4-config smoke space).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
 MODE=${MODE:-final}
 CPUS=${CPUS:-2-15}
 CUBINS=${CUBINS:-bench/ground_truth/h100/cubins_h100.tar.xz}
+CONV=${CONV:-conv2d_128_cuda_sub}
+SGEMM=${SGEMM:-sgemm1024_cuda}
+SGEMM_TABLE=${SGEMM_TABLE:-bench/ground_truth/h100/sgemm1024_cuda.jsonl.gz}
+CACHE=${CACHE:-bench/ground_truth/.cache}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 START=$(date +%s)
-if [ "$MODE" = mid ]; then TOTAL=${TOTAL:-215}; CONV_LIMIT=${CONV_LIMIT:-150}; else TOTAL=${TOTAL:-485}; CONV_LIMIT=${CONV_LIMIT:-210}; fi
+if [ "$MODE" = mid ]; then TOTAL=${TOTAL:-195}; CONV_LIMIT=${CONV_LIMIT:-120}; else TOTAL=${TOTAL:-485}; CONV_LIMIT=${CONV_LIMIT:-210}; fi
 left() { echo $(( TOTAL - ($(date +%s) - START) )); }
-GT="python3 bench/ground_truth.py"
-export XDG_CACHE_HOME=$PWD/bench/ground_truth/.cache/xdg      # nvcc's cubin cache for this run only
+mkdir -p "$CACHE"
+CACHE=$(cd "$CACHE" && pwd)
+GT="python3 bench/ground_truth.py --root $CACHE"
+export XDG_CACHE_HOME=$CACHE/xdg      # nvcc's cubin cache for this run only
 mkdir -p "$XDG_CACHE_HOME/tilecraft/cuda"
 if [ -f "$CUBINS" ]; then
     tar -C "$XDG_CACHE_HOME/tilecraft" -xJf "$CUBINS" && echo "unpacked $(find "$XDG_CACHE_HOME/tilecraft/cuda" -name '*.cubin' | wc -l) cubins from $CUBINS"
@@ -34,22 +41,18 @@ fi
   nproc; uptime; git log --oneline -1; } > "$OUT/host_before.txt" 2>&1
 
 # SGEMM configs built beside the conv2d run (lower priority), killed when the conv2d run ends
-$GT run --gpu sgemm1024_cuda --build-only --passes 2 --cpus "$CPUS" --jobs 14 --time-limit "$(left)" \
-    > "$OUT/prebuild_sgemm1024_cuda.log" 2>&1 &
+$GT run --gpu "$SGEMM" --build-only --passes 2 --cpus "$CPUS" --jobs 14 --time-limit "$(left)" \
+    > "$OUT/prebuild_$SGEMM.log" 2>&1 &
 PREBUILD=$!
-$GT run --gpu conv2d_128_cuda_sub --passes 2 --cpus "$CPUS" --jobs 13 --time-limit "$CONV_LIMIT" \
-    --export --out "$OUT" 2>&1 | tee "$OUT/ground_truth_conv2d_128_cuda_sub.log"
-if [ "$MODE" = mid ]; then
-    wait "$PREBUILD"            # builds only until TOTAL
-else
-    kill -TERM "$PREBUILD" 2>/dev/null; wait "$PREBUILD"
-    $GT run --gpu sgemm1024_cuda --passes 2 --resume bench/ground_truth/h100/sgemm1024_cuda.jsonl.gz \
-        --cpus "$CPUS" --jobs 13 --time-limit "$(left)" --export --out "$OUT" 2>&1 | tee "$OUT/ground_truth_sgemm1024_cuda.log"
-fi
-for s in conv2d_128_cuda_sub sgemm1024_cuda; do
+$GT run --gpu "$CONV" --passes 2 --cpus "$CPUS" --jobs 13 --time-limit "$CONV_LIMIT" \
+    --export --out "$OUT" 2>&1 | tee "$OUT/ground_truth_$CONV.log"
+kill -TERM "$PREBUILD" 2>/dev/null; wait "$PREBUILD"
+$GT run --gpu "$SGEMM" --passes 2 --resume "$SGEMM_TABLE" \
+    --cpus "$CPUS" --jobs 13 --time-limit "$(left)" --export --out "$OUT" 2>&1 | tee "$OUT/ground_truth_$SGEMM.log"
+for s in "$CONV" "$SGEMM"; do
     $GT status "$s" >> "$OUT/status.txt" 2>&1
     mkdir -p "$OUT/cache_$s"
-    cp bench/ground_truth/.cache/"$s"/{meta.json,built.jsonl,timed.jsonl,resumed.jsonl} "$OUT/cache_$s/" 2>/dev/null
+    cp "$CACHE/$s"/{meta.json,built.jsonl,timed.jsonl,resumed.jsonl} "$OUT/cache_$s/" 2>/dev/null
     gzip -f "$OUT/cache_$s/"*.jsonl 2>/dev/null
 done
 tar -C "$XDG_CACHE_HOME/tilecraft" -cf - cuda | xz -T14 -6 > "$OUT/cubins_h100.tar.xz"

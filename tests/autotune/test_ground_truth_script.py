@@ -194,3 +194,31 @@ def test_a_partly_timed_pass_is_exported_and_its_spread_counts_only_twice_timed_
     assert sorted(len(r["passes"]) for r in rows) == [1, 1, 2, 2]
     # the spreads of the two configs timed twice: 10/1.05 = 9.5%, 30/1.15 = 26.1%; the others' zeros left out
     assert "timed per pass [4, 2]" in out and "spread between passes: median 26.1%, 90th percentile 26.1%" in out
+
+
+@pytest.mark.slow
+def test_the_h100_device_script_runs_its_whole_flow_on_the_smoke_space(gt, tmp_path):
+    """bench/ground_truth_h100.sh (the one device call: a table built and timed in 2 passes, the
+    next space built beside it, then its pass 2 after a resumed pass 1, the cubin tarball) on the
+    CPU smoke space in place of the CUDA ones: every step runs and writes its files."""
+    import os
+    import subprocess
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "1", "--root", str(tmp_path / "c1"),
+                    "--out", str(tmp_path / "t1"), "--export"]) == 0
+    env = dict(os.environ, CONV="smoke", SGEMM="smoke", SGEMM_TABLE=str(tmp_path / "t1" / "smoke.jsonl.gz"),
+               CACHE=str(tmp_path / "cache"), OUT=str(tmp_path / "out"), MODE="mid", TOTAL="90",
+               CONV_LIMIT="60", CPUS=",".join(map(str, sorted(os.sched_getaffinity(0)))),
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run(["bash", str(root / "bench" / "ground_truth_h100.sh")], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "out"
+    assert "--resume" in p.stdout and "4 configs' timings taken" in p.stdout
+    header, *rows = read_table(out / "smoke.jsonl.gz")
+    assert header["timed_per_pass"] == [4, 4] and len(rows) == 4
+    for name in ("cubins_h100.tar.xz", "status.txt", "host_before.txt", "prebuild_smoke.log",
+                 "cache_smoke/timed.jsonl.gz", "cache_smoke/meta.json"):
+        assert (out / name).exists(), name
+    assert "total " in (out / "status.txt").read_text()
