@@ -50,9 +50,9 @@ def tuner_table():
     """name -> (make(task, seed, ctx), what it is)."""
     from tilecraft.autotune.tuner import GATuner, GridSearchTuner, RandomTuner, XGBTuner
 
-    def xgb(feature="knob", loss="rank", transfer="margin", normalise=False, **kw):
+    def xgb(feature="knob", loss="rank", transfer="margin", normalise=False, transfer_knobs=True, **kw):
         def make(task, seed, ctx):
-            model = ctx.model(task, feature, loss, seed, transfer, normalise)
+            model = ctx.model(task, feature, loss, seed, transfer, normalise, transfer_knobs)
             return XGBTuner(task, feature_type=feature, loss_type=loss, cost_model=model, seed=seed, **kw)
         return make
 
@@ -68,7 +68,12 @@ def tuner_table():
         "xgb-curve": (xgb("curve"), "curve features, rank loss"),
         "xgb-knob-div": (xgb("knob", diversity_filter_ratio=2), "knob features, diversity filter 2x"),
         "xgb-transfer": (xgb("itervar"), "itervar features, the neighbouring shape's model as base margin "
-                                         "(the default transfer, AutoTVM's)"),
+                                         "(the default transfer, AutoTVM's), and its knob model under the "
+                                         "knob booster that steers the search"),
+        "xgb-transfer-itervar-only": (xgb("itervar", transfer_knobs=False),
+                                      "as xgb-transfer, the search's knob booster without transfer "
+                                      "(the default before 2026-11-24 evening)"),
+        "xgb-knob-transfer": (xgb("knob"), "knob features, the neighbouring shape's knob model as base margin"),
         "xgb-transfer-joint": (xgb("itervar", transfer="joint"),
                                "itervar features, one model with the neighbour's records as its own ranking "
                                "group, weighing less as own measurements grow"),
@@ -90,7 +95,8 @@ class Context:
             self.features[feature] = space_features(self.truth, self.name, feature)
         return self.features[feature]
 
-    def model(self, task, feature: str, loss: str, seed: int, transfer: str = "margin", normalise: bool = False):
+    def model(self, task, feature: str, loss: str, seed: int, transfer: str = "margin", normalise: bool = False,
+              transfer_knobs: bool = True):
         from tilecraft.autotune.cost_model import XGBoostCostModel
 
         extractor = None
@@ -98,7 +104,8 @@ class Context:
             table = self.feature_matrix(feature)
             extractor = lambda idx: table[np.asarray(idx, dtype=np.int64)]  # noqa: E731
         return XGBoostCostModel(task, feature_type=feature, loss_type=loss, seed=seed, num_threads=1,
-                                extractor=extractor, transfer=transfer, normalise=normalise)
+                                extractor=extractor, transfer=transfer, normalise=normalise,
+                                transfer_knobs=transfer_knobs)
 
 
 def space_features(truth, name: str, feature: str) -> np.ndarray:
@@ -162,7 +169,7 @@ def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: d
     for tname in tuners:
         make, what = table[tname]
         history = None
-        if tname.startswith("xgb-transfer"):
+        if "transfer" in tname:
             nb = NEIGHBOUR.get(name)
             if nb not in contexts:
                 print(f"  {name}: no neighbouring table loaded ({nb}); xgb-transfer skipped")
@@ -285,7 +292,7 @@ def main(argv=None) -> int:
     contexts = {}
     for name, spec in zip(names, args.spaces):
         contexts[name] = Context(GroundTruth.load(path_of(spec)), name)
-    if any(t.startswith("xgb-transfer") for t in tuners):
+    if any("transfer" in t for t in tuners):
         for name in names:
             nb = NEIGHBOUR.get(name)
             if nb and nb not in contexts and os.path.exists(path_of(nb)):
