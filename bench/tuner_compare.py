@@ -177,7 +177,7 @@ def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: d
             nbt = contexts[nb].truth
 
             def history(seed, nbt=nbt):
-                idx = np.random.default_rng(5000 + seed).permutation(len(nbt))[:TRANSFER_RECORDS]
+                idx = nbt.valid[np.random.default_rng(5000 + seed).permutation(len(nbt))[:TRANSFER_RECORDS]]
                 return nbt.records(idx, np.random.default_rng(seed))
         n_seeds = 1 if tname == "grid" else seeds
         t0 = time.time()

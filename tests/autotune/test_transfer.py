@@ -211,3 +211,26 @@ def test_loop_nest_transfer_also_steers_the_search_with_the_neighbours_knob_mode
     assert replay.ndcg_at(flops, steered.predict_fast(allc), 32) > 0.8
     plain, _ = _knob_model(task, records, feature_type="itervar", feats=feats, transfer_knobs=False)
     assert plain.knob_base_bst is None
+
+
+def test_tuner_compare_draws_a_filtered_neighbours_records_among_its_valid_configs(monkeypatch):
+    """The neighbour's 128 records are drawn among its table's configs: with a multi_filter'd
+    space (conv2d's), positions below len(space) are not config indices (IndexError before)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "tuner_compare.py"
+    spec = importlib.util.spec_from_file_location("tuner_compare_script", path)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    contexts = {}
+    for name, args in (("small", (64, 64, 16)), ("large", (128, 128, 32))):
+        task = autotune.task.create("test/fake_matmul", args=args, target="llvm")
+        if name == "large":
+            task.config_space.multi_filter(lambda e: e["tile_y"].size[-1] >= 8)
+        truth = GroundTruth.from_costs(task, [fk.synthetic_cost(c) for c in task.config_space])
+        contexts[name] = tc.Context(truth, name)
+    assert len(contexts["large"].truth) < contexts["large"].truth.task.config_space.range_length
+    monkeypatch.setattr(tc, "NEIGHBOUR", {"small": "large"})
+    got = tc.run_space("small", ["xgb-knob-transfer"], 2, 16, contexts, with_ranking=False)
+    assert got["tuners"]["xgb-knob-transfer"]["runs"] == 2
