@@ -346,7 +346,14 @@ def main(argv=None) -> int:
     p.add_argument("--longest-first", action="store_true",
                    help="start the longest runs first (Random's, then the larger space's): the whole set "
                         "ends sooner on many cores; without it, seed by seed")
+    p.add_argument("--replot", action="store_true",
+                   help="only redraw the plots from the JSON of an earlier run (in --out)")
     args = p.parse_intermixed_args(argv)
+    if args.replot:
+        for name in args.spaces:
+            with open(os.path.join(args.out, f"budget_{name}.json")) as f:
+                plot(json.load(f), os.path.join(args.out, f"budget_{name}.png"))
+        return 0
     if args.spaces[0] == "_one":
         tune_one(args.spaces[1], args.tuner, args.seed, args.trials, args.log, args.gpu, args.builders)
         return 0
@@ -369,7 +376,10 @@ def main(argv=None) -> int:
         result = summarise(name, args, budgets, plan, ran)
         with open(os.path.join(args.out, f"budget_{name}.json"), "w") as f:
             json.dump(result, f, indent=1)
-        plot(result, os.path.join(args.out, f"budget_{name}.png"))
+        try:
+            plot(result, os.path.join(args.out, f"budget_{name}.png"))
+        except ImportError:         # a device without matplotlib: draw it later from the JSON
+            print(f"{name}: no plot (matplotlib is missing); draw it with --replot --out {args.out}", flush=True)
     return 0
 
 

@@ -122,3 +122,14 @@ def test_each_run_is_pinned_to_its_group_and_builds_on_each_of_its_cores(tb, tmp
     ran = tb.run_jobs(jobs, args)
     assert len(started) == 3 and all(r["cores"] == cpus and r["rc"] == 0 for r in ran.values())
     assert all(cmd[cmd.index("--builders") + 1] == str(len(cpus)) for cmd in started)
+
+
+def test_replot_draws_the_plot_from_an_earlier_runs_json(tb, tmp_path):
+    pytest.importorskip("matplotlib")
+    args = tb.argparse.Namespace(log_dir=str(tmp_path), seeds=2, cores="")
+    for seed in range(2):
+        write_log(tb, tmp_path / f"conv2d_64_random_s{seed}.jsonl", [4e-3, 2e-3, 1e-3, 1e-3])
+    result = tb.summarise("conv2d_64", args, [2, 4], {"random": 4}, {})
+    (tmp_path / "budget_conv2d_64.json").write_text(json.dumps(result))
+    assert tb.main(["conv2d_64", "--replot", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "budget_conv2d_64.png").stat().st_size > 1000
