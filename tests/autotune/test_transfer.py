@@ -234,3 +234,32 @@ def test_tuner_compare_draws_a_filtered_neighbours_records_among_its_valid_confi
     monkeypatch.setattr(tc, "NEIGHBOUR", {"small": "large"})
     got = tc.run_space("small", ["xgb-knob-transfer"], 2, 16, contexts, with_ranking=False)
     assert got["tuners"]["xgb-knob-transfer"]["runs"] == 2
+
+
+def test_transfer_check_scores_each_feature_type_and_the_same_configs(monkeypatch, tmp_path):
+    """`tuner_compare.py --transfer-check`: with a neighbour whose speeds follow the same rule, the
+    model of its table ranks this one well with knob and loop-nest features, and the configs both
+    spaces hold rank alike; with speeds that run the other way, they rank it badly."""
+    import importlib.util
+    import pathlib
+
+    from tilecraft.autotune import features as feature_mod
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "tuner_compare.py"
+    spec = importlib.util.spec_from_file_location("tuner_compare_script", path)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    monkeypatch.setattr(tc, "TABLES", str(tmp_path))
+    monkeypatch.setattr(feature_mod, "features_of_configs", _tile_features)
+
+    def ctx(name, args, cost):
+        task = autotune.task.create("test/fake_matmul", args=args, target="llvm")
+        return tc.Context(GroundTruth.from_costs(task, [cost(c) for c in task.config_space]), name)
+
+    small = ctx("small", (64, 64, 16), fk.synthetic_cost)
+    alike = tc.transfer_check(small, ctx("large", (128, 128, 32), fk.synthetic_cost), seeds=2)
+    assert set(alike) == {"knob", "itervar", "itervar-norm", "same_configs"}
+    assert alike["knob"]["rho"] > 0.8 and alike["knob"]["best_of_16"] > 0.95
+    assert alike["itervar"]["ndcg32"] > 0.8 and alike["same_configs"]["rho"] > 0.95
+    unlike = tc.transfer_check(small, ctx("large2", (128, 128, 32), lambda c: 1.0 / fk.synthetic_cost(c)), seeds=2)
+    assert unlike["knob"]["rho"] < 0 and unlike["same_configs"]["rho"] < -0.95
