@@ -54,7 +54,7 @@ def tuner_table():
     """name -> (make(task, seed, ctx), what it is)."""
     from tilecraft.autotune.tuner import GATuner, GridSearchTuner, RandomTuner, XGBTuner
 
-    def xgb(feature="knob", loss="rank", transfer="margin", normalise=False, transfer_knobs=True, **kw):
+    def xgb(feature="knob", loss="rank", transfer="margin", normalise=False, transfer_knobs=False, **kw):
         def make(task, seed, ctx):
             model = ctx.model(task, feature, loss, seed, transfer, normalise, transfer_knobs)
             return XGBTuner(task, feature_type=feature, loss_type=loss, cost_model=model, seed=seed, **kw)
@@ -72,11 +72,10 @@ def tuner_table():
         "xgb-curve": (xgb("curve"), "curve features, rank loss"),
         "xgb-knob-div": (xgb("knob", diversity_filter_ratio=2), "knob features, diversity filter 2x"),
         "xgb-transfer": (xgb("itervar"), "itervar features, the neighbouring shape's model as base margin "
-                                         "(the default transfer, AutoTVM's), and its knob model under the "
-                                         "knob booster that steers the search"),
-        "xgb-transfer-itervar-only": (xgb("itervar", transfer_knobs=False),
-                                      "as xgb-transfer, the search's knob booster without transfer "
-                                      "(the default before 2026-11-24 evening)"),
+                                         "(the default transfer, AutoTVM's)"),
+        "xgb-transfer-knobs": (xgb("itervar", transfer_knobs=True),
+                               "as xgb-transfer, and the neighbour's knob model under the knob booster "
+                               "that steers the search"),
         "xgb-knob-transfer": (xgb("knob"), "knob features, the neighbouring shape's knob model as base margin"),
         "xgb-transfer-joint": (xgb("itervar", transfer="joint"),
                                "itervar features, one model with the neighbour's records as its own ranking "
@@ -100,7 +99,7 @@ class Context:
         return self.features[feature]
 
     def model(self, task, feature: str, loss: str, seed: int, transfer: str = "margin", normalise: bool = False,
-              transfer_knobs: bool = True):
+              transfer_knobs: bool = False):
         from tilecraft.autotune.cost_model import XGBoostCostModel
 
         extractor = None

@@ -159,7 +159,7 @@ def _fake_matmul_3way(N, M, K):
     return fk.FakeSchedule(), []
 
 
-def _knob_model(task, records=None, own=(), flops=None, transfer_knobs=True, feature_type="knob", feats=None):
+def _knob_model(task, records=None, own=(), flops=None, transfer_knobs=False, feature_type="knob", feats=None):
     from tilecraft.autotune.cost_model import XGBoostCostModel
 
     model = XGBoostCostModel(task, feature_type=feature_type, seed=0, num_threads=1,
@@ -203,14 +203,14 @@ def test_loop_nest_transfer_also_steers_the_search_with_the_neighbours_knob_mode
     task, other, feats, flops = shapes
     records = _records(other, fk.synthetic_cost)
     allc = np.arange(len(flops))
-    steered, _ = _knob_model(task, records, feature_type="itervar", feats=feats)
+    steered, _ = _knob_model(task, records, feature_type="itervar", feats=feats, transfer_knobs=True)
     assert steered.knob_base_bst is not None
     assert replay.ndcg_at(flops, steered.predict_fast(allc), 32) > 0.8
     own = np.random.default_rng(1).permutation(len(flops))[:6]
     steered.fit(own, flops[own], 64)           # own measurements go on top of the base model
     assert replay.ndcg_at(flops, steered.predict_fast(allc), 32) > 0.8
-    plain, _ = _knob_model(task, records, feature_type="itervar", feats=feats, transfer_knobs=False)
-    assert plain.knob_base_bst is None
+    plain, _ = _knob_model(task, records, feature_type="itervar", feats=feats)
+    assert plain.knob_base_bst is None          # off by default
 
 
 def test_tuner_compare_draws_a_filtered_neighbours_records_among_its_valid_configs(monkeypatch):

@@ -36,8 +36,9 @@ class XGBoostCostModel:
     ``-1``, knob values) only from tasks of the same template whose knobs have this task's names
     and widths, where they mean the same tiling whatever the shape — and there they rank a
     neighbouring shape's configs better than the loop-nest ones (docs/autotune.md). With
-    loop-nest features, such records also give the knob booster that steers the search a base
-    model (``transfer_knobs``).
+    loop-nest features and ``transfer_knobs=True``, such records also give the knob booster that
+    steers the search a base model (off by default: replayed, it won on GEMM 256³ and lost on
+    GEMM 512³).
 
     >>> model = XGBoostCostModel(task, feature_type="knob")
     >>> model.fit(indices, flops, 64); model.predict(other_indices)
@@ -45,7 +46,7 @@ class XGBoostCostModel:
 
     def __init__(self, task, feature_type: str = "itervar", loss_type: str = "rank",
                  num_threads: int | None = None, num_boost_round: int = 150, seed: int | None = None,
-                 extractor=None, transfer: str = "margin", normalise: bool = False, transfer_knobs: bool = True):
+                 extractor=None, transfer: str = "margin", normalise: bool = False, transfer_knobs: bool = False):
         import xgboost  # noqa: F401 -- fail early, and here, if it is missing
 
         if loss_type not in ("rank", "reg"):
