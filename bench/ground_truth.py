@@ -502,7 +502,8 @@ def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> bool
     """Build ``sp``'s configs in ``jobs`` processes while one process times them on the GPU as they
     appear (pass 1, with the output check); the later passes once everything is built (a quiet
     host), except a pass whose earlier passes are all done (taken from a table by ``--resume``):
-    it follows the builders as pass 1 does. Ends when every pass is done, at ``t_end``, or when
+    it follows the builders as pass 1 does. A config already timed in every pass (a resumed
+    table's, or a run cut off mid-pass) is not built again. Ends when every pass is done, at ``t_end``, or when
     the timing process keeps failing (then it returns False); running it again goes on."""
     done_flag = os.path.join(sp.dir, "builders_done")
     for stale in (done_flag, os.path.join(sp.dir, "timing_now")):
@@ -511,7 +512,8 @@ def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> bool
     build_reference(sp, env)
     t0 = time.time()
     first = set(sp.untimed(0))
-    todo = [i for i in sp.order(0) if i not in sp.built and i not in sp.failed]
+    needed = {i for k in range(args.passes) for i in sp.untimed(k)}     # a config timed in every pass needs no build
+    todo = [i for i in sp.order(0) if i in needed and i not in sp.built]
     todo = [i for i in todo if i in first] + [i for i in todo if i not in first]   # pass 1's first
     pool = BuildPool(sp, env, jobs, todo, args.hang_s) if todo else None
     if pool is None:

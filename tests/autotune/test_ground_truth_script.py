@@ -176,6 +176,28 @@ def test_a_pass_after_a_resumed_one_follows_the_builders(gt, tmp_path, monkeypat
     assert header["timed_per_pass"] == [4, 4] and all(len(r["passes"]) == 2 for r in rows)
 
 
+def test_a_config_timed_in_every_pass_is_not_built_again(gt, tmp_path, capsys):
+    """Resumed from a table whose second pass reached two of the four configs (a call cut off
+    mid-pass), the next run builds and times only the other two: the builds it saves are the
+    device's time (nvcc takes seconds per SGEMM config)."""
+    one = tmp_path / "one"
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "2", "--root", str(one / "cache"),
+                    "--out", str(one), "--export"]) == 0
+    header, *rows = read_table(one / "smoke.jsonl.gz")
+    for r in rows[:2]:              # cut pass 2 short: two configs timed once only
+        r["passes"] = r["passes"][:1]
+    header["partial"] = True
+    with gzip.open(one / "part.jsonl.gz", "wt") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in [header, *rows]))
+    root = tmp_path / "two"
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "2", "--root", str(root), "--out", str(tmp_path),
+                    "--export", "--resume", str(one / "part.jsonl.gz")]) == 0
+    built = {r["i"] for r in gt.read_rows(str(root / "smoke" / "built.jsonl"))}
+    assert built == {r["i"] for r in rows[:2]}
+    header, *rows = read_table(tmp_path / "smoke.jsonl.gz")
+    assert not header["partial"] and header["timed_per_pass"] == [4, 4]
+
+
 def test_a_partly_timed_pass_is_exported_and_its_spread_counts_only_twice_timed_configs(gt, tmp_path, capsys):
     root = tmp_path / "cache"
     sp = gt.Space("smoke", str(root), passes=2)
