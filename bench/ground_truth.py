@@ -482,13 +482,17 @@ def build_reference(sp: "Space", env: dict) -> None:
 def build_only(args, spaces: list["Space"], env: dict, jobs: int, t_end: float) -> int:
     """`run --gpu --build-only`: build every config of ``spaces`` into the cache at nice 19 and time
     none, until done, ``t_end`` or SIGTERM (a later `run` on the same cache times them without
-    building: the device script builds the next space while the GPU times this one)."""
+    building: the device script builds the next space while the GPU times this one). With
+    ``--reverse`` in the reverse of pass 1's order: nvcc needs no GPU, so a development machine
+    builds the configs the device would reach last, and ships its nvcc cache (cubins keyed by
+    source) in the tarball `bench/ground_truth_h100.sh` unpacks."""
     import signal
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))      # -> the finally below stops the builders
     for sp in spaces:
         build_reference(sp, env)
-        pool = BuildPool(sp, env, jobs, sp.unbuilt(), args.hang_s, nice=19)
+        todo = sp.unbuilt()
+        pool = BuildPool(sp, env, jobs, todo[::-1] if args.reverse else todo, args.hang_s, nice=19)
         try:
             while pool.poll() and time.time() < t_end:
                 time.sleep(0.5)
@@ -832,6 +836,9 @@ def main(argv=None) -> int:
     p.add_argument("--cpus", default="", help="run (builders and timing too) on these CPUs only, e.g. 0-13")
     p.add_argument("--build-only", action="store_true",
                    help="--gpu: build the spaces into the cache at nice 19, time nothing (a later run times them)")
+    p.add_argument("--reverse", action="store_true",
+                   help="--build-only: in the reverse of pass 1's order (a machine without the GPU builds "
+                        "the configs the device would build last; its nvcc cache goes in the cubin tarball)")
     p.add_argument("--follow", action="store_true")
     p.add_argument("--indices", default="")
     p.add_argument("--pass", dest="pass_no", type=int, default=0)

@@ -12,8 +12,11 @@
 # $CUBINS (default bench/ground_truth/h100/cubins_h100.tar.xz) is unpacked into the nvcc cache
 # first: its configs then build in about 0.5 s (lowering only) instead of 2-4 s, so a later call
 # can finish what this one did not. The same code must build them (the source hash is the key).
+# A conv2d table at $CONV_TABLE (default bench/ground_truth/h100/$CONV.jsonl.gz) is resumed: a
+# complete one is not timed again. The status counts the cubins this call's nvcc built (misses of
+# the tarball: another nvcc version or other source gives other keys).
 # MODE=mid: the same in about 3.5 minutes (a rehearsal: partial tables). CONV, SGEMM, SGEMM_TABLE,
-# CACHE (the cache folder) change what it runs (the tests run it on the 4-config smoke space).
+# CONV_TABLE, CACHE (the cache folder) change what it runs (the tests run it on the 4-config smoke space).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
@@ -23,6 +26,7 @@ CUBINS=${CUBINS:-bench/ground_truth/h100/cubins_h100.tar.xz}
 CONV=${CONV:-conv2d_128_cuda_sub}
 SGEMM=${SGEMM:-sgemm1024_cuda}
 SGEMM_TABLE=${SGEMM_TABLE:-bench/ground_truth/h100/sgemm1024_cuda.jsonl.gz}
+CONV_TABLE=${CONV_TABLE-bench/ground_truth/h100/$CONV.jsonl.gz}   # resumed where it exists ('' : start afresh)
 CACHE=${CACHE:-bench/ground_truth/.cache}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -37,6 +41,9 @@ mkdir -p "$XDG_CACHE_HOME/tilecraft/cuda"
 if [ -f "$CUBINS" ]; then
     tar -C "$XDG_CACHE_HOME/tilecraft" -xJf "$CUBINS" && echo "unpacked $(find "$XDG_CACHE_HOME/tilecraft/cuda" -name '*.cubin' | wc -l) cubins from $CUBINS"
 fi
+touch "$CACHE/unpacked_marker"       # cubins newer than this were built by this call's nvcc (cache misses)
+CONV_RESUME=()
+if [ -n "$CONV_TABLE" ] && [ -f "$CONV_TABLE" ]; then CONV_RESUME=(--resume "$CONV_TABLE"); fi
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv; nvcc --version | tail -2;
   nproc; uptime; git log --oneline -1; } > "$OUT/host_before.txt" 2>&1
 
@@ -44,7 +51,7 @@ fi
 $GT run --gpu "$SGEMM" --build-only --passes 2 --cpus "$CPUS" --jobs 14 --time-limit "$(left)" \
     > "$OUT/prebuild_$SGEMM.log" 2>&1 &
 PREBUILD=$!
-$GT run --gpu "$CONV" --passes 2 --cpus "$CPUS" --jobs 13 --time-limit "$CONV_LIMIT" \
+$GT run --gpu "$CONV" --passes 2 "${CONV_RESUME[@]}" --cpus "$CPUS" --jobs 13 --time-limit "$CONV_LIMIT" \
     --export --out "$OUT" 2>&1 | tee "$OUT/ground_truth_$CONV.log"
 kill -TERM "$PREBUILD" 2>/dev/null; wait "$PREBUILD"
 $GT run --gpu "$SGEMM" --passes 2 --resume "$SGEMM_TABLE" \
@@ -56,7 +63,8 @@ for s in "$CONV" "$SGEMM"; do
     gzip -f "$OUT/cache_$s/"*.jsonl 2>/dev/null
 done
 tar -C "$XDG_CACHE_HOME/tilecraft" -cf - cuda | xz -T14 -6 > "$OUT/cubins_h100.tar.xz"
-echo "cubins: $(find "$XDG_CACHE_HOME/tilecraft/cuda" -name '*.cubin' | wc -l) in $(du -h "$OUT/cubins_h100.tar.xz" | cut -f1)" | tee -a "$OUT/status.txt"
+echo "cubins: $(find "$XDG_CACHE_HOME/tilecraft/cuda" -name '*.cubin' | wc -l) in $(du -h "$OUT/cubins_h100.tar.xz" | cut -f1)," \
+     "$(find "$XDG_CACHE_HOME/tilecraft/cuda" -name '*.cubin' -newer "$CACHE/unpacked_marker" | wc -l) of them built by this call's nvcc" | tee -a "$OUT/status.txt"
 { nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv; uptime; } > "$OUT/host_after.txt" 2>&1
 echo "total $(( $(date +%s) - START )) s" | tee -a "$OUT/status.txt"
 exit 0

@@ -155,6 +155,23 @@ def test_build_only_fills_the_cache_and_the_next_run_only_times(gt, tmp_path, ca
     assert not header["partial"] and header["timed_per_pass"] == [4] and len(rows) == 4
 
 
+def test_build_only_reverse_builds_the_configs_the_device_reaches_last_first(gt, tmp_path, monkeypatch):
+    """`--build-only --reverse` (a machine without the GPU prebuilding cubins for the device)
+    hands the builders pass 1's order reversed; without it, pass 1's order."""
+    seen = []
+    real = gt.BuildPool.__init__
+
+    def record(self, sp, env, jobs, todo, hang_s, nice=10):
+        seen.append(list(todo))
+        real(self, sp, env, jobs, todo, hang_s, nice)
+
+    monkeypatch.setattr(gt.BuildPool, "__init__", record)
+    assert gt.main(["run", "--gpu", "smoke", "--build-only", "--reverse", "--root", str(tmp_path / "r")]) == 0
+    assert gt.main(["run", "--gpu", "smoke", "--build-only", "--root", str(tmp_path / "f")]) == 0
+    order = gt.Space("smoke", str(tmp_path / "f")).order(0)
+    assert seen == [order[::-1], order] and order != order[::-1]
+
+
 def test_a_pass_after_a_resumed_one_follows_the_builders(gt, tmp_path, monkeypatch):
     """With pass 1 taken from a table (`--resume`), pass 2 is timed as the libraries appear (as
     pass 1 is), not after every build: a long rebuild then overlaps the timing."""
@@ -230,17 +247,19 @@ def test_the_h100_device_script_runs_its_whole_flow_on_the_smoke_space(gt, tmp_p
     assert gt.main(["run", "--gpu", "smoke", "--passes", "1", "--root", str(tmp_path / "c1"),
                     "--out", str(tmp_path / "t1"), "--export"]) == 0
     env = dict(os.environ, CONV="smoke", SGEMM="smoke", SGEMM_TABLE=str(tmp_path / "t1" / "smoke.jsonl.gz"),
-               CACHE=str(tmp_path / "cache"), OUT=str(tmp_path / "out"), MODE="mid", TOTAL="90",
+               CONV_TABLE=str(tmp_path / "t1" / "smoke.jsonl.gz"), CACHE=str(tmp_path / "cache"), OUT=str(tmp_path / "out"), MODE="mid", TOTAL="90",
                CONV_LIMIT="60", CPUS=",".join(map(str, sorted(os.sched_getaffinity(0)))),
                PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run(["bash", str(root / "bench" / "ground_truth_h100.sh")], env=env, capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     out = tmp_path / "out"
-    assert "--resume" in p.stdout and "4 configs' timings taken" in p.stdout
+    # both runs resume the shipped table (here one space in one cache: the second finds it taken)
+    assert "4 configs' timings taken" in p.stdout and "0 configs' timings taken" in p.stdout
     header, *rows = read_table(out / "smoke.jsonl.gz")
     assert header["timed_per_pass"] == [4, 4] and len(rows) == 4
     for name in ("cubins_h100.tar.xz", "status.txt", "host_before.txt", "prebuild_smoke.log",
                  "cache_smoke/timed.jsonl.gz", "cache_smoke/meta.json"):
         assert (out / name).exists(), name
-    assert "total " in (out / "status.txt").read_text()
+    status = (out / "status.txt").read_text()
+    assert "total " in status and "of them built by this call's nvcc" in status
