@@ -47,6 +47,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 
 from cpu_load import OwnLoad, busy_cores, cpu_busy_jiffies, load1  # noqa: E402
+from ground_truth_files import append_row, check_outputs, follow_built, parse_cpus, read_rows  # noqa: E402,F401
 
 OUT_DIR = os.path.join(HERE, "ground_truth")
 CACHE_DIR = os.path.join(OUT_DIR, ".cache")
@@ -78,6 +79,10 @@ SPACES = {
                            args=(1, 64, 56, 56, 64, 3, 3, 1, 1, "float32"), target="cuda", restrict={}),
     "conv2d_128_cuda": dict(template="topi/conv2d_nchw.cuda", module="tilecraft.topi.conv2d_cuda",
                             args=(1, 128, 28, 28, 128, 3, 3, 1, 1, "float32"), target="cuda", restrict={}),
+    # 938 of its 3067 configs: the channel tiles the H100 tuning runs' best 40 used (ci 8/16, co 8/16/32)
+    "conv2d_128_cuda_sub": dict(template="topi/conv2d_nchw.cuda", module="tilecraft.topi.conv2d_cuda",
+                                args=(1, 128, 28, 28, 128, 3, 3, 1, 1, "float32"), target="cuda",
+                                restrict={"ci_tile": [8, 16], "tile_co": [8, 16, 32]}),
     # 4 configs, for the tests of this script (builds and times in seconds on any machine)
     "smoke": dict(template="topi/softmax.llvm", module="tilecraft.topi.softmax", args=(16, 64, "float32"),
                   target="llvm", restrict={"tile_x": [[-1, 16]], "tile_rows": [[-1, 1], [-1, 8]],
@@ -145,22 +150,8 @@ def cache_dir(name: str, root: str = CACHE_DIR) -> str:
     return d
 
 
-def read_rows(path: str) -> list[dict]:
-    rows = []
-    if os.path.exists(path):
-        with open(path) as f:
-            for line in f:
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError:       # a torn last line of a killed chunk
-                    pass
-    return rows
 
 
-def append_row(path: str, row: dict) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(row, separators=(",", ":")) + "\n")
-        f.flush()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,45 +242,8 @@ def child_time(name: str, pass_no: int, indices: list[int], deadline: float, roo
         del mod, nd
 
 
-def follow_built(d: str, indices: list[int], deadline: float):
-    """Yield ``indices`` in their order as far as they are built (`built.jsonl`), then the rest as
-    their libraries appear; skip those that failed to build; end when none is left, when none can
-    come any more (the driver wrote `builders_done`), or at ``deadline``."""
-    built_path, done_path = os.path.join(d, "built.jsonl"), os.path.join(d, "builders_done")
-    left, status, offset = list(indices), {}, 0
-    while left and time.time() < deadline:
-        done = os.path.exists(done_path)      # looked at first: every row written before it is read below
-        if os.path.exists(built_path):
-            with open(built_path, "rb") as f:
-                f.seek(offset)
-                chunk = f.read()
-            chunk = chunk[: chunk.rfind(b"\n") + 1]      # whole lines only; a half-written one waits
-            offset += len(chunk)
-            for line in chunk.decode("utf-8", "replace").splitlines():
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                status[r["i"]] = "error" not in r
-        ready = [i for i in left if status.get(i)]
-        left = [i for i in left if i not in status]
-        yield from ready
-        if not ready:
-            if done:
-                return
-            time.sleep(0.2)
 
 
-def check_outputs(nd, arg_info, ref) -> str | None:
-    for k, (_, _, is_out) in enumerate(arg_info):
-        if not is_out:
-            continue
-        got = nd[k].numpy() if hasattr(nd[k], "numpy") else np.asarray(nd[k])
-        want = ref[f"out{k}"]
-        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-3, atol=1e-3, equal_nan=True):
-            err = np.abs(got.astype(np.float64) - want)
-            return f"output {k} differs from the naive schedule's: max abs error {float(np.nanmax(err)):.3g}"
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -425,8 +379,8 @@ class BuildPool:
     that dies, or builds nothing for ``hang_s``, is blamed for the config it was on (an error row)
     and replaced by one for the rest of its share."""
 
-    def __init__(self, sp: "Space", env: dict, jobs: int, todo: list[int], hang_s: float):
-        self.sp, self.env, self.hang_s = sp, env, hang_s
+    def __init__(self, sp: "Space", env: dict, jobs: int, todo: list[int], hang_s: float, nice: int = 10):
+        self.sp, self.env, self.hang_s, self.nice = sp, env, hang_s, nice
         self.procs: list[list] = []          # [process, share, when it last built one, how many were left]
         for k in range(jobs):
             if todo[k::jobs]:
@@ -434,7 +388,7 @@ class BuildPool:
 
     def start(self, share: list[int]) -> None:
         cmd = script_cmd(["_build", self.sp.name, "--root", self.sp.root,
-                          "--indices", ",".join(map(str, share))], nice=10)
+                          "--indices", ",".join(map(str, share))], nice=self.nice)
         self.procs.append([subprocess.Popen(cmd, env=self.env), share, time.time(), len(share)])
 
     def poll(self) -> bool:
@@ -516,23 +470,54 @@ def import_table(sp: "Space", path: str) -> int:
     return taken
 
 
-def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> bool:
-    """Build ``sp``'s configs in ``jobs`` processes while one process times them on the GPU as they
-    appear (pass 1, with the output check); the later passes once everything is built (a quiet
-    host). Ends when every pass is done, at ``t_end``, or when the timing process keeps failing
-    (then it returns False); running it again goes on."""
-    done_flag = os.path.join(sp.dir, "builders_done")
-    for stale in (done_flag, os.path.join(sp.dir, "timing_now")):
-        if os.path.exists(stale):
-            os.remove(stale)
-    if not os.path.exists(os.path.join(sp.dir, "meta.json")):      # the reference, before the builders
+def build_reference(sp: "Space", env: dict) -> None:
+    """The naive schedule's library and the cache's meta.json, before any builder starts."""
+    if not os.path.exists(os.path.join(sp.dir, "meta.json")):
         run_child(["_build", sp.name, "--root", sp.root, "--indices", ""], env, timeout=600, nice=False)
         if not os.path.exists(os.path.join(sp.dir, "meta.json")):
             raise SystemExit(f"{sp.name}: the naive schedule that candidates are checked against failed to "
                              "build (its error is above)")
+
+
+def build_only(args, spaces: list["Space"], env: dict, jobs: int, t_end: float) -> int:
+    """`run --gpu --build-only`: build every config of ``spaces`` into the cache at nice 19 and time
+    none, until done, ``t_end`` or SIGTERM (a later `run` on the same cache times them without
+    building: the device script builds the next space while the GPU times this one). With
+    ``--reverse`` in the reverse of pass 1's order: nvcc needs no GPU, so a development machine
+    builds the configs the device would reach last, and ships its nvcc cache (cubins keyed by
+    source) in the tarball `bench/ground_truth_h100.sh` unpacks."""
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))      # -> the finally below stops the builders
+    for sp in spaces:
+        build_reference(sp, env)
+        todo = sp.unbuilt()
+        pool = BuildPool(sp, env, jobs, todo[::-1] if args.reverse else todo, args.hang_s, nice=19)
+        try:
+            while pool.poll() and time.time() < t_end:
+                time.sleep(0.5)
+        finally:
+            pool.stop()
+            print(f"{time.strftime('%H:%M:%S')} built {sp.name}: {len(sp.built)}/{sp.n} (build only)", flush=True)
+    return 0
+
+
+def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> bool:
+    """Build ``sp``'s configs in ``jobs`` processes while one process times them on the GPU as they
+    appear (pass 1, with the output check); the later passes once everything is built (a quiet
+    host), except a pass whose earlier passes are all done (taken from a table by ``--resume``):
+    it follows the builders as pass 1 does. A config already timed in every pass (a resumed
+    table's, or a run cut off mid-pass) is not built again. Ends when every pass is done, at ``t_end``, or when
+    the timing process keeps failing (then it returns False); running it again goes on."""
+    done_flag = os.path.join(sp.dir, "builders_done")
+    for stale in (done_flag, os.path.join(sp.dir, "timing_now")):
+        if os.path.exists(stale):
+            os.remove(stale)
+    build_reference(sp, env)
     t0 = time.time()
     first = set(sp.untimed(0))
-    todo = [i for i in sp.order(0) if i not in sp.built and i not in sp.failed]
+    needed = {i for k in range(args.passes) for i in sp.untimed(k)}     # a config timed in every pass needs no build
+    todo = [i for i in sp.order(0) if i in needed and i not in sp.built]
     todo = [i for i in todo if i in first] + [i for i in todo if i not in first]   # pass 1's first
     pool = BuildPool(sp, env, jobs, todo, args.hang_s) if todo else None
     if pool is None:
@@ -578,13 +563,14 @@ def run_pipelined(args, sp: "Space", env: dict, jobs: int, t_end: float) -> bool
         if not left or time.time() > t_end:
             break
         p = left[0]
-        if p > 0 and pool is not None:       # the later passes wait for a quiet host
+        follow = pool is not None and all(not sp.untimed(k) for k in range(p))
+        if p > 0 and pool is not None and not follow:       # the later passes wait for a quiet host
             time.sleep(0.5)
             continue
-        todo_p = sp.untimed(p) if p == 0 else [i for i in sp.untimed(p) if i in sp.built]
+        todo_p = sp.untimed(p) if follow or p == 0 else [i for i in sp.untimed(p) if i in sp.built]
         cmd = script_cmd(["_time", sp.name, "--root", sp.root, "--pass", str(p), "--deadline", str(t_end),
                           "--min-repeat-ms", str(args.min_repeat_ms), "--indices", ",".join(map(str, todo_p))]
-                         + (["--follow"] if p == 0 and pool is not None else []))
+                         + (["--follow"] if follow else []))
         timer = (subprocess.Popen(cmd, env=env), p, sum(len(v) for v in sp.timed.values()))
         stamp = time.time()
     if pool is not None:
@@ -618,13 +604,6 @@ def blame_timing_crash(sp: "Space", rc: int) -> None:
         sp.refresh()
 
 
-def parse_cpus(text: str) -> set[int]:
-    """``"0-13"`` / ``"0,2,4-7"`` -> the set of CPU numbers."""
-    cpus = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        cpus |= set(range(int(lo), int(hi or lo) + 1))
-    return cpus
 
 
 def cmd_run(args) -> int:
@@ -648,6 +627,8 @@ def cmd_run(args) -> int:
     if args.gpu:
         t_end = time.time() + (args.time_limit or 1e9)
         jobs = args.jobs or max(1, len(os.sched_getaffinity(0)) - 2)
+        if args.build_only:
+            return build_only(args, spaces, env, jobs, t_end)
         ok = all([run_pipelined(args, sp, env, jobs, t_end) for sp in spaces])
         finished = all(not sp.untimed(p) for sp in spaces for p in range(args.passes))
         print("all passes done" if finished else "stopped: the timing failed" if not ok
@@ -802,6 +783,7 @@ def cmd_export(args) -> int:
             "measured": [time.strftime("%Y-%m-%d %H:%M", time.localtime(min(times))),
                          time.strftime("%Y-%m-%d %H:%M", time.localtime(max(times)))] if times else None,
             "configs": sp.n, "errors": len(rows) - len(ok), "partial": bool(short),
+            "timed_per_pass": [sum(len(r["passes"]) > k for r in ok) for k in range(args.passes)],
             "command": "python3 bench/ground_truth.py run " + name + (" --gpu" if spec["target"] == "cuda" else ""),
         }
         out = os.path.join(args.out, f"{name}.jsonl.gz")
@@ -811,10 +793,11 @@ def cmd_export(args) -> int:
             for r in rows:
                 f.write(json.dumps(r, separators=(",", ":")) + "\n")
         os.replace(out + ".tmp", out)
-        spreads = sorted(r["spread"] for r in ok)
-        print(f"wrote {out}: {len(rows)} rows ({len(ok)} timed, {len(rows) - len(ok)} errors); best "
-              f"{task.flop / min(r['cost'] for r in ok) / 1e9:.1f} GFLOP/s; spread between passes: median "
-              f"{100 * spreads[len(spreads) // 2]:.1f}%, 90th percentile {100 * spreads[int(0.9 * len(spreads))]:.1f}%")
+        spreads = sorted(r["spread"] for r in ok if len(r["passes"]) > 1) or [math.nan]   # of configs timed twice
+        print(f"wrote {out}: {len(rows)} rows ({len(ok)} timed, {len(rows) - len(ok)} errors; timed per pass "
+              f"{header['timed_per_pass']}); best {task.flop / min(r['cost'] for r in ok) / 1e9:.1f} GFLOP/s; "
+              f"spread between passes: median {100 * spreads[len(spreads) // 2]:.1f}%, 90th percentile "
+              f"{100 * spreads[int(0.9 * len(spreads))]:.1f}%")
     return status
 
 
@@ -851,6 +834,11 @@ def main(argv=None) -> int:
                    help=f"each timing lasts at least this long ({MIN_REPEAT_MS:g} ms on the CPU, "
                         f"{GPU_MIN_REPEAT_MS:g} ms with --gpu)")
     p.add_argument("--cpus", default="", help="run (builders and timing too) on these CPUs only, e.g. 0-13")
+    p.add_argument("--build-only", action="store_true",
+                   help="--gpu: build the spaces into the cache at nice 19, time nothing (a later run times them)")
+    p.add_argument("--reverse", action="store_true",
+                   help="--build-only: in the reverse of pass 1's order (a machine without the GPU builds "
+                        "the configs the device would build last; its nvcc cache goes in the cubin tarball)")
     p.add_argument("--follow", action="store_true")
     p.add_argument("--indices", default="")
     p.add_argument("--pass", dest="pass_no", type=int, default=0)

@@ -14,16 +14,27 @@ Random at 512). Logs go to `--log-dir/<space>_<tuner>_s<seed>.jsonl` and resume 
 (a killed run loses at most one batch). Results: `bench/results/budget_<space>.json` and `.png`
 (best so far against trials: median and range over seeds per tuner).
 
-CPU runs use one thread (`TILECRAFT_NUM_THREADS=1`), one build process and one measuring
-process each. `--cores 14,15`: one run at a time per listed core, each run (its builder and
-runner too) pinned to its core, and a run starts only while its core is idle (other processes
-below `--max-busy` of it over a second: pin other work away, e.g. `taskset -c 0-13`); without
-`--cores` runs go one at a time and wait for the 1-minute load average to drop below
-`--max-load`. `--time-limit S` starts no run after S seconds and reports the seeds finished.
-The defaults (3 seeds, budgets 32/64/128, Random to 128: 3 tuners x 3 seeds x 128 trials)
-fit one CPU space in about 5-7 minutes on 2 cores of a fast host (0.4-0.6 s a trial, each timed
-as 3 calls of at least 5 ms after a warm-up); issue 13's settings are `--seeds 5 --budgets
-64,128,256 --random-budget 512`.
+CPU runs use one thread (`TILECRAFT_NUM_THREADS=1`), one measuring process and one build
+process per core of the run. `--cores` runs one tuning run per group of CPUs at a time, each
+run (its builders and runner too) pinned to its group, and a run starts only while its CPUs are
+idle (other processes below `--max-busy` of each over a second: pin other work away, e.g.
+`taskset -c 0-13`): `14,15` (a run per CPU), `0-1,2-3` (a run per group), `each` (a run per CPU
+of this process's) or `pairs` (this process's CPUs two by two, hyperthread siblings together
+where the host has them); runs in parallel share the host's caches and memory bandwidth, which
+the report says. Without `--cores` runs go one at a time and wait for the 1-minute load
+average to drop below `--max-load`. `--longest-first` starts Random's long runs first (the set
+ends sooner on many cores). `--time-limit S` starts no run after S seconds and reports the
+seeds finished. The defaults (3 seeds, budgets 32/64/128, Random to 128: 3 tuners x 3 seeds x
+128 trials) fit one CPU space in about 5-7 minutes on 2 cores of a fast host (0.8 s a trial on
+one core of the 16-core Emerald Rapids host for the conv2d, most of it building; each trial
+timed as 3 calls of at least 5 ms after a warm-up). Issue 13's protocol (5 seeds, 64 / 128 /
+256, Random to 512: 5 x (512 + 2 x 256) trials a space) on that host, one call per space:
+
+    python3 bench/tuner_budget.py conv2d_64 --seeds 5 --budgets 64,128,256 --random-budget 512 --cores pairs --longest-first --time-limit 330
+    python3 bench/tuner_budget.py gemm1024 --seeds 5 --budgets 64,128,256 --random-budget 512 --cores each --longest-first --time-limit 330
+
+(the conv2d's trials are mostly building, which a pair does two at a time; the GEMM's mostly
+timing 1024^3 on one thread, so one CPU a run and all 15 runs at once).
 """
 from __future__ import annotations
 
@@ -53,6 +64,8 @@ SPACES = {
                            args=(1, 64, 56, 56, 64, 3, 3, 1, 1, "float32"), target="cuda"),
 }
 TUNERS = ("random", "ga", "xgb")
+# seconds a trial takes on one core of the 16-core Emerald Rapids host (for --longest-first's order)
+SECONDS_PER_TRIAL = {"gemm1024": 1.0, "conv2d_64": 0.8}
 ONE_THREAD = {"TILECRAFT_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "MKL_NUM_THREADS": "1", "TILECRAFT_FEATURE_WORKERS": "1"}
 
@@ -78,8 +91,9 @@ def make_tuner(tuner_name: str, task, seed: int):
     return RandomTuner(task, seed=seed)
 
 
-def tune_one(name: str, tuner_name: str, seed: int, trials: int, log: str, gpu: bool) -> None:
-    """Tune ``trials`` configs of space ``name`` (resuming from ``log``), logging to ``log``."""
+def tune_one(name: str, tuner_name: str, seed: int, trials: int, log: str, gpu: bool, builders: int = 1) -> None:
+    """Tune ``trials`` configs of space ``name`` (resuming from ``log``), logging to ``log``;
+    ``builders``: build processes (a run pinned to a pair of cores builds two at a time)."""
     import tilecraft.autotune as autotune
 
     task = make_task(name)
@@ -92,7 +106,7 @@ def tune_one(name: str, tuner_name: str, seed: int, trials: int, log: str, gpu: 
             builder=autotune.LocalBuilder(timeout=60),
             runner=autotune.LocalRunner(timeout=30, number=10, repeat=3, min_repeat_ms=20))
     else:
-        option = autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=1),
+        option = autotune.measure_option(builder=autotune.LocalBuilder(n_parallel=builders),
                                          runner=autotune.LocalRunner(number=1, repeat=3, min_repeat_ms=5))
     tuner.tune(trials - done, option, callbacks=[autotune.callback.log_to_file(log)])
 
@@ -131,16 +145,62 @@ def wait_quiet(max_load: float) -> float:
 # The driver.
 
 
-def run_jobs(jobs: list[tuple], args) -> dict[tuple, dict]:
-    """Run ``jobs`` ((space, tuner, seed, trials, log)) in child processes: one per core of
-    ``args.cores`` at a time, pinned to it; else one at a time. Returns job -> how it ran."""
-    t_end = time.time() + (args.time_limit or 1e9)
-    cores = [int(c) for c in args.cores.split(",")] if args.cores else [None]
-    if cores != [None]:
-        mine = os.sched_getaffinity(0)
-        bad = [c for c in cores if c not in mine]
+def core_groups(spec: str, cpus: set[int] | None = None, siblings=None) -> list[tuple[int, ...]]:
+    """``--cores``: the groups of CPUs one tuning run each is pinned to. ``"14,15"``: one run per
+    CPU; ``"0-1,2-3"``: one run per group; ``"each"``: one run per CPU of this process's;
+    ``"pairs"``: this process's CPUs two by two, a core's
+    hyperthread siblings together where the host has them (so another run's kernel never shares
+    a core with the one being timed), else neighbours. ``siblings(cpu)``: its thread siblings'
+    list as Linux writes it (default: read from /sys).
+
+    >>> core_groups("0-1,4,6-7")
+    [(0, 1), (4,), (6, 7)]
+    """
+    mine = set(os.sched_getaffinity(0)) if cpus is None else set(cpus)
+    if spec == "each":
+        return [(c,) for c in sorted(mine)]
+    if spec == "pairs":
+        groups, seen = [], set()
+        for c in sorted(mine):
+            if c in seen:
+                continue
+            try:
+                text = siblings(c) if siblings else read_text(f"/sys/devices/system/cpu/cpu{c}/topology/thread_siblings_list")
+            except OSError:
+                text = str(c)
+            sib = tuple(sorted(({c} | set(parse_cpus(text.strip()))) & mine))
+            seen |= set(sib)
+            groups.append(sib)
+        if all(len(g) == 1 for g in groups):        # no SMT: neighbours
+            flat = [g[0] for g in groups]
+            groups = [tuple(flat[k:k + 2]) for k in range(0, len(flat) - 1, 2)]
+        return groups
+    groups = [tuple(sorted(parse_cpus(part))) for part in spec.split(",")]
+    for g in groups:
+        bad = [c for c in g if c not in mine]
         if bad:
             raise SystemExit(f"--cores: core {bad[0]} is not one this process may run on ({sorted(mine)})")
+    return groups
+
+
+def read_text(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def parse_cpus(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
+def run_jobs(jobs: list[tuple], args) -> dict[tuple, dict]:
+    """Run ``jobs`` ((space, tuner, seed, trials, log)) in child processes: one per group of
+    ``args.cores`` at a time, pinned to it; else one at a time. Returns job -> how it ran."""
+    t_end = time.time() + (args.time_limit or 1e9)
+    cores = core_groups(args.cores) if args.cores else [None]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     if not args.gpu:
         env.update(ONE_THREAD)
@@ -149,10 +209,11 @@ def run_jobs(jobs: list[tuple], args) -> dict[tuple, dict]:
     while todo or running:
         for core, (proc, job, t0, gate) in list(running.items()):
             if proc.poll() is not None:
-                ran[job] = {"rc": proc.returncode, "seconds": round(time.time() - t0, 1), "core": core,
+                ran[job] = {"rc": proc.returncode, "seconds": round(time.time() - t0, 1),
+                            "cores": list(core) if core is not None else None,
                             "gate": gate}
                 print(f"{time.strftime('%H:%M:%S')} {job[0]} {job[1]} seed {job[2]}: {job[3]} trials in "
-                      f"{time.time() - t0:.0f} s" + (f" on core {core}" if core is not None else "")
+                      f"{time.time() - t0:.0f} s" + (f" on cores {core}" if core is not None else "")
                       + ("" if proc.returncode == 0 else f" (ended with {proc.returncode})"), flush=True)
                 del running[core]
         free = [c for c in cores if c not in running]
@@ -161,16 +222,17 @@ def run_jobs(jobs: list[tuple], args) -> dict[tuple, dict]:
                 gate = None if args.gpu else wait_quiet(args.max_load)
                 core = None
             else:
-                busy = busy_fraction(free)
-                quiet = [c for c in free if busy[c] < args.max_busy]
+                busy = busy_fraction([c for g in free for c in g])
+                quiet = [g for g in free if max(busy[c] for c in g) < args.max_busy]
                 if not quiet:
                     continue                  # busy_fraction slept a second
-                core, gate = quiet[0], round(busy[quiet[0]], 3)
+                core, gate = quiet[0], round(max(busy[c] for c in quiet[0]), 3)
             job = todo.pop(0)
             name, tuner_name, seed, trials, log = job
             cmd = [sys.executable, os.path.abspath(__file__), "_one", name, "--tuner", tuner_name,
-                   "--seed", str(seed), "--trials", str(trials), "--log", log] + (["--gpu"] if args.gpu else [])
-            preexec = (lambda c=core: os.sched_setaffinity(0, {c})) if core is not None else None
+                   "--seed", str(seed), "--trials", str(trials), "--log", log,
+                   "--builders", str(len(core) if core is not None else 1)] + (["--gpu"] if args.gpu else [])
+            preexec = (lambda g=core: os.sched_setaffinity(0, set(g))) if core is not None else None
             running[core] = (subprocess.Popen(cmd, env=env, preexec_fn=preexec), job, time.time(), gate)
         elif todo and time.time() >= t_end and not running:
             print(f"time limit: {len(todo)} runs not started", flush=True)
@@ -184,6 +246,12 @@ def summarise(name: str, args, budgets: list[int], plan: dict, ran: dict) -> dic
     result = {"space": name, "spec": {k: list(v) if isinstance(v, tuple) else v for k, v in SPACES[name].items()},
               "seeds": args.seeds, "cores": args.cores, "command": "python3 bench/tuner_budget.py "
               + " ".join(sys.argv[1:]), "tuners": {}}
+    if args.cores and len(core_groups(args.cores)) > 1:
+        groups = core_groups(args.cores)
+        result["host"] = (f"not fully quiet: up to {len(groups)} tuning runs at once, each pinned to its own "
+                          f"{'CPUs ' if len(groups[0]) > 1 else 'CPU '}{groups} of one host (caches and memory "
+                          "bandwidth shared)")
+        print(f"{name}: {result['host']}", flush=True)
     for tuner_name, trials in plan.items():
         runs = [(seed, trace_of(name, log_path(args, name, tuner_name, seed))) for seed in range(args.seeds)]
         curves = [c for _, c in runs if len(c) >= trials]
@@ -236,6 +304,18 @@ def plot(result: dict, path: str) -> None:
     plt.close(fig)
 
 
+def plan_jobs(args, plan: dict) -> list[tuple]:
+    """The tuning runs (space, tuner, seed, trials, log) in the order they start: seed by seed, so
+    that a time limit leaves every tuner with about as many seeds; with ``--longest-first``, the
+    longest runs first (seed by seed among runs of one length), so the set ends sooner on many
+    cores."""
+    jobs = [(name, t, seed, plan[t], log_path(args, name, t, seed))
+            for seed in range(args.seeds) for name in args.spaces for t in plan]
+    if args.longest_first:
+        jobs.sort(key=lambda j: (-j[3] * SECONDS_PER_TRIAL.get(j[0], 1.0), j[2]))
+    return jobs
+
+
 def log_path(args, name: str, tuner_name: str, seed: int) -> str:
     return os.path.join(args.log_dir, f"{name}_{tuner_name}_s{seed}.jsonl")
 
@@ -248,7 +328,9 @@ def main(argv=None) -> int:
     p.add_argument("--budgets", default="32,64,128")
     p.add_argument("--random-budget", type=int, default=0, help="Random's trials (default: the largest budget)")
     p.add_argument("--gpu", action="store_true")
-    p.add_argument("--cores", default="", help="CPU: run one tuning run per listed core at a time, pinned to it")
+    p.add_argument("--cores", default="",
+                   help="CPU: one tuning run per listed core or group at a time, pinned to it: '14,15', "
+                        "'0-1,2-3', 'each' (every CPU this process may use) or 'pairs' (those two by two)")
     p.add_argument("--max-busy", type=float, default=0.3,
                    help="--cores: start a run on a core only when other work kept it below this busy")
     p.add_argument("--max-load", type=float, default=1.2,
@@ -260,9 +342,20 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--trials", type=int, default=0)
     p.add_argument("--log", default="")
+    p.add_argument("--builders", type=int, default=1)
+    p.add_argument("--longest-first", action="store_true",
+                   help="start the longest runs first (Random's, then the larger space's): the whole set "
+                        "ends sooner on many cores; without it, seed by seed")
+    p.add_argument("--replot", action="store_true",
+                   help="only redraw the plots from the JSON of an earlier run (in --out)")
     args = p.parse_intermixed_args(argv)
+    if args.replot:
+        for name in args.spaces:
+            with open(os.path.join(args.out, f"budget_{name}.json")) as f:
+                plot(json.load(f), os.path.join(args.out, f"budget_{name}.png"))
+        return 0
     if args.spaces[0] == "_one":
-        tune_one(args.spaces[1], args.tuner, args.seed, args.trials, args.log, args.gpu)
+        tune_one(args.spaces[1], args.tuner, args.seed, args.trials, args.log, args.gpu, args.builders)
         return 0
     budgets = sorted(int(b) for b in args.budgets.split(","))
     tuners = args.tuners.split(",")
@@ -276,16 +369,17 @@ def main(argv=None) -> int:
         p.error("--cores is for CPU spaces (GPU runs share the one GPU: they go one at a time)")
     os.makedirs(args.log_dir, exist_ok=True)
     plan = {t: (args.random_budget or budgets[-1]) if t == "random" else budgets[-1] for t in tuners}
-    # seed by seed, so that a time limit leaves every tuner with about as many seeds
-    jobs = [(name, t, seed, plan[t], log_path(args, name, t, seed))
-            for seed in range(args.seeds) for name in args.spaces for t in tuners]
+    jobs = plan_jobs(args, plan)
     ran = run_jobs(jobs, args)
     os.makedirs(args.out, exist_ok=True)
     for name in args.spaces:
         result = summarise(name, args, budgets, plan, ran)
         with open(os.path.join(args.out, f"budget_{name}.json"), "w") as f:
             json.dump(result, f, indent=1)
-        plot(result, os.path.join(args.out, f"budget_{name}.png"))
+        try:
+            plot(result, os.path.join(args.out, f"budget_{name}.png"))
+        except ImportError:         # a device without matplotlib: draw it later from the JSON
+            print(f"{name}: no plot (matplotlib is missing); draw it with --replot --out {args.out}", flush=True)
     return 0
 
 

@@ -20,7 +20,11 @@ Loop-nest features (`itervar`, `curve`) of every config of a space are computed 
 in `bench/ground_truth/.cache/<space>/features_<type>.npy`; the tuners read them from there.
 Transfer (`xgb-transfer` and its variants `-joint`, `-norm`, `-joint-norm`: the cost model's
 `transfer` and `normalise` options) pre-trains on 128 random configs of the neighbouring space's
-table (`NEIGHBOUR`; `--tables DIR` looks there first, for the space and its neighbour).
+table (`NEIGHBOUR`; `--tables DIR` looks there first, for the space and its neighbour);
+`xgb-knob-transfer` does it with knob features (same template, same knobs). `--transfer-check`
+tunes nothing: it says how well a model of 128 of the neighbour's configs ranks each space per
+feature type, and how alike the two tables rank the configs they share
+(`bench/results/.../transfer_check.json`).
 """
 from __future__ import annotations
 
@@ -50,9 +54,9 @@ def tuner_table():
     """name -> (make(task, seed, ctx), what it is)."""
     from tilecraft.autotune.tuner import GATuner, GridSearchTuner, RandomTuner, XGBTuner
 
-    def xgb(feature="knob", loss="rank", transfer="margin", normalise=False, **kw):
+    def xgb(feature="knob", loss="rank", transfer="margin", normalise=False, transfer_knobs=False, **kw):
         def make(task, seed, ctx):
-            model = ctx.model(task, feature, loss, seed, transfer, normalise)
+            model = ctx.model(task, feature, loss, seed, transfer, normalise, transfer_knobs)
             return XGBTuner(task, feature_type=feature, loss_type=loss, cost_model=model, seed=seed, **kw)
         return make
 
@@ -69,6 +73,10 @@ def tuner_table():
         "xgb-knob-div": (xgb("knob", diversity_filter_ratio=2), "knob features, diversity filter 2x"),
         "xgb-transfer": (xgb("itervar"), "itervar features, the neighbouring shape's model as base margin "
                                          "(the default transfer, AutoTVM's)"),
+        "xgb-transfer-knobs": (xgb("itervar", transfer_knobs=True),
+                               "as xgb-transfer, and the neighbour's knob model under the knob booster "
+                               "that steers the search"),
+        "xgb-knob-transfer": (xgb("knob"), "knob features, the neighbouring shape's knob model as base margin"),
         "xgb-transfer-joint": (xgb("itervar", transfer="joint"),
                                "itervar features, one model with the neighbour's records as its own ranking "
                                "group, weighing less as own measurements grow"),
@@ -90,7 +98,8 @@ class Context:
             self.features[feature] = space_features(self.truth, self.name, feature)
         return self.features[feature]
 
-    def model(self, task, feature: str, loss: str, seed: int, transfer: str = "margin", normalise: bool = False):
+    def model(self, task, feature: str, loss: str, seed: int, transfer: str = "margin", normalise: bool = False,
+              transfer_knobs: bool = False):
         from tilecraft.autotune.cost_model import XGBoostCostModel
 
         extractor = None
@@ -98,7 +107,8 @@ class Context:
             table = self.feature_matrix(feature)
             extractor = lambda idx: table[np.asarray(idx, dtype=np.int64)]  # noqa: E731
         return XGBoostCostModel(task, feature_type=feature, loss_type=loss, seed=seed, num_threads=1,
-                                extractor=extractor, transfer=transfer, normalise=normalise)
+                                extractor=extractor, transfer=transfer, normalise=normalise,
+                                transfer_knobs=transfer_knobs)
 
 
 def space_features(truth, name: str, feature: str) -> np.ndarray:
@@ -162,7 +172,7 @@ def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: d
     for tname in tuners:
         make, what = table[tname]
         history = None
-        if tname.startswith("xgb-transfer"):
+        if "transfer" in tname:
             nb = NEIGHBOUR.get(name)
             if nb not in contexts:
                 print(f"  {name}: no neighbouring table loaded ({nb}); xgb-transfer skipped")
@@ -170,7 +180,7 @@ def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: d
             nbt = contexts[nb].truth
 
             def history(seed, nbt=nbt):
-                idx = np.random.default_rng(5000 + seed).permutation(len(nbt))[:TRANSFER_RECORDS]
+                idx = nbt.valid[np.random.default_rng(5000 + seed).permutation(len(nbt))[:TRANSFER_RECORDS]]
                 return nbt.records(idx, np.random.default_rng(seed))
         n_seeds = 1 if tname == "grid" else seeds
         t0 = time.time()
@@ -204,6 +214,67 @@ def ranking(ctx, seeds: int) -> dict:
                 continue
             out[f"{feature}-{loss}"] = {"ndcg32": float(np.median([g["ndcg"] for g in got])),
                                         "recall32": float(np.median([g["recall"] for g in got]))}
+    return out
+
+
+def transfer_check(ctx, nb_ctx, seeds: int = 5) -> dict:
+    """Does the neighbour's knowledge carry over, before any own measurement? Per feature type
+    (``knob``, ``itervar``, ``itervar-norm``: shape-normalised), a ranking model trained on 128
+    random configs of the neighbour's table ranks every config of this one: Spearman's rho and
+    ndcg@32 against the true throughputs, and the true relative throughput of its first pick and
+    of the best of its first 16 (median over ``seeds``). ``same_configs``: rho between the two
+    tables over the configs both spaces hold (same knob values), the ceiling of any transfer."""
+    import xgboost as xgb
+
+    from tilecraft.autotune import replay
+    from tilecraft.autotune.loop_features import shape_normalised
+
+    def rel(truth):
+        c = truth.costs[truth.valid]
+        return np.where(np.isfinite(c), truth.optimum / c, 0.0)
+
+    def feats(c, kind):
+        if kind == "knob":
+            space = c.truth.task.config_space
+            return np.stack([space.get(int(i)).get_flatten_feature() for i in c.truth.valid])
+        t = c.feature_matrix("itervar")[c.truth.valid]
+        return shape_normalised(t, "itervar") if kind == "itervar-norm" else t
+
+    def spearman(a, b):
+        ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+        return float(np.corrcoef(ra, rb)[0, 1])
+
+    yt, yn = rel(ctx.truth), rel(nb_ctx.truth)
+    out = {}
+    for kind in ("knob", "itervar", "itervar-norm"):
+        xt, xn = feats(ctx, kind), feats(nb_ctx, kind)
+        if xt.shape[1] != xn.shape[1]:
+            continue
+        got = []
+        for seed in range(seeds):
+            idx = np.random.default_rng(5000 + seed).permutation(len(yn))[:TRANSFER_RECORDS]
+            ok = np.all(np.isfinite(xn[idx]), axis=1)
+            d = xgb.DMatrix(xn[idx][ok], label=yn[idx][ok])
+            d.set_group([int(ok.sum())])
+            bst = xgb.train({"max_depth": 3, "eta": 0.3, "objective": "rank:pairwise", "verbosity": 0,
+                             "seed": seed, "nthread": 1}, d, 150)
+            p = np.asarray(bst.inplace_predict(np.nan_to_num(xt, nan=0.0)))
+            top = np.argsort(-p, kind="stable")
+            got.append((spearman(p, yt), replay.ndcg_at(yt, p, 32), yt[top[0]], yt[top[:16]].max()))
+        med = np.median(np.array(got), axis=0)
+        out[kind] = {"rho": round(float(med[0]), 3), "ndcg32": round(float(med[1]), 3),
+                     "first_pick": round(float(med[2]), 3), "best_of_16": round(float(med[3]), 3)}
+
+    def keyed(truth):
+        space = truth.task.config_space
+        return {tuple((k, str(v)) for k, v in space.get(int(i))._entity_map.items()): r
+                for i, r in zip(truth.valid, rel(truth))}
+
+    kt, kn = keyed(ctx.truth), keyed(nb_ctx.truth)
+    common = [k for k in kt if k in kn]
+    if len(common) > 2:
+        out["same_configs"] = {"n": len(common), "rho": round(spearman([kt[k] for k in common],
+                                                                         [kn[k] for k in common]), 3)}
     return out
 
 
@@ -261,6 +332,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--no-ranking", action="store_true", help="skip the cost models' ndcg / recall")
     p.add_argument("--replot", action="store_true", help="only redraw the plots from bench/results/search_*.json")
+    p.add_argument("--transfer-check", action="store_true",
+                   help="only say how well a model of the neighbour's table ranks each space (no tuning)")
     args = p.parse_args(argv)
     os.environ.setdefault("TILECRAFT_FEATURE_WORKERS", "1")
     if args.replot:
@@ -285,13 +358,26 @@ def main(argv=None) -> int:
     contexts = {}
     for name, spec in zip(names, args.spaces):
         contexts[name] = Context(GroundTruth.load(path_of(spec)), name)
-    if any(t.startswith("xgb-transfer") for t in tuners):
+    if args.transfer_check or any("transfer" in t for t in tuners):
         for name in names:
             nb = NEIGHBOUR.get(name)
             if nb and nb not in contexts and os.path.exists(path_of(nb)):
                 contexts[nb] = Context(GroundTruth.load(path_of(nb)), nb)
         memoize_other_task_features(contexts)
     os.makedirs(args.out, exist_ok=True)
+    if args.transfer_check:
+        checks = {}
+        for name in names:
+            nb = NEIGHBOUR.get(name)
+            if nb not in contexts:
+                print(f"{name}: no neighbouring table ({nb})")
+                continue
+            checks[name] = {"neighbour": nb, **transfer_check(contexts[name], contexts[nb])}
+            print(f"{name} <- {nb}: " + json.dumps({k: v for k, v in checks[name].items() if k != "neighbour"}),
+                  flush=True)
+        with open(os.path.join(args.out, "transfer_check.json"), "w") as f:
+            json.dump(checks, f, indent=1)
+        return 0
     results = []
     for name in names:
         truth = contexts[name].truth

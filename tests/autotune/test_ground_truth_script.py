@@ -138,3 +138,128 @@ def test_a_timing_process_that_never_times_anything_stops_the_run(gt, tmp_path, 
     assert "smoke: the timing process ended with 3 three times without timing a config" in out
     assert "stopped: the timing failed" in out
     assert gt.Space("smoke", str(tmp_path), passes=1).timed == {}     # nothing blamed: none was being timed
+
+
+def test_build_only_fills_the_cache_and_the_next_run_only_times(gt, tmp_path, capsys):
+    """`run --gpu --build-only` builds every config and times none; a run on the same cache then
+    times them without building one again (the device script builds the next space this way
+    while the GPU times the current one)."""
+    root = str(tmp_path / "cache")
+    assert gt.main(["run", "--gpu", "smoke", "--build-only", "--root", root]) == 0
+    assert "built smoke: 4/4 (build only)" in capsys.readouterr().out
+    sp = gt.Space("smoke", root, passes=1)
+    assert len(sp.built) == 4 and not sp.failed and sp.timed == {}
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "1", "--root", root, "--out", str(tmp_path), "--export"]) == 0
+    assert len(gt.read_rows(str(tmp_path / "cache" / "smoke" / "built.jsonl"))) == 4     # nothing built twice
+    header, *rows = read_table(tmp_path / "smoke.jsonl.gz")
+    assert not header["partial"] and header["timed_per_pass"] == [4] and len(rows) == 4
+
+
+def test_build_only_reverse_builds_the_configs_the_device_reaches_last_first(gt, tmp_path, monkeypatch):
+    """`--build-only --reverse` (a machine without the GPU prebuilding cubins for the device)
+    hands the builders pass 1's order reversed; without it, pass 1's order."""
+    seen = []
+    real = gt.BuildPool.__init__
+
+    def record(self, sp, env, jobs, todo, hang_s, nice=10):
+        seen.append(list(todo))
+        real(self, sp, env, jobs, todo, hang_s, nice)
+
+    monkeypatch.setattr(gt.BuildPool, "__init__", record)
+    assert gt.main(["run", "--gpu", "smoke", "--build-only", "--reverse", "--root", str(tmp_path / "r")]) == 0
+    assert gt.main(["run", "--gpu", "smoke", "--build-only", "--root", str(tmp_path / "f")]) == 0
+    order = gt.Space("smoke", str(tmp_path / "f")).order(0)
+    assert seen == [order[::-1], order] and order != order[::-1]
+
+
+def test_a_pass_after_a_resumed_one_follows_the_builders(gt, tmp_path, monkeypatch):
+    """With pass 1 taken from a table (`--resume`), pass 2 is timed as the libraries appear (as
+    pass 1 is), not after every build: a long rebuild then overlaps the timing."""
+    one = tmp_path / "one"
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "1", "--root", str(one / "cache"),
+                    "--out", str(one), "--export"]) == 0
+    real, timers = gt.script_cmd, []
+
+    def record(args, nice=0):
+        if args[0] == "_time":
+            timers.append(args)
+        return real(args, nice)
+
+    monkeypatch.setattr(gt, "script_cmd", record)
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "2", "--root", str(tmp_path / "two"), "--out",
+                    str(tmp_path), "--export", "--resume", str(one / "smoke.jsonl.gz")]) == 0
+    assert timers and all(a[a.index("--pass") + 1] == "1" and "--follow" in a for a in timers)
+    header, *rows = read_table(tmp_path / "smoke.jsonl.gz")
+    assert header["timed_per_pass"] == [4, 4] and all(len(r["passes"]) == 2 for r in rows)
+
+
+def test_a_config_timed_in_every_pass_is_not_built_again(gt, tmp_path, capsys):
+    """Resumed from a table whose second pass reached two of the four configs (a call cut off
+    mid-pass), the next run builds and times only the other two: the builds it saves are the
+    device's time (nvcc takes seconds per SGEMM config)."""
+    one = tmp_path / "one"
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "2", "--root", str(one / "cache"),
+                    "--out", str(one), "--export"]) == 0
+    header, *rows = read_table(one / "smoke.jsonl.gz")
+    for r in rows[:2]:              # cut pass 2 short: two configs timed once only
+        r["passes"] = r["passes"][:1]
+    header["partial"] = True
+    with gzip.open(one / "part.jsonl.gz", "wt") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in [header, *rows]))
+    root = tmp_path / "two"
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "2", "--root", str(root), "--out", str(tmp_path),
+                    "--export", "--resume", str(one / "part.jsonl.gz")]) == 0
+    built = {r["i"] for r in gt.read_rows(str(root / "smoke" / "built.jsonl"))}
+    assert built == {r["i"] for r in rows[:2]}
+    header, *rows = read_table(tmp_path / "smoke.jsonl.gz")
+    assert not header["partial"] and header["timed_per_pass"] == [4, 4]
+
+
+def test_a_partly_timed_pass_is_exported_and_its_spread_counts_only_twice_timed_configs(gt, tmp_path, capsys):
+    root = tmp_path / "cache"
+    sp = gt.Space("smoke", str(root), passes=2)
+    for k, i in enumerate(sp.valid):
+        gt.append_row(str(root / "smoke" / "timed.jsonl"), {"i": i, "pass": 0, "costs": [1e-3], "load": 0.1,
+                                                             "others": 0.0, "t": 1.7e9})
+        if k < 2:       # pass 2 reached two configs: 10% and 30% slower
+            gt.append_row(str(root / "smoke" / "timed.jsonl"), {"i": i, "pass": 1, "costs": [1e-3 * (1.1 + 0.2 * k)],
+                                                                 "load": 0.1, "others": 0.0, "t": 1.7e9})
+    assert gt.main(["export", "smoke", "--passes", "2", "--root", str(root), "--out", str(tmp_path)]) == 1
+    assert "smoke: 2 configs have fewer than 2 timings" in capsys.readouterr().err
+    assert gt.main(["export", "smoke", "--passes", "2", "--partial", "--root", str(root), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    header, *rows = read_table(tmp_path / "smoke.jsonl.gz")
+    assert header["partial"] and header["timed_per_pass"] == [4, 2]
+    assert sorted(len(r["passes"]) for r in rows) == [1, 1, 2, 2]
+    # the spreads of the two configs timed twice: 10/1.05 = 9.5%, 30/1.15 = 26.1%; the others' zeros left out
+    assert "timed per pass [4, 2]" in out and "spread between passes: median 26.1%, 90th percentile 26.1%" in out
+
+
+@pytest.mark.slow
+def test_the_h100_device_script_runs_its_whole_flow_on_the_smoke_space(gt, tmp_path):
+    """bench/ground_truth_h100.sh (the one device call: a table built and timed in 2 passes, the
+    next space built beside it, then its pass 2 after a resumed pass 1, the cubin tarball) on the
+    CPU smoke space in place of the CUDA ones: every step runs and writes its files."""
+    import os
+    import subprocess
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    assert gt.main(["run", "--gpu", "smoke", "--passes", "1", "--root", str(tmp_path / "c1"),
+                    "--out", str(tmp_path / "t1"), "--export"]) == 0
+    env = dict(os.environ, CONV="smoke", SGEMM="smoke", SGEMM_TABLE=str(tmp_path / "t1" / "smoke.jsonl.gz"),
+               CONV_TABLE=str(tmp_path / "t1" / "smoke.jsonl.gz"), CACHE=str(tmp_path / "cache"), OUT=str(tmp_path / "out"), MODE="mid", TOTAL="90",
+               CONV_LIMIT="60", CPUS=",".join(map(str, sorted(os.sched_getaffinity(0)))),
+               PYTHONPATH=str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run(["bash", str(root / "bench" / "ground_truth_h100.sh")], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = tmp_path / "out"
+    # both runs resume the shipped table (here one space in one cache: the second finds it taken)
+    assert "4 configs' timings taken" in p.stdout and "0 configs' timings taken" in p.stdout
+    header, *rows = read_table(out / "smoke.jsonl.gz")
+    assert header["timed_per_pass"] == [4, 4] and len(rows) == 4
+    for name in ("cubins_h100.tar.xz", "status.txt", "host_before.txt", "prebuild_smoke.log",
+                 "cache_smoke/timed.jsonl.gz", "cache_smoke/meta.json"):
+        assert (out / name).exists(), name
+    status = (out / "status.txt").read_text()
+    assert "total " in status and "of them built by this call's nvcc" in status

@@ -82,6 +82,24 @@ def test_an_unfinished_table_is_refused_with_the_count(task):
         GroundTruth(header, [{"i": 99999, "cost": 1.0}])
 
 
+def test_restrict_space_keeps_the_templates_multi_filter(task):
+    """A filtered space restricted (the GPU conv2d ground truth's) keeps its filter: its configs
+    are exactly the filtered space's with the kept knob values, and a table replays them."""
+    space = task.config_space
+    space.multi_filter(lambda e: e["tile_y"].size[-1] * e["tile_x"].size[-1] <= 64)
+    restricted = replay.restrict_space(space, {"unroll": [1]})
+
+    def knobs(c):
+        return tuple(str(v) for v in c._entity_map.values())
+
+    want = sorted(knobs(c) for c in space if c["unroll"].val == 1)
+    assert 0 < len(want) < space.range_length // 2 and len(space) < space.range_length    # filtered
+    assert len(restricted) == len(want) and sorted(knobs(c) for c in restricted) == want
+    task.config_space = restricted
+    truth = GroundTruth.from_costs(task, [fk.synthetic_cost(c) for c in restricted])
+    assert len(truth) == len(restricted) and len(truth.header["valid"]) == len(want)
+
+
 def test_restrict_space_names_the_bad_knob_or_value(task):
     with pytest.raises(ValueError, match="no knob 'tile_z'"):
         replay.restrict_space(task.config_space, {"tile_z": [1]})

@@ -145,3 +145,121 @@ def test_tuner_compare_computes_a_cold_feature_cache_with_transfer_on(monkeypatc
     configs = [task.config_space.get(i) for i in (0, 5)]
     got = feature_mod.features_of_configs(task, configs, "itervar")        # answered from the table
     assert np.array_equal(np.stack(got), table[[0, 5]])
+
+
+@autotune.template("test/fake_matmul_3way")
+def _fake_matmul_3way(N, M, K):
+    """fake_matmul's knob names with three-way splits: knob features of another width."""
+    cfg = autotune.get_config()
+    cfg.define_split("tile_y", N, num_outputs=3)
+    cfg.define_split("tile_x", M, num_outputs=3)
+    cfg.define_split("tile_k", K, num_outputs=2, policy="power2")
+    cfg.define_knob("unroll", [0, 1])
+    cfg.add_flop(2.0 * N * M * K)
+    return fk.FakeSchedule(), []
+
+
+def _knob_model(task, records=None, own=(), flops=None, transfer_knobs=False, feature_type="knob", feats=None):
+    from tilecraft.autotune.cost_model import XGBoostCostModel
+
+    model = XGBoostCostModel(task, feature_type=feature_type, seed=0, num_threads=1,
+                             transfer_knobs=transfer_knobs,
+                             extractor=None if feats is None else (lambda idx: feats[np.asarray(idx)]))
+    trained = model.fit_log(records, 64) if records is not None else None
+    if len(own):
+        model.fit(own, flops[own], 64)
+    return model, trained
+
+
+def test_knob_features_transfer_between_shapes_of_one_template(shapes):
+    """Split sizes as log2 (outer -1) mean the same tiling in every shape: a knob model of the
+    neighbour's records ranks this task's configs before any own measurement, and with 6 own
+    ones it ranks better than those 6 alone."""
+    task, other, _, flops = shapes
+    records = _records(other, fk.synthetic_cost)
+    allc = np.arange(len(flops))
+    model, trained = _knob_model(task, records)
+    assert trained and replay.ndcg_at(flops, model.predict(allc), 32) > 0.8
+    own = np.random.default_rng(0).permutation(len(flops))[:6]
+    test = np.setdiff1d(allc, own)
+    with_other = replay.ndcg_at(flops[test], _knob_model(task, records, own, flops)[0].predict(test), 32)
+    alone = replay.ndcg_at(flops[test], _knob_model(task, None, own, flops)[0].predict(test), 32)
+    assert with_other > 0.8 and with_other > alone + 0.1, (with_other, alone)
+
+
+def test_knob_transfer_skips_a_task_whose_knobs_mean_something_else(shapes):
+    task, other, _, flops = shapes
+    three = autotune.task.create("test/fake_matmul_3way", args=(64, 64, 16), target="llvm")
+    model, trained = _knob_model(task, _records(three, lambda c: 1e-3))
+    assert trained is False and model.base_bst is None
+    # mixed: only the matching task's records are used
+    model, trained = _knob_model(task, _records(three, lambda c: 1e-3) + _records(other, fk.synthetic_cost))
+    assert trained and replay.ndcg_at(flops, model.predict(np.arange(len(flops))), 32) > 0.8
+
+
+def test_loop_nest_transfer_also_steers_the_search_with_the_neighbours_knob_model(shapes):
+    """With itervar features the search is steered by a knob booster (cheap); the neighbour's
+    knob records give it a base model, so its first proposals are good before any own fit."""
+    task, other, feats, flops = shapes
+    records = _records(other, fk.synthetic_cost)
+    allc = np.arange(len(flops))
+    steered, _ = _knob_model(task, records, feature_type="itervar", feats=feats, transfer_knobs=True)
+    assert steered.knob_base_bst is not None
+    assert replay.ndcg_at(flops, steered.predict_fast(allc), 32) > 0.8
+    own = np.random.default_rng(1).permutation(len(flops))[:6]
+    steered.fit(own, flops[own], 64)           # own measurements go on top of the base model
+    assert replay.ndcg_at(flops, steered.predict_fast(allc), 32) > 0.8
+    plain, _ = _knob_model(task, records, feature_type="itervar", feats=feats)
+    assert plain.knob_base_bst is None          # off by default
+
+
+def test_tuner_compare_draws_a_filtered_neighbours_records_among_its_valid_configs(monkeypatch):
+    """The neighbour's 128 records are drawn among its table's configs: with a multi_filter'd
+    space (conv2d's), positions below len(space) are not config indices (IndexError before)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "tuner_compare.py"
+    spec = importlib.util.spec_from_file_location("tuner_compare_script", path)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    contexts = {}
+    for name, args in (("small", (64, 64, 16)), ("large", (128, 128, 32))):
+        task = autotune.task.create("test/fake_matmul", args=args, target="llvm")
+        if name == "large":
+            task.config_space.multi_filter(lambda e: e["tile_y"].size[-1] >= 8)
+        truth = GroundTruth.from_costs(task, [fk.synthetic_cost(c) for c in task.config_space])
+        contexts[name] = tc.Context(truth, name)
+    assert len(contexts["large"].truth) < contexts["large"].truth.task.config_space.range_length
+    monkeypatch.setattr(tc, "NEIGHBOUR", {"small": "large"})
+    got = tc.run_space("small", ["xgb-knob-transfer"], 2, 16, contexts, with_ranking=False)
+    assert got["tuners"]["xgb-knob-transfer"]["runs"] == 2
+
+
+def test_transfer_check_scores_each_feature_type_and_the_same_configs(monkeypatch, tmp_path):
+    """`tuner_compare.py --transfer-check`: with a neighbour whose speeds follow the same rule, the
+    model of its table ranks this one well with knob and loop-nest features, and the configs both
+    spaces hold rank alike; with speeds that run the other way, they rank it badly."""
+    import importlib.util
+    import pathlib
+
+    from tilecraft.autotune import features as feature_mod
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "tuner_compare.py"
+    spec = importlib.util.spec_from_file_location("tuner_compare_script", path)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    monkeypatch.setattr(tc, "TABLES", str(tmp_path))
+    monkeypatch.setattr(feature_mod, "features_of_configs", _tile_features)
+
+    def ctx(name, args, cost):
+        task = autotune.task.create("test/fake_matmul", args=args, target="llvm")
+        return tc.Context(GroundTruth.from_costs(task, [cost(c) for c in task.config_space]), name)
+
+    small = ctx("small", (64, 64, 16), fk.synthetic_cost)
+    alike = tc.transfer_check(small, ctx("large", (128, 128, 32), fk.synthetic_cost), seeds=2)
+    assert set(alike) == {"knob", "itervar", "itervar-norm", "same_configs"}
+    assert alike["knob"]["rho"] > 0.8 and alike["knob"]["best_of_16"] > 0.95
+    assert alike["itervar"]["ndcg32"] > 0.8 and alike["same_configs"]["rho"] > 0.95
+    unlike = tc.transfer_check(small, ctx("large2", (128, 128, 32), lambda c: 1.0 / fk.synthetic_cost(c)), seeds=2)
+    assert unlike["knob"]["rho"] < 0 and unlike["same_configs"]["rho"] < -0.95

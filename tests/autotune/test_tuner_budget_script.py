@@ -75,3 +75,61 @@ def test_a_core_this_process_may_not_use_is_refused(tb, tmp_path):
     with pytest.raises(SystemExit, match=r"--cores: core 100000 is not one this process may run on"):
         tb.main(["conv2d_64", "--cores", "100000", "--log-dir", str(tmp_path), "--out", str(tmp_path)])
     assert json.dumps(tb.busy_fraction([0], 0.05)) and 0.0 <= tb.busy_fraction([0], 0.05)[0] <= 1.0
+
+
+def test_core_groups_explicit_pairs_and_hyperthread_siblings(tb):
+    assert tb.core_groups("0-1,4,6-7", {0, 1, 4, 6, 7}) == [(0, 1), (4,), (6, 7)]
+    assert tb.core_groups("each", {3, 1, 2}) == [(1,), (2,), (3,)]
+    # no SMT: neighbours two by two (an odd CPU out is left unused)
+    assert tb.core_groups("pairs", {0, 1, 2, 3, 4}, siblings=str) == [(0, 1), (2, 3)]
+    # SMT with siblings n and n+4: each pair is one physical core's two threads
+    sib = {c: f"{c % 4},{c % 4 + 4}" for c in range(8)}
+    assert tb.core_groups("pairs", set(range(8)), siblings=sib.get) == [(0, 4), (1, 5), (2, 6), (3, 7)]
+    with pytest.raises(SystemExit, match=r"--cores: core 8 is not one this process may run on \(\[0, 1\]\)"):
+        tb.core_groups("0-1,8-9", {0, 1})
+
+
+def test_longest_first_starts_randoms_512_then_the_rest_seed_by_seed(tb, tmp_path):
+    args = tb.argparse.Namespace(log_dir=str(tmp_path), seeds=2, spaces=["conv2d_64", "gemm1024"],
+                                 longest_first=True)
+    jobs = tb.plan_jobs(args, {"random": 512, "ga": 256, "xgb": 256})
+    assert [(j[0], j[1], j[2]) for j in jobs[:4]] == [("gemm1024", "random", 0), ("gemm1024", "random", 1),
+                                                      ("conv2d_64", "random", 0), ("conv2d_64", "random", 1)]
+    assert [(j[1], j[2]) for j in jobs[4:8]] == [("ga", 0), ("xgb", 0), ("ga", 1), ("xgb", 1)]
+    assert {j[0] for j in jobs[4:8]} == {"gemm1024"} and len(jobs) == 12
+    args.longest_first = False
+    assert [(j[0], j[1], j[2]) for j in tb.plan_jobs(args, {"random": 512, "ga": 256})][:3] == [
+        ("conv2d_64", "random", 0), ("conv2d_64", "ga", 0), ("gemm1024", "random", 0)]
+
+
+def test_each_run_is_pinned_to_its_group_and_builds_on_each_of_its_cores(tb, tmp_path, monkeypatch):
+    started = []
+
+    class FakeRun:
+        def __init__(self, cmd, env=None, preexec_fn=None):
+            started.append(cmd)
+            self.returncode = 0
+
+        def poll(self):
+            return 0
+
+    cpus = sorted(tb.os.sched_getaffinity(0))[:2]
+    monkeypatch.setattr(tb.subprocess, "Popen", FakeRun)
+    monkeypatch.setattr(tb, "busy_fraction", lambda cores, seconds=1.0: {c: 0.0 for c in cores})
+    args = tb.argparse.Namespace(time_limit=0, cores="-".join(map(str, cpus)) if len(cpus) == 2 else str(cpus[0]),
+                                 gpu=False, max_busy=0.3, max_load=1.2)
+    jobs = [("conv2d_64", "ga", s, 8, str(tmp_path / f"s{s}.jsonl")) for s in range(3)]
+    ran = tb.run_jobs(jobs, args)
+    assert len(started) == 3 and all(r["cores"] == cpus and r["rc"] == 0 for r in ran.values())
+    assert all(cmd[cmd.index("--builders") + 1] == str(len(cpus)) for cmd in started)
+
+
+def test_replot_draws_the_plot_from_an_earlier_runs_json(tb, tmp_path):
+    pytest.importorskip("matplotlib")
+    args = tb.argparse.Namespace(log_dir=str(tmp_path), seeds=2, cores="")
+    for seed in range(2):
+        write_log(tb, tmp_path / f"conv2d_64_random_s{seed}.jsonl", [4e-3, 2e-3, 1e-3, 1e-3])
+    result = tb.summarise("conv2d_64", args, [2, 4], {"random": 4}, {})
+    (tmp_path / "budget_conv2d_64.json").write_text(json.dumps(result))
+    assert tb.main(["conv2d_64", "--replot", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "budget_conv2d_64.png").stat().st_size > 1000

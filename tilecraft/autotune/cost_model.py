@@ -25,13 +25,20 @@ OTHER_HALF = 32
 class XGBoostCostModel:
     """``fit(indices, flops, plan_size)``, ``predict(indices)``, ``fit_log(records, plan_size)``.
 
-    Transfer (``fit_log``: other tasks' records, loop-nest features only): with
-    ``transfer="margin"`` (AutoTVM's way) a model of the other tasks stays under this task's model
-    as its base margin; with ``"joint"`` one booster learns from both, each task its own ranking
-    group, the others' weight ``OTHER_WEIGHT * OTHER_HALF / (OTHER_HALF + n)`` after ``n`` own
-    measurements. ``normalise=True`` caps the features that grow with the problem
+    Transfer (``fit_log``: other tasks' records): with ``transfer="margin"`` (AutoTVM's way) a
+    model of the other tasks stays under this task's model as its base margin; with ``"joint"``
+    one booster learns from both, each task its own ranking group, the others' weight
+    ``OTHER_WEIGHT * OTHER_HALF / (OTHER_HALF + n)`` after ``n`` own measurements.
+    ``normalise=True`` caps the features that grow with the problem
     (``loop_features.shape_normalised``) once other tasks' records are in. Replayed over ground
-    truth (docs/autotune.md) neither option beat the default on the quiet GEMM tables.
+    truth (docs/autotune.md) neither option beat the default on the quiet GEMM tables. Loop-nest
+    features transfer from any template; knob features (split sizes as log2 with the outer
+    ``-1``, knob values) only from tasks of the same template whose knobs have this task's names
+    and widths, where they mean the same tiling whatever the shape — and there they rank a
+    neighbouring shape's configs better than the loop-nest ones (docs/autotune.md). With
+    loop-nest features and ``transfer_knobs=True``, such records also give the knob booster that
+    steers the search a base model (off by default: replayed, it won on GEMM 256³ and lost on
+    GEMM 512³).
 
     >>> model = XGBoostCostModel(task, feature_type="knob")
     >>> model.fit(indices, flops, 64); model.predict(other_indices)
@@ -39,7 +46,7 @@ class XGBoostCostModel:
 
     def __init__(self, task, feature_type: str = "itervar", loss_type: str = "rank",
                  num_threads: int | None = None, num_boost_round: int = 150, seed: int | None = None,
-                 extractor=None, transfer: str = "margin", normalise: bool = False):
+                 extractor=None, transfer: str = "margin", normalise: bool = False, transfer_knobs: bool = False):
         import xgboost  # noqa: F401 -- fail early, and here, if it is missing
 
         if loss_type not in ("rank", "reg"):
@@ -69,6 +76,8 @@ class XGBoostCostModel:
         # search; the loop-nest booster ranks its proposals (see ModelBasedTuner.retrain).
         self.knob_extractor = feature_mod.knob_extractor(task.config_space) if feature_type != "knob" else None
         self.knob_bst = None
+        self.transfer_knobs = transfer_knobs
+        self.knob_base_bst = None   # the knob booster's base model (transfer from same-template tasks)
         if self.knob_extractor is None:
             self.predict_fast = None
 
@@ -118,42 +127,82 @@ class XGBoostCostModel:
             # one gets wrong: its predictions are the starting margin (AutoTVM's way)
             self.bst = self._train(x[valid], y[valid], self._base_margin(x[valid]))
         if self.knob_extractor is not None:
-            self.knob_bst = self._train(self.knob_extractor(np.asarray(xs, dtype=np.int64)), y)
+            kx = self.knob_extractor(np.asarray(xs, dtype=np.int64))
+            self.knob_bst = self._train(kx, y, self._knob_margin(kx))
 
     def predict_fast(self, xs) -> np.ndarray:
         """Scores from knob features only (cheap; used to steer simulated annealing)."""
-        if self.knob_bst is None:
+        if self.knob_bst is None and self.knob_base_bst is None:
             return self.predict(xs)
-        return np.asarray(self.knob_bst.inplace_predict(self.knob_extractor(np.asarray(xs, dtype=np.int64))),
-                          dtype=np.float64)
+        kx = self.knob_extractor(np.asarray(xs, dtype=np.int64))
+        if self.knob_bst is None:
+            return np.asarray(self.knob_base_bst.inplace_predict(kx), dtype=np.float64)
+        return np.asarray(self.knob_bst.inplace_predict(kx, base_margin=self._knob_margin(kx)), dtype=np.float64)
+
+    def _knob_margin(self, kx: np.ndarray) -> np.ndarray | None:
+        if self.knob_base_bst is None or not len(kx):
+            return None
+        return np.asarray(self.knob_base_bst.inplace_predict(kx, predict_type="margin"), dtype=np.float32)
+
+    def _knob_rows(self, group) -> list | None:
+        """Knob features of another task's records, or None when its knobs are not this task's
+        (another template, or other knob names or widths: knobs that mean something else)."""
+        if group[0][0].task.name != self.task.name:
+            return None
+        space = self.task.config_space
+        names = list(space.space_map)
+        width = int(sum(t.shape[1] for t in feature_mod.knob_tables(space)[0])) or 1
+        rows = []
+        for inp, _ in group:
+            cfg = inp.config
+            if list(getattr(cfg, "_entity_map", {})) != names:
+                return None
+            f = cfg.get_flatten_feature()
+            if len(f) != width:
+                return None
+            rows.append(f)
+        return rows
 
     def fit_log(self, records, plan_size: int = 64) -> bool:
-        """Pre-train on other tasks' records (transfer learning). Only task-independent
-        features (``itervar``, ``curve``) transfer; returns whether a model was trained."""
-        if self.feature_type == "knob":
-            return False
+        """Pre-train on other tasks' records (transfer learning); returns whether a model was
+        trained. Loop-nest features (``itervar``, ``curve``) from any task's records; knob
+        features from those of tasks with this task's knobs (same names and widths)."""
         xs, ys, groups = [], [], []
+        kxs, kys, kgroups = [], [], []
         by_task: dict = {}
         for inp, res in records:
             by_task.setdefault((inp.task.workload, str(inp.target)), []).append((inp, res))
         for group in by_task.values():
             task = group[0][0].task
             best = max(((task.flop or 1.0) / r.mean_cost if r.ok else 0.0) for _, r in group) or 1.0
+            labels = [((task.flop or 1.0) / r.mean_cost if r.ok else 0.0) / best for _, r in group]
+            if self.feature_type == "knob" or self.transfer_knobs:
+                krows = self._knob_rows(group)
+                if krows is not None:
+                    kxs += krows
+                    kys += labels
+                    kgroups.append(len(krows))
+            if self.feature_type == "knob":
+                continue
             try:
                 feats = feature_mod.features_of_configs(task, [i.config for i, _ in group], self.feature_type)
             except Exception as err:  # the template is gone or changed: skip that task
                 log.info("transfer: skipping %s: %s", task.name, err)
                 continue
-            kept = [(f, r) for f, (_, r) in zip(feats, group) if f is not None]
-            for f, r in kept:
+            kept = [(f, lab) for f, lab in zip(feats, labels) if f is not None]
+            for f, lab in kept:
                 xs.append(f)
-                ys.append(((task.flop or 1.0) / r.mean_cost if r.ok else 0.0) / best)
+                ys.append(lab)
             if kept:
                 groups.append(len(kept))
+        if self.feature_type == "knob":
+            xs, ys, groups = kxs, kys, kgroups
+        elif len(kxs) >= 16:        # the knob booster that steers the search starts from them too
+            self.knob_base_bst = self._train(np.stack(kxs), np.asarray(kys), groups=kgroups)
         if len(xs) < 16:
             return False
         x, y = np.stack(xs), np.asarray(ys)
-        if self.normalise:
+        if self.normalise and self.feature_type != "knob":
             from .loop_features import shape_normalised
             x = shape_normalised(x, self.feature_type)
             self.shape_free = True

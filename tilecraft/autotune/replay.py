@@ -90,13 +90,13 @@ def space_from_knobs(knobs: Sequence, valid: Sequence[int] | None = None) -> Con
 def restrict_space(space: ConfigSpace, keep: dict) -> ConfigSpace:
     """``space`` with some knobs limited to the values in ``keep`` (``{name: [value, ...]}``,
     values as ``to_json`` writes them, e.g. ``{"order": [0], "tile_k": [[-1, 16]]}``). Knobs not
-    named keep all their values. A name or value the space lacks is a ``ValueError``.
+    named keep all their values. A name or value the space lacks is a ``ValueError``. The
+    template's ``multi_filter`` constraints still hold: they read knobs by name, so they judge the
+    restricted space's configs as they judged the whole space's.
 
     >>> restrict_space(task.config_space, {"order": [0]})["order"]
     ot(0)
     """
-    if space._constraints:
-        raise ValueError("restrict_space: a space with multi_filter constraints cannot be restricted")
     out = ConfigSpace()
     for name in keep:
         if name not in space.space_map:
@@ -112,6 +112,7 @@ def restrict_space(space: ConfigSpace, keep: dict) -> ConfigSpace:
             ks.entities = [e for e in ks.entities if e in wanted]
         out._add(name, ks)
     out._collect = False
+    out._constraints = list(space._constraints)
     out.flop, out.code_hash = space.flop, space.code_hash
     return out
 
