@@ -43,8 +43,14 @@ class FakeCupyCSR:
 
     def __init__(self, rows, cols, nnz, fmt="csr"):
         self.format, self.shape = fmt, (rows, cols)
-        self.indptr, self.indices, self.data = FakeGPUArray((rows + 1,), "<i4"), FakeGPUArray((nnz,), "<i4"), \
-            FakeGPUArray((nnz,))
+        self.data, self.nnz = FakeGPUArray((nnz,)), nnz
+        if fmt == "csr":
+            self.indptr, self.indices = FakeGPUArray((rows + 1,), "<i4"), FakeGPUArray((nnz,), "<i4")
+        else:                                       # as CuPy's coo_matrix: row / col, no indptr
+            self.row, self.col = FakeGPUArray((nnz,), "<i4"), FakeGPUArray((nnz,), "<i4")
+
+    def tocsr(self):
+        return FakeCupyCSR(self.shape[0], self.shape[1], self.nnz)
 
 
 class Recorder:

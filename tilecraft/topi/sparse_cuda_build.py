@@ -88,10 +88,12 @@ def gpu_csr_arrays(A, what: str):
                              f"(batched CSR is not supported)")
         arrays, names = (A.crow_indices(), A.col_indices(), A.values()), ("crow_indices", "col_indices", "values")
         shape = tuple(int(d) for d in A.shape)
+    elif getattr(A, "format", None) not in (None, "csr") and hasattr(A, "data") and hasattr(A, "tocsr"):
+        # a CuPy or scipy sparse matrix in another format (COO has row/col, no indptr)
+        lib = "CuPy" if _library(A).startswith("cupy") else "scipy"
+        raise TypeError(f"{what}: expected a CSR matrix, got {lib}'s {A.format!r} format (use A.tocsr())")
     elif hasattr(A, "indptr") and hasattr(A, "indices") and hasattr(A, "data"):   # CuPy or scipy
         lib = "CuPy" if _library(A).startswith("cupy") else "scipy"
-        if getattr(A, "format", "csr") != "csr":
-            raise TypeError(f"{what}: expected a CSR matrix, got {lib}'s {A.format!r} format (use A.tocsr())")
         if _gpu_array(A.indptr) is None:
             raise ValueError(f"{what}: the {lib} matrix is in host memory; use the CPU function "
                              f"(tilecraft.topi.sparse.build_spmv / build_spmm) or move it to the GPU "
