@@ -176,20 +176,40 @@ def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32
     WL = s.cache_read(WT, "local", [Acc])
     OL = s.cache_write(Acc, "local")
 
-    *ks, n, o, y, x = s[Acc].op.axis
-    bn, ni = s[Acc].split(n, factor=n_per_block)
-    bo, oi = s[Acc].split(o, factor=tile_co)
-    byy, yi = s[Acc].split(y, factor=tile_y)
-    bxx, xi = s[Acc].split(x, factor=tile_x)
-    to, oi = s[Acc].split(oi, factor=co_per_thread)
-    txx, xv = s[Acc].split(xi, factor=x_per_thread)
-    s[Acc].reorder(*ks, bn, bo, byy, bxx, to, yi, txx, ni, oi, xv)
-    blk = s[Acc].fuse(*ks, bn, bo, byy, bxx)
-    s[Acc].bind(blk, bx())
-    s[Acc].bind(to, tz())
-    s[Acc].bind(yi, ty())
-    s[Acc].bind(txx, tx())
-    s[OL].compute_at(s[Acc], txx)
+    conv2d_nchw_block(s, Acc, OL, PS, WT, WL, tile_co=tile_co, tile_y=tile_y, tile_x=tile_x,
+                      co_per_thread=co_per_thread, x_per_thread=x_per_thread, n_per_block=n_per_block,
+                      ci_tile=ci_tile)
+    if k_split > 1:
+        f = s[Out].fuse(*s[Out].op.axis)
+        b, t = s[Out].split(f, factor=128)
+        s[Out].bind(b, bx())
+        s[Out].bind(t, tx())
+    return s, [Data, Wt, Out]
+
+
+def conv2d_nchw_block(s, bound, OL, PS, WT, WL, *, tile_co, tile_y, tile_x, co_per_thread, x_per_thread,
+                      n_per_block, ci_tile):
+    """The block of :func:`conv2d_nchw`'s direct convolution: ``bound``'s output tile (its leading
+    axes, e.g. a k-split's, fused into the block index) split over ``threadIdx.z/y/x``, the
+    convolution ``OL`` accumulated in registers at each thread, the padded input ``PS`` and the
+    weights ``WT`` fetched cooperatively into shared memory per chunk of ``ci_tile`` input
+    channels, ``WL`` read into registers. The template schedules its accumulator this way; the
+    graph build (``relay/backend/te_compiler_cuda.py``) passes the group's epilogue stage as
+    ``bound``."""
+    *ks, n, o, y, x = s[bound].op.axis
+    bn, ni = s[bound].split(n, factor=n_per_block)
+    bo, oi = s[bound].split(o, factor=tile_co)
+    byy, yi = s[bound].split(y, factor=tile_y)
+    bxx, xi = s[bound].split(x, factor=tile_x)
+    to, oi = s[bound].split(oi, factor=co_per_thread)
+    txx, xv = s[bound].split(xi, factor=x_per_thread)
+    s[bound].reorder(*ks, bn, bo, byy, bxx, to, yi, txx, ni, oi, xv)
+    blk = s[bound].fuse(*ks, bn, bo, byy, bxx)
+    s[bound].bind(blk, bx())
+    s[bound].bind(to, tz())
+    s[bound].bind(yi, ty())
+    s[bound].bind(txx, tx())
+    s[OL].compute_at(s[bound], txx)
     rc, ry, rx = s[OL].op.reduce_axis
     rco, rci = s[OL].split(rc, factor=ci_tile)
     *_, nn, oo, yy, xx = s[OL].op.axis
@@ -216,12 +236,6 @@ def conv2d_nchw(N=1, CI=64, H=56, W=56, CO=64, KH=3, KW=3, pad=1, dtype="float32
         s[X].bind(t2, tz())
         s[X].bind(t1, ty())
         s[X].bind(t0, tx())
-    if k_split > 1:
-        f = s[Out].fuse(*s[Out].op.axis)
-        b, t = s[Out].split(f, factor=128)
-        s[Out].bind(b, bx())
-        s[Out].bind(t, tx())
-    return s, [Data, Wt, Out]
 
 
 def softmax(rows, cols, dtype="float32", threads=256, vec=4):

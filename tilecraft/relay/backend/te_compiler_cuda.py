@@ -200,48 +200,9 @@ def _schedule_conv2d(s, p: dict, out) -> None:
     else:                        # the epilogue writes; the convolution accumulates in its registers
         s[Acc].set_scope("local")
         OL, bound = Acc, out
-    tile_co, tile_y, tile_x = t["tile_co"], t["tile_y"], t["tile_x"]
-    cpt, xpt, npb = t["co_per_thread"], t["x_per_thread"], t["n_per_block"]
-    *ks, n, o, y, x = s[bound].op.axis
-    bn, ni = s[bound].split(n, factor=npb)
-    bo, oi = s[bound].split(o, factor=tile_co)
-    byy, yi = s[bound].split(y, factor=tile_y)
-    bxx, xi = s[bound].split(x, factor=tile_x)
-    to, oi = s[bound].split(oi, factor=cpt)
-    txx, xv = s[bound].split(xi, factor=xpt)
-    s[bound].reorder(*ks, bn, bo, byy, bxx, to, yi, txx, ni, oi, xv)
-    blk = s[bound].fuse(*ks, bn, bo, byy, bxx)
-    s[bound].bind(blk, _bx())
-    s[bound].bind(to, te.thread_axis("threadIdx.z"))
-    s[bound].bind(yi, te.thread_axis("threadIdx.y"))
-    s[bound].bind(txx, _tx())
-    s[OL].compute_at(s[bound], txx)
-    rc, ry, rx = s[OL].op.reduce_axis
-    rco, rci = s[OL].split(rc, factor=t["ci_tile"])
-    *_, nn, oo, yy, xx = s[OL].op.axis
-    s[OL].reorder(rco, rci, ry, rx, *s[OL].op.axis)
-    s[OL].unroll(ry)
-    s[OL].unroll(rx)
-    if xpt > 1:
-        s[OL].unroll(oo)
-        s[OL].unroll(xx)
-    if npb > 1:
-        s[OL].unroll(nn)
-    s[PS].compute_at(s[OL], rco)
-    s[WT].compute_at(s[OL], rco)
-    s[WL].compute_at(s[OL], rx)
-    if cpt in (2, 4):
-        s[WL].vectorize(s[WL].op.axis[-1])
-    threads = (tile_x // xpt, tile_y, tile_co // cpt)
-    for X in (PS, WT):
-        f = s[X].fuse(*s[X].op.axis)
-        f, t0 = s[X].split(f, factor=threads[0])
-        f, t1 = s[X].split(f, factor=threads[1])
-        f, t2 = s[X].split(f, factor=threads[2])
-        s[X].reorder(f, t2, t1, t0)
-        s[X].bind(t2, te.thread_axis("threadIdx.z"))
-        s[X].bind(t1, te.thread_axis("threadIdx.y"))
-        s[X].bind(t0, _tx())
+    from tilecraft.topi.cuda_schedules import conv2d_nchw_block
+    conv2d_nchw_block(s, bound, OL, PS, WT, WL, **{k: t[k] for k in (
+        "tile_co", "tile_y", "tile_x", "co_per_thread", "x_per_thread", "n_per_block", "ci_tile")})
     if split_k:                  # the parts' sum (and the epilogue) one thread per output
         if out is Out:
             _bind_threads(s, Out, 128)
