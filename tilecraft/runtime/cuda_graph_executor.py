@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph_executor import GRAPH_FORMAT, GraphExecutorError, GraphExecutorFactory, pack_params
+from .graph_executor import GRAPH_FORMAT, GraphExecutorError, GraphExecutorFactory, checked_input, pack_params
 from .ndarray import NDArray, array
 
 
@@ -187,20 +187,7 @@ class CUDAGraphExecutor:
             self._set(k, v)
 
     def _set(self, key, value) -> None:
-        names = list(self.input_index)
-        if isinstance(key, int):
-            if not 0 <= key < len(names):
-                raise GraphExecutorError(f"set_input: input {key} does not exist; the model has {len(names)} "
-                                         f"input{'s' * (len(names) != 1)} ({', '.join(names)})")
-            key = names[key]
-        if key not in self.input_index:
-            raise GraphExecutorError(f"set_input: the model has no input {key!r}; its inputs: {', '.join(names)}")
-        dst = self.arrays[self.input_index[key]]
-        src = value.numpy() if isinstance(value, NDArray) else np.asarray(value)
-        if src.shape != dst.shape:
-            raise GraphExecutorError(f"set_input: input {key!r} has shape {list(dst.shape)}, got {list(src.shape)}")
-        if src.dtype != dst.dtype:
-            raise GraphExecutorError(f"set_input: input {key!r} has dtype {dst.dtype.name}, got {src.dtype.name}")
+        dst, src = checked_input(self.input_index, self.arrays, key, value)
         self.device.upload(dst, src)
 
     def run(self, **inputs) -> None:

@@ -35,6 +35,30 @@ class GraphExecutorError(ValueError):
     """A wrong input name, shape or dtype, or a graph this runtime cannot run."""
 
 
+def checked_input(input_index: dict, arrays: list, key, value):
+    """``(destination, source)`` of ``set_input(key, value)`` (``key`` an input's name or position;
+    ``value`` numpy or an NDArray), or a GraphExecutorError naming what differs; the CPU and the
+    CUDA executors both set inputs through it.
+
+    >>> dst, src = checked_input({"x": 0}, [np.zeros(2, "float32")], 0, np.ones(2, "float32"))
+    """
+    names = list(input_index)
+    if isinstance(key, int):
+        if not 0 <= key < len(names):
+            raise GraphExecutorError(f"set_input: input {key} does not exist; the model has {len(names)} "
+                                     f"input{'s' * (len(names) != 1)} ({', '.join(names)})")
+        key = names[key]
+    if key not in input_index:
+        raise GraphExecutorError(f"set_input: the model has no input {key!r}; its inputs: {', '.join(names)}")
+    dst = arrays[input_index[key]]
+    src = value.numpy() if isinstance(value, NDArray) else np.asarray(value)
+    if src.shape != dst.shape:
+        raise GraphExecutorError(f"set_input: input {key!r} has shape {list(dst.shape)}, got {list(src.shape)}")
+    if src.dtype != dst.dtype:
+        raise GraphExecutorError(f"set_input: input {key!r} has dtype {dst.dtype.name}, got {src.dtype.name}")
+    return dst, src
+
+
 class GraphExecutor:
     """The state of one running model: its input, weight and intermediate arrays."""
 
@@ -85,20 +109,7 @@ class GraphExecutor:
             self._set(k, v)
 
     def _set(self, key, value) -> None:
-        names = list(self.input_index)
-        if isinstance(key, int):
-            if not 0 <= key < len(names):
-                raise GraphExecutorError(f"set_input: input {key} does not exist; the model has {len(names)} "
-                                         f"input{'s' * (len(names) != 1)} ({', '.join(names)})")
-            key = names[key]
-        if key not in self.input_index:
-            raise GraphExecutorError(f"set_input: the model has no input {key!r}; its inputs: {', '.join(names)}")
-        dst = self.arrays[self.input_index[key]]
-        src = value.numpy() if isinstance(value, NDArray) else np.asarray(value)
-        if src.shape != dst.shape:
-            raise GraphExecutorError(f"set_input: input {key!r} has shape {list(dst.shape)}, got {list(src.shape)}")
-        if src.dtype != dst.dtype:
-            raise GraphExecutorError(f"set_input: input {key!r} has dtype {dst.dtype.name}, got {src.dtype.name}")
+        dst, src = checked_input(self.input_index, self.arrays, key, value)
         np.copyto(dst, src)
 
     def run(self, **inputs) -> None:
