@@ -70,7 +70,6 @@ def main():
     ap.add_argument("--profile", type=int, default=8, help="list this many kernels, the slowest first")
     ap.add_argument("--no-torch", action="store_true", help="do not time PyTorch eager")
     args = ap.parse_args()
-    import onnxruntime as ort
 
     import tilecraft as tc
     from tilecraft import autotune, relay
@@ -98,41 +97,30 @@ def main():
     m.set_input("x", x)
     m.run()
     t1 = time.perf_counter()
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = args.threads
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    import relay_common
+    sess = relay_common.ort_session(model, args.threads)
     ref = sess.run(None, {"x": x})[0]
     err = np.abs(m.get_output(0).numpy() - ref).max()
-    ours, theirs = [], []
-    for _ in range(args.repeat):
-        ours.append(m.benchmark(tc.cpu(0), repeat=1, number=2).mean)
-        t = time.perf_counter()
-        for _ in range(2):
-            sess.run(None, {"x": x})
-        theirs.append((time.perf_counter() - t) / 2)
-    a, b = np.median(ours), np.median(theirs)
+    med = relay_common.in_turns({"ours": m.module.run, "ort": lambda: sess.run(None, {"x": x})}, args.repeat, 5)
+    a, b = med["ours"], med["ort"]
     print(lib.memory_summary())
     if not args.no_torch:
-        import relay_common
         eager = relay_common.torch_eager(model, args.threads)
         terr = np.abs(eager({"x": x}) - ref).max()
-        c = np.median([relay_common.time_per_call(lambda: eager({"x": x}), 2)
-                       for _ in range(args.repeat)])
+        c = relay_common.in_turns({"eager": lambda: eager({"x": x})}, args.repeat, 2)["eager"]
         print(f"PyTorch eager (same graph, torch ops, {args.threads} threads): {c * 1e3:.1f} ms per inference "
               f"(max |difference| to onnxruntime {terr:.1e}): tilecraft is {c / a:.2f}x PyTorch eager")
     kernels = [n["func"] for n in lib.graph["nodes"] if n["op"] == "kernel"]
-    import relay_common
     print(f"BERT-base encoder layer, seq {args.seq}, {args.threads} threads, load {os.getloadavg()[0]:.1f}, pool {relay_common.pool_policy()}: "
           f"import + optimise + build + first run {t1 - t0 - tune_s:.1f} s ({len(kernels)} kernels); max |difference| "
           f"to onnxruntime {err:.1e}")
-    print(f"time per inference (median of {args.repeat}): tilecraft {tuned} {a * 1e3:.1f} ms, onnxruntime "
+    print(f"time per inference (median of {args.repeat} turns of 5 runs, each after 0.1 s of warm-up): tilecraft {tuned} {a * 1e3:.1f} ms, onnxruntime "
           f"{b * 1e3:.1f} ms: {b / a:.2f}x onnxruntime")
-    rows = m.profile(10)
-    total = sum(ms for _, _, ms in rows)
-    print(f"per kernel (median of 10 runs, {total:.1f} ms in all; --profile N to list more):")
-    for name, calls, ms in rows[:args.profile]:
-        print(f"  {ms:8.2f} ms {100 * ms / total:5.1f}%  {calls}x  {name}")
+    with autotune.apply_history_best(log if tuned != "untuned" else []), tc.transform.PassContext(opt_level=3):
+        flops = relay_common.kernel_flops(mod, params)
+    relay_common.print_profile(m, lib, flops, relay_common.ort_profile(model, {"x": x}, args.threads),
+                               top=args.profile)
+
 
 if __name__ == "__main__":
     main()
