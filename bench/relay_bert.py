@@ -69,6 +69,8 @@ def main():
     ap.add_argument("--tune-only", action="store_true", help="tune (--trials), then stop: a later run measures")
     ap.add_argument("--profile", type=int, default=8, help="list this many kernels, the slowest first")
     ap.add_argument("--no-torch", action="store_true", help="do not time PyTorch eager")
+    ap.add_argument("--disable-pass", action="append", default=[], help="build without this graph pass "
+                    "(repeatable; e.g. CombineParallelDense): a variant to compare")
     args = ap.parse_args()
 
     import tilecraft as tc
@@ -91,7 +93,7 @@ def main():
     if args.tune_only:
         return
     tune_s = time.perf_counter() - t_tune     # the build time below excludes it
-    with autotune.apply_history_best(log if tuned != "untuned" else []), tc.transform.PassContext(opt_level=3):
+    with autotune.apply_history_best(log if tuned != "untuned" else []), tc.transform.PassContext(opt_level=3, disabled_pass=args.disable_pass):
         lib = relay.build(mod, target="llvm", params=params)
     m = graph_executor.GraphModule(lib["default"](tc.cpu(0)))
     m.set_input("x", x)
@@ -111,12 +113,13 @@ def main():
         print(f"PyTorch eager (same graph, torch ops, {args.threads} threads): {c * 1e3:.1f} ms per inference "
               f"(max |difference| to onnxruntime {terr:.1e}): tilecraft is {c / a:.2f}x PyTorch eager")
     kernels = [n["func"] for n in lib.graph["nodes"] if n["op"] == "kernel"]
-    print(f"BERT-base encoder layer, seq {args.seq}, {args.threads} threads, load {os.getloadavg()[0]:.1f}, pool {relay_common.pool_policy()}: "
+    without = f" without {', '.join(args.disable_pass)}" if args.disable_pass else ""
+    print(f"BERT-base encoder layer{without}, seq {args.seq}, {args.threads} threads, load {os.getloadavg()[0]:.1f}, pool {relay_common.pool_policy()}: "
           f"import + optimise + build + first run {t1 - t0 - tune_s:.1f} s ({len(kernels)} kernels); max |difference| "
           f"to onnxruntime {err:.1e}")
     print(f"time per inference (median of {args.repeat} turns of 5 runs, each after 0.1 s of warm-up): tilecraft {tuned} {a * 1e3:.1f} ms, onnxruntime "
           f"{b * 1e3:.1f} ms: {b / a:.2f}x onnxruntime")
-    with autotune.apply_history_best(log if tuned != "untuned" else []), tc.transform.PassContext(opt_level=3):
+    with autotune.apply_history_best(log if tuned != "untuned" else []), tc.transform.PassContext(opt_level=3, disabled_pass=args.disable_pass):
         flops = relay_common.kernel_flops(mod, params)
     relay_common.print_profile(m, lib, flops, relay_common.ort_profile(model, {"x": x}, args.threads),
                                top=args.profile)

@@ -164,8 +164,8 @@ def ort_profile(model, inputs: dict, threads: int, runs: int = 10) -> dict:
 
 def kernel_flops(mod, params) -> list:
     """FLOPs of each kernel call of ``relay.build(mod, "llvm", params)`` in the graph's order
-    (the executor's kernel nodes): dense layers and batch matmuls count 2 per multiply-add, the
-    rest 0. Call inside the same ``apply_history_best`` / ``PassContext`` as the build."""
+    (the executor's kernel nodes): convolutions, dense layers and batch matmuls count 2 per
+    multiply-add, the rest 0. Call inside the same ``apply_history_best`` / ``PassContext`` as the build."""
     from tilecraft.relay import build_module
     from tilecraft.relay.ir import Call, Function, post_order
     fused, _ = build_module.optimize(mod, "llvm", params)
@@ -177,6 +177,10 @@ def kernel_flops(mod, params) -> list:
                 if type(c) is Call and not isinstance(c.op, Function):
                     if c.op.name in ("nn.dense", "nn.contrib_dense_pack"):
                         f += 2.0 * float(np.prod(c.ty.shape)) * c.args[0].ty.shape[-1]
+                    elif c.op.name == "nn.conv2d":
+                        f += 2.0 * float(np.prod(c.ty.shape)) * float(np.prod(c.args[1].ty.shape[1:]))
+                    elif c.op.name == "nn.contrib_conv2d_NCHWc":     # kernel [COc, CIc, KH, KW, ic, oc]
+                        f += 2.0 * float(np.prod(c.ty.shape)) * float(np.prod(c.args[1].ty.shape[1:5]))
                     elif c.op.name == "nn.batch_matmul":
                         k = c.args[0].ty.shape[-2 if c.attrs.transpose_a else -1]
                         f += 2.0 * float(np.prod(c.ty.shape)) * k

@@ -67,13 +67,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--profile", type=int, default=0, help="list this many kernels, the slowest first, and onnxruntime's profile")
     ap.add_argument("--trials", type=int, default=0, help="tune the model's tasks first, this many trials in all")
     ap.add_argument("--log", default=None, help="the tuning log (default: tuning_logs/BENCH.jsonl; resumes)")
     ap.add_argument("--tune-only", action="store_true", help="tune (--trials), then stop: a later run measures")
     ap.add_argument("--no-torch", action="store_true", help="do not time PyTorch eager")
     args = ap.parse_args()
     os.environ.setdefault("TILECRAFT_NUM_THREADS", str(args.threads))
-    import onnxruntime as ort
 
     import tilecraft as tc
     from tilecraft import autotune, relay
@@ -111,40 +111,35 @@ def main():
     kernels = sum(n["op"] == "kernel" for n in lib.graph["nodes"])
     transforms = sum(n["op"] == "kernel" and "layout_transform" in n["func"] for n in lib.graph["nodes"])
     kernels_nchw = sum(n["op"] == "kernel" for n in lib_nchw.graph["nodes"])
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = args.threads
-    so.inter_op_num_threads = 1
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    import relay_common
+    sess = relay_common.ort_session(model, args.threads)
     ref = sess.run(None, {"data": x})[0]
     out = m.get_output(0).numpy()
     err = np.abs(out - ref).max() / np.abs(ref).max()
     err_nchw = np.abs(m_nchw.get_output(0).numpy() - ref).max() / np.abs(ref).max()
-    ours, nchw, theirs = [], [], []
-    for _ in range(args.repeat):         # in turns, so all see the same machine load
-        ours.append(m.benchmark(tc.cpu(0), repeat=1, number=3).mean)
-        nchw.append(m_nchw.benchmark(tc.cpu(0), repeat=1, number=3).mean)
-        t = time.perf_counter()
-        for _ in range(3):
-            sess.run(None, {"data": x})
-        theirs.append((time.perf_counter() - t) / 3)
-    a, an, b = np.median(ours), np.median(nchw), np.median(theirs)
+    # in turns, so all see the same machine load, each after a warm-up (relay_common.in_turns)
+    med = relay_common.in_turns({"ours": m.module.run, "nchw": m_nchw.module.run,
+                                 "ort": lambda: sess.run(None, {"data": x})}, args.repeat, 3)
+    a, an, b = med["ours"], med["nchw"], med["ort"]
     print(lib.memory_summary())
     if not args.no_torch:
-        import relay_common
         eager = relay_common.torch_eager(model, args.threads)
         terr = np.abs(eager({"data": x}) - ref).max()
-        c = np.median([relay_common.time_per_call(lambda: eager({"data": x}), 3)
-                       for _ in range(args.repeat)])
+        c = relay_common.in_turns({"eager": lambda: eager({"data": x})}, args.repeat, 3)["eager"]
         print(f"PyTorch eager (same graph, torch ops, {args.threads} threads): {c * 1e3:.1f} ms per inference "
               f"(max |difference| to onnxruntime {terr:.1e}): tilecraft is {c / a:.2f}x PyTorch eager")
-    import relay_common
     print(f"ResNet-18 batch 1 fp32, {args.threads} threads, load {os.getloadavg()[0]:.1f}, pool {relay_common.pool_policy()}: import {t1 - t0:.1f} s, "
           f"optimise + build + first run {t2 - t1 - tune_s:.1f} s ({kernels} kernels, {transforms} of them layout "
           f"transforms; {t3 - t2:.1f} s and {kernels_nchw} kernels without AlterOpLayout); max relative difference to onnxruntime "
           f"{err:.1e} ({err_nchw:.1e} without)")
-    print(f"time per inference (median of {args.repeat}): tilecraft {tuned} {a * 1e3:.1f} ms "
+    print(f"time per inference (median of {args.repeat} turns of 3 runs, each after 0.1 s of warm-up): tilecraft {tuned} {a * 1e3:.1f} ms "
           f"(without AlterOpLayout {an * 1e3:.1f} ms: {an / a:.2f}x), onnxruntime {b * 1e3:.1f} ms: "
           f"{b / a:.2f}x onnxruntime ({b / an:.2f}x without)")
+    if args.profile:
+        with autotune.apply_history_best(log if tuned != "untuned" else []), tc.transform.PassContext(opt_level=3):
+            flops = relay_common.kernel_flops(mod, params)
+        relay_common.print_profile(m, lib, flops, relay_common.ort_profile(model, {"data": x}, args.threads),
+                                   top=args.profile)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ pass                       opt_level  what holds afterwards
 ``SimplifyInference``      0          no ``nn.batch_norm``: a scale and a shift instead
 ``FoldConstant``           2          no call has only constant arguments
 ``FoldScaleAxis``          3          per-channel scales folded into the preceding conv's kernel
+``CombineParallelDense``   3          no 3 (or more) dense layers with constant weights read the
+                                      same input: one dense on the concatenated weights, sliced
 ``AlterOpLayout``          3          convolutions in NCHW[x]c, the values between them too
 ``SinkReshape``            3          reshapes after the element-wise ops, softmaxes, layer norms
                                       that commute with them (a dense layer's epilogue fuses)
@@ -21,6 +23,7 @@ pass                       opt_level  what holds afterwards
 ...     mod = seq(mod)                                           # doctest: +SKIP
 """
 from .alter_op_layout import AlterOpLayout
+from .combine_parallel_dense import CombineParallelDense
 from .dead_code import DeadCodeElimination
 from .eliminate_common_subexpr import EliminateCommonSubexpr
 from .fold_constant import FoldConstant
@@ -31,5 +34,5 @@ from .pass_infra import Pass, PrintAfterAll, Sequential, function_pass, module_p
 from .simplify_inference import SimplifyInference
 from .sink_reshape import SinkReshape
 
-__all__ = ["AlterOpLayout", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FuseOps", "InferType", "Pass",
+__all__ = ["AlterOpLayout", "CombineParallelDense", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FuseOps", "InferType", "Pass",
            "PrintAfterAll", "Sequential", "SimplifyInference", "SinkReshape", "function_pass", "module_pass"]
