@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
 # Quiet CPU figures of the graph level: ResNet-18 (batch 1) and a BERT-base encoder layer (seq 128)
 # against onnxruntime and PyTorch eager, 2 threads pinned to two physical cores, untuned and after
-# a tuning run of a stated budget (cut at 150 s for BERT, 90 s for ResNet-18: the records measured
-# by then count; env.txt says how many). One command, at most 7.7 minutes:
+# a tuning run of a stated budget (cut at BERT_TUNE_S = 150 s for BERT, R18_TUNE_S = 75 s for
+# ResNet-18: the records measured by then count; env.txt says how many). Each run prints its
+# per-kernel profile (FLOPs, GFLOP/s, the ideal time at onnxruntime's GEMM rate) and
+# onnxruntime's own. One command, at most 8 minutes:
 #
 #     bash bench/relay_cpu_quiet.sh [OUTDIR]          # default bench/results/relay_cpu_quiet_<date>
 #
-# Environment: CPUS (default: two CPUs of this process's affinity, distinct physical cores),
-# BERT_TRIALS (200), R18_TRIALS (120), REPEAT (7). Needs onnx and onnxruntime (torch for the eager column; skipped without it).
-# Writes OUTDIR/{env.txt, bert_untuned.log, bert_tune.log, bert_tuned.log, bert_tuned_spin.log,
-# resnet18_untuned.log, resnet18_tune.log, resnet18_tuned.log, summary.txt} and the tuning logs
-# OUTDIR/{bert,resnet18}.jsonl (a second run resumes them: nothing is measured again).
+# Environment: CORES (or CPUS; default: two CPUs of this process's affinity, distinct physical
+# cores: 0,1 on the device host), BERT_TRIALS (200), R18_TRIALS (120), BERT_TUNE_S (150),
+# R18_TUNE_S (75; 0 skips tuning that model), REPEAT (7), VARIANTS (1: also the BERT layer
+# without CombineParallelDense, untuned), SPIN (1: also the tuned BERT build with
+# GOMP_SPINCOUNT=10000). Needs onnx and onnxruntime (torch for the eager column; skipped without it).
+# Writes OUTDIR/{env.txt, bert_untuned.log, bert_nocombine.log, bert_tune.log, bert_tuned.log,
+# bert_tuned_spin.log, resnet18_untuned.log, resnet18_tune.log, resnet18_tuned.log, summary.txt}
+# and the tuning logs OUTDIR/{bert,resnet18}.jsonl (a second run resumes them: nothing is
+# measured again).
 set -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 OUT_DIR=${1:-bench/results/relay_cpu_quiet_$(date +%Y-%m-%d)}
 mkdir -p "$OUT_DIR"
+CPUS=${CORES:-$CPUS}
 if [ -z "$CPUS" ]; then   # two CPUs of this process's affinity on different physical cores
     CPUS=$(python3 - <<'PY'
 import os, subprocess
@@ -36,11 +43,15 @@ fi
 BERT_TRIALS=${BERT_TRIALS:-200}
 R18_TRIALS=${R18_TRIALS:-120}
 REPEAT=${REPEAT:-7}
+BERT_TUNE_S=${BERT_TUNE_S:-150}
+R18_TUNE_S=${R18_TUNE_S:-75}
+VARIANTS=${VARIANTS:-1}
+SPIN=${SPIN:-1}
 export TILECRAFT_NUM_THREADS=2 OMP_NUM_THREADS=2
 {
     date -u; git rev-parse --short HEAD 2>/dev/null
     lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|Flags" | cut -c1-160
-    echo "pinned to CPUs $CPUS; BERT_TRIALS=$BERT_TRIALS R18_TRIALS=$R18_TRIALS REPEAT=$REPEAT"; uptime
+    echo "pinned to CPUs $CPUS; BERT_TRIALS=$BERT_TRIALS (cut at ${BERT_TUNE_S} s) R18_TRIALS=$R18_TRIALS (cut at ${R18_TUNE_S} s) REPEAT=$REPEAT"; uptime
     python3 -m pip list 2>/dev/null | grep -i -E "^(onnx|onnxruntime|torch|numpy|llvmlite) "
 } > "$OUT_DIR/env.txt" 2>&1
 if ! python3 -c "import onnx, onnxruntime" 2>/dev/null; then
@@ -55,20 +66,25 @@ run() {   # name, seconds, bench arguments...
     echo "$name: rc=$? ($(uptime | sed 's/.*load/load/'))" >> "$OUT_DIR/env.txt"
 }
 ABS=$(cd "$OUT_DIR" && pwd)
-run bert_untuned 50 relay_bert.py --profile 12
+run bert_untuned 50 relay_bert.py --profile 16
+[ "$VARIANTS" = 1 ] && run bert_nocombine 30 relay_bert.py --profile 6 --no-torch --disable-pass CombineParallelDense
 # tuning is cut by its time limit (the log keeps every measurement); the tuned run measures what it holds
-run bert_tune 150 relay_bert.py --tune-only --trials "$BERT_TRIALS" --log "$ABS/bert.jsonl"
-echo "bert.jsonl: $(wc -l < "$ABS/bert.jsonl" 2>/dev/null) records" >> "$OUT_DIR/env.txt"
-run bert_tuned 40 relay_bert.py --profile 12 --no-torch --log "$ABS/bert.jsonl"
-# the tuned build again with libgomp's idle threads spinning briefly between kernels (tilecraft's
-# default lets them sleep, for shared machines; onnxruntime's pool spins during a run)
-GOMP_SPINCOUNT=10000 run bert_tuned_spin 30 relay_bert.py --profile 12 --no-torch --log "$ABS/bert.jsonl"
-run resnet18_untuned 50 relay_resnet18.py
-run resnet18_tune 90 relay_resnet18.py --tune-only --trials "$R18_TRIALS" --log "$ABS/resnet18.jsonl"
-echo "resnet18.jsonl: $(wc -l < "$ABS/resnet18.jsonl" 2>/dev/null) records" >> "$OUT_DIR/env.txt"
-run resnet18_tuned 50 relay_resnet18.py --no-torch --log "$ABS/resnet18.jsonl"
-grep -h -E "^(tuning|time per inference|PyTorch eager|BERT|ResNet)" "$OUT_DIR"/bert_untuned.log "$OUT_DIR"/bert_tune.log \
-    "$OUT_DIR"/bert_tuned.log "$OUT_DIR"/bert_tuned_spin.log "$OUT_DIR"/resnet18_untuned.log "$OUT_DIR"/resnet18_tune.log \
-    "$OUT_DIR"/resnet18_tuned.log > "$OUT_DIR/summary.txt"
+if [ "$BERT_TUNE_S" -gt 0 ]; then
+    run bert_tune "$BERT_TUNE_S" relay_bert.py --tune-only --trials "$BERT_TRIALS" --log "$ABS/bert.jsonl"
+    echo "bert.jsonl: $(wc -l < "$ABS/bert.jsonl" 2>/dev/null) records" >> "$OUT_DIR/env.txt"
+    run bert_tuned 40 relay_bert.py --profile 16 --no-torch --log "$ABS/bert.jsonl"
+    # the tuned build again with libgomp's idle threads spinning briefly between kernels (tilecraft's
+    # default lets them sleep, for shared machines; onnxruntime's pool spins during a run)
+    [ "$SPIN" = 1 ] && GOMP_SPINCOUNT=10000 run bert_tuned_spin 25 relay_bert.py --profile 4 --no-torch --log "$ABS/bert.jsonl"
+fi
+run resnet18_untuned 50 relay_resnet18.py --profile 12
+if [ "$R18_TUNE_S" -gt 0 ]; then
+    run resnet18_tune "$R18_TUNE_S" relay_resnet18.py --tune-only --trials "$R18_TRIALS" --log "$ABS/resnet18.jsonl"
+    echo "resnet18.jsonl: $(wc -l < "$ABS/resnet18.jsonl" 2>/dev/null) records" >> "$OUT_DIR/env.txt"
+    run resnet18_tuned 45 relay_resnet18.py --no-torch --profile 12 --log "$ABS/resnet18.jsonl"
+fi
+for f in bert_untuned bert_nocombine bert_tune bert_tuned bert_tuned_spin resnet18_untuned resnet18_tune resnet18_tuned; do
+    [ -f "$OUT_DIR/$f.log" ] && grep -h -E "^(tuning|time per inference|PyTorch eager|BERT|ResNet)" "$OUT_DIR/$f.log"
+done > "$OUT_DIR/summary.txt"
 grep -h -E "rc=|records" "$OUT_DIR/env.txt" >> "$OUT_DIR/summary.txt"
 cat "$OUT_DIR/summary.txt"
