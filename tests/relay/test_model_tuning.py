@@ -30,8 +30,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:no tuned configuration")
 
 
 def small_net(rng):
-    """conv+relu, conv+add (the same conv workload twice), flatten, dense, softmax."""
-    inputs = {"x": rng.uniform(-1, 1, (1, 8, 6, 6)).astype("float32")}
+    """conv+relu, conv+add (the same conv workload twice), flatten, dense, softmax; three images
+    (a dense layer of one or two rows is a matrix-vector product, without a tuning task)."""
+    inputs = {"x": rng.uniform(-1, 1, (3, 8, 6, 6)).astype("float32")}
     inits = {"w1": rng.uniform(-1, 1, (8, 8, 3, 3)).astype("float32"),
              "w2": rng.uniform(-1, 1, (8, 8, 3, 3)).astype("float32"),
              # logits of a few units: unscaled, they reach ~100 and the softmax turns float32's
@@ -47,9 +48,9 @@ def small_net(rng):
     return make_model(nodes, inputs, ["y"], inits), inputs
 
 
-CONV = ("topi/conv2d_nchw.llvm", 1, 8, 6, 6, 8, 3, 3, 1, 1, "float32")
-DENSE = ("topi/matmul.llvm", 1, 10, 288, "float32")
-SOFTMAX = ("topi/softmax.llvm", 1, 10, "float32")
+CONV = ("topi/conv2d_nchw.llvm", 3, 8, 6, 6, 8, 3, 3, 1, 1, "float32")
+DENSE = ("topi/matmul.llvm", 3, 10, 288, "float32")
+SOFTMAX = ("topi/softmax.llvm", 3, 10, "float32")
 
 
 def test_extract_one_task_per_distinct_workload(rng):

@@ -8,8 +8,10 @@ group's *anchor*:
   symmetric padding): computed with the template's stages and scheduled with its config, the
   tuned one inside ``autotune.apply_history_best`` (workload ``topi/conv2d_nchw.llvm``), the
   fallback otherwise; the element-wise epilogue is the stage the template writes.
-* ``nn.dense``: computed through packed weight panels (``matmul_compute``) and scheduled by the
-  matmul template's schedule with the tuned config of ``topi/matmul.llvm``, or without one a
+* ``nn.dense`` of at most ``GEMV_MAX_ROWS`` rows (a batch-1 classifier): a matrix-vector
+  product on the weight as it is, a vector of partial sums per output, outputs in parallel;
+* other ``nn.dense`` (those AlterOpLayout did not make ``nn.contrib_dense_pack``): computed
+  through packed weight panels (``matmul_compute``) and scheduled by the matmul template's schedule with the tuned config of ``topi/matmul.llvm``, or without one a
   fallback of register tiles of up to 8 rows x 2 vectors (the template has no fallback schedule).
 * ``nn.batch_matmul`` (neither operand transposed, equal batches): the ``topi/batch_matmul.llvm``
   template's schedule with its tuned config or its fallback (an element-wise epilogue tiled with
@@ -149,10 +151,33 @@ def _conv2d_blocked_template(call, ins):
                         ic_outer=ic_outer)
 
 
+# at most this many rows, a dense layer is a matrix-vector product: the weight read once, in its
+# own layout (no panels packed per run: ResNet-18's 1 x 512 x 1000 classifier took 0.42 ms
+# packing its 2 MB weight on every run, onnxruntime 0.07 ms)
+GEMV_MAX_ROWS = 2
+
+
+def _dense_gemv(data, weight, lanes: int):
+    """``C[i, j] = sum_k data[i, k] * weight[j, k]`` as ``lanes`` partial sums per output
+    (``part[i, j, l]`` over ``k = ko * lanes + l``, a vector FMA per step), then their sum."""
+    M, K = _shape(data)
+    N = _shape(weight)[0]
+    ko = te.reduce_axis((0, K // lanes), name="ko")
+    part = te.compute((M, N, lanes), lambda i, j, l: te.sum(data[i, ko * lanes + l] * weight[j, ko * lanes + l],
+                                                            axis=ko), name="dense_part")
+    l = te.reduce_axis((0, lanes), name="l")
+    C = te.compute((M, N), lambda i, j: te.sum(part[i, j, l], axis=l), name="dense_gemv")
+    return C, part
+
+
 def _dense_template(call, ins):
     data, weight = ins
     M, K = call.args[0].ty.shape
     N = call.args[1].ty.shape[0]
+    lanes, _ = vector_registers()
+    if M <= GEMV_MAX_ROWS and K % lanes == 0:
+        C, part = _dense_gemv(data, weight, lanes)
+        return C, _Anchor("dense_gemv", C=C, part=part)
     cfg = _query(("topi/matmul.llvm", M, N, K, call.ty.dtype))
     matmul_config(cfg, M, N, K)
     if cfg.is_fallback:
@@ -253,6 +278,9 @@ def schedule_group(out, anchor):
         _inline_injective(s, keep=set())
         schedule_dense_pack(s, anchor.parts["C"], out, anchor.parts["params"])
         return s
+    if anchor is not None and anchor.kind == "dense_gemv":
+        _schedule_dense_gemv(s, anchor.parts["C"], anchor.parts["part"], out)
+        return s
     if anchor is not None and anchor.kind == "dense":
         p = anchor.parts
         C, packed = p["C"], p["packed"]
@@ -303,6 +331,24 @@ def schedule_group(out, anchor):
                     st.parallel(outer)
     _schedule_output(s, out)
     return s
+
+
+def _schedule_dense_gemv(s, C, part, out) -> None:
+    """Outputs in blocks of 16 columns, the blocks in parallel; per output the partial sums
+    (one vector) accumulate over k, then sum; an epilogue (``out``) is inlined into its block."""
+    _inline_injective(s, keep=set())
+    i, j = s[out].op.axis
+    jo, ji = s[out].split(j, factor=16)
+    s[out].parallel(jo)
+    if out is not C:
+        s[C].compute_at(s[out], ji)
+        s[part].compute_at(s[C], s[C].op.axis[1])
+    else:
+        s[part].compute_at(s[out], ji)
+    pi, pj, pl = s[part].op.axis
+    (ko,) = s[part].op.reduce_axis
+    s[part].reorder(pi, pj, ko, pl)
+    s[part].vectorize(pl)
 
 
 def template_kernel(fn: Function):
