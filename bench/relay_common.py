@@ -162,16 +162,22 @@ def ort_profile(model, inputs: dict, threads: int, runs: int = 10) -> dict:
     return {name: (op, float(np.median(durs[-runs:])) / 1e3, flops) for name, (op, durs, flops) in per_node.items()}
 
 
-def kernel_flops(mod, params) -> list:
-    """FLOPs of each kernel call of ``relay.build(mod, "llvm", params)`` in the graph's order
-    (the executor's kernel nodes): convolutions, dense layers and batch matmuls count 2 per
-    multiply-add, the rest 0. Call inside the same ``apply_history_best`` / ``PassContext`` as the build."""
+def kernel_flops(mod, params) -> dict:
+    """``{kernel name: FLOPs per call}`` of ``relay.build(mod, "llvm", params)``'s kernels (named
+    as the build names them): convolutions, dense layers and batch matmuls count 2 per
+    multiply-add, the rest 0. Call inside the same ``apply_history_best`` / ``PassContext`` as
+    the build."""
     from tilecraft.relay import build_module
     from tilecraft.relay.ir import Call, Function, post_order
+    from tilecraft.relay.printer import astext
     fused, _ = build_module.optimize(mod, "llvm", params)
-    out = []
+    out, by_text, taken = {}, {}, {}
     for n in post_order(fused["main"].body):
         if type(n) is Call and isinstance(n.op, Function):
+            key = astext(n.op)
+            if key in by_text:
+                continue
+            by_text[key] = name = build_module._kernel_name(n.op, taken)
             f = 0.0
             for c in post_order(n.op.body):
                 if type(c) is Call and not isinstance(c.op, Function):
@@ -184,23 +190,24 @@ def kernel_flops(mod, params) -> list:
                     elif c.op.name == "nn.batch_matmul":
                         k = c.args[0].ty.shape[-2 if c.attrs.transpose_a else -1]
                         f += 2.0 * float(np.prod(c.ty.shape)) * k
-            out.append(f)
+            out[name] = f
     return out
 
 
-def print_profile(m, lib, flops: list, ort_nodes: dict, runs: int = 10, top: int = 12) -> None:
+def print_profile(m, lib, flops: dict, ort_nodes: dict, runs: int = 10, top: int = 12) -> None:
     """Where the time goes: tilecraft's kernels (``GraphModule.profile``) with their FLOPs,
     GFLOP/s and the ideal time at the machine's GEMM rate (onnxruntime's fastest MatMul / Gemm /
     Conv node in its own profile: MLAS on this machine), then onnxruntime's profile by op type."""
     rows = m.profile(runs)
-    names = [n["func"] for n in lib.graph["nodes"] if n["op"] == "kernel"]
-    per_name: dict = {}
-    for name, f in zip(names, flops):
-        per_name[name] = per_name.get(name, 0.0) + f
+    calls = {}
+    for n in lib.graph["nodes"]:
+        if n["op"] == "kernel":
+            calls[n["func"]] = calls.get(n["func"], 0) + 1
+    per_name = {name: flops.get(name, 0.0) * c for name, c in calls.items()}
     rates = [f / (ms * 1e-3) for op, ms, f in ort_nodes.values() if f and ms > 0]
     peak = max(rates) if rates else 0.0
     total = sum(ms for _, _, ms in rows)
-    ideal_total = sum(flops) / peak * 1e3 if peak else 0.0
+    ideal_total = sum(per_name.values()) / peak * 1e3 if peak else 0.0
     print(f"per kernel (median of {runs} runs, {total:.2f} ms in all; the GEMM rate: onnxruntime's fastest "
           f"GEMM node, {peak / 1e9:.0f} GFLOP/s; all FLOPs at it: {ideal_total:.2f} ms):")
     for name, calls, ms in rows[:top]:

@@ -102,6 +102,7 @@ def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_
     from tilecraft.transform import PassContext
 
     from .backend.memory_plan import plan_memory
+    from .backend.reshape_views import elide_reshape_kernels, is_reshape_group
     from .backend.te_compiler import lower_primitive
     from .backend.te_compiler_cuda import lower_primitive_cuda
     if isinstance(mod, Function):
@@ -126,7 +127,7 @@ def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_
     mod, _ = optimize(mod, tgt, params)
     main = mod["main"]
     with tgt:
-        funcs, kernel_of, by_text, taken, views = [], {}, {}, {}, {}
+        funcs, kernel_of, by_text, taken, views, reshapes = [], {}, {}, {}, {}, set()
         for n in post_order(main.body):
             if type(n) is Call and isinstance(n.op, Function):
                 key = astext(n.op)          # equal groups (same ops, attributes, shapes) share a kernel
@@ -136,6 +137,8 @@ def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_
                                          else lower_primitive_cuda(n.op, name))
                     funcs.append(func)
                     by_text[key] = name
+                    if is_reshape_group(n.op):
+                        reshapes.add(name)
                 kernel_of[id(n)] = by_text[key]
         if tgt.kind == "cuda":
             if not funcs:
@@ -144,6 +147,7 @@ def build(mod, target="llvm", params: dict | None = None, target_host=None, mod_
         else:
             module = build_llvm(funcs, str(tgt)) if funcs else None
     graph, weights = plan_graph(main, kernel_of, views)
+    graph = elide_reshape_kernels(graph, reshapes)     # a reshape is a view, not a copy
     if "PlanMemory" not in PassContext.current().disabled_pass:
         graph = plan_memory(graph)
     if mod_name != "default":
