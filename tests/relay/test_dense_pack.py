@@ -88,6 +88,21 @@ def test_fallback_streams_each_panel_once(M, N, K):
     assert rows == M if M <= 128 else 128 <= rows <= 256
 
 
+@needs_fma
+@pytest.mark.parametrize("M, N, K", [(128, 3072, 768), (128, 2304, 768), (128, 768, 3072), (64, 64, 64)])
+def test_fallback_tile_follows_the_host(M, N, K):
+    """On AVX-512 (32 registers) the fallback's register tile is 8 x 3 vectors where three
+    vectors divide N (faster on Emerald Rapids: bench/relay_dense_variants.py), else two
+    vectors; on AVX2 two vectors and at most half the registers as accumulators."""
+    from tilecraft.topi.cpu_intrinsics import vector_isa
+    isa = vector_isa()
+    mr, nr, *_ = dp.dense_pack_config(autotune.FallbackConfigEntity(), M, N, K)
+    if isa.registers >= 32 and N % (3 * isa.lanes) == 0:
+        assert (mr, nr) == (8, 3 * isa.lanes)
+    else:
+        assert nr == 2 * isa.lanes and mr * 2 <= isa.registers // 2
+
+
 def test_pack_weight_layout(rng):
     w = rng.standard_normal((48, 5)).astype("float32")
     p = dp.pack_weight(w, 16)

@@ -49,12 +49,12 @@ def dense_pack_fits(M: int, N: int, K: int, dtype: str = "float32") -> bool:
 def dense_pack_config(cfg, M: int, N: int, K: int):
     """Define the template's knobs on ``cfg`` and return ``(mr, nr, kc, mc, nc, order,
     k_unroll)``: the tuned values, or the fallback's (a register tile of two vectors with about
-    half the registers as accumulators, ``kc`` 256, blocks of all rows up to 256 × one tile,
-    columns outermost); None when
+    half the registers as accumulators, on AVX-512 of three vectors with 24 where they divide
+    ``N``; ``kc`` 256, blocks of all rows up to 256 × one tile, columns outermost); None when
     the target's vectors do not divide ``N`` (no micro-kernel fits).
 
     >>> dense_pack_config(FallbackConfigEntity(), 128, 3072, 768)     # doctest: +SKIP
-    (8, 32, 256, 16, 1, 'nm', 4)
+    (8, 48, 256, 16, 1, 'nm', 4)                                       # AVX-512 (AVX2: 4 x 16)
     """
     isa = cpu_intrinsics.vector_isa()
     tiles = register_tiles(isa, isa.lanes, M, N)
@@ -74,8 +74,15 @@ def dense_pack_config(cfg, M: int, N: int, K: int):
         lanes = isa.lanes
 
         def key(t):
-            accs = t[0] * t[1] // lanes
-            return accs <= isa.registers // 2, t[1] == 2 * lanes, accs
+            accs, vectors = t[0] * t[1] // lanes, t[1] // lanes
+            if isa.registers >= 32 and vectors == 3:
+                # AVX-512: 8 x 48 (24 accumulators, 3 B vectors: 11 loads per 24 FMAs against
+                # 10 per 16 for 8 x 32) where it divides N: BERT's dense layers ran fastest
+                # with it on Emerald Rapids (session 21's tuning log: 193 against 140-160
+                # GFLOP/s; bench/relay_dense_variants.py, session 22: the layer's kernels 9.8
+                # against 10.6 ms with 8 x 32)
+                return accs <= 24, 2, accs
+            return accs <= isa.registers // 2, int(vectors == 2), accs
         mr, nr = max(tiles, key=key)
         kc = 256 if K % 256 == 0 else max([k for k in (64, 128, 512) if K % k == 0] or [K])
         # blocks of up to 256 rows: a model's few rows (BERT's 128 tokens) are one block, so
