@@ -374,12 +374,7 @@ def run_jobs(jobs: list[tuple], args) -> dict[tuple, dict]:
     while todo or running:
         for slot, (proc, job, t0, gate) in list(running.items()):
             if proc.poll() is None and time.time() > t_kill:
-                proc.terminate()
-                try:
-                    proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+                stop(proc)
             if proc.poll() is not None:
                 ran[job] = {"rc": proc.returncode, "seconds": round(time.time() - t0, 1),
                             "cores": list(slot) if pinned else None, "gate": gate,
@@ -409,13 +404,30 @@ def run_jobs(jobs: list[tuple], args) -> dict[tuple, dict]:
             if args.measure_cache:
                 cmd += ["--cache", cache_path(args, name)]
             preexec = (lambda g=slot: os.sched_setaffinity(0, set(g))) if pinned else None
-            running[slot] = (subprocess.Popen(cmd, env=env, preexec_fn=preexec), job, time.time(), gate)
+            running[slot] = (subprocess.Popen(cmd, env=env, preexec_fn=preexec, start_new_session=True), job,
+                             time.time(), gate)
         elif todo and time.time() >= min(t_end, t_kill) and not running:
             print(f"time limit: {len(todo)} runs not started", flush=True)
             break
         else:
             time.sleep(0.5)
     return ran
+
+
+def stop(proc) -> None:
+    """End a tuning run and its builder and runner processes (its own session: a process group)."""
+    import signal
+
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError, AttributeError, TypeError):
+            getattr(proc, "terminate" if sig == signal.SIGTERM else "kill")()
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def cache_path(args, name: str) -> str:
@@ -500,6 +512,8 @@ def summarise(name: str, args, budgets: list[int], plan: dict, ran: dict) -> dic
 def table(result: dict) -> str:
     """The result as a markdown table: per tuner, median [quartiles] (seeds) at each budget."""
     buds = sorted({b for res in result["tuners"].values() for b in res["at"]}, key=int)
+    if not buds:
+        return f"| {result['space']} | no run reached a budget |"
     lines = [f"| {result['space']} | " + " | ".join(f"best within {b}" for b in buds) + " |",
              "|---|" + "---|" * len(buds)]
     for tuner_name, res in result["tuners"].items():

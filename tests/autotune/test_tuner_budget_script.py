@@ -122,7 +122,7 @@ def test_each_run_is_pinned_to_its_group_and_builds_on_each_of_its_cores(tb, tmp
     started = []
 
     class FakeRun:
-        def __init__(self, cmd, env=None, preexec_fn=None):
+        def __init__(self, cmd, env=None, preexec_fn=None, **kw):
             started.append(cmd)
             self.returncode = 0
 
@@ -236,8 +236,9 @@ def test_random_seeds_walk_one_uniform_pool_in_their_own_orders(tb):
 
 def test_a_run_past_the_deadline_is_stopped_and_said_so(tb, tmp_path, monkeypatch, capsys):
     class Endless:
-        def __init__(self, cmd, env=None, preexec_fn=None):
+        def __init__(self, cmd, env=None, preexec_fn=None, **kw):
             self.returncode = None
+            self.pid = None           # no process group: stop() falls back to terminate()
 
         def poll(self):
             return self.returncode
