@@ -54,9 +54,10 @@ def tuner_table():
     """name -> (make(task, seed, ctx), what it is)."""
     from tilecraft.autotune.tuner import GATuner, GridSearchTuner, RandomTuner, XGBTuner
 
-    def xgb(feature="knob", loss="rank", transfer="margin", normalise=False, transfer_knobs=False, **kw):
+    def xgb(feature="knob", loss="rank", transfer="margin", normalise=False, transfer_knobs=False, with_knobs=False,
+            **kw):
         def make(task, seed, ctx):
-            model = ctx.model(task, feature, loss, seed, transfer, normalise, transfer_knobs)
+            model = ctx.model(task, feature, loss, seed, transfer, normalise, transfer_knobs, with_knobs)
             return XGBTuner(task, feature_type=feature, loss_type=loss, cost_model=model, seed=seed, **kw)
         return make
 
@@ -68,7 +69,9 @@ def tuner_table():
                         "knob features, rank loss, AutoTVM's schedule: 64 random, refit every 64"),
         "xgb-knob": (xgb("knob"), "knob features, rank loss: 16 random, refit every 8"),
         "xgb-knob-reg": (xgb("knob", "reg"), "knob features, regression loss"),
-        "xgb-itervar": (xgb("itervar"), "itervar (loop-nest) features, rank loss"),
+        "xgb-itervar": (xgb("itervar"), "itervar (loop-nest) features only, rank loss"),
+        "xgb-itervar-knob": (xgb("itervar", with_knobs=True),
+                             "itervar features with the knob features beside them (the default XGBTuner)"),
         "xgb-curve": (xgb("curve"), "curve features, rank loss"),
         "xgb-knob-div": (xgb("knob", diversity_filter_ratio=2), "knob features, diversity filter 2x"),
         "xgb-transfer": (xgb("itervar"), "itervar features, the neighbouring shape's model as base margin "
@@ -99,7 +102,7 @@ class Context:
         return self.features[feature]
 
     def model(self, task, feature: str, loss: str, seed: int, transfer: str = "margin", normalise: bool = False,
-              transfer_knobs: bool = False):
+              transfer_knobs: bool = False, with_knobs: bool = False):
         from tilecraft.autotune.cost_model import XGBoostCostModel
 
         extractor = None
@@ -108,7 +111,7 @@ class Context:
             extractor = lambda idx: table[np.asarray(idx, dtype=np.int64)]  # noqa: E731
         return XGBoostCostModel(task, feature_type=feature, loss_type=loss, seed=seed, num_threads=1,
                                 extractor=extractor, transfer=transfer, normalise=normalise,
-                                transfer_knobs=transfer_knobs)
+                                transfer_knobs=transfer_knobs, with_knobs=with_knobs)
 
 
 def space_features(truth, name: str, feature: str) -> np.ndarray:
@@ -204,10 +207,12 @@ def ranking(ctx, seeds: int) -> dict:
     from tilecraft.autotune import replay
 
     out = {}
-    for feature in ("knob", "itervar", "curve"):
+    for feature in ("knob", "itervar", "curve", "itervar+knob"):
         for loss in ("rank", "reg"):
+            kind, with_knobs = feature.split("+")[0], feature.endswith("+knob")
             try:
-                got = [replay.ranking_quality(lambda t: ctx.model(t, feature, loss, s), ctx.truth, 64, seed=s)
+                got = [replay.ranking_quality(lambda t: ctx.model(t, kind, loss, s, with_knobs=with_knobs), ctx.truth,
+                                              64, seed=s)
                        for s in range(min(seeds, 10))]
             except ValueError as err:
                 print(f"  ranking with {feature} features: {err}")
