@@ -368,7 +368,7 @@ def run_jobs(jobs: list[tuple], args) -> dict[tuple, dict]:
     if not args.gpu:
         env.update(ONE_THREAD)
     else:
-        env["TILECRAFT_FEATURE_WORKERS"] = "1"    # many runs at once: no feature pool each
+        env.setdefault("TILECRAFT_FEATURE_WORKERS", "1")   # many runs at once: a small feature pool each
     running: dict = {}        # slot -> (process, job, start, gate figure)
     todo, ran = list(jobs), {}
     while todo or running:

@@ -36,6 +36,9 @@ POOL=${POOL:-640}
 PARALLEL=${PARALLEL:-10}
 BUILDERS=${BUILDERS:-4}
 SPACES=${SPACES:-sgemm2048_cuda tc_gemm4096_cuda}
+# XGB lowers each proposal for its loop-nest features (0.1-0.4 s a config for these templates):
+# two processes per run for that
+export TILECRAFT_FEATURE_WORKERS=${TILECRAFT_FEATURE_WORKERS:-2}
 CACHE=$(mktemp -d /tmp/tuner_budget_gpu.XXXXXX)
 export XDG_CACHE_HOME=$CACHE/xdg          # nvcc's cubin cache (keyed by the source's hash) for this call
 mkdir -p "$XDG_CACHE_HOME/tilecraft/cuda"
