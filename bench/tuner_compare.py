@@ -47,6 +47,7 @@ NEIGHBOUR = {"gemm256": "gemm512", "gemm512": "gemm256", "conv2d_64": "conv2d_12
              "conv2d_128": "conv2d_64", "softmax1024": "softmax256x4096",
              "softmax256x4096": "softmax1024"}
 LEVELS = (0.95, 0.99, 1.0)
+BUDGETS = (64, 128, 256, 512)        # issue 13's fixed budgets (Random's 512 exact, the rest replayed)
 TRANSFER_RECORDS = 128
 
 
@@ -54,9 +55,10 @@ def tuner_table():
     """name -> (make(task, seed, ctx), what it is)."""
     from tilecraft.autotune.tuner import GATuner, GridSearchTuner, RandomTuner, XGBTuner
 
-    def xgb(feature="knob", loss="rank", transfer="margin", normalise=False, transfer_knobs=False, **kw):
+    def xgb(feature="knob", loss="rank", transfer="margin", normalise=False, transfer_knobs=False, with_knobs=False,
+            **kw):
         def make(task, seed, ctx):
-            model = ctx.model(task, feature, loss, seed, transfer, normalise, transfer_knobs)
+            model = ctx.model(task, feature, loss, seed, transfer, normalise, transfer_knobs, with_knobs)
             return XGBTuner(task, feature_type=feature, loss_type=loss, cost_model=model, seed=seed, **kw)
         return make
 
@@ -68,7 +70,9 @@ def tuner_table():
                         "knob features, rank loss, AutoTVM's schedule: 64 random, refit every 64"),
         "xgb-knob": (xgb("knob"), "knob features, rank loss: 16 random, refit every 8"),
         "xgb-knob-reg": (xgb("knob", "reg"), "knob features, regression loss"),
-        "xgb-itervar": (xgb("itervar"), "itervar (loop-nest) features, rank loss"),
+        "xgb-itervar": (xgb("itervar"), "itervar (loop-nest) features only, rank loss"),
+        "xgb-itervar-knob": (xgb("itervar", with_knobs=True),
+                             "itervar features with the knob features beside them (the default XGBTuner)"),
         "xgb-curve": (xgb("curve"), "curve features, rank loss"),
         "xgb-knob-div": (xgb("knob", diversity_filter_ratio=2), "knob features, diversity filter 2x"),
         "xgb-transfer": (xgb("itervar"), "itervar features, the neighbouring shape's model as base margin "
@@ -99,7 +103,7 @@ class Context:
         return self.features[feature]
 
     def model(self, task, feature: str, loss: str, seed: int, transfer: str = "margin", normalise: bool = False,
-              transfer_knobs: bool = False):
+              transfer_knobs: bool = False, with_knobs: bool = False):
         from tilecraft.autotune.cost_model import XGBoostCostModel
 
         extractor = None
@@ -108,7 +112,7 @@ class Context:
             extractor = lambda idx: table[np.asarray(idx, dtype=np.int64)]  # noqa: E731
         return XGBoostCostModel(task, feature_type=feature, loss_type=loss, seed=seed, num_threads=1,
                                 extractor=extractor, transfer=transfer, normalise=normalise,
-                                transfer_knobs=transfer_knobs)
+                                transfer_knobs=transfer_knobs, with_knobs=with_knobs)
 
 
 def space_features(truth, name: str, feature: str) -> np.ndarray:
@@ -167,6 +171,7 @@ def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: d
            "optimum_gflops": truth.task.flop / truth.optimum / 1e9, "trials": trials, "seeds": seeds,
            "near_optimal": {str(lv): truth.near_optimal(lv) for lv in LEVELS},
            "random_exact_median": {str(lv): replay.random_search_median(truth, lv) for lv in LEVELS},
+           "random_best_exact": {str(b): replay.random_best_median(truth, b) for b in BUDGETS},
            "header": {k: truth.header.get(k) for k in ("device", "threads", "restricted", "measured", "timing")},
            "tuners": {}}
     for tname in tuners:
@@ -192,9 +197,18 @@ def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: d
         res["auc"] = float(np.median([replay.area_under_curve(c, trials) for c in curves]))
         full = np.stack([np.concatenate([c, np.full(trials - len(c), c[-1])]) for c in curves])
         res["curve_q"] = [np.percentile(full, q, axis=0).round(5).tolist() for q in (25, 50, 75)]
+        # issue 13's fixed budgets: the median best within b trials, relative to the optimum
+        res["best_at"] = {str(b): float(np.median(full[:, b - 1])) for b in BUDGETS if b <= trials}
         out["tuners"][tname] = res
         print(f"  {name} {tname:13s} to99 {fmt_q(res['to99'])}  to100 {fmt_q(res['to100'])}  "
               f"auc {res['auc']:.3f}  ({res['seconds']} s)", flush=True)
+    r512 = out["random_best_exact"]["512"]
+    for tname, res in out["tuners"].items():
+        if "128" in res.get("best_at", {}):
+            print(f"  {name} {tname:13s} median best within 64 / 128 / 256 trials: "
+                  + " / ".join(f"{v:.3f}" for v in res["best_at"].values())
+                  + f" of the optimum; Random within 512 (exact): {r512:.3f}"
+                  + (" (at 128 >= Random at 512)" if res["best_at"]["128"] >= r512 else ""), flush=True)
     if with_ranking:
         out["ranking"] = ranking(ctx, seeds)
     return out
@@ -204,10 +218,12 @@ def ranking(ctx, seeds: int) -> dict:
     from tilecraft.autotune import replay
 
     out = {}
-    for feature in ("knob", "itervar", "curve"):
+    for feature in ("knob", "itervar", "curve", "itervar+knob"):
         for loss in ("rank", "reg"):
+            kind, with_knobs = feature.split("+")[0], feature.endswith("+knob")
             try:
-                got = [replay.ranking_quality(lambda t: ctx.model(t, feature, loss, s), ctx.truth, 64, seed=s)
+                got = [replay.ranking_quality(lambda t: ctx.model(t, kind, loss, s, with_knobs=with_knobs), ctx.truth,
+                                              64, seed=s)
                        for s in range(min(seeds, 10))]
             except ValueError as err:
                 print(f"  ranking with {feature} features: {err}")

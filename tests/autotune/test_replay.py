@@ -268,3 +268,20 @@ def test_ground_truth_export_of_an_untimed_space_says_so(tmp_path, capsys):
     assert rc == 1
     assert "gemm256: no configuration timed yet" in capsys.readouterr().err
     assert not (tmp_path / "gemm256.jsonl.gz").exists()
+
+
+@pytest.mark.parametrize("n", [1, 8, 64, 600])
+def test_random_best_median_agrees_with_sampling(truth, n):
+    """The exact median of Random's best within n trials, against 4000 sampled searches."""
+    rel = truth.relative(truth.valid)
+    rng = np.random.default_rng(7)
+    sampled = [rel[rng.choice(len(rel), size=min(n, len(rel)), replace=False)].max() for _ in range(4000)]
+    exact = replay.random_best_median(truth, n)
+    assert exact in rel
+    # the sampled median lies between the neighbouring distinct values of the exact one
+    vals = np.unique(rel)
+    pos = np.searchsorted(vals, exact)
+    lo, hi = vals[max(pos - 1, 0)], vals[min(pos + 1, len(vals) - 1)]
+    assert lo <= np.median(sampled) <= hi, (n, exact, np.median(sampled))
+    if n >= len(rel):
+        assert exact == 1.0          # the whole space: the optimum

@@ -40,13 +40,21 @@ class XGBoostCostModel:
     steers the search a base model (off by default: replayed, it won on GEMM 256³ and lost on
     GEMM 512³).
 
+    ``with_knobs`` (default True): a loop-nest model (``itervar``, ``curve``) also sees the
+    config's knob features, appended to its loop-nest row, so the booster splits on whichever
+    ranks the space better. Replayed on the H100 tables (20 seeds, trials to 99% of the optimum):
+    SGEMM 1024³ 206 → 98 (knob features alone: 107; the loop-nest features miss what the
+    SGEMM's knobs say directly), the conv2d layer 66 → 56 (docs/autotune.md). Other tasks'
+    records (transfer) train on the loop-nest columns only: their knobs are another space's.
+
     >>> model = XGBoostCostModel(task, feature_type="knob")
     >>> model.fit(indices, flops, 64); model.predict(other_indices)
     """
 
     def __init__(self, task, feature_type: str = "itervar", loss_type: str = "rank",
                  num_threads: int | None = None, num_boost_round: int = 150, seed: int | None = None,
-                 extractor=None, transfer: str = "margin", normalise: bool = False, transfer_knobs: bool = False):
+                 extractor=None, transfer: str = "margin", normalise: bool = False, transfer_knobs: bool = False,
+                 with_knobs: bool = True):
         import xgboost  # noqa: F401 -- fail early, and here, if it is missing
 
         if loss_type not in ("rank", "reg"):
@@ -80,6 +88,9 @@ class XGBoostCostModel:
         self.knob_base_bst = None   # the knob booster's base model (transfer from same-template tasks)
         if self.knob_extractor is None:
             self.predict_fast = None
+        self.with_knobs = with_knobs and self.knob_extractor is not None
+        self._knob_width = (int(sum(t.shape[1] for t in feature_mod.knob_tables(task.config_space)[0])) or 1
+                            if self.with_knobs else 0)
 
     def _train(self, x: np.ndarray, y: np.ndarray, base_margin: np.ndarray | None = None,
                groups: list[int] | None = None, weights: list[float] | None = None):
@@ -103,11 +114,18 @@ class XGBoostCostModel:
         return xgb.train(self.params, dtrain, num_boost_round=self.num_boost_round)
 
     def _features(self, xs) -> np.ndarray:
-        x = self.extractor(np.asarray(xs, dtype=np.int64))
+        xs = np.asarray(xs, dtype=np.int64)
+        x = self.extractor(xs)
         if self.shape_free:
             from .loop_features import shape_normalised
             x = shape_normalised(x, self.feature_type)
+        if self.with_knobs:
+            x = np.concatenate([x, self.knob_extractor(xs)], axis=1)
         return x
+
+    def _loop_columns(self, x: np.ndarray) -> np.ndarray:
+        """The loop-nest part of this model's rows (what other tasks' records have)."""
+        return x[:, :x.shape[1] - self._knob_width]
 
     def fit(self, xs, ys, plan_size: int = 64):
         x = self._features(xs)
@@ -118,6 +136,8 @@ class XGBoostCostModel:
             # each task its own ranking group (throughputs of different shapes are not
             # compared), the others weighing less as this task's own measurements grow
             ox, oy, ogroups = self.other
+            if self.with_knobs:        # the other tasks' knobs are another space's: missing here
+                ox = np.concatenate([ox, np.full((len(ox), x.shape[1] - ox.shape[1]), np.nan, np.float32)], axis=1)
             n = int(valid.sum())
             w_other = OTHER_WEIGHT * OTHER_HALF / (OTHER_HALF + n)
             self.bst = self._train(np.concatenate([x[valid], ox]), np.concatenate([y[valid], oy]),
@@ -228,20 +248,31 @@ class XGBoostCostModel:
             raise ValueError(f"load_basemodel: the base model's features ({base_model.feature_type} of task "
                              f"{base_model.task.name}) are not this model's ({self.feature_type} of task "
                              f"{self.task.name}); knob features transfer only between the same knobs")
+        n_own = int(self._features(np.array([self.task.config_space.valid_index(0)])).shape[1])
+        if booster.num_features() not in (n_own, self._loop_columns(np.zeros((1, n_own))).shape[1]):
+            raise ValueError(f"load_basemodel: the base model's features ({booster.num_features()} columns: "
+                             f"{base_model.feature_type} of task {base_model.task.name}, with_knobs="
+                             f"{base_model.with_knobs}) do not fit this model's ({n_own}); a model of another "
+                             "template transfers with with_knobs=False")
         self.base_model, self.base_bst, self.other = base_model, booster, None
         self.shape_free = base_model.shape_free
 
     def _base_margin(self, x: np.ndarray) -> np.ndarray | None:
         if self.base_bst is None or self.other is not None or not len(x):
             return None
-        return np.asarray(self.base_bst.inplace_predict(x, predict_type="margin"), dtype=np.float32)
+        return np.asarray(self.base_bst.inplace_predict(self._for_base(x), predict_type="margin"), dtype=np.float32)
+
+    def _for_base(self, x: np.ndarray) -> np.ndarray:
+        """``x`` as the base model takes it: the loop-nest columns where it was trained on other
+        tasks' records (``fit_log``), all of them where it is a model of this space."""
+        return x if self.base_bst.num_features() == x.shape[1] else self._loop_columns(x)
 
     def predict(self, xs) -> np.ndarray:
         x = self._features(xs)
         if self.bst is None and self.base_bst is None:
             return np.zeros(len(x))
         if self.bst is None:
-            pred = self.base_bst.inplace_predict(x)
+            pred = self.base_bst.inplace_predict(self._for_base(x))
         else:
             pred = self.bst.inplace_predict(x, base_margin=self._base_margin(x))
         pred = np.asarray(pred, dtype=np.float64)

@@ -381,6 +381,30 @@ def random_search_median(truth: GroundTruth, level: float) -> float:
     return float(n - k + 1)
 
 
+def random_best_median(truth: GroundTruth, trials: int) -> float:
+    """The exact median, over uniform random searches of ``trials`` configs without
+    replacement, of the best one's throughput relative to the optimum (issue 13's fixed-budget
+    figure for Random). With the configs sorted fastest first, the best of a search is at least
+    the k-th with probability 1 - C(N-k, n) / C(N, n); the median is the k-th for the smallest k
+    where that reaches one half (failures count as 0).
+
+    >>> random_best_median(truth, 512)      # Random's median best within 512 trials
+    """
+    rel = np.sort(truth.relative(truth.valid))[::-1]
+    n_all, n = len(rel), min(trials, len(rel))
+    for k in range(1, n_all + 1):
+        if n_all - k < n:
+            return float(rel[k - 1])
+        miss = 1.0         # C(N-k, n) / C(N, n): none of the k fastest drawn
+        for j in range(n):
+            miss *= (n_all - k - j) / (n_all - j)
+            if miss < 0.5:
+                break
+        if miss <= 0.5:
+            return float(rel[k - 1])
+    return float(rel[-1])
+
+
 def ndcg_at(truth_scores: Sequence[float], predicted: Sequence[float], k: int) -> float:
     """Normalised discounted cumulative gain of the top ``k`` of ``predicted`` with gains
     ``truth_scores`` (scikit-learn's ``ndcg_score`` for one query; ties broken by order).
