@@ -55,7 +55,7 @@ def test_wgmma_compiled(dtype, out_dtype, size, opts):
     src = generate_cuda(tc.lower(s, [A, B, C], target="cuda"))
     kind = "f32.f16.f16" if dtype == "float16" else "f32.tf32.tf32"
     assert f"wgmma.mma_async.sync.aligned.m64n{opts['block'][1]}k" in src and kind in src
-    assert "__syncthreads" not in src.split("tc_wgmma_mainloop(float* acc")[1].split("tc_wgmma_store(O*")[0] \
+    assert "__syncthreads" not in src.split("tc_wgmma_pipeline(float* acc")[1].split("tc_wgmma_store(O*")[0] \
         .split("__syncthreads();")[1]          # one barrier: after the mbarriers' initialisation, none in the loop
     if find_nvcc() is None:
         pytest.skip("nvcc not found: the source was generated, not compiled")

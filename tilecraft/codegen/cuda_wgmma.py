@@ -125,11 +125,32 @@ __device__ __forceinline__ void tc_wgmma_fence_regs(float* d) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
 @WGMMA_FUNCTIONS@
-// acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A, B k-major with rows
-// lda, ldb elements apart; smem: smem_bytes(bm, bn, stages) bytes of shared memory; every thread of
-// the block (128 * (1 + bm / 64)) calls it
-template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long)>
-__device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int lda, const T* B, int ldb, int k,
+// How a stage's A tile is filled (the pipeline's hook): fill_a(sa, kt, t) issues, for producer
+// thread t (0-127), its cp.async copies of the 128-byte k step kt of the block's BM rows of A into
+// the SWIZZLE_128B stage at shared address sa (16-byte chunk c of row r at sa + 128 r + 16 (c ^ r % 8)).
+// The GEMM's: A k-major in global memory, rows lda elements apart. (The conv's implicit GEMM
+// gathers instead: topi/conv2d_nhwc_wgmma.py.)
+template <int BM, typename T>
+struct tc_wgmma_gemm_a {
+  const T* A;
+  int lda;
+  __device__ __forceinline__ void operator()(unsigned sa, int kt, int t) const {
+    constexpr int EPR = 128 / sizeof(T);
+#pragma unroll 4
+    for (int q = t; q < BM * 8; q += 128) {
+      const int r = q >> 3, c = q & 7;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                   :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)), "l"(A + (long long)r * lda + kt * EPR + c * (EPR / 8))
+                   : "memory");
+    }
+  }
+};
+// acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A's stages filled by
+// fill_a (above), B k-major with rows ldb elements apart; smem: smem_bytes(bm, bn, stages) bytes of
+// shared memory; every thread of the block (128 * (1 + bm / 64)) calls it
+template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long),
+          typename FILL_A>
+__device__ __forceinline__ void tc_wgmma_pipeline(float* acc, const FILL_A& fill_a, const T* B, int ldb, int k,
                                                   unsigned char* smem_raw) {
   constexpr int EPR = 128 / sizeof(T);              // elements of one 128-byte row of a stage
   constexpr int KSTEP = 32 / sizeof(T);             // k of one wgmma (32 bytes of each row)
@@ -153,13 +174,7 @@ __device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int ld
       const int s = kt % STAGES;
       if (kt >= STAGES) tc_mbar_wait(empty + 8 * s, ((kt / STAGES) - 1) & 1);
       const unsigned sa = ring + s * STAGE_BYTES, sb = sa + BM * 128;
-#pragma unroll 4
-      for (int q = t; q < BM * 8; q += 128) {
-        const int r = q >> 3, c = q & 7;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
-                     :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)), "l"(A + (long long)r * lda + kt * EPR + c * (EPR / 8))
-                     : "memory");
-      }
+      fill_a(sa, kt, t);
 #pragma unroll 4
       for (int q = t; q < BN * 8; q += 128) {
         const int r = q >> 3, c = q & 7;
@@ -197,6 +212,13 @@ __device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int ld
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     tc_wgmma_fence_regs<BN / 2>(acc);
   }
+}
+// acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A, B k-major with rows
+// lda, ldb elements apart (the pipeline with the GEMM's A fill)
+template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long)>
+__device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int lda, const T* B, int ldb, int k,
+                                                  unsigned char* smem_raw) {
+  tc_wgmma_pipeline<BM, BN, STAGES, LAG, T, MMA>(acc, tc_wgmma_gemm_a<BM, T>{A, lda}, B, ldb, k, smem_raw);
 }
 // C[0:bm, 0:bn] (rows ldc apart) = acc: each consumer thread its bn / 2 elements, two at a time
 template <int BM, int BN, typename O>
