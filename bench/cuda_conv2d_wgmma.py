@@ -37,30 +37,30 @@ VARIANTS = {
 }
 
 
-def _fitting(shape, names):
+def _fitting(shape, names, dtype="float16"):
     from tilecraft.topi.conv2d_nhwc_wgmma import check_conv_wgmma
     out = []
     for n in names:
         block, stages, lag = VARIANTS[n]
         try:
-            check_conv_wgmma(*shape, "float16", "float16", block, stages, lag)
+            check_conv_wgmma(*shape, dtype, dtype, block, stages, lag)
         except ValueError:
             continue
         out.append(n)
     return out
 
 
-def _build(shape, name):
+def _build(shape, name, dtype="float16"):
     """(conv, nvcc seconds) of variant ``name`` at layer ``shape``, nvcc's disk cache filled."""
     from tilecraft.topi.conv2d_nhwc_wgmma import conv2d_nhwc_wgmma
     block, stages, lag = VARIANTS[name]
-    conv = conv2d_nhwc_wgmma(*shape, block=block, stages=stages, lag=lag)
+    conv = conv2d_nhwc_wgmma(*shape, dtype=dtype, out_dtype=dtype, block=block, stages=stages, lag=lag)
     t0 = time.perf_counter()
     conv.build()
     return conv, time.perf_counter() - t0
 
 
-def _twin(torch, shape, name, repeat, flops):
+def _twin(torch, shape, name, repeat, flops, dtype="float16"):
     """Seconds of the wgmma GEMM of the layer's size with variant ``name``'s tile (and its rel. error)."""
     import tilecraft as tc
     from tilecraft.topi.conv2d_nhwc_tensorcore import out_size
@@ -69,18 +69,19 @@ def _twin(torch, shape, name, repeat, flops):
     OH, OW = out_size(H, W, R, S, st, pad)
     M, KG = N * OH * OW, R * S * C
     block, stages, lag = VARIANTS[name]
-    s, (A, B, Cm) = matmul_wgmma(M, K, KG, block=block, stages=stages, lag=lag, out_dtype="float16")
+    s, (A, B, Cm) = matmul_wgmma(M, K, KG, dtype=dtype, block=block, stages=stages, lag=lag, out_dtype=dtype)
     mod = tc.build(s, [A, B, Cm], target="cuda")
-    a = torch.randn(M, KG, device="cuda", dtype=torch.float16)
-    b = torch.randn(K, KG, device="cuda", dtype=torch.float16) / KG ** 0.5
-    y = torch.full((M, K), float("nan"), device="cuda", dtype=torch.float16)
+    tdt = getattr(torch, dtype)
+    a = torch.randn(M, KG, device="cuda", dtype=tdt)
+    b = torch.randn(K, KG, device="cuda", dtype=tdt) / KG ** 0.5
+    y = torch.full((M, K), float("nan"), device="cuda", dtype=tdt)
     mod(a, b, y)
     torch.cuda.synchronize()
     err = rel_err(y, a.float() @ b.float().t())
     return tc_time(mod, (a, b, y), repeat=repeat, number=20), err
 
 
-def bench_layer(torch, label, shape, names, convs, repeat, rows, twin=False):
+def bench_layer(torch, label, shape, names, convs, repeat, rows, twin=False, dtype="float16"):
     import torch.nn.functional as F
 
     from tilecraft.topi.conv2d_nhwc_tensorcore import out_size
@@ -88,8 +89,9 @@ def bench_layer(torch, label, shape, names, convs, repeat, rows, twin=False):
     OH, OW = out_size(H, W, R, S, st, pad)
     M = N * OH * OW
     flops = 2.0 * M * K * C * R * S
-    x = torch.randn(N, C, H, W, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
-    w = (torch.randn(K, C, R, S, device="cuda", dtype=torch.float16) / (C * R * S) ** 0.5).to(
+    tdt = getattr(torch, dtype)
+    x = torch.randn(N, C, H, W, device="cuda", dtype=tdt).to(memory_format=torch.channels_last)
+    w = (torch.randn(K, C, R, S, device="cuda", dtype=tdt) / (C * R * S) ** 0.5).to(
         memory_format=torch.channels_last)
     ref = F.conv2d(x.float(), w.float(), stride=st, padding=pad).permute(0, 2, 3, 1).reshape(M, K)
     t_ref = torch_time(lambda: F.conv2d(x, w, stride=st, padding=pad), repeat=repeat, number=20)
@@ -104,7 +106,7 @@ def bench_layer(torch, label, shape, names, convs, repeat, rows, twin=False):
             continue
         conv, nvcc_s = got
         try:
-            y = torch.full((M, K), float("nan"), device="cuda", dtype=torch.float16)
+            y = torch.full((M, K), float("nan"), device="cuda", dtype=tdt)
             conv(xn, wn, y)
             torch.cuda.synchronize()
             err = rel_err(y, ref)
@@ -112,7 +114,7 @@ def bench_layer(torch, label, shape, names, convs, repeat, rows, twin=False):
         except Exception as e:              # a bench goes on: the failure is printed
             print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
             continue
-        row = dict(layer=label, dtype="float16", variant="wgmma " + name, tflops=flops / t / 1e12, ratio=t_ref / t,
+        row = dict(layer=label, dtype=dtype, variant="wgmma " + name, tflops=flops / t / 1e12, ratio=t_ref / t,
                    peak=flops / t / PEAK_FP16, rel_err=err, us=t * 1e6, cudnn_us=t_ref * 1e6,
                    cudnn_tflops=flops / t_ref / 1e12, nvcc_s=nvcc_s)
         rows.append(row)
@@ -120,11 +122,11 @@ def bench_layer(torch, label, shape, names, convs, repeat, rows, twin=False):
               f"peak  rel.err {err:.1e}  nvcc {nvcc_s * 1e3:.0f} ms", flush=True)
         if twin:
             try:
-                tt, terr = _twin(torch, shape, name, repeat, flops)
+                tt, terr = _twin(torch, shape, name, repeat, flops, dtype)
             except Exception as e:
                 print(f"  wgmma {name + ' twin':16s} {type(e).__name__}: {str(e).splitlines()[0]}", flush=True)
                 continue
-            rows.append(dict(layer=label, dtype="float16", variant="wgmma " + name + " twin", tflops=flops / tt / 1e12,
+            rows.append(dict(layer=label, dtype=dtype, variant="wgmma " + name + " twin", tflops=flops / tt / 1e12,
                              ratio=t_ref / tt, peak=flops / tt / PEAK_FP16, rel_err=terr, us=tt * 1e6,
                              cudnn_us=t_ref * 1e6, cudnn_tflops=flops / t_ref / 1e12, twin=True))
             print(f"  wgmma {name + ' twin':16s} {flops / tt / 1e12:6.1f} TFLOP/s  {t_ref / tt:6.1%} of cuDNN  (the "
@@ -140,15 +142,16 @@ def main(argv=None):
     p.add_argument("--json", default=None)
     p.add_argument("--gemm-twin", action="store_true", help="also time the wgmma GEMM of each layer and tile")
     p.add_argument("--jobs", type=int, default=8, help="parallel nvcc builds")
+    p.add_argument("--dtype", default="float16", choices=("float16", "bfloat16"), help="operands and output")
     p.add_argument("--build-only", action="store_true", help="build the variants (nvcc's disk cache) and stop")
     a = p.parse_args(argv)
     layers = a.layers.split(",")
-    work = [(label, n) for label in layers for n in _fitting(LAYERS[label], a.variants.split(","))]
+    work = [(label, n) for label in layers for n in _fitting(LAYERS[label], a.variants.split(","), a.dtype)]
     convs = {}
 
     def build(item):
         try:
-            convs[item] = _build(LAYERS[item[0]], item[1])
+            convs[item] = _build(LAYERS[item[0]], item[1], a.dtype)
         except Exception as e:
             convs[item] = e
     t0 = time.perf_counter()
@@ -164,15 +167,15 @@ def main(argv=None):
     torch.backends.cudnn.benchmark = True
     torch.backends.cudnn.allow_tf32 = False
     rows = []
-    print(f"conv2d NHWC float16 (fp32 accumulate, float16 out) on wgmma (sm_90a), batch 32, on {device_line()}")
+    print(f"conv2d NHWC {a.dtype} (fp32 accumulate, {a.dtype} out) on wgmma (sm_90a), batch 32, on {device_line()}")
     for label in layers:
         bench_layer(torch, label, LAYERS[label], [n for lab, n in work if lab == label], convs, a.repeat, rows,
-                    a.gemm_twin)
+                    a.gemm_twin, a.dtype)
     for label in layers:
         got = [r for r in rows if r["layer"] == label and r["rel_err"] < 1e-2 and not r.get("twin")]
         if got:
             b = max(got, key=lambda r: r["tflops"])
-            print(f"RESULT wgmma float16 {label}: best '{b['variant']}' {b['tflops']:.1f} TFLOP/s = "
+            print(f"RESULT wgmma {a.dtype} {label}: best '{b['variant']}' {b['tflops']:.1f} TFLOP/s = "
                   f"{b['ratio']:.2f}x cuDNN {b['cudnn_tflops']:.1f} (target >= 0.7x)")
     if a.json:
         with open(a.json, "w") as f:

@@ -69,6 +69,20 @@ def test_model_against_numpy(shape, block, stages, rng):
     assert _rel_err(got, _reference(x, w, st, pad)) < 1e-5
 
 
+def test_model_bf16_against_numpy(rng):
+    """bfloat16: the ring holds the 16-bit patterns (64 channels a step), read back as bfloat16."""
+    from tilecraft.ir.dtype import round_bfloat16
+    x = round_bfloat16(rng.uniform(-1, 1, (1, 15, 15, 128)).astype("float32"))
+    w = round_bfloat16((rng.uniform(-1, 1, (128, 3, 3, 128)) / 34).astype("float32"))
+    got = model_conv_wgmma(x, w, 2, 1, block=(64, 128), stages=4, dtype="bfloat16")
+    assert not np.isnan(got).any()
+    assert _rel_err(got, _reference(x, w, 2, 1)) < 1e-5
+    src = conv2d_nhwc_wgmma_source(1, 15, 15, 128, 128, 3, 3, 2, 1, "bfloat16", "bfloat16", block=(64, 128), stages=4)
+    assert "f32.bf16.bf16" in src and "tc_wgmma_conv_a<64, __nv_bfloat16>" in src
+    if find_nvcc() is not None:
+        assert len(compile_cuda(src, "sm_90a")) > 0
+
+
 def test_model_sees_a_dropped_zero_fill(rng, monkeypatch):
     """The model is not blind to the padding: a gather that reads the clamped pixel instead of
     zeros (a dropped src-size 0) differs from numpy."""
@@ -87,8 +101,8 @@ def test_model_sees_a_dropped_zero_fill(rng, monkeypatch):
      "N·OH·OW=98 output pixels (2x7x7) is not a multiple of the block tile's 128"),
     ((2, 8, 8, 64, 96, 3, 3, 1, 1, "float16", "float16", (128, 64), 4, 1),
      "K=96 output channels is not a multiple of the block tile's 64"),
-    ((2, 8, 8, 64, 64, 3, 3, 1, 1, "float32", "float32", (128, 64), 4, 1), "takes float16 input and weights"),
-    ((2, 8, 8, 64, 64, 3, 3, 1, 1, "float16", "bfloat16", (128, 64), 4, 1), "writes float16 or float32"),
+    ((2, 8, 8, 64, 64, 3, 3, 1, 1, "float32", "float32", (128, 64), 4, 1), "takes float16 or bfloat16 input and weights"),
+    ((2, 8, 8, 64, 64, 3, 3, 1, 1, "float16", "int8", (128, 64), 4, 1), "writes float16, bfloat16 or float32"),
     ((2, 8, 8, 64, 64, 3, 3, 1, 1, "float16", "float16", (96, 64), 4, 1), "the wgmma block tile is bm x bn"),
     ((2, 8, 8, 64, 64, 3, 3, 1, 1, "float16", "float16", (128, 64), 4, 3), "lag=3"),
     ((2, 3, 3, 64, 64, 5, 5, 1, 0, "float16", "float16", (128, 64), 4, 1), "leaves no output of the 3x3 input"),
@@ -135,23 +149,25 @@ def test_call_checks_arrays():
     assert conv.out_shape == (128, 64)
 
 
-GPU_CASES = CASES + [((32, 14, 14, 256, 256, 3, 3, 1, 1), (128, 128), 4),
+GPU_CASES = [CASES[0], CASES[1], CASES[4], ((32, 14, 14, 256, 256, 3, 3, 1, 1), (128, 128), 4),
                      ((32, 56, 56, 128, 128, 3, 3, 2, 1), (128, 128), 4)]
 
 
 @pytest.mark.parametrize("shape,block,stages", GPU_CASES)
-@pytest.mark.parametrize("out_dtype", ["float16", "float32"])
-def test_gpu_conv_wgmma(shape, block, stages, out_dtype, rng):
+@pytest.mark.parametrize("dtype,out_dtype", [("float16", "float16"), ("float16", "float32"), ("bfloat16", "bfloat16")])
+def test_gpu_conv_wgmma(shape, block, stages, dtype, out_dtype, rng):
     why = gpu_available()
     if why:
         pytest.skip(f"{why}: checked by test_model_against_numpy and test_compiles_for_sm_90a only")
     import torch
     N, H, W, C, K, R, S, st, pad = shape
-    conv = conv2d_nhwc_wgmma(*shape, out_dtype=out_dtype, block=block, stages=stages)
+    conv = conv2d_nhwc_wgmma(*shape, dtype=dtype, out_dtype=out_dtype, block=block, stages=stages)
     for _ in range(2):                             # fresh inputs each time
         x, w = _inputs(rng, N, H, W, C, K, R, S)
+        tx, tw = (torch.from_numpy(v).cuda().to(getattr(torch, dtype)) for v in (x, w))
         y = torch.full(conv.out_shape, float("nan"), device="cuda", dtype=getattr(torch, out_dtype))
-        conv(torch.from_numpy(x).cuda(), torch.from_numpy(w).cuda(), y)
-        got = y.cpu().numpy()
+        conv(tx, tw, y)
+        got = y.float().cpu().numpy()
         assert not np.isnan(got).any()
-        assert _rel_err(got, _reference(x, w, st, pad)) < 2e-3
+        ref = _reference(tx.float().cpu().numpy(), tw.float().cpu().numpy(), st, pad)
+        assert _rel_err(got, ref) < (2e-3 if out_dtype != "bfloat16" else 8e-3)

@@ -1,4 +1,4 @@
-"""conv2d NHWC on sm_90a's ``wgmma``: the implicit GEMM of ``conv2d_nhwc_tensorcore`` on the
+"""conv2d NHWC (float16 or bfloat16) on sm_90a's ``wgmma``: the implicit GEMM of ``conv2d_nhwc_tensorcore`` on the
 warp-specialized wgmma pipeline of ``codegen/cuda_wgmma.py``, its producer **gathering** the A tile.
 
 The GEMM is ``conv2d_nhwc_tensorcore``'s: ``Y[m, k] = sum_{rs, c} A[m, rs·C + c] · Wt[k, rs·C + c]``
@@ -87,7 +87,7 @@ extern "C" __global__ void __launch_bounds__(@THREADS@, 1)
 }
 """
 
-_CTYPES = {"float16": "half", "float32": "float"}
+_CTYPES = {"float16": "half", "bfloat16": "__nv_bfloat16", "float32": "float"}
 
 
 def check_conv_wgmma(N, H, W, C, K, R, S, stride, padding, dtype, out_dtype, block, stages, lag):
@@ -97,10 +97,10 @@ def check_conv_wgmma(N, H, W, C, K, R, S, stride, padding, dtype, out_dtype, blo
     Traceback (most recent call last):
     ValueError: conv2d_nhwc_wgmma: C=96 input channels is not a multiple of 64 ...
     """
-    if dtype != "float16":
-        raise ValueError(f"conv2d_nhwc_wgmma takes float16 input and weights, got {dtype!r}")
-    if out_dtype not in ("float16", "float32"):
-        raise ValueError(f"conv2d_nhwc_wgmma writes float16 or float32, got out_dtype={out_dtype!r}")
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"conv2d_nhwc_wgmma takes float16 or bfloat16 input and weights, got {dtype!r}")
+    if out_dtype not in ("float16", "bfloat16", "float32"):
+        raise ValueError(f"conv2d_nhwc_wgmma writes float16, bfloat16 or float32, got out_dtype={out_dtype!r}")
     epr = WGMMA_KINDS[dtype][0]
     if C % epr:
         raise ValueError(f"conv2d_nhwc_wgmma: C={C} input channels is not a multiple of {epr} (a wgmma step is 128 "
@@ -139,7 +139,7 @@ def conv2d_nhwc_wgmma_source(N, H, W, C, K, R, S, stride=1, padding=0, dtype="fl
     kernel = KERNEL_TEMPLATE
     for key, v in subs.items():
         kernel = kernel.replace(key, str(v))
-    return "#include <cuda_fp16.h>\n" + wgmma_prelude({(dtype, bn)}) + CONV_FILL_A + kernel
+    return "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + wgmma_prelude({(dtype, bn)}) + CONV_FILL_A + kernel
 
 
 class ConvWgmma:
@@ -209,9 +209,9 @@ def _device_ptr(a, shape, name) -> int:
 
 def conv2d_nhwc_wgmma(N, H, W, C, K, R, S, stride=1, padding=0, dtype="float16", out_dtype="float16",
                       block=(128, 128), stages=4, lag=1) -> ConvWgmma:
-    """conv2d of ``X`` (N, H, W, C) with ``Wt`` (K, R, S, C), float16, on sm_90a's wgmma (the
-    module docstring): a :class:`ConvWgmma` writing ``Y`` (N·OH·OW, K) of ``out_dtype`` (float16,
-    rounded once, or float32); ``block`` = (bm, bn) of the implicit GEMM per thread block (bm 64 to
+    """conv2d of ``X`` (N, H, W, C) with ``Wt`` (K, R, S, C), both ``dtype`` (float16 or bfloat16),
+    on sm_90a's wgmma (the module docstring): a :class:`ConvWgmma` writing ``Y`` (N·OH·OW, K) of
+    ``out_dtype`` (float16 or bfloat16, rounded once, or float32); ``block`` = (bm, bn) of the implicit GEMM per thread block (bm 64 to
     256 rows: a consumer warpgroup per 64; bn 64, 128 or 256 channels), ``stages`` of the ring,
     ``lag`` steps of copies in flight (1 to ``stages - 2``).
 
@@ -249,20 +249,29 @@ def model_fill_a(ring: np.ndarray, sa: int, x: np.ndarray, m0: int, kt: int, sha
 
 
 def model_conv_wgmma(x: np.ndarray, w: np.ndarray, stride: int, padding: int, block=(128, 128),
-                     stages: int = 4) -> np.ndarray:
+                     stages: int = 4, dtype: str | None = None) -> np.ndarray:
     """``Y`` (N·OH·OW, K) float32 as the wgmma conv computes it, block by block: each k step's A
     rows gathered into a shared ring (:func:`model_fill_a`), B's rows (the weights) written as the
     GEMM's producer does, each instruction's operands read back through its descriptors
     (``cuda_emulate_wgmma.descriptor_rows``) and run by ``wgmma.mma_async``'s TE definition.
+    ``dtype`` "bfloat16": ``x``, ``w`` hold bfloat16 values as float32 (the emulator's way); the
+    ring gets their 16-bit patterns.
 
     >>> y = model_conv_wgmma(x, w, 1, 1, block=(128, 64), stages=3)
     """
-    from ..codegen.cuda_emulate_wgmma import descriptor_rows, wgmma_instruction
+    from ..codegen.cuda_emulate_wgmma import bfloat16_bits, bits_bfloat16, descriptor_rows, wgmma_instruction
     from ..interp import evaluate
     N, H, W, C = x.shape
     K, R, S, _ = w.shape
     bm, bn = block
-    check_conv_wgmma(N, H, W, C, K, R, S, stride, padding, x.dtype.name, "float32", block, stages, 1)
+    dtype = dtype or x.dtype.name
+    check_conv_wgmma(N, H, W, C, K, R, S, stride, padding, dtype, "float32", block, stages, 1)
+    if dtype == "bfloat16":
+        x, w = bfloat16_bits(x), bfloat16_bits(w)
+        operand = bits_bfloat16
+    else:
+        def operand(raw):
+            return raw.view(x.dtype)
     shape = (N, H, W, C, K, R, S, stride, padding)
     OH, OW = out_size(H, W, R, S, stride, padding)
     epr = SWIZZLE_ROW_BYTES // x.itemsize
@@ -271,7 +280,7 @@ def model_conv_wgmma(x: np.ndarray, w: np.ndarray, stride: int, padding: int, bl
     ring = np.full(stages * stage_bytes, 0x7E, np.uint8)           # poison: float16 NaN where nothing lands
     dest_b = np.array([[swizzled_offset(r, c) for c in range(8)] for r in range(bn)], np.int64)
     dest_b = (dest_b[:, :, None] + np.arange(16)).reshape(bn, 128)
-    A, B, D = wgmma_instruction(bn, x.dtype.name)
+    A, B, D = wgmma_instruction(bn, dtype)
     y = np.zeros((N * OH * OW, K), np.float32)
     for m0 in range(0, N * OH * OW, bm):
         for n0 in range(0, K, bn):
@@ -285,7 +294,7 @@ def model_conv_wgmma(x: np.ndarray, w: np.ndarray, stride: int, padding: int, bl
                     for kk in range(4):
                         fa = descriptor_rows(ring, wgmma_desc(base + c * 64 * 128 + 32 * kk), 64)
                         fb = descriptor_rows(ring, wgmma_desc(base + bm * 128 + 32 * kk), bn)
-                        acc[c * 64:(c + 1) * 64] += evaluate(D, {A: np.ascontiguousarray(fa).view(x.dtype),
-                                                                B: np.ascontiguousarray(fb).view(x.dtype)})
+                        acc[c * 64:(c + 1) * 64] += evaluate(D, {A: operand(np.ascontiguousarray(fa)),
+                                                                B: operand(np.ascontiguousarray(fb))})
             y[m0:m0 + bm, n0:n0 + bn] = acc
     return y

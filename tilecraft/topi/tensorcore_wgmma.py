@@ -27,6 +27,7 @@ from ..ir.expr import Var, const
 from .tensorcore import block_axes, cast_output, gemm_compute
 
 SCOPE = "wgmma.accumulator"
+OUT_DTYPES = ("float32", "float16", "bfloat16")      # the store rounds once to nearest
 
 
 def _threads(bm: int, body):
@@ -69,8 +70,8 @@ def wgmma_store(bm: int, bn: int, out: str = "float32"):
 
     >>> intrin = wgmma_store(128, 256, "float16")
     """
-    if out not in ("float32", "float16"):
-        raise ValueError(f"the wgmma accumulator (float32) is stored as float32 or float16, not {out!r}")
+    if out not in OUT_DTYPES:
+        raise ValueError(f"the wgmma accumulator (float32) is stored as float32, float16 or bfloat16, not {out!r}")
     A = te.placeholder((bm, bn), name="A", dtype="float32")
     C = te.compute((bm, bn), lambda i, j: A[i, j].astype(out) if out != "float32" else A[i, j], name="C")
     BA = tir.decl_buffer(A.shape, "float32", name="acc", scope=SCOPE, offset_factor=1)
@@ -87,7 +88,7 @@ def wgmma_store(bm: int, bn: int, out: str = "float32"):
 def check_config(bm: int, bn: int, K: int, dtype: str, stages: int, lag: int = 1):
     """Refuse what the wgmma main loop cannot run, naming it."""
     if dtype not in WGMMA_KINDS:
-        raise ValueError(f"the wgmma GEMM takes float16 or float32 (tf32) operands, got {dtype!r}")
+        raise ValueError(f"the wgmma GEMM takes float16, bfloat16 or float32 (tf32) operands, got {dtype!r}")
     if bm not in (64, 128, 192, 256) or bn not in WGMMA_BN:
         raise ValueError(f"the wgmma block tile is bm x bn with bm in 64, 128, 192, 256 (64 rows per consumer "
                          f"warpgroup) and bn in {', '.join(map(str, WGMMA_BN))}, got {bm} x {bn}")
@@ -110,18 +111,19 @@ def check_config(bm: int, bn: int, K: int, dtype: str, stages: int, lag: int = 1
 
 def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), stages=4, raster=0, lag=1):
     """``C = A @ B.T`` with A (M, K) and B (N, K) (B stored n-major, ``layout_b="col_major"``) on
-    sm_90a's ``wgmma`` (``dtype`` float16, or float32 as tf32; fp32 accumulation), ``block`` =
+    sm_90a's ``wgmma`` (``dtype`` float16, bfloat16, or float32 as tf32; fp32 accumulation), ``block`` =
     (bm, bn) rows and columns of C per thread block, ``stages`` shared stages of 128-byte k steps,
     ``lag`` steps of copies the producer keeps in flight (1 to ``stages - 2``), ``raster`` as in
-    ``matmul_tensorcore``. ``out_dtype``: float32 (default) or float16.
+    ``matmul_tensorcore``. ``out_dtype``: float32 (default), float16 or bfloat16.
 
     >>> s, (A, B, C) = matmul_wgmma(1024, 1024, 1024, block=(128, 128), stages=4)
     """
     out_dtype = out_dtype or "float32"
     bm, bn = block
     check_config(bm, bn, K, dtype, stages, lag)
-    if out_dtype not in ("float32", "float16"):
-        raise ValueError(f"the wgmma accumulator (float32) is stored as float32 or float16, not {out_dtype!r}")
+    if out_dtype not in OUT_DTYPES:
+        raise ValueError(f"the wgmma accumulator (float32) is stored as float32, float16 or bfloat16, not "
+                         f"{out_dtype!r}")
     for name, size, tile in (("M", M, bm), ("N", N, bn)):
         if size % tile:
             raise ValueError(f"matmul_wgmma: {name}={size} is not a multiple of the block tile's {tile} "
