@@ -253,7 +253,8 @@ def wgmma_prelude(kinds) -> str:
     """The prelude for the ``(dtype, n)`` pairs the kernels use (each wgmma helper once)."""
     funcs = "".join(_wgmma_function(d, n) for d, n in sorted(kinds))
     text = WGMMA_PRELUDE.replace("@SBO@", str(SBO_BYTES)).replace("@LAYOUT@", str(LAYOUT_SWIZZLE_128B))
-    return WGMMA_STORE2 + text.replace("@WGMMA_FUNCTIONS@", funcs)
+    from .cuda_wgmma_conv import CONV_FILL_A          # the conv's A fill (a template: free where unused)
+    return WGMMA_STORE2 + text.replace("@WGMMA_FUNCTIONS@", funcs) + CONV_FILL_A
 
 
 class WgmmaError(ValueError):
@@ -266,6 +267,9 @@ def block_call(r, e) -> str:
     frag = r.fragment(e.args[0], e)
     if r.fragments[frag][0] != "wgmma.accumulator":
         raise WgmmaError(f"{e.name}: '{frag}' is in scope {r.fragments[frag][0]}, not wgmma.accumulator")
+    if e.name == "tc_wgmma_conv_mainloop":
+        from .cuda_wgmma_conv import conv_block_call
+        return conv_block_call(r, e, frag)
     if e.name == "tc_wgmma_mainloop":
         _, a, lda, b, ldb, k, smem, bm, bn, stages, lag = e.args
         dtype = dt.element_of(a.buffer.dtype)

@@ -28,49 +28,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..codegen.cuda_wgmma import (SWIZZLE_ROW_BYTES, WGMMA_KINDS, block_threads, smem_bytes, swizzled_offset,
-                                  wgmma_desc, wgmma_name, wgmma_prelude)
+from ..codegen.cuda_wgmma import SWIZZLE_ROW_BYTES, WGMMA_KINDS, block_threads, smem_bytes, wgmma_name, wgmma_prelude
 from .conv2d_nhwc_tensorcore import out_size
 from .tensorcore_wgmma import check_config
 
 KERNEL = "tc_conv2d_nhwc_wgmma"
-
-CONV_FILL_A = r"""
-// the conv's A fill (tc_wgmma_pipeline's hook): the implicit GEMM's rows m0 .. m0 + BM - 1 gathered
-// from NHWC X, step kt = tap (kt / csteps) x channels (kt % csteps) * EPR ..; zeros in the padding
-template <int BM, typename T>
-struct tc_wgmma_conv_a {
-  static constexpr int RPT = BM / 16;          // rows per producer thread: t / 8 + 16 i
-  static constexpr int EPR = 128 / sizeof(T);  // channels of one 128-byte step
-  const T* X;
-  int H, W, C, S, csteps;
-  int base[RPT], h0[RPT], w0[RPT];             // n·H·W·C, oh·stride - pad, ow·stride - pad of each row
-  __device__ __forceinline__ tc_wgmma_conv_a(const T* X_, int m0, int H_, int W_, int C_, int S_, int OH, int OW,
-                                             int stride, int pad, int t)
-      : X(X_), H(H_), W(W_), C(C_), S(S_), csteps(C_ / EPR) {
-#pragma unroll
-    for (int i = 0; i < RPT; ++i) {
-      const int m = m0 + (t >> 3) + 16 * i, n = m / (OH * OW), p = m - n * (OH * OW), oh = p / OW;
-      base[i] = n * H_ * W_ * C_;
-      h0[i] = oh * stride - pad;
-      w0[i] = (p - oh * OW) * stride - pad;
-    }
-  }
-  __device__ __forceinline__ void operator()(unsigned sa, int kt, int t) const {
-    const int tap = kt / csteps, r = tap / S, s = tap - r * S;
-    const int c0 = (kt - tap * csteps) * EPR + (t & 7) * (EPR / 8);
-#pragma unroll
-    for (int i = 0; i < RPT; ++i) {
-      const int row = (t >> 3) + 16 * i, h = h0[i] + r, w = w0[i] + s;
-      const bool inside = (unsigned)h < (unsigned)H && (unsigned)w < (unsigned)W;
-      const T* src = inside ? X + base[i] + (h * W + w) * C + c0 : X;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                   :: "r"(sa + row * 128 + (((t & 7) ^ (row & 7)) << 4)), "l"(src), "r"(inside ? 16 : 0)
-                   : "memory");
-    }
-  }
-};
-"""
 
 KERNEL_TEMPLATE = r"""
 // conv2d NHWC @N@x@H@x@W@x@C@ * KRSC @K@x@R@x@S@x@C@, stride @STRIDE@, pad @PAD@ -> Y (@M@ x @K@): a
@@ -139,7 +101,7 @@ def conv2d_nhwc_wgmma_source(N, H, W, C, K, R, S, stride=1, padding=0, dtype="fl
     kernel = KERNEL_TEMPLATE
     for key, v in subs.items():
         kernel = kernel.replace(key, str(v))
-    return "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + wgmma_prelude({(dtype, bn)}) + CONV_FILL_A + kernel
+    return "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n" + wgmma_prelude({(dtype, bn)}) + kernel
 
 
 class ConvWgmma:
@@ -222,79 +184,125 @@ def conv2d_nhwc_wgmma(N, H, W, C, K, R, S, stride=1, padding=0, dtype="float16",
 
 # -- the model CI runs (no GPU) --------------------------------------------------------------------
 
-def model_fill_a(ring: np.ndarray, sa: int, x: np.ndarray, m0: int, kt: int, shape, bm: int) -> None:
-    """Write step ``kt`` of the block at row ``m0`` into ``ring`` (bytes) at stage offset ``sa`` as
-    ``tc_wgmma_conv_a`` does: producer thread ``t``, its rows ``t / 8 + 16 i`` and chunk ``t % 8``,
-    the same index arithmetic, zeros where the tap is in the padding."""
-    N, H, W, C, K, R, S, stride, pad = shape
-    OH, OW = out_size(H, W, R, S, stride, pad)
-    epr = SWIZZLE_ROW_BYTES // x.itemsize
-    csteps = C // epr
-    tap = kt // csteps
-    r, s = tap // S, tap % S
-    t = np.arange(128)[:, None]
-    i = np.arange(bm // 16)[None, :]
-    row = (t >> 3) + 16 * i
-    m = m0 + row
-    n, p = m // (OH * OW), m % (OH * OW)
-    h = (p // OW) * stride - pad + r
-    w = (p % OW) * stride - pad + s
-    inside = (h >= 0) & (h < H) & (w >= 0) & (w < W)
-    c0 = (kt % csteps) * epr + (t & 7) * (epr // 8)
-    flat = x.reshape(-1)
-    src = (n * H * W * C + (np.where(inside, h, 0) * W + np.where(inside, w, 0)) * C + c0)[..., None] + np.arange(8)
-    chunk = np.where(inside[..., None], flat[src], np.zeros((), x.dtype))          # (128, RPT, 8 elements)
-    dst = np.vectorize(swizzled_offset)(row, np.broadcast_to(t & 7, row.shape)) + sa
-    ring[dst[..., None] + np.arange(16)] = np.ascontiguousarray(chunk).view(np.uint8).reshape(*row.shape, 16)
-
-
 def model_conv_wgmma(x: np.ndarray, w: np.ndarray, stride: int, padding: int, block=(128, 128),
                      stages: int = 4, dtype: str | None = None) -> np.ndarray:
-    """``Y`` (N·OH·OW, K) float32 as the wgmma conv computes it, block by block: each k step's A
-    rows gathered into a shared ring (:func:`model_fill_a`), B's rows (the weights) written as the
-    GEMM's producer does, each instruction's operands read back through its descriptors
-    (``cuda_emulate_wgmma.descriptor_rows``) and run by ``wgmma.mma_async``'s TE definition.
-    ``dtype`` "bfloat16": ``x``, ``w`` hold bfloat16 values as float32 (the emulator's way); the
-    ring gets their 16-bit patterns.
+    """``Y`` (N·OH·OW, K) float32 as the wgmma conv computes it, block by block
+    (``codegen/cuda_wgmma_conv.model_conv_block``: each k step's A rows gathered into a poisoned
+    shared ring with the C's index arithmetic, B's rows, each instruction's operands read back
+    through its descriptors and run by ``wgmma.mma_async``'s TE definition). ``dtype``
+    "bfloat16": ``x``, ``w`` hold bfloat16 values as float32 (the emulator's way).
 
     >>> y = model_conv_wgmma(x, w, 1, 1, block=(128, 64), stages=3)
     """
-    from ..codegen.cuda_emulate_wgmma import bfloat16_bits, bits_bfloat16, descriptor_rows, wgmma_instruction
-    from ..interp import evaluate
+    from ..codegen.cuda_wgmma_conv import model_conv_block
     N, H, W, C = x.shape
     K, R, S, _ = w.shape
     bm, bn = block
     dtype = dtype or x.dtype.name
     check_conv_wgmma(N, H, W, C, K, R, S, stride, padding, dtype, "float32", block, stages, 1)
-    if dtype == "bfloat16":
-        x, w = bfloat16_bits(x), bfloat16_bits(w)
-        operand = bits_bfloat16
-    else:
-        def operand(raw):
-            return raw.view(x.dtype)
-    shape = (N, H, W, C, K, R, S, stride, padding)
     OH, OW = out_size(H, W, R, S, stride, padding)
-    epr = SWIZZLE_ROW_BYTES // x.itemsize
-    wk = w.reshape(K, R * S * C)
-    stage_bytes = (bm + bn) * SWIZZLE_ROW_BYTES
-    ring = np.full(stages * stage_bytes, 0x7E, np.uint8)           # poison: float16 NaN where nothing lands
-    dest_b = np.array([[swizzled_offset(r, c) for c in range(8)] for r in range(bn)], np.int64)
-    dest_b = (dest_b[:, :, None] + np.arange(16)).reshape(bn, 128)
-    A, B, D = wgmma_instruction(bn, dtype)
+    ring = np.full(stages * (bm + bn) * SWIZZLE_ROW_BYTES, 0x7E, np.uint8)   # poison: float16 NaN
     y = np.zeros((N * OH * OW, K), np.float32)
     for m0 in range(0, N * OH * OW, bm):
         for n0 in range(0, K, bn):
-            acc = np.zeros((bm, bn), np.float32)
-            for kt in range(R * S * C // epr):
-                base = (kt % stages) * stage_bytes
-                model_fill_a(ring, base, x, m0, kt, shape, bm)
-                rows = np.ascontiguousarray(wk[n0:n0 + bn, kt * epr:(kt + 1) * epr]).view(np.uint8)
-                ring[base + bm * 128 + dest_b] = rows.reshape(bn, 128)
-                for c in range(bm // 64):
-                    for kk in range(4):
-                        fa = descriptor_rows(ring, wgmma_desc(base + c * 64 * 128 + 32 * kk), 64)
-                        fb = descriptor_rows(ring, wgmma_desc(base + bm * 128 + 32 * kk), bn)
-                        acc[c * 64:(c + 1) * 64] += evaluate(D, {A: operand(np.ascontiguousarray(fa)),
-                                                                B: operand(np.ascontiguousarray(fb))})
-            y[m0:m0 + bm, n0:n0 + bn] = acc
+            y[m0:m0 + bm, n0:n0 + bn] = model_conv_block(ring, x, w[n0:n0 + bn], m0, (N, H, W, C, K, R, S, stride,
+                                                         padding), bm, bn, stages, dtype)
     return y
+
+
+# -- the TE schedule: a block-level intrinsic with the block's first row as a scalar parameter ----
+
+def _wrapped_gather(X, m, rs, c, shape):
+    """``X[n, oh·stride + r − pad, ow·stride + s − pad, c]`` of implicit-GEMM row ``m`` (0 in the
+    padding), every index wrapped by ``floormod`` into its extent (the identity where the value is
+    used) so that a block's region reads a box that is all of X, whatever the block."""
+    N, H, W, C, K, R, S, stride, pad = shape
+    OH, OW = out_size(H, W, R, S, stride, pad)
+    n, oh, ow = (m // (OH * OW)) % N, (m // OW) % OH, m % OW
+    h, w = oh * stride + rs // S - pad, ow * stride + rs % S - pad
+    v = X[n, h % H, w % W, c]
+    if not pad:
+        return v
+    from .. import te
+    return te.if_then_else(te.all(h >= 0, h < H, w >= 0, w < W), v, te.const(0, X.dtype))
+
+
+def _conv_compute(X, Wt, m, k, rs, c, shape):
+    S = shape[6]
+    return (_wrapped_gather(X, m, rs, c, shape).astype("float32")
+            * Wt[k, rs // S, rs % S, c].astype("float32"))
+
+
+def wgmma_conv_mainloop(shape, bm: int, bn: int, dtype: str = "float16", stages: int = 4, lag: int = 1):
+    """The block-level intrinsic of the wgmma conv: ``acc[i, j] = sum_{rs, c} A[m0 + i, rs·C + c] ·
+    Wt[j, rs, c]`` over all of X (N, H, W, C) and a ``bn``-channel tile of the weights (bn, R, S, C),
+    ``m0`` (a scalar parameter: tensorize binds it to where the block's rows start) the block's
+    first implicit-GEMM row; lowered to ``tc_wgmma_conv_mainloop`` under the block's threads.
+
+    >>> intrin = wgmma_conv_mainloop((32, 14, 14, 256, 256, 3, 3, 1, 1), 128, 128)
+    """
+    from .. import te, tir
+    from ..ir.expr import const
+    from ..ir.stmt import Allocate, Buffer
+    from .tensorcore_wgmma import SCOPE, _threads
+    N, H, W, C, K, R, S, stride, pad = shape
+    X = te.placeholder((N, H, W, C), name="X", dtype=dtype)
+    Wt = te.placeholder((bn, R, S, C), name="W", dtype=dtype)
+    m0 = te.var("m0")
+    rs = te.reduce_axis((0, R * S), name="rs")
+    c = te.reduce_axis((0, C), name="c")
+    acc = te.compute((bm, bn), lambda i, j: te.sum(_conv_compute(X, Wt, i + m0, j, rs, c, shape), axis=[rs, c]),
+                     name="C")
+    BX = tir.decl_buffer(X.shape, dtype, name="x", scope="global", offset_factor=1)
+    BW = tir.decl_buffer(Wt.shape, dtype, name="w", scope="global", strides=[te.var("ldw"), S * C, C, 1],
+                         offset_factor=1)
+    BC = tir.decl_buffer(acc.shape, "float32", name="acc", scope=SCOPE, offset_factor=1)
+
+    def lower(ins, outs, sp):
+        x, w = ins
+        ring = Buffer("wgmma_ring", (const(smem_bytes(bm, bn, stages), "int32"),), "uint8", scope="shared")
+        call = tir.call_intrin("handle", "tir.tc_wgmma_conv_mainloop", outs[0].data, x.access_ptr("r"),
+                               w.access_ptr("r"), sp[0], ring.access_ptr("rw"), bm, bn, stages, lag,
+                               N, H, W, C, R, S, stride, pad)
+        return Allocate(ring, _threads(bm, tir.Evaluate(call)))
+
+    return te.decl_tensor_intrin(acc.op, lower, name=f"wgmma_conv_{bm}x{bn}_{dtype}_s{stages}_l{lag}",
+                                 binds={X: BX, Wt: BW, acc: BC}, scalar_params=[m0])
+
+
+def conv2d_nhwc_wgmma_te(N, H, W, C, K, R, S, stride=1, padding=0, dtype="float16", out_dtype="float16",
+                         block=(128, 128), stages=4, lag=1, raster=0):
+    """The wgmma conv as a TE schedule (what the template builds): ``s, (X, Wt, Y)`` with ``Y``
+    (N·OH·OW, K) of ``out_dtype``; the implicit GEMM's rows tiled by ``block`` = (bm, bn), each
+    block's accumulator by :func:`wgmma_conv_mainloop` (its first row bound by tensorize), stored
+    by ``wgmma_store``. Emulated like any schedule (the emulator also runs each block through the
+    modelled gather and ring).
+
+    >>> s, (X, Wt, Y) = conv2d_nhwc_wgmma_te(32, 56, 56, 64, 64, 3, 3, 1, 1, block=(128, 64), stages=4)
+    >>> mod = tilecraft.build(s, [X, Wt, Y], target="cuda")
+    """
+    from .. import te
+    from .tensorcore import block_axes, cast_output
+    from .tensorcore_wgmma import SCOPE, wgmma_store
+    check_conv_wgmma(N, H, W, C, K, R, S, stride, padding, dtype, out_dtype, block, stages, lag)
+    shape = (N, H, W, C, K, R, S, stride, padding)
+    OH, OW = out_size(H, W, R, S, stride, padding)
+    bm, bn = block
+    X = te.placeholder((N, H, W, C), name="X", dtype=dtype)
+    Wt = te.placeholder((K, R, S, C), name="W", dtype=dtype)
+    rs = te.reduce_axis((0, R * S), name="rs")
+    c = te.reduce_axis((0, C), name="c")
+    Yacc = te.compute((N * OH * OW, K), lambda m, k: te.sum(_conv_compute(X, Wt, m, k, rs, c, shape), axis=[rs, c]),
+                      name="Y")
+    Y = cast_output(Yacc, out_dtype)
+    s = te.create_schedule(Y.op)
+    if Y is Yacc:
+        CF = s.cache_write(Y, SCOPE)
+    else:
+        s[Yacc].set_scope(SCOPE)
+        CF = Yacc
+    bx, ii, jj = block_axes(s, Y, (bm // 16, 1), (1, bn // 16), raster, min_blocks=1)
+    s[CF].compute_at(s[Y], bx)
+    s[CF].tensorize(CF.op.axis[-2], wgmma_conv_mainloop(shape, bm, bn, dtype, stages, lag))
+    s[Y].tensorize(ii, wgmma_store(bm, bn, out_dtype))
+    return s, (X, Wt, Y)
