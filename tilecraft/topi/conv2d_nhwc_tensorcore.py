@@ -198,7 +198,9 @@ def conv2d_nhwc_tensorcore_cuda(N: int, H: int, W: int, C: int, K: int, R: int, 
     """conv2d NHWC (float16 or bfloat16 operands, float32 accumulation) as an implicit GEMM on tensor cores
     (``conv2d_nhwc_tensorcore``), its GEMM options as knobs: ``block``, ``warp``, ``chunk``
     (k-chunk: 16-deep mma steps per shared tile), ``stages`` (the cp.async ring, 0: synchronous),
-    ``raster``, ``min_blocks``; ``conv_fits`` filters them.
+    ``raster``, ``min_blocks``; ``conv_fits`` filters them. On sm_90 with C a multiple of 64 a
+    ``wgmma`` knob: None (those knobs) or ``(bm, bn, stages, lag)`` of the wgmma conv
+    (``topi/conv2d_nhwc_wgmma.py``), which is then the fallback (``wgmma_conv_fallback``).
 
     >>> task = autotune.task.create("topi/conv2d_nhwc_tensorcore.cuda", args=(32, 56, 56, 64, 64, 3, 3, 1, 1,
     ...                                                                        "float16"), target="cuda")

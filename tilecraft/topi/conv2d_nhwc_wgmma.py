@@ -15,12 +15,15 @@ A fill (its hook ``fill_a``):
   decoded once, before the loop. C must be a multiple of 64 (a step never straddles two taps);
   the error says so.
 
-This is a kernel of its own (CUDA C from :func:`conv2d_nhwc_wgmma_source`, run through pycuda by
-:class:`ConvWgmma`), not yet a TE schedule: tensorize cannot yet bind a block-level intrinsic whose
-A tile is a gather at a block-dependent offset (``docs/tensorcore.md``, "conv2d on wgmma"). CI
-checks it with :func:`model_conv_wgmma` (the gather into the swizzled ring, the descriptors and
-the instructions, as the C does them) against float64 numpy, and compiles it with nvcc for sm_90a.
+Two forms: :func:`conv2d_nhwc_wgmma_te`, a TE schedule (the template
+``topi/conv2d_nhwc_tensorcore.cuda``'s ``wgmma`` knob and its fallback on sm_90) whose block-level
+intrinsic :func:`wgmma_conv_mainloop` reads all of X with the block's first row as a scalar
+parameter (tensorize binds it); and :func:`conv2d_nhwc_wgmma`, the same C as a kernel of its own
+(:class:`ConvWgmma`, run through pycuda) for benches. CI checks the model of the data path
+(:func:`model_conv_wgmma`, ``codegen/cuda_wgmma_conv.py``) against float64 numpy, emulates the TE
+schedule and compiles both with nvcc for sm_90a.
 
+>>> s, (X, Wt, Y) = conv2d_nhwc_wgmma_te(32, 56, 56, 64, 64, 3, 3, 1, 1, block=(128, 64), stages=4)
 >>> conv = conv2d_nhwc_wgmma(32, 56, 56, 64, 64, 3, 3, stride=1, padding=1, block=(128, 64), stages=4)
 >>> conv(x_nhwc, w_krsc, y)          # device arrays (torch, cupy); y: (N·OH·OW, K)
 """
