@@ -238,7 +238,8 @@ def test_wgmma_c_uses_the_modelled_layout():
     (dict(block=(96, 128), stages=4), r"tc_wgmma_mainloop of a 96 x 128 block: bm must be 64, 128, 192 or 256 "
                                       r"\(64 rows a consumer warpgroup\) and bn one of \(64, 128, 256\)"),
     (dict(block=(128, 128), stages=4, dtype="int8"), r"tc_wgmma_mainloop of 'A' \(int8\) and 'B' \(int8\): wgmma "
-                                                     r"takes float16, bfloat16 or float32 \(tf32\) operands, both alike"),
+                                                     r"takes float16, bfloat16 or float32 \(tf32\) operands, both "
+                                                     r"alike"),
 ])
 def test_wgmma_codegen_errors(opts, msg, monkeypatch):
     # the CUDA C refuses what the topi checks keep out, for calls built some other way

@@ -12,7 +12,7 @@ import tilecraft as tc
 from tilecraft.codegen.cuda import generate_cuda
 from tilecraft.codegen.cuda_compile import compile_cuda, find_nvcc
 from tilecraft.codegen.cuda_emulate import emulate
-from tilecraft.codegen.cuda_emulate_wgmma import bfloat16_bits, bits_bfloat16
+from tilecraft.codegen.cuda_emulate_wgmma import _bf16_bits, _bf16_values
 from tilecraft.ir.dtype import round_bfloat16
 from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
 
@@ -60,9 +60,9 @@ def test_bf16_wgmma_emulated_and_compiled(out_dtype, size, opts, rng):
 
 def test_bf16_ring_holds_16_bit_patterns():
     x = round_bfloat16(np.array([1.0, -2.5, 3.140625, 65280.0], np.float32))
-    bits = bfloat16_bits(x)
+    bits = _bf16_bits(x)
     assert bits.dtype == np.uint16 and bits.tolist() == [0x3F80, 0xC020, 0x4049, 0x477F]
-    assert np.array_equal(bits_bfloat16(bits.view(np.uint8)), x)
+    assert np.array_equal(_bf16_values(bits.view(np.uint8)), x)
 
 
 def test_bf16_wgmma_errors():

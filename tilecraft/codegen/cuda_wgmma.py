@@ -87,7 +87,7 @@ def _wgmma_function(dtype: str, n: int) -> str:
     text = _WGMMA_FUNCTION
     subs = (("@NAME@", wgmma_name(dtype, n)), ("@N@", str(n)), ("@K@", str(k)), ("@TYPES@", types),
             ("@DREGS@", ", ".join(f"%{i}" for i in range(regs))), ("@IA@", str(regs)), ("@IB@", str(regs + 1)), ("@IS@", str(regs + 2)),
-            ("@TRANS@", ", 0, 0" if dtype != "float32" else ""),      # f16/bf16: no transposes
+            ("@TRANS@", "" if dtype == "float32" else ", 0, 0"),       # imm-trans-a/b: 16-bit kinds only
             ("@DOUT@", ", ".join(f'"+f"(d[{i}])' for i in range(regs))))
     for key, v in subs:
         text = text.replace(key, v)
@@ -215,13 +215,6 @@ __device__ __forceinline__ void tc_wgmma_pipeline(float* acc, const FILL_A& fill
     tc_wgmma_fence_regs<BN / 2>(acc);
   }
 }
-// acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A, B k-major with rows
-// lda, ldb elements apart (the pipeline with the GEMM's A fill)
-template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long)>
-__device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int lda, const T* B, int ldb, int k,
-                                                  unsigned char* smem_raw) {
-  tc_wgmma_pipeline<BM, BN, STAGES, LAG, T, MMA>(acc, tc_wgmma_gemm_a<BM, T>{A, lda}, B, ldb, k, smem_raw);
-}
 // C[0:bm, 0:bn] (rows ldc apart) = acc: each consumer thread its bn / 2 elements, two at a time
 template <int BM, int BN, typename O>
 __device__ __forceinline__ void tc_wgmma_store(O* C, int ldc, const float* acc) {
@@ -241,11 +234,31 @@ __device__ __forceinline__ void tc_wgmma_store(O* C, int ldc, const float* acc) 
 WGMMA_STORE2 = r"""
 __device__ __forceinline__ void tc_store2(float* p, float a, float b) { *(float2*)p = make_float2(a, b); }
 __device__ __forceinline__ void tc_store2(half* p, float a, float b) { *(half2*)p = __floats2half2_rn(a, b); }
+__device__ __forceinline__ unsigned tc_pack2(half*, float a, float b) {
+  half2 h = __floats2half2_rn(a, b);
+  return *(unsigned*)&h;
+}
+template <typename O> __device__ __forceinline__ unsigned tc_pack2(O*, float a, float b) { return 0u; }   // unused
 #ifdef __CUDA_BF16_TYPES_EXIST__
 __device__ __forceinline__ void tc_store2(__nv_bfloat16* p, float a, float b) {
   *(__nv_bfloat162*)p = __floats2bfloat162_rn(a, b);
 }
+__device__ __forceinline__ unsigned tc_pack2(__nv_bfloat16*, float a, float b) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *(unsigned*)&h;
+}
 #endif
+"""
+
+# the GEMM's main loop: the pipeline with the GEMM's A fill (after the pipeline, in the prelude)
+WGMMA_GEMM_MAINLOOP = r"""
+// acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A, B k-major with rows
+// lda, ldb elements apart (the pipeline with the GEMM's A fill)
+template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long)>
+__device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int lda, const T* B, int ldb, int k,
+                                                  unsigned char* smem_raw) {
+  tc_wgmma_pipeline<BM, BN, STAGES, LAG, T, MMA>(acc, tc_wgmma_gemm_a<BM, T>{A, lda}, B, ldb, k, smem_raw);
+}
 """
 
 
@@ -254,7 +267,7 @@ def wgmma_prelude(kinds) -> str:
     funcs = "".join(_wgmma_function(d, n) for d, n in sorted(kinds))
     text = WGMMA_PRELUDE.replace("@SBO@", str(SBO_BYTES)).replace("@LAYOUT@", str(LAYOUT_SWIZZLE_128B))
     from .cuda_wgmma_conv import CONV_FILL_A          # the conv's A fill (a template: free where unused)
-    return WGMMA_STORE2 + text.replace("@WGMMA_FUNCTIONS@", funcs) + CONV_FILL_A
+    return WGMMA_STORE2 + text.replace("@WGMMA_FUNCTIONS@", funcs) + WGMMA_GEMM_MAINLOOP + CONV_FILL_A
 
 
 class WgmmaError(ValueError):

@@ -93,11 +93,11 @@ def model_conv_block(ring: np.ndarray, x: np.ndarray, w: np.ndarray, m0: int, sh
     definition of ``wgmma.mma_async``. ``dtype`` "bfloat16": ``x``, ``w`` hold bfloat16 values as
     float32 (the emulator's way), the ring their 16-bit patterns."""
     from ..interp import evaluate
-    from .cuda_emulate_wgmma import bfloat16_bits, bits_bfloat16, descriptor_rows, wgmma_instruction
+    from .cuda_emulate_wgmma import _bf16_bits, _bf16_values, descriptor_rows, wgmma_instruction
     N, H, W, C, K, R, S, stride, pad = shape
     if dtype == "bfloat16":
-        x, w = bfloat16_bits(x), bfloat16_bits(w)
-        operand = bits_bfloat16
+        x, w = _bf16_bits(x), _bf16_bits(w)
+        operand = _bf16_values
     else:
         def operand(raw):
             return raw.view(x.dtype)

@@ -27,7 +27,7 @@ from ..ir.expr import Var, const
 from .tensorcore import block_axes, cast_output, gemm_compute
 
 SCOPE = "wgmma.accumulator"
-OUT_DTYPES = ("float32", "float16", "bfloat16")      # the store rounds once to nearest
+OUT_DTYPES = ("float32", "float16", "bfloat16")     # C: the accumulator, or rounded to nearest at the store
 
 
 def _threads(bm: int, body):
@@ -111,10 +111,10 @@ def check_config(bm: int, bn: int, K: int, dtype: str, stages: int, lag: int = 1
 
 def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), stages=4, raster=0, lag=1):
     """``C = A @ B.T`` with A (M, K) and B (N, K) (B stored n-major, ``layout_b="col_major"``) on
-    sm_90a's ``wgmma`` (``dtype`` float16, bfloat16, or float32 as tf32; fp32 accumulation), ``block`` =
+    sm_90a's ``wgmma`` (``dtype`` float16, or float32 as tf32; fp32 accumulation), ``block`` =
     (bm, bn) rows and columns of C per thread block, ``stages`` shared stages of 128-byte k steps,
     ``lag`` steps of copies the producer keeps in flight (1 to ``stages - 2``), ``raster`` as in
-    ``matmul_tensorcore``. ``out_dtype``: float32 (default), float16 or bfloat16.
+    ``matmul_tensorcore``. ``out_dtype``: float32 (default) or float16.
 
     >>> s, (A, B, C) = matmul_wgmma(1024, 1024, 1024, block=(128, 128), stages=4)
     """
