@@ -250,17 +250,6 @@ __device__ __forceinline__ unsigned tc_pack2(__nv_bfloat16*, float a, float b) {
 #endif
 """
 
-# the GEMM's main loop: the pipeline with the GEMM's A fill (after the pipeline, in the prelude)
-WGMMA_GEMM_MAINLOOP = r"""
-// acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A, B k-major with rows
-// lda, ldb elements apart (the pipeline with the GEMM's A fill)
-template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long)>
-__device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int lda, const T* B, int ldb, int k,
-                                                  unsigned char* smem_raw) {
-  tc_wgmma_pipeline<BM, BN, STAGES, LAG, T, MMA>(acc, tc_wgmma_gemm_a<BM, T>{A, lda}, B, ldb, k, smem_raw);
-}
-"""
-
 
 def wgmma_prelude(kinds) -> str:
     """The prelude for the ``(dtype, n)`` pairs the kernels use (each wgmma helper once)."""
@@ -324,3 +313,15 @@ def wgmma_fragment_decl(buf, name: str, body) -> str:
         raise WgmmaError(f"the fragment '{buf.name}' holds {size} elements, not the {bm} x {bn} block tile its "
                          f"tc_wgmma_store names")
     return f"float {name}[{bn // 2}];"
+
+
+# the GEMM's main loop: the pipeline with the GEMM's A fill (appended to the prelude after the pipeline)
+WGMMA_GEMM_MAINLOOP = r"""
+// acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A, B k-major with rows
+// lda, ldb elements apart (the pipeline with the GEMM's A fill)
+template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long)>
+__device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int lda, const T* B, int ldb, int k,
+                                                  unsigned char* smem_raw) {
+  tc_wgmma_pipeline<BM, BN, STAGES, LAG, T, MMA>(acc, tc_wgmma_gemm_a<BM, T>{A, lda}, B, ldb, k, smem_raw);
+}
+"""
