@@ -138,12 +138,14 @@ struct tc_wgmma_gemm_a {
   int lda;
   __device__ __forceinline__ void operator()(unsigned sa, int kt, int t) const {
     constexpr int EPR = 128 / sizeof(T);
+    {  // (indented as the B loop of the pipeline, so that text patches of the two copy loops match both)
 #pragma unroll 4
-    for (int q = t; q < BM * 8; q += 128) {
-      const int r = q >> 3, c = q & 7;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
-                   :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)), "l"(A + (long long)r * lda + kt * EPR + c * (EPR / 8))
-                   : "memory");
+      for (int q = t; q < BM * 8; q += 128) {
+        const int r = q >> 3, c = q & 7;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                     :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)), "l"(A + (long long)r * lda + kt * EPR + c * (EPR / 8))
+                     : "memory");
+      }
     }
   }
 };
