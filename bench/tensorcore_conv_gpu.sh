@@ -15,7 +15,7 @@ set -o pipefail
 OUT=$(realpath -m "${OUT:-bench/results/tc_conv_run}")     # absolute: the benches run in bench/
 PARTS=${TCC_PARTS:-tests,conv,wgmma,bf16,fp32}
 CONV_VARIANTS=${TCC_CONV_VARIANTS:-fallback,128x64_w64x32_k32_s3_mb2,256x64_w64x32_k32_s3_mb1,128x128_w64_k32_s3_mb2}
-WG_TWIN=128x64_s4,128x128_s4,128x256_s4_l2
+WG_TWIN=128x128_s4,256x128_s4,256x64_s4
 mkdir -p "$OUT"
 export XDG_CACHE_HOME=$(mktemp -d)                         # fresh nvcc cache: builders -> benches
 LAYERS="3x3_64@56 3x3_128@28 3x3_256@14 1x1_256-64@56 1x1_1024-256@14 3x3_128_s2@56"
