@@ -86,7 +86,7 @@ def evaluate(outputs, feed: dict, budget: int = BUDGET):
     return res[0] if single else res
 
 
-def run_tensor_intrin(intrin, part: str, inputs, outputs) -> None:
+def run_tensor_intrin(intrin, part: str, inputs, outputs, scalars: dict | None = None) -> None:
     """Perform one use of a tensor intrinsic (``te.decl_tensor_intrin``) by its TE definition, on
     numpy arrays (or views) of its buffers' shapes; ``outputs`` are written in place. ``part``:
 
@@ -98,6 +98,8 @@ def run_tensor_intrin(intrin, part: str, inputs, outputs) -> None:
     This is how the lowered-IR interpreter and the CUDA emulator run a tensorized region: its
     meaning is the definition, whatever the intrinsic's lowering calls.
 
+    ``scalars``: the values of the intrinsic's ``scalar_params`` in this use (``{m0: 128}``).
+
     Example: ``run_tensor_intrin(gemv, "update", [a, b], [c])`` adds ``sum_k a[k] * b[i, k]``
     to each ``c[i]``.
     """
@@ -106,6 +108,11 @@ def run_tensor_intrin(intrin, part: str, inputs, outputs) -> None:
     if part != "body" and red is None:
         raise InterpError(f"tensor intrinsic '{intrin.name}': '{part}' of an intrinsic that is not a reduction")
     feed = {t: np.ascontiguousarray(a) for t, a in zip(intrin.inputs, inputs or ())}
+    missing = [p.name for p in intrin.scalar_params if p not in (scalars or {})]
+    if missing:
+        raise InterpError(f"tensor intrinsic '{intrin.name}': no value for its scalar parameter(s) "
+                          f"{', '.join(missing)}")
+    feed.update({p: scalars[p] for p in intrin.scalar_params})
     if part == "body":
         results = evaluate(list(op.outputs), feed)
     elif part == "reset":

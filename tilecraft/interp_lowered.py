@@ -416,7 +416,11 @@ class _Gen:
         self.ns[key] = intrin
         ins = [self.names[b] for b in intrin.buffers[:n_in]] if part != "reset" else []
         outs = [self.names[b] for b in intrin.buffers[n_in:]]
-        self.line(f"_run_intrin({key}, {part!r}, [{', '.join(ins)}], [{', '.join(outs)}]); _ctr[0] += 1", s)
+        scalars = ""
+        if intrin.scalar_params:          # bound by the LetStmts tensorize puts around the use
+            self.ns[key + "_sp"] = intrin.scalar_params
+            scalars = ", {" + ", ".join(f"{key}_sp[{k}]: {self.expr(p)}" for k, p in enumerate(intrin.scalar_params)) + "}"
+        self.line(f"_run_intrin({key}, {part!r}, [{', '.join(ins)}], [{', '.join(outs)}]{scalars}); _ctr[0] += 1", s)
 
     def nested(self, s, emit):
         """Emit a compound statement, in a function of its own when nested too deeply."""

@@ -41,14 +41,14 @@ def lower_fails(s, args, pattern):
 
 # -- at the call ----------------------------------------------------------------------------------
 
-def test_intrinsic_with_scalar_params():
+def test_intrinsic_with_more_scalar_params_than_output_axes():
     a = te.placeholder((4,), name="a")
     c = te.compute((4,), lambda i: a[i] * 2.0, name="c")
-    intrin = te.decl_tensor_intrin(c.op, lambda ins, outs, sp: tir.Evaluate(0), scalar_params=[te.var("x")],
-                                   name="scaled")
+    intrin = te.decl_tensor_intrin(c.op, lambda ins, outs, sp: tir.Evaluate(0),
+                                   scalar_params=[te.var("x"), te.var("y")], name="scaled")
     s, args, yi = split_schedule()
-    with raises("tensorize on stage 'C' with intrinsic 'scaled': an intrinsic with scalar_params cannot be "
-                "tensorized"):
+    with raises("tensorize on stage 'C' with intrinsic 'scaled': it has 2 scalar_params but 1 output axes; "
+                "scalar parameter k is bound to the region's start along output axis k"):
         s[args[2]].tensorize(yi, intrin)
 
 

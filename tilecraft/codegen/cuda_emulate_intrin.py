@@ -166,15 +166,19 @@ class TensorIntrinMixin:
         for v in ins:
             self._tile_access(v, units, write=False)
         checks = self._check_operands(what, calls, views, units, mask) if calls else []
+        params = {p: self.expr(p, mask) for p in intrin.scalar_params}      # bound by tensorize's LetStmts
         for u in units:
             before = [[self._tile(v, u).copy() for v in fv] if kind == "mma" else None for kind, _, fv in checks]
             try:
-                run_tensor_intrin(intrin, part, [self._tile(v, u) for v in ins], [self._tile(v, u) for v in outs])
+                run_tensor_intrin(intrin, part, [self._tile(v, u) for v in ins], [self._tile(v, u) for v in outs],
+                                  {p: int(v[u]) for p, v in params.items()})
             except InterpError as err:
                 raise EmulationError(f"{what}: {err}") from None
             for call in block_calls:
                 if call.name == "tc_wgmma_mainloop":
                     self._check_wgmma_model(what, call, views, u)
+                elif call.name == "tc_wgmma_conv_mainloop":
+                    self._check_wgmma_conv_model(what, call, views, u, mask)
             for (kind, call, fv), old in zip(checks, before):
                 if kind == "mma":
                     self._check_mma(what, call, fv, old, u)
@@ -239,7 +243,9 @@ class TensorIntrinMixin:
                 raise EmulationError(f"{what}: {call.name}'s fragment `{call.args[0]}` is not a wgmma.accumulator "
                                      f"fragment allocated in this kernel")
             acc = self._view_of(what, views, frag, call, "fragment")
-            bm, bn = (int(x.value) for x in (call.args[7:9] if call.name == "tc_wgmma_mainloop" else call.args[3:5]))
+            conv = call.name == "tc_wgmma_conv_mainloop"
+            bm, bn = (int(x.value) for x in (call.args[7:9] if call.name == "tc_wgmma_mainloop" else
+                                             call.args[5:7] if conv else call.args[3:5]))
             if tuple(acc.shape) != (bm, bn) or self.fragments[frag].shape[1] != bm * bn:
                 raise EmulationError(f"{what}: {call.name} names a {bm} x {bn} block tile, but the accumulator "
                                      f"'{frag.name}' bound is {' x '.join(map(str, acc.shape))} of "
@@ -248,7 +254,8 @@ class TensorIntrinMixin:
                 raise EmulationError(f"{what}: a {bm}-row wgmma block needs {block_threads(bm)} threads (a producer "
                                      f"warpgroup and {bm // 64} consumers), the kernel has {self.nthreads}")
             pairs = ((call.args[1], call.args[2]), (call.args[3], call.args[4])) \
-                if call.name == "tc_wgmma_mainloop" else ((call.args[1], call.args[2]),)
+                if call.name == "tc_wgmma_mainloop" else ((call.args[1], None), (call.args[2], None)) if conv \
+                else ((call.args[1], call.args[2]),)
             for ptr, stride in pairs:
                 mem = self._view_of(what, views, ptr.buffer, call, "pointer's buffer")
                 start = self.expr(ptr.offset, mask).astype(np.int64)[units]
@@ -257,10 +264,19 @@ class TensorIntrinMixin:
                     raise EmulationError(f"{what}: {call.name} points at element {int(start[k])} of "
                                          f"'{ptr.buffer.name}', but the tile bound to '{mem.declared.name}' starts at "
                                          f"element {int(mem.offset[units][k])}")
+                if stride is None:             # the conv's x (all of it) and w (compact rows): no stride argument
+                    continue
                 st = self.expr(stride, mask).astype(np.int64)[units]
                 if (st != mem.strides[-2]).any():
                     raise EmulationError(f"{what}: {call.name} reads rows {int(st[0])} elements apart, but the tile "
                                          f"bound to '{mem.declared.name}' has rows {mem.strides[-2]} apart")
+            if conv:
+                smem, stages = call.args[4], int(call.args[7].value)
+                have = int(smem.buffer.shape[0].value) * dt.nbytes(smem.buffer.dtype)
+                if smem.buffer.scope != "shared" or have < smem_bytes(bm, bn, stages):
+                    raise EmulationError(f"{what}: tc_wgmma_conv_mainloop's ring '{smem.buffer.name}' "
+                                         f"({smem.buffer.scope}, {have} bytes) must be shared memory of "
+                                         f"{smem_bytes(bm, bn, stages)} bytes")
             if call.name == "tc_wgmma_mainloop":
                 k, smem, stages = int(call.args[5].value), call.args[6], int(call.args[9].value)
                 a = self._view_of(what, views, call.args[1].buffer, call, "A")
@@ -282,7 +298,8 @@ class TensorIntrinMixin:
         acc = self._tile(self._view_of(what, views, self._fragment_of(call.args[0]), call, "fragment"), u)
         ring = call.args[6].buffer
         bm, bn, stages = (int(x.value) for x in (call.args[7], call.args[8], call.args[9]))
-        got = model_mainloop(self.shared[ring].data[self.block_of[u]], a, b, bm, bn, stages)
+        got = model_mainloop(self.shared[ring].data[self.block_of[u]], a, b, bm, bn, stages,
+                             dt.element_of(call.args[1].buffer.dtype))
         scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T
         bad = np.abs(got - acc) > 1e-4 * scale + 1e-6
         if bad.any():
@@ -290,6 +307,28 @@ class TensorIntrinMixin:
             raise EmulationError(f"{what}: the main loop through the swizzled shared ring and the wgmma "
                                  f"descriptors gives {got[i, j]!r} at [{i}, {j}] of the block tile, its definition "
                                  f"{acc[i, j]!r}: the swizzle, the descriptors or the ring's stages disagree")
+
+    def _check_wgmma_conv_model(self, what, call, views, u, mask):
+        """The conv's main loop as the CUDA C moves the data (``cuda_wgmma_conv.model_conv_block``:
+        the gather into the swizzled ring with the C's index arithmetic, the descriptors, each
+        wgmma by its definition) must give what the intrinsic's definition did."""
+        from .cuda_wgmma_conv import model_conv_block
+        x, w = (self._tile(self._view_of(what, views, p.buffer, call, "pointer's buffer"), u)
+                for p in (call.args[1], call.args[2]))
+        acc = self._tile(self._view_of(what, views, self._fragment_of(call.args[0]), call, "fragment"), u)
+        m0 = int(self.expr(call.args[3], mask)[u])
+        bm, bn, stages = (int(call.args[k].value) for k in (5, 6, 7))
+        N, H, W, C, R, S, stride = (int(call.args[k].value) for k in range(9, 16))
+        pad = int(self.expr(call.args[16], mask)[u])
+        ring = self.shared[call.args[4].buffer].data[self.block_of[u]]
+        got = model_conv_block(ring, x, w, m0, (N, H, W, C, bn, R, S, stride, pad), bm, bn, stages,
+                               dt.element_of(call.args[1].buffer.dtype))
+        bad = np.abs(got - acc) > 1e-3 * np.abs(acc).max() + 1e-5
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise EmulationError(f"{what}: the conv's gather through the swizzled shared ring and the wgmma "
+                                 f"descriptors gives {got[i, j]!r} at [{i}, {j}] of the block tile, its definition "
+                                 f"{acc[i, j]!r}: the gather, the swizzle or the descriptors disagree")
 
     def _fragment_of(self, var):
         return next(b for b in self.fragments if b.data is var)

@@ -34,7 +34,9 @@ from __future__ import annotations
 from ..ir import dtype as dt
 
 # operand dtype -> (elements per 128-byte row of a stage, wgmma shape suffix k, PTX types)
-WGMMA_KINDS = {"float16": (64, 16, "f32.f16.f16"), "float32": (32, 8, "f32.tf32.tf32")}
+WGMMA_KINDS = {"float16": (64, 16, "f32.f16.f16"), "bfloat16": (64, 16, "f32.bf16.bf16"),
+               "float32": (32, 8, "f32.tf32.tf32")}
+_SUFFIX = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32"}
 WGMMA_BN = (64, 128, 256)          # n of the wgmma instruction (one per consumer and step slice)
 SWIZZLE_ROW_BYTES = 128
 SBO_BYTES = 1024                   # stride byte offset: 8 rows of 128 bytes (one swizzle atom)
@@ -85,7 +87,7 @@ def _wgmma_function(dtype: str, n: int) -> str:
     text = _WGMMA_FUNCTION
     subs = (("@NAME@", wgmma_name(dtype, n)), ("@N@", str(n)), ("@K@", str(k)), ("@TYPES@", types),
             ("@DREGS@", ", ".join(f"%{i}" for i in range(regs))), ("@IA@", str(regs)), ("@IB@", str(regs + 1)), ("@IS@", str(regs + 2)),
-            ("@TRANS@", ", 0, 0" if dtype == "float16" else ""),
+            ("@TRANS@", "" if dtype == "float32" else ", 0, 0"),       # imm-trans-a/b: 16-bit kinds only
             ("@DOUT@", ", ".join(f'"+f"(d[{i}])' for i in range(regs))))
     for key, v in subs:
         text = text.replace(key, v)
@@ -93,7 +95,7 @@ def _wgmma_function(dtype: str, n: int) -> str:
 
 
 def wgmma_name(dtype: str, n: int) -> str:
-    return f"tc_wgmma_m64n{n}_{'f16' if dtype == 'float16' else 'tf32'}"
+    return f"tc_wgmma_m64n{n}_{_SUFFIX[dtype]}"
 
 
 WGMMA_PRELUDE = r"""
@@ -125,11 +127,34 @@ __device__ __forceinline__ void tc_wgmma_fence_regs(float* d) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i]) :: "memory");
 }
 @WGMMA_FUNCTIONS@
-// acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A, B k-major with rows
-// lda, ldb elements apart; smem: smem_bytes(bm, bn, stages) bytes of shared memory; every thread of
-// the block (128 * (1 + bm / 64)) calls it
-template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long)>
-__device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int lda, const T* B, int ldb, int k,
+// How a stage's A tile is filled (the pipeline's hook): fill_a(sa, kt, t) issues, for producer
+// thread t (0-127), its cp.async copies of the 128-byte k step kt of the block's BM rows of A into
+// the SWIZZLE_128B stage at shared address sa (16-byte chunk c of row r at sa + 128 r + 16 (c ^ r % 8)).
+// The GEMM's: A k-major in global memory, rows lda elements apart. (The conv's implicit GEMM
+// gathers instead: topi/conv2d_nhwc_wgmma.py.)
+template <int BM, typename T>
+struct tc_wgmma_gemm_a {
+  const T* A;
+  int lda;
+  __device__ __forceinline__ void operator()(unsigned sa, int kt, int t) const {
+    constexpr int EPR = 128 / sizeof(T);
+    {  // (indented as the B loop of the pipeline, so that text patches of the two copy loops match both)
+#pragma unroll 4
+      for (int q = t; q < BM * 8; q += 128) {
+        const int r = q >> 3, c = q & 7;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                     :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)), "l"(A + (long long)r * lda + kt * EPR + c * (EPR / 8))
+                     : "memory");
+      }
+    }
+  }
+};
+// acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A's stages filled by
+// fill_a (above), B k-major with rows ldb elements apart; smem: smem_bytes(bm, bn, stages) bytes of
+// shared memory; every thread of the block (128 * (1 + bm / 64)) calls it
+template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long),
+          typename FILL_A>
+__device__ __forceinline__ void tc_wgmma_pipeline(float* acc, const FILL_A& fill_a, const T* B, int ldb, int k,
                                                   unsigned char* smem_raw) {
   constexpr int EPR = 128 / sizeof(T);              // elements of one 128-byte row of a stage
   constexpr int KSTEP = 32 / sizeof(T);             // k of one wgmma (32 bytes of each row)
@@ -153,13 +178,7 @@ __device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int ld
       const int s = kt % STAGES;
       if (kt >= STAGES) tc_mbar_wait(empty + 8 * s, ((kt / STAGES) - 1) & 1);
       const unsigned sa = ring + s * STAGE_BYTES, sb = sa + BM * 128;
-#pragma unroll 4
-      for (int q = t; q < BM * 8; q += 128) {
-        const int r = q >> 3, c = q & 7;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
-                     :: "r"(sa + r * 128 + ((c ^ (r & 7)) << 4)), "l"(A + (long long)r * lda + kt * EPR + c * (EPR / 8))
-                     : "memory");
-      }
+      fill_a(sa, kt, t);
 #pragma unroll 4
       for (int q = t; q < BN * 8; q += 128) {
         const int r = q >> 3, c = q & 7;
@@ -217,6 +236,20 @@ __device__ __forceinline__ void tc_wgmma_store(O* C, int ldc, const float* acc) 
 WGMMA_STORE2 = r"""
 __device__ __forceinline__ void tc_store2(float* p, float a, float b) { *(float2*)p = make_float2(a, b); }
 __device__ __forceinline__ void tc_store2(half* p, float a, float b) { *(half2*)p = __floats2half2_rn(a, b); }
+__device__ __forceinline__ unsigned tc_pack2(half*, float a, float b) {
+  half2 h = __floats2half2_rn(a, b);
+  return *(unsigned*)&h;
+}
+template <typename O> __device__ __forceinline__ unsigned tc_pack2(O*, float a, float b) { return 0u; }   // unused
+#ifdef __CUDA_BF16_TYPES_EXIST__
+__device__ __forceinline__ void tc_store2(__nv_bfloat16* p, float a, float b) {
+  *(__nv_bfloat162*)p = __floats2bfloat162_rn(a, b);
+}
+__device__ __forceinline__ unsigned tc_pack2(__nv_bfloat16*, float a, float b) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *(unsigned*)&h;
+}
+#endif
 """
 
 
@@ -224,7 +257,8 @@ def wgmma_prelude(kinds) -> str:
     """The prelude for the ``(dtype, n)`` pairs the kernels use (each wgmma helper once)."""
     funcs = "".join(_wgmma_function(d, n) for d, n in sorted(kinds))
     text = WGMMA_PRELUDE.replace("@SBO@", str(SBO_BYTES)).replace("@LAYOUT@", str(LAYOUT_SWIZZLE_128B))
-    return WGMMA_STORE2 + text.replace("@WGMMA_FUNCTIONS@", funcs)
+    from .cuda_wgmma_conv import CONV_FILL_A          # the conv's A fill (a template: free where unused)
+    return WGMMA_STORE2 + text.replace("@WGMMA_FUNCTIONS@", funcs) + WGMMA_GEMM_MAINLOOP + CONV_FILL_A
 
 
 class WgmmaError(ValueError):
@@ -237,6 +271,9 @@ def block_call(r, e) -> str:
     frag = r.fragment(e.args[0], e)
     if r.fragments[frag][0] != "wgmma.accumulator":
         raise WgmmaError(f"{e.name}: '{frag}' is in scope {r.fragments[frag][0]}, not wgmma.accumulator")
+    if e.name == "tc_wgmma_conv_mainloop":
+        from .cuda_wgmma_conv import conv_block_call
+        return conv_block_call(r, e, frag)
     if e.name == "tc_wgmma_mainloop":
         _, a, lda, b, ldb, k, smem, bm, bn, stages, lag = e.args
         dtype = dt.element_of(a.buffer.dtype)
@@ -246,7 +283,7 @@ def block_call(r, e) -> str:
                              f"(the producer would wait on a stage the consumers cannot free)")
         if dtype not in WGMMA_KINDS or dt.element_of(b.buffer.dtype) != dtype:
             raise WgmmaError(f"tc_wgmma_mainloop of '{a.buffer.name}' ({a.buffer.dtype}) and '{b.buffer.name}' "
-                             f"({b.buffer.dtype}): wgmma takes float16 or float32 (tf32) operands, both alike")
+                             f"({b.buffer.dtype}): wgmma takes float16, bfloat16 or float32 (tf32) operands, both alike")
         if bn not in WGMMA_BN or bm % 64 or not 64 <= bm <= 256:
             raise WgmmaError(f"tc_wgmma_mainloop of a {bm} x {bn} block: bm must be 64, 128, 192 or 256 (64 rows a "
                              f"consumer warpgroup) and bn one of {WGMMA_BN}")
@@ -278,3 +315,15 @@ def wgmma_fragment_decl(buf, name: str, body) -> str:
         raise WgmmaError(f"the fragment '{buf.name}' holds {size} elements, not the {bm} x {bn} block tile its "
                          f"tc_wgmma_store names")
     return f"float {name}[{bn // 2}];"
+
+
+# the GEMM's main loop: the pipeline with the GEMM's A fill (appended to the prelude after the pipeline)
+WGMMA_GEMM_MAINLOOP = r"""
+// acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A, B k-major with rows
+// lda, ldb elements apart (the pipeline with the GEMM's A fill)
+template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, unsigned long long, unsigned long long)>
+__device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int lda, const T* B, int ldb, int k,
+                                                  unsigned char* smem_raw) {
+  tc_wgmma_pipeline<BM, BN, STAGES, LAG, T, MMA>(acc, tc_wgmma_gemm_a<BM, T>{A, lda}, B, ldb, k, smem_raw);
+}
+"""

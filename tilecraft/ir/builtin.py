@@ -307,6 +307,9 @@ def call_async_copy(name: str, args) -> Call:
 #       shared buffers at `smem`, the producer `lag` steps of copies in flight before it
 #       releases a stage to the consumers
 #   tc_wgmma_store(frag, c, ldc, bm, bn)                                c = frag (row-major)
+#   tc_wgmma_conv_mainloop(frag, x, w, m0, smem, bm, bn, stages, lag, N, H, W, C, R, S, stride, pad)
+#       frag = rows m0 .. m0 + bm of the implicit GEMM of x (N, H, W, C) with w (bn, R, S, C): the
+#       producer gathers A (zeros in the padding; codegen/cuda_wgmma_conv.py)
 
 @dataclass(frozen=True)
 class BlockBuiltin:
@@ -320,6 +323,8 @@ BLOCK_BUILTINS = {b.name: b for b in (
     BlockBuiltin("tc_wgmma_mainloop", ("frag", "ptr", "stride", "ptr", "stride", "const", "ptr", "const", "const",
                                        "const", "const"),
                  "frag = a @ b.T over k through cp.async + mbarriers + wgmma.mma_async (warp-specialized)"),
+    BlockBuiltin("tc_wgmma_conv_mainloop", ("frag", "ptr", "ptr", "stride", "ptr") + ("const",) * 11 + ("stride",),
+                 "frag = the implicit GEMM of a NHWC conv (rows m0.., the gather by the producer) @ KRSC weights.T"),
     BlockBuiltin("tc_wgmma_store", ("frag", "ptr", "stride", "const", "const"),
                  "store the block's accumulator tile, row-major, each consumer thread its own elements"),
 )}

@@ -44,7 +44,7 @@ from ..ir.expr import (BinOp, BufferRegion, Const, IterKind, Reduce, TensorLoad,
 from ..ir.functor import IRMutator, collect_vars, post_order_visit, structural_equal, substitute
 from ..ir.simplify import simplify
 from ..ir.simplify.arith import Analyzer
-from ..ir.stmt import (AttrStmt, BUFFER_BIND_SCOPE, For, ForKind, IfThenElse, TENSOR_INTRIN_SCOPE, seq)
+from ..ir.stmt import (AttrStmt, BUFFER_BIND_SCOPE, For, ForKind, IfThenElse, LetStmt, TENSOR_INTRIN_SCOPE, seq)
 from .bound import Interval, union_max, union_min
 from .passes.storage_flatten import compact_strides
 
@@ -68,16 +68,17 @@ def tensorized_axis(st):
 
 
 def check_tensorize(st, iv, intrin) -> None:
-    """What ``Stage.tensorize(iv, intrin)`` accepts: a tensor intrinsic without scalar
-    parameters, and no other tensorized axis on the stage."""
+    """What ``Stage.tensorize(iv, intrin)`` accepts: a tensor intrinsic (its scalar parameters,
+    if any, no more than its output axes: parameter k is bound to where the region starts along
+    output axis k), and no other tensorized axis on the stage."""
     from ..te.tensor_intrin import TensorIntrin
     if not isinstance(intrin, TensorIntrin):
         raise _error(f"tensorize on stage '{st.name}': expected a tensor intrinsic from "
                      f"te.decl_tensor_intrin, got {intrin!r}")
-    if intrin.scalar_params:
-        raise _error(f"tensorize on stage '{st.name}' with intrinsic '{intrin.name}': an "
-                     f"intrinsic with scalar_params cannot be tensorized (they have no "
-                     f"value in a loop nest)")
+    if len(intrin.scalar_params) > len(intrin.op.axis):
+        raise _error(f"tensorize on stage '{st.name}' with intrinsic '{intrin.name}': it has "
+                     f"{len(intrin.scalar_params)} scalar_params but {len(intrin.op.axis)} output axes; "
+                     f"scalar parameter k is bound to the region's start along output axis k")
     for other, a in st.iter_var_attrs.items():
         if a.tensor_intrin is not None and other is not iv:
             raise _error(f"tensorize on stage '{st.name}': the stage is already tensorized "
@@ -127,7 +128,7 @@ def tensorized_nest(nb, st, k: int, intrin):
                      f"the tensorized region; the intrinsic computes whole boxes: choose factors that "
                      f"divide the extents")
     relax = {iv.var: (const(0, iv.var.dtype), simplify(info.extent[iv] - 1)) for iv in inner}
-    binds = _match(nb, st, info, intrin, inner, relax, bounds, where)
+    binds, scalars = _match(nb, st, info, intrin, inner, relax, bounds, where)
     n_in = len(intrin.inputs)
 
     def use(part, bound):
@@ -136,6 +137,8 @@ def tensorized_nest(nb, st, k: int, intrin):
             raise _error(f"{where}: the region needs the intrinsic's '{part}', which its fcompute did "
                          f"not return ({_parts_needed(part)})")
         stmt = AttrStmt(TENSOR_INTRIN_SCOPE, intrin, part, stmt)
+        for param, value in reversed(scalars):        # the lowering and the interpreters read them
+            stmt = LetStmt(param, value, stmt)
         for declared, region in reversed(bound):
             stmt = AttrStmt(BUFFER_BIND_SCOPE, declared, region, stmt)
         return stmt
@@ -296,7 +299,7 @@ def _match(nb, st, info, intrin, inner, relax, bounds, where):
                          f"'{it.name}' is {it.dtype}")
     if len(op.outputs) != len(iop.outputs):
         raise _error(f"{where}: the stage has {len(op.outputs)} output(s), the intrinsic {len(iop.outputs)}")
-    vmap, axes = {}, {}
+    vmap, axes, starts = {}, {}, []
     for kind, mine, theirs in (("output", op.axis, iop.axis), ("reduction", op.reduce_axis, iop.reduce_axis)):
         if len(theirs) > len(mine):
             raise _error(f"{where}: the intrinsic has {len(theirs)} {kind} axes "
@@ -317,6 +320,8 @@ def _match(nb, st, info, intrin, inner, relax, bounds, where):
                              f"the intrinsic's axis '{t_iv.var.name}' has extent {t_iv.dom.extent}")
             vmap[iv.var] = t_iv.var if _equal(lo, 0) else t_iv.var + lo
             axes[id(iv)] = t_iv
+            if kind == "output":
+                starts.append(lo)
     loads, in_boxes = _inputs(st, info, intrin, relax, bounds, where)
     # the outer loops' bounds and the intrinsic's axes' ranges decide index arithmetic such as
     # (jo * 32 + j) % 32 -> j of a packed operand
@@ -325,7 +330,11 @@ def _match(nb, st, info, intrin, inner, relax, bounds, where):
         if isinstance(t_iv.dom.extent, Const):
             ranges[t_iv.var] = (0, t_iv.dom.extent.value - 1)
     body = [simplify(_Remap(vmap, loads, axes).visit_expr(b), ranges) for b in info.body]
-    want = [simplify(b, ranges) for b in iop.body]
+    # scalar parameter k: where the region starts along output axis k (a definition reading
+    # ``i + m0`` is the stage's ``m`` on a region starting at ``m0``)
+    scalars = [(p, starts[k]) for k, p in enumerate(intrin.scalar_params)]
+    sub = dict(scalars)
+    want = [simplify(substitute(b, sub) if sub else b, ranges) for b in iop.body]
     for o, (mine, theirs) in enumerate(zip(body, want)):
         diff = _first_difference(mine, theirs)
         if diff is not None:
@@ -342,7 +351,7 @@ def _match(nb, st, info, intrin, inner, relax, bounds, where):
         box = _box(nb.store_index(st, info, t), relax, bounds, f"'{t.name}'", where)
         binds.append(_view(nb, declared, nb.buffers[t], [lo for lo, _ in box], [x for _, x in box], where,
                            bound))
-    return binds
+    return binds, scalars
 
 
 def _inputs(st, info, intrin, relax, bounds, where):

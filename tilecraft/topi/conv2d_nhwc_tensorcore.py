@@ -198,7 +198,9 @@ def conv2d_nhwc_tensorcore_cuda(N: int, H: int, W: int, C: int, K: int, R: int, 
     """conv2d NHWC (float16 or bfloat16 operands, float32 accumulation) as an implicit GEMM on tensor cores
     (``conv2d_nhwc_tensorcore``), its GEMM options as knobs: ``block``, ``warp``, ``chunk``
     (k-chunk: 16-deep mma steps per shared tile), ``stages`` (the cp.async ring, 0: synchronous),
-    ``raster``, ``min_blocks``; ``conv_fits`` filters them.
+    ``raster``, ``min_blocks``; ``conv_fits`` filters them. On sm_90 with C a multiple of 64 a
+    ``wgmma`` knob: None (those knobs) or ``(bm, bn, stages, lag)`` of the wgmma conv
+    (``topi/conv2d_nhwc_wgmma.py``), which is then the fallback (``wgmma_conv_fallback``).
 
     >>> task = autotune.task.create("topi/conv2d_nhwc_tensorcore.cuda", args=(32, 56, 56, 64, 64, 3, 3, 1, 1,
     ...                                                                        "float16"), target="cuda")
@@ -213,18 +215,77 @@ def conv2d_nhwc_tensorcore_cuda(N: int, H: int, W: int, C: int, K: int, R: int, 
     cfg.define_knob("stages", [3, 4, 2, 0])
     cfg.define_knob("raster", [0, 8, 4])
     cfg.define_knob("min_blocks", [0, 1, 2])
+    from tilecraft.topi.tensorcore_template import wgmma_target
+    wg = C % 64 == 0 and wgmma_target()           # sm_90a: the wgmma conv (topi/conv2d_nhwc_wgmma.py)
+    if wg:
+        cfg.define_knob("wgmma", WGMMA_CONV_CHOICES)
 
     def ok(o):
+        if o.get("wgmma") is not None:
+            return (all(o[k] == v for k, v in _MMA_FIRST.items())
+                    and wgmma_conv_fits((N, H, W, C, K, R, S, stride, padding), dtype, o["wgmma"], o["raster"]))
         return conv_fits(M, K, C, R, S, o["block"], o["warp"], o["chunk"], o["stages"], o["raster"])
 
-    cfg.multi_filter(lambda e: ok({k: e[k].val for k in KNOBS}))
+    knobs = KNOBS + (("wgmma",) if wg else ())
+    cfg.multi_filter(lambda e: ok({k: e[k].val for k in knobs}))
     cfg.add_flop(2.0 * M * K * C * R * S)
-    opts = None if cfg.is_fallback else {k: cfg[k].val for k in KNOBS}
+    opts = None if cfg.is_fallback else {k: cfg[k].val for k in knobs}
     if opts is not None and not ok(opts):
         # only while the space is collected (multi_filter keeps such configs out): flagged, and the
         # schedule built is the fallback's, as block_axes refuses tiles that do not divide
         cfg.raise_error("the tiles do not divide the layer or the block does not fit the GPU")
         opts = None
+    if opts is None and wg:
+        choice = wgmma_conv_fallback((N, H, W, C, K, R, S, stride, padding), dtype)
+        opts = None if choice is None else dict(_MMA_FIRST, raster=0, wgmma=choice)
     opts = opts or fallback(M, K, ok)
+    if opts.get("wgmma") is not None:
+        from tilecraft.topi.conv2d_nhwc_wgmma import conv2d_nhwc_wgmma_te
+        bm, bn, stages, lag = opts["wgmma"]
+        return conv2d_nhwc_wgmma_te(N, H, W, C, K, R, S, stride, padding, dtype, out_dtype, block=(bm, bn),
+                                    stages=stages, lag=lag, raster=opts["raster"])
+    opts.pop("wgmma", None)
     return conv2d_nhwc_tensorcore(N, H, W, C, K, R, S, stride=stride, padding=padding, dtype=dtype,
                                   out_dtype=out_dtype, **opts)
+
+
+# sm_90a: (bm, bn, stages, lag) of the wgmma conv the `wgmma` knob offers (None: mma.sync, the
+# knobs above); with a wgmma value the mma.sync knobs stay at their first values (no duplicates)
+WGMMA_CONV_CHOICES = [None, (128, 64, 4, 1), (128, 128, 4, 1), (128, 256, 4, 2), (256, 64, 4, 1), (128, 128, 5, 2),
+                      (128, 256, 3, 1), (256, 128, 4, 1), (128, 64, 6, 2)]
+_MMA_FIRST = dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=0)
+# untuned on sm_90a: the first that fits. On an H100 (session 22's mid run, GPU shared: indicative;
+# bench/results/h100_2026-11-25_s22_tcconv2/) this is the fastest variant measured at five of
+# ResNet-50's six batch-32 layers and 0.4% behind at the sixth; 128 x 256 blocks and a lag of 2
+# were slower everywhere, and so were smaller tiles that give more blocks (98 blocks of 256 x 128
+# beat 196 of 128 x 128 at 28 x 28 by 9%)
+WGMMA_CONV_FALLBACKS = [(256, 128, 4, 1), (128, 128, 4, 1), (256, 64, 4, 1), (128, 64, 4, 1), (64, 64, 4, 1)]
+
+
+def wgmma_conv_fits(shape, dtype, choice, raster=0) -> bool:
+    """Whether a wgmma conv configuration ``(bm, bn, stages, lag)`` runs the layer ``shape`` =
+    (N, H, W, C, K, R, S, stride, padding): ``check_conv_wgmma``'s rules, and ``raster`` dividing
+    the row blocks.
+
+    >>> wgmma_conv_fits((32, 14, 14, 256, 256, 3, 3, 1, 1), "float16", (128, 128, 4, 1))
+    True
+    """
+    from tilecraft.topi.conv2d_nhwc_wgmma import check_conv_wgmma
+    N, H, W, C, K, R, S, stride, padding = shape
+    bm, bn, stages, lag = choice
+    try:
+        check_conv_wgmma(N, H, W, C, K, R, S, stride, padding, dtype, "float32", (bm, bn), stages, lag)
+    except ValueError:
+        return False
+    OH, OW = out_size(H, W, R, S, stride, padding)
+    return raster == 0 or (N * OH * OW // bm) % raster == 0
+
+
+def wgmma_conv_fallback(shape, dtype):
+    """The untuned wgmma configuration of a layer: the first of ``WGMMA_CONV_FALLBACKS`` that fits
+    (None if none does).
+
+    >>> wgmma_conv_fallback((32, 14, 14, 256, 256, 3, 3, 1, 1), "float16")
+    (128, 128, 4, 1)
+    """
+    return next((c for c in WGMMA_CONV_FALLBACKS if wgmma_conv_fits(shape, dtype, c)), None)

@@ -27,6 +27,7 @@ from ..ir.expr import Var, const
 from .tensorcore import block_axes, cast_output, gemm_compute
 
 SCOPE = "wgmma.accumulator"
+OUT_DTYPES = ("float32", "float16", "bfloat16")     # C: the accumulator, or rounded to nearest at the store
 
 
 def _threads(bm: int, body):
@@ -69,8 +70,8 @@ def wgmma_store(bm: int, bn: int, out: str = "float32"):
 
     >>> intrin = wgmma_store(128, 256, "float16")
     """
-    if out not in ("float32", "float16"):
-        raise ValueError(f"the wgmma accumulator (float32) is stored as float32 or float16, not {out!r}")
+    if out not in OUT_DTYPES:
+        raise ValueError(f"the wgmma accumulator (float32) is stored as float32, float16 or bfloat16, not {out!r}")
     A = te.placeholder((bm, bn), name="A", dtype="float32")
     C = te.compute((bm, bn), lambda i, j: A[i, j].astype(out) if out != "float32" else A[i, j], name="C")
     BA = tir.decl_buffer(A.shape, "float32", name="acc", scope=SCOPE, offset_factor=1)
@@ -87,7 +88,7 @@ def wgmma_store(bm: int, bn: int, out: str = "float32"):
 def check_config(bm: int, bn: int, K: int, dtype: str, stages: int, lag: int = 1):
     """Refuse what the wgmma main loop cannot run, naming it."""
     if dtype not in WGMMA_KINDS:
-        raise ValueError(f"the wgmma GEMM takes float16 or float32 (tf32) operands, got {dtype!r}")
+        raise ValueError(f"the wgmma GEMM takes float16, bfloat16 or float32 (tf32) operands, got {dtype!r}")
     if bm not in (64, 128, 192, 256) or bn not in WGMMA_BN:
         raise ValueError(f"the wgmma block tile is bm x bn with bm in 64, 128, 192, 256 (64 rows per consumer "
                          f"warpgroup) and bn in {', '.join(map(str, WGMMA_BN))}, got {bm} x {bn}")
@@ -120,8 +121,9 @@ def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), sta
     out_dtype = out_dtype or "float32"
     bm, bn = block
     check_config(bm, bn, K, dtype, stages, lag)
-    if out_dtype not in ("float32", "float16"):
-        raise ValueError(f"the wgmma accumulator (float32) is stored as float32 or float16, not {out_dtype!r}")
+    if out_dtype not in OUT_DTYPES:
+        raise ValueError(f"the wgmma accumulator (float32) is stored as float32, float16 or bfloat16, not "
+                         f"{out_dtype!r}")
     for name, size, tile in (("M", M, bm), ("N", N, bn)):
         if size % tile:
             raise ValueError(f"matmul_wgmma: {name}={size} is not a multiple of the block tile's {tile} "
