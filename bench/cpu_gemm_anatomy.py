@@ -149,7 +149,7 @@ def kernel_alone_fp32(mr, nr, unroll, threads, kc=256, repeat=512):
     return (lambda: mod(a, b, c)), 2.0 * threads * repeat * mr * nr * kc, mod
 
 
-def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0):
+def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0, keep_config=False):
     """The int8 micro-kernel (VNNI or AMX) on L1-resident operands, ``repeat`` times per thread."""
     import numpy as np
     import tilecraft as tc
@@ -165,11 +165,11 @@ def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0):
     s = te.create_schedule(C.op)
     t = s[C].op.axis[0]
     s[C].parallel(t)
-    mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch) if amx else \
+    mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep_config) if amx else \
         cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, unroll=4)
     s[C].tensorize(s[C].op.axis[2], mk)
     if amx:
-        s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch))
+        s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep_config))
     mod = tc.build(s, [a, b, C], target="llvm")
     x = np.random.randint(0, 256, (mr, kc)).astype("uint8")
     w = np.random.randint(-128, 128, (kc // 4, nr, 4)).astype("int8")

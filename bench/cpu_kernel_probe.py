@@ -414,15 +414,18 @@ def amx_rows(lib, np, threads):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     os.environ["TILECRAFT_NUM_THREADS"] = str(threads)
     import cpu_gemm_anatomy
-    for kc, prefetch in ((256, 0), (1024, 0), (1024, 1)):    # our kernel (cpu_amx), its A in place
-        fn, flop, _ = cpu_gemm_anatomy.kernel_alone_int8(32, 32, threads, True, kc=kc, prefetch=prefetch)
+    # our kernel (cpu_amx), its A in place: LLVM's tile configuration per call, or kept
+    for kc, prefetch, keep in ((256, 0, False), (256, 0, True), (1024, 0, False), (1024, 0, True),
+                               (1024, 1, False), (1024, 1, True), (512, 1, True)):
+        fn, flop, _ = cpu_gemm_anatomy.kernel_alone_int8(32, 32, threads, True, kc=kc, prefetch=prefetch,
+                                                         keep_config=keep)
 
         def make(n, fn=fn):
             def run():
                 for _ in range(n):
                     fn()
             return [run]
-        out[f"amx codegen 32x32 kc{kc} pf{prefetch} (cfg per call)"] = (make, flop)
+        out[f"amx codegen 32x32 kc{kc} pf{prefetch} " + ("(cfg kept)" if keep else "(cfg per call)")] = (make, flop)
     return out
 
 

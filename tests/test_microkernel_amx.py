@@ -74,6 +74,74 @@ def test_the_kernel_prefetches_the_next_rows_of_its_tiles(prefetch):
     assert not any(re.search(r",\s*-?\d*\(%rsp", x) for x in loop)
 
 
+@pytest.mark.parametrize("tile", cpu_amx.AMX_TILES)
+def test_the_kept_config_kernel_loads_the_configuration_only_where_it_differs(tile):
+    """``keep_config``: the loop as LLVM's own (one tileload per A and B tile, one tdpbusd per C
+    tile, C in tiles 0-3, A 4-5, B 6-7); no tilerelease; ``ldtilecfg`` only in the configure
+    routine, behind a ``sttilecfg`` of the thread's current configuration and a compare with the
+    kernel's (palette 1, tiles 0-7 of 16 rows × 64 bytes)."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    mr, nr = tile
+    assert cpu_amx.amx_kernel_name(mr, nr, 0, True) == f"tilecraft_amx_u8s8s32_{mr}x{nr}_kc"
+    mod = llvm.parse_assembly(cpu_amx.amx_kernel_ir(mr, nr, keep_config=True))
+    mod.verify()
+    tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(cpu="sapphirerapids", opt=2)
+    asm = tm.emit_assembly(mod)
+    loop = hot_loop(asm, "tdpbusd")
+    ops = [x.split()[0] for x in loop]
+    tiles_c, tiles_a, tiles_b = mr * nr // 256, mr // 16, nr // 16
+    assert ops.count("tdpbusd") == tiles_c and ops.count("tileloadd") == tiles_a + tiles_b
+    assert "tilestored" not in ops and "ldtilecfg" not in ops and not any("call" in x for x in loop)
+    used = set(re.findall(r"%tmm(\d)", "\n".join(loop)))
+    assert used == {str(t) for t in [2 * i + j for i in range(tiles_a) for j in range(tiles_b)]
+                    + [4 + i for i in range(tiles_a)] + [6 + j for j in range(tiles_b)]}
+    assert "tilerelease" not in asm and asm.count("tilestored") == tiles_c
+    configure = asm[asm.index("tilecraft_amx_configure:"):]
+    assert asm.count("ldtilecfg") == 1 and configure.index("sttilecfg") < configure.index("ldtilecfg")
+    cfg = cpu_amx._CONFIG_BYTES
+    assert len(cfg) == 64 and cfg[0] == 1 and not any(cfg[1:16])
+    assert [int.from_bytes(cfg[16 + 2 * t:18 + 2 * t], "little") for t in range(16)] == [64] * 8 + [0] * 8
+    assert list(cfg[48:64]) == [16] * 8 + [0] * 8
+
+
+def _amx_kernel_module(mr, nr, kc, keep_config, target):
+    """``C[mr, nr] = a · b`` over ``kc`` by one call of the AMX kernel (tensorized, linked)."""
+    from tilecraft import te
+    a = te.placeholder((mr, kc), "uint8", name="a")
+    b = te.placeholder((kc // 4, nr, 4), "int8", name="b")
+    k4 = te.reduce_axis((0, kc // 4), name="k4")
+    kb = te.reduce_axis((0, 4), name="kb")
+    C = te.compute((mr, nr), lambda i, j: te.sum(a[i, k4 * 4 + kb].astype("int32") * b[k4, j, kb].astype("int32"),
+                                                 axis=[k4, kb]), name="C")
+    s = te.create_schedule(C.op)
+    s[C].tensorize(s[C].op.axis[0], cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, keep_config=keep_config))
+    s[C].pragma(s[C].op.axis[0], "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, 0, keep_config))
+    return tc.build(s, [a, b, C], target=target)
+
+
+def test_the_kept_config_kernel_builds_for_sapphire_rapids():
+    asm = _amx_kernel_module(32, 32, 128, True, SPR).get_source("asm")
+    assert "tilecraft_amx_u8s8s32_32x32_kc" in asm and "sttilecfg" in asm and "tilerelease" not in asm
+
+
+@pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX (amx-int8): the tile code cannot run here")
+def test_the_kept_config_kernel_runs_exactly_after_the_released_one(rng):
+    """Kept, released (LLVM's kernel: the tiles back to their initial state), kept again: each
+    call exact on poisoned outputs (the second kept call must load the configuration again)."""
+    mr, nr, kc = 32, 32, 192
+    a = rng.integers(0, 256, (mr, kc)).astype("uint8")
+    b = rng.integers(-128, 128, (kc // 4, nr, 4)).astype("int8")
+    a[0, :4], b[0, 0, :] = 255, -128
+    want = np.einsum("ik,kj->ij", a.astype(np.int64), b.transpose(0, 2, 1).reshape(kc, nr).astype(np.int64))
+    kept, released = (_amx_kernel_module(mr, nr, kc, keep, "llvm") for keep in (True, False))
+    for mod in (kept, released, kept):
+        c = np.full((mr, nr), -12345, "int32")
+        mod(a, b, c)
+        np.testing.assert_array_equal(c, want)
+
+
 def test_the_kernel_refuses_other_blocks():
     with pytest.raises(ValueError, match=r"gemm_u8s8s32_amx\(48, 16, 64\): the C block is one of 32 × 32"):
         cpu_amx.gemm_u8s8s32_amx(48, 16, 64)

@@ -35,11 +35,12 @@ AMX_TILES = ((32, 32), (16, 32), (32, 16), (16, 16))     # (mr, nr): the C tiles
 AMX_PREFETCH = (0, 1, 2)     # the kernel's software prefetch: none, the next A tiles, A and B tiles
 
 
-def amx_kernel_name(mr: int, nr: int, prefetch: int = 0) -> str:
-    return f"tilecraft_amx_u8s8s32_{mr}x{nr}" + (f"_pf{prefetch}" if prefetch else "")
+def amx_kernel_name(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False) -> str:
+    return (f"tilecraft_amx_u8s8s32_{mr}x{nr}" + (f"_pf{prefetch}" if prefetch else "")
+            + ("_kc" if keep_config else ""))
 
 
-def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
+def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False) -> str:
     """LLVM IR of ``void tilecraft_amx_u8s8s32_{mr}x{nr}(int32 *c, int ldc, uint8 *a, int lda,
     int8 *b, int ldb, int k)``: ``c[mr, nr] += a[mr, k] · b`` (strides in elements; ``b`` packed
     ``[k / 4, nr, 4]`` with row stride ``ldb`` bytes; ``k`` a positive multiple of 64).
@@ -48,9 +49,18 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
     64-byte row): a ``tileloadd`` waits for all its 16 rows, so rows that come from L2 stall
     the ``tdpbusd`` that need them.
 
+    ``keep_config`` (the name gains ``_kc``): the tiles are named registers (C ``tmm0-3``, A
+    ``tmm4-5``, B ``tmm6-7``, LLVM's ``llvm.x86.tileloadd64`` with an immediate) and the call
+    loads the tile configuration only where the thread's current one (``sttilecfg``) differs
+    from the kernel's (8 tiles of 16 × 64 bytes), and leaves it loaded: a thread pays
+    ``ldtilecfg`` once, not per call. Otherwise LLVM allocates the tiles (``x86_amx`` values)
+    and brackets every call with ``ldtilecfg`` and ``tilerelease``.
+
     >>> "tdpbusd.internal" in amx_kernel_ir(32, 32)
     True
     >>> amx_kernel_ir(32, 32, prefetch=2).count("llvm.prefetch") > 64
+    True
+    >>> "@llvm.x86.ldtilecfg" in amx_kernel_ir(32, 32, keep_config=True)
     True
     """
     if (mr, nr) not in AMX_TILES:
@@ -58,12 +68,21 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
     if prefetch not in AMX_PREFETCH:
         raise ValueError(f"the AMX micro-kernel's prefetch is one of {AMX_PREFETCH}, got {prefetch!r}")
     tm, tn = mr // 16, nr // 16
-    name = amx_kernel_name(mr, nr, prefetch)
+    name = amx_kernel_name(mr, nr, prefetch, keep_config)
     L = [f"define void @{name}(ptr %c, i32 %ldc, ptr %a, i32 %lda, ptr %b, i32 %ldb, i32 %k) #0 {{",
          "entry:",
-         "  call void @tilecraft_amx_permit()",
-         "  %ldc64 = sext i32 %ldc to i64", "  %ldcb = shl i64 %ldc64, 2",
-         "  %ldab = sext i32 %lda to i64", "  %ldbb = sext i32 %ldb to i64", "  %kend = sext i32 %k to i64"]
+         "  call void @tilecraft_amx_permit()"]
+    if keep_config:
+        L.append("  call void @tilecraft_amx_configure()")
+    L += ["  %ldc64 = sext i32 %ldc to i64", "  %ldcb = shl i64 %ldc64, 2",
+          "  %ldab = sext i32 %lda to i64", "  %ldbb = sext i32 %ldb to i64", "  %kend = sext i32 %k to i64"]
+
+    def load(value, tile, ptr, stride):
+        if keep_config:
+            L.append(f"  call void @llvm.x86.tileloadd64(i8 {tile}, ptr {ptr}, i64 {stride})")
+        else:
+            L.append(f"  {value} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, "
+                     f"ptr {ptr}, i64 {stride})")
 
     def c_ptr(i, j):
         L.append(f"  %crow{i}{j} = mul i64 %ldcb, {16 * i}")
@@ -72,23 +91,23 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
     for i in range(tm):
         for j in range(tn):
             c_ptr(i, j)
-            L.append(f"  %c{i}{j}.0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, "
-                     f"ptr %cp{i}{j}, i64 %ldcb)")
+            load(f"%c{i}{j}.0", 2 * i + j, f"%cp{i}{j}", "%ldcb")
     L += ["  br label %loop", "loop:", "  %kk = phi i64 [ 0, %entry ], [ %kk.next, %loop ]"]
-    for i in range(tm):
-        for j in range(tn):
-            L.append(f"  %c{i}{j} = phi x86_amx [ %c{i}{j}.0, %entry ], [ %c{i}{j}.next, %loop ]")
+    if not keep_config:
+        for i in range(tm):
+            for j in range(tn):
+                L.append(f"  %c{i}{j} = phi x86_amx [ %c{i}{j}.0, %entry ], [ %c{i}{j}.next, %loop ]")
     for i in range(tm):
         L.append(f"  %arow{i} = mul i64 %ldab, {16 * i}")
         L.append(f"  %aoff{i} = add i64 %arow{i}, %kk")
         L.append(f"  %ap{i} = getelementptr i8, ptr %a, i64 %aoff{i}")
-        L.append(f"  %ta{i} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %ap{i}, i64 %ldab)")
+        load(f"%ta{i}", 4 + i, f"%ap{i}", "%ldab")
     L.append("  %k4 = lshr i64 %kk, 2")
     L.append("  %brow = mul i64 %k4, %ldbb")
     for j in range(tn):
         L.append(f"  %boff{j} = add i64 %brow, {64 * j}")
         L.append(f"  %bp{j} = getelementptr i8, ptr %b, i64 %boff{j}")
-        L.append(f"  %tb{j} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %bp{j}, i64 %ldbb)")
+        load(f"%tb{j}", 6 + j, f"%bp{j}", "%ldbb")
     if prefetch:            # the next step's rows: A 64 bytes further along K, B 16 rows further down
         for i in range(tm):     # (row by row, one add each: precomputed offsets would take 16 registers)
             L.append(f"  %pa{i}_0 = getelementptr i8, ptr %ap{i}, i64 64")
@@ -100,16 +119,23 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
             _prefetch_rows(L, f"pb{j}", "%ldbb")
     for i in range(tm):
         for j in range(tn):
-            L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, "
-                     f"x86_amx %c{i}{j}, x86_amx %ta{i}, x86_amx %tb{j})")
+            if keep_config:
+                L.append(f"  call void @llvm.x86.tdpbusd(i8 {2 * i + j}, i8 {4 + i}, i8 {6 + j})")
+            else:
+                L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, "
+                         f"x86_amx %c{i}{j}, x86_amx %ta{i}, x86_amx %tb{j})")
     L += ["  %kk.next = add i64 %kk, 64", "  %more = icmp slt i64 %kk.next, %kend",
           "  br i1 %more, label %loop, label %done", "done:"]
     for i in range(tm):
         for j in range(tn):
-            L.append(f"  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
-                     f"x86_amx %c{i}{j}.next)")
+            if keep_config:
+                L.append(f"  call void @llvm.x86.tilestored64(i8 {2 * i + j}, ptr %cp{i}{j}, i64 %ldcb)")
+            else:
+                L.append(f"  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
+                         f"x86_amx %c{i}{j}.next)")
     L += ["  ret void", "}", ""]
-    return "\n".join(L) + _PERMIT + _DECLS + (_PREFETCH_DECL if prefetch else "")
+    return ("\n".join(L) + _PERMIT + (_CONFIGURE if keep_config else _DECLS)
+            + (_PREFETCH_DECL if prefetch else ""))
 
 
 def _prefetch_rows(L: list, p: str, stride: str) -> None:
@@ -147,14 +173,45 @@ attributes #0 = { "target-features"="+amx-int8,+amx-tile,+avx512f" }
 """
 _PREFETCH_DECL = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n"
 
+# the kept configuration: palette 1, tiles 0-7 of 16 rows × 64 bytes (colsb at bytes 16-31, rows
+# at 48-55); loaded only where the thread's current one differs (onednn or another kernel may
+# have loaded its own; a thread whose tiles were released stores zeros)
+_CONFIG_BYTES = bytes([1] + [0] * 15 + [64, 0] * 8 + [0] * 16 + [16] * 8 + [0] * 8)
+_CONFIGURE = ("""
+@tilecraft_amx_config = internal constant [64 x i8] c\"""" + "".join(f"\\{b:02X}" for b in _CONFIG_BYTES) + """\", align 64
+define internal void @tilecraft_amx_configure() #0 {
+entry:
+  %cur = alloca [64 x i8], align 64
+  call void @llvm.x86.sttilecfg(ptr %cur)
+  %now = load <64 x i8>, ptr %cur, align 64
+  %want = load <64 x i8>, ptr @tilecraft_amx_config, align 64
+  %ne = icmp ne <64 x i8> %now, %want
+  %bits = bitcast <64 x i1> %ne to i64
+  %differs = icmp ne i64 %bits, 0
+  br i1 %differs, label %load, label %out
+load:
+  call void @llvm.x86.ldtilecfg(ptr @tilecraft_amx_config)
+  br label %out
+out:
+  ret void
+}
+declare void @llvm.x86.sttilecfg(ptr)
+declare void @llvm.x86.ldtilecfg(ptr)
+declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)
+declare void @llvm.x86.tdpbusd(i8 immarg, i8 immarg, i8 immarg)
+declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)
+attributes #0 = { "target-features"="+amx-int8,+amx-tile,+avx512f,+avx512bw" }
+""")
 
-def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, name: str | None = None):
+
+def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, keep_config: bool = False,
+                     name: str | None = None):
     """``c[mr, nr] += a · b`` in int32 over ``kc`` (a multiple of 64) ``uint8 × int8`` products on
     AMX tiles, with the TE definition and buffers of ``cpu_intrinsics.gemm_u8s8s32``: ``a``
     ``[mr, kc]`` uint8, ``b`` ``[kc / 4, nr, 4]`` int8, ``c`` ``[mr, nr]`` int32, any row
-    strides. ``(mr, nr)`` is one of :data:`AMX_TILES`; ``prefetch`` is :func:`amx_kernel_ir`'s.
-    The schedule must link :func:`amx_kernel_ir` (``s[C].pragma(axis, "import_llvm",
-    amx_kernel_ir(mr, nr, prefetch))``).
+    strides. ``(mr, nr)`` is one of :data:`AMX_TILES`; ``prefetch`` and ``keep_config`` are
+    :func:`amx_kernel_ir`'s. The schedule must link :func:`amx_kernel_ir` (``s[C].pragma(axis,
+    "import_llvm", amx_kernel_ir(mr, nr, prefetch, keep_config))``).
 
     >>> mk = gemm_u8s8s32_amx(32, 32, 128)
     >>> s[C].tensorize(mi, mk); s[C].pragma(outer, "import_llvm", amx_kernel_ir(32, 32))
@@ -177,7 +234,7 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, name: str 
              c: tir.decl_buffer(c.shape, "int32", name="C", offset_factor=1, strides=[ldc, 1])}
     if prefetch not in AMX_PREFETCH:
         raise ValueError(f"{what}: prefetch is one of {AMX_PREFETCH}, got {prefetch!r}")
-    kernel = amx_kernel_name(mr, nr, prefetch)
+    kernel = amx_kernel_name(mr, nr, prefetch, keep_config)
 
     def fcompute(ins, outs):
         A, B = ins
@@ -202,7 +259,8 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, name: str 
         return ib.get(), reset(), update()
 
     return te.decl_tensor_intrin(c.op, fcompute, name=name or f"gemm_u8s8s32_amx_{mr}x{nr}x{kc}"
-                                 + (f"_pf{prefetch}" if prefetch else ""), binds=binds)
+                                 + (f"_pf{prefetch}" if prefetch else "") + ("_kc" if keep_config else ""),
+                                 binds=binds)
 
 
 # ------------------------------------------------------------------------------------------------
