@@ -100,6 +100,14 @@ AMX_DENSES = {
                                         amx_prefetch=1),
     "amx 32x32 kc1024 prefetch A+B": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn",
                                           amx_prefetch=2),
+    # the tile configuration kept across calls (amx_config "kept"): the same configs, and smaller
+    # kc (A and B in L1) that per-call configurations made too costly
+    "amx 32x32 kc1024 prefetch A+B kept": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn",
+                                               amx_prefetch=2),
+    "amx 32x32 er-tuned kept": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn"),
+    "amx 32x32 kc256 kept": dict(amx_tile=(32, 32), kc=256, mc_tiles=8, nc_tiles=8, order="nm"),
+    "amx 32x32 kc512 prefetch A kept": dict(amx_tile=(32, 32), kc=512, mc_tiles=4, nc_tiles=16, order="mn",
+                                            amx_prefetch=1),
 }
 
 
@@ -259,9 +267,9 @@ def gemm_fp32(knobs, asm_notes=None, row=None):
     return lambda: mod(a, b, c)
 
 
-def dense_int8(knobs, packed_weight=False):
+def dense_int8(knobs, packed_weight=False, amx_config="call"):
     import numpy as np
-    args = (N, N, N, "packed") if packed_weight else (N, N, N)
+    args = (N, N, N, "packed" if packed_weight else "NK") + ((amx_config,) if amx_config != "call" else ())
     mod = template("topi/dense_int8.llvm", args, knobs)
     x = np.random.randint(0, 256, (N, N)).astype("uint8")
     w = np.random.randint(-128, 128, (N, N)).astype("int8")
@@ -393,8 +401,9 @@ def main(argv=None):
                 continue
             for packed in (False, True) if "er-tuned" in name else (True,):
                 row = f"dense {name}{' packed weight' if packed else ''}"
-                rows[row], flops[row] = (dense_int8(knobs, packed), gemm_flop), gemm_flop
-                if packed:          # bench/cpu_microkernels.py times the int8 GEMM on packed weights
+                kept = "kept" if name.endswith(" kept") else "call"
+                rows[row], flops[row] = (dense_int8(knobs, packed, kept), gemm_flop), gemm_flop
+                if packed and kept == "call":   # bench/cpu_microkernels.py times the int8 GEMM on packed weights
                     variants[row] = ("int8", knobs)
     if "conv8" in only and isa.int8:
         N_, CI, H, W, CO, KH, KW, _, _ = CONV8

@@ -200,6 +200,43 @@ def test_dense_int8_links_the_prefetching_kernel_its_config_names():
     assert "tdpbusd" in asm and "prefetcht0" in asm and "tilecraft_amx_u8s8s32_" in asm and "_pf2" in asm
 
 
+def test_dense_int8_keeps_the_tile_configuration_where_asked():
+    task = autotune.task.create("topi/dense_int8.llvm", args=(64, 64, 256, "NK", "kept"), target=SPR)
+    cfg = next(c for c in task.config_space if c["amx_tile"].val[0] and c["amx_prefetch"].val == 1)
+    with tc.target.Target(SPR):
+        s, args = task.instantiate(cfg)
+    asm = tc.build(s, args, target=SPR).get_source("asm")
+    assert "tilecraft_amx_u8s8s32_" in asm and "_pf1_kc" in asm and "sttilecfg" in asm and "tilerelease" not in asm
+    with pytest.raises(ValueError, match=r"topi/dense_int8.llvm: amx_config is 'call' or 'kept', got 'once'"):
+        with tc.target.Target(SPR):
+            task = autotune.task.create("topi/dense_int8.llvm", args=(64, 64, 256, "NK", "once"), target=SPR)
+            task.instantiate(task.config_space.get(0))
+
+
+@pytest.mark.parametrize("amx_config", ["call", "kept"])
+def test_dense_int8_kept_or_not_is_exact_by_the_interpreter(rng, amx_config):
+    M, N, K = 32, 32, 128
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "NK", amx_config), target=SPR)
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    want = a.astype(np.int64) @ w.astype(np.int64).T
+    with tc.target.Target(SPR):
+        s, (d, wt, C) = task.instantiate(_amx_config(task, rng, 64))
+    assert check_passes(s, [d, wt, C], {d: a, wt: w}, {C: want}).checked
+
+
+@pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX (amx-int8): the tile code cannot run here")
+def test_dense_int8_with_the_kept_configuration_runs_exactly(check_llvm, rng):
+    M, N, K = 96, 64, 320
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "NK", "kept"), target="llvm")
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    a[0, :4], w[0, :4] = 255, -128
+    want = a.astype(np.int64) @ w.astype(np.int64).T
+    for _ in range(3):
+        with tc.target.Target("llvm"):
+            s, (d, wt, C) = task.instantiate(_amx_config(task, rng))
+        check_llvm(s, [d, wt, C], {d: a, wt: w}, {C: want}, rtol=0, atol=0, passes=False)
+
+
 @pytest.mark.parametrize("kc", [64, 128])       # the reduction split (reset + update) and whole (body)
 def test_dense_int8_on_amx_is_exact_by_the_interpreter(rng, kc):
     M, N, K = 64, 32, 128

@@ -272,16 +272,20 @@ def dense_int8_pack_weight(weight, nr: int):
 
 
 @autotune.template("topi/dense_int8.llvm")
-def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK"):
+def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: str = "call"):
     """C[M, N] = data[M, K] (uint8) @ weight[N, K].T (int8), int32, on the target's int8 dot
     product (AMX tiles or VNNI where present, exact on every ISA). ``weight_layout="NK"``: the
     weights are packed in the call; ``"packed"``: the second input is the weights packed
     beforehand by :func:`dense_int8_pack_weight` with the config's panel width
     (:func:`dense_int8_weight_panel`), as PyTorch's quantized Linear keeps them. With AMX (knob
     ``amx_tile``, the AMX micro-kernel's C block, or ``(0, 0)`` for the vector one) the tile is
-    ``topi/cpu_amx.py``'s."""
+    ``topi/cpu_amx.py``'s; ``amx_config``: its tile configuration loaded in every call
+    (``"call"``, LLVM's) or kept across calls (``"kept"``, ``amx_kernel_ir(keep_config=True)``)."""
     if weight_layout not in ("NK", "packed"):
         raise ValueError(f"topi/dense_int8.llvm: weight_layout is 'NK' or 'packed', got {weight_layout!r}")
+    if amx_config not in ("call", "kept"):
+        raise ValueError(f"topi/dense_int8.llvm: amx_config is 'call' or 'kept', got {amx_config!r}")
+    keep = amx_config == "kept"
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
     if isa.int8 is None:
@@ -345,12 +349,12 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK"):
                    name="C")
     s = te.create_schedule(C.op)
     if amx[0]:
-        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch)
+        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep)
     else:
         mk = cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, isa=isa, unroll=min(k_unroll, kc // 4))
     outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
     if amx[0]:
-        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch))
+        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep))
     if weight_layout == "NK":
         x, y, z, w = s[Wp].op.axis
         s[Wp].parallel(x)
