@@ -219,24 +219,26 @@ def fp32_name(mr, nv, unroll, embedded, suffix=""):
 
 
 def build(amx: bool, workdir: str):
-    """Compile the probe kernels into a shared library; ``(CDLL, march)``."""
+    """Compile the probe kernels into a shared library; ``(CDLL, march, amx)`` (``amx`` False
+    where gcc cannot compile the AMX kernel: the fp32 ones are built without it)."""
     parts = ["#include <stdint.h>\n", freq_source()]
     for mr, nv, u, e in FP32_TILES:
         parts.append(fp32_kernel(fp32_name(mr, nv, u, e), mr, nv, u, e))
         parts.append(fp32_kernel(fp32_name(mr, nv, u, e, "_clk"), mr, nv, u, e, chain=clock_chain(mr, nv, u)))
         parts.append(fp32_kernel(fp32_name(mr, nv, u, e, "_pf"), mr, nv, u, e, prefetch=1024))
-    if amx:
-        parts.append(AMX_SOURCE)
-    src = os.path.join(workdir, "probe.c")
-    with open(src, "w") as f:
-        f.write("\n".join(parts))
-    lib = os.path.join(workdir, "probe.so")
-    for march in ("sapphirerapids", "native"):
-        flags = ["-O2", f"-march={march}", "-shared", "-fPIC"] + (["-mamx-tile", "-mamx-int8"] if amx else [])
-        r = subprocess.run(["gcc", *flags, src, "-o", lib], capture_output=True, text=True)
-        if r.returncode == 0:
-            return ctypes.CDLL(lib), march
-        err = r.stderr
+    err = ""
+    for with_amx in ([True, False] if amx else [False]):
+        src = os.path.join(workdir, "probe.c")
+        with open(src, "w") as f:
+            f.write("\n".join(parts + ([AMX_SOURCE] if with_amx else [])))
+        lib = os.path.join(workdir, f"probe{int(with_amx)}.so")
+        for march in ("sapphirerapids", "native"):
+            flags = ["-O2", f"-march={march}", "-shared", "-fPIC"] + (["-mamx-tile", "-mamx-int8"] if with_amx else [])
+            r = subprocess.run(["gcc", *flags, src, "-o", lib], capture_output=True, text=True)
+            if r.returncode == 0:
+                return ctypes.CDLL(lib), march, with_amx
+            err = r.stderr
+            print(f"# gcc {' '.join(flags)} failed: {err.strip().splitlines()[-1] if err.strip() else '?'}")
     sys.exit(f"gcc failed to build the probe kernels:\n{err[-3000:]}")
 
 
@@ -298,7 +300,7 @@ def main(argv=None):
     only = args.only.split(",")
     amx = "amx" in only and "amx-int8" in cpu_features("llvm")
     with tempfile.TemporaryDirectory() as tmp:
-        lib, march = build(amx, tmp)
+        lib, march, amx = build(amx, tmp)
         print(f"# {llvm.get_host_cpu_name()}, gcc -march={march}, kc {args.kc}, medians of {args.rounds} "
               f"rounds, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
         for threads in [int(t) for t in args.threads.split(",")]:

@@ -6,6 +6,7 @@ import ctypes
 import importlib.util
 import pathlib
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -32,7 +33,8 @@ def probe_lib(tmp_path_factory):
     if not HAS_GCC:
         pytest.skip("gcc is not installed: the probe's kernels are gcc inline assembly")
     probe = load_probe()
-    lib, march = probe.build(amx=True, workdir=str(tmp_path_factory.mktemp("probe")))
+    lib, march, amx = probe.build(amx=True, workdir=str(tmp_path_factory.mktemp("probe")))
+    probe.gcc_amx = amx     # False only where gcc is older than 11 (no -mamx-tile)
     return probe, lib
 
 
@@ -41,7 +43,9 @@ def test_the_kernels_and_the_amx_source_compile(probe_lib):
     for mr, nv, u, e in probe.FP32_TILES:
         for suffix in ("", "_clk", "_pf"):
             assert hasattr(lib, probe.fp32_name(mr, nv, u, e, suffix))
-    assert hasattr(lib, "amx_kernel") and hasattr(lib, "peak_zmm") and hasattr(lib, "chain16")
+    assert hasattr(lib, "peak_zmm") and hasattr(lib, "chain16")
+    gcc_major = int(subprocess.run(["gcc", "-dumpversion"], capture_output=True, text=True).stdout.split(".")[0])
+    assert probe.gcc_amx == (gcc_major >= 11) and hasattr(lib, "amx_kernel") == probe.gcc_amx
 
 
 @pytest.mark.skipif(not HOST_AVX512, reason="the probe's fp32 kernels are AVX-512 code; this host has no avx512f")
