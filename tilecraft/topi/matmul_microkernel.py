@@ -93,6 +93,37 @@ def _fallback_tile(tiles, isa, lanes: int) -> tuple[int, int]:
     return max(tiles, key=key)
 
 
+# The untuned fp32 GEMM on Intel AVX-512 cores (Golden Cove: 48 KB L1d, 2 MB L2): session 21's
+# tuned best on Emerald Rapids (2 cores): 8 × 32 tiles (16 accumulators), a 256-deep slice
+# (B's 256 × 32 slice, 32 KB, in L1 beside the 8 KB A panel), A packed, blocks of 32 × 4 tiles
+# (256 × 128 of C: a 256 KB A block and a 128 KB B block in L2), columns of blocks outermost.
+INTEL_AVX512_FALLBACK = dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=4, order="nm", k_unroll=4,
+                             pack_a=1, pack_b=1, c_block=0, a_prefetch=0)
+
+
+def fallback_knobs(M: int, N: int, K: int, tiles, isa, vendor: str) -> dict:
+    """The knob values of ``topi/matmul_tensorized.llvm``'s untuned (fallback) schedule:
+    :data:`INTEL_AVX512_FALLBACK` on Intel AVX-512 CPUs where it covers the shape, else a
+    register tile filling about half the registers (``_fallback_tile``), ``kc`` 256, blocks
+    of 4 × 4 tiles where they divide, rows of blocks outermost, A read in place.
+
+    >>> isa = cpu_intrinsics.vector_isa("llvm -mcpu=emeraldrapids")
+    >>> fallback_knobs(1024, 1024, 1024, register_tiles(isa, 16, 1024, 1024, pad_m=True), isa, "intel")["mc_tiles"]
+    32
+    """
+    f = INTEL_AVX512_FALLBACK
+    (mr, nr), kc = f["tile"], f["kc"]
+    if (vendor == "intel" and isa.name == "avx512" and f["tile"] in tiles and K % kc == 0
+            and M % (mr * f["mc_tiles"]) == 0 and N % (nr * f["nc_tiles"]) == 0):
+        return dict(f)
+    mr, nr = _fallback_tile([t for t in tiles if M % t[0] == 0] or tiles, isa, isa.lanes)
+    kc = 256 if K % 256 == 0 else max([k for k in (64, 128, 512) if K % k == 0] or [K])
+    mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
+    c_block = 0 if M % mr == 0 else 1
+    return dict(tile=(mr, nr), kc=kc, mc_tiles=mc, nc_tiles=nc, order="mn", k_unroll=4 if kc % 4 == 0 else 1,
+                pack_a=1 if c_block else 0, pack_b=1, c_block=c_block, a_prefetch=0)
+
+
 def _blocks(total: int, unit: int) -> list[int]:
     return [t for t in (1, 2, 4, 8, 16, 32, 64) if total % (unit * t) == 0] or [1]
 
@@ -125,13 +156,10 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
                      and (e["pack_a"].val or not e["a_prefetch"].val))
     cfg.add_flop(2.0 * M * N * K)
     if cfg.is_fallback:
-        mr, nr = _fallback_tile([t for t in tiles if M % t[0] == 0] or tiles, isa, isa.lanes)
-        kc = 256 if K % 256 == 0 else max([k for k in (64, 128, 512) if K % k == 0] or [K])
-        mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
-        order, k_unroll, pack_a, pack_b = "mn", 4 if kc % 4 == 0 else 1, 0, 1
-        c_block = 0 if M % mr == 0 else 1
-        pack_a = 1 if c_block else 0
-        a_prefetch = 0
+        f = fallback_knobs(M, N, K, tiles, isa, cpu_intrinsics.cpu_vendor())
+        (mr, nr), kc, mc, nc, order = f["tile"], f["kc"], f["mc_tiles"], f["nc_tiles"], f["order"]
+        k_unroll, pack_a, pack_b, c_block, a_prefetch = (f["k_unroll"], f["pack_a"], f["pack_b"], f["c_block"],
+                                                         f["a_prefetch"])
     else:
         (mr, nr), kc = cfg["tile"].val, cfg["kc"].val
         mc, nc, order = cfg["mc_tiles"].val, cfg["nc_tiles"].val, cfg["order"].val
