@@ -111,6 +111,12 @@ AMX_DENSES = {
     "amx 32x32 kc256 kept": dict(amx_tile=(32, 32), kc=256, mc_tiles=8, nc_tiles=8, order="nm"),
     "amx 32x32 kc512 prefetch A kept": dict(amx_tile=(32, 32), kc=512, mc_tiles=4, nc_tiles=16, order="mn",
                                             amx_prefetch=1),
+    # and A packed in the call into 64-K panels (amx_a "panels": each A tile one contiguous KB)
+    "amx 32x32 kc1024 prefetch A+B kept panels": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16,
+                                                      order="mn", amx_prefetch=2),
+    "amx 32x32 kc256 kept panels": dict(amx_tile=(32, 32), kc=256, mc_tiles=8, nc_tiles=8, order="nm"),
+    "amx 32x32 kc512 prefetch A kept panels": dict(amx_tile=(32, 32), kc=512, mc_tiles=4, nc_tiles=16,
+                                                   order="mn", amx_prefetch=1),
 }
 
 
@@ -160,29 +166,31 @@ def kernel_alone_fp32(mr, nr, unroll, threads, kc=256, repeat=512):
     return (lambda: mod(a, b, c)), 2.0 * threads * repeat * mr * nr * kc, mod
 
 
-def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0, keep_config=False):
+def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0, keep_config=False, a_panels=False):
     """The int8 micro-kernel (VNNI or AMX) on L1-resident operands, ``repeat`` times per thread."""
     import numpy as np
     import tilecraft as tc
     from tilecraft import te
     from tilecraft.topi import cpu_amx, cpu_intrinsics
 
-    a = te.placeholder((mr, kc), "uint8", name="a")
+    a = te.placeholder((kc // 64, mr, 64) if a_panels else (mr, kc), "uint8", name="a")
     b = te.placeholder((kc // 4, nr, 4), "int8", name="b")
     k4 = te.reduce_axis((0, kc // 4), name="k4")
     kb = te.reduce_axis((0, 4), name="kb")
+    a_at = (lambda i: a[k4 // 16, i, k4 % 16 * 4 + kb]) if a_panels else (lambda i: a[i, k4 * 4 + kb])
     C = te.compute((threads, repeat, mr, nr), lambda t, r, i, j: te.sum(
-        a[i, k4 * 4 + kb].astype("int32") * b[k4, j, kb].astype("int32"), axis=[k4, kb]), name="C")
+        a_at(i).astype("int32") * b[k4, j, kb].astype("int32"), axis=[k4, kb]), name="C")
     s = te.create_schedule(C.op)
     t = s[C].op.axis[0]
     s[C].parallel(t)
-    mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep_config) if amx else \
+    mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep_config,
+                                  a_panels=a_panels) if amx else \
         cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, unroll=4)
     s[C].tensorize(s[C].op.axis[2], mk)
     if amx:
-        s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep_config))
+        s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep_config, a_panels))
     mod = tc.build(s, [a, b, C], target="llvm")
-    x = np.random.randint(0, 256, (mr, kc)).astype("uint8")
+    x = np.random.randint(0, 256, tuple(a.shape)).astype("uint8")
     w = np.random.randint(-128, 128, (kc // 4, nr, 4)).astype("int8")
     c = np.zeros((threads, repeat, mr, nr), "int32")
     return (lambda: mod(x, w, c)), 2.0 * threads * repeat * mr * nr * kc, mod
@@ -270,9 +278,9 @@ def gemm_fp32(knobs, asm_notes=None, row=None):
     return lambda: mod(a, b, c)
 
 
-def dense_int8(knobs, packed_weight=False, amx_config="call"):
+def dense_int8(knobs, packed_weight=False, amx_config="call", amx_a="rows"):
     import numpy as np
-    args = (N, N, N, "packed" if packed_weight else "NK") + ((amx_config,) if amx_config != "call" else ())
+    args = (N, N, N, "packed" if packed_weight else "NK") + ((amx_config, amx_a) if amx_config != "call" else ())
     mod = template("topi/dense_int8.llvm", args, knobs)
     x = np.random.randint(0, 256, (N, N)).astype("uint8")
     w = np.random.randint(-128, 128, (N, N)).astype("int8")
@@ -404,8 +412,9 @@ def main(argv=None):
                 continue
             for packed in (False, True) if "er-tuned" in name else (True,):
                 row = f"dense {name}{' packed weight' if packed else ''}"
-                kept = "kept" if name.endswith(" kept") else "call"
-                rows[row], flops[row] = (dense_int8(knobs, packed, kept), gemm_flop), gemm_flop
+                kept = "kept" if " kept" in name else "call"
+                a_layout = "panels" if name.endswith(" panels") else "rows"
+                rows[row], flops[row] = (dense_int8(knobs, packed, kept, a_layout), gemm_flop), gemm_flop
                 if packed and kept == "call":   # bench/cpu_microkernels.py times the int8 GEMM on packed weights
                     variants[row] = ("int8", knobs)
     if "conv8" in only and isa.int8:

@@ -417,17 +417,20 @@ def amx_rows(lib, np, threads):
     os.environ["TILECRAFT_NUM_THREADS"] = str(threads)
     import cpu_gemm_anatomy
     # our kernel (cpu_amx), its A in place: LLVM's tile configuration per call, or kept
-    for kc, prefetch, keep in ((256, 0, False), (256, 0, True), (1024, 0, False), (1024, 0, True),
-                               (1024, 1, False), (1024, 1, True), (512, 1, True)):
+    for kc, prefetch, keep, panels in ((256, 0, False, False), (256, 0, True, False), (256, 0, True, True),
+                                       (1024, 0, False, False), (1024, 0, True, False), (1024, 0, True, True),
+                                       (1024, 1, False, False), (1024, 1, True, False), (512, 1, True, False),
+                                       (512, 1, True, True)):
         fn, flop, _ = cpu_gemm_anatomy.kernel_alone_int8(32, 32, threads, True, kc=kc, prefetch=prefetch,
-                                                         keep_config=keep)
+                                                         keep_config=keep, a_panels=panels)
 
         def make(n, fn=fn):
             def run():
                 for _ in range(n):
                     fn()
             return [run]
-        out[f"amx codegen 32x32 kc{kc} pf{prefetch} " + ("(cfg kept)" if keep else "(cfg per call)")] = (make, flop)
+        out[f"amx codegen 32x32 kc{kc} pf{prefetch} " + ("(cfg kept)" if keep else "(cfg per call)")
+            + (" A panels" if panels else "")] = (make, flop)
     return out
 
 

@@ -213,10 +213,11 @@ def test_dense_int8_keeps_the_tile_configuration_where_asked():
             task.instantiate(task.config_space.get(0))
 
 
-@pytest.mark.parametrize("amx_config", ["call", "kept"])
-def test_dense_int8_kept_or_not_is_exact_by_the_interpreter(rng, amx_config):
+@pytest.mark.parametrize("amx_config, amx_a", [("call", "rows"), ("kept", "rows"), ("kept", "panels"),
+                                               ("call", "panels")])
+def test_dense_int8_kept_or_not_is_exact_by_the_interpreter(rng, amx_config, amx_a):
     M, N, K = 32, 32, 128
-    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "NK", amx_config), target=SPR)
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "NK", amx_config, amx_a), target=SPR)
     a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
     want = a.astype(np.int64) @ w.astype(np.int64).T
     with tc.target.Target(SPR):
@@ -224,10 +225,43 @@ def test_dense_int8_kept_or_not_is_exact_by_the_interpreter(rng, amx_config):
     assert check_passes(s, [d, wt, C], {d: a, wt: w}, {C: want}).checked
 
 
+def test_the_panel_kernel_loads_each_a_tile_as_one_contiguous_kb():
+    """``a_panels``: A tiles 64 bytes a row, the second 1 KB after the first, the step's panel
+    ``lda`` bytes after the last; the same loop otherwise (4 tile loads, 4 tdpbusd, no stores)."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    ir = cpu_amx.amx_kernel_ir(32, 32, 1, keep_config=True, a_panels=True)
+    assert cpu_amx.amx_kernel_name(32, 32, 1, True, True) == "tilecraft_amx_u8s8s32_32x32_pf1_kc_pa"
+    assert ir.count("@llvm.x86.tileloadd64(i8 4, ptr %ap0, i64 64)") == 1
+    assert "%aoff1 = add i64 %abase, 1024" in ir and "%abase = mul i64 %apanel, %ldab" in ir
+    assert "%pa0_0 = getelementptr i8, ptr %ap0, i64 %ldab" in ir      # the next panel's rows
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(cpu="sapphirerapids", opt=2)
+    ops = [x.split()[0] for x in hot_loop(tm.emit_assembly(mod), "tdpbusd")]
+    assert ops.count("tdpbusd") == 4 and ops.count("tileloadd") == 4 and "tilestored" not in ops
+    assert ops.count("prefetcht0") == 32
+
+
+def test_dense_int8_packs_a_in_panels_where_asked():
+    task = autotune.task.create("topi/dense_int8.llvm", args=(64, 64, 256, "NK", "kept", "panels"), target=SPR)
+    cfg = next(c for c in task.config_space if c["amx_tile"].val == (32, 32) and c["kc"].val == 128)
+    with tc.target.Target(SPR):
+        s, args = task.instantiate(cfg)
+    ir = str(tc.lower(s, args, target=SPR))
+    assert "packedA" in ir and "_kc_pa" in ir
+    with pytest.raises(ValueError, match=r"topi/dense_int8.llvm: amx_a is 'rows' or 'panels', got 'cols'"):
+        with tc.target.Target(SPR):
+            task = autotune.task.create("topi/dense_int8.llvm", args=(64, 64, 256, "NK", "kept", "cols"), target=SPR)
+            task.instantiate(task.config_space.get(0))
+
+
 @pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX (amx-int8): the tile code cannot run here")
-def test_dense_int8_with_the_kept_configuration_runs_exactly(check_llvm, rng):
+@pytest.mark.parametrize("amx_a", ["rows", "panels"])
+def test_dense_int8_with_the_kept_configuration_runs_exactly(check_llvm, rng, amx_a):
     M, N, K = 96, 64, 320
-    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "NK", "kept"), target="llvm")
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "NK", "kept", amx_a), target="llvm")
     a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
     a[0, :4], w[0, :4] = 255, -128
     want = a.astype(np.int64) @ w.astype(np.int64).T

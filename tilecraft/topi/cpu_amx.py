@@ -35,12 +35,12 @@ AMX_TILES = ((32, 32), (16, 32), (32, 16), (16, 16))     # (mr, nr): the C tiles
 AMX_PREFETCH = (0, 1, 2)     # the kernel's software prefetch: none, the next A tiles, A and B tiles
 
 
-def amx_kernel_name(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False) -> str:
+def amx_kernel_name(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False, a_panels: bool = False) -> str:
     return (f"tilecraft_amx_u8s8s32_{mr}x{nr}" + (f"_pf{prefetch}" if prefetch else "")
-            + ("_kc" if keep_config else ""))
+            + ("_kc" if keep_config else "") + ("_pa" if a_panels else ""))
 
 
-def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False) -> str:
+def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False, a_panels: bool = False) -> str:
     """LLVM IR of ``void tilecraft_amx_u8s8s32_{mr}x{nr}(int32 *c, int ldc, uint8 *a, int lda,
     int8 *b, int ldb, int k)``: ``c[mr, nr] += a[mr, k] · b`` (strides in elements; ``b`` packed
     ``[k / 4, nr, 4]`` with row stride ``ldb`` bytes; ``k`` a positive multiple of 64).
@@ -56,6 +56,10 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False
     ``ldtilecfg`` once, not per call. Otherwise LLVM allocates the tiles (``x86_amx`` values)
     and brackets every call with ``ldtilecfg`` and ``tilerelease``.
 
+    ``a_panels`` (the name gains ``_pa``): ``a`` is packed in panels of 64 K, ``[k / 64, mr,
+    64]`` with ``lda`` the bytes from one panel to the next, so that each A tile is one contiguous
+    KB (rows 64 bytes apart) instead of 16 rows ``lda`` apart.
+
     >>> "tdpbusd.internal" in amx_kernel_ir(32, 32)
     True
     >>> amx_kernel_ir(32, 32, prefetch=2).count("llvm.prefetch") > 64
@@ -68,7 +72,7 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False
     if prefetch not in AMX_PREFETCH:
         raise ValueError(f"the AMX micro-kernel's prefetch is one of {AMX_PREFETCH}, got {prefetch!r}")
     tm, tn = mr // 16, nr // 16
-    name = amx_kernel_name(mr, nr, prefetch, keep_config)
+    name = amx_kernel_name(mr, nr, prefetch, keep_config, a_panels)
     L = [f"define void @{name}(ptr %c, i32 %ldc, ptr %a, i32 %lda, ptr %b, i32 %ldb, i32 %k) #0 {{",
          "entry:",
          "  call void @tilecraft_amx_permit()"]
@@ -97,11 +101,17 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False
         for i in range(tm):
             for j in range(tn):
                 L.append(f"  %c{i}{j} = phi x86_amx [ %c{i}{j}.0, %entry ], [ %c{i}{j}.next, %loop ]")
+    if a_panels:            # the step's panel: kk / 64 panels on; its tile i 16 rows of 64 bytes in
+        L.append("  %apanel = lshr i64 %kk, 6")
+        L.append("  %abase = mul i64 %apanel, %ldab")
     for i in range(tm):
-        L.append(f"  %arow{i} = mul i64 %ldab, {16 * i}")
-        L.append(f"  %aoff{i} = add i64 %arow{i}, %kk")
+        if a_panels:
+            L.append(f"  %aoff{i} = add i64 %abase, {16 * 64 * i}")
+        else:
+            L.append(f"  %arow{i} = mul i64 %ldab, {16 * i}")
+            L.append(f"  %aoff{i} = add i64 %arow{i}, %kk")
         L.append(f"  %ap{i} = getelementptr i8, ptr %a, i64 %aoff{i}")
-        load(f"%ta{i}", 4 + i, f"%ap{i}", "%ldab")
+        load(f"%ta{i}", 4 + i, f"%ap{i}", "64" if a_panels else "%ldab")
     L.append("  %k4 = lshr i64 %kk, 2")
     L.append("  %brow = mul i64 %k4, %ldbb")
     for j in range(tn):
@@ -110,8 +120,8 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False
         load(f"%tb{j}", 6 + j, f"%bp{j}", "%ldbb")
     if prefetch:            # the next step's rows: A 64 bytes further along K, B 16 rows further down
         for i in range(tm):     # (row by row, one add each: precomputed offsets would take 16 registers)
-            L.append(f"  %pa{i}_0 = getelementptr i8, ptr %ap{i}, i64 64")
-            _prefetch_rows(L, f"pa{i}", "%ldab")
+            L.append(f"  %pa{i}_0 = getelementptr i8, ptr %ap{i}, i64 " + ("%ldab" if a_panels else "64"))
+            _prefetch_rows(L, f"pa{i}", "64" if a_panels else "%ldab")
     if prefetch == 2:
         L.append("  %b16 = shl i64 %ldbb, 4")
         for j in range(tn):
@@ -205,13 +215,14 @@ attributes #0 = { "target-features"="+amx-int8,+amx-tile,+avx512f,+avx512bw" }
 
 
 def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, keep_config: bool = False,
-                     name: str | None = None):
+                     a_panels: bool = False, name: str | None = None):
     """``c[mr, nr] += a · b`` in int32 over ``kc`` (a multiple of 64) ``uint8 × int8`` products on
     AMX tiles, with the TE definition and buffers of ``cpu_intrinsics.gemm_u8s8s32``: ``a``
     ``[mr, kc]`` uint8, ``b`` ``[kc / 4, nr, 4]`` int8, ``c`` ``[mr, nr]`` int32, any row
-    strides. ``(mr, nr)`` is one of :data:`AMX_TILES`; ``prefetch`` and ``keep_config`` are
-    :func:`amx_kernel_ir`'s. The schedule must link :func:`amx_kernel_ir` (``s[C].pragma(axis,
-    "import_llvm", amx_kernel_ir(mr, nr, prefetch, keep_config))``).
+    strides. ``(mr, nr)`` is one of :data:`AMX_TILES`; ``prefetch``, ``keep_config`` and
+    ``a_panels`` are :func:`amx_kernel_ir`'s (with ``a_panels``, ``a`` is ``[kc / 64, mr, 64]``,
+    read as ``a[k4 // 16, i, k4 % 16 * 4 + kb]``). The schedule must link :func:`amx_kernel_ir`
+    (``s[C].pragma(axis, "import_llvm", amx_kernel_ir(mr, nr, prefetch, keep_config, a_panels))``).
 
     >>> mk = gemm_u8s8s32_amx(32, 32, 128)
     >>> s[C].tensorize(mi, mk); s[C].pragma(outer, "import_llvm", amx_kernel_ir(32, 32))
@@ -222,19 +233,29 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, keep_confi
                          f"(16 × 16 int32 tiles, at most 4)")
     if kc < 64 or kc % 64:
         raise ValueError(f"{what}: kc must be a positive multiple of 64 (one tile holds 64 bytes of K)")
-    a = te.placeholder((mr, kc), "uint8", name="a")
+    if a_panels:
+        a = te.placeholder((kc // 64, mr, 64), "uint8", name="a")
+
+        def a_at(i, k4, kb):
+            return a[k4 // 16, i, k4 % 16 * 4 + kb]
+    else:
+        a = te.placeholder((mr, kc), "uint8", name="a")
+
+        def a_at(i, k4, kb):
+            return a[i, k4 * 4 + kb]
     b = te.placeholder((kc // 4, nr, 4), "int8", name="b")
     k4 = te.reduce_axis((0, kc // 4), name="k4")
     kb = te.reduce_axis((0, 4), name="kb")
-    c = te.compute((mr, nr), lambda i, j: te.sum(a[i, k4 * 4 + kb].astype("int32") * b[k4, j, kb].astype("int32"),
+    c = te.compute((mr, nr), lambda i, j: te.sum(a_at(i, k4, kb).astype("int32") * b[k4, j, kb].astype("int32"),
                                                  axis=[k4, kb]), name="c")
     lda, ldb, ldc = te.var("lda"), te.var("ldb"), te.var("ldc")
-    binds = {a: tir.decl_buffer(a.shape, "uint8", name="A", offset_factor=1, strides=[lda, 1]),
+    binds = {a: tir.decl_buffer(a.shape, "uint8", name="A", offset_factor=1,
+                                strides=[lda, 64, 1] if a_panels else [lda, 1]),
              b: tir.decl_buffer(b.shape, "int8", name="B", offset_factor=1, strides=[ldb, 4, 1]),
              c: tir.decl_buffer(c.shape, "int32", name="C", offset_factor=1, strides=[ldc, 1])}
     if prefetch not in AMX_PREFETCH:
         raise ValueError(f"{what}: prefetch is one of {AMX_PREFETCH}, got {prefetch!r}")
-    kernel = amx_kernel_name(mr, nr, prefetch, keep_config)
+    kernel = amx_kernel_name(mr, nr, prefetch, keep_config, a_panels)
 
     def fcompute(ins, outs):
         A, B = ins
@@ -259,8 +280,8 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, keep_confi
         return ib.get(), reset(), update()
 
     return te.decl_tensor_intrin(c.op, fcompute, name=name or f"gemm_u8s8s32_amx_{mr}x{nr}x{kc}"
-                                 + (f"_pf{prefetch}" if prefetch else "") + ("_kc" if keep_config else ""),
-                                 binds=binds)
+                                 + (f"_pf{prefetch}" if prefetch else "") + ("_kc" if keep_config else "")
+                                 + ("_pa" if a_panels else ""), binds=binds)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -300,7 +300,7 @@ def dense_int8_pack_weight(weight, nr: int):
 
 
 @autotune.template("topi/dense_int8.llvm")
-def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: str = "call"):
+def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: str = "call", amx_a: str = "rows"):
     """C[M, N] = data[M, K] (uint8) @ weight[N, K].T (int8), int32, on the target's int8 dot
     product (AMX tiles or VNNI where present, exact on every ISA). ``weight_layout="NK"``: the
     weights are packed in the call; ``"packed"``: the second input is the weights packed
@@ -308,11 +308,16 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: st
     (:func:`dense_int8_weight_panel`), as PyTorch's quantized Linear keeps them. With AMX (knob
     ``amx_tile``, the AMX micro-kernel's C block, or ``(0, 0)`` for the vector one) the tile is
     ``topi/cpu_amx.py``'s; ``amx_config``: its tile configuration loaded in every call
-    (``"call"``, LLVM's) or kept across calls (``"kept"``, ``amx_kernel_ir(keep_config=True)``)."""
+    (``"call"``, LLVM's) or kept across calls (``"kept"``, ``amx_kernel_ir(keep_config=True)``);
+    ``amx_a``: the AMX kernel reads ``data`` in place (``"rows"``: each A tile 16 rows ``K``
+    bytes apart) or packed in the call into panels of 64 K (``"panels"``: ``[M / mr, K / 64, mr,
+    64]``, each A tile one contiguous KB)."""
     if weight_layout not in ("NK", "packed"):
         raise ValueError(f"topi/dense_int8.llvm: weight_layout is 'NK' or 'packed', got {weight_layout!r}")
     if amx_config not in ("call", "kept"):
         raise ValueError(f"topi/dense_int8.llvm: amx_config is 'call' or 'kept', got {amx_config!r}")
+    if amx_a not in ("rows", "panels"):
+        raise ValueError(f"topi/dense_int8.llvm: amx_a is 'rows' or 'panels', got {amx_a!r}")
     keep = amx_config == "kept"
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
@@ -372,17 +377,30 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: st
         Wp = te.compute((N // nr, K // 4, nr, 4), lambda x, y, z, w: weight[x * nr + z, y * 4 + w], name="packedW")
     k4 = te.reduce_axis((0, K // 4), name="k4")
     kb = te.reduce_axis((0, 4), name="kb")
-    C = te.compute((M, N), lambda i, j: te.sum(data[i, k4 * 4 + kb].astype("int32")
+    a_panels = bool(amx[0]) and amx_a == "panels"
+    if a_panels:
+        Ap = te.compute((M // mr, K // 64, mr, 64), lambda x, y, z, w: data[x * mr + z, y * 64 + w], name="packedA")
+
+        def a_at(i):
+            return Ap[i // mr, k4 // 16, i % mr, k4 % 16 * 4 + kb]
+    else:
+        def a_at(i):
+            return data[i, k4 * 4 + kb]
+    C = te.compute((M, N), lambda i, j: te.sum(a_at(i).astype("int32")
                                                * Wp[j // nr, k4, j % nr, kb].astype("int32"), axis=[k4, kb]),
                    name="C")
     s = te.create_schedule(C.op)
     if amx[0]:
-        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep)
+        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep, a_panels=a_panels)
     else:
         mk = cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, isa=isa, unroll=min(k_unroll, kc // 4))
     outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
     if amx[0]:
-        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep))
+        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep, a_panels))
+    if a_panels:
+        x, _, _, w = s[Ap].op.axis
+        s[Ap].parallel(x)
+        s[Ap].vectorize(w)              # 64 contiguous bytes of a row of data
     if weight_layout == "NK":
         x, y, z, w = s[Wp].op.axis
         s[Wp].parallel(x)
