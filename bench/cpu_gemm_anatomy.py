@@ -94,6 +94,9 @@ CONV8_AMX_CONFIGS = {
     "amx 28x16": dict(tile_ic=64, tile_oc=16, tile_ow=28, ic_outer=False, k_unroll=1, amx=True),
     "amx 28x32": dict(tile_ic=64, tile_oc=32, tile_ow=28, ic_outer=False, k_unroll=1, amx=True),
     "amx 14x32": dict(tile_ic=64, tile_oc=32, tile_ow=14, ic_outer=False, k_unroll=1, amx=True),
+    # the tile configuration kept across calls (amx_config "kept"): 9 steps a call here
+    "amx 28x16 kept": dict(tile_ic=64, tile_oc=16, tile_ow=28, ic_outer=False, k_unroll=1, amx=True),
+    "amx 14x32 kept": dict(tile_ic=64, tile_oc=32, tile_ow=14, ic_outer=False, k_unroll=1, amx=True),
 }
 AMX_DENSES = {
     "amx 32x32 er-tuned": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn"),
@@ -296,11 +299,11 @@ def dense_int8(knobs, packed_weight=False, amx_config="call", amx_a="rows"):
     return lambda: mod(x, wt, c)
 
 
-def conv_int8(knobs):
+def conv_int8(knobs, amx_config="call"):
     import numpy as np
     import tilecraft.topi.conv2d_microkernel  # noqa: F401  (registers the template)
     N_, CI, H, W, CO, KH, KW, stride, pad = CONV8
-    mod = template("topi/conv2d_nchwc_int8.llvm", CONV8, knobs)
+    mod = template("topi/conv2d_nchwc_int8.llvm", CONV8 + ((amx_config,) if amx_config != "call" else ()), knobs)
     x = np.random.randint(0, 256, (N_, CI, H, W)).astype("uint8")
     w = np.random.randint(-128, 128, (CO, CI, KH, KW)).astype("int8")
     out = np.full((N_, CO, H, W), -7, "int32")
@@ -421,8 +424,10 @@ def main(argv=None):
         N_, CI, H, W, CO, KH, KW, _, _ = CONV8
         conv_flop = 2.0 * N_ * CO * H * W * CI * KH * KW
         for name, knobs in {**CONV8_CONFIGS, **(CONV8_AMX_CONFIGS if isa.amx else {})}.items():
-            rows[f"conv int8 {name}"], flops[f"conv int8 {name}"] = (conv_int8(knobs), conv_flop), conv_flop
-            variants[f"conv int8 {name}"] = ("conv8", knobs)
+            kept = "kept" if name.endswith(" kept") else "call"
+            rows[f"conv int8 {name}"], flops[f"conv int8 {name}"] = (conv_int8(knobs, kept), conv_flop), conv_flop
+            if kept == "call":
+                variants[f"conv int8 {name}"] = ("conv8", knobs)
     times = time_rows(rows, args.rounds)
     peak = flops["FMA peak"] / times["FMA peak"] / 1e9
     for name, t in times.items():

@@ -373,12 +373,53 @@ def test_conv2d_int8_on_amx_is_exact_by_the_interpreter(rng, shape):
     assert check_passes(s, [data, kernel, out], {data: x, kernel: w}, {out: want}).checked
 
 
+@pytest.mark.parametrize("reg_n, oc_bn, ic_bn, stride", [(28, 16, 64, 1), (14, 32, 128, 1), (8, 32, 64, 2)])
+def test_the_kept_config_conv_kernel_configures_its_row_counts(reg_n, oc_bn, ic_bn, stride):
+    """``keep_config``: the conv kernel's loop on named tiles as LLVM's; its configuration gives
+    the C and A tiles the tile's ``rows`` (B 16); no tilerelease; ldtilecfg behind the compare."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    rows, tm, tn = cpu_amx.amx_conv_tiles(reg_n, oc_bn)
+    ir = cpu_amx.amx_conv_kernel_ir(reg_n, oc_bn, 3, 3, ic_bn, stride, keep_config=True)
+    assert cpu_amx.amx_conv_kernel_name(reg_n, oc_bn, 3, 3, ic_bn, stride, True).endswith("_kc")
+    cfg = cpu_amx.config_bytes(rows)
+    assert list(cfg[48:56]) == [rows] * 6 + [16, 16] and "".join(f"\\{b:02X}" for b in cfg) in ir
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    tm_ = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(cpu="sapphirerapids", opt=2)
+    asm = tm_.emit_assembly(mod)
+    ops = [x.split()[0] for x in hot_loop(asm, "tdpbusd")]
+    assert ops.count("tdpbusd") == tm * tn and ops.count("tileloadd") == tm + tn and "tilestored" not in ops
+    assert "tilerelease" not in asm and asm.count("ldtilecfg") == 1 and asm.count("tilestored") == tm * tn
+
+
+@pytest.mark.parametrize("amx_config", ["call", "kept"])
+def test_conv2d_int8_kept_or_not_is_exact_by_the_interpreter(rng, amx_config):
+    from test_microkernels import conv_ref
+    shape = (1, 128, 4, 7, 20, 3, 3, 1, 1)
+    N, CI, H, W, CO, KH, KW, stride, pad = shape
+    task = autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=shape + (amx_config,), target=SPR)
+    x, w = int8_inputs(rng, ((N, CI, H, W), "u"), ((CO, CI, KH, KW), "s"))
+    want = conv_ref(x, w, stride, pad).astype(np.int64)
+    with tc.target.Target(SPR):
+        s, (data, kernel, out) = task.instantiate(_amx_conv_config(task, rng, ic_bn=64))
+        asm = tc.build(s, [data, kernel, out], target=SPR).get_source("asm")
+    assert ("sttilecfg" in asm) == (amx_config == "kept")
+    assert check_passes(s, [data, kernel, out], {data: x, kernel: w}, {out: want}).checked
+    with pytest.raises(ValueError, match=r"topi/conv2d_nchwc_int8.llvm: amx_config is 'call' or 'kept', got 'x'"):
+        with tc.target.Target(SPR):
+            bad = autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=shape + ("x",), target=SPR)
+            bad.instantiate(bad.config_space.get(0))
+
+
 @pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX (amx-int8): the tile code cannot run here")
-def test_conv2d_int8_on_amx_runs_exactly(check_llvm, rng):
+@pytest.mark.parametrize("amx_config", ["call", "kept"])
+def test_conv2d_int8_on_amx_runs_exactly(check_llvm, rng, amx_config):
     from test_microkernels import conv_ref
     for shape in (CONV_AMX, (1, 128, 6, 9, 48, 3, 3, 2, 1)):
         N, CI, H, W, CO, KH, KW, stride, pad = shape
-        task = autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=shape, target="llvm")
+        task = autotune.task.create("topi/conv2d_nchwc_int8.llvm", args=shape + (amx_config,), target="llvm")
         x, w = int8_inputs(rng, ((N, CI, H, W), "u"), ((CO, CI, KH, KW), "s"))
         x[0, :4, 1, 1], w[0, :4, 1, 1] = 255, -128
         want = conv_ref(x, w, stride, pad).astype(np.int64)

@@ -144,7 +144,7 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False
                 L.append(f"  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
                          f"x86_amx %c{i}{j}.next)")
     L += ["  ret void", "}", ""]
-    return ("\n".join(L) + _PERMIT + (_CONFIGURE if keep_config else _DECLS)
+    return ("\n".join(L) + _PERMIT + (_configure_ir(16) if keep_config else _DECLS)
             + (_PREFETCH_DECL if prefetch else ""))
 
 
@@ -183,12 +183,27 @@ attributes #0 = { "target-features"="+amx-int8,+amx-tile,+avx512f" }
 """
 _PREFETCH_DECL = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n"
 
-# the kept configuration: palette 1, tiles 0-7 of 16 rows × 64 bytes (colsb at bytes 16-31, rows
-# at 48-55); loaded only where the thread's current one differs (onednn or another kernel may
-# have loaded its own; a thread whose tiles were released stores zeros)
-_CONFIG_BYTES = bytes([1] + [0] * 15 + [64, 0] * 8 + [0] * 16 + [16] * 8 + [0] * 8)
-_CONFIGURE = ("""
-@tilecraft_amx_config = internal constant [64 x i8] c\"""" + "".join(f"\\{b:02X}" for b in _CONFIG_BYTES) + """\", align 64
+# the kept configuration: palette 1, tiles 0-7 of 64 bytes a row (colsb at bytes 16-31), C (0-3)
+# and A (4-5) tiles of ``rows`` rows, B (6-7) of 16 (rows at bytes 48-55); loaded only where the
+# thread's current one differs (onednn or another kernel may have loaded its own; a thread whose
+# tiles were released stores zeros)
+def config_bytes(rows: int = 16) -> bytes:
+    """The 64-byte tile configuration of the kept-configuration kernels (``ldtilecfg``'s format).
+
+    >>> config_bytes(14)[48:56]
+    b'\\x0e\\x0e\\x0e\\x0e\\x0e\\x0e\\x10\\x10'
+    """
+    return bytes([1] + [0] * 15 + [64, 0] * 8 + [0] * 16 + [rows] * 6 + [16] * 2 + [0] * 8)
+
+
+_CONFIG_BYTES = config_bytes(16)
+
+
+def _configure_ir(rows: int = 16) -> str:
+    """``tilecraft_amx_configure()`` and the declarations of the named-tile intrinsics."""
+    return ("""
+@tilecraft_amx_config = internal constant [64 x i8] c\"""" + "".join(f"\\{b:02X}" for b in config_bytes(rows))
+            + """\", align 64
 define internal void @tilecraft_amx_configure() #0 {
 entry:
   %cur = alloca [64 x i8], align 64
@@ -303,11 +318,13 @@ def amx_conv_tiles(reg_n: int, oc_bn: int) -> tuple[int, int, int] | None:
     return reg_n // tm, tm, oc_bn // 16
 
 
-def amx_conv_kernel_name(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int) -> str:
-    return f"tilecraft_amx_conv_u8s8s32_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}_s{stride}"
+def amx_conv_kernel_name(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int,
+                         keep_config: bool = False) -> str:
+    return f"tilecraft_amx_conv_u8s8s32_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}_s{stride}" + ("_kc" if keep_config else "")
 
 
-def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int = 1) -> str:
+def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int = 1,
+                       keep_config: bool = False) -> str:
     """LLVM IR of ``void tilecraft_amx_conv_u8s8s32_...(int32 *c, int ldc, uint8 *a, int sa0,
     int sa1, int8 *b, int sb0, int sb1, int sb2)``: ``c[x, co] += sum a[r, x*stride + q, ci] ·
     b[r, q, ci / 4, co, ci % 4]`` over the ``kh × kw`` window and ``ic_bn`` (a multiple of 64)
@@ -315,7 +332,8 @@ def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, str
     (one ``(r, q)`` of the window and 64 channels) loads ``tm`` A tiles (``rows`` output columns
     of 64 channels, ``stride * sa1`` bytes apart), ``tn`` B tiles (16 rows of 4 channels × 16
     output channels, ``sb2`` bytes apart) and adds ``tm × tn`` ``tdpbusd`` into the C tiles,
-    kept in tile registers over the window.
+    kept in tile registers over the window. ``keep_config``: named tiles and the configuration
+    kept across calls, as :func:`amx_kernel_ir`'s (C and A tiles of ``rows`` rows).
 
     >>> "tdpbusd.internal(i16 14" in amx_conv_kernel_ir(28, 16, 3, 3, 64)
     True
@@ -327,12 +345,19 @@ def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, str
     rows, tm, tn = tiles
     ncc = ic_bn // 64
     steps = kh * kw * ncc
-    name = amx_conv_kernel_name(reg_n, oc_bn, kh, kw, ic_bn, stride)
+    name = amx_conv_kernel_name(reg_n, oc_bn, kh, kw, ic_bn, stride, keep_config)
     L = [f"define void @{name}(ptr %c, i32 %ldc, ptr %a, i32 %sa0, i32 %sa1, ptr %b, i32 %sb0, i32 %sb1, "
          f"i32 %sb2) #0 {{",
          "entry:",
-         "  call void @tilecraft_amx_permit()",
+         "  call void @tilecraft_amx_permit()"] + (["  call void @tilecraft_amx_configure()"] if keep_config else []) + [
          "  %ldc64 = sext i32 %ldc to i64", "  %ldcb = shl i64 %ldc64, 2"]
+
+    def load(value, tile, rows_, ptr, stride_):
+        if keep_config:
+            L.append(f"  call void @llvm.x86.tileloadd64(i8 {tile}, ptr {ptr}, i64 {stride_})")
+        else:
+            L.append(f"  {value} = call x86_amx @llvm.x86.tileloadd64.internal(i16 {rows_}, i16 64, "
+                     f"ptr {ptr}, i64 {stride_})")
     L += [f"  %{v}x = sext i32 %{v} to i64" for v in ("sa0", "sa1", "sb0", "sb1", "sb2")]
     L.append(f"  %astride = mul i64 %sa1x, {stride}")          # from one output column to the next
     for i in range(tm):
@@ -340,12 +365,12 @@ def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, str
             L.append(f"  %crow{i}{j} = mul i64 %ldcb, {rows * i}")
             L.append(f"  %coff{i}{j} = add i64 %crow{i}{j}, {64 * j}")
             L.append(f"  %cp{i}{j} = getelementptr i8, ptr %c, i64 %coff{i}{j}")
-            L.append(f"  %c{i}{j}.0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 {rows}, i16 64, "
-                     f"ptr %cp{i}{j}, i64 %ldcb)")
+            load(f"%c{i}{j}.0", 2 * i + j, rows, f"%cp{i}{j}", "%ldcb")
     L += ["  br label %loop", "loop:", "  %t = phi i64 [ 0, %entry ], [ %t.next, %loop ]"]
-    for i in range(tm):
-        for j in range(tn):
-            L.append(f"  %c{i}{j} = phi x86_amx [ %c{i}{j}.0, %entry ], [ %c{i}{j}.next, %loop ]")
+    if not keep_config:
+        for i in range(tm):
+            for j in range(tn):
+                L.append(f"  %c{i}{j} = phi x86_amx [ %c{i}{j}.0, %entry ], [ %c{i}{j}.next, %loop ]")
     # the step's window position (r, q) and channel chunk cc (constant divisors: multiplies)
     L += [f"  %r = udiv i64 %t, {kw * ncc}", f"  %rq = urem i64 %t, {kw * ncc}",
           f"  %q = udiv i64 %rq, {ncc}", f"  %cc = urem i64 %rq, {ncc}",
@@ -357,28 +382,33 @@ def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, str
         L.append(f"  %aoffi{i} = mul i64 %astride, {rows * i}")
         L.append(f"  %aoff{i} = add i64 %abase, %aoffi{i}")
         L.append(f"  %ap{i} = getelementptr i8, ptr %a, i64 %aoff{i}")
-        L.append(f"  %ta{i} = call x86_amx @llvm.x86.tileloadd64.internal(i16 {rows}, i16 64, ptr %ap{i}, "
-                 f"i64 %astride)")
+        load(f"%ta{i}", 4 + i, rows, f"%ap{i}", "%astride")
     for j in range(tn):
         L.append(f"  %boff{j} = add i64 %bbase, {64 * j}")
         L.append(f"  %bp{j} = getelementptr i8, ptr %b, i64 %boff{j}")
-        L.append(f"  %tb{j} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %bp{j}, i64 %sb2x)")
+        load(f"%tb{j}", 6 + j, 16, f"%bp{j}", "%sb2x")
     for i in range(tm):
         for j in range(tn):
-            L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 {rows}, i16 64, i16 64, "
-                     f"x86_amx %c{i}{j}, x86_amx %ta{i}, x86_amx %tb{j})")
+            if keep_config:
+                L.append(f"  call void @llvm.x86.tdpbusd(i8 {2 * i + j}, i8 {4 + i}, i8 {6 + j})")
+            else:
+                L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 {rows}, i16 64, i16 64, "
+                         f"x86_amx %c{i}{j}, x86_amx %ta{i}, x86_amx %tb{j})")
     L += ["  %t.next = add i64 %t, 1", f"  %more = icmp slt i64 %t.next, {steps}",
           "  br i1 %more, label %loop, label %done", "done:"]
     for i in range(tm):
         for j in range(tn):
-            L.append(f"  call void @llvm.x86.tilestored64.internal(i16 {rows}, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
-                     f"x86_amx %c{i}{j}.next)")
+            if keep_config:
+                L.append(f"  call void @llvm.x86.tilestored64(i8 {2 * i + j}, ptr %cp{i}{j}, i64 %ldcb)")
+            else:
+                L.append(f"  call void @llvm.x86.tilestored64.internal(i16 {rows}, i16 64, ptr %cp{i}{j}, "
+                         f"i64 %ldcb, x86_amx %c{i}{j}.next)")
     L += ["  ret void", "}", ""]
-    return "\n".join(L) + _PERMIT + _DECLS
+    return "\n".join(L) + _PERMIT + (_configure_ir(rows) if keep_config else _DECLS)
 
 
 def conv_u8s8s32_amx(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int = 1, *,
-                     name: str | None = None):
+                     keep_config: bool = False, name: str | None = None):
     """``cpu_intrinsics.conv_u8s8s32``'s NCHW[x]c output row tile (same TE definition and
     buffers) on AMX tiles: :func:`amx_conv_kernel_ir`, which the schedule must link
     (``s[out].pragma(axis, "import_llvm", amx_conv_kernel_ir(...))``). ``oc_bn`` is 16 or 32,
@@ -395,7 +425,7 @@ def conv_u8s8s32_amx(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, strid
     if ic_bn < 64 or ic_bn % 64:
         raise ValueError(f"{what}: ic_bn must be a positive multiple of 64 (one tile row holds 64 channels)")
     c, binds = conv_u8s8s32_definition(reg_n, oc_bn, kh, kw, ic_bn, stride)
-    kernel = amx_conv_kernel_name(reg_n, oc_bn, kh, kw, ic_bn, stride)
+    kernel = amx_conv_kernel_name(reg_n, oc_bn, kh, kw, ic_bn, stride, keep_config)
 
     def fcompute(ins, outs):
         A, B = ins
@@ -420,4 +450,4 @@ def conv_u8s8s32_amx(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, strid
         return ib.get(), reset(), update()
 
     return te.decl_tensor_intrin(c.op, fcompute, name=name or f"conv_u8s8s32_amx_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}"
-                                 f"_s{stride}", binds=binds)
+                                 f"_s{stride}" + ("_kc" if keep_config else ""), binds=binds)
