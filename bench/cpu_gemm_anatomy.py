@@ -193,7 +193,7 @@ def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0, keep
     if amx:
         s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep_config, a_panels))
     mod = tc.build(s, [a, b, C], target="llvm")
-    x = np.random.randint(0, 256, tuple(a.shape)).astype("uint8")
+    x = np.random.randint(0, 256, (kc // 64, mr, 64) if a_panels else (mr, kc)).astype("uint8")
     w = np.random.randint(-128, 128, (kc // 4, nr, 4)).astype("int8")
     c = np.zeros((threads, repeat, mr, nr), "int32")
     return (lambda: mod(x, w, c)), 2.0 * threads * repeat * mr * nr * kc, mod
