@@ -283,7 +283,7 @@ def gemm_fp32(knobs, asm_notes=None, row=None):
 
 def dense_int8(knobs, packed_weight=False, amx_config="call", amx_a="rows"):
     import numpy as np
-    args = (N, N, N, "packed" if packed_weight else "NK") + ((amx_config, amx_a) if amx_config != "call" else ())
+    args = (N, N, N, "packed" if packed_weight else "NK", amx_config, amx_a)
     mod = template("topi/dense_int8.llvm", args, knobs)
     x = np.random.randint(0, 256, (N, N)).astype("uint8")
     w = np.random.randint(-128, 128, (N, N)).astype("int8")
@@ -303,7 +303,7 @@ def conv_int8(knobs, amx_config="call"):
     import numpy as np
     import tilecraft.topi.conv2d_microkernel  # noqa: F401  (registers the template)
     N_, CI, H, W, CO, KH, KW, stride, pad = CONV8
-    mod = template("topi/conv2d_nchwc_int8.llvm", CONV8 + ((amx_config,) if amx_config != "call" else ()), knobs)
+    mod = template("topi/conv2d_nchwc_int8.llvm", CONV8 + (amx_config,), knobs)
     x = np.random.randint(0, 256, (N_, CI, H, W)).astype("uint8")
     w = np.random.randint(-128, 128, (CO, CI, KH, KW)).astype("int8")
     out = np.full((N_, CO, H, W), -7, "int32")

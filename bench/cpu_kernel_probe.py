@@ -9,7 +9,8 @@ per-call and per-step costs. Issue 11; run it pinned, e.g. on the device host::
 
 Rows (``--only``):
 
-- ``freq``: the core clock measured by a chain of dependent ``add`` (1 cycle each): alone, and
+- ``freq``: the core clock measured by a chain of dependent ``add r11, r11`` (1 cycle each; not
+  ``add r11, 1``, which Golden Cove's renamer folds): alone, and
   *inside* an FMA loop (16 independent zmm / ymm FMAs per 12 chained adds, so the chain sets the
   pace and the clock is measured while the FMA units run: the AVX-512 frequency licence); the
   FMA peak loops themselves (24 zmm accumulators, 12 ymm ones) with the clock they imply at 2
@@ -48,6 +49,10 @@ FP32_TILES = [(14, 2, 1, False), (14, 2, 1, True), (14, 2, 4, False), (12, 2, 4,
               (8, 2, 4, False), (8, 2, 4, True), (8, 3, 4, False), (8, 3, 4, True), (6, 4, 4, False),
               (6, 4, 4, True), (28, 1, 1, True), (28, 1, 4, True), (24, 1, 4, True)]
 CHAIN = 12      # dependent adds per 16 FMAs in the clock probe inside the FMA loop
+# one cycle of a dependent chain: a register added to itself. Not "addq $1, %r11": Golden Cove's
+# renamer folds chains of adds of immediates (the Emerald Rapids host ran 16 of them a cycle
+# alone and far above the clock inside FMA loops: session 22's mid-session run)
+CHAIN_OP = "addq %%r11, %%r11"
 
 
 def _zmm(i: int) -> str:
@@ -79,7 +84,7 @@ def fp32_kernel(name: str, mr: int, nv: int, unroll: int, embedded: bool, chain:
                 for v in range(nv):
                     body.append(f"vfmadd231ps {_zmm(bcast)}, {_zmm(31 - v)}, {_zmm(i * nv + v)}")
             if chain and i < chain:     # spread the chain over the step
-                body += ["addq $1, %%r11"] * (chain // mr + (i < chain % mr))
+                body += [CHAIN_OP] * (chain // mr + (i < chain % mr))
     zero = [f"vpxord {_zmm(r)}, {_zmm(r)}, {_zmm(r)}" for r in range(acc)]
     store = [f"vmovups {_zmm(i * nv + v)}, {64 * (i * nv + v)}(%%rdx)" for i in range(mr) for v in range(nv)]
     lines = zero + ["xorq %%r11, %%r11", "movq %[kc], %%rcx", "1:"] + body + [
@@ -126,7 +131,7 @@ def freq_source() -> str:
     """``chain16(n)``: 16 dependent adds a step; ``peak_zmm(n)``: 24 independent zmm FMAs;
     ``peak_ymm(n)``: 12 ymm; ``zmm_clock(n)`` / ``ymm_clock(n)``: 16 FMAs and CHAIN dependent
     adds a step (the chain sets the pace)."""
-    chain16 = ["addq $1, %%r11"] * 16
+    chain16 = [CHAIN_OP] * 16
     zmm = [f"vfmadd231ps %%zmm30, %%zmm31, %%zmm{i}" for i in range(24)]
     ymm = [f"vfmadd231ps %%ymm14, %%ymm15, %%ymm{i}" for i in range(12)]
     zclk, yclk = [], []
@@ -134,8 +139,8 @@ def freq_source() -> str:
         zclk.append(f"vfmadd231ps %%zmm30, %%zmm31, %%zmm{i}")
         yclk.append(f"vfmadd231ps %%ymm14, %%ymm15, %%ymm{i % 12}")
         if i < CHAIN:
-            zclk.append("addq $1, %%r11")
-            yclk.append("addq $1, %%r11")
+            zclk.append(CHAIN_OP)
+            yclk.append(CHAIN_OP)
     return (_loop_asm("chain16", chain16, 0) + _loop_asm("peak_zmm", zmm, 32)
             + _loop_asm("peak_ymm", ymm, 16, "ymm") + _loop_asm("zmm_clock", zclk, 32)
             + _loop_asm("ymm_clock", yclk, 16, "ymm"))

@@ -188,12 +188,12 @@ def conv2d_nchwc_tensorized(N: int, CI: int, H: int, W: int, CO: int, KH: int, K
 
 @autotune.template("topi/conv2d_nchwc_int8.llvm")
 def conv2d_nchwc_int8(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, padding: int,
-                      amx_config: str = "call"):
+                      amx_config: str = "kept"):
     """conv2d NCHW, uint8 data × int8 kernel → int32, in NCHW[x]c with the int8 micro-kernel:
     the vector one (VNNI where present), or where the target has AMX and CI is a multiple of 64,
     with knob ``amx``, ``cpu_amx.conv_u8s8s32_amx`` (the tuner's choice; the fallback keeps the
-    vector kernel), its tile configuration loaded per call (``amx_config="call"``, LLVM's) or
-    kept across calls (``"kept"``)."""
+    vector kernel), its tile configuration kept across calls (``amx_config="kept"``, the
+    default) or loaded per call (``"call"``, LLVM's)."""
     if amx_config not in ("call", "kept"):
         raise ValueError(f"topi/conv2d_nchwc_int8.llvm: amx_config is 'call' or 'kept', got {amx_config!r}")
     cfg = autotune.get_config()
