@@ -65,6 +65,20 @@ FP32_GEMMS = {  # the tuned config of the quiet Emerald Rapids run (session 19),
                                pack_a=1, pack_b=1, c_block=1),
     "8x32 c_block kc128": dict(tile=(8, 32), kc=128, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4,
                                pack_a=1, pack_b=1, c_block=1),
+    # the best of session 21's 48-trial tuning on Emerald Rapids (221 GFLOP/s, not quiet: the
+    # untuned default on Intel AVX-512, matmul_microkernel.INTEL_AVX512_FALLBACK), and
+    # blockings for its 48 KB L1d / 2 MB L2: the kc x nr B slice in L1 beside the A panel, the
+    # mc*mr x kc A block and the kc x nc*nr B block in L2
+    "8x32 generic fallback": dict(tile=(8, 32), kc=256, mc_tiles=4, nc_tiles=4, order="mn", k_unroll=4,
+                                  pack_a=0, pack_b=1, c_block=0),   # the untuned default off Intel
+    "8x32 s21-tuned": dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=4, order="nm", k_unroll=4,
+                           pack_a=1, pack_b=1, c_block=0),
+    "8x32 kc128 nc16": dict(tile=(8, 32), kc=128, mc_tiles=32, nc_tiles=16, order="nm", k_unroll=4,
+                            pack_a=1, pack_b=1, c_block=0),
+    "12x32 padded kc128 u4": dict(tile=(12, 32), kc=128, mc_tiles=4, nc_tiles=16, order="nm", k_unroll=4,
+                                  pack_a=1, pack_b=1, c_block=1),
+    "6x64 padded kc128": dict(tile=(6, 64), kc=128, mc_tiles=4, nc_tiles=2, order="nm", k_unroll=4,
+                              pack_a=1, pack_b=1, c_block=1),
 }
 INT8_DENSES = {
     # amx_tile (0, 0): the vector kernel where the target has AMX (the knob exists only there)
@@ -80,6 +94,9 @@ CONV8_AMX_CONFIGS = {
     "amx 28x16": dict(tile_ic=64, tile_oc=16, tile_ow=28, ic_outer=False, k_unroll=1, amx=True),
     "amx 28x32": dict(tile_ic=64, tile_oc=32, tile_ow=28, ic_outer=False, k_unroll=1, amx=True),
     "amx 14x32": dict(tile_ic=64, tile_oc=32, tile_ow=14, ic_outer=False, k_unroll=1, amx=True),
+    # the tile configuration kept across calls (amx_config "kept"): 9 steps a call here
+    "amx 28x16 kept": dict(tile_ic=64, tile_oc=16, tile_ow=28, ic_outer=False, k_unroll=1, amx=True),
+    "amx 14x32 kept": dict(tile_ic=64, tile_oc=32, tile_ow=14, ic_outer=False, k_unroll=1, amx=True),
 }
 AMX_DENSES = {
     "amx 32x32 er-tuned": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn"),
@@ -89,6 +106,20 @@ AMX_DENSES = {
                                         amx_prefetch=1),
     "amx 32x32 kc1024 prefetch A+B": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn",
                                           amx_prefetch=2),
+    # the tile configuration kept across calls (amx_config "kept"): the same configs, and smaller
+    # kc (A and B in L1) that per-call configurations made too costly
+    "amx 32x32 kc1024 prefetch A+B kept": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn",
+                                               amx_prefetch=2),
+    "amx 32x32 er-tuned kept": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn"),
+    "amx 32x32 kc256 kept": dict(amx_tile=(32, 32), kc=256, mc_tiles=8, nc_tiles=8, order="nm"),
+    "amx 32x32 kc512 prefetch A kept": dict(amx_tile=(32, 32), kc=512, mc_tiles=4, nc_tiles=16, order="mn",
+                                            amx_prefetch=1),
+    # and A packed in the call into 64-K panels (amx_a "panels": each A tile one contiguous KB)
+    "amx 32x32 kc1024 prefetch A+B kept panels": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16,
+                                                      order="mn", amx_prefetch=2),
+    "amx 32x32 kc256 kept panels": dict(amx_tile=(32, 32), kc=256, mc_tiles=8, nc_tiles=8, order="nm"),
+    "amx 32x32 kc512 prefetch A kept panels": dict(amx_tile=(32, 32), kc=512, mc_tiles=4, nc_tiles=16,
+                                                   order="mn", amx_prefetch=1),
 }
 
 
@@ -138,29 +169,31 @@ def kernel_alone_fp32(mr, nr, unroll, threads, kc=256, repeat=512):
     return (lambda: mod(a, b, c)), 2.0 * threads * repeat * mr * nr * kc, mod
 
 
-def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0):
+def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0, keep_config=False, a_panels=False):
     """The int8 micro-kernel (VNNI or AMX) on L1-resident operands, ``repeat`` times per thread."""
     import numpy as np
     import tilecraft as tc
     from tilecraft import te
     from tilecraft.topi import cpu_amx, cpu_intrinsics
 
-    a = te.placeholder((mr, kc), "uint8", name="a")
+    a = te.placeholder((kc // 64, mr, 64) if a_panels else (mr, kc), "uint8", name="a")
     b = te.placeholder((kc // 4, nr, 4), "int8", name="b")
     k4 = te.reduce_axis((0, kc // 4), name="k4")
     kb = te.reduce_axis((0, 4), name="kb")
+    a_at = (lambda i: a[k4 // 16, i, k4 % 16 * 4 + kb]) if a_panels else (lambda i: a[i, k4 * 4 + kb])
     C = te.compute((threads, repeat, mr, nr), lambda t, r, i, j: te.sum(
-        a[i, k4 * 4 + kb].astype("int32") * b[k4, j, kb].astype("int32"), axis=[k4, kb]), name="C")
+        a_at(i).astype("int32") * b[k4, j, kb].astype("int32"), axis=[k4, kb]), name="C")
     s = te.create_schedule(C.op)
     t = s[C].op.axis[0]
     s[C].parallel(t)
-    mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch) if amx else \
+    mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep_config,
+                                  a_panels=a_panels) if amx else \
         cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, unroll=4)
     s[C].tensorize(s[C].op.axis[2], mk)
     if amx:
-        s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch))
+        s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep_config, a_panels))
     mod = tc.build(s, [a, b, C], target="llvm")
-    x = np.random.randint(0, 256, (mr, kc)).astype("uint8")
+    x = np.random.randint(0, 256, (kc // 64, mr, 64) if a_panels else (mr, kc)).astype("uint8")
     w = np.random.randint(-128, 128, (kc // 4, nr, 4)).astype("int8")
     c = np.zeros((threads, repeat, mr, nr), "int32")
     return (lambda: mod(x, w, c)), 2.0 * threads * repeat * mr * nr * kc, mod
@@ -248,9 +281,9 @@ def gemm_fp32(knobs, asm_notes=None, row=None):
     return lambda: mod(a, b, c)
 
 
-def dense_int8(knobs, packed_weight=False):
+def dense_int8(knobs, packed_weight=False, amx_config="call", amx_a="rows"):
     import numpy as np
-    args = (N, N, N, "packed") if packed_weight else (N, N, N)
+    args = (N, N, N, "packed" if packed_weight else "NK", amx_config, amx_a)
     mod = template("topi/dense_int8.llvm", args, knobs)
     x = np.random.randint(0, 256, (N, N)).astype("uint8")
     w = np.random.randint(-128, 128, (N, N)).astype("int8")
@@ -266,11 +299,11 @@ def dense_int8(knobs, packed_weight=False):
     return lambda: mod(x, wt, c)
 
 
-def conv_int8(knobs):
+def conv_int8(knobs, amx_config="call"):
     import numpy as np
     import tilecraft.topi.conv2d_microkernel  # noqa: F401  (registers the template)
     N_, CI, H, W, CO, KH, KW, stride, pad = CONV8
-    mod = template("topi/conv2d_nchwc_int8.llvm", CONV8, knobs)
+    mod = template("topi/conv2d_nchwc_int8.llvm", CONV8 + (amx_config,), knobs)
     x = np.random.randint(0, 256, (N_, CI, H, W)).astype("uint8")
     w = np.random.randint(-128, 128, (CO, CI, KH, KW)).astype("int8")
     out = np.full((N_, CO, H, W), -7, "int32")
@@ -382,15 +415,19 @@ def main(argv=None):
                 continue
             for packed in (False, True) if "er-tuned" in name else (True,):
                 row = f"dense {name}{' packed weight' if packed else ''}"
-                rows[row], flops[row] = (dense_int8(knobs, packed), gemm_flop), gemm_flop
-                if packed:          # bench/cpu_microkernels.py times the int8 GEMM on packed weights
+                kept = "kept" if " kept" in name else "call"
+                a_layout = "panels" if name.endswith(" panels") else "rows"
+                rows[row], flops[row] = (dense_int8(knobs, packed, kept, a_layout), gemm_flop), gemm_flop
+                if packed and kept == "call":   # bench/cpu_microkernels.py times the int8 GEMM on packed weights
                     variants[row] = ("int8", knobs)
     if "conv8" in only and isa.int8:
         N_, CI, H, W, CO, KH, KW, _, _ = CONV8
         conv_flop = 2.0 * N_ * CO * H * W * CI * KH * KW
         for name, knobs in {**CONV8_CONFIGS, **(CONV8_AMX_CONFIGS if isa.amx else {})}.items():
-            rows[f"conv int8 {name}"], flops[f"conv int8 {name}"] = (conv_int8(knobs), conv_flop), conv_flop
-            variants[f"conv int8 {name}"] = ("conv8", knobs)
+            kept = "kept" if name.endswith(" kept") else "call"
+            rows[f"conv int8 {name}"], flops[f"conv int8 {name}"] = (conv_int8(knobs, kept), conv_flop), conv_flop
+            if kept == "call":
+                variants[f"conv int8 {name}"] = ("conv8", knobs)
     times = time_rows(rows, args.rounds)
     peak = flops["FMA peak"] / times["FMA peak"] / 1e9
     for name, t in times.items():

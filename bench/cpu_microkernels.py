@@ -4,6 +4,7 @@ beside numpy and PyTorch, measured in the same run with 2 threads and with 1 thr
     python bench/cpu_microkernels.py --tune 96      # tune each workload (2 threads; resumes the logs), then measure
     python bench/cpu_microkernels.py                # measure the best configs of tuning_logs/microkernel_*.jsonl
     python bench/cpu_microkernels.py --threads 1 --only gemm,int8
+    python bench/cpu_microkernels.py --tune 48 --only gemm --rounds 0   # tune only (bench/tune_micro.sh)
 
 Workloads (``--only``):
 
@@ -58,7 +59,8 @@ def parse_args(argv=None):
     p.add_argument("--only", default="gemm,int8,conv,conv8", help="workloads: " + ",".join(WORKLOADS))
     p.add_argument("--tune", type=int, default=0, metavar="TRIALS",
                    help="tune each workload up to TRIALS candidates first (with the largest thread count)")
-    p.add_argument("--rounds", type=int, default=7, help="timing rounds (ours and the references in turns)")
+    p.add_argument("--rounds", type=int, default=7, help="timing rounds (ours and the references in turns); "
+                   "0: tune only, measure nothing")
     p.add_argument("--logs", default=os.path.join(ROOT, "tuning_logs"))
     p.add_argument("--knobs", action="append", default=[], metavar="KEY=JSON",
                    help="measure workload KEY with these knob values instead of its log's best, e.g. "
@@ -447,6 +449,8 @@ def main(argv=None):
         import tilecraft.topi.matmul_microkernel  # noqa: F401
         for key in args.only.split(","):
             tune(key, args.tune, args.logs)
+    if args.rounds == 0:            # tuning only (bench/tune_micro.sh); bench/verify_micro.sh measures
+        return
     sys.path.insert(0, ROOT)
     from tilecraft.codegen.llvm_features import cpu_features
     from tilecraft.runtime.threads import wait_policy

@@ -239,3 +239,25 @@ def test_a_task_for_another_cpu_tiles_and_builds_for_it():
     s, args = task.instantiate(task.config_space.get(task.config_space.valid_index(0)))
     asm = tc.build(s, args, target=target).get_source("asm")
     assert "vfmadd" in asm and "%ymm" in asm and "%zmm" not in asm
+
+
+def test_the_untuned_gemm_follows_the_vendor():
+    """Intel AVX-512: session 21's tuned Emerald Rapids config where it covers the shape; Zen
+    (and shapes it does not cover) keep the generic fallback: half the registers in
+    accumulators, rows of blocks outermost, A read in place."""
+    from tilecraft.topi import cpu_intrinsics, matmul_microkernel as mm
+    er, zen = cpu_intrinsics.vector_isa("llvm -mcpu=emeraldrapids"), cpu_intrinsics.vector_isa("llvm -mcpu=znver5")
+    tiles = mm.register_tiles(er, 16, 1024, 1024, pad_m=True)
+    assert mm.fallback_knobs(1024, 1024, 1024, tiles, er, "intel") == mm.INTEL_AVX512_FALLBACK
+    generic = mm.fallback_knobs(1024, 1024, 1024, mm.register_tiles(zen, 16, 1024, 1024, pad_m=True), zen, "amd")
+    assert generic == dict(tile=(8, 32), kc=256, mc_tiles=4, nc_tiles=4, order="mn", k_unroll=4, pack_a=0,
+                           pack_b=1, c_block=0, a_prefetch=0)
+    # a shape the Intel blocks do not divide: the generic fallback there too
+    small = mm.fallback_knobs(96, 64, 128, mm.register_tiles(er, 16, 96, 64, pad_m=True), er, "intel")
+    assert small["mc_tiles"] != 32 and small["order"] == "mn"
+    task = autotune.task.create("topi/matmul_tensorized.llvm", args=(512, 256, 256, "float32"),
+                                target="llvm -mcpu=emeraldrapids")
+    with tc.target.Target("llvm -mcpu=emeraldrapids"):
+        with pytest.warns(UserWarning, match="fallback configuration"):
+            s, args = task.func(*task.args)
+    assert "packedA" in str(tc.lower(s, args, target="llvm -mcpu=emeraldrapids"))

@@ -326,6 +326,14 @@ def test_isa_follows_the_target_not_the_host():
         assert ci.vector_isa().name == "avx2"       # the current target by default
 
 
+def test_the_vendor_follows_the_target_cpu():
+    assert ci.cpu_vendor("llvm -mcpu=emeraldrapids") == ci.cpu_vendor("llvm -mcpu=skylake-avx512") == "intel"
+    assert ci.cpu_vendor("llvm -mcpu=znver5") == ci.cpu_vendor("llvm -mcpu=znver3 -mattr=+avx512f") == "amd"
+    assert ci.cpu_vendor("llvm -mcpu=x86-64-v4") == ""
+    with tc.target.Target("llvm -mcpu=sapphirerapids"):
+        assert ci.cpu_vendor() == "intel"           # the current target by default
+
+
 def test_tile_columns_must_be_whole_vectors():
     with pytest.raises(ValueError, match=r"gemm_fp32\(4, 24, 64\): the tile is 4 × 24; its columns must be a "
                                          r"multiple of the target's 16 lanes"):

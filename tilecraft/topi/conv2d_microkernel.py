@@ -187,11 +187,15 @@ def conv2d_nchwc_tensorized(N: int, CI: int, H: int, W: int, CO: int, KH: int, K
 
 
 @autotune.template("topi/conv2d_nchwc_int8.llvm")
-def conv2d_nchwc_int8(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, padding: int):
+def conv2d_nchwc_int8(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int, padding: int,
+                      amx_config: str = "kept"):
     """conv2d NCHW, uint8 data × int8 kernel → int32, in NCHW[x]c with the int8 micro-kernel:
     the vector one (VNNI where present), or where the target has AMX and CI is a multiple of 64,
     with knob ``amx``, ``cpu_amx.conv_u8s8s32_amx`` (the tuner's choice; the fallback keeps the
-    vector kernel)."""
+    vector kernel), its tile configuration kept across calls (``amx_config="kept"``, the
+    default) or loaded per call (``"call"``, LLVM's)."""
+    if amx_config not in ("call", "kept"):
+        raise ValueError(f"topi/conv2d_nchwc_int8.llvm: amx_config is 'call' or 'kept', got {amx_config!r}")
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
     if isa.int8 is None:
@@ -208,8 +212,9 @@ def conv2d_nchwc_int8(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int
     out, (data_vec, kernel_vec, conv) = packed_conv2d(data, kernel, stride, padding, ic_bn, oc_bn)
     s = te.create_schedule(out.op)
     if on_amx:
-        mk = cpu_amx.conv_u8s8s32_amx(reg_n, oc_bn, KH, KW, ic_bn, stride)
-        ir = cpu_amx.amx_conv_kernel_ir(reg_n, oc_bn, KH, KW, ic_bn, stride)
+        keep = amx_config == "kept"
+        mk = cpu_amx.conv_u8s8s32_amx(reg_n, oc_bn, KH, KW, ic_bn, stride, keep_config=keep)
+        ir = cpu_amx.amx_conv_kernel_ir(reg_n, oc_bn, KH, KW, ic_bn, stride, keep_config=keep)
     else:
         mk = cpu_intrinsics.conv_u8s8s32(reg_n, oc_bn, KH, KW, ic_bn, stride, isa=isa, unroll=k_unroll)
         ir = None

@@ -35,11 +35,12 @@ AMX_TILES = ((32, 32), (16, 32), (32, 16), (16, 16))     # (mr, nr): the C tiles
 AMX_PREFETCH = (0, 1, 2)     # the kernel's software prefetch: none, the next A tiles, A and B tiles
 
 
-def amx_kernel_name(mr: int, nr: int, prefetch: int = 0) -> str:
-    return f"tilecraft_amx_u8s8s32_{mr}x{nr}" + (f"_pf{prefetch}" if prefetch else "")
+def amx_kernel_name(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False, a_panels: bool = False) -> str:
+    return (f"tilecraft_amx_u8s8s32_{mr}x{nr}" + (f"_pf{prefetch}" if prefetch else "")
+            + ("_kc" if keep_config else "") + ("_pa" if a_panels else ""))
 
 
-def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
+def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False, a_panels: bool = False) -> str:
     """LLVM IR of ``void tilecraft_amx_u8s8s32_{mr}x{nr}(int32 *c, int ldc, uint8 *a, int lda,
     int8 *b, int ldb, int k)``: ``c[mr, nr] += a[mr, k] · b`` (strides in elements; ``b`` packed
     ``[k / 4, nr, 4]`` with row stride ``ldb`` bytes; ``k`` a positive multiple of 64).
@@ -48,9 +49,22 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
     64-byte row): a ``tileloadd`` waits for all its 16 rows, so rows that come from L2 stall
     the ``tdpbusd`` that need them.
 
+    ``keep_config`` (the name gains ``_kc``): the tiles are named registers (C ``tmm0-3``, A
+    ``tmm4-5``, B ``tmm6-7``, LLVM's ``llvm.x86.tileloadd64`` with an immediate) and the call
+    loads the tile configuration only where the thread's current one (``sttilecfg``) differs
+    from the kernel's (8 tiles of 16 × 64 bytes), and leaves it loaded: a thread pays
+    ``ldtilecfg`` once, not per call. Otherwise LLVM allocates the tiles (``x86_amx`` values)
+    and brackets every call with ``ldtilecfg`` and ``tilerelease``.
+
+    ``a_panels`` (the name gains ``_pa``): ``a`` is packed in panels of 64 K, ``[k / 64, mr,
+    64]`` with ``lda`` the bytes from one panel to the next, so that each A tile is one contiguous
+    KB (rows 64 bytes apart) instead of 16 rows ``lda`` apart.
+
     >>> "tdpbusd.internal" in amx_kernel_ir(32, 32)
     True
     >>> amx_kernel_ir(32, 32, prefetch=2).count("llvm.prefetch") > 64
+    True
+    >>> "@llvm.x86.ldtilecfg" in amx_kernel_ir(32, 32, keep_config=True)
     True
     """
     if (mr, nr) not in AMX_TILES:
@@ -58,12 +72,21 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
     if prefetch not in AMX_PREFETCH:
         raise ValueError(f"the AMX micro-kernel's prefetch is one of {AMX_PREFETCH}, got {prefetch!r}")
     tm, tn = mr // 16, nr // 16
-    name = amx_kernel_name(mr, nr, prefetch)
+    name = amx_kernel_name(mr, nr, prefetch, keep_config, a_panels)
     L = [f"define void @{name}(ptr %c, i32 %ldc, ptr %a, i32 %lda, ptr %b, i32 %ldb, i32 %k) #0 {{",
          "entry:",
-         "  call void @tilecraft_amx_permit()",
-         "  %ldc64 = sext i32 %ldc to i64", "  %ldcb = shl i64 %ldc64, 2",
-         "  %ldab = sext i32 %lda to i64", "  %ldbb = sext i32 %ldb to i64", "  %kend = sext i32 %k to i64"]
+         "  call void @tilecraft_amx_permit()"]
+    if keep_config:
+        L.append("  call void @tilecraft_amx_configure()")
+    L += ["  %ldc64 = sext i32 %ldc to i64", "  %ldcb = shl i64 %ldc64, 2",
+          "  %ldab = sext i32 %lda to i64", "  %ldbb = sext i32 %ldb to i64", "  %kend = sext i32 %k to i64"]
+
+    def load(value, tile, ptr, stride):
+        if keep_config:
+            L.append(f"  call void @llvm.x86.tileloadd64(i8 {tile}, ptr {ptr}, i64 {stride})")
+        else:
+            L.append(f"  {value} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, "
+                     f"ptr {ptr}, i64 {stride})")
 
     def c_ptr(i, j):
         L.append(f"  %crow{i}{j} = mul i64 %ldcb, {16 * i}")
@@ -72,27 +95,33 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
     for i in range(tm):
         for j in range(tn):
             c_ptr(i, j)
-            L.append(f"  %c{i}{j}.0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, "
-                     f"ptr %cp{i}{j}, i64 %ldcb)")
+            load(f"%c{i}{j}.0", 2 * i + j, f"%cp{i}{j}", "%ldcb")
     L += ["  br label %loop", "loop:", "  %kk = phi i64 [ 0, %entry ], [ %kk.next, %loop ]"]
+    if not keep_config:
+        for i in range(tm):
+            for j in range(tn):
+                L.append(f"  %c{i}{j} = phi x86_amx [ %c{i}{j}.0, %entry ], [ %c{i}{j}.next, %loop ]")
+    if a_panels:            # the step's panel: kk / 64 panels on; its tile i 16 rows of 64 bytes in
+        L.append("  %apanel = lshr i64 %kk, 6")
+        L.append("  %abase = mul i64 %apanel, %ldab")
     for i in range(tm):
-        for j in range(tn):
-            L.append(f"  %c{i}{j} = phi x86_amx [ %c{i}{j}.0, %entry ], [ %c{i}{j}.next, %loop ]")
-    for i in range(tm):
-        L.append(f"  %arow{i} = mul i64 %ldab, {16 * i}")
-        L.append(f"  %aoff{i} = add i64 %arow{i}, %kk")
+        if a_panels:
+            L.append(f"  %aoff{i} = add i64 %abase, {16 * 64 * i}")
+        else:
+            L.append(f"  %arow{i} = mul i64 %ldab, {16 * i}")
+            L.append(f"  %aoff{i} = add i64 %arow{i}, %kk")
         L.append(f"  %ap{i} = getelementptr i8, ptr %a, i64 %aoff{i}")
-        L.append(f"  %ta{i} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %ap{i}, i64 %ldab)")
+        load(f"%ta{i}", 4 + i, f"%ap{i}", "64" if a_panels else "%ldab")
     L.append("  %k4 = lshr i64 %kk, 2")
     L.append("  %brow = mul i64 %k4, %ldbb")
     for j in range(tn):
         L.append(f"  %boff{j} = add i64 %brow, {64 * j}")
         L.append(f"  %bp{j} = getelementptr i8, ptr %b, i64 %boff{j}")
-        L.append(f"  %tb{j} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %bp{j}, i64 %ldbb)")
+        load(f"%tb{j}", 6 + j, f"%bp{j}", "%ldbb")
     if prefetch:            # the next step's rows: A 64 bytes further along K, B 16 rows further down
         for i in range(tm):     # (row by row, one add each: precomputed offsets would take 16 registers)
-            L.append(f"  %pa{i}_0 = getelementptr i8, ptr %ap{i}, i64 64")
-            _prefetch_rows(L, f"pa{i}", "%ldab")
+            L.append(f"  %pa{i}_0 = getelementptr i8, ptr %ap{i}, i64 " + ("%ldab" if a_panels else "64"))
+            _prefetch_rows(L, f"pa{i}", "64" if a_panels else "%ldab")
     if prefetch == 2:
         L.append("  %b16 = shl i64 %ldbb, 4")
         for j in range(tn):
@@ -100,16 +129,23 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0) -> str:
             _prefetch_rows(L, f"pb{j}", "%ldbb")
     for i in range(tm):
         for j in range(tn):
-            L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, "
-                     f"x86_amx %c{i}{j}, x86_amx %ta{i}, x86_amx %tb{j})")
+            if keep_config:
+                L.append(f"  call void @llvm.x86.tdpbusd(i8 {2 * i + j}, i8 {4 + i}, i8 {6 + j})")
+            else:
+                L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 16, i16 64, i16 64, "
+                         f"x86_amx %c{i}{j}, x86_amx %ta{i}, x86_amx %tb{j})")
     L += ["  %kk.next = add i64 %kk, 64", "  %more = icmp slt i64 %kk.next, %kend",
           "  br i1 %more, label %loop, label %done", "done:"]
     for i in range(tm):
         for j in range(tn):
-            L.append(f"  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
-                     f"x86_amx %c{i}{j}.next)")
+            if keep_config:
+                L.append(f"  call void @llvm.x86.tilestored64(i8 {2 * i + j}, ptr %cp{i}{j}, i64 %ldcb)")
+            else:
+                L.append(f"  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
+                         f"x86_amx %c{i}{j}.next)")
     L += ["  ret void", "}", ""]
-    return "\n".join(L) + _PERMIT + _DECLS + (_PREFETCH_DECL if prefetch else "")
+    return ("\n".join(L) + _PERMIT + (_configure_ir(16) if keep_config else _DECLS)
+            + (_PREFETCH_DECL if prefetch else ""))
 
 
 def _prefetch_rows(L: list, p: str, stride: str) -> None:
@@ -147,14 +183,61 @@ attributes #0 = { "target-features"="+amx-int8,+amx-tile,+avx512f" }
 """
 _PREFETCH_DECL = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n"
 
+# the kept configuration: palette 1, tiles 0-7 of 64 bytes a row (colsb at bytes 16-31), C (0-3)
+# and A (4-5) tiles of ``rows`` rows, B (6-7) of 16 (rows at bytes 48-55); loaded only where the
+# thread's current one differs (onednn or another kernel may have loaded its own; a thread whose
+# tiles were released stores zeros)
+def config_bytes(rows: int = 16) -> bytes:
+    """The 64-byte tile configuration of the kept-configuration kernels (``ldtilecfg``'s format).
 
-def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, name: str | None = None):
+    >>> config_bytes(14)[48:56]
+    b'\\x0e\\x0e\\x0e\\x0e\\x0e\\x0e\\x10\\x10'
+    """
+    return bytes([1] + [0] * 15 + [64, 0] * 8 + [0] * 16 + [rows] * 6 + [16] * 2 + [0] * 8)
+
+
+_CONFIG_BYTES = config_bytes(16)
+
+
+def _configure_ir(rows: int = 16) -> str:
+    """``tilecraft_amx_configure()`` and the declarations of the named-tile intrinsics."""
+    return ("""
+@tilecraft_amx_config = internal constant [64 x i8] c\"""" + "".join(f"\\{b:02X}" for b in config_bytes(rows))
+            + """\", align 64
+define internal void @tilecraft_amx_configure() #0 {
+entry:
+  %cur = alloca [64 x i8], align 64
+  call void @llvm.x86.sttilecfg(ptr %cur)
+  %now = load <64 x i8>, ptr %cur, align 64
+  %want = load <64 x i8>, ptr @tilecraft_amx_config, align 64
+  %ne = icmp ne <64 x i8> %now, %want
+  %bits = bitcast <64 x i1> %ne to i64
+  %differs = icmp ne i64 %bits, 0
+  br i1 %differs, label %load, label %out
+load:
+  call void @llvm.x86.ldtilecfg(ptr @tilecraft_amx_config)
+  br label %out
+out:
+  ret void
+}
+declare void @llvm.x86.sttilecfg(ptr)
+declare void @llvm.x86.ldtilecfg(ptr)
+declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)
+declare void @llvm.x86.tdpbusd(i8 immarg, i8 immarg, i8 immarg)
+declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)
+attributes #0 = { "target-features"="+amx-int8,+amx-tile,+avx512f,+avx512bw" }
+""")
+
+
+def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, keep_config: bool = False,
+                     a_panels: bool = False, name: str | None = None):
     """``c[mr, nr] += a · b`` in int32 over ``kc`` (a multiple of 64) ``uint8 × int8`` products on
     AMX tiles, with the TE definition and buffers of ``cpu_intrinsics.gemm_u8s8s32``: ``a``
     ``[mr, kc]`` uint8, ``b`` ``[kc / 4, nr, 4]`` int8, ``c`` ``[mr, nr]`` int32, any row
-    strides. ``(mr, nr)`` is one of :data:`AMX_TILES`; ``prefetch`` is :func:`amx_kernel_ir`'s.
-    The schedule must link :func:`amx_kernel_ir` (``s[C].pragma(axis, "import_llvm",
-    amx_kernel_ir(mr, nr, prefetch))``).
+    strides. ``(mr, nr)`` is one of :data:`AMX_TILES`; ``prefetch``, ``keep_config`` and
+    ``a_panels`` are :func:`amx_kernel_ir`'s (with ``a_panels``, ``a`` is ``[kc / 64, mr, 64]``,
+    read as ``a[k4 // 16, i, k4 % 16 * 4 + kb]``). The schedule must link :func:`amx_kernel_ir`
+    (``s[C].pragma(axis, "import_llvm", amx_kernel_ir(mr, nr, prefetch, keep_config, a_panels))``).
 
     >>> mk = gemm_u8s8s32_amx(32, 32, 128)
     >>> s[C].tensorize(mi, mk); s[C].pragma(outer, "import_llvm", amx_kernel_ir(32, 32))
@@ -165,19 +248,29 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, name: str 
                          f"(16 × 16 int32 tiles, at most 4)")
     if kc < 64 or kc % 64:
         raise ValueError(f"{what}: kc must be a positive multiple of 64 (one tile holds 64 bytes of K)")
-    a = te.placeholder((mr, kc), "uint8", name="a")
+    if a_panels:
+        a = te.placeholder((kc // 64, mr, 64), "uint8", name="a")
+
+        def a_at(i, k4, kb):
+            return a[k4 // 16, i, k4 % 16 * 4 + kb]
+    else:
+        a = te.placeholder((mr, kc), "uint8", name="a")
+
+        def a_at(i, k4, kb):
+            return a[i, k4 * 4 + kb]
     b = te.placeholder((kc // 4, nr, 4), "int8", name="b")
     k4 = te.reduce_axis((0, kc // 4), name="k4")
     kb = te.reduce_axis((0, 4), name="kb")
-    c = te.compute((mr, nr), lambda i, j: te.sum(a[i, k4 * 4 + kb].astype("int32") * b[k4, j, kb].astype("int32"),
+    c = te.compute((mr, nr), lambda i, j: te.sum(a_at(i, k4, kb).astype("int32") * b[k4, j, kb].astype("int32"),
                                                  axis=[k4, kb]), name="c")
     lda, ldb, ldc = te.var("lda"), te.var("ldb"), te.var("ldc")
-    binds = {a: tir.decl_buffer(a.shape, "uint8", name="A", offset_factor=1, strides=[lda, 1]),
+    binds = {a: tir.decl_buffer(a.shape, "uint8", name="A", offset_factor=1,
+                                strides=[lda, 64, 1] if a_panels else [lda, 1]),
              b: tir.decl_buffer(b.shape, "int8", name="B", offset_factor=1, strides=[ldb, 4, 1]),
              c: tir.decl_buffer(c.shape, "int32", name="C", offset_factor=1, strides=[ldc, 1])}
     if prefetch not in AMX_PREFETCH:
         raise ValueError(f"{what}: prefetch is one of {AMX_PREFETCH}, got {prefetch!r}")
-    kernel = amx_kernel_name(mr, nr, prefetch)
+    kernel = amx_kernel_name(mr, nr, prefetch, keep_config, a_panels)
 
     def fcompute(ins, outs):
         A, B = ins
@@ -202,7 +295,8 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, name: str 
         return ib.get(), reset(), update()
 
     return te.decl_tensor_intrin(c.op, fcompute, name=name or f"gemm_u8s8s32_amx_{mr}x{nr}x{kc}"
-                                 + (f"_pf{prefetch}" if prefetch else ""), binds=binds)
+                                 + (f"_pf{prefetch}" if prefetch else "") + ("_kc" if keep_config else "")
+                                 + ("_pa" if a_panels else ""), binds=binds)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -224,11 +318,13 @@ def amx_conv_tiles(reg_n: int, oc_bn: int) -> tuple[int, int, int] | None:
     return reg_n // tm, tm, oc_bn // 16
 
 
-def amx_conv_kernel_name(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int) -> str:
-    return f"tilecraft_amx_conv_u8s8s32_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}_s{stride}"
+def amx_conv_kernel_name(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int,
+                         keep_config: bool = False) -> str:
+    return f"tilecraft_amx_conv_u8s8s32_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}_s{stride}" + ("_kc" if keep_config else "")
 
 
-def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int = 1) -> str:
+def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int = 1,
+                       keep_config: bool = False) -> str:
     """LLVM IR of ``void tilecraft_amx_conv_u8s8s32_...(int32 *c, int ldc, uint8 *a, int sa0,
     int sa1, int8 *b, int sb0, int sb1, int sb2)``: ``c[x, co] += sum a[r, x*stride + q, ci] ·
     b[r, q, ci / 4, co, ci % 4]`` over the ``kh × kw`` window and ``ic_bn`` (a multiple of 64)
@@ -236,7 +332,8 @@ def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, str
     (one ``(r, q)`` of the window and 64 channels) loads ``tm`` A tiles (``rows`` output columns
     of 64 channels, ``stride * sa1`` bytes apart), ``tn`` B tiles (16 rows of 4 channels × 16
     output channels, ``sb2`` bytes apart) and adds ``tm × tn`` ``tdpbusd`` into the C tiles,
-    kept in tile registers over the window.
+    kept in tile registers over the window. ``keep_config``: named tiles and the configuration
+    kept across calls, as :func:`amx_kernel_ir`'s (C and A tiles of ``rows`` rows).
 
     >>> "tdpbusd.internal(i16 14" in amx_conv_kernel_ir(28, 16, 3, 3, 64)
     True
@@ -248,12 +345,19 @@ def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, str
     rows, tm, tn = tiles
     ncc = ic_bn // 64
     steps = kh * kw * ncc
-    name = amx_conv_kernel_name(reg_n, oc_bn, kh, kw, ic_bn, stride)
+    name = amx_conv_kernel_name(reg_n, oc_bn, kh, kw, ic_bn, stride, keep_config)
     L = [f"define void @{name}(ptr %c, i32 %ldc, ptr %a, i32 %sa0, i32 %sa1, ptr %b, i32 %sb0, i32 %sb1, "
          f"i32 %sb2) #0 {{",
          "entry:",
-         "  call void @tilecraft_amx_permit()",
+         "  call void @tilecraft_amx_permit()"] + (["  call void @tilecraft_amx_configure()"] if keep_config else []) + [
          "  %ldc64 = sext i32 %ldc to i64", "  %ldcb = shl i64 %ldc64, 2"]
+
+    def load(value, tile, rows_, ptr, stride_):
+        if keep_config:
+            L.append(f"  call void @llvm.x86.tileloadd64(i8 {tile}, ptr {ptr}, i64 {stride_})")
+        else:
+            L.append(f"  {value} = call x86_amx @llvm.x86.tileloadd64.internal(i16 {rows_}, i16 64, "
+                     f"ptr {ptr}, i64 {stride_})")
     L += [f"  %{v}x = sext i32 %{v} to i64" for v in ("sa0", "sa1", "sb0", "sb1", "sb2")]
     L.append(f"  %astride = mul i64 %sa1x, {stride}")          # from one output column to the next
     for i in range(tm):
@@ -261,12 +365,12 @@ def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, str
             L.append(f"  %crow{i}{j} = mul i64 %ldcb, {rows * i}")
             L.append(f"  %coff{i}{j} = add i64 %crow{i}{j}, {64 * j}")
             L.append(f"  %cp{i}{j} = getelementptr i8, ptr %c, i64 %coff{i}{j}")
-            L.append(f"  %c{i}{j}.0 = call x86_amx @llvm.x86.tileloadd64.internal(i16 {rows}, i16 64, "
-                     f"ptr %cp{i}{j}, i64 %ldcb)")
+            load(f"%c{i}{j}.0", 2 * i + j, rows, f"%cp{i}{j}", "%ldcb")
     L += ["  br label %loop", "loop:", "  %t = phi i64 [ 0, %entry ], [ %t.next, %loop ]"]
-    for i in range(tm):
-        for j in range(tn):
-            L.append(f"  %c{i}{j} = phi x86_amx [ %c{i}{j}.0, %entry ], [ %c{i}{j}.next, %loop ]")
+    if not keep_config:
+        for i in range(tm):
+            for j in range(tn):
+                L.append(f"  %c{i}{j} = phi x86_amx [ %c{i}{j}.0, %entry ], [ %c{i}{j}.next, %loop ]")
     # the step's window position (r, q) and channel chunk cc (constant divisors: multiplies)
     L += [f"  %r = udiv i64 %t, {kw * ncc}", f"  %rq = urem i64 %t, {kw * ncc}",
           f"  %q = udiv i64 %rq, {ncc}", f"  %cc = urem i64 %rq, {ncc}",
@@ -278,28 +382,33 @@ def amx_conv_kernel_ir(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, str
         L.append(f"  %aoffi{i} = mul i64 %astride, {rows * i}")
         L.append(f"  %aoff{i} = add i64 %abase, %aoffi{i}")
         L.append(f"  %ap{i} = getelementptr i8, ptr %a, i64 %aoff{i}")
-        L.append(f"  %ta{i} = call x86_amx @llvm.x86.tileloadd64.internal(i16 {rows}, i16 64, ptr %ap{i}, "
-                 f"i64 %astride)")
+        load(f"%ta{i}", 4 + i, rows, f"%ap{i}", "%astride")
     for j in range(tn):
         L.append(f"  %boff{j} = add i64 %bbase, {64 * j}")
         L.append(f"  %bp{j} = getelementptr i8, ptr %b, i64 %boff{j}")
-        L.append(f"  %tb{j} = call x86_amx @llvm.x86.tileloadd64.internal(i16 16, i16 64, ptr %bp{j}, i64 %sb2x)")
+        load(f"%tb{j}", 6 + j, 16, f"%bp{j}", "%sb2x")
     for i in range(tm):
         for j in range(tn):
-            L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 {rows}, i16 64, i16 64, "
-                     f"x86_amx %c{i}{j}, x86_amx %ta{i}, x86_amx %tb{j})")
+            if keep_config:
+                L.append(f"  call void @llvm.x86.tdpbusd(i8 {2 * i + j}, i8 {4 + i}, i8 {6 + j})")
+            else:
+                L.append(f"  %c{i}{j}.next = call x86_amx @llvm.x86.tdpbusd.internal(i16 {rows}, i16 64, i16 64, "
+                         f"x86_amx %c{i}{j}, x86_amx %ta{i}, x86_amx %tb{j})")
     L += ["  %t.next = add i64 %t, 1", f"  %more = icmp slt i64 %t.next, {steps}",
           "  br i1 %more, label %loop, label %done", "done:"]
     for i in range(tm):
         for j in range(tn):
-            L.append(f"  call void @llvm.x86.tilestored64.internal(i16 {rows}, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
-                     f"x86_amx %c{i}{j}.next)")
+            if keep_config:
+                L.append(f"  call void @llvm.x86.tilestored64(i8 {2 * i + j}, ptr %cp{i}{j}, i64 %ldcb)")
+            else:
+                L.append(f"  call void @llvm.x86.tilestored64.internal(i16 {rows}, i16 64, ptr %cp{i}{j}, "
+                         f"i64 %ldcb, x86_amx %c{i}{j}.next)")
     L += ["  ret void", "}", ""]
-    return "\n".join(L) + _PERMIT + _DECLS
+    return "\n".join(L) + _PERMIT + (_configure_ir(rows) if keep_config else _DECLS)
 
 
 def conv_u8s8s32_amx(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, stride: int = 1, *,
-                     name: str | None = None):
+                     keep_config: bool = False, name: str | None = None):
     """``cpu_intrinsics.conv_u8s8s32``'s NCHW[x]c output row tile (same TE definition and
     buffers) on AMX tiles: :func:`amx_conv_kernel_ir`, which the schedule must link
     (``s[out].pragma(axis, "import_llvm", amx_conv_kernel_ir(...))``). ``oc_bn`` is 16 or 32,
@@ -316,7 +425,7 @@ def conv_u8s8s32_amx(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, strid
     if ic_bn < 64 or ic_bn % 64:
         raise ValueError(f"{what}: ic_bn must be a positive multiple of 64 (one tile row holds 64 channels)")
     c, binds = conv_u8s8s32_definition(reg_n, oc_bn, kh, kw, ic_bn, stride)
-    kernel = amx_conv_kernel_name(reg_n, oc_bn, kh, kw, ic_bn, stride)
+    kernel = amx_conv_kernel_name(reg_n, oc_bn, kh, kw, ic_bn, stride, keep_config)
 
     def fcompute(ins, outs):
         A, B = ins
@@ -341,4 +450,4 @@ def conv_u8s8s32_amx(reg_n: int, oc_bn: int, kh: int, kw: int, ic_bn: int, strid
         return ib.get(), reset(), update()
 
     return te.decl_tensor_intrin(c.op, fcompute, name=name or f"conv_u8s8s32_amx_{reg_n}x{oc_bn}_{kh}x{kw}x{ic_bn}"
-                                 f"_s{stride}", binds=binds)
+                                 f"_s{stride}" + ("_kc" if keep_config else ""), binds=binds)

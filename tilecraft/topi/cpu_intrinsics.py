@@ -101,6 +101,33 @@ def vector_isa(target=None) -> VectorISA:
     return VectorISA(name, lanes, regs, int8, 16 if int8 in ("avx512vnni", "avx512bw") else 8, "amx-int8" in f)
 
 
+# LLVM's -mcpu names by vendor (prefixes): the untuned templates pick per-vendor defaults, since
+# Golden Cove and Zen cores reach their FMA peak with different register tiles and blockings
+_AMD_CPUS = ("znver", "bdver", "btver", "amdfam10", "athlon", "opteron", "barcelona", "k8")
+_INTEL_CPUS = ("skylake", "cascadelake", "cooperlake", "cannonlake", "icelake", "tigerlake", "rocketlake",
+               "sapphirerapids", "emeraldrapids", "graniterapids", "diamondrapids", "alderlake", "raptorlake",
+               "meteorlake", "arrowlake", "lunarlake", "pantherlake", "gracemont", "sierraforest", "grandridge",
+               "clearwaterforest", "knl", "knm", "haswell", "broadwell", "sandybridge", "ivybridge", "nehalem",
+               "westmere", "goldmont", "tremont", "silvermont", "core2", "penryn")
+
+
+def cpu_vendor(target=None) -> str:
+    """``"intel"``, ``"amd"`` or ``""`` (a generic CPU such as ``x86-64-v4``): whose cores the
+    CPU of ``target`` (its ``-mcpu``, else the host's; None: the current target, else the host)
+    names.
+
+    >>> cpu_vendor("llvm -mcpu=emeraldrapids"), cpu_vendor("llvm -mcpu=znver5"), cpu_vendor("llvm -mcpu=x86-64-v4")
+    ('intel', 'amd', '')
+    """
+    from tilecraft.codegen.llvm_target import parse_target
+    from tilecraft.target import Target
+
+    cpu = parse_target(Target(target if target is not None else (Target.current() or "llvm"))).cpu
+    if cpu.startswith(_AMD_CPUS):
+        return "amd"
+    return "intel" if cpu.startswith(_INTEL_CPUS) else ""
+
+
 # ------------------------------------------------------------------------------------------------
 # one update step per ISA: the A operand (a broadcast, shared by a row's vectors), the B operand
 # (one vector), and acc <- acc + a * b

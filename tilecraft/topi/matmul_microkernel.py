@@ -93,6 +93,37 @@ def _fallback_tile(tiles, isa, lanes: int) -> tuple[int, int]:
     return max(tiles, key=key)
 
 
+# The untuned fp32 GEMM on Intel AVX-512 cores (Golden Cove: 48 KB L1d, 2 MB L2): session 21's
+# tuned best on Emerald Rapids (2 cores): 8 × 32 tiles (16 accumulators), a 256-deep slice
+# (B's 256 × 32 slice, 32 KB, in L1 beside the 8 KB A panel), A packed, blocks of 32 × 4 tiles
+# (256 × 128 of C: a 256 KB A block and a 128 KB B block in L2), columns of blocks outermost.
+INTEL_AVX512_FALLBACK = dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=4, order="nm", k_unroll=4,
+                             pack_a=1, pack_b=1, c_block=0, a_prefetch=0)
+
+
+def fallback_knobs(M: int, N: int, K: int, tiles, isa, vendor: str) -> dict:
+    """The knob values of ``topi/matmul_tensorized.llvm``'s untuned (fallback) schedule:
+    :data:`INTEL_AVX512_FALLBACK` on Intel AVX-512 CPUs where it covers the shape, else a
+    register tile filling about half the registers (``_fallback_tile``), ``kc`` 256, blocks
+    of 4 × 4 tiles where they divide, rows of blocks outermost, A read in place.
+
+    >>> isa = cpu_intrinsics.vector_isa("llvm -mcpu=emeraldrapids")
+    >>> fallback_knobs(1024, 1024, 1024, register_tiles(isa, 16, 1024, 1024, pad_m=True), isa, "intel")["mc_tiles"]
+    32
+    """
+    f = INTEL_AVX512_FALLBACK
+    (mr, nr), kc = f["tile"], f["kc"]
+    if (vendor == "intel" and isa.name == "avx512" and f["tile"] in tiles and K % kc == 0
+            and M % (mr * f["mc_tiles"]) == 0 and N % (nr * f["nc_tiles"]) == 0):
+        return dict(f)
+    mr, nr = _fallback_tile([t for t in tiles if M % t[0] == 0] or tiles, isa, isa.lanes)
+    kc = 256 if K % 256 == 0 else max([k for k in (64, 128, 512) if K % k == 0] or [K])
+    mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
+    c_block = 0 if M % mr == 0 else 1
+    return dict(tile=(mr, nr), kc=kc, mc_tiles=mc, nc_tiles=nc, order="mn", k_unroll=4 if kc % 4 == 0 else 1,
+                pack_a=1 if c_block else 0, pack_b=1, c_block=c_block, a_prefetch=0)
+
+
 def _blocks(total: int, unit: int) -> list[int]:
     return [t for t in (1, 2, 4, 8, 16, 32, 64) if total % (unit * t) == 0] or [1]
 
@@ -125,13 +156,10 @@ def matmul_tensorized(M: int, N: int, K: int, dtype: str = "float32"):
                      and (e["pack_a"].val or not e["a_prefetch"].val))
     cfg.add_flop(2.0 * M * N * K)
     if cfg.is_fallback:
-        mr, nr = _fallback_tile([t for t in tiles if M % t[0] == 0] or tiles, isa, isa.lanes)
-        kc = 256 if K % 256 == 0 else max([k for k in (64, 128, 512) if K % k == 0] or [K])
-        mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
-        order, k_unroll, pack_a, pack_b = "mn", 4 if kc % 4 == 0 else 1, 0, 1
-        c_block = 0 if M % mr == 0 else 1
-        pack_a = 1 if c_block else 0
-        a_prefetch = 0
+        f = fallback_knobs(M, N, K, tiles, isa, cpu_intrinsics.cpu_vendor())
+        (mr, nr), kc, mc, nc, order = f["tile"], f["kc"], f["mc_tiles"], f["nc_tiles"], f["order"]
+        k_unroll, pack_a, pack_b, c_block, a_prefetch = (f["k_unroll"], f["pack_a"], f["pack_b"], f["c_block"],
+                                                         f["a_prefetch"])
     else:
         (mr, nr), kc = cfg["tile"].val, cfg["kc"].val
         mc, nc, order = cfg["mc_tiles"].val, cfg["nc_tiles"].val, cfg["order"].val
@@ -272,16 +300,26 @@ def dense_int8_pack_weight(weight, nr: int):
 
 
 @autotune.template("topi/dense_int8.llvm")
-def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK"):
+def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: str = "kept", amx_a: str = "rows"):
     """C[M, N] = data[M, K] (uint8) @ weight[N, K].T (int8), int32, on the target's int8 dot
     product (AMX tiles or VNNI where present, exact on every ISA). ``weight_layout="NK"``: the
     weights are packed in the call; ``"packed"``: the second input is the weights packed
     beforehand by :func:`dense_int8_pack_weight` with the config's panel width
     (:func:`dense_int8_weight_panel`), as PyTorch's quantized Linear keeps them. With AMX (knob
     ``amx_tile``, the AMX micro-kernel's C block, or ``(0, 0)`` for the vector one) the tile is
-    ``topi/cpu_amx.py``'s."""
+    ``topi/cpu_amx.py``'s; ``amx_config``: its tile configuration kept across calls (``"kept"``,
+    the default: ``amx_kernel_ir(keep_config=True)``) or loaded in every call (``"call"``, LLVM's;
+    on Emerald Rapids the kept one ran the kernel alone 1.3-1.5x faster, docs/tensorize.md);
+    ``amx_a``: the AMX kernel reads ``data`` in place (``"rows"``: each A tile 16 rows ``K``
+    bytes apart) or packed in the call into panels of 64 K (``"panels"``: ``[M / mr, K / 64, mr,
+    64]``, each A tile one contiguous KB)."""
     if weight_layout not in ("NK", "packed"):
         raise ValueError(f"topi/dense_int8.llvm: weight_layout is 'NK' or 'packed', got {weight_layout!r}")
+    if amx_config not in ("call", "kept"):
+        raise ValueError(f"topi/dense_int8.llvm: amx_config is 'call' or 'kept', got {amx_config!r}")
+    if amx_a not in ("rows", "panels"):
+        raise ValueError(f"topi/dense_int8.llvm: amx_a is 'rows' or 'panels', got {amx_a!r}")
+    keep = amx_config == "kept"
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
     if isa.int8 is None:
@@ -340,17 +378,30 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK"):
         Wp = te.compute((N // nr, K // 4, nr, 4), lambda x, y, z, w: weight[x * nr + z, y * 4 + w], name="packedW")
     k4 = te.reduce_axis((0, K // 4), name="k4")
     kb = te.reduce_axis((0, 4), name="kb")
-    C = te.compute((M, N), lambda i, j: te.sum(data[i, k4 * 4 + kb].astype("int32")
+    a_panels = bool(amx[0]) and amx_a == "panels"
+    if a_panels:
+        Ap = te.compute((M // mr, K // 64, mr, 64), lambda x, y, z, w: data[x * mr + z, y * 64 + w], name="packedA")
+
+        def a_at(i):
+            return Ap[i // mr, k4 // 16, i % mr, k4 % 16 * 4 + kb]
+    else:
+        def a_at(i):
+            return data[i, k4 * 4 + kb]
+    C = te.compute((M, N), lambda i, j: te.sum(a_at(i).astype("int32")
                                                * Wp[j // nr, k4, j % nr, kb].astype("int32"), axis=[k4, kb]),
                    name="C")
     s = te.create_schedule(C.op)
     if amx[0]:
-        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch)
+        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep, a_panels=a_panels)
     else:
         mk = cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, isa=isa, unroll=min(k_unroll, kc // 4))
     outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
     if amx[0]:
-        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch))
+        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep, a_panels))
+    if a_panels:
+        x, _, _, w = s[Ap].op.axis
+        s[Ap].parallel(x)
+        s[Ap].vectorize(w)              # 64 contiguous bytes of a row of data
     if weight_layout == "NK":
         x, y, z, w = s[Wp].op.axis
         s[Wp].parallel(x)
