@@ -488,17 +488,20 @@ def build_only(args, spaces: list["Space"], env: dict, jobs: int, t_end: float) 
     source) in the tarball `bench/ground_truth_h100.sh` unpacks."""
     import signal
 
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))      # -> the finally below stops the builders
-    for sp in spaces:
-        build_reference(sp, env)
-        todo = sp.unbuilt()
-        pool = BuildPool(sp, env, jobs, todo[::-1] if args.reverse else todo, args.hang_s, nice=19)
-        try:
-            while pool.poll() and time.time() < t_end:
-                time.sleep(0.5)
-        finally:
-            pool.stop()
-            print(f"{time.strftime('%H:%M:%S')} built {sp.name}: {len(sp.built)}/{sp.n} (build only)", flush=True)
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))   # -> the finally below stops the builders
+    try:
+        for sp in spaces:
+            build_reference(sp, env)
+            todo = sp.unbuilt()
+            pool = BuildPool(sp, env, jobs, todo[::-1] if args.reverse else todo, args.hang_s, nice=19)
+            try:
+                while pool.poll() and time.time() < t_end:
+                    time.sleep(0.5)
+            finally:
+                pool.stop()
+                print(f"{time.strftime('%H:%M:%S')} built {sp.name}: {len(sp.built)}/{sp.n} (build only)", flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)     # called in-process (the tests): leave no handler behind
     return 0
 
 

@@ -144,8 +144,11 @@ def test_build_only_fills_the_cache_and_the_next_run_only_times(gt, tmp_path, ca
     """`run --gpu --build-only` builds every config and times none; a run on the same cache then
     times them without building one again (the device script builds the next space this way
     while the GPU times the current one)."""
+    import signal
     root = str(tmp_path / "cache")
+    before = signal.getsignal(signal.SIGTERM)
     assert gt.main(["run", "--gpu", "smoke", "--build-only", "--root", root]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before      # no handler left behind in the calling process
     assert "built smoke: 4/4 (build only)" in capsys.readouterr().out
     sp = gt.Space("smoke", root, passes=1)
     assert len(sp.built) == 4 and not sp.failed and sp.timed == {}
