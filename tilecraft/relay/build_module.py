@@ -3,8 +3,8 @@
 The pipeline, one pass after another under the current ``PassContext`` (``opt_level`` decides
 which run; ``PrintAfterAll`` shows the module after each)::
 
-    InferType → SimplifyInference → FoldConstant → FoldScaleAxis → AlterOpLayout → FoldConstant
-              → SinkReshape → EliminateCommonSubexpr → DeadCodeElimination → FuseOps → InferType
+    InferType → SimplifyInference → FoldConstant → FoldScaleAxis → AlterOpLayout → TensorCoreLayout
+              → FoldConstant → SinkReshape → EliminateCommonSubexpr → DeadCodeElimination → FuseOps → InferType
 
 then each distinct primitive function is lowered (``backend/te_compiler.py``) and all of them
 are compiled into one LLVM module; ``main``'s calls become the executor's graph
@@ -23,7 +23,7 @@ import numpy as np
 from .ir import Call, Constant, Function, IRModule, RelayError, Tuple, Var, post_order, rewrite, with_children
 from .printer import astext
 from .transform import (AlterOpLayout, DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, FoldScaleAxis, FuseOps,
-                        InferType, Sequential, SimplifyInference, SinkReshape)
+                        InferType, Sequential, SimplifyInference, SinkReshape, TensorCoreLayout)
 
 
 def bind_params_by_name(func: Function, params: dict) -> Function:
@@ -54,8 +54,8 @@ def optimize(mod: IRModule, target=None, params: dict | None = None) -> tuple:
         mod = IRModule.from_expr(mod)
     if params:
         mod = mod.with_function("main", bind_params_by_name(mod["main"], params))
-    seq = Sequential([InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis(), AlterOpLayout(), FoldConstant(),
-                      SinkReshape(), EliminateCommonSubexpr(), DeadCodeElimination(), FuseOps(), InferType()],
+    seq = Sequential([InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis(), AlterOpLayout(), TensorCoreLayout(),
+                      FoldConstant(), SinkReshape(), EliminateCommonSubexpr(), DeadCodeElimination(), FuseOps(), InferType()],
                      name="relay.build")
     if target is None:
         return seq(mod), {}
