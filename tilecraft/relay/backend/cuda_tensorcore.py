@@ -87,6 +87,8 @@ def tensorcore_anchor(call: Call, ins: list):
         return _conv(call, ins)
     if call.ty.dtype not in GEMM_DTYPES:
         return None
+    # the dense / batch_matmul templates, whose workloads are asked (and extracted as tasks)
+    import tilecraft.topi.tensorcore_nn  # noqa: F401
     if name == "nn.dense":
         (M, K), N = call.args[0].ty.shape, call.args[1].ty.shape[0]
         ok = _fits(M, N, K, call.ty.dtype, "col_major")
