@@ -274,10 +274,11 @@ class _SyntheticRunner:
         return out
 
 
-def test_tune_tasks_on_cuda_and_build_with_the_log(rng, tmp_path):
+def test_tune_tasks_on_cuda_and_build_with_the_log(rng, tmp_path, capsys):
     """tune_relay for a CUDA target in CI: the tensor-core tasks tuned under a small budget (each
     candidate compiled by nvcc, timed by a synthetic runner), the log's best configurations then
-    schedule the model's kernels, whose result still matches onnxruntime."""
+    schedule the model's kernels, whose result still matches onnxruntime; ``tilecraft compile
+    --target cuda --mixed-precision --tuning-log`` builds the same model with the same log."""
     needs_nvcc()
     model, inputs = transformer_layer(rng, S=32, H=64, F=128)
     mod, params = _fp16(model, inputs)
@@ -303,6 +304,16 @@ def test_tune_tasks_on_cuda_and_build_with_the_log(rng, tmp_path):
     got = run_emulated(lib, inputs)[0]
     want = run_ort(model, inputs)[0]
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+    # the same in one command: float16, built with the log, the CUDA archive written
+    from tilecraft.cli import main
+    path, out = tmp_path / "layer.onnx", tmp_path / "layer.tcuda"
+    path.write_bytes(model.SerializeToString())
+    assert main(["compile", str(path), "--target", "cuda", "--mixed-precision", "--tuning-log", str(log),
+                 "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert f"tuned configs for 1 of {len(tasks)} tunable workloads (from {log})" in text, text
+    loaded = tc.runtime.load_module(out)
+    assert loaded.module.type_key == "cuda" and loaded.graph == lib.graph
 
 
 # --- on a GPU --------------------------------------------------------------------------------------
