@@ -183,6 +183,31 @@ def test_tf32_cnn_in_the_emulator_matches_onnxruntime(rng):
     np.testing.assert_allclose(got, run_ort(model, inputs)[0], rtol=1e-4, atol=1e-5)
 
 
+def test_fp16_direct_conv_with_split_channels(rng):
+    """A float16 convolution of 25 pixels (no 16-row tile: it stays NCHW) takes the direct
+    convolution, its 128 input channels split over 2 blocks (the fallback on a small deep layer),
+    the partial sums in float32, bias and ReLU fused; against a float64 convolution."""
+    needs_nvcc()
+    torch = pytest.importorskip("torch")
+    from tilecraft.relay.backend.te_compiler_cuda import conv2d_tiles
+    w = (rng.standard_normal((32, 128, 3, 3)) * 0.1).astype("float16")
+    b = rng.standard_normal((32, 1, 1)).astype("float16")
+    x = relay.var("x", shape=(1, 128, 5, 5), dtype="float16")
+    conv = relay.nn.conv2d(x, relay.const(w), padding=(1, 1, 1, 1))
+    mod = relay.transform.InferType()(tc.relay.IRModule.from_expr(relay.Function([x], relay.nn.relu(
+        relay.add(conv, relay.const(b))))))
+    with tc.target.Target("cuda"):
+        assert conv2d_tiles(mod["main"].body.args[0].args[0])["k_split"] == 2
+    lib = build_cuda(mod, {})
+    assert [n["func"] for n in lib.graph["nodes"] if n["op"] == "kernel"] == ["fused_nn_conv2d_add_nn_relu"]
+    xv = rng.standard_normal((1, 128, 5, 5)).astype("float16")
+    got = run_emulated(lib, {"x": xv})[0]
+    want = torch.relu(torch.nn.functional.conv2d(torch.tensor(xv, dtype=torch.float64), torch.tensor(w, dtype=torch.float64),
+                                                 padding=1) + torch.tensor(b, dtype=torch.float64)).numpy()
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+
+
 def test_one_step_gemm_stays_off_tensor_cores(rng):
     """A float16 dense layer whose reduction is one 16-deep step (K=16) takes the SIMT GEMM: the
     tensor-core template reads its accumulator uninitialised there (NaN in the emulator)."""

@@ -106,10 +106,11 @@ def tensorcore_anchor(call: Call, ins: list):
         if M % 16 or N % 16 or K % 16:
             return None
         ok = _fits(M, N, K, call.ty.dtype, layout_b)
-        if _opts(None, _KNOBS, ok, M, N) is None:
+        if _opts(None, _KNOBS, ok, batch * M, N) is None:
             return None
         cfg = _query(("topi/batch_matmul_tensorcore.cuda", batch, M, N, K, call.ty.dtype, call.ty.dtype, layout_b))
-        return _gemm(call, ins[0], ins[1], layout_b, _opts(cfg, _KNOBS, ok, M, N))
+        # the fallback counts the blocks of all batches (blockIdx.z)
+        return _gemm(call, ins[0], ins[1], layout_b, _opts(cfg, _KNOBS, ok, batch * M, N))
     return None
 
 
