@@ -12,11 +12,12 @@ The anchor is computed as a GEMM accumulated in float32 by the tensor-core templ
 
 The schedule is ``dense_tensorcore``'s (``topi/tensorcore_nn.py``): the GEMM main loop of
 ``schedule_mainloop`` (``mma.sync`` m16n8k16, a ``cp.async`` ring of ``stages``), the warps'
-float32 accumulators stored to a shared tile, and all threads of the block then reading it
-``vec`` elements at a time to apply the group's epilogue (the cast to float16, bias, batch-norm
-shift, ReLU, a residual add: whatever element-wise operators fusion put after the anchor) and
-write the output, rounding once. A convolution's output is written as its (N·OH·OW, K) view
-(the kernel's ``arg_shapes``), which is the NHWC tensor's memory.
+float32 accumulators stored to a shared tile in the anchor's dtype (rounded to float16 as the
+graph's anchor result is: half the shared memory of a float32 tile), and all threads of the
+block then reading it ``VEC`` elements at a time to apply the group's epilogue (bias,
+batch-norm shift, ReLU, a residual add: whatever element-wise operators fusion put after the
+anchor) and write the output. A convolution's output is written as its (N·OH·OW, K) view (the
+kernel's ``arg_shapes``), which is the NHWC tensor's memory.
 
 The configuration (``block``, ``warp``, ``chunk``, ``stages``, ``raster``, ``min_blocks``) is the
 template's for the workload, tuned inside ``autotune.apply_history_best`` (workloads
@@ -54,9 +55,14 @@ def _opts(cfg, knobs, ok, M, N):
     return fallback(M, N, ok) if any(ok(o) for o in FALLBACKS) else None
 
 
+def _bytes(dtype: str) -> int:
+    return 2 if dtype == "float16" else 4
+
+
 def _fits(M, N, K, dtype, layout_b):
     """``ok(options)``: the GEMM tiles fit (``tensorcore_template.fits``) and so does the
-    epilogue's float32 shared tile, its elements whole ``VEC`` steps of all threads."""
+    epilogue's shared tile (of ``dtype``, rows padded by 16 bytes), its elements whole ``VEC``
+    steps of all threads."""
     from tilecraft.topi.tensorcore import KINDS, TILE
     from tilecraft.topi.tensorcore_template import SHARED_LIMIT, fits, shared_bytes
 
@@ -72,8 +78,8 @@ def _fits(M, N, K, dtype, layout_b):
         bm, bn = (TILE * b * w for b, w in zip(o["block"], o["warp"]))
         threads = 32 * o["block"][0] * o["block"][1]
         return (bm * bn % (VEC * threads) == 0 and
-                shared_bytes(dtype, layout_b, o["block"], o["warp"], o["chunk"], o["stages"]) + bm * (bn + 4) * 4
-                <= SHARED_LIMIT)
+                shared_bytes(dtype, layout_b, o["block"], o["warp"], o["chunk"], o["stages"])
+                + bm * (bn + 16 // _bytes(dtype)) * _bytes(dtype) <= SHARED_LIMIT)
     return ok
 
 
@@ -118,8 +124,8 @@ def _gemm(call, A, B, layout_b, opts):
     from tilecraft.topi.tensorcore import gemm_compute
     dtype = call.ty.dtype
     Cacc = gemm_compute(A, B, layout_b, "float32", name="gemm")
-    CS = _shared_copy(Cacc)
-    out = te.compute(Cacc.shape, lambda *i: CS[i].astype(dtype), name="gemm_out")
+    CS = _shared_copy(Cacc, dtype)
+    out = te.compute(Cacc.shape, lambda *i: CS[i], name="gemm_out")
     return out, _Anchor("tensorcore", A=A, B=B, Cacc=Cacc, CS=CS, out=out, dtype=dtype, layout_b=layout_b, opts=opts,
                         inline=())
 
@@ -151,11 +157,11 @@ def _conv(call, ins):
     OH, OW = out_size(H, W, R, S, stride, pad)
     M = N * OH * OW
     A, B, Yacc = conv2d_nhwc_gemm(X, Wt, stride, pad, "float32")
-    CS = _shared_copy(Yacc)
+    CS = _shared_copy(Yacc, dtype)
     # the group's value as the relay type has it (what compute_group and task extraction see) and
     # as the kernel computes it: the (N·OH·OW, K) view, whose reads of CS bound inference follows
-    out = te.compute((N, OH, OW, K), lambda n, h, w, k: CS[(n * OH + h) * OW + w, k].astype(dtype), name="conv_nhwc")
-    out2 = te.compute((M, K), lambda m, k: CS[m, k].astype(dtype), name="conv_nhwc")
+    out = te.compute((N, OH, OW, K), lambda n, h, w, k: CS[(n * OH + h) * OW + w, k], name="conv_nhwc")
+    out2 = te.compute((M, K), lambda m, k: CS[m, k], name="conv_nhwc")
     ok = conv_ok(M, K, C, R, S, dtype)
     cfg = None
     if dtype == "float16":       # the template's workload (it takes float16 / bfloat16 operands; TF32: fallback)
@@ -211,9 +217,12 @@ def compute_conv_group(fn, conv):
     return inputs, values[id(fn.body)], anchor
 
 
-def _shared_copy(Cacc):
-    """The stage the warps store their accumulator tiles to (shared memory), which the epilogue reads."""
-    return te.compute(Cacc.shape, lambda *i: Cacc[i], name="acc_shared")
+def _shared_copy(Cacc, dtype):
+    """The stage the warps store their accumulator tiles to (shared memory), which the epilogue
+    reads: rounded to the anchor's dtype, as the graph has the anchor's result (float16: half the
+    shared memory, so two 128 x 128 blocks fit a multiprocessor)."""
+    return te.compute(Cacc.shape, lambda *i: Cacc[i].astype(dtype) if dtype != Cacc.dtype else Cacc[i],
+                      name="acc_shared")
 
 
 def schedule_tensorcore_group(out, anchor, inputs):
@@ -233,10 +242,10 @@ def schedule_tensorcore_group(out, anchor, inputs):
     bx, yi, yj = block_axes(s, Y, block, warp, o.get("raster", 0), o.get("min_blocks", 0))
     s[CS].compute_at(s[Y], bx)
     ci, cj = CS.op.axis[-2:]
-    schedule_mainloop(s, A, B, Cacc, CS, ci, cj, store_matrix("mma", dst_scope="shared", acc="float32"),
+    schedule_mainloop(s, A, B, Cacc, CS, ci, cj, store_matrix("mma", dst_scope="shared", acc="float32", out=CS.dtype),
                       impl="mma", layout_b=p["layout_b"], block=block, warp=warp, chunk=o["chunk"], pad=None,
                       double_buffer=False, unroll=True, stages=o["stages"], prefetch=False, dtype=A.dtype)
-    s[CS].storage_align(ci, TILE * block[1] * warp[1], 4)          # rows 16 bytes apart in banks
+    s[CS].storage_align(ci, TILE * block[1] * warp[1], 16 // _bytes(CS.dtype))     # rows 16 bytes apart in banks
     f = s[Y].fuse(yi, yj)
     f, v = s[Y].split(f, factor=VEC)
     f, tx = s[Y].split(f, factor=32)
