@@ -170,6 +170,42 @@ def test_fp16_transformer_layer_in_the_emulator_matches_onnxruntime(rng, S, H, F
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
 
 
+def test_large_tiles_with_a_pipeline_in_the_emulator(rng, monkeypatch):
+    """With ``MIN_BLOCKS=0`` the fallback takes the largest tiles that fit: a conv + residual + ReLU
+    on 128 x 64 blocks of 4 warps (4 x 2 tiles each, a 3-stage cp.async ring) and a dense + bias +
+    ReLU on 64 x 128 blocks (2 stages: its k is two steps), against onnxruntime."""
+    needs_nvcc()
+    monkeypatch.setattr(cuda_tensorcore, "MIN_BLOCKS", 0)
+    chosen = {}
+    pick = cuda_tensorcore.fallback_options
+    monkeypatch.setattr(cuda_tensorcore, "fallback_options",
+                        lambda M, N, ok: chosen.setdefault((M, N), pick(M, N, ok)))
+    x = rng.standard_normal((2, 32, 8, 8)).astype("float32")
+    inits = {"w": (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype("float32"),
+             "fc": (rng.standard_normal((64, 128)) * 0.2).astype("float32"),
+             "fcb": rng.standard_normal(128).astype("float32")}
+    inits["w"] = np.concatenate([inits["w"], inits["w"][::-1]])           # 64 output channels
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Slice", ["c", "s0", "s1", "s2"], ["c32"]),
+             helper.make_node("Add", ["c32", "x"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Reshape", ["r", "shape"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "fc", "fcb"], ["y0"]),
+             helper.make_node("Relu", ["y0"], ["y"])]
+    inits.update(s0=np.array([0], "int64"), s1=np.array([32], "int64"), s2=np.array([1], "int64"),
+                 shape=np.array([64, 64], "int64"))
+    model = make_model(nodes, {"x": x}, ["y"], inits)
+    mod, params = _fp16(model, {"x": x})
+    lib = build_cuda(mod, params)
+    ks = _kernels(lib)
+    assert any(k.get("arg_shapes", [[]])[-1] == [128, 64] for n, k in ks.items() if "conv2d" in n)
+    assert {k: (o["block"], o["warp"], o["stages"]) for k, o in chosen.items()} == {
+        (128, 64): ((2, 2), (4, 2), 3), (64, 128): ((2, 2), (2, 4), 2)}
+    got = run_emulated(lib, {"x": x})[0]
+    want = run_ort(model, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
+
+
 def test_tf32_cnn_in_the_emulator_matches_onnxruntime(rng):
     """float32 with ``cuda.allow_tf32``: the tensor-core convolutions take TF32 operands (the
     emulator multiplies in float32, so the comparison is tight)."""

@@ -23,8 +23,8 @@ The configuration (``block``, ``warp``, ``chunk``, ``stages``, ``raster``, ``min
 template's for the workload, tuned inside ``autotune.apply_history_best`` (workloads
 ``topi/conv2d_nhwc_tensorcore.cuda``, ``topi/dense_tensorcore.cuda`` with ``gelu_form="none"``,
 ``topi/batch_matmul_tensorcore.cuda``: what ``extract_from_program`` yields) when it also fits
-with the epilogue's shared tile, else the first of the conv template's fallbacks that fits and
-fills the GPU (``conv2d_nhwc_tensorcore.fallback``).
+with the epilogue's shared tile, else ``fallback_options``: the largest of a list of block
+tiles that fits and fills the GPU.
 
 >>> out, anchor = tensorcore_anchor(call, ins)                        # doctest: +SKIP
 >>> s, Y, shapes = schedule_tensorcore_group(out, anchor, inputs)     # doctest: +SKIP
@@ -41,9 +41,43 @@ VEC = 4                  # epilogue elements per thread step
 GEMM_DTYPES = ("float16",)
 
 
+# untuned: block tiles (warps per block, 16 x 16 tiles per warp), largest first, each with the
+# deepest pipeline that fits; the first giving at least MIN_BLOCKS blocks (one per multiprocessor
+# of an H100), else the one with the most. Between the conv template's 128 x 64 and 16 x 16 this
+# has 32-row tiles (ResNet-50's 7 x 7 layers at batch 32 have 1568 = 49 x 32 rows) and keeps a
+# cp.async ring on small ones (a BERT layer's 128-row GEMMs)
+FALLBACK_TILES = [((2, 2), (4, 4)), ((2, 2), (4, 2)), ((2, 2), (2, 4)), ((2, 2), (2, 2)), ((2, 2), (2, 1)),
+                  ((2, 2), (1, 2)), ((2, 2), (1, 1)), ((2, 1), (1, 1)), ((1, 2), (1, 1)), ((1, 1), (1, 1))]
+PIPELINES = ((2, 3), (2, 2), (1, 3), (1, 2), (1, 0))          # (chunk, stages)
+MIN_BLOCKS = 132
+
+
+def fallback_options(M: int, N: int, ok):
+    """The untuned configuration of an M x N tensor-core GEMM (``FALLBACK_TILES``), or None when
+    none fits ``ok``.
+
+    >>> fallback_options(1568, 512, _fits(1568, 512, 4608, "float16", "col_major"))["warp"]   # 32 x 64
+    (1, 2)
+    """
+    from tilecraft.topi.tensorcore import TILE
+    fitting = []
+    for block, warp in FALLBACK_TILES:
+        for chunk, stages in PIPELINES:
+            o = dict(block=block, warp=warp, chunk=chunk, stages=stages, raster=0,
+                     min_blocks=2 if warp[0] * warp[1] >= 8 else 0)
+            if ok(o):
+                fitting.append(o)
+                break
+
+    def blocks(o):
+        return (M // (TILE * o["block"][0] * o["warp"][0])) * (N // (TILE * o["block"][1] * o["warp"][1]))
+    if not fitting:
+        return None
+    return next((o for o in fitting if blocks(o) >= MIN_BLOCKS), None) or max(fitting, key=blocks)
+
+
 def _opts(cfg, knobs, ok, M, N):
     """The tuned configuration when the log has one that fits ``ok``, else the fallback."""
-    from tilecraft.topi.conv2d_nhwc_tensorcore import fallback
     if cfg is not None and not getattr(cfg, "is_fallback", True):
         try:
             tuned = {k: cfg[k].val for k in knobs}
@@ -51,8 +85,7 @@ def _opts(cfg, knobs, ok, M, N):
             tuned = None
         if tuned is not None and ok(tuned):
             return tuned
-    from tilecraft.topi.conv2d_nhwc_tensorcore import FALLBACKS
-    return fallback(M, N, ok) if any(ok(o) for o in FALLBACKS) else None
+    return fallback_options(M, N, ok)
 
 
 def _bytes(dtype: str) -> int:
