@@ -4,7 +4,12 @@
 The group is computed as on the CPU (``te_compiler.compute_group``: each operator by its topi
 compute) except for its anchor, and scheduled by that anchor:
 
-* ``nn.conv2d`` (one group, no dilation, square stride, symmetric padding, float32): the direct
+* an NHWC ``nn.conv2d`` (``TensorCoreLayout``'s), a float16 ``nn.dense`` or ``nn.batch_matmul``
+  that the tensor cores take: ``cuda_tensorcore.py`` (implicit GEMM / GEMM on ``mma.sync``, the
+  epilogue applied from a shared tile); a convolution group is computed on the (N·OH·OW, K) view
+  (``compute_conv_group``);
+* ``nn.conv2d`` (one group, no dilation, square stride, symmetric padding, float32, or float16
+  summed in float32): the direct
   convolution of ``topi/conv2d_nchw.cuda`` (``topi/cuda_schedules.conv2d_nchw``: a block per
   ``tile_co`` channels x ``tile_y x tile_x`` pixels, the padded input patch and the transposed
   weights in shared memory, a register tile per thread), with the template's config for the
@@ -16,8 +21,10 @@ compute) except for its anchor, and scheduled by that anchor:
   a 4 x 4 (2 x 2) register tile of neighbouring rows and columns, the shared rows padded by a
   word (fewer bank conflicts); with fewer rows (a batch-1 classifier) a block per output whose
   threads split the reduction (a cross-thread sum).
+  Float16 ones the tensor cores do not take: the same on a float32 accumulator.
 * a group that is one softmax or layer_norm over the last axis: the one-kernel row schedules of
-  ``topi/cuda_schedules.py`` (a block per row, cross-thread reductions) on ``[rows, N]`` views.
+  ``topi/cuda_schedules.py`` (a block per row, cross-thread reductions) on ``[rows, N]`` views;
+  float16: ``cuda_tensorcore.fp16_row_kernel`` (the same, summed in float32).
 * anything else (element-wise and injective groups, pooling, reductions): injective stages
   inlined; every remaining stage one thread per output element, 256 threads per block.
 
