@@ -104,9 +104,9 @@ def _fits(M, N, K, dtype, layout_b):
     def ok(o):
         if not fits(M, N, K, dtype, layout_b, o["block"], o["warp"], o["chunk"], o["stages"], o.get("raster", 0)):
             return False
-        if K < 2 * kd * o["chunk"]:
-            # one reduction step: the template's accumulator is read uninitialised (NaN in the
-            # emulator; tests/relay/test_relay_cuda_fp16.py::test_one_step_gemm_stays_off_tensor_cores)
+        if K < 2 * kd:
+            # the whole reduction one mma (K = 16 in float16): the template's accumulator is read
+            # uninitialised (NaN in the emulator; test_one_step_gemm_stays_off_tensor_cores)
             return False
         bm, bn = (TILE * b * w for b, w in zip(o["block"], o["warp"]))
         threads = 32 * o["block"][0] * o["block"][1]
