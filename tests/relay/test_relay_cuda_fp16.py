@@ -122,12 +122,11 @@ def test_tensorcore_layout_nhwc_with_padded_channels():
         assert relay.transform.TensorCoreLayout()(k8) is k8
 
 
-def test_conv_fits_needs_whole_tiles_and_more_than_one_mma():
+def test_conv_fits_needs_whole_tiles():
     assert cuda_tensorcore.conv_fits(32 * 56 * 56, 64, 64, 3, 3, "float16")
     assert not cuda_tensorcore.conv_fits(7 * 7, 512, 512, 3, 3, "float16")       # 49 pixels: no 16-row tile
     assert not cuda_tensorcore.conv_fits(32 * 7 * 7, 40, 64, 3, 3, "float16")    # 40 channels
-    assert not cuda_tensorcore.conv_fits(256, 64, 16, 1, 1, "float16")           # one 16-deep mma
-    assert cuda_tensorcore.conv_fits(256, 64, 32, 1, 1, "float16")
+    assert cuda_tensorcore.conv_fits(256, 64, 16, 1, 1, "float16")               # one 16-deep mma
 
 
 # --- whole models in the emulator -----------------------------------------------------------------
@@ -247,26 +246,23 @@ def test_fp16_direct_conv_with_split_channels(rng):
     np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
 
 
-@pytest.mark.parametrize("K,on_tc", [(16, False), (32, True)])
-def test_one_step_gemm_stays_off_tensor_cores(rng, K, on_tc):
-    """A float16 dense layer whose whole reduction is one 16-deep mma (K=16) takes the SIMT GEMM:
-    the tensor-core template reads its accumulator uninitialised there (NaN in the emulator, the
-    template alone too: ``test_template_with_one_mma_reads_its_accumulator_uninitialised``);
-    K=32 is on tensor cores."""
+def test_gemm_of_one_mma_on_tensor_cores(rng):
+    """A float16 dense layer whose whole reduction is one 16-deep mma (K=16): one tensorized
+    region fills the accumulator, then multiplies; the emulator's check of the mma took the
+    accumulator from before the fill (NaN) and refused it (fails before the fix)."""
     needs_nvcc()
-    x = rng.standard_normal((32, K)).astype("float32")
-    inits = {"w": rng.standard_normal((K, 32)).astype("float32")}
+    x = rng.standard_normal((32, 16)).astype("float32")
+    inits = {"w": rng.standard_normal((16, 32)).astype("float32")}
     model = make_model([helper.make_node("MatMul", ["x", "w"], ["y"])], {"x": x}, ["y"], inits)
     mod, params = _fp16(model, {"x": x})
     lib = build_cuda(mod, params)
-    assert ("mma.sync" in lib.module.get_source()) == on_tc
+    assert "mma.sync" in lib.module.get_source()
     np.testing.assert_allclose(run_emulated(lib, {"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-2, atol=1e-2)
 
 
-@pytest.mark.xfail(strict=True, reason="topi/tensorcore.py: with K = 16 (one mma) the accumulator is not "
-                                       "filled before the mma (NaN); when this passes, drop the K > 16 rule "
-                                       "of relay/backend/cuda_tensorcore._fits")
-def test_template_with_one_mma_reads_its_accumulator_uninitialised(rng):
+def test_template_with_one_mma_in_the_emulator(rng):
+    """``matmul_tensorcore`` with K = 16 (fill and mma in one tensorized region) against numpy
+    (fails before the emulator fix)."""
     from tilecraft.codegen.cuda_emulate import emulate
     from tilecraft.topi.tensorcore import matmul_tensorcore
     s, (A, B, C) = matmul_tensorcore(32, 32, 16, impl="mma", layout_b="col_major", block=(1, 1), warp=(1, 1),

@@ -6,7 +6,7 @@ kernel_layout="OHWI")``: one group, no dilation, square stride, symmetric paddin
 kernel, float16 (or float32 when ``PassContext(config={"cuda.allow_tf32": True})``: TF32
 operands, float32 accumulation, as torch's convolutions by default), and a configuration of the
 template that tiles it (``backend/cuda_tensorcore.conv_fits``: output channels and output
-pixels N·OH·OW multiples of 16, a reduction of more than one mma). The kernel is transposed to OHWI here (a constant);
+pixels N·OH·OW multiples of 16). The kernel is transposed to OHWI here (a constant);
 input channels that are not a multiple of 16 (an RGB image's 3) are padded with zeros, the
 kernel's with zero weights and the data's by an ``nn.pad`` of its last axis. Element-wise
 operators and broadcasting arithmetic with a same-shaped value or a constant (bias, batch-norm
