@@ -260,6 +260,22 @@ def test_gemm_of_one_mma_on_tensor_cores(rng):
     np.testing.assert_allclose(run_emulated(lib, {"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-2, atol=1e-2)
 
 
+def test_classifier_columns_padded_to_tensor_core_tiles(rng):
+    """A float16 dense layer of 40 output columns (a classifier's) gets 8 zero weight rows and a
+    slice of its result: on tensor cores, against onnxruntime; TensorCoreLayout's text."""
+    needs_nvcc()
+    x = rng.standard_normal((32, 64)).astype("float32")
+    inits = {"w": rng.standard_normal((64, 40)).astype("float32") * 0.3, "b": rng.standard_normal(40).astype("float32")}
+    model = make_model([helper.make_node("Gemm", ["x", "w", "b"], ["y"])], {"x": x}, ["y"], inits)
+    mod, params = _fp16(model, {"x": x})
+    with tc.target.Target("cuda"), tc.transform.PassContext(opt_level=3):
+        text = str(relay.build_module.optimize(mod, "cuda", params)[0])
+    assert "Tensor[(48, 64), float16]" in text and "strided_slice" in text and "end=[32, 40]" in text
+    lib = build_cuda(mod, params)
+    assert "mma.sync" in lib.module.get_source()
+    np.testing.assert_allclose(run_emulated(lib, {"x": x})[0], run_ort(model, {"x": x})[0], rtol=1e-2, atol=2e-2)
+
+
 def test_template_with_one_mma_in_the_emulator(rng):
     """``matmul_tensorcore`` with K = 16 (fill and mma in one tensorized region) against numpy
     (fails before the emulator fix)."""

@@ -16,6 +16,11 @@ function's result), and a ``transpose`` to NHWC where an NCHW value enters (the 
 pooling's output); each value is transposed at most once each way. A convolution that the tensor
 cores do not fit (a batch-1 7x7 layer: 49 pixels) stays NCHW for the direct convolution.
 
+A float16 ``nn.dense`` with a constant weight whose output columns are not a multiple of 16 (a
+1000-class classifier) but whose rows and depth are gets zero weight rows up to the next multiple
+of 16 (a constant) and a ``strided_slice`` of its result back to the columns it had, so that it
+runs on tensor cores.
+
 Under a current target of another kind (or none) it changes nothing.
 
 >>> with tilecraft.target.Target("cuda"), tilecraft.transform.PassContext(opt_level=3):
@@ -57,6 +62,14 @@ def tensorcore_conv(call: Call) -> bool:
     return conv_fits(N * OH * OW, K, -(-C // TILE) * TILE, R, S, call.checked_type.dtype)
 
 
+def _pad_dense(call: Call) -> bool:
+    """Whether a dense layer gets zero weight rows (module docstring)."""
+    if type(call.args[1]) is not Constant or call.checked_type.dtype != "float16":
+        return False
+    (M, K), N = call.args[0].checked_type.shape, call.args[1].data.shape[0]
+    return M % TILE == 0 and K % TILE == 0 and N % TILE != 0
+
+
 class _Rewriter:
     def __init__(self):
         self.new: dict = {}        # id(old node) -> (layout "NCHW" | "NHWC", new expr)
@@ -83,6 +96,8 @@ class _Rewriter:
         name = n.op.name
         if name == "nn.conv2d" and tensorcore_conv(n):
             return ("NHWC", self.conv(n))
+        if name == "nn.dense" and _pad_dense(n):
+            return ("NCHW", self.dense(n))
         if n.op.pattern == OpPattern.ELEMWISE and len(n.args) == 1 and self.nhwc(n.args[0]):
             return ("NHWC", Call(n.op, (self.new[id(n.args[0])][1],), n.attrs))
         if name in _BINARY or (name == "nn.bias_add" and n.attrs.axis % 4 == 1):
@@ -103,6 +118,14 @@ class _Rewriter:
         return make_call("nn.conv2d", [data, Constant(np.ascontiguousarray(w))], strides=a.strides, padding=a.padding,
                          dilation=a.dilation, groups=1, channels=a.channels, kernel_size=a.kernel_size,
                          data_layout="NHWC", kernel_layout="OHWI")
+
+    def dense(self, n):
+        w = n.args[1].data
+        extra = TILE - w.shape[0] % TILE
+        wide = Constant(np.concatenate([w, np.zeros((extra, w.shape[1]), w.dtype)]))
+        y = make_call("nn.dense", [self.as_layout(n.args[0], "NCHW"), wide], units=None)
+        M, N = n.checked_type.shape
+        return _op.strided_slice(y, [0, 0], [M, N])
 
     def binary(self, n):
         """The operator on NHWC operands: an NHWC value as it is, a same-shaped NCHW value
@@ -136,7 +159,8 @@ def tensorcore_layout(f: Function) -> Function:
     if target is None or target.kind != "cuda":
         return f
     nodes = post_order(f.body)
-    if not any(type(n) is Call and getattr(n.op, "name", None) == "nn.conv2d" and tensorcore_conv(n) for n in nodes):
+    if not any(type(n) is Call and (getattr(n.op, "name", None) == "nn.conv2d" and tensorcore_conv(n)
+                                    or getattr(n.op, "name", None) == "nn.dense" and _pad_dense(n)) for n in nodes):
         return f
     rw = _Rewriter()
     for n in nodes:
