@@ -1,11 +1,18 @@
 """Whole models on the GPU: ResNet-50 (batch 1 and 32) and a BERT-base encoder layer (seq 128),
-fp32, random weights, defined here as torch modules and imported with ``relay.frontend.from_torch``;
+random weights, defined here as torch modules and imported with ``relay.frontend.from_torch``;
 ``relay.build(target="cuda")`` against PyTorch eager (and ``torch.compile`` with ``--compile``) in
 the same run, same inputs, outputs compared. Times: CUDA events around ``number`` runs, median of
 ``repeat``. Not a test; figures in docs/relay.md.
 
-    python3 bench/relay_cuda.py [--models resnet50:1,resnet50:32,bert:1] [--compile] [--profile 15]
-                                [--cuda-graph] [--ort] [--trials N] [--log FILE ...]
+    python3 bench/relay_cuda.py [--models resnet50:1,resnet50:32,bert:1,resnet50:32:fp16,bert:1:fp16]
+                                [--compile] [--profile 15] [--cuda-graph] [--ort] [--trials N] [--log FILE ...]
+
+A model's third field is its precision: ``fp32`` (the default), ``fp16`` (tilecraft: the fp32
+import through ``relay.transform.ToMixedPrecision("float16")``, float32 input and output; torch:
+``model.half()`` on the input in float16) or ``tf32`` (fp32 with
+``PassContext(config={"cuda.allow_tf32": True})``: convolutions on tensor cores with TF32 operands).
+fp32 and tf32 rows time torch eager twice, with ``torch.backends.cudnn.allow_tf32`` off and on
+(torch's default is on: its convolutions use TF32 unless told not to).
 
 ``--ort`` also times onnxruntime's CUDA execution provider where it is installed.
 ``--cuda-graph`` also times the same build replaying a captured CUDA graph (``cuda_graph=True``).
@@ -193,7 +200,7 @@ def profile_kernels(ex, top: int, number: int = 20) -> list:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="resnet50:1,resnet50:32,bert:1",
-                    help="comma-separated model:batch (resnet50, resnet18, bert)")
+                    help="comma-separated model:batch[:precision] (resnet50, resnet18, bert; fp32, fp16, tf32)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--number", type=int, default=20)
     ap.add_argument("--compile", action="store_true", help="also time torch.compile (slow to compile)")
@@ -225,8 +232,10 @@ def main():
     warnings.filterwarnings("ignore", message="no tuned configuration")
     print(f"GPU {torch.cuda.get_device_name(0)}, torch {torch.__version__}, load {os.getloadavg()[0]:.1f}")
     for spec in args.models.split(","):
-        name, batch = spec.split(":")
-        batch = int(batch)
+        name, batch, *prec = spec.split(":")
+        batch, prec = int(batch), (prec or ["fp32"])[0]
+        if prec not in ("fp32", "fp16", "tf32"):
+            sys.exit(f"unknown precision {prec!r} in {spec!r} (fp32, fp16, tf32)")
         torch.manual_seed(0)
         if name in ("resnet50", "resnet18"):
             model = randomize(torch, (resnet50 if name == "resnet50" else resnet18)(torch, nn))
@@ -238,6 +247,9 @@ def main():
             sys.exit(f"unknown model {name!r}")
         t0 = time.perf_counter()
         mod, params = relay.frontend.from_torch(model, (x,))
+        if prec == "fp16":
+            mod = relay.transform.ToMixedPrecision("float16")(mod)
+        config = {"cuda.allow_tf32": True} if prec == "tf32" else {}
         t1 = time.perf_counter()
         logs = list(args.log or [])
         if args.trials:
@@ -249,7 +261,7 @@ def main():
         records = [r for f in logs if os.path.isfile(f) for r in autotune.record.load_from_file(f)]
         log = f"{len(records)} records from {len(logs)} logs" if logs else None
         t2 = time.perf_counter()
-        with autotune.apply_history_best(records), tc.transform.PassContext(opt_level=3):
+        with autotune.apply_history_best(records), tc.transform.PassContext(opt_level=3, config=config):
             lib = relay.build(mod, target="cuda", params=params)
         t3 = time.perf_counter()
         ex = lib["default"](tc.cuda(0))
@@ -259,19 +271,31 @@ def main():
         got = m.get_output(0).numpy()
         model_gpu = model.cuda()
         xg = x.cuda()
+        if prec == "fp16":
+            model_gpu, xg = model_gpu.half(), xg.half()
         with torch.no_grad():
-            want = model_gpu(xg).cpu().numpy()
+            want = model_gpu(xg).float().cpu().numpy()
         err = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
         ours = [m.benchmark(tc.cuda(0), repeat=1, number=args.number).mean for _ in range(args.repeat)]
         ours = float(np.median(ours))
         eager = time_torch(torch, lambda: model_gpu(xg), args.number, args.repeat)
+        eager_note = ""
+        if prec != "fp16":            # torch's convolutions with and without TF32 (its default: with)
+            default = torch.backends.cudnn.allow_tf32
+            torch.backends.cudnn.allow_tf32 = not default
+            other = time_torch(torch, lambda: model_gpu(xg), args.number, args.repeat)
+            torch.backends.cudnn.allow_tf32 = default
+            on, off = (eager, other) if default else (other, eager)
+            eager_note = (f" (cudnn TF32 {'on' if default else 'off'}, torch's default; with TF32 "
+                          f"{'off' if default else 'on'} {other * 1e3:.3f} ms: {other / ours:.2f}x; "
+                          f"TF32 on {on / ours:.2f}x, off {off / ours:.2f}x)")
         kernels = sum(n["op"] == "kernel" for n in lib.graph["nodes"])
         variant = "".join(f" {k}={v}" for k, v in (("min_blocks", args.min_blocks),
                                                      ("batch_tiles_min_n", args.batch_tiles_min_n)) if v is not None)
-        line = (f"{name} batch {batch} fp32{variant}: import {t1 - t0:.1f} s, build {t3 - t2:.1f} s "
+        line = (f"{name} batch {batch} {prec}{variant}: import {t1 - t0:.1f} s, build {t3 - t2:.1f} s "
                 f"({kernels} kernels, {lib.module.build_times.get('nvcc', 0):.1f} s nvcc); max relative "
                 f"difference to torch {err:.1e}; tilecraft {f'tuned ({log})' if log else 'untuned'} {ours * 1e3:.3f} ms, "
-                f"torch eager {eager * 1e3:.3f} ms: {eager / ours:.2f}x eager")
+                f"torch eager {eager * 1e3:.3f} ms: {eager / ours:.2f}x eager{eager_note}")
         if args.cuda_graph:
             try:
                 mg = graph_executor.GraphModule(lib["default"](tc.cuda(0), cuda_graph=True))

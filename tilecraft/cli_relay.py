@@ -3,6 +3,7 @@
     tilecraft compile model.onnx --shape input=1,3,224,224 -o model.so
     tilecraft compile model.onnx --shape input=1,3,224,224 --tune --trials 200 -o model.so   # tunes into model.jsonl
     tilecraft compile model.onnx --tuning-log model.jsonl -o model.so
+    tilecraft compile model.onnx --target cuda --mixed-precision --tuning-log gpu.jsonl -o model.tcuda   # float16
     tilecraft run model.so --inputs in.npz --output out.npz --benchmark
 
 ``compile`` imports an ONNX model (``relay.frontend.from_onnx``), optionally tunes its tasks
@@ -36,6 +37,8 @@ def add_commands(sub, formatter_class=argparse.HelpFormatter) -> None:
     c.add_argument("--target", default="llvm",
                    help="llvm (this CPU), 'llvm -mcpu=NAME', or cuda ('cuda -arch=sm_90': a CUDA archive)")
     c.add_argument("--opt-level", type=int, default=3, help="PassContext opt_level of the build")
+    c.add_argument("--mixed-precision", action="store_true",
+                   help="compute in float16 (relay.transform.ToMixedPrecision; inputs and outputs stay float32)")
     c.add_argument("--tuning-log", metavar="LOG", help="build with the best configs of this tuning log")
     c.add_argument("--tune", action="store_true",
                    help="tune the model's tasks first (into --tuning-log, default: OUTPUT with .jsonl); "
@@ -133,6 +136,8 @@ def cmd_compile(args) -> int:
         raise CLIError(f"{args.model}: not an ONNX model ({type(err).__name__}: {str(err)[:200]})") from None
     try:
         mod, params = relay.frontend.from_onnx(model, shape=shapes or None, dtype=args.dtype)
+        if args.mixed_precision:
+            mod = relay.transform.ToMixedPrecision("float16")(mod)
         if args.tune:
             tasks = autotune.task.extract_from_program(mod["main"], target=str(target), params=params)
             print(f"{len(tasks)} tuning tasks; {args.trials} trials in all, log: {log}")

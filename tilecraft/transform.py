@@ -19,6 +19,9 @@ take TVM's names; the graph level (``tilecraft.relay``) runs its passes by them.
 ``te.keep_schedule_record``        bool   schedules created in the block keep ``s.schedule_record``
                                           (a snapshot after each primitive) and
                                           ``s.primitive_record`` (their names), e.g. for ``tedd``
+``cuda.allow_tf32``                bool   ``relay.build(target="cuda")`` runs float32 convolutions
+                                          on tensor cores with TF32 operands (torch's
+                                          ``allow_tf32``; relay/transform/tensorcore_layout.py)
 =================================  =====  ==========================================================
 
 An unknown key or a value of the wrong type is refused when the context is made. Contexts nest;
@@ -35,6 +38,7 @@ CONFIG_OPTIONS = {
     "tir.instrument_bound_checkers": (bool, False, "check every CPU load and store against its buffer"),
     "tir.UnrollLoop": (dict, {}, "unroll every loop nest of at most auto_max_step iterations"),
     "te.keep_schedule_record": (bool, False, "schedules created here keep schedule_record / primitive_record"),
+    "cuda.allow_tf32": (bool, False, "relay.build(target='cuda'): float32 convolutions on tensor cores (TF32)"),
 }
 UNROLL_KEYS = {"auto_max_step": int, "explicit_unroll": bool, "max_depth": int, "unroll_local_access": bool}
 

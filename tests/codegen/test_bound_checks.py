@@ -213,8 +213,8 @@ def test_pass_context_nests_and_defaults():
 
 def test_pass_context_errors():
     with pytest.raises(PassContextError, match=r"unknown config option 'tir.instrument_bound_checker'; "
-                                               r"known options: te.keep_schedule_record, tir.UnrollLoop, "
-                                               r"tir.instrument_bound_checkers"):
+                                               r"known options: cuda.allow_tf32, te.keep_schedule_record, "
+                                               r"tir.UnrollLoop, tir.instrument_bound_checkers"):
         PassContext(config={"tir.instrument_bound_checker": True})
     with pytest.raises(PassContextError, match=r"config option 'tir.instrument_bound_checkers' takes a "
                                                r"bool, got 1"):

@@ -40,6 +40,7 @@ from .cuda_tensorcore import FragmentError, fragment_layouts
 TILE_CALLS = {"tvm_load_matrix_sync": "load", "tc_ldmatrix": "load",
               "tvm_store_matrix_sync": "store", "tc_mma_store": "store"}
 MMA_CALLS = ("tvm_mma_sync", "tc_mma_sync")
+FILL_CALLS = ("tvm_fill_fragment", "tc_mma_fill")
 
 
 class EmulationError(RuntimeError):
@@ -86,6 +87,25 @@ class _View:
 def _warp_calls(stmt) -> list:
     out = []
     post_order_visit(stmt, lambda n: out.append(n) if isinstance(n, Call) and n.name in WARP_BUILTINS else None)
+    return out
+
+
+def _filled_before(calls) -> dict:
+    """``{id(mma call): value}`` for each mma whose accumulator a fill call of the same region
+    set before it (a whole reduction inside one tensorized ``body``: fill, then mma)."""
+    fills, out = {}, {}
+    for call in calls:
+        ops = warp_operands(call)
+        if call.name in FILL_CALLS:
+            data, index = ops["frag"][0]
+            fills[(id(data), str(index))] = float(getattr(ops["value"], "value", ops["value"]))
+        elif call.name in MMA_CALLS:
+            data, index = ops["frag"][-1]                       # c, the accumulator read
+            if (id(data), str(index)) in fills:
+                out[id(call)] = fills[(id(data), str(index))]
+        else:
+            for data, index in ops["frag"]:
+                fills.pop((id(data), str(index)), None)         # written otherwise since the fill
     return out
 
 
@@ -167,8 +187,13 @@ class TensorIntrinMixin:
             self._tile_access(v, units, write=False)
         checks = self._check_operands(what, calls, views, units, mask) if calls else []
         params = {p: self.expr(p, mask) for p in intrin.scalar_params}      # bound by tensorize's LetStmts
+        filled = _filled_before(calls)
         for u in units:
             before = [[self._tile(v, u).copy() for v in fv] if kind == "mma" else None for kind, _, fv in checks]
+            for (kind, call, fv), old in zip(checks, before):
+                c = filled.get(id(call)) if kind == "mma" else None
+                if c is not None:        # filled in this region before the mma: the mma adds to the fill
+                    old[3] = np.full_like(old[3], c)
             try:
                 run_tensor_intrin(intrin, part, [self._tile(v, u) for v in ins], [self._tile(v, u) for v in outs],
                                   {p: int(v[u]) for p, v in params.items()})

@@ -4,7 +4,7 @@ The pipeline, one pass after another under the current ``PassContext`` (``opt_le
 which run; ``PrintAfterAll`` shows the module after each)::
 
     InferType → SimplifyInference → FoldConstant → FoldScaleAxis → EliminateCommonSubexpr
-              → CombineParallelDense → AlterOpLayout → FoldConstant → SinkReshape
+              → CombineParallelDense → AlterOpLayout → TensorCoreLayout → FoldConstant → SinkReshape
               → EliminateCommonSubexpr → DeadCodeElimination → FuseOps → InferType
 
 then each distinct primitive function is lowered (``backend/te_compiler.py``) and all of them
@@ -24,7 +24,7 @@ import numpy as np
 from .ir import Call, Constant, Function, IRModule, RelayError, Tuple, Var, post_order, rewrite, with_children
 from .printer import astext
 from .transform import (AlterOpLayout, CombineParallelDense, DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, FoldScaleAxis, FuseOps,
-                        InferType, Sequential, SimplifyInference, SinkReshape)
+                        InferType, Sequential, SimplifyInference, SinkReshape, TensorCoreLayout)
 
 
 def bind_params_by_name(func: Function, params: dict) -> Function:
@@ -57,7 +57,7 @@ def optimize(mod: IRModule, target=None, params: dict | None = None) -> tuple:
         mod = mod.with_function("main", bind_params_by_name(mod["main"], params))
     # CSE first so that sibling dense layers read one node (CombineParallelDense needs that)
     seq = Sequential([InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis(), EliminateCommonSubexpr(),
-                      CombineParallelDense(), AlterOpLayout(), FoldConstant(),
+                      CombineParallelDense(), AlterOpLayout(), TensorCoreLayout(), FoldConstant(),
                       SinkReshape(), EliminateCommonSubexpr(), DeadCodeElimination(), FuseOps(), InferType()],
                      name="relay.build")
     if target is None:

@@ -10,7 +10,10 @@ layers with constant weights through the micro-kernel GEMM on packed panels
 (``topi/batch_matmul.llvm``), and the row-reduction templates of softmax, layer_norm and
 global pooling (``topi/softmax.llvm``, ``topi/layer_norm.llvm``, ``topi/global_pool.llvm``).
 The model is optimised at opt_level 3 at least (as TVM does), the level it is built at.
-For ``target="cuda"`` (``te_compiler_cuda``): the conv2d template ``topi/conv2d_nchw.cuda``;
+For ``target="cuda"`` (``te_compiler_cuda``, ``cuda_tensorcore``): the conv2d template
+``topi/conv2d_nchw.cuda`` (direct convolutions), and on tensor cores
+``topi/conv2d_nhwc_tensorcore.cuda`` (the NHWC convolutions of ``TensorCoreLayout``),
+``topi/dense_tensorcore.cuda`` and ``topi/batch_matmul_tensorcore.cuda`` (float16); float32
 dense, batch_matmul and the row kernels have fixed GPU schedules and give no task.
 
 >>> tuning_workloads(mod["main"], "llvm", params)          # doctest: +SKIP

@@ -4,7 +4,12 @@
 The group is computed as on the CPU (``te_compiler.compute_group``: each operator by its topi
 compute) except for its anchor, and scheduled by that anchor:
 
-* ``nn.conv2d`` (one group, no dilation, square stride, symmetric padding, float32): the direct
+* an NHWC ``nn.conv2d`` (``TensorCoreLayout``'s), a float16 ``nn.dense`` or ``nn.batch_matmul``
+  that the tensor cores take: ``cuda_tensorcore.py`` (implicit GEMM / GEMM on ``mma.sync``, the
+  epilogue applied from a shared tile); a convolution group is computed on the (N·OH·OW, K) view
+  (``compute_conv_group``);
+* ``nn.conv2d`` (one group, no dilation, square stride, symmetric padding, float32, or float16
+  summed in float32): the direct
   convolution of ``topi/conv2d_nchw.cuda`` (``topi/cuda_schedules.conv2d_nchw``: a block per
   ``tile_co`` channels x ``tile_y x tile_x`` pixels, the padded input patch and the transposed
   weights in shared memory, a register tile per thread), with the template's config for the
@@ -16,8 +21,10 @@ compute) except for its anchor, and scheduled by that anchor:
   a 4 x 4 (2 x 2) register tile of neighbouring rows and columns, the shared rows padded by a
   word (fewer bank conflicts); with fewer rows (a batch-1 classifier) a block per output whose
   threads split the reduction (a cross-thread sum).
+  Float16 ones the tensor cores do not take: the same on a float32 accumulator.
 * a group that is one softmax or layer_norm over the last axis: the one-kernel row schedules of
-  ``topi/cuda_schedules.py`` (a block per row, cross-thread reductions) on ``[rows, N]`` views.
+  ``topi/cuda_schedules.py`` (a block per row, cross-thread reductions) on ``[rows, N]`` views;
+  float16: ``cuda_tensorcore.fp16_row_kernel`` (the same, summed in float32).
 * anything else (element-wise and injective groups, pooling, reductions): injective stages
   inlined; every remaining stage one thread per output element, 256 threads per block.
 
@@ -30,8 +37,8 @@ import numpy as np
 from tilecraft import te
 from tilecraft.schedule import create_schedule, lower
 
-from ..ir import Call, Function, Var
-from .te_compiler import _Anchor, _conv_fits, _extent, _inline_injective, _query, _shape, compute_group
+from ..ir import Call, Function, RelayError, Var, post_order
+from .te_compiler import _Anchor, _extent, _inline_injective, _query, _shape, compute_group
 
 THREADS = 256            # threads per block of the one-thread-per-element schedule
 GEMM_TILE = 64           # output rows and columns per block of the tiled GEMM
@@ -150,28 +157,73 @@ def _conv2d_cuda(call: Call, ins: list):
     rc = te.reduce_axis((0, cs), "rc")
     ry = te.reduce_axis((0, KH), "ry")
     rx = te.reduce_axis((0, KW), "rx")
+    acc = "float32"                      # float16 operands: products summed in float32, rounded once
+
+    def prod(a, b):
+        return a * b if dtype == acc else a.astype(acc) * b.astype(acc)
     if k_split == 1:
-        Out = Acc = te.compute((N, CO, OH, OW), lambda n, o, y, x: te.sum(
-            Pad[n, rc, y * step + ry, x * step + rx] * WT[rc, ry, rx, o], axis=[rc, ry, rx]), name="conv")
+        Conv = Acc = te.compute((N, CO, OH, OW), lambda n, o, y, x: te.sum(
+            prod(Pad[n, rc, y * step + ry, x * step + rx], WT[rc, ry, rx, o]), axis=[rc, ry, rx]), name="conv")
     else:
         Acc = te.compute((k_split, N, CO, OH, OW), lambda k, n, o, y, x: te.sum(
-            Pad[n, k * cs + rc, y * step + ry, x * step + rx] * WT[k * cs + rc, ry, rx, o],
+            prod(Pad[n, k * cs + rc, y * step + ry, x * step + rx], WT[k * cs + rc, ry, rx, o]),
             axis=[rc, ry, rx]), name="conv_partial")
         kk = te.reduce_axis((0, k_split), "kk")
-        Out = te.compute((N, CO, OH, OW), lambda n, o, y, x: te.sum(Acc[kk, n, o, y, x], axis=kk), name="conv")
-    return Out, _Anchor("conv2d_cuda", Pad=Pad, WT=WT, Acc=Acc, Out=Out, tiles=tiles)
+        Conv = te.compute((N, CO, OH, OW), lambda n, o, y, x: te.sum(Acc[kk, n, o, y, x], axis=kk), name="conv")
+    Out = Conv if dtype == acc else te.compute(Conv.shape, lambda *i: Conv[i].astype(dtype), name="conv_cast")
+    return Out, _Anchor("conv2d_cuda", Pad=Pad, WT=WT, Acc=Acc, Conv=Conv, Out=Out, tiles=tiles,
+                        split_k=k_split > 1)
 
 
 def cuda_anchor(call: Call, ins: list):
     """``(output, anchor)`` for an anchor the GPU schedules specially (conv2d, dense,
-    batch_matmul), else None (``compute_group``'s ``anchor_of``)."""
+    batch_matmul: on tensor cores where ``cuda_tensorcore.tensorcore_anchor`` takes them), else
+    None (``compute_group``'s ``anchor_of``)."""
+    from .cuda_tensorcore import tensorcore_anchor
     name = call.op.name
-    if name == "nn.conv2d" and _conv_fits(call):
+    tc = tensorcore_anchor(call, ins)
+    if tc is not None:
+        return tc
+    if name == "nn.conv2d" and call.attrs.data_layout == "NCHW" and _conv_fits_cuda(call):
         return _conv2d_cuda(call, ins)
-    if name in ("nn.dense", "nn.batch_matmul") and call.ty.dtype == "float32":
-        out = call.op.compute(call.attrs, ins, call.ty)
-        return out, _Anchor("gemm", C=out)
+    if name in ("nn.dense", "nn.batch_matmul") and call.ty.dtype in ("float32", "float16"):
+        if call.ty.dtype == "float32":
+            out = call.op.compute(call.attrs, ins, call.ty)
+            return out, _Anchor("gemm", C=out)
+        # float16: the same schedule on a float32 accumulator, rounded once by the epilogue
+        C = _gemm_f32(call, *ins)
+        return te.compute(C.shape, lambda *i: C[i].astype("float16"), name="gemm_out"), _Anchor("gemm", C=C)
     return None
+
+
+def _gemm_f32(call: Call, x, y):
+    """A float16 dense (``x @ y.T``) or batch_matmul summed in float32 (``topi.nn``'s indexing)."""
+    f32 = "float32"
+    if call.op.name == "nn.dense":
+        (M, K), N = _shape(x), _shape(y)[0]
+        k = te.reduce_axis((0, K), name="k")
+        return te.compute((M, N), lambda i, j: te.sum(x[i, k].astype(f32) * y[j, k].astype(f32), axis=k),
+                          name="dense")
+    ta, tb = call.attrs.transpose_a, call.attrs.transpose_b
+    B, M, N = call.ty.shape
+    K = _shape(x)[1] if ta else _shape(x)[2]
+    B1, B2 = _shape(x)[0], _shape(y)[0]
+    k = te.reduce_axis((0, K), name="k")
+
+    def f(b, i, j):
+        bx, by = (0 if B1 == 1 else b), (0 if B2 == 1 else b)
+        a = x[bx, k, i] if ta else x[bx, i, k]
+        c = y[by, j, k] if tb else y[by, k, j]
+        return te.sum(a.astype(f32) * c.astype(f32), axis=k)
+    return te.compute((B, M, N), f, name="batch_matmul")
+
+
+def _conv_fits_cuda(call: Call) -> bool:
+    """``_conv_fits`` for the GPU's direct convolution, which takes float16 too (summed in float32)."""
+    a = call.attrs
+    pt, pl, pb, pr = a.padding
+    return (a.groups == 1 and tuple(a.dilation) == (1, 1) and a.strides[0] == a.strides[1]
+            and pt == pl == pb == pr and call.ty.dtype in ("float32", "float16"))
 
 
 def _bind_threads(s, stage, threads: int = THREADS) -> None:
@@ -189,12 +241,12 @@ def _schedule_conv2d(s, p: dict, out) -> None:
     """``topi/cuda_schedules.conv2d_nchw``'s schedule with the group's epilogue: the stage the
     threads bind is the group's output; the convolution is computed into registers at each
     thread (the template's ``cache_write(..., "local")``)."""
-    Pad, WT, Acc, Out, t = p["Pad"], p["WT"], p["Acc"], p["Out"], p["tiles"]
+    Pad, WT, Acc, Conv, t = p["Pad"], p["WT"], p["Acc"], p["Conv"], p["tiles"]
     s[Pad].compute_inline()
     s[WT].set_scope("shared")
     PS = s.cache_read(Pad, "shared", [Acc])
     WL = s.cache_read(WT, "local", [Acc])
-    split_k = Acc is not Out
+    split_k = p["split_k"]
     if split_k or out is Acc:
         OL, bound = s.cache_write(Acc, "local"), Acc
     else:                        # the epilogue writes; the convolution accumulates in its registers
@@ -204,15 +256,15 @@ def _schedule_conv2d(s, p: dict, out) -> None:
     conv2d_nchw_block(s, bound, OL, PS, WT, WL, **{k: t[k] for k in (
         "tile_co", "tile_y", "tile_x", "co_per_thread", "x_per_thread", "n_per_block", "ci_tile")})
     if split_k:                  # the parts' sum (and the epilogue) one thread per output
-        if out is Out:
-            _bind_threads(s, Out, 128)
+        if out is Conv:
+            _bind_threads(s, Conv, 128)
         else:
-            s[Out].set_scope("local")
+            s[Conv].set_scope("local")
             f = s[out].fuse(*s[out].op.axis)
             b, th = s[out].split(f, factor=128)
             s[out].bind(b, _bx())
             s[out].bind(th, _tx())
-            s[Out].compute_at(s[out], th)
+            s[Conv].compute_at(s[out], th)
 
 
 def _schedule_gemm(s, C, out) -> None:
@@ -292,11 +344,17 @@ def template_kernel_cuda(fn: Function):
     axis (float32): the row schedules of ``topi/cuda_schedules.py`` on ``[rows, N]`` views;
     None otherwise."""
     from tilecraft.topi import cuda_schedules
+
+    from .cuda_tensorcore import fp16_row_kernel
     body = fn.body
-    if type(body) is not Call or isinstance(body.op, Function) or body.ty.dtype != "float32" or \
+    if type(body) is not Call or isinstance(body.op, Function) or body.ty.dtype not in ("float32", "float16") or \
             any(type(a) is not Var for a in body.args):
         return None
     name, ty = body.op.name, body.ty
+    if name in ("nn.softmax", "nn.layer_norm") and ty.dtype == "float16":
+        return fp16_row_kernel(body)
+    if ty.dtype != "float32":
+        return None
     rows, n = ty.size // ty.shape[-1], ty.shape[-1]
     if name == "nn.softmax" and body.attrs.axis % ty.ndim == ty.ndim - 1:
         s, args = cuda_schedules.softmax(rows, n, "float32", threads=min(256, _pow2_at_least(n // 4)),
@@ -325,6 +383,20 @@ def lower_primitive_cuda(fn: Function, name: str):
     if whole is not None:
         s, args, shapes = whole
         return lower(s, args, name=name, target="cuda"), shapes
+    from .cuda_tensorcore import compute_conv_group, schedule_tensorcore_group
+    conv = next((n for n in post_order(fn.body) if type(n) is Call and getattr(n.op, "name", None) == "nn.conv2d"
+                 and n.attrs.data_layout == "NHWC"), None)
+    if conv is not None:
+        inputs, out, anchor = compute_conv_group(fn, conv)
+        s, Y, shapes = schedule_tensorcore_group(out, anchor, inputs)
+        return lower(s, inputs + [Y], name=name, target="cuda"), shapes
     inputs, out, anchor = compute_group(fn, cuda_anchor)
+    if anchor is not None and anchor.kind == "tensorcore":
+        if _shape(out) != _shape(anchor.parts["out"]):
+            raise RelayError(f"lowering {name}: the tensor-core {fn.attrs.get('Name', 'group')} must end with "
+                             f"element-wise operators (its result {_shape(out)}, the anchor's "
+                             f"{_shape(anchor.parts['out'])})")
+        s, Y, shapes = schedule_tensorcore_group(out, anchor, inputs)
+        return lower(s, inputs + [Y], name=name, target="cuda"), shapes
     s = schedule_group_cuda(out, anchor)
     return lower(s, inputs + [out], name=name, target="cuda"), None

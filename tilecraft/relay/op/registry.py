@@ -155,8 +155,9 @@ OPS = dict([
          lambda a, ins, ty: tt.max(ins[0], a.axis, a.keepdims), _R, "maximum over axes"),
     # neural-network layers
     _row("nn.conv2d", 2, _CONV_ATTRS, rel.conv2d_rel,
-         lambda a, ins, ty: tnn.conv2d_nchw(ins[0], ins[1], a.strides, a.padding, a.dilation, a.groups), _O,
-         "2-d convolution, NCHW data, OIHW kernel; padding (top, left, bottom, right)"),
+         lambda a, ins, ty: _conv2d(a, ins), _O,
+         "2-d convolution, NCHW data, OIHW kernel (or NHWC data, OHWI kernel: data_layout, kernel_layout); "
+         "padding (top, left, bottom, right)"),
     _row("nn.contrib_conv2d_NCHWc", 2, {"strides": (1, 1), "padding": (0, 0, 0, 0), "channels": None,
                                         "kernel_size": None, "data_layout": REQUIRED, "kernel_layout": REQUIRED,
                                         "out_layout": REQUIRED},
@@ -189,6 +190,18 @@ OPS = dict([
          None, _X, "inference batch norm; a tuple (out, mean, var) of which only .0 is computed: "
                    "SimplifyInference rewrites it"),
 ])
+
+
+def _conv2d(a, ins):
+    if a.data_layout == "NCHW":
+        return tnn.conv2d_nchw(ins[0], ins[1], a.strides, a.padding, a.dilation, a.groups)
+    # NHWC / OHWI (TensorCoreLayout's): the NCHW convolution of transposed views, transposed back
+    x, w = ins
+    xc = te.compute((x.shape[0], x.shape[3], x.shape[1], x.shape[2]), lambda n, c, h, v: x[n, h, v, c], name="nchw")
+    wc = te.compute((w.shape[0], w.shape[3], w.shape[1], w.shape[2]), lambda o, i, h, v: w[o, h, v, i], name="oihw")
+    y = tnn.conv2d_nchw(xc, wc, a.strides, a.padding, a.dilation, a.groups)
+    return te.compute((y.shape[0], y.shape[2], y.shape[3], y.shape[1]), lambda n, h, v, c: y[n, c, h, v],
+                      name="conv2d_nhwc")
 
 
 def _pool(a, ins, kind):

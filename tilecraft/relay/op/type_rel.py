@@ -136,10 +136,19 @@ def bias_add_rel(op, types, attrs):
 
 def conv2d_rel(op, types, attrs):
     x, w = _tensor(op, types[0]), _tensor(op, types[1], 1)
+    nhwc = attrs.data_layout == "NHWC"
+    if (attrs.data_layout, attrs.kernel_layout) not in (("NCHW", "OIHW"), ("NHWC", "OHWI")):
+        raise RelayError(f"{op}: data_layout/kernel_layout must be NCHW/OIHW or NHWC/OHWI, got "
+                         f"{attrs.data_layout}/{attrs.kernel_layout}")
     if x.ndim != 4 or w.ndim != 4:
-        raise RelayError(f"{op}: expects NCHW data and an OIHW kernel, got {x} and {w}")
-    N, C, H, W = x.shape
-    O, I, KH, KW = w.shape
+        raise RelayError(f"{op}: expects {'NHWC data and an OHWI' if nhwc else 'NCHW data and an OIHW'} kernel, "
+                         f"got {x} and {w}")
+    if nhwc:        # TensorCoreLayout's form (transform/tensorcore_layout.py)
+        N, H, W, C = x.shape
+        O, KH, KW, I = w.shape
+    else:
+        N, C, H, W = x.shape
+        O, I, KH, KW = w.shape
     g = attrs.groups
     if C % g or O % g or I != C // g:
         raise RelayError(f"{op}: {C} input channels in {g} groups need a kernel of shape "
@@ -152,7 +161,7 @@ def conv2d_rel(op, types, attrs):
     if OH <= 0 or OW <= 0:
         raise RelayError(f"{op}: the kernel {KH}x{KW} (dilation {dh}x{dw}) does not fit the padded "
                          f"input {H + pt + pb}x{W + pl + pr}")
-    return TensorType((N, O, OH, OW), x.dtype)
+    return TensorType((N, OH, OW, O) if nhwc else (N, O, OH, OW), x.dtype)
 
 
 def dense_rel(op, types, attrs):

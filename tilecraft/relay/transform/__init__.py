@@ -11,6 +11,10 @@ pass                       opt_level  what holds afterwards
 ``CombineParallelDense``   3          no 3 (or more) dense layers with constant weights read the
                                       same input: one dense on the concatenated weights, sliced
 ``AlterOpLayout``          3          convolutions in NCHW[x]c, the values between them too
+``TensorCoreLayout``       3          on cuda: tensor-core convolutions in NHWC, the values
+                                      between them too
+``ToMixedPrecision``       0          (not in relay.build's pipeline) float32 computed in
+                                      float16, float32 at the boundary
 ``SinkReshape``            3          reshapes after the element-wise ops, softmaxes, layer norms
                                       that commute with them (a dense layer's epilogue fuses)
 ``EliminateCommonSubexpr`` 3          each distinct call computed once
@@ -33,6 +37,9 @@ from .infer_type import InferType
 from .pass_infra import Pass, PrintAfterAll, Sequential, function_pass, module_pass
 from .simplify_inference import SimplifyInference
 from .sink_reshape import SinkReshape
+from .tensorcore_layout import TensorCoreLayout
+from .to_mixed_precision import ToMixedPrecision
 
-__all__ = ["AlterOpLayout", "CombineParallelDense", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FuseOps", "InferType", "Pass",
-           "PrintAfterAll", "Sequential", "SimplifyInference", "SinkReshape", "function_pass", "module_pass"]
+__all__ = ["AlterOpLayout", "CombineParallelDense", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FuseOps",
+           "InferType", "Pass", "PrintAfterAll", "Sequential", "SimplifyInference", "SinkReshape", "TensorCoreLayout", "ToMixedPrecision",
+           "function_pass", "module_pass"]
