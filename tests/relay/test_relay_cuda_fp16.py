@@ -341,7 +341,9 @@ def test_task_extraction_gives_the_tensor_core_templates(rng):
     mod, params = _fp16(model, inputs)
     tasks = autotune.task.extract_from_program(mod["main"], target="cuda", params=params)
     got = {(t.name, t.args): t.count for t in tasks}
-    assert got == {("topi/dense_tensorcore.cuda", (32, 64, 64, "float16", "float16", "none")): 4,
+    # Q, K, V: one dense on the concatenated weights (CombineParallelDense), then the output projection
+    assert got == {("topi/dense_tensorcore.cuda", (32, 192, 64, "float16", "float16", "none")): 1,
+                   ("topi/dense_tensorcore.cuda", (32, 64, 64, "float16", "float16", "none")): 1,
                    # Q K^T (K transposed by the ONNX graph, so B as stored) and P V
                    ("topi/batch_matmul_tensorcore.cuda", (2, 32, 32, 32, "float16", "float16", "row_major")): 2,
                    ("topi/dense_tensorcore.cuda", (32, 128, 64, "float16", "float16", "none")): 1,
