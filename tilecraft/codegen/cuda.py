@@ -293,7 +293,7 @@ class CUDARenderer(CStyleRenderer):
             raise NotImplementedError(f"the intrinsic {name!r} has no CUDA translation")
         # legalize left float32 and float64 calls only (float16 computes in float32)
         el = dt.element_of(nodes[0].dtype) if nodes else dt.element_of(dtype)
-        return f"{row.cuda.float64 if el == 'float64' else row.cuda.float32}({', '.join(args)})"
+        return f"{row.cuda.function(el)}({', '.join(args)})"
 
     # --- kernels ----------------------------------------------------------------------------
     def kernel(self, info, body) -> str:

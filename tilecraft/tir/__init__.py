@@ -14,7 +14,7 @@ from ..ir.builtin import (call_extern, call_pure_extern, call_intrin, call_llvm_
                           call_llvm_pure_intrin, reinterpret)
 from ..te.intrin import (const, floordiv, floormod, truncdiv, truncmod, indexdiv, indexmod, exp, log,
                          sqrt, rsqrt, tanh, sigmoid, erf, power, floor, ceil, round, abs, if_then_else,
-                         all, any, max_value, min_value, trunc)
+                         all, any, max_value, min_value, trunc, popcount)
 from ..te.intrin import select as Select
 from ..ir.expr import min_expr as min, max_expr as max  # noqa: A001
 from ..ir.expr import div
