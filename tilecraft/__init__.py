@@ -25,6 +25,8 @@ from .ir.packed import get_global_func, register_func
 from .te import TEError
 from .schedule import ScheduleError, create_schedule, lower
 te.create_schedule = create_schedule   # TVM's te.create_schedule, handed to te (which sits below schedule)
+from .schedule import hybrid_dump as _hybrid_dump
+te.hybrid.build = _hybrid_dump.build   # TVM's te.hybrid.build (a schedule printed as a HybridModule)
 from .schedule import te_passes as _te_passes
 te.schedule = _te_passes               # TVM's te.schedule.InferBound, ScheduleOps, ... (schedule/te_passes.py)
 from .te.json_io import load_json, save_json
