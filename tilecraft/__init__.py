@@ -18,7 +18,7 @@ supported subset.
 """
 __version__ = "0.1.0"
 
-from . import error, ir, te, target, tir, transform
+from . import arith, error, ir, te, target, tir, transform
 from .ir import DTypeError
 from .ir import container   # TVM's tvm.container.Map / Array
 from .ir.packed import get_global_func, register_func
