@@ -73,3 +73,25 @@ def test_conv2d_nchw_stride_error():
     W = te.placeholder((1, 1, 3, 3), name="W")
     with pytest.raises(ValueError, match="conv2d_nchw: the stride must be an int or a pair"):
         topi.nn.conv2d_nchw(A, W, (1, 1, 1), 0)
+
+
+def test_topi_testing_schedule_dispatch(rng):
+    """TVM's ``topi.testing.get_*_schedule(target)`` / ``get_conv2d_nchw_implement``: the CUDA
+    names for "cuda", the generic ones otherwise; the CPU pair built and run against numpy."""
+    import tilecraft as tvm
+    assert topi.testing.get_broadcast_schedule("cuda") is topi.cuda.schedule_injective
+    assert topi.testing.get_reduce_schedule(tvm.target.Target("cuda")) is topi.cuda.schedule_reduce
+    assert topi.testing.get_elemwise_schedule("llvm") is topi.generic.schedule_injective
+    assert topi.testing.get_conv2d_nchw_implement("cuda")[1] is topi.cuda.schedule_conv2d_nchw
+    conv2d_nchw, schedule = topi.testing.get_conv2d_nchw_implement("llvm")
+    a = rng.standard_normal((1, 3, 9, 9)).astype("float32")
+    w = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    with tvm.target.Target("llvm"):
+        A = te.placeholder(a.shape, name="A")
+        W = te.placeholder(w.shape, name="W")
+        B = conv2d_nchw(A, W, (2, 2), (1, 1), (1, 1), "float32")     # TVM's positional out_dtype
+        C = B + 10.0
+        s = schedule([C])
+    out = np.full(topi.utils.get_const_tuple(C.shape), np.nan, "float32")
+    tvm.build(s, [A, W, C], "llvm")(a, w, out)
+    np.testing.assert_allclose(out, conv2d_nchw_python(a, w, 2, 1) + 10, rtol=1e-4, atol=1e-4)
