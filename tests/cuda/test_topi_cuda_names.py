@@ -146,15 +146,36 @@ def test_tvm_argument_forms():
     assert str(tvm.target.cuda(arch="sm_90")) == "cuda -arch=sm_90"
 
 
-def test_conv2d_nchw_fallback_tiles():
-    """Without a tuned record: the topi/conv2d_nchw.cuda template's fallback tiles for the layer."""
-    from tilecraft.topi.cuda import _conv_tiles
-    d = te.placeholder((1, 16, 8, 8), name="d")
-    k = te.placeholder((8, 16, 3, 3), name="k")
-    conv = topi.cuda.conv2d_nchw(d, k, 1, 1, 1)
-    with tvm.target.Target("cuda"):
-        fallback = _conv_tiles(conv.op, d, k)
-    assert fallback["tile_co"] == 8 and fallback["tile_y"] == 8
+def test_conv2d_nchw_takes_the_tuned_tiles(rng):
+    """Under apply_history_best with a record of the topi/conv2d_nchw.cuda workload the schedule
+    takes the record's tiles (the block shape follows them), and the kernel still computes the
+    convolution (emulated); without the record: the template's fallback tiles."""
+    from tilecraft import autotune
+    from tilecraft.codegen.cuda_emulate import emulate
+    import tilecraft.topi.conv2d_cuda  # noqa: F401  (registers the template)
+    args = (1, 8, 8, 8, 16, 3, 3, 1, 1, "float32")
+    task = autotune.task.create("topi/conv2d_nchw.cuda", args=args, target="cuda")
+    want = {"tile_co": 4, "co_per_thread": 2, "tile_y": 4, "tile_x": 8, "x_per_thread": 2, "ci_tile": 4}
+    cfg = next(c for c in task.config_space if all(c[k].val == v for k, v in want.items()))
+    records = [(autotune.MeasureInput(task.target, task, cfg), autotune.MeasureResult((1e-3,), 0))]
+
+    def lowered():
+        d = te.placeholder((1, 8, 8, 8), name="d")
+        k = te.placeholder((16, 8, 3, 3), name="k")
+        with tvm.target.Target("cuda"):
+            out = topi.nn.relu(topi.cuda.conv2d_nchw(d, k, 1, 1, 1))
+            s = topi.cuda.schedule_conv2d_nchw(out)
+        return tvm.lower(s, [d, k, out], target="cuda")
+    with autotune.apply_history_best(records):
+        f = lowered()
+    # threads: tile_x / x_per_thread, tile_y, tile_co / co_per_thread; blocks: 16/4 * 8/4 * 8/8
+    assert "grid(8, 1, 1) block(4, 4, 2)" in str(f)
+    with pytest.warns(UserWarning, match="no tuned configuration"):
+        assert "grid(8, 1, 1) block(4, 4, 2)" not in str(lowered())
+    d, k = rng.standard_normal((1, 8, 8, 8)).astype("float32"), rng.standard_normal((16, 8, 3, 3)).astype("float32")
+    out = np.full((1, 16, 8, 8), np.nan, "float32")
+    emulate(f, [d, k, out])
+    np.testing.assert_allclose(out, np.maximum(conv2d_nchw_python(d, k, 1, 1), 0), rtol=1e-4, atol=1e-4)
 
 
 def test_schedule_errors():
