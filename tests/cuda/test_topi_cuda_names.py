@@ -184,6 +184,8 @@ def test_schedule_errors():
         topi.cuda.schedule_conv2d_nchw(topi.nn.relu(A))
     with pytest.raises(ValueError, match="topi.cuda.schedule_softmax: expected the output of topi.nn.softmax"):
         topi.cuda.schedule_softmax(topi.nn.relu(A))
+    with pytest.raises(ValueError, match="topi.cuda.schedule_softmax: only a softmax over the last axis"):
+        topi.cuda.schedule_softmax(topi.nn.softmax(A, axis=0))
     with pytest.raises(TypeError, match="takes a tensor or a list of tensors"):
         topi.cuda.schedule_injective("A")
 

@@ -177,6 +177,10 @@ def schedule_softmax(outs, threads: int = 64):
     if len(outs) != 1 or len(reductions) != 2 or not all(len(r.reduce_axis) == 1 for r in reductions):
         raise ValueError("topi.cuda.schedule_softmax: expected the output of topi.nn.softmax (a max and a sum "
                          f"reduction over one axis), got the stages {[op.name for op in left]}")
+    if any(getattr(r.output(0).shape[-1], "value", None) != 1 for r in reductions if r.output(0).shape):
+        raise ValueError("topi.cuda.schedule_softmax: only a softmax over the last axis is scheduled here "
+                         "(topi.nn.softmax(x, axis=-1)); use topi.cuda.schedule_injective's one thread per element "
+                         "or a te schedule for another axis")
     *rows, col = s[out].op.axis
     row = s[out].fuse(*rows)
     s[out].bind(row, te.thread_axis("blockIdx.x"))
