@@ -95,3 +95,38 @@ def test_topi_testing_schedule_dispatch(rng):
     out = np.full(topi.utils.get_const_tuple(C.shape), np.nan, "float32")
     tvm.build(s, [A, W, C], "llvm")(a, w, out)
     np.testing.assert_allclose(out, conv2d_nchw_python(a, w, 2, 1) + 10, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("pool_type, include_pad", [("max", True), ("avg", True), ("avg", False)])
+def test_pooling_pool2d_tvm_signature(rng, pool_type, include_pad):
+    """``topi.nn.pooling.pool2d`` (TVM's module path and argument order) against a numpy loop:
+    3x3 windows, stride 2, padding (1, 0, 1, 1), dilation 1; TVM's default counts the padding."""
+    from tilecraft.topi.nn.pooling import pool2d
+    a = rng.standard_normal((2, 3, 9, 8)).astype("float32")
+    A = te.placeholder(a.shape, name="A")
+    P = pool2d(A, kernel=(3, 3), stride=(2, 2), dilation=(1, 1), padding=(1, 0, 1, 1), pool_type=pool_type,
+               count_include_pad=include_pad)
+    fill = -np.inf if pool_type == "max" else 0.0
+    ap = np.pad(a.astype("float64"), ((0, 0), (0, 0), (1, 1), (0, 1)), constant_values=fill)
+    inside = np.pad(np.ones(a.shape[2:]), ((1, 1), (0, 1)))
+    OH, OW = (9 + 2 - 3) // 2 + 1, (8 + 1 - 3) // 2 + 1
+    want = np.zeros((2, 3, OH, OW))
+    for y in range(OH):
+        for x in range(OW):
+            win = ap[:, :, 2 * y:2 * y + 3, 2 * x:2 * x + 3]
+            if pool_type == "max":
+                want[:, :, y, x] = win.max(axis=(2, 3))
+            else:
+                n = 9 if include_pad else inside[2 * y:2 * y + 3, 2 * x:2 * x + 3].sum()
+                want[:, :, y, x] = win.sum(axis=(2, 3)) / n
+    assert topi.utils.get_const_tuple(P.shape) == want.shape
+    np.testing.assert_allclose(interp.evaluate(P, {A: a}), want, rtol=1e-5, atol=1e-6)
+
+
+def test_pooling_pool2d_errors():
+    from tilecraft.topi.nn.pooling import pool2d
+    A = te.placeholder((1, 1, 4, 4), name="A")
+    with pytest.raises(ValueError, match="topi.nn.pooling.pool2d: ceil_mode=True is not supported"):
+        pool2d(A, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), "max", ceil_mode=True)
+    with pytest.raises(ValueError, match="only the NCHW layout is supported, got 'NHWC'"):
+        pool2d(A, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), "max", layout="NHWC")
