@@ -79,3 +79,15 @@ def test_intimm_isinstance_substitute_analyzer_seqstmt():
     assert len(body) == 2 and body[1].value.value == 2 and bool(tvm.tir.SeqStmt(()))
     ts = [tvm.te.placeholder((4,), name=f"t{k}") for k in range(3)]
     assert list(tvm.runtime.convert(ts)) == ts
+
+
+def test_te_schedule_buffer_is_what_extern_passes():
+    """TVM's ``tvm.te.schedule.Buffer``: the class of the buffers ``te.extern``'s function gets."""
+    seen = []
+
+    def f(ins, outs):
+        seen.extend(isinstance(b, tvm.te.schedule.Buffer) for b in (*ins, *outs))
+        return tvm.tir.call_packed("myadd", ins[0], outs[0])
+    A = te.placeholder((8,), name="A")
+    te.extern((8,), [A], f)
+    assert seen == [True, True]
