@@ -34,6 +34,7 @@ import time
 TUTORIALS = [
     "gallery/tutorial/tensor_expr_get_started.py",
     "gallery/tutorial/autotvm_matmul_x86.py",
+    "gallery/tutorial/intro_topi.py",
     "gallery/how_to/work_with_schedules/schedule_primitives.py",
     "gallery/how_to/work_with_schedules/reduction.py",
     "gallery/how_to/work_with_schedules/scan.py",

@@ -39,6 +39,7 @@ LAYERS = [
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 ROOT_MODULES = {"__init__": "tilecraft", "__main__": "cli", "cli": "cli", "cli_tune": "cli", "cli_relay": "cli",
                 "interp": "interp", "interp_lowered": "interp", "interp_lowered_runtime": "interp", "target": "target", "tir": "tir",
+                "arith": "tir",
                 "transform": "transform", "testing": "testing", "error": "error"}
 # modules placed in another unit than their folder's: TVM's path of autotune's test helpers
 # (``tvm.testing.autotvm``) is tilecraft/testing/autotune.py, a module of the autotune layer

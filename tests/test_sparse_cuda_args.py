@@ -205,3 +205,27 @@ def test_piece_functions_cut_once_per_matrix():
     import gc
     gc.collect()
     assert f._pieces == {}
+
+
+def test_a_0d_host_array_stays_0d_on_the_gpu(monkeypatch):
+    """``cuda_ndarray.array`` of a 0-d array (a full reduction's output) keeps its shape ``()``
+    (``np.ascontiguousarray`` made it ``(1,)``, which a kernel's 0-d argument refused on the H100:
+    "argument 2 'sum': expected 0 dimensions (), got shape (1,)"); ``copyfrom`` takes one too.
+    The driver is a fake: no GPU needed."""
+    from tilecraft.runtime import cuda_ndarray, cuda_runtime
+
+    class FakeDriver:
+        copies = []
+
+        def mem_alloc(self, n):
+            return 4096
+
+        def memcpy_htod(self, ptr, src):
+            self.copies.append((ptr, src.shape))
+    monkeypatch.setattr(cuda_runtime, "driver", lambda: FakeDriver())
+    monkeypatch.setattr(cuda_runtime, "context", lambda index: None)
+    a = cuda_ndarray.array(np.full((), 3.0, "float32"))
+    assert a.shape == () and a.ndim == 0 and a.nbytes == 4
+    a.copyfrom(np.full((), 1.0, "float32"))
+    assert FakeDriver.copies == [(4096, ()), (4096, ())]
+    assert cuda_ndarray.array(np.ones((2, 3), "float32")[:, ::2]).shape == (2, 2)

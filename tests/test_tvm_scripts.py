@@ -274,6 +274,21 @@ def test_reduction_tutorial_script_on_the_gpu(tmp_path):
     _run_script(tmp_path, "reduction.py", "--gpu")
 
 
+def test_intro_topi_tutorial(tmp_path):
+    """TVM's TOPI tutorial: topi.sum, tensor arithmetic and topi.elemwise_sum, then
+    topi.cuda.schedule_reduce / schedule_softmax / conv2d_nchw + schedule_conv2d_nchw built for
+    "cuda" and emulated against numpy."""
+    out = _run_script(tmp_path, "intro_topi.py")
+    assert "stage(elemwise_sum, ComputeOp)" in out and "threadIdx.x" in out
+
+
+@pytest.mark.cuda
+def test_intro_topi_tutorial_on_the_gpu(tmp_path):
+    """The same script with --gpu: the kernels run on the device at the tutorial's sizes."""
+    _gpu_or_skip("test_intro_topi_tutorial")
+    _run_script(tmp_path, "intro_topi.py", "--gpu")
+
+
 def test_tedd_tutorial(tmp_path):
     """TVM's tedd tutorial: conv2d_hwcn + bias + relu with topi.generic's schedule, the three TEDD
     views written as DOT files (before and after normalize), and the schedule run against numpy."""

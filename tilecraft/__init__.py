@@ -18,13 +18,15 @@ supported subset.
 """
 __version__ = "0.1.0"
 
-from . import error, ir, te, target, tir, transform
+from . import arith, error, ir, te, target, tir, transform
 from .ir import DTypeError
 from .ir import container   # TVM's tvm.container.Map / Array
 from .ir.packed import get_global_func, register_func
 from .te import TEError
 from .schedule import ScheduleError, create_schedule, lower
 te.create_schedule = create_schedule   # TVM's te.create_schedule, handed to te (which sits below schedule)
+from .schedule import hybrid_dump as _hybrid_dump
+te.hybrid.build = _hybrid_dump.build   # TVM's te.hybrid.build (a schedule printed as a HybridModule)
 from .schedule import te_passes as _te_passes
 te.schedule = _te_passes               # TVM's te.schedule.InferBound, ScheduleOps, ... (schedule/te_passes.py)
 from .te.json_io import load_json, save_json

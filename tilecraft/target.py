@@ -98,3 +98,12 @@ class Target:
 
 def create(target: "str | Target") -> Target:
     return Target(target)
+
+
+def cuda(model: str = "unknown", arch: str | None = None, options=None) -> Target:
+    """TVM's ``tvm.target.cuda()``: the CUDA target (``arch="sm_90"`` sets ``-arch``).
+
+    >>> with tvm.target.cuda():
+    ...     s = topi.cuda.schedule_reduce(g)
+    """
+    return Target("cuda" + (f" -arch={arch}" if arch else "") + "".join(f" {o}" for o in (options or ())))

@@ -5,8 +5,8 @@ plain Python on the numpy arrays (which is how the interpreter evaluates a ``Hyb
 where there is one, with a numpy formula.
 
 Not ported: ``test_bind``/``test_allocate``'s GPU halves (``bind``, shared memory) run here only as
-far as the IR (no GPU; ``tests/cuda/test_hybrid_cuda.py`` runs them); ``popcount`` of
-``test_math_intrin`` (no such intrinsic); ``HybridModule`` save/load (``te.hybrid.build``)."""
+far as the IR (no GPU; ``tests/cuda/test_hybrid_cuda.py`` runs them); ``HybridModule``
+save/load (``te.hybrid.build``): ``test_hybrid_module.py``."""
 import numpy as np
 import pytest
 
@@ -14,6 +14,7 @@ import tilecraft as tc
 from tilecraft import te
 from tilecraft.ir.expr import Binary, BinOp, BufferLoad
 from tilecraft.ir.stmt import Allocate, BufferStore, For, ForKind, IfThenElse, SeqStmt
+from tilecraft.ir.dtype import DTypeError
 from tilecraft.te.hybrid import HYBRID_GLOBALS, HybridError, HybridOp
 
 
@@ -220,6 +221,54 @@ def test_math_intrin(check_llvm):
             min(x[4], x[5]), max(x[5], x[6])]
     np.testing.assert_allclose(got[b8], want, rtol=1e-5)
     np.testing.assert_allclose(intrin_real(x), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint32", "int64", "uint64"])
+def test_popcount(check_llvm, dtype):
+    """TVM's ``intrin_int`` (``popcount`` of an int32, 114514 among them), on every integer dtype
+    the intrinsic takes, negative values included: compiled (LLVM ``ctpop``) and as Python."""
+    @te.hybrid.script
+    def intrin_int(a):
+        b = output_tensor((a.shape[0],), "int32")
+        for i in range(a.shape[0]):
+            b[i] = int32(popcount(a[i]))
+        return b
+
+    info = np.iinfo(dtype)
+    x = np.random.default_rng().integers(info.min, info.max, 37, dtype=dtype, endpoint=True)
+    x[:4] = [114514, 0, info.max, info.min]
+    a = te.placeholder((37,), dtype, name="a")
+    b = intrin_int(a)
+    got = check_llvm(te.create_schedule(b.op), [a, b], {a: x})
+    want = np.array([bin(int(v) & ((1 << info.bits) - 1)).count("1") for v in x], "int32")
+    assert want[0] == 11
+    np.testing.assert_array_equal(got[b], want)
+    np.testing.assert_array_equal(intrin_int(x), want)
+
+
+def test_max_num_threads():
+    """TVM's ``max_num_threads(True)``: the current target's limit, a number when parsed."""
+    @te.hybrid.script
+    def doubled(a):
+        b = output_tensor(a.shape, a.dtype)
+        m = max_num_threads(True)
+        for i in bind("blockIdx.x", ceil_div(a.shape[0], m)):
+            for j in bind("threadIdx.x", m):
+                if i * m + j < a.shape[0]:
+                    b[i * m + j] = a[i * m + j] + a[i * m + j]
+        return b
+
+    a = te.placeholder((3000,), name="a")
+    with tc.target.Target("cuda"):
+        b = doubled(a)
+        np.testing.assert_array_equal(doubled(np.arange(3000, dtype="float32")), 2 * np.arange(3000))
+    text = str(tc.lower(te.create_schedule(b.op), [a, b], target="cuda"))
+    assert "grid(3, 1, 1) block(1024, 1, 1)" in text
+    with tc.target.Target("cuda -max_num_threads=256"):
+        b = doubled(a)
+    assert "block(256, 1, 1)" in str(tc.lower(te.create_schedule(b.op), [a, b], target="cuda"))
+    with pytest.raises(HybridError, match=r"max_num_threads\(\) needs a current target"):
+        doubled(a)
 
 
 def test_non_zero_loop_starts(check_llvm, rand):
@@ -496,7 +545,8 @@ def test_errors_name_the_line_and_construct():
         calls_script(a)
     with pytest.raises(HybridError, match="the script must end with `return` of its output tensor"):
         no_return(a)
-    with pytest.raises(HybridError, match=r"popcount\(\) is not supported here"):
+    with pytest.raises(DTypeError, match=r"te.popcount needs a int32/uint32/int64/uint64 argument, got .* of dtype "
+                                         r"float32"):
         pops(a)
 
 

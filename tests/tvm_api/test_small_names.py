@@ -62,3 +62,32 @@ def test_int_and_float_imm():
     assert isinstance(x, tvm.tir.Const) and x.dtype == "int64" and x.value == 7
     y = tvm.tir.FloatImm("float16", 0.5)
     assert y.dtype == "float16" and y.value == 0.5
+
+
+def test_intimm_isinstance_substitute_analyzer_seqstmt():
+    """What TVM's hybrid-test helper uses: ``isinstance(v, tir.IntImm)`` after
+    ``tir.stmt_functor.substitute`` and ``arith.Analyzer().simplify``; ``SeqStmt`` indexing;
+    ``runtime.convert`` of a list of tensors."""
+    n, m = tvm.te.var("n"), tvm.te.var("m")
+    v = tvm.arith.Analyzer().simplify(tvm.tir.stmt_functor.substitute(n * 2 + m, {n: 99, m: 1}))
+    assert isinstance(v, tvm.tir.IntImm) and not isinstance(v, tvm.tir.FloatImm) and v.value == 199
+    assert isinstance(tvm.tir.FloatImm("float32", 1.5), tvm.tir.FloatImm)
+    assert not isinstance(tvm.tir.FloatImm("float32", 1.5), tvm.tir.IntImm)
+    assert not isinstance(n, tvm.tir.IntImm) and not isinstance(3, tvm.tir.IntImm)
+    assert isinstance(tvm.tir.const(True, "bool"), tvm.tir.IntImm)
+    body = tvm.tir.stmt_seq(tvm.tir.Evaluate(1), tvm.tir.Evaluate(2))
+    assert len(body) == 2 and body[1].value.value == 2 and bool(tvm.tir.SeqStmt(()))
+    ts = [tvm.te.placeholder((4,), name=f"t{k}") for k in range(3)]
+    assert list(tvm.runtime.convert(ts)) == ts
+
+
+def test_te_schedule_buffer_is_what_extern_passes():
+    """TVM's ``tvm.te.schedule.Buffer``: the class of the buffers ``te.extern``'s function gets."""
+    seen = []
+
+    def f(ins, outs):
+        seen.extend(isinstance(b, tvm.te.schedule.Buffer) for b in (*ins, *outs))
+        return tvm.tir.call_packed("myadd", ins[0], outs[0])
+    A = te.placeholder((8,), name="A")
+    te.extern((8,), [A], f)
+    assert seen == [True, True]

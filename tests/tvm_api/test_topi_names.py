@@ -73,3 +73,60 @@ def test_conv2d_nchw_stride_error():
     W = te.placeholder((1, 1, 3, 3), name="W")
     with pytest.raises(ValueError, match="conv2d_nchw: the stride must be an int or a pair"):
         topi.nn.conv2d_nchw(A, W, (1, 1, 1), 0)
+
+
+def test_topi_testing_schedule_dispatch(rng):
+    """TVM's ``topi.testing.get_*_schedule(target)`` / ``get_conv2d_nchw_implement``: the CUDA
+    names for "cuda", the generic ones otherwise; the CPU pair built and run against numpy."""
+    import tilecraft as tvm
+    assert topi.testing.get_broadcast_schedule("cuda") is topi.cuda.schedule_injective
+    assert topi.testing.get_reduce_schedule(tvm.target.Target("cuda")) is topi.cuda.schedule_reduce
+    assert topi.testing.get_elemwise_schedule("llvm") is topi.generic.schedule_injective
+    assert topi.testing.get_conv2d_nchw_implement("cuda")[1] is topi.cuda.schedule_conv2d_nchw
+    conv2d_nchw, schedule = topi.testing.get_conv2d_nchw_implement("llvm")
+    a = rng.standard_normal((1, 3, 9, 9)).astype("float32")
+    w = rng.standard_normal((4, 3, 3, 3)).astype("float32")
+    with tvm.target.Target("llvm"):
+        A = te.placeholder(a.shape, name="A")
+        W = te.placeholder(w.shape, name="W")
+        B = conv2d_nchw(A, W, (2, 2), (1, 1), (1, 1), "float32")     # TVM's positional out_dtype
+        C = B + 10.0
+        s = schedule([C])
+    out = np.full(topi.utils.get_const_tuple(C.shape), np.nan, "float32")
+    tvm.build(s, [A, W, C], "llvm")(a, w, out)
+    np.testing.assert_allclose(out, conv2d_nchw_python(a, w, 2, 1) + 10, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("pool_type, include_pad", [("max", True), ("avg", True), ("avg", False)])
+def test_pooling_pool2d_tvm_signature(rng, pool_type, include_pad):
+    """``topi.nn.pooling.pool2d`` (TVM's module path and argument order) against a numpy loop:
+    3x3 windows, stride 2, padding (1, 0, 1, 1), dilation 1; TVM's default counts the padding."""
+    from tilecraft.topi.nn.pooling import pool2d
+    a = rng.standard_normal((2, 3, 9, 8)).astype("float32")
+    A = te.placeholder(a.shape, name="A")
+    P = pool2d(A, kernel=(3, 3), stride=(2, 2), dilation=(1, 1), padding=(1, 0, 1, 1), pool_type=pool_type,
+               count_include_pad=include_pad)
+    fill = -np.inf if pool_type == "max" else 0.0
+    ap = np.pad(a.astype("float64"), ((0, 0), (0, 0), (1, 1), (0, 1)), constant_values=fill)
+    inside = np.pad(np.ones(a.shape[2:]), ((1, 1), (0, 1)))
+    OH, OW = (9 + 2 - 3) // 2 + 1, (8 + 1 - 3) // 2 + 1
+    want = np.zeros((2, 3, OH, OW))
+    for y in range(OH):
+        for x in range(OW):
+            win = ap[:, :, 2 * y:2 * y + 3, 2 * x:2 * x + 3]
+            if pool_type == "max":
+                want[:, :, y, x] = win.max(axis=(2, 3))
+            else:
+                n = 9 if include_pad else inside[2 * y:2 * y + 3, 2 * x:2 * x + 3].sum()
+                want[:, :, y, x] = win.sum(axis=(2, 3)) / n
+    assert topi.utils.get_const_tuple(P.shape) == want.shape
+    np.testing.assert_allclose(interp.evaluate(P, {A: a}), want, rtol=1e-5, atol=1e-6)
+
+
+def test_pooling_pool2d_errors():
+    from tilecraft.topi.nn.pooling import pool2d
+    A = te.placeholder((1, 1, 4, 4), name="A")
+    with pytest.raises(ValueError, match="topi.nn.pooling.pool2d: ceil_mode=True is not supported"):
+        pool2d(A, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), "max", ceil_mode=True)
+    with pytest.raises(ValueError, match="only the NCHW layout is supported, got 'NHWC'"):
+        pool2d(A, (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), "max", layout="NHWC")

@@ -25,7 +25,7 @@ from ..schedule.passes.gpu_lower import kernels_of
 from ..schedule.passes.gpu_kernels import MAX_STATIC_SHARED_BYTES, dynamic_shared_layout
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
 from ..schedule.passes.legalize import legalize_func
-from .cuda_cstyle import CStyleRenderer
+from .cuda_cstyle import RESERVED_NAMES, CStyleRenderer
 from .cuda_wgmma import block_call, wgmma_fragment_decl, wgmma_prelude
 from .cuda_tensorcore import (ASYNC_COPY_PRELUDE, MMA_PRELUDE, FragmentError, async_copy_call, check_fragment_use,
                               fragment_decl, fragment_layouts, warp_call)
@@ -293,12 +293,12 @@ class CUDARenderer(CStyleRenderer):
             raise NotImplementedError(f"the intrinsic {name!r} has no CUDA translation")
         # legalize left float32 and float64 calls only (float16 computes in float32)
         el = dt.element_of(nodes[0].dtype) if nodes else dt.element_of(dtype)
-        return f"{row.cuda.float64 if el == 'float64' else row.cuda.float32}({', '.join(args)})"
+        return f"{row.cuda.function(el)}({', '.join(args)})"
 
     # --- kernels ----------------------------------------------------------------------------
     def kernel(self, info, body) -> str:
         self.lines = []
-        self.names, self.taken, self.vec_vars = {}, set(), {}
+        self.names, self.taken, self.vec_vars = {}, set(RESERVED_NAMES), {}
         for tag, v in info.index_vars.items():
             self.names[v] = f"((int){tag})"
         self.bdx = info.block[0]

@@ -100,6 +100,27 @@ def _merge_guards(a, b):
     return a if same else None
 
 
+def _reserved_names() -> frozenset:
+    """Names the generated C means something else by: C/C++ keywords, CUDA's built-in functions
+    and variables, and every math function of the intrinsic table. A buffer or variable so named
+    (a ``topi.max`` stage is ``max``) is renamed ``max_1``: as ``max`` it would hide the function."""
+    from ..ir.intrinsics import CUDA_FAST_MATH, TABLE
+    words = set("""auto break case char const continue default do double else enum extern float for goto
+        if inline int long register restrict return short signed sizeof static struct switch typedef union
+        unsigned void volatile while bool true false class namespace template typename new delete this
+        operator private public protected virtual friend using asm half nv_bfloat16 int8_t int16_t int32_t
+        int64_t uint8_t uint16_t uint32_t uint64_t max min abs fabs fabsf fmaxf fminf fmax fmin isnan isinf
+        threadIdx blockIdx blockDim gridDim warpSize __syncthreads""".split())
+    words |= set(CUDA_FAST_MATH)
+    for row in TABLE:
+        if row.cuda is not None:
+            words |= {n for n in (row.cuda.float32, row.cuda.float64) if n}
+    return frozenset(words)
+
+
+RESERVED_NAMES = _reserved_names()
+
+
 class CStyleRenderer:
     """Renders statements and expressions of one function body as C."""
 
@@ -110,7 +131,7 @@ class CStyleRenderer:
     def __init__(self):
         self.lines: list = []
         self.names: dict = {}          # Var/Buffer (by identity) -> C name
-        self.taken: set = set()
+        self.taken: set = set(RESERVED_NAMES)
         self.tmp_count = 0
         self.vec_vars: dict = {}       # vector let var -> C array name
 

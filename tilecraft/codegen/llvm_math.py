@@ -48,7 +48,8 @@ class MathCalls:
             ty = ll_type(d)
             intr = f"{how.intrinsic}.{intrinsic_suffix(d)}"
             self.declare(intr, f"declare {ty} @{intr}({', '.join([ty] * len(args))})")
-            return self.op(f"call{self.fm} {ty} @{intr}({', '.join(f'{ty} {a}' for a in args)})")
+            fm = self.fm if dt.is_float(d) else ""          # fast-math flags are for float calls only
+            return self.op(f"call{fm} {ty} @{intr}({', '.join(f'{ty} {a}' for a in args)})")
         return self.libm(how.libm + ("f" if dt.element_of(d) == "float32" else ""), args, d)
 
     def vector_expf(self, x: str, d: str) -> str:

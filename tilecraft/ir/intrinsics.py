@@ -64,9 +64,14 @@ class LLVMLowering:
 @dataclass(frozen=True)
 class CUDALowering:
     """The CUDA C function for float32 and for float64 arguments (float16 computes in float32:
-    ``TARGETS["cuda"]``)."""
+    ``TARGETS["cuda"]``); for an integer intrinsic, ``float32`` is the 32-bit function and
+    ``float64`` the 64-bit one (``__popc`` / ``__popcll``): :meth:`function`."""
     float32: str
     float64: str
+
+    def function(self, element_dtype: str) -> str:
+        """The C function for arguments of ``element_dtype``: the 64-bit one for 64-bit dtypes."""
+        return self.float64 if element_dtype in ("float64", "int64", "uint64") else self.float32
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,21 @@ def _expand_isnan(args, dtype):
     return binary(BinOp.NE, x, x)
 
 
+def _popcount(x):
+    """The number of set bits of each element (of its two's-complement bits when signed), in the
+    element's own dtype (TVM's ``tir.popcount``)."""
+    x = np.asarray(x)
+    u = x.view(np.dtype(f"uint{x.dtype.itemsize * 8}"))
+    if hasattr(np, "bitwise_count"):                      # numpy >= 2.0
+        return np.bitwise_count(u).astype(x.dtype)
+    count = np.zeros(u.shape, np.uint64)
+    u = u.astype(np.uint64)
+    for _ in range(x.dtype.itemsize * 8):
+        count += u & np.uint64(1)
+        u = u >> np.uint64(1)
+    return count.astype(x.dtype)
+
+
 def _expand_likely(args, dtype):
     return args[0]
 
@@ -261,6 +281,9 @@ TABLE = (
     _math("fma", _fma, llvm=L(intrinsic="llvm.fma"), cuda=C("fmaf", "fma"), arity=3, ulps=0.5,
           doc="a * b + c rounded once"),
     _math("isnan", np.isnan, cuda=C("isnan", "isnan"), expand=_expand_isnan, result="bool", ulps=0.0),
+    Intrinsic("popcount", 1, ("int32", "uint32", "int64", "uint64"), _popcount, llvm=L(intrinsic="llvm.ctpop"),
+              cuda=C("__popc", "__popcll"), ulps=0.0, domain=(-2.0 ** 31, 2.0 ** 31 - 1),
+              doc="the number of set bits (TVM's tir.popcount; the hybrid script's popcount)"),
     # --- compiler builtins ----------------------------------------------------------------------
     Intrinsic("likely", 1, ("bool",), lambda x: x, expand=_expand_likely, ulps=0.0, kind="builtin",
               doc="its argument; a hint that the condition usually holds (TVM's tir.likely)"),

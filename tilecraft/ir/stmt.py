@@ -215,6 +215,15 @@ class SeqStmt(Stmt):
     seq: tuple
     child_fields = (("seq", STMTS),)
 
+    def __getitem__(self, k: int) -> Stmt:       # TVM's seq[k], len(seq)
+        return self.seq[k]
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def __bool__(self) -> bool:                  # a statement is always true, empty or not
+        return True
+
 
 @ir_node
 @dataclass(**_frozen)

@@ -37,17 +37,18 @@ def load_module(path):
 def convert(value):
     """TVM's ``tvm.runtime.convert``: a Python value as IR: a number as a constant (``int`` →
     int32, ``float`` → float32, ``bool`` → bool), a string as a ``StringImm``, a list or tuple
-    element by element (a tuple), an expression as it is.
+    element by element (a tuple), an expression or a tensor as it is.
 
     >>> n = tilecraft.runtime.convert(1024)        # a constant extent: A = te.placeholder((n,))
     """
     from ..ir.expr import Expr, StringImm
     from ..ir.expr import convert as to_expr
+    from ..te.tensor import Tensor
     if isinstance(value, (list, tuple)):
         return tuple(convert(v) for v in value)
     if isinstance(value, str):
         return StringImm(value)
-    if isinstance(value, Expr):
+    if isinstance(value, (Expr, Tensor)):       # a list of tensors: TVM's Array of them
         return value
     return to_expr(value)
 

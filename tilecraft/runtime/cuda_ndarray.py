@@ -63,7 +63,7 @@ class CUDANDArray:
     def copyfrom(self, source) -> "CUDANDArray":
         """Overwrite the contents from a host array of the same shape and dtype."""
         from .cuda_runtime import driver
-        src = np.ascontiguousarray(source.numpy() if isinstance(source, CUDANDArray) else source)
+        src = _contiguous(source.numpy() if isinstance(source, CUDANDArray) else source)
         if src.shape != self.shape:
             raise ValueError(f"copyfrom: shape {src.shape} does not match the array's {self.shape}")
         if src.dtype != self._dtype:
@@ -74,6 +74,13 @@ class CUDANDArray:
 
     def __repr__(self) -> str:
         return f"<tilecraft.CUDANDArray shape={self.shape}, dtype={self.dtype}, {self.device}>"
+
+
+def _contiguous(x) -> np.ndarray:
+    """``x`` as a C-contiguous numpy array of its own shape: ``np.ascontiguousarray`` alone makes
+    a 0-d array (a reduction's scalar output) 1-d."""
+    x = np.asarray(x)
+    return np.ascontiguousarray(x).reshape(x.shape)
 
 
 def empty(shape, dtype="float32", device: Device | None = None) -> CUDANDArray:
@@ -93,6 +100,6 @@ def array(arr, device: Device | None = None, dtype=None) -> CUDANDArray:
     """Copy a host array (numpy, list, or a tilecraft array) to the GPU."""
     if hasattr(arr, "numpy") and not isinstance(arr, np.ndarray):
         arr = arr.numpy()
-    src = np.ascontiguousarray(np.asarray(arr, dtype=dtype))
+    src = _contiguous(np.asarray(arr, dtype=dtype))
     out = empty(src.shape, src.dtype, device)
     return out.copyfrom(src)

@@ -18,6 +18,7 @@ from .bound import infer_bounds
 from .lower import _consumers, inline_stages, lower
 from .schedule import Schedule, ScheduleError, replay
 from .relations import Fuse, Singleton, Split      # noqa: F401 (TVM's te.schedule.Fuse, ...: s[T].relations)
+from ..ir.stmt import Buffer                         # noqa: F401 (TVM's te.schedule.Buffer: what te.extern passes)
 
 
 def _outputs_and_inputs(sch: Schedule) -> list:

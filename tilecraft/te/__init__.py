@@ -19,7 +19,7 @@ from .tensor_intrin import TensorIntrin, decl_tensor_intrin
 from ..ir.expr import div
 from .intrin import (abs, all, any, ceil, const, cos, erf, exp, exp2, floor, floordiv, floormod,
                      fma, if_then_else, indexdiv, indexmod, isnan, log, log2, log10, max_value,
-                     min_value, pow, power, round, rsqrt, select, sigmoid, sin, sqrt, tanh, trunc,
+                     min_value, popcount, pow, power, round, rsqrt, select, sigmoid, sin, sqrt, tanh, trunc,
                      truncdiv, truncmod)
 
 

@@ -40,6 +40,12 @@ sin = _float_unary("sin")
 cos = _float_unary("cos")
 
 
+def popcount(x):
+    """The number of set bits of an int32/uint32/int64/uint64 expression, in its dtype (TVM's
+    ``tir.popcount``; LLVM ``ctpop``, CUDA ``__popc``/``__popcll``): ``te.popcount(A[i])``."""
+    return intrinsics.call("popcount", x)
+
+
 def abs(x):  # noqa: A001
     """Absolute value of a float or integer expression: ``te.abs(A[i] - B[i])``."""
     x = convert(x)

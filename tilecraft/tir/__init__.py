@@ -14,7 +14,7 @@ from ..ir.builtin import (call_extern, call_pure_extern, call_intrin, call_llvm_
                           call_llvm_pure_intrin, reinterpret)
 from ..te.intrin import (const, floordiv, floormod, truncdiv, truncmod, indexdiv, indexmod, exp, log,
                          sqrt, rsqrt, tanh, sigmoid, erf, power, floor, ceil, round, abs, if_then_else,
-                         all, any, max_value, min_value, trunc)
+                         all, any, max_value, min_value, trunc, popcount)
 from ..te.intrin import select as Select
 from ..ir.expr import min_expr as min, max_expr as max  # noqa: A001
 from ..ir.expr import div
@@ -22,13 +22,42 @@ from ..ir.packed import call_packed
 from ..ir.intrin_rules import CallEffectKind
 
 
-def IntImm(dtype: str, value: int, span=None):
-    """TVM's ``tir.IntImm(dtype, value)``: an integer constant (a ``Const``; ``isinstance(x,
-    tir.IntImm)`` is not available, test ``isinstance(x, tir.Const)`` with an integer dtype)."""
-    return const(int(value), dtype)
+class _ConstKind(type):
+    """``isinstance(x, tir.IntImm)`` / ``tir.FloatImm`` for tilecraft's one constant node (``Const``):
+    true for a ``Const`` of an integer (or bool) / float dtype, as TVM's classes are. TVM scripts
+    test constants this way (``assert isinstance(v, tvm.tir.IntImm)``); the check is all the
+    metaclass does."""
+
+    def __instancecheck__(cls, x) -> bool:
+        return isinstance(x, Const) and cls._kind(x.dtype)
 
 
-def FloatImm(dtype: str, value: float, span=None):
-    """TVM's ``tir.FloatImm(dtype, value)``: a floating-point constant (a ``Const``)."""
-    return const(float(value), dtype)
-from . import ir_builder
+class IntImm(metaclass=_ConstKind):
+    """TVM's ``tir.IntImm(dtype, value)``: an integer constant (a ``Const``);
+    ``isinstance(x, tir.IntImm)`` holds for every integer or bool ``Const``.
+
+    >>> isinstance(tvm.tir.IntImm("int32", 3), tvm.tir.IntImm)
+    True
+    """
+
+    def __new__(cls, dtype: str, value: int, span=None):
+        return const(int(value), dtype)
+
+    @staticmethod
+    def _kind(dtype: str) -> bool:
+        return dtype.startswith(("int", "uint", "bool"))
+
+
+class FloatImm(metaclass=_ConstKind):
+    """TVM's ``tir.FloatImm(dtype, value)``: a floating-point constant (a ``Const``);
+    ``isinstance(x, tir.FloatImm)`` holds for every float ``Const``."""
+
+    def __new__(cls, dtype: str, value: float, span=None):
+        return const(float(value), dtype)
+
+    @staticmethod
+    def _kind(dtype: str) -> bool:
+        return dtype.startswith(("float", "bfloat"))
+
+
+from . import ir_builder, stmt_functor

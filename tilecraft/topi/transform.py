@@ -370,7 +370,8 @@ def take(data, indices, axis: int = 0):
 
 
 def _reduce(x, axis, keepdims: bool, reducer, name: str, post=None):
-    shape = shape_of(x)
+    shape = shape_of(x) if post is not None else tuple(x.shape)   # sum/max: symbolic extents too
+    axis = (axis,) if isinstance(axis, int) else axis           # TVM takes an int axis too
     axes = sorted(a % len(shape) for a in (range(len(shape)) if axis is None else axis))
     rvs = {a: te.reduce_axis((0, shape[a]), name=f"r{a}") for a in axes}
     if keepdims:
@@ -396,6 +397,23 @@ def _reduce(x, axis, keepdims: bool, reducer, name: str, post=None):
     for a in axes:
         count *= shape[a]
     return te.compute(out, lambda *i: post(red[i], count), name=name + "_out")
+
+
+def elemwise_sum(xs):
+    """The elementwise sum of tensors of one shape (TVM's ``topi.elemwise_sum``).
+
+    >>> e = topi.elemwise_sum([c, d])
+    """
+    xs = list(xs)
+    if not xs or any(shape_of(t) != shape_of(xs[0]) for t in xs):
+        raise ValueError(f"elemwise_sum: expected tensors of one shape, got {[shape_of(t) for t in xs]}")
+
+    def f(*i):
+        acc = xs[0][i]
+        for t in xs[1:]:
+            acc = acc + t[i]
+        return acc
+    return te.compute(xs[0].shape, f, name="elemwise_sum", tag="elemwise")
 
 
 def sum(x, axis=None, keepdims: bool = False):  # noqa: A001 - TVM's name

@@ -38,9 +38,14 @@ from ..extern import ExternOp
 from ..tag import scoped_tag
 from ..tensor import Tensor
 from .parser import HybridError, parse
+from .module import HybridModule
 from .runtime import HYBRID_GLOBALS, run_python
 
-__all__ = ["script", "HybridOp", "HybridError", "HYBRID_GLOBALS"]
+__all__ = ["script", "HybridOp", "HybridError", "HYBRID_GLOBALS", "HybridModule", "build"]
+
+# ``te.hybrid.build(sch, inputs, outputs)`` (TVM's) is :func:`tilecraft.schedule.hybrid_dump.build`:
+# it lowers, and the schedule layer sits above te, so ``tilecraft/__init__.py`` hands it in.
+build = None
 
 
 class HybridOp(ExternOp):

@@ -544,8 +544,13 @@ class _Parser:
         if fn == "ceil_div":
             a, b = (self.value(x) for x in args)
             return (a + b - 1) // b
-        if fn in ("popcount", "max_num_threads"):
-            raise self.error(f"{fn}() is not supported here (no intrinsic for it in tilecraft)")
+        if fn == "popcount":
+            x = self.value(args[0])
+            if not isinstance(x, Expr):
+                return bin(int(x) & 0xFFFFFFFFFFFFFFFF).count("1")
+            return intrinsics.call("popcount", x)
+        if fn == "max_num_threads":
+            return _max_num_threads(self, args)
         if self.called_script(n) is not None:
             raise self.error(f"`{ast.unparse(n)}`: assign a hybrid script's result to a name: "
                              f"`x = {fn}(...)`")
@@ -586,6 +591,18 @@ _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _COMPARE = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
             ast.Eq: operator.eq, ast.NotEq: operator.ne}
+def _max_num_threads(parser, args) -> int:
+    """TVM's ``max_num_threads(allow_none)``: the current target's thread limit per block, a
+    number when the script is parsed (CUDA: 1024 unless the target says ``-max_num_threads=``;
+    LLVM: 1, as TVM's)."""
+    from ...target import Target
+    t = Target.current()
+    if t is None:
+        raise parser.error("max_num_threads() needs a current target: parse the script inside "
+                           "`with tvm.target.Target(\"cuda\"):`")
+    return int(t.attrs.get("max_num_threads", 1024 if t.kind == "cuda" else 1))
+
+
 _PY_MATH = {"sqrt": math.sqrt, "log": math.log, "exp": math.exp, "tanh": math.tanh,
             "sigmoid": lambda x: 1 / (1 + math.exp(-x)), "sin": math.sin, "cos": math.cos,
             "floor": math.floor, "ceil": math.ceil, "round": round, "trunc": math.trunc,

@@ -38,7 +38,20 @@ def _ceil_div(a, b):
 
 
 def _popcount(x):
+    """Set bits of an integer: of its dtype's width for numpy integers (int32 -1: 32), of a
+    64-bit two's complement for Python ints."""
+    if isinstance(x, (np.generic, np.ndarray)) and np.asarray(x).dtype.kind in "iu":
+        from ...ir.intrinsics import evaluate
+        return evaluate("popcount", [np.asarray(x)], str(np.asarray(x).dtype))[()]
     return bin(int(x) & 0xFFFFFFFFFFFFFFFF).count("1")
+
+
+def _max_num_threads(allow_none=True):  # noqa: ARG001 - TVM's signature
+    from ...target import Target
+    t = Target.current()
+    if t is None:
+        raise RuntimeError("max_num_threads() needs a current target (with tvm.target.Target('cuda'))")
+    return int(t.attrs.get("max_num_threads", 1024 if t.kind == "cuda" else 1))
 
 
 def _cast(dtype):
@@ -52,7 +65,7 @@ HYBRID_GLOBALS = {
     "sqrt": np.sqrt, "log": np.log, "exp": np.exp, "tanh": np.tanh, "sigmoid": _sigmoid,
     "power": np.power, "pow": np.power, "sin": np.sin, "cos": np.cos, "floor": np.floor,
     "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "fabs": np.abs, "abs": abs,
-    "min": min, "max": max, "ceil_div": _ceil_div, "popcount": _popcount,
+    "min": min, "max": max, "ceil_div": _ceil_div, "popcount": _popcount, "max_num_threads": _max_num_threads,
     "exp2": np.exp2, "log2": np.log2, "log10": np.log10, "erf": np.vectorize(math.erf),
     **{name: _cast(name) for name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
                                       "uint64", "float16", "float32", "float64", "bool")},

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from tilecraft import te
 
-from .transform import shape_of
+from ..transform import shape_of
 
 
 def pad(data, pad_before, pad_after, pad_value=0.0, name: str = "pad"):
