@@ -118,7 +118,67 @@ VARIANTS = {
                                      raster=8),
     "wgmma_tf32_128x128_s5_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 128), stages=5,
                                      raster=8),
+    # lag 0: the producer never waits for its copies (cp.async.mbarrier.arrive.noinc: each copy arrives on its
+    # stage's mbarrier when it lands)
+    "wgmma_128x256_s4_l0_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0, raster=8,
+                                     out_dtype="float16"),
+    "wgmma_128x256_s3_l0_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=3, lag=0, raster=8,
+                                     out_dtype="float16"),
+    "wgmma_128x256_s4_l0_h_r16": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0, raster=16,
+                                      out_dtype="float16"),
+    "wgmma_256x128_s4_l0_h_r8": dict(impl="wgmma", layout_b="col_major", block=(256, 128), stages=4, lag=0, raster=8,
+                                     out_dtype="float16"),
+    "wgmma_64x128_s6_l0_h": dict(impl="wgmma", layout_b="col_major", block=(64, 128), stages=6, lag=0,
+                                 out_dtype="float16"),
+    "wgmma_tf32_128x256_s4_l0_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 256),
+                                        stages=4, lag=0, raster=8),
+    # diagnostics (not checked; `diag` names what is taken out of the kernel, by a patch of its CUDA C):
+    # nostore: the epilogue's stores (the difference to the full kernel is the epilogue's share);
+    # nomma: the consumers' wgmma (the producer's copy rate, the protocol kept); nocopy: the producer's
+    # cp.async (the consumers' wgmma rate on whatever the ring holds); l2pf: the copies with an L2 prefetch
+    # hint of 256 bytes (the row's next k step), checked as usual since C is still right
+    "wgmma_128x256_s4_h_r8_nostore": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                          out_dtype="float16", diag="nostore"),
+    "wgmma_128x256_s4_h_r8_nomma": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                        out_dtype="float16", diag="nomma"),
+    "wgmma_128x256_s4_h_r8_nocopy": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                         out_dtype="float16", diag="nocopy"),
+    "wgmma_128x256_s4_h_r8_l2pf": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                       out_dtype="float16", diag="l2pf"),
+    "wgmma_128x256_s4_l0_h_r8_nostore": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0,
+                                             raster=8, out_dtype="float16", diag="nostore"),
+    "wgmma_128x256_s4_l0_h_r8_nomma": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0,
+                                           raster=8, out_dtype="float16", diag="nomma"),
 }
+
+# diag -> (text of codegen/cuda_wgmma.py's prelude, its replacement, count); a test on the accumulator or
+# an argument that never holds keeps what it guards compiled and the rest of the kernel live
+DIAG_PATCHES = {
+    "nostore": ("  if (wg == 0) return;\n", "  if (wg == 0 || acc[0] != -1234.5f) return;\n", 1),
+    "nomma": ("++kk) MMA(acc,", "++kk) if (acc[0] == -1234.5f) MMA(acc,", 1),
+    "nocopy": ('asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n"',
+               'if (lda == -1) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n"', 2),
+    "l2pf": ("cp.async.cg.shared.global [%0], [%1], 16;", "cp.async.cg.shared.global.L2::256B [%0], [%1], 16;", 2),
+}
+
+
+def _patched(diag):
+    """A context in which the wgmma kernels are generated with ``DIAG_PATCHES[diag]`` applied."""
+    import contextlib
+    from tilecraft.codegen import cuda_wgmma as W
+
+    @contextlib.contextmanager
+    def ctx():
+        old = W.WGMMA_PRELUDE
+        if diag:
+            a, b, n = DIAG_PATCHES[diag]
+            assert old.count(a) == n, (diag, old.count(a))
+            W.WGMMA_PRELUDE = old.replace(a, b)
+        try:
+            yield
+        finally:
+            W.WGMMA_PRELUDE = old
+    return ctx()
 
 
 def _inputs(torch, dtype, n):
@@ -164,8 +224,10 @@ def main(argv=None):
             for name in group:
                 kw = dict(VARIANTS[name])
                 lay = kw.pop("layout_b", "row_major")
+                diag = kw.pop("diag", None)
                 try:
-                    build, mod = build_breakdown(lambda: _make(matmul_tensorcore, n, lay, kw), runs=1)
+                    with _patched(diag):
+                        build, mod = build_breakdown(lambda: _make(matmul_tensorcore, n, lay, kw), runs=1)
                 except Exception as e:                    # a variant that does not fit this size
                     print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
                     continue
@@ -175,6 +237,8 @@ def main(argv=None):
                     mod(A, Bx, C)
                     torch.cuda.synchronize()
                     err = float((C.long() != ref.long()).sum()) if dtype == "int8" else rel_err(C, ref)
+                    if diag in ("nostore", "nomma", "nocopy"):
+                        err = float("nan")                # C is not written or not right: a timing diagnostic
                     t = tc_time(mod, (A, Bx, C), repeat=a.repeat, number=10)
                 except Exception as e:                    # a launch the GPU refuses (the log says which)
                     print(f"  {name}: {type(e).__name__} at run time: {str(e).splitlines()[0][:200] if str(e) else ''}")

@@ -15,7 +15,9 @@ Per 128-byte k step (64 float16 or 32 float32 elements of every row):
   Before reusing a stage it waits on the stage's ``empty`` mbarrier; once a step's copies have
   landed (``cp.async.wait_group LAG`` after issuing the step ``lag`` later: 1 to ``stages - 2``
   steps of copies stay in flight) it fences them into the async proxy
-  (``fence.proxy.async.shared::cta``) and arrives on the stage's ``full`` mbarrier;
+  (``fence.proxy.async.shared::cta``) and arrives on the stage's ``full`` mbarrier. With ``lag``
+  0 the producer never waits for its copies: ``cp.async.mbarrier.arrive.noinc`` makes each
+  thread's arrival on ``full`` happen when its copies land (the consumers then fence);
 * each consumer waits on ``full``, issues the step's ``wgmma.mma_async`` (k16 for float16, k8
   tf32 for float32: 32 bytes of each row per instruction, the descriptor's start advanced by 32
   bytes), commits them as a group, waits until only this group is in flight and releases the
@@ -167,6 +169,10 @@ __device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int ld
                      :: "r"(sb + r * 128 + ((c ^ (r & 7)) << 4)), "l"(B + (long long)r * ldb + kt * EPR + c * (EPR / 8))
                      : "memory");
       }
+      if (LAG == 0) {                               // each copy of this thread arrives on `full` when it lands
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" :: "r"(full + 8 * s) : "memory");
+        continue;
+      }
       asm volatile("cp.async.commit_group;\n" ::: "memory");
       if (kt >= LAG) {                              // step kt - LAG's copies have landed
         asm volatile("cp.async.wait_group %0;\n" :: "n"(LAG) : "memory");
@@ -174,9 +180,11 @@ __device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int ld
         tc_mbar_arrive(full + 8 * ((kt - LAG) % STAGES));
       }
     }
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    for (int kt = nk > LAG ? nk - LAG : 0; kt < nk; ++kt) tc_mbar_arrive(full + 8 * (kt % STAGES));
+    if (LAG > 0) {
+      asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      for (int kt = nk > LAG ? nk - LAG : 0; kt < nk; ++kt) tc_mbar_arrive(full + 8 * (kt % STAGES));
+    }
   } else {
     const int c = wg - 1;
 #pragma unroll
@@ -184,6 +192,8 @@ __device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int ld
     for (int kt = 0; kt < nk; ++kt) {
       const int s = kt % STAGES;
       tc_mbar_wait(full + 8 * s, (kt / STAGES) & 1);
+      // LAG 0: the copies were written by the generic proxy and observed through the mbarrier only
+      if (LAG == 0) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       const unsigned sa = ring + s * STAGE_BYTES + c * 64 * 128, sb = ring + s * STAGE_BYTES + BM * 128;
       tc_wgmma_fence_regs<BN / 2>(acc);
       asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -241,8 +251,8 @@ def block_call(r, e) -> str:
         _, a, lda, b, ldb, k, smem, bm, bn, stages, lag = e.args
         dtype = dt.element_of(a.buffer.dtype)
         bm, bn, stages, lag = int(bm.value), int(bn.value), int(stages.value), int(lag.value)
-        if not 1 <= lag <= stages - 2:
-            raise WgmmaError(f"tc_wgmma_mainloop with {stages} stages: lag={lag} must be 1 to stages - 2 = {stages - 2} "
+        if not 0 <= lag <= stages - 2:
+            raise WgmmaError(f"tc_wgmma_mainloop with {stages} stages: lag={lag} must be 0 to stages - 2 = {stages - 2} "
                              f"(the producer would wait on a stage the consumers cannot free)")
         if dtype not in WGMMA_KINDS or dt.element_of(b.buffer.dtype) != dtype:
             raise WgmmaError(f"tc_wgmma_mainloop of '{a.buffer.name}' ({a.buffer.dtype}) and '{b.buffer.name}' "
