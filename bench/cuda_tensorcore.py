@@ -1,4 +1,4 @@
-"""Tensor-core GEMMs (fp16 and tf32 with fp32 accumulation, int8 with int32): tilecraft's tensorized
+"""Tensor-core GEMMs (fp16, bf16 and tf32 with fp32 accumulation, int8 with int32): tilecraft's tensorized
 schedules beside cuBLAS.
 
     python bench/cuda_tensorcore.py                       # 4096^3, every variant
@@ -13,9 +13,9 @@ PTX one (ldmatrix + mma.sync); the ``wgmma_*`` variants are ``topi/tensorcore_wg
 (sm_90a: a producer warpgroup, consumer warpgroups on wgmma, mbarriers). Each variant is checked first (output poisoned with NaN, fresh
 random inputs, rel. error against a float64 product; int8 exactly), then timed with CUDA events
 (median), beside cuBLAS timed in the same run on the same inputs: ``torch.matmul`` on float16
-(fp16 C), on float32 with ``allow_tf32`` (tf32), ``torch._int_mm`` (int8, B column-major as
+(fp16 C) and bfloat16 (bf16 C), on float32 with ``allow_tf32`` (tf32), ``torch._int_mm`` (int8, B column-major as
 ours). Prints TFLOP/s, the ratio to cuBLAS, the share of the dense peak (H100 SXM datasheet:
-989 fp16, 495 tf32, 1979 int8 TOPS) and the build time; with ``--json FILE`` writes every row.
+989 fp16 and bf16, 495 tf32, 1979 int8 TOPS) and the build time; with ``--json FILE`` writes every row.
 ``--peak`` times a kernel that only issues independent ``mma.sync`` (no memory): the most any
 mma.sync GEMM can reach on the GPU.
 """
@@ -26,7 +26,7 @@ import json
 
 from cuda_common import build_breakdown, device_line, rel_err, tc_time, torch_time
 
-PEAK = {"float16": 989e12, "float32": 494.7e12, "int8": 1979e12}   # H100 SXM, dense (datasheet)
+PEAK = {"float16": 989e12, "bfloat16": 989e12, "float32": 494.7e12, "int8": 1979e12}   # H100 SXM, dense (datasheet)
 PEAK_FP16 = PEAK["float16"]
 
 VARIANTS = {
@@ -132,6 +132,13 @@ VARIANTS = {
                                  out_dtype="float16"),
     "wgmma_tf32_128x256_s4_l0_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 256),
                                         stages=4, lag=0, raster=8),
+    # bf16 (C bf16, as cuBLAS's): wgmma m64nNk16 .bf16 and, for comparison, the mma.sync path's best fp16 shape
+    "wgmma_bf16_128x256_s4_b_r8": dict(impl="wgmma", dtype="bfloat16", layout_b="col_major", block=(128, 256),
+                                       stages=4, raster=8, out_dtype="bfloat16"),
+    "wgmma_bf16_128x256_s4_l0_b_r8": dict(impl="wgmma", dtype="bfloat16", layout_b="col_major", block=(128, 256),
+                                          stages=4, lag=0, raster=8, out_dtype="bfloat16"),
+    "bf16_mma_256x128_w64_k64_s3_mb1_r8": dict(impl="mma", dtype="bfloat16", block=(4, 2), warp=(4, 4), chunk=4,
+                                               stages=3, min_blocks=1, raster=8, out_dtype="bfloat16"),
     # diagnostics (not checked; `diag` names what is taken out of the kernel, by a patch of its CUDA C):
     # nostore: the epilogue's stores (the difference to the full kernel is the epilogue's share);
     # nomma: the consumers' wgmma (the producer's copy rate, the protocol kept); nocopy: the producer's
@@ -253,7 +260,7 @@ def main(argv=None):
                       f"(nvcc {build['nvcc'] * 1e3:.0f})")
             if a.triton and dtype != "int8":
                 try:                                      # after ours: a Triton failure costs nothing else
-                    rows += _triton_rows(torch, A, B if dtype == "float16" else Bt.t(), ref, n, dtype, flops, t_ref,
+                    rows += _triton_rows(torch, A, Bt.t() if dtype == "float32" else B, ref, n, dtype, flops, t_ref,
                                         a.repeat)
                 except Exception as e:
                     print(f"  triton: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")

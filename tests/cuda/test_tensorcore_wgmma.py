@@ -146,9 +146,9 @@ def test_wgmma_lag_errors(stages, lag):
 
 
 def test_wgmma_dtype_errors():
-    with pytest.raises(ValueError, match=r"the wgmma GEMM takes float16 or float32 \(tf32\) operands, got 'int8'"):
+    with pytest.raises(ValueError, match=r"the wgmma GEMM takes float16, bfloat16 or float32 \(tf32\) operands, got 'int8'"):
         matmul_wgmma(128, 128, 128, dtype="int8")
-    with pytest.raises(ValueError, match=r"the wgmma accumulator \(float32\) is stored as float32 or float16, not "
+    with pytest.raises(ValueError, match=r"the wgmma accumulator \(float32\) is stored as float32, float16 or bfloat16, not "
                                          r"'int32'"):
         matmul_wgmma(128, 128, 128, out_dtype="int32")
     with pytest.raises(ValueError, match=r"matmul_wgmma: M=200 is not a multiple of the block tile.s 128 \(block=\(128, 128\)\)"):
@@ -243,7 +243,8 @@ def test_wgmma_c_uses_the_modelled_layout():
     (dict(block=(96, 128), stages=4), r"tc_wgmma_mainloop of a 96 x 128 block: bm must be 64, 128, 192 or 256 "
                                       r"\(64 rows a consumer warpgroup\) and bn one of \(64, 128, 256\)"),
     (dict(block=(128, 128), stages=4, dtype="int8"), r"tc_wgmma_mainloop of 'A' \(int8\) and 'B' \(int8\): wgmma "
-                                                     r"takes float16 or float32 \(tf32\) operands, both alike"),
+                                                     r"takes float16, bfloat16 or float32 \(tf32\) operands, both "
+                                                     r"alike"),
 ])
 def test_wgmma_codegen_errors(opts, msg, monkeypatch):
     # the CUDA C refuses what the topi checks keep out, for calls built some other way

@@ -282,7 +282,8 @@ class TensorIntrinMixin:
         acc = self._tile(self._view_of(what, views, self._fragment_of(call.args[0]), call, "fragment"), u)
         ring = call.args[6].buffer
         bm, bn, stages = (int(x.value) for x in (call.args[7], call.args[8], call.args[9]))
-        got = model_mainloop(self.shared[ring].data[self.block_of[u]], a, b, bm, bn, stages)
+        got = model_mainloop(self.shared[ring].data[self.block_of[u]], a, b, bm, bn, stages,
+                             dt.element_of(call.args[1].buffer.dtype))
         scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T
         bad = np.abs(got - acc) > 1e-4 * scale + 1e-6
         if bad.any():

@@ -31,7 +31,8 @@ def wgmma_instruction(n: int, dtype: str):
     """The TE definition of one ``wgmma.mma_async.m64n{n}k{K}`` (K: 32 bytes of ``dtype``):
     ``(A, B, D)`` with ``D[i, j] = sum_k A[i, k] * B[j, k]`` in float32 (added to the accumulator)."""
     from .. import te
-    kd = 32 // np.dtype(dtype).itemsize
+    from ..ir import dtype as dt
+    kd = 32 // (dt.bits(dtype) // 8)
     A = te.placeholder((64, kd), dtype, name="A")
     B = te.placeholder((n, kd), dtype, name="B")
     k = te.reduce_axis((0, kd), name="k")
@@ -53,15 +54,31 @@ def descriptor_rows(ring: np.ndarray, desc: int, rows: int) -> np.ndarray:
     return ring[addr ^ (((addr >> 7) & 7) << 4)]
 
 
-def model_mainloop(ring: np.ndarray, a: np.ndarray, b: np.ndarray, bm: int, bn: int, stages: int) -> np.ndarray:
+def _bf16_bits(x: np.ndarray) -> np.ndarray:
+    """bfloat16 values (held in float32, already rounded) as their 16-bit patterns."""
+    return (np.ascontiguousarray(x, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def _bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (np.ascontiguousarray(bits).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def model_mainloop(ring: np.ndarray, a: np.ndarray, b: np.ndarray, bm: int, bn: int, stages: int,
+                   dtype: str | None = None) -> np.ndarray:
     """The block's ``bm x bn`` float32 accumulator as the main loop computes it, writing the k
-    steps of ``a`` (bm x K) and ``b`` (bn x K) into ``ring`` (the shared ring's bytes, modified)."""
+    steps of ``a`` (bm x K) and ``b`` (bn x K) into ``ring`` (the shared ring's bytes, modified);
+    ``dtype`` the operands' (``a.dtype`` by default; ``"bfloat16"``: values held in float32, their
+    16-bit patterns go through the ring)."""
     from ..interp import evaluate
+    dtype = dtype or a.dtype.name
+    if dtype == "bfloat16":
+        a, b = _bf16_bits(a), _bf16_bits(b)
     epr = SWIZZLE_ROW_BYTES // a.itemsize
     stage_bytes = (bm + bn) * SWIZZLE_ROW_BYTES
     dest = np.array([[swizzled_offset(r, c) for c in range(8)] for r in range(bm + bn)], np.int64)
     dest = (dest[:, :, None] + np.arange(16)[None, None, :]).reshape(bm + bn, 128)
-    A, B, D = wgmma_instruction(bn, a.dtype.name)
+    A, B, D = wgmma_instruction(bn, dtype)
+    values = _bf16_values if dtype == "bfloat16" else (lambda x: np.ascontiguousarray(x).view(a.dtype))
     acc = np.zeros((bm, bn), np.float32)
     for kt in range(a.shape[1] // epr):
         base = (kt % stages) * stage_bytes
@@ -71,6 +88,6 @@ def model_mainloop(ring: np.ndarray, a: np.ndarray, b: np.ndarray, bm: int, bn: 
             for kk in range(4):
                 fa = descriptor_rows(ring, wgmma_desc(base + c * 64 * 128 + 32 * kk), 64)
                 fb = descriptor_rows(ring, wgmma_desc(base + bm * 128 + 32 * kk), bn)
-                d = evaluate(D, {A: np.ascontiguousarray(fa).view(a.dtype), B: np.ascontiguousarray(fb).view(a.dtype)})
+                d = evaluate(D, {A: values(fa), B: values(fb)})
                 acc[c * 64:(c + 1) * 64] += d
     return acc

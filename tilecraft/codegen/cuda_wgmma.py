@@ -18,8 +18,8 @@ Per 128-byte k step (64 float16 or 32 float32 elements of every row):
   (``fence.proxy.async.shared::cta``) and arrives on the stage's ``full`` mbarrier. With ``lag``
   0 the producer never waits for its copies: ``cp.async.mbarrier.arrive.noinc`` makes each
   thread's arrival on ``full`` happen when its copies land (the consumers then fence);
-* each consumer waits on ``full``, issues the step's ``wgmma.mma_async`` (k16 for float16, k8
-  tf32 for float32: 32 bytes of each row per instruction, the descriptor's start advanced by 32
+* each consumer waits on ``full``, issues the step's ``wgmma.mma_async`` (k16 for float16 and
+  bfloat16, k8 tf32 for float32: 32 bytes of each row per instruction, the descriptor's start advanced by 32
   bytes), commits them as a group, waits until only this group is in flight and releases the
   previous step's stage (``empty``).
 
@@ -36,7 +36,9 @@ from __future__ import annotations
 from ..ir import dtype as dt
 
 # operand dtype -> (elements per 128-byte row of a stage, wgmma shape suffix k, PTX types)
-WGMMA_KINDS = {"float16": (64, 16, "f32.f16.f16"), "float32": (32, 8, "f32.tf32.tf32")}
+WGMMA_KINDS = {"float16": (64, 16, "f32.f16.f16"), "bfloat16": (64, 16, "f32.bf16.bf16"),
+               "float32": (32, 8, "f32.tf32.tf32")}
+_SUFFIX = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32"}
 WGMMA_BN = (64, 128, 256)          # n of the wgmma instruction (one per consumer and step slice)
 SWIZZLE_ROW_BYTES = 128
 SBO_BYTES = 1024                   # stride byte offset: 8 rows of 128 bytes (one swizzle atom)
@@ -87,7 +89,7 @@ def _wgmma_function(dtype: str, n: int) -> str:
     text = _WGMMA_FUNCTION
     subs = (("@NAME@", wgmma_name(dtype, n)), ("@N@", str(n)), ("@K@", str(k)), ("@TYPES@", types),
             ("@DREGS@", ", ".join(f"%{i}" for i in range(regs))), ("@IA@", str(regs)), ("@IB@", str(regs + 1)), ("@IS@", str(regs + 2)),
-            ("@TRANS@", ", 0, 0" if dtype == "float16" else ""),
+            ("@TRANS@", "" if dtype == "float32" else ", 0, 0"),       # imm-trans-a/b: 16-bit kinds only
             ("@DOUT@", ", ".join(f'"+f"(d[{i}])' for i in range(regs))))
     for key, v in subs:
         text = text.replace(key, v)
@@ -95,7 +97,7 @@ def _wgmma_function(dtype: str, n: int) -> str:
 
 
 def wgmma_name(dtype: str, n: int) -> str:
-    return f"tc_wgmma_m64n{n}_{'f16' if dtype == 'float16' else 'tf32'}"
+    return f"tc_wgmma_m64n{n}_{_SUFFIX[dtype]}"
 
 
 WGMMA_PRELUDE = r"""
@@ -227,6 +229,11 @@ __device__ __forceinline__ void tc_wgmma_store(O* C, int ldc, const float* acc) 
 WGMMA_STORE2 = r"""
 __device__ __forceinline__ void tc_store2(float* p, float a, float b) { *(float2*)p = make_float2(a, b); }
 __device__ __forceinline__ void tc_store2(half* p, float a, float b) { *(half2*)p = __floats2half2_rn(a, b); }
+#ifdef __CUDA_BF16_TYPES_EXIST__
+__device__ __forceinline__ void tc_store2(__nv_bfloat16* p, float a, float b) {
+  *(__nv_bfloat162*)p = __floats2bfloat162_rn(a, b);
+}
+#endif
 """
 
 
@@ -256,7 +263,7 @@ def block_call(r, e) -> str:
                              f"(the producer would wait on a stage the consumers cannot free)")
         if dtype not in WGMMA_KINDS or dt.element_of(b.buffer.dtype) != dtype:
             raise WgmmaError(f"tc_wgmma_mainloop of '{a.buffer.name}' ({a.buffer.dtype}) and '{b.buffer.name}' "
-                             f"({b.buffer.dtype}): wgmma takes float16 or float32 (tf32) operands, both alike")
+                             f"({b.buffer.dtype}): wgmma takes float16, bfloat16 or float32 (tf32) operands, both alike")
         if bn not in WGMMA_BN or bm % 64 or not 64 <= bm <= 256:
             raise WgmmaError(f"tc_wgmma_mainloop of a {bm} x {bn} block: bm must be 64, 128, 192 or 256 (64 rows a "
                              f"consumer warpgroup) and bn one of {WGMMA_BN}")

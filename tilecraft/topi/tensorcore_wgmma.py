@@ -4,11 +4,11 @@ Two intrinsics, each a TE compute the emulator runs and a block-collective call
 (``ir/builtin.py``'s ``BLOCK_BUILTINS``, CUDA C in ``codegen/cuda_wgmma.py``):
 
 * ``wgmma_mainloop(bm, bn, K, dtype)``: ``acc[i, j] = sum_k A[i, k] * B[j, k]`` over a block tile
-  of ``bm x bn`` and the whole of K (A and B k-major in global memory, float16 or float32 read as
-  tf32; acc float32 in scope ``wgmma.accumulator``): one producer warpgroup copies 128-byte k
+  of ``bm x bn`` and the whole of K (A and B k-major in global memory, float16, bfloat16 or float32
+  read as tf32; acc float32 in scope ``wgmma.accumulator``): one producer warpgroup copies 128-byte k
   steps into a ring of swizzled shared stages, ``bm / 64`` consumer warpgroups multiply them
   with ``wgmma``, mbarriers between them (no block-wide barrier in the loop);
-* ``wgmma_store(bm, bn, out)``: ``C[i, j] = acc[i, j]`` (float32, or float16 rounded to nearest)
+* ``wgmma_store(bm, bn, out)``: ``C[i, j] = acc[i, j]`` (float32, or float16 / bfloat16 rounded to nearest)
   from the consumers' registers.
 
 The lowering of each is its call under a loop bound to ``threadIdx.x`` of the block's
@@ -27,6 +27,7 @@ from ..ir.expr import Var, const
 from .tensorcore import block_axes, cast_output, gemm_compute
 
 SCOPE = "wgmma.accumulator"
+OUT_DTYPES = ("float32", "float16", "bfloat16")     # C: the accumulator, or rounded to nearest at the store
 
 
 def _threads(bm: int, body):
@@ -66,12 +67,12 @@ def wgmma_mainloop(bm: int, bn: int, K: int, dtype: str = "float16", stages: int
 
 def wgmma_store(bm: int, bn: int, out: str = "float32"):
     """``C[i, j] = acc[i, j]`` for the block's ``bm x bn`` accumulator (``out`` float32, or
-    float16 rounded to nearest), into a tile of global memory (any row stride).
+    float16 / bfloat16 rounded to nearest), into a tile of global memory (any row stride).
 
     >>> intrin = wgmma_store(128, 256, "float16")
     """
-    if out not in ("float32", "float16"):
-        raise ValueError(f"the wgmma accumulator (float32) is stored as float32 or float16, not {out!r}")
+    if out not in OUT_DTYPES:
+        raise ValueError(f"the wgmma accumulator (float32) is stored as float32, float16 or bfloat16, not {out!r}")
     A = te.placeholder((bm, bn), name="A", dtype="float32")
     C = te.compute((bm, bn), lambda i, j: A[i, j].astype(out) if out != "float32" else A[i, j], name="C")
     BA = tir.decl_buffer(A.shape, "float32", name="acc", scope=SCOPE, offset_factor=1)
@@ -88,7 +89,7 @@ def wgmma_store(bm: int, bn: int, out: str = "float32"):
 def check_config(bm: int, bn: int, K: int, dtype: str, stages: int, lag: int = 1):
     """Refuse what the wgmma main loop cannot run, naming it."""
     if dtype not in WGMMA_KINDS:
-        raise ValueError(f"the wgmma GEMM takes float16 or float32 (tf32) operands, got {dtype!r}")
+        raise ValueError(f"the wgmma GEMM takes float16, bfloat16 or float32 (tf32) operands, got {dtype!r}")
     if bm not in (64, 128, 192, 256) or bn not in WGMMA_BN:
         raise ValueError(f"the wgmma block tile is bm x bn with bm in 64, 128, 192, 256 (64 rows per consumer "
                          f"warpgroup) and bn in {', '.join(map(str, WGMMA_BN))}, got {bm} x {bn}")
@@ -111,19 +112,20 @@ def check_config(bm: int, bn: int, K: int, dtype: str, stages: int, lag: int = 1
 
 def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), stages=4, raster=0, lag=1):
     """``C = A @ B.T`` with A (M, K) and B (N, K) (B stored n-major, ``layout_b="col_major"``) on
-    sm_90a's ``wgmma`` (``dtype`` float16, or float32 as tf32; fp32 accumulation), ``block`` =
+    sm_90a's ``wgmma`` (``dtype`` float16, bfloat16, or float32 as tf32; fp32 accumulation), ``block`` =
     (bm, bn) rows and columns of C per thread block, ``stages`` shared stages of 128-byte k steps,
     ``lag`` steps of copies the producer keeps in flight (1 to ``stages - 2``; 0: the copies arrive
     on the stage's mbarrier themselves, ``cp.async.mbarrier.arrive.noinc``), ``raster`` as in
-    ``matmul_tensorcore``. ``out_dtype``: float32 (default) or float16.
+    ``matmul_tensorcore``. ``out_dtype``: float32 (default), float16 or bfloat16.
 
     >>> s, (A, B, C) = matmul_wgmma(1024, 1024, 1024, block=(128, 128), stages=4)
     """
     out_dtype = out_dtype or "float32"
     bm, bn = block
     check_config(bm, bn, K, dtype, stages, lag)
-    if out_dtype not in ("float32", "float16"):
-        raise ValueError(f"the wgmma accumulator (float32) is stored as float32 or float16, not {out_dtype!r}")
+    if out_dtype not in OUT_DTYPES:
+        raise ValueError(f"the wgmma accumulator (float32) is stored as float32, float16 or bfloat16, not "
+                         f"{out_dtype!r}")
     for name, size, tile in (("M", M, bm), ("N", N, bn)):
         if size % tile:
             raise ValueError(f"matmul_wgmma: {name}={size} is not a multiple of the block tile's {tile} "
