@@ -154,6 +154,14 @@ VARIANTS = {
                                        out_dtype="float16", diag="l2pf"),
     "wgmma_128x256_s4_l0_h_r8_nostore": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0,
                                              raster=8, out_dtype="float16", diag="nostore"),
+    "wgmma_128x256_s4_h_r8_vecstore": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                           out_dtype="float16", diag="vecstore"),
+    "wgmma_128x256_s4_h_r8_warparrive": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4,
+                                             raster=8, out_dtype="float16", diag="warparrive"),
+    "wgmma_128x256_s4_h_r8_unroll": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                         out_dtype="float16", diag="unroll"),
+    "wgmma_128x256_s4_l0_h_r8_all3": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0,
+                                          raster=8, out_dtype="float16", diag="vecstore+warparrive+unroll"),
     "wgmma_128x256_s4_l0_h_r8_nomma": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0,
                                            raster=8, out_dtype="float16", diag="nomma"),
 }
@@ -166,7 +174,15 @@ DIAG_PATCHES = {
     "nocopy": ('asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n"',
                'if (lda == -1) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n"', 2),
     "l2pf": ("cp.async.cg.shared.global [%0], [%1], 16;", "cp.async.cg.shared.global.L2::256B [%0], [%1], 16;", 2),
+    # the epilogue's 16-byte stores (tc_wgmma_store's VEC path: a quad transposes four 8-column groups)
+    "vecstore": ("template <int BM, int BN, typename O, int VEC = 0>", "template <int BM, int BN, typename O, int VEC = 1>",
+                 1),
+    # one arrival per consumer warp on `empty` (lane 0, after the warp's wgmma.wait_group) instead of one per thread
+    "warparrive": ("tc_mbar_init(empty + 8 * s, 128 * (BM / 64));", "tc_mbar_init(empty + 8 * s, 4 * (BM / 64));", 1),
+    # the producer's copy loops unrolled fully (24 cp.async per thread and step at 128 x 256)
+    "unroll": ("#pragma unroll 4\n      for (int q = t;", "#pragma unroll\n      for (int q = t;", 2),
 }
+WARP_ARRIVE = ("if (kt > 0) tc_mbar_arrive(empty", "if (kt > 0 && (tid & 31) == 0) tc_mbar_arrive(empty")
 
 
 def _patched(diag):
@@ -177,10 +193,14 @@ def _patched(diag):
     @contextlib.contextmanager
     def ctx():
         old = W.WGMMA_PRELUDE
-        if diag:
-            a, b, n = DIAG_PATCHES[diag]
-            assert old.count(a) == n, (diag, old.count(a))
-            W.WGMMA_PRELUDE = old.replace(a, b)
+        text = old
+        for d in (diag or "").split("+"):
+            if not d:
+                continue
+            for a, b, n in [DIAG_PATCHES[d]] + ([WARP_ARRIVE + (1,)] if d == "warparrive" else []):
+                assert text.count(a) == n, (d, a, text.count(a))
+                text = text.replace(a, b)
+        W.WGMMA_PRELUDE = text
         try:
             yield
         finally:
@@ -244,7 +264,7 @@ def main(argv=None):
                     mod(A, Bx, C)
                     torch.cuda.synchronize()
                     err = float((C.long() != ref.long()).sum()) if dtype == "int8" else rel_err(C, ref)
-                    if diag in ("nostore", "nomma", "nocopy"):
+                    if {"nostore", "nomma", "nocopy"} & set((diag or "").split("+")):
                         err = float("nan")                # C is not written or not right: a timing diagnostic
                     t = tc_time(mod, (A, Bx, C), repeat=a.repeat, number=10)
                 except Exception as e:                    # a launch the GPU refuses (the log says which)

@@ -210,18 +210,45 @@ __device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int ld
     tc_wgmma_fence_regs<BN / 2>(acc);
   }
 }
-// C[0:bm, 0:bn] (rows ldc apart) = acc: each consumer thread its bn / 2 elements, two at a time
-template <int BM, int BN, typename O>
+// C[0:bm, 0:bn] (rows ldc apart) = acc: each consumer thread its bn / 2 elements, two at a time; with VEC
+// (16-bit C) 16 bytes at a time: the four lanes of a quad hold one row's 4 x 2 elements of each 8-column
+// group; four such groups are transposed across the quad (two butterfly shuffles), so that each lane then
+// holds one group's 8 consecutive elements
+template <int BM, int BN, typename O, int VEC = 0>
 __device__ __forceinline__ void tc_wgmma_store(O* C, int ldc, const float* acc) {
   const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const int wg = tid >> 7;
   if (wg == 0) return;
   const int w = (tid >> 5) & 3, lane = tid & 31;
   const int row = (wg - 1) * 64 + 16 * w + (lane >> 2), col = 2 * (lane & 3);
+  if constexpr (VEC != 0 && sizeof(O) == 2 && BN % 32 == 0) {
+    const int q = lane & 3;
+    const bool odd = q & 1, hi = q & 2;
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    tc_store2(C + (long long)row * ldc + 8 * j + col, acc[4 * j], acc[4 * j + 1]);
-    tc_store2(C + (long long)(row + 8) * ldc + 8 * j + col, acc[4 * j + 2], acc[4 * j + 3]);
+    for (int j0 = 0; j0 < BN / 8; j0 += 4) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        unsigned v0 = tc_pack2(C, acc[4 * j0 + 2 * h], acc[4 * j0 + 2 * h + 1]);
+        unsigned v1 = tc_pack2(C, acc[4 * j0 + 4 + 2 * h], acc[4 * j0 + 5 + 2 * h]);
+        unsigned v2 = tc_pack2(C, acc[4 * j0 + 8 + 2 * h], acc[4 * j0 + 9 + 2 * h]);
+        unsigned v3 = tc_pack2(C, acc[4 * j0 + 12 + 2 * h], acc[4 * j0 + 13 + 2 * h]);
+        unsigned t = __shfl_xor_sync(0xffffffffu, odd ? v0 : v1, 1);
+        if (odd) v0 = t; else v1 = t;
+        t = __shfl_xor_sync(0xffffffffu, odd ? v2 : v3, 1);
+        if (odd) v2 = t; else v3 = t;
+        t = __shfl_xor_sync(0xffffffffu, hi ? v0 : v2, 2);
+        if (hi) v0 = t; else v2 = t;
+        t = __shfl_xor_sync(0xffffffffu, hi ? v1 : v3, 2);
+        if (hi) v1 = t; else v3 = t;
+        *(uint4*)(C + (long long)(row + 8 * h) * ldc + 8 * (j0 + q)) = make_uint4(v0, v1, v2, v3);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      tc_store2(C + (long long)row * ldc + 8 * j + col, acc[4 * j], acc[4 * j + 1]);
+      tc_store2(C + (long long)(row + 8) * ldc + 8 * j + col, acc[4 * j + 2], acc[4 * j + 3]);
+    }
   }
 }
 """
@@ -229,9 +256,18 @@ __device__ __forceinline__ void tc_wgmma_store(O* C, int ldc, const float* acc) 
 WGMMA_STORE2 = r"""
 __device__ __forceinline__ void tc_store2(float* p, float a, float b) { *(float2*)p = make_float2(a, b); }
 __device__ __forceinline__ void tc_store2(half* p, float a, float b) { *(half2*)p = __floats2half2_rn(a, b); }
+__device__ __forceinline__ unsigned tc_pack2(half*, float a, float b) {
+  half2 h = __floats2half2_rn(a, b);
+  return *(unsigned*)&h;
+}
+template <typename O> __device__ __forceinline__ unsigned tc_pack2(O*, float a, float b) { return 0u; }   // unused
 #ifdef __CUDA_BF16_TYPES_EXIST__
 __device__ __forceinline__ void tc_store2(__nv_bfloat16* p, float a, float b) {
   *(__nv_bfloat162*)p = __floats2bfloat162_rn(a, b);
+}
+__device__ __forceinline__ unsigned tc_pack2(__nv_bfloat16*, float a, float b) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+  return *(unsigned*)&h;
 }
 #endif
 """
