@@ -64,3 +64,35 @@ def test_fallback_emulated(rng):
     emulate(tc.lower(s, [A, B, C], target="cuda"), [a, b, c])
     ref = a.astype("float64") @ b.astype("float64").T
     assert np.linalg.norm(c - ref) / np.linalg.norm(ref) < 1e-6
+
+
+def test_bench_wgmma_variants_generate():
+    """bench/cuda_tensorcore.py's wgmma variants (the GPU runs time them): each one's CUDA C is generated
+    at 2048^3 with its diagnostic patch of the prelude applied (a patch that no longer matches the
+    prelude fails here, not on the GPU)."""
+    import importlib.util
+    import pathlib
+    import sys
+    bench = pathlib.Path(__file__).resolve().parents[2] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_cuda_tensorcore", bench / "cuda_tensorcore.py")
+        B = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(B)
+    finally:
+        sys.path.remove(str(bench))
+    from tilecraft.codegen import cuda_wgmma as W
+    from tilecraft.topi.tensorcore import matmul_tensorcore
+    names = [k for k, v in B.VARIANTS.items() if v.get("impl") == "wgmma"]
+    assert any("diag" in B.VARIANTS[k] for k in names)
+    for name in names:
+        kw = dict(B.VARIANTS[name])
+        lay = kw.pop("layout_b")
+        diag = kw.pop("diag", None)
+        with B._patched(diag):
+            s, args = B._make(matmul_tensorcore, 2048, lay, kw)
+            src = generate_cuda(tc.lower(s, args, target="cuda"))
+        for d in (diag or "").split("+"):
+            if d:
+                assert B.DIAG_PATCHES[d][1] in src, (name, d)
+    assert "acc[0] != -1234.5f" not in W.WGMMA_PRELUDE                                # restored
