@@ -154,14 +154,12 @@ VARIANTS = {
                                        out_dtype="float16", diag="l2pf"),
     "wgmma_128x256_s4_l0_h_r8_nostore": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0,
                                              raster=8, out_dtype="float16", diag="nostore"),
-    "wgmma_128x256_s4_h_r8_vecstore": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
-                                           out_dtype="float16", diag="vecstore"),
+    "wgmma_128x256_s4_h_r8_pairstore": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                            out_dtype="float16", diag="pairstore"),
     "wgmma_128x256_s4_h_r8_warparrive": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4,
                                              raster=8, out_dtype="float16", diag="warparrive"),
     "wgmma_128x256_s4_h_r8_unroll": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
                                          out_dtype="float16", diag="unroll"),
-    "wgmma_128x256_s4_l0_h_r8_all3": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0,
-                                          raster=8, out_dtype="float16", diag="vecstore+warparrive+unroll"),
     "wgmma_128x256_s4_l0_h_r8_nomma": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0,
                                            raster=8, out_dtype="float16", diag="nomma"),
 }
@@ -174,9 +172,10 @@ DIAG_PATCHES = {
     "nocopy": ('asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n"',
                'if (lda == -1) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n"', 2),
     "l2pf": ("cp.async.cg.shared.global [%0], [%1], 16;", "cp.async.cg.shared.global.L2::256B [%0], [%1], 16;", 2),
-    # the epilogue's 16-byte stores (tc_wgmma_store's VEC path: a quad transposes four 8-column groups)
-    "vecstore": ("template <int BM, int BN, typename O, int VEC = 0>", "template <int BM, int BN, typename O, int VEC = 1>",
-                 1),
+    # the epilogue's stores as the accumulator pairs are held (tc_wgmma_store's VEC 0: 4 bytes a lane,
+    # before the 16-byte stores became the default)
+    "pairstore": ("template <int BM, int BN, typename O, int VEC = 1>", "template <int BM, int BN, typename O, int VEC = 0>",
+                  1),
     # one arrival per consumer warp on `empty` (lane 0, after the warp's wgmma.wait_group) instead of one per thread
     "warparrive": ("tc_mbar_init(empty + 8 * s, 128 * (BM / 64));", "tc_mbar_init(empty + 8 * s, 4 * (BM / 64));", 1),
     # the producer's copy loops unrolled fully (24 cp.async per thread and step at 128 x 256)

@@ -210,11 +210,12 @@ __device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int ld
     tc_wgmma_fence_regs<BN / 2>(acc);
   }
 }
-// C[0:bm, 0:bn] (rows ldc apart) = acc: each consumer thread its bn / 2 elements, two at a time; with VEC
-// (16-bit C) 16 bytes at a time: the four lanes of a quad hold one row's 4 x 2 elements of each 8-column
+// C[0:bm, 0:bn] (rows ldc apart) = acc: each consumer thread its bn / 2 elements; a 16-bit C (VEC, the
+// default) 16 bytes at a time: the four lanes of a quad hold one row's 4 x 2 elements of each 8-column
 // group; four such groups are transposed across the quad (two butterfly shuffles), so that each lane then
-// holds one group's 8 consecutive elements
-template <int BM, int BN, typename O, int VEC = 0>
+// holds one group's 8 consecutive elements (H100, 4096^3 fp16: 527 TFLOP/s against 485 with the pairs
+// stored as held, 8 rows x 16 bytes a warp instruction); float32 C (and VEC 0) two at a time
+template <int BM, int BN, typename O, int VEC = 1>
 __device__ __forceinline__ void tc_wgmma_store(O* C, int ldc, const float* acc) {
   const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
   const int wg = tid >> 7;
