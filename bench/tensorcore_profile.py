@@ -1,6 +1,6 @@
 """Launch tensor-core GEMM variants once each, for a profiler (Nsight Compute) to read:
 
-    ncu --clock-control none -k main_kernel --section SpeedOfLight --section WarpStateStats \\
+    ncu --clock-control none -k default_function_kernel --section SpeedOfLight --section WarpStateStats \\
         python bench/tensorcore_profile.py --size 4096 --variants mma_128x128_k64_nodb
 
 The variants are those of ``cuda_tensorcore.py``; each is built, run once, and checked against
