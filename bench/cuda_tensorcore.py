@@ -1,4 +1,4 @@
-"""Tensor-core GEMMs (fp16 and tf32 with fp32 accumulation, int8 with int32): tilecraft's tensorized
+"""Tensor-core GEMMs (fp16, bf16 and tf32 with fp32 accumulation, int8 with int32): tilecraft's tensorized
 schedules beside cuBLAS.
 
     python bench/cuda_tensorcore.py                       # 4096^3, every variant
@@ -13,9 +13,9 @@ PTX one (ldmatrix + mma.sync); the ``wgmma_*`` variants are ``topi/tensorcore_wg
 (sm_90a: a producer warpgroup, consumer warpgroups on wgmma, mbarriers). Each variant is checked first (output poisoned with NaN, fresh
 random inputs, rel. error against a float64 product; int8 exactly), then timed with CUDA events
 (median), beside cuBLAS timed in the same run on the same inputs: ``torch.matmul`` on float16
-(fp16 C), on float32 with ``allow_tf32`` (tf32), ``torch._int_mm`` (int8, B column-major as
+(fp16 C) and bfloat16 (bf16 C), on float32 with ``allow_tf32`` (tf32), ``torch._int_mm`` (int8, B column-major as
 ours). Prints TFLOP/s, the ratio to cuBLAS, the share of the dense peak (H100 SXM datasheet:
-989 fp16, 495 tf32, 1979 int8 TOPS) and the build time; with ``--json FILE`` writes every row.
+989 fp16 and bf16, 495 tf32, 1979 int8 TOPS) and the build time; with ``--json FILE`` writes every row.
 ``--peak`` times a kernel that only issues independent ``mma.sync`` (no memory): the most any
 mma.sync GEMM can reach on the GPU.
 """
@@ -26,7 +26,7 @@ import json
 
 from cuda_common import build_breakdown, device_line, rel_err, tc_time, torch_time
 
-PEAK = {"float16": 989e12, "float32": 494.7e12, "int8": 1979e12}   # H100 SXM, dense (datasheet)
+PEAK = {"float16": 989e12, "bfloat16": 989e12, "float32": 494.7e12, "int8": 1979e12}   # H100 SXM, dense (datasheet)
 PEAK_FP16 = PEAK["float16"]
 
 VARIANTS = {
@@ -118,7 +118,93 @@ VARIANTS = {
                                      raster=8),
     "wgmma_tf32_128x128_s5_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 128), stages=5,
                                      raster=8),
+    # lag 0: the producer never waits for its copies (cp.async.mbarrier.arrive.noinc: each copy arrives on its
+    # stage's mbarrier when it lands)
+    "wgmma_128x256_s4_l0_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0, raster=8,
+                                     out_dtype="float16"),
+    "wgmma_128x256_s3_l0_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=3, lag=0, raster=8,
+                                     out_dtype="float16"),
+    "wgmma_128x256_s4_l0_h_r16": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0, raster=16,
+                                      out_dtype="float16"),
+    "wgmma_256x128_s4_l0_h_r8": dict(impl="wgmma", layout_b="col_major", block=(256, 128), stages=4, lag=0, raster=8,
+                                     out_dtype="float16"),
+    "wgmma_64x128_s6_l0_h": dict(impl="wgmma", layout_b="col_major", block=(64, 128), stages=6, lag=0,
+                                 out_dtype="float16"),
+    "wgmma_tf32_128x256_s4_l0_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 256),
+                                        stages=4, lag=0, raster=8),
+    # bf16 (C bf16, as cuBLAS's): wgmma m64nNk16 .bf16 and, for comparison, the mma.sync path's best fp16 shape
+    "wgmma_bf16_128x256_s4_b_r8": dict(impl="wgmma", dtype="bfloat16", layout_b="col_major", block=(128, 256),
+                                       stages=4, raster=8, out_dtype="bfloat16"),
+    "wgmma_bf16_128x256_s4_l0_b_r8": dict(impl="wgmma", dtype="bfloat16", layout_b="col_major", block=(128, 256),
+                                          stages=4, lag=0, raster=8, out_dtype="bfloat16"),
+    "bf16_mma_256x128_w64_k64_s3_mb1_r8": dict(impl="mma", dtype="bfloat16", block=(4, 2), warp=(4, 4), chunk=4,
+                                               stages=3, min_blocks=1, raster=8, out_dtype="bfloat16"),
+    # diagnostics (not checked; `diag` names what is taken out of the kernel, by a patch of its CUDA C):
+    # nostore: the epilogue's stores (the difference to the full kernel is the epilogue's share);
+    # nomma: the consumers' wgmma (the producer's copy rate, the protocol kept); nocopy: the producer's
+    # cp.async (the consumers' wgmma rate on whatever the ring holds); l2pf: the copies with an L2 prefetch
+    # hint of 256 bytes (the row's next k step), checked as usual since C is still right
+    "wgmma_128x256_s4_h_r8_nostore": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                          out_dtype="float16", diag="nostore"),
+    "wgmma_128x256_s4_h_r8_nomma": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                        out_dtype="float16", diag="nomma"),
+    "wgmma_128x256_s4_h_r8_nocopy": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                         out_dtype="float16", diag="nocopy"),
+    "wgmma_128x256_s4_h_r8_l2pf": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                       out_dtype="float16", diag="l2pf"),
+    "wgmma_128x256_s4_l0_h_r8_nostore": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0,
+                                             raster=8, out_dtype="float16", diag="nostore"),
+    "wgmma_128x256_s4_h_r8_pairstore": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                            out_dtype="float16", diag="pairstore"),
+    "wgmma_128x256_s4_h_r8_warparrive": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4,
+                                             raster=8, out_dtype="float16", diag="warparrive"),
+    "wgmma_128x256_s4_h_r8_unroll": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                         out_dtype="float16", diag="unroll"),
+    "wgmma_128x256_s4_l0_h_r8_nomma": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0,
+                                           raster=8, out_dtype="float16", diag="nomma"),
 }
+
+# diag -> (text of codegen/cuda_wgmma.py's prelude, its replacement, count); a test on the accumulator or
+# an argument that never holds keeps what it guards compiled and the rest of the kernel live
+DIAG_PATCHES = {
+    "nostore": ("  if (wg == 0) return;\n", "  if (wg == 0 || acc[0] != -1234.5f) return;\n", 1),
+    "nomma": ("++kk) MMA(acc,", "++kk) if (acc[0] == -1234.5f) MMA(acc,", 1),
+    "nocopy": ('asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n"',
+               'if (lda == -1) asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\\n"', 2),
+    "l2pf": ("cp.async.cg.shared.global [%0], [%1], 16;", "cp.async.cg.shared.global.L2::256B [%0], [%1], 16;", 2),
+    # the epilogue's stores as the accumulator pairs are held (tc_wgmma_store's VEC 0: 4 bytes a lane,
+    # before the 16-byte stores became the default)
+    "pairstore": ("template <int BM, int BN, typename O, int VEC = 1>", "template <int BM, int BN, typename O, int VEC = 0>",
+                  1),
+    # one arrival per consumer warp on `empty` (lane 0, after the warp's wgmma.wait_group) instead of one per thread
+    "warparrive": ("tc_mbar_init(empty + 8 * s, 128 * (BM / 64));", "tc_mbar_init(empty + 8 * s, 4 * (BM / 64));", 1),
+    # the producer's copy loops unrolled fully (24 cp.async per thread and step at 128 x 256)
+    "unroll": ("#pragma unroll 4\n      for (int q = t;", "#pragma unroll\n      for (int q = t;", 2),
+}
+WARP_ARRIVE = ("if (kt > 0) tc_mbar_arrive(empty", "if (kt > 0 && (tid & 31) == 0) tc_mbar_arrive(empty")
+
+
+def _patched(diag):
+    """A context in which the wgmma kernels are generated with ``DIAG_PATCHES[diag]`` applied."""
+    import contextlib
+    from tilecraft.codegen import cuda_wgmma as W
+
+    @contextlib.contextmanager
+    def ctx():
+        old = W.WGMMA_PRELUDE
+        text = old
+        for d in (diag or "").split("+"):
+            if not d:
+                continue
+            for a, b, n in [DIAG_PATCHES[d]] + ([WARP_ARRIVE + (1,)] if d == "warparrive" else []):
+                assert text.count(a) == n, (d, a, text.count(a))
+                text = text.replace(a, b)
+        W.WGMMA_PRELUDE = text
+        try:
+            yield
+        finally:
+            W.WGMMA_PRELUDE = old
+    return ctx()
 
 
 def _inputs(torch, dtype, n):
@@ -164,8 +250,10 @@ def main(argv=None):
             for name in group:
                 kw = dict(VARIANTS[name])
                 lay = kw.pop("layout_b", "row_major")
+                diag = kw.pop("diag", None)
                 try:
-                    build, mod = build_breakdown(lambda: _make(matmul_tensorcore, n, lay, kw), runs=1)
+                    with _patched(diag):
+                        build, mod = build_breakdown(lambda: _make(matmul_tensorcore, n, lay, kw), runs=1)
                 except Exception as e:                    # a variant that does not fit this size
                     print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
                     continue
@@ -175,6 +263,8 @@ def main(argv=None):
                     mod(A, Bx, C)
                     torch.cuda.synchronize()
                     err = float((C.long() != ref.long()).sum()) if dtype == "int8" else rel_err(C, ref)
+                    if {"nostore", "nomma", "nocopy"} & set((diag or "").split("+")):
+                        err = float("nan")                # C is not written or not right: a timing diagnostic
                     t = tc_time(mod, (A, Bx, C), repeat=a.repeat, number=10)
                 except Exception as e:                    # a launch the GPU refuses (the log says which)
                     print(f"  {name}: {type(e).__name__} at run time: {str(e).splitlines()[0][:200] if str(e) else ''}")
@@ -189,7 +279,7 @@ def main(argv=None):
                       f"(nvcc {build['nvcc'] * 1e3:.0f})")
             if a.triton and dtype != "int8":
                 try:                                      # after ours: a Triton failure costs nothing else
-                    rows += _triton_rows(torch, A, B if dtype == "float16" else Bt.t(), ref, n, dtype, flops, t_ref,
+                    rows += _triton_rows(torch, A, Bt.t() if dtype == "float32" else B, ref, n, dtype, flops, t_ref,
                                         a.repeat)
                 except Exception as e:
                     print(f"  triton: {type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")

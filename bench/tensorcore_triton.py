@@ -10,6 +10,7 @@ from __future__ import annotations
 # (BM, BN, BK, stages, warps) per operand dtype: Triton's tutorial configurations for large GEMMs on
 # sm_90 (float32 operands run as tf32, tl.dot's default precision)
 CONFIGS = {"float16": [(128, 256, 64, 3, 8), (128, 128, 64, 4, 4)],
+           "bfloat16": [(128, 256, 64, 3, 8), (128, 128, 64, 4, 4)],
            "float32": [(128, 128, 32, 3, 4), (128, 256, 32, 3, 8)]}
 _KERNEL = None
 

@@ -90,7 +90,12 @@ GEMMS = [("float16", "float32", (128, 256, 64), (128, 256), 4), ("float16", "flo
          ("float16", "float16", (256, 256, 1024), (128, 256), 4, 2),
          ("float16", "float32", (128, 128, 64), (128, 128), 5, 3),
          ("float16", "float32", (128, 128, 128), (128, 128), 5, 3),
-         ("float32", "float32", (128, 256, 512), (128, 256), 4, 2)]
+         ("float32", "float32", (128, 256, 512), (128, 256), 4, 2),
+         # lag 0 (copies arrive on the stage's mbarrier themselves: cp.async.mbarrier.arrive.noinc)
+         ("float16", "float16", (256, 256, 1024), (128, 256), 4, 0),
+         ("float16", "float32", (128, 128, 64), (128, 128), 3, 0),
+         ("float16", "float32", (128, 128, 448), (64, 64), 3, 0),
+         ("float32", "float32", (128, 256, 512), (128, 256), 4, 0)]
 
 
 def gemm_case(i: int, out: str | None) -> dict:

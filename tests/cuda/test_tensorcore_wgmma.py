@@ -30,6 +30,10 @@ CONFIGS = [
     ("float16", "float32", (128, 128, 64), dict(block=(128, 128), stages=5, lag=3)),
     ("float16", "float32", (128, 128, 128), dict(block=(128, 128), stages=5, lag=3)),
     ("float32", "float32", (128, 256, 352), dict(block=(128, 256), stages=4, lag=2)),
+    # lag 0: no producer wait, each copy arrives on its stage's mbarrier when it lands (cp.async.mbarrier.arrive)
+    ("float16", "float16", (256, 512, 1024), dict(block=(128, 256), stages=4, lag=0, raster=2)),
+    ("float16", "float32", (128, 128, 64), dict(block=(64, 64), stages=3, lag=0)),
+    ("float32", "float32", (128, 256, 352), dict(block=(128, 256), stages=3, lag=0)),
 ]
 IDS = [f"{d}_{o}_{c['block'][0]}x{c['block'][1]}_s{c['stages']}_l{c.get('lag', 1)}_K{s[2]}" for d, o, s, c in CONFIGS]
 
@@ -67,6 +71,7 @@ EMULATED = [
     ("float16", "float16", (256, 512, 192), dict(block=(128, 256), stages=4, raster=2)),
     ("float16", "float32", (128, 128, 64), dict(block=(64, 64), stages=3)),
     ("float32", "float32", (256, 128, 96), dict(block=(128, 128), stages=3)),
+    ("float16", "float16", (128, 256, 256), dict(block=(128, 256), stages=4, lag=0)),
 ]
 
 
@@ -132,9 +137,9 @@ def test_wgmma_config_errors(block, K, stages, msg):
         matmul_wgmma(256, 256, K, block=block, stages=stages)
 
 
-@pytest.mark.parametrize("stages,lag", [(4, 3), (3, 0)])
+@pytest.mark.parametrize("stages,lag", [(4, 3), (3, 2), (5, -1)])
 def test_wgmma_lag_errors(stages, lag):
-    with pytest.raises(ValueError, match=rf"lag={lag}: the wgmma producer keeps 1 to stages - 2 = {stages - 2} steps "
+    with pytest.raises(ValueError, match=rf"lag={lag}: the wgmma producer keeps 0 to stages - 2 = {stages - 2} steps "
                                          r"of copies in flight \(more and it would wait on a stage the consumers "
                                          r"cannot free\)"):
         matmul_wgmma(256, 256, 256, block=(128, 128), stages=stages, lag=lag)
@@ -233,7 +238,7 @@ def test_wgmma_c_uses_the_modelled_layout():
 
 
 @pytest.mark.parametrize("opts,msg", [
-    (dict(block=(128, 128), stages=4, lag=3), r"tc_wgmma_mainloop with 4 stages: lag=3 must be 1 to stages - 2 = 2 "
+    (dict(block=(128, 128), stages=4, lag=3), r"tc_wgmma_mainloop with 4 stages: lag=3 must be 0 to stages - 2 = 2 "
                                               r"\(the producer would wait on a stage the consumers cannot free\)"),
     (dict(block=(96, 128), stages=4), r"tc_wgmma_mainloop of a 96 x 128 block: bm must be 64, 128, 192 or 256 "
                                       r"\(64 rows a consumer warpgroup\) and bn one of \(64, 128, 256\)"),

@@ -305,7 +305,7 @@ def call_async_copy(name: str, args) -> Call:
 #   tc_wgmma_mainloop(frag, a, lda, b, ldb, k, smem, bm, bn, stages, lag)   frag = a @ b.T (a: bm x k,
 #       b: bn x k, both k-major in global memory) through a ring of `stages` 128-byte-swizzled
 #       shared buffers at `smem`, the producer `lag` steps of copies in flight before it
-#       releases a stage to the consumers
+#       releases a stage to the consumers (0: each copy releases it when it lands)
 #   tc_wgmma_store(frag, c, ldc, bm, bn)                                c = frag (row-major)
 #   tc_wgmma_conv_mainloop(frag, x, w, m0, smem, bm, bn, stages, lag, N, H, W, C, R, S, stride, pad)
 #       frag = rows m0 .. m0 + bm of the implicit GEMM of x (N, H, W, C) with w (bn, R, S, C): the
@@ -321,7 +321,7 @@ class BlockBuiltin:
 
 BLOCK_BUILTINS = {b.name: b for b in (
     BlockBuiltin("tc_wgmma_mainloop", ("frag", "ptr", "stride", "ptr", "stride", "const", "ptr", "const", "const",
-                                       "const", "const"),
+                                       "const", "count"),
                  "frag = a @ b.T over k through cp.async + mbarriers + wgmma.mma_async (warp-specialized)"),
     BlockBuiltin("tc_wgmma_conv_mainloop", ("frag", "ptr", "ptr", "stride", "ptr") + ("const",) * 11 + ("stride",),
                  "frag = the implicit GEMM of a NHWC conv (rows m0.., the gather by the producer) @ KRSC weights.T"),
@@ -349,6 +349,8 @@ def call_block_builtin(name: str, args) -> Call:
             raise TypeError(f"{where} must be a pointer into memory (Buffer.access_ptr), got `{a}`")
         if kind == "const" and not (isinstance(a, Const) and dt.is_int(a.dtype) and a.value > 0):
             raise ValueError(f"{where} must be a positive integer constant, got `{a}`")
+        if kind == "count" and not (isinstance(a, Const) and dt.is_int(a.dtype) and a.value >= 0):
+            raise ValueError(f"{where} must be a non-negative integer constant, got `{a}`")
         if kind == "stride" and not dt.is_int(a.dtype):
             raise TypeError(f"{where} must be an integer expression, got `{a}` ({a.dtype})")
         out.append(a)

@@ -17,7 +17,9 @@ tile, else a ``cp.async`` ring of that many), ``raster`` (block rows per group o
 numbering, 0: a 2-D grid), ``min_blocks`` (``__launch_bounds__`` blocks per multiprocessor, 0:
 none). Configurations whose tiles do not divide the problem, that need more than 227 KiB of
 shared memory, more than 1024 threads or more than 16 accumulator tiles per warp are filtered out.
-The fallback (nothing tuned) is run 6's best 4096³ schedule where it fits, else the smallest.
+The fallback (nothing tuned) is the best measured wgmma configuration where the ``wgmma`` knob
+exists (``wgmma_fallback``: 128 x 256 blocks, smaller ones where that makes fewer than 128 blocks),
+else run 6's best 4096³ mma.sync schedule where it fits, else the smallest.
 
 With B stored (N, K) (``col_major``), float16 or float32 operands and an sm_90 target, the knob
 ``wgmma`` picks sm_90a's ``wgmma`` GEMM instead (``topi/tensorcore_wgmma.py``): ``None`` is the
@@ -117,6 +119,9 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
         # schedule returned is the fallback's, as matmul_tensorcore refuses tiles that do not divide
         cfg.raise_error("the tiles do not divide the problem or the block does not fit the GPU")
     if cfg.is_fallback or not ok(cfg):
+        if wg and wgmma_fallback(M, N, K, dtype) is not None:     # sm_90: wgmma, 1.5x the mma.sync fallback
+            from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
+            return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **wgmma_fallback(M, N, K, dtype))
         opts = next((f for f in FALLBACKS if fits(M, N, K, dtype, layout_b, f["block"], f["warp"], f["chunk"],
                                                   f["stages"], f["raster"])), FALLBACKS[-1])
         return matmul_tensorcore(M, N, K, **common, **opts)
@@ -130,8 +135,22 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
                              min_blocks=cfg["min_blocks"].val)
 
 
-# sm_90a wgmma (topi/tensorcore_wgmma.py): block tile, stages, producer lag, rasterization
-WGMMA_FALLBACKS = [dict(block=(128, 256), stages=4, lag=1, raster=8), dict(block=(64, 64), stages=3, lag=1, raster=0)]
+# sm_90a wgmma (topi/tensorcore_wgmma.py): block tile, stages, producer lag, rasterization, best first (H100,
+# session 21, fp16: 128 x 256 486 TFLOP/s at 4096^3; at 1024^3, where it makes 32 blocks, 64 x 128 161, 128 x 128 131)
+WGMMA_FALLBACKS = [dict(block=(128, 256), stages=4, lag=1, raster=8), dict(block=(128, 128), stages=6, lag=3, raster=8),
+                   dict(block=(64, 128), stages=6, lag=3, raster=0), dict(block=(64, 64), stages=3, lag=1, raster=0)]
+FALLBACK_MIN_BLOCKS = 128          # about one block per multiprocessor (132 on an H100): a smaller grid idles SMs
+
+
+def wgmma_fallback(M, N, K, dtype):
+    """The wgmma configuration used when nothing is tuned: the first of ``WGMMA_FALLBACKS`` that fits
+    and makes at least ``FALLBACK_MIN_BLOCKS`` blocks, else the fitting one with the most blocks
+    (None if none fits). ``wgmma_fallback(4096, 4096, 4096, "float16")["block"] == (128, 256)``."""
+    fit = [f for f in WGMMA_FALLBACKS if wgmma_fits(M, N, K, dtype, f["block"], f["stages"], f["raster"], f["lag"])]
+    if not fit:
+        return None
+    blocks = [(M // f["block"][0]) * (N // f["block"][1]) for f in fit]
+    return next((f for f, b in zip(fit, blocks) if b >= FALLBACK_MIN_BLOCKS), fit[blocks.index(max(blocks))])
 
 
 def wgmma_fits(M, N, K, dtype, block, stages, raster=0, lag=1) -> bool:
@@ -170,8 +189,7 @@ def matmul_wgmma_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dtype:
     if not cfg.is_fallback and not ok(cfg):
         cfg.raise_error("the tiles do not divide the problem or the block does not fit the GPU")
     if cfg.is_fallback or not ok(cfg):
-        opts = next((f for f in WGMMA_FALLBACKS if wgmma_fits(M, N, K, dtype, f["block"], f["stages"], f["raster"],
-                                                              f["lag"])), WGMMA_FALLBACKS[-1])
+        opts = wgmma_fallback(M, N, K, dtype) or WGMMA_FALLBACKS[-1]
         return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **opts)
     return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, block=cfg["block"].val, stages=cfg["stages"].val,
                         raster=cfg["raster"].val, lag=cfg["lag"].val)

@@ -4,11 +4,11 @@ Two intrinsics, each a TE compute the emulator runs and a block-collective call
 (``ir/builtin.py``'s ``BLOCK_BUILTINS``, CUDA C in ``codegen/cuda_wgmma.py``):
 
 * ``wgmma_mainloop(bm, bn, K, dtype)``: ``acc[i, j] = sum_k A[i, k] * B[j, k]`` over a block tile
-  of ``bm x bn`` and the whole of K (A and B k-major in global memory, float16 or float32 read as
-  tf32; acc float32 in scope ``wgmma.accumulator``): one producer warpgroup copies 128-byte k
+  of ``bm x bn`` and the whole of K (A and B k-major in global memory, float16, bfloat16 or float32
+  read as tf32; acc float32 in scope ``wgmma.accumulator``): one producer warpgroup copies 128-byte k
   steps into a ring of swizzled shared stages, ``bm / 64`` consumer warpgroups multiply them
   with ``wgmma``, mbarriers between them (no block-wide barrier in the loop);
-* ``wgmma_store(bm, bn, out)``: ``C[i, j] = acc[i, j]`` (float32, or float16 rounded to nearest)
+* ``wgmma_store(bm, bn, out)``: ``C[i, j] = acc[i, j]`` (float32, or float16 / bfloat16 rounded to nearest)
   from the consumers' registers.
 
 The lowering of each is its call under a loop bound to ``threadIdx.x`` of the block's
@@ -38,7 +38,8 @@ def _threads(bm: int, body):
 def wgmma_mainloop(bm: int, bn: int, K: int, dtype: str = "float16", stages: int = 4, lag: int = 1):
     """The block's ``bm x bn`` accumulator over all of ``K``: ``acc = A @ B.T`` with A (bm, K) and
     B (bn, K) tiles of global memory (any row stride), ``stages`` shared stages, the producer
-    keeping ``lag`` steps of copies in flight (1 to ``stages - 2``) before it hands a stage over.
+    keeping ``lag`` steps of copies in flight (1 to ``stages - 2``) before it hands a stage over
+    (0: it never waits; each copy arrives on the stage's mbarrier when it lands).
 
     >>> intrin = wgmma_mainloop(128, 256, 4096, "float16", stages=4, lag=2)
     """
@@ -66,7 +67,7 @@ def wgmma_mainloop(bm: int, bn: int, K: int, dtype: str = "float16", stages: int
 
 def wgmma_store(bm: int, bn: int, out: str = "float32"):
     """``C[i, j] = acc[i, j]`` for the block's ``bm x bn`` accumulator (``out`` float32, or
-    float16 rounded to nearest), into a tile of global memory (any row stride).
+    float16 / bfloat16 rounded to nearest), into a tile of global memory (any row stride).
 
     >>> intrin = wgmma_store(128, 256, "float16")
     """
@@ -98,8 +99,8 @@ def check_config(bm: int, bn: int, K: int, dtype: str, stages: int, lag: int = 1
                          f"each row)")
     if not 3 <= stages <= 8:
         raise ValueError(f"stages={stages}: the wgmma main loop takes 3 to 8 shared stages")
-    if not 1 <= lag <= stages - 2:
-        raise ValueError(f"lag={lag}: the wgmma producer keeps 1 to stages - 2 = {stages - 2} steps of copies in flight "
+    if not 0 <= lag <= stages - 2:
+        raise ValueError(f"lag={lag}: the wgmma producer keeps 0 to stages - 2 = {stages - 2} steps of copies in flight "
                          f"(more and it would wait on a stage the consumers cannot free)")
     if K // step < 1:
         raise ValueError(f"K={K} gives no step")
@@ -111,10 +112,11 @@ def check_config(bm: int, bn: int, K: int, dtype: str, stages: int, lag: int = 1
 
 def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), stages=4, raster=0, lag=1):
     """``C = A @ B.T`` with A (M, K) and B (N, K) (B stored n-major, ``layout_b="col_major"``) on
-    sm_90a's ``wgmma`` (``dtype`` float16, or float32 as tf32; fp32 accumulation), ``block`` =
+    sm_90a's ``wgmma`` (``dtype`` float16, bfloat16, or float32 as tf32; fp32 accumulation), ``block`` =
     (bm, bn) rows and columns of C per thread block, ``stages`` shared stages of 128-byte k steps,
-    ``lag`` steps of copies the producer keeps in flight (1 to ``stages - 2``), ``raster`` as in
-    ``matmul_tensorcore``. ``out_dtype``: float32 (default) or float16.
+    ``lag`` steps of copies the producer keeps in flight (1 to ``stages - 2``; 0: the copies arrive
+    on the stage's mbarrier themselves, ``cp.async.mbarrier.arrive.noinc``), ``raster`` as in
+    ``matmul_tensorcore``. ``out_dtype``: float32 (default), float16 or bfloat16.
 
     >>> s, (A, B, C) = matmul_wgmma(1024, 1024, 1024, block=(128, 128), stages=4)
     """
