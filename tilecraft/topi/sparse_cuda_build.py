@@ -211,8 +211,7 @@ class SparsePiecesCUDAFunction(SparseCUDAFunction):
         hit = self._pieces.get(id(A))
         if hit is not None and hit[0]() is A:
             return (*hit[1], col_idx, val)
-        piece_ptr, row_pieces = split_rows(self.to_host(row_ptr), self.piece_len)
-        pieces = (self.to_device(piece_ptr), self.to_device(row_pieces))
+        pieces = tuple(self.to_device(a) for a in self.derive(self.to_host(row_ptr)))
         try:                                # keyed by identity: CuPy / scipy matrices are not hashable
             ref = weakref.ref(A, lambda _, key=id(A), cache=self._pieces: cache.pop(key, None))
         except TypeError:                   # a tuple of arrays: not weakly referable, cut on every call
@@ -220,6 +219,11 @@ class SparsePiecesCUDAFunction(SparseCUDAFunction):
         if ref is not None:
             self._pieces[id(A)] = (ref, pieces)
         return (*pieces, col_idx, val)
+
+    def derive(self, row_ptr: np.ndarray) -> tuple:
+        """The host arrays the kernel takes before ``col_idx`` and ``val``, made from ``row_ptr``
+        once per matrix: the pieces (overridden by the SDDMM function: the row of each nonzero)."""
+        return split_rows(row_ptr, self.piece_len)
 
     def forget(self, A) -> None:
         """Drop the pieces cut for ``A`` (after its ``row_ptr`` changed in place)."""
