@@ -120,7 +120,8 @@ def references(op: str, w: dict, mean: bool, torch) -> dict:
         if torch is not None:
             td, to = torch.from_numpy(data), torch.from_numpy(offsets.astype(np.int64))
             refs["torch segment_reduce"] = lambda: torch.segment_reduce(td, "mean" if mean else "sum", offsets=to,
-                                                                        axis=0, unsafe=True)
+                                                                        axis=0, unsafe=True,
+                                                                        initial=0.0)
         return refs
     if torch is not None:
         import torch.nn.functional as F

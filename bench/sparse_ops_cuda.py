@@ -97,6 +97,11 @@ def main(argv=None):
             tA32 = torch.sparse_csr_tensor(rp, ci, v, size=(n, m))
             Vt = V.t()
             out = torch.empty_like(v)
+            try:
+                torch.sparse.sampled_addmm(tA, U, Vt, beta=0.0)
+            except RuntimeError as e:              # a transposed operand refused: give it V^T contiguous
+                print(f"  (sampled_addmm on V.t(): {str(e).splitlines()[0]}; V.t().contiguous() instead)")
+                Vt = V.t().contiguous()
             want = torch.sparse.sampled_addmm(tA, U, Vt, beta=0.0).values() * v
             refs = {"sampled_addmm int64": lambda: torch.sparse.sampled_addmm(tA, U, Vt, beta=0.0)}
             try:
@@ -118,7 +123,8 @@ def main(argv=None):
             if op == "segment":
                 data = gpu(w["data"])
                 label = f"segment {mode}"
-                refs = {"segment_reduce": lambda: torch.segment_reduce(data, mode, offsets=off64, axis=0, unsafe=True)}
+                refs = {"segment_reduce": lambda: torch.segment_reduce(data, mode, offsets=off64, axis=0, unsafe=True,
+                                                                     initial=0.0)}
                 args = (offsets, data, out)
             else:
                 data, idx = gpu(w["weight"]), gpu(w["indices"])
