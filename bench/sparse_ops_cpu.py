@@ -38,14 +38,19 @@ from sparse_cpu import cpu_name, median_time  # noqa: E402
 
 DEPTH = WIDTH = 64
 
-# name -> build_* keyword arguments (the best of brief template runs on this machine: see docs/ragged.md)
+# name -> build_* keyword arguments: around the best of the templates' brief tuning (32 trials each, xgb,
+# 2 threads, busy machine: tuning_logs/{sddmm,segment_sum,embedding_bag}_*.jsonl; docs/ragged.md)
 CPU_CONFIGS = {
-    "sddmm": {"vec16": dict(vector=16, grain=256), "vec16x2": dict(vector=16, unroll=2, grain=256),
-              "vec8": dict(vector=8, grain=1024), "vec16 static": dict(vector=16, grain=4096, dynamic=False)},
-    "segment": {"vec16": dict(vector=16), "rb2x16": dict(vector=16, block=2), "rb4x16": dict(vector=16, block=4),
-                "rb4x16 u2": dict(vector=16, block=4, unroll=2), "rb2x16 g1": dict(vector=16, block=2, row_grain=1)},
+    "sddmm": {"vec16x4 g64": dict(vector=16, unroll=4, grain=64),
+              "vec16x4 g64 static": dict(vector=16, unroll=4, grain=64, dynamic=False),
+              "vec16x2 g256": dict(vector=16, unroll=2, grain=256), "vec16 g256": dict(vector=16, grain=256)},
+    "segment": {"vec16 g4": dict(vector=16, row_grain=4), "vec16 g4 static": dict(vector=16, row_grain=4, dynamic=False),
+                "vec32 g4": dict(vector=32, row_grain=4), "rb2x16": dict(vector=16, block=2),
+                "rb4x16 u2": dict(vector=16, block=4, unroll=2)},
+    "bag": {"rb4x16 g16": dict(vector=16, block=4), "rb4x16 g64": dict(vector=16, block=4, row_grain=64),
+            "rb4x16 g16 static": dict(vector=16, block=4, dynamic=False), "rb2x16": dict(vector=16, block=2),
+            "vec16 g4": dict(vector=16, row_grain=4)},
 }
-CPU_CONFIGS["bag"] = CPU_CONFIGS["segment"]
 
 
 def workloads(scale: float, ops) -> dict:

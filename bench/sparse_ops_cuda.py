@@ -28,6 +28,10 @@ SDDMM_CONFIGS = [(32, 8), (16, 16), (16, 8), (8, 32), (8, 16), (4, 64), (2, 128)
 # (rows per block, threads_x, vector, unroll): the SpMM schedule's knobs, the sum in registers
 ROWS_CONFIGS = [(4, 16, 4, 1), (4, 16, 4, 2), (8, 16, 4, 2), (4, 32, 2, 2), (8, 32, 2, 1), (2, 32, 2, 4),
                 (8, 8, 4, 2), (16, 16, 4, 1), (4, 64, 1, 2)]
+# segments / bags cut into pieces (split_rows, on the host, once): (piece_len, pieces per block, threads_x, vector,
+# unroll); a long power-law segment spread over many warps instead of walked by one
+PIECES_CONFIGS = [(64, 4, 16, 4, 2), (128, 4, 16, 4, 2), (256, 4, 16, 4, 2), (512, 4, 16, 4, 2), (128, 8, 16, 4, 1),
+                  (256, 2, 32, 2, 2)]
 
 
 def kernels(ops) -> list:
@@ -37,6 +41,7 @@ def kernels(ops) -> list:
     for op in ("segment", "bag"):
         if op in ops:
             out += [("rows", op, mean, *c, WIDTH) for mean in (0, 1) for c in ROWS_CONFIGS]
+            out += [("rows_pieces", op, mean, *c[1:], WIDTH) for mean in (0, 1) for c in PIECES_CONFIGS]
     return out
 
 
@@ -52,8 +57,11 @@ def main(argv=None):
     import torch
     import torch.nn.functional as F
 
+    import time
+
     import tilecraft
     from sparse_cuda import MAKERS
+    from tilecraft.topi.sparse import split_rows
 
     if a.jobs > 1:
         major, minor = torch.cuda.get_device_capability(0)
@@ -115,6 +123,17 @@ def main(argv=None):
             del rp, ci, v, row_idx, U, V, tA, tA32, out, want
             continue
         offsets = gpu(w["offsets"])
+        pieces = {}
+
+        def cut(piece_len, offsets_host=w["offsets"], pieces=pieces):
+            """split_rows on the host, once per piece length (its time printed apart)."""
+            if piece_len not in pieces:
+                t = time.perf_counter()
+                piece_ptr, row_pieces = split_rows(offsets_host, piece_len)
+                pieces[piece_len] = (gpu(piece_ptr), gpu(row_pieces))
+                print(f"  (cut into {len(piece_ptr) - 1} pieces of <= {piece_len} on the host in "
+                      f"{(time.perf_counter() - t) * 1e3:.1f} ms)")
+            return pieces[piece_len]
         off64 = offsets.long()
         parts = len(w["offsets"]) - 1
         for mean in (0, 1):
@@ -138,6 +157,9 @@ def main(argv=None):
             want = list(refs.values())[0]()
             runs = [(f"{rpb:2d} rows/block x {tx:2d} threads x {vec} columns unroll {u}",
                      ("rows", op, mean, rpb, tx, vec, u, WIDTH), args) for rpb, tx, vec, u in ROWS_CONFIGS]
+            runs += [(f"pieces <= {n}: {ppb} pieces/block x {tx:2d} threads x {vec} columns unroll {u}",
+                      ("rows_pieces", op, mean, ppb, tx, vec, u, WIDTH), (*cut(n), *args[1:]))
+                     for n, ppb, tx, vec, u in PIECES_CONFIGS]
             report(label, runs, refs, out, want)
             del out, want, data
 

@@ -98,6 +98,30 @@ def test_segments_and_bags_emulated_and_compiled(rpb, tx, vec, unroll, width, me
         _nvcc(generate_cuda(func))
 
 
+@pytest.mark.parametrize("piece_len", [1, 3, 50])
+@pytest.mark.parametrize("mean", [False, True], ids=["sum", "mean"])
+def test_segments_and_bags_over_pieces(piece_len, mean, rng):
+    """``segment_sum_pieces`` / ``embedding_bag_pieces``: the segments / bags cut into pieces
+    (``split_rows``; pieces of one element, pieces ending in a tail, no cut at all), the SpMM
+    piece schedule; a mean divides by the length read through the pieces."""
+    parts, vocab, w = 31, 27, 20
+    offsets, indices, _ = _matrix(rng, parts, vocab)
+    table = rng.uniform(-1, 1, (vocab, w)).astype("float32")
+    data = table[indices]
+    piece_ptr, row_pieces = sparse.split_rows(offsets, piece_len)
+    want = rows_numpy(offsets, indices, table, mean)
+    for knobs in [(4, 8, 4, True, 2), (2, 16, 1, False, 1)]:
+        for args, arrays in ((sparse.segment_sum_pieces(width=w, mean=mean), [piece_ptr, row_pieces, data]),
+                             (sparse.embedding_bag_pieces(dim=w, mode="mean" if mean else "sum"),
+                              [piece_ptr, row_pieces, indices, table])):
+            s = sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], *knobs)
+            func = tilecraft.lower(s, list(args), target="cuda")
+            out = poison((parts, w), "float32")
+            emulate(func, [*arrays, out])
+            np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-5, err_msg=f"{args[-1].op.name} {knobs}")
+    _nvcc(generate_cuda(func))
+
+
 def test_sddmm_schedule_error():
     *_, out = sparse.sddmm(depth=8)
     with pytest.raises(ValueError, match=r"schedule_sddmm_cuda: threads_per_nonzero must be 1, 2, 4, 8, 16 or 32 "
