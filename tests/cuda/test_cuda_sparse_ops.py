@@ -231,6 +231,12 @@ def test_segments_and_bags_on_gpu(mean, rng):
     out = torch.full((parts, width), float("nan"), device="cuda")
     assert bag(t_idx, t_table, t_off, out=out) is out
     np.testing.assert_allclose(out.cpu().numpy(), rows_numpy(offsets, indices, table, mean), rtol=1e-4, atol=1e-4)
+    for f, args, want in ((sparse_ops_cuda.build_segment_sum_cuda(width=width, mean=mean, piece_len=16),
+                           (torch.from_numpy(data).cuda(), t_off), rows_numpy(offsets, np.arange(len(data)), data, mean)),
+                          (sparse_ops_cuda.build_embedding_bag_cuda("mean" if mean else "sum", dim=width, piece_len=16),
+                           (t_idx, t_table, t_off), rows_numpy(offsets, indices, table, mean))):
+        np.testing.assert_allclose(f(*args).cpu().numpy(), want, rtol=1e-4, atol=1e-4)     # pieces of <= 16
+        np.testing.assert_allclose(f(*args).cpu().numpy(), want, rtol=1e-4, atol=1e-4)     # cut once, kept
     with pytest.raises(TypeError, match=r"embedding_bag\((sum|mean)\): offsets has dtype int64; the GPU kernel "
                                         r"takes int32 \(torch: .int\(\)"):
         bag(t_idx, t_table, t_off.long())

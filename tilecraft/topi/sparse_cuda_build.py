@@ -208,9 +208,14 @@ class SparsePiecesCUDAFunction(SparseCUDAFunction):
         self._pieces: dict = {}             # id(matrix) -> (weak reference to it, the pieces on the GPU)
 
     def _matrix_args(self, A, row_ptr, col_idx, val) -> tuple:
+        return (*self.derived(A, row_ptr), col_idx, val)
+
+    def derived(self, A, row_ptr) -> tuple:
+        """``derive(row_ptr)`` on the GPU, made once per object ``A`` (the matrix, or the offsets
+        array of a segment / bag function) while it lives."""
         hit = self._pieces.get(id(A))
         if hit is not None and hit[0]() is A:
-            return (*hit[1], col_idx, val)
+            return hit[1]
         pieces = tuple(self.to_device(a) for a in self.derive(self.to_host(row_ptr)))
         try:                                # keyed by identity: CuPy / scipy matrices are not hashable
             ref = weakref.ref(A, lambda _, key=id(A), cache=self._pieces: cache.pop(key, None))
@@ -218,7 +223,7 @@ class SparsePiecesCUDAFunction(SparseCUDAFunction):
             ref = None
         if ref is not None:
             self._pieces[id(A)] = (ref, pieces)
-        return (*pieces, col_idx, val)
+        return pieces
 
     def derive(self, row_ptr: np.ndarray) -> tuple:
         """The host arrays the kernel takes before ``col_idx`` and ``val``, made from ``row_ptr``

@@ -30,8 +30,10 @@ import numpy as np
 import tilecraft.autotune as autotune
 from tilecraft import te
 
-from .sparse import _template_matrix_sizes, embedding_bag, sddmm, segment_sum
-from .sparse_cuda import _check_columns, default_spmm_knobs, schedule_spmm_cuda, schedule_spmv_cuda
+from .sparse import (_template_matrix_sizes, embedding_bag, embedding_bag_pieces, sddmm, segment_sum,
+                     segment_sum_pieces)
+from .sparse_cuda import (_check_columns, default_spmm_knobs, schedule_spmm_cuda, schedule_spmm_pieces_cuda,
+                          schedule_spmv_cuda)
 from .sparse_cuda_build import (SparsePiecesCUDAFunction, _check_gpu0, _empty_like, _gpu_array, _to_device,
                                 _to_host, gpu_csr_arrays)
 from .sparse_ops import bag_recipe, sddmm_recipe, segment_recipe
@@ -186,13 +188,16 @@ class SDDMMCUDAFunction(SparsePiecesCUDAFunction):
         return out
 
 
-class RowsCUDAFunction:
+class RowsCUDAFunction(SparsePiecesCUDAFunction):
     """A built GPU segment sum / mean (``f(data, offsets)``) or embedding bag (``f(indices,
     weight, offsets)``): the offsets (``parts + 1`` int32 entries) and indices on the GPU; their
-    values are not checked (that would read them back on every call), their shapes and dtypes are."""
+    values are not checked (that would read them back on every call), their shapes and dtypes are.
+    With ``piece_len``, the kernels take the segments cut into pieces: cut on the host once per
+    offsets object (``f.forget(offsets)`` after changing it in place)."""
 
-    def __init__(self, module, what: str, dtype: str, width):
-        self.module, self.what, self.dtype, self.width = module, what, dtype, width
+    def __init__(self, module, what: str, dtype: str, width, piece_len: int | None = None,
+                 to_host=_to_host, to_device=_to_device):
+        super().__init__(module, what, dtype, piece_len or 0, width, to_host, to_device)
 
     def __call__(self, *args, out=None):
         if self.what.startswith("embedding"):
@@ -206,7 +211,8 @@ class RowsCUDAFunction:
         if parts < 0:
             raise ValueError(f"{self.what}: offsets must have (number of parts + 1) entries, got none")
         out = _gpu_out(out, dense, (parts, shape[1]), self.dtype, self.what)
-        self.module(*((offsets, dense) if indices is None else (offsets, indices, dense)), out)
+        ptrs = self.derived(offsets, offsets) if self.piece_len else (offsets,)
+        self.module(*ptrs, *((dense,) if indices is None else (indices, dense)), out)
         return out
 
 
@@ -234,35 +240,54 @@ def _rows_knobs(width, rows_per_block, threads_x, vector, unroll) -> dict:
     return knobs
 
 
+def _schedule_rows(args, piece_len, knobs):
+    """The SpMM schedule (``piece_len``: its piece form) on the row-wise stage ``args[-1]``."""
+    s = te.create_schedule(args[-1].op)
+    if piece_len:
+        return schedule_spmm_pieces_cuda(s, args[-1], knobs["rows_per_block"], knobs["threads_x"], knobs["vector"],
+                                         True, knobs["unroll"])
+    return schedule_spmm_cuda(s, args[-1], **knobs)
+
+
 def build_segment_sum_cuda(rows_per_block: int | None = None, threads_x: int | None = None,
                            vector: int | None = None, unroll: int | None = None, width: int | None = None,
-                           mean: bool = False, dtype: str = "float32", target: str = "cuda") -> RowsCUDAFunction:
+                           mean: bool = False, piece_len: int | None = None, dtype: str = "float32",
+                           target: str = "cuda") -> RowsCUDAFunction:
     """Segment sum (``mean``: mean) on the GPU with the SpMM schedule (knobs left None: those of
     :func:`~tilecraft.topi.sparse_cuda.default_spmm_knobs`); ``width``: the columns of ``data``.
+    ``piece_len``: the segments cut into pieces of at most that many rows
+    (:func:`~tilecraft.topi.sparse.segment_sum_pieces`; ``rows_per_block``: pieces a block), for
+    segments of very uneven length.
 
     >>> f = build_segment_sum_cuda(width=64, mean=True)
     >>> # out = f(data, offsets)        # torch on the GPU; offsets int32, segments + 1 entries
     """
     import tilecraft
-    args = segment_sum(width=width, dtype=dtype, mean=mean)
-    s = schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1],
-                           **_rows_knobs(width, rows_per_block, threads_x, vector, unroll))
+    if piece_len:
+        args = segment_sum_pieces(width=width, dtype=dtype, mean=mean)
+    else:
+        args = segment_sum(width=width, dtype=dtype, mean=mean)
+    s = _schedule_rows(args, piece_len, _rows_knobs(width, rows_per_block, threads_x, vector, unroll))
     what = "segment_mean" if mean else "segment_sum"
-    return RowsCUDAFunction(tilecraft.build(s, list(args), target=target, name=what), what, dtype, width)
+    return RowsCUDAFunction(tilecraft.build(s, list(args), target=target, name=what), what, dtype, width, piece_len)
 
 
 def build_embedding_bag_cuda(mode: str = "sum", rows_per_block: int | None = None, threads_x: int | None = None,
                              vector: int | None = None, unroll: int | None = None, dim: int | None = None,
-                             dtype: str = "float32", target: str = "cuda") -> RowsCUDAFunction:
+                             piece_len: int | None = None, dtype: str = "float32",
+                             target: str = "cuda") -> RowsCUDAFunction:
     """Embedding bag (``mode`` sum / mean) on the GPU with the SpMM schedule (bags as rows; knobs
-    left None: :func:`~tilecraft.topi.sparse_cuda.default_spmm_knobs`); ``dim``: the table's columns.
+    left None: :func:`~tilecraft.topi.sparse_cuda.default_spmm_knobs`); ``dim``: the table's columns;
+    ``piece_len``: bags cut into pieces (:func:`~tilecraft.topi.sparse.embedding_bag_pieces`).
 
     >>> f = build_embedding_bag_cuda("sum", dim=64)
     >>> # out = f(indices, weight, offsets)     # indices and offsets int32 on the GPU
     """
     import tilecraft
-    args = embedding_bag(dim=dim, mode=mode, dtype=dtype)
-    s = schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1],
-                           **_rows_knobs(dim, rows_per_block, threads_x, vector, unroll))
+    if piece_len:
+        args = embedding_bag_pieces(dim=dim, mode=mode, dtype=dtype)
+    else:
+        args = embedding_bag(dim=dim, mode=mode, dtype=dtype)
+    s = _schedule_rows(args, piece_len, _rows_knobs(dim, rows_per_block, threads_x, vector, unroll))
     return RowsCUDAFunction(tilecraft.build(s, list(args), target=target, name="embedding_bag"),
-                            f"embedding_bag({mode})", dtype, dim)
+                            f"embedding_bag({mode})", dtype, dim, piece_len)
