@@ -175,8 +175,7 @@ def run(op: str, w: dict, mean: bool, repeat: int, torch):
             out = np.full((len(w["offsets"]) - 1, WIDTH), np.nan, "float32")
             raw = (w["offsets"], w["indices"], w["weight"], out)
             f(w["indices"], w["weight"], w["offsets"], out=out)
-        ref = want if op != "sddmm" else refs["numpy (chunked einsum)"]()
-        err = float(np.abs(out - ref).max() / max(1e-30, np.abs(ref).max()))
+        err = float(np.abs(out - want).max() / max(1e-30, np.abs(want).max()))     # SDDMM: numpy's, with val
         assert err < 1e-4, f"{op} {name}: relative error {err}"
         times[f"tilecraft {name}"] = median_time(lambda: f.module(*raw), repeat)
     best_tc = min((v, k) for k, v in times.items() if k.startswith("tilecraft"))
