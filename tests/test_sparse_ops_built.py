@@ -231,5 +231,19 @@ def test_csr_layout_recipe_errors():
     with pytest.raises(RecipeError, match=r"csr_layout: the 3 x 5 matrix with 8 nonzeros does not fit argument 1 of "
                                           r"the segments layout: expected the shape \(8, 2\), got \(3, 2\)"):
         make_inputs(("csr_layout", (3, 5, 3.0, "banded", "segments")), info, 1)
-    with pytest.raises(RecipeError, match=r"csr_layout: expected \(rows, cols, nnz_per_row, pattern, layout\), got 4"):
+    with pytest.raises(RecipeError, match=r"csr_layout: expected \(rows, cols, nnz_per_row, pattern, layout\[, "
+                                          r"piece_len\]\), got 4"):
         make_inputs(("csr_layout", (3, 5, 3.0, "banded")), info, 1)
+    pieces_info = [((4,), "int32", False), ((4,), "int32", False), ((3, 2), "float32", False),
+                   ((3, 2), "float32", True)]
+    piece_ptr, row_pieces, data, out = make_inputs(("csr_layout", (3, 5, 1.0, "banded", "segments", 2)),
+                                                   pieces_info, 1)
+    np.testing.assert_array_equal(piece_ptr[row_pieces], [0, 1, 2, 3])
+    with pytest.raises(RecipeError, match=r"csr_layout: piece_len must be an integer >= 1 of the segments or bags "
+                                          r"layout, got 0 for segments"):
+        make_inputs(("csr_layout", (3, 5, 1.0, "banded", "segments", 0)), pieces_info, 1)
+    with pytest.raises(RecipeError, match=r"csr_layout: 8 pieces of at most 1 and 3 rows do not fit piece_ptr "
+                                          r"\(4,\) and row_pieces \(4,\)"):
+        make_inputs(("csr_layout", (3, 5, 3.0, "banded", "segments", 1)),
+                    [((4,), "int32", False), ((4,), "int32", False), ((8, 2), "float32", False),
+                     ((3, 2), "float32", True)], 1)

@@ -139,7 +139,9 @@ TEMPLATES = [("topi/sddmm.cuda", (50, 40, 5.0, "powerlaw", 24)),
              ("topi/segment_sum.cuda", (60, 6.0, "powerlaw", 20, False)),
              ("topi/segment_sum.cuda", (40, 3.0, "uniform", 16, True)),
              ("topi/embedding_bag.cuda", (30, 50, 4.0, "uniform", 16, "sum")),
-             ("topi/embedding_bag.cuda", (30, 50, 6.0, "powerlaw", 12, "mean"))]
+             ("topi/embedding_bag.cuda", (30, 50, 6.0, "powerlaw", 12, "mean")),
+             ("topi/segment_sum_pieces.cuda", (60, 6.0, "powerlaw", 4, 20, True)),
+             ("topi/embedding_bag_pieces.cuda", (30, 50, 6.0, "powerlaw", 3, 12, "sum"))]
 
 
 @pytest.mark.parametrize("name,args", TEMPLATES, ids=[f"{n.split('/')[1]}-{a[-1]}" for n, a in TEMPLATES])
@@ -158,6 +160,9 @@ def test_templates_run_on_their_recipe(name, args, rng):
             continue
         arrays = [a.copy() for a in cached_random_inputs(tensor_arg_info(tensors), 3, task)]
         emulate(tilecraft.lower(s, tensors, target="cuda"), arrays)
+        if "pieces" in name:                            # a segment starts where its first piece does
+            piece_ptr, row_pieces, *rest = arrays
+            arrays = [piece_ptr[row_pieces], *rest]
         if name.startswith("topi/sddmm"):
             row_idx, col_idx, val, U, V, out = arrays
             row_ptr = np.concatenate([[0], np.cumsum(np.bincount(row_idx, minlength=args[0]))])

@@ -139,21 +139,36 @@ def _csr_pieces(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
 
 
 def _csr_layout(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
-    """``(rows, cols, nnz_per_row, pattern, layout)``: the arguments of a ragged operator over
-    the matrix ``make_matrix(rows, cols, nnz_per_row, pattern, seed=0)``, the dense operands and
-    the output random from ``seed``. ``layout``:
+    """``(rows, cols, nnz_per_row, pattern, layout[, piece_len])``: the arguments of a ragged
+    operator over the matrix ``make_matrix(rows, cols, nnz_per_row, pattern, seed=0)``, the dense
+    operands and the output random from ``seed``. ``layout``:
 
     * ``sddmm``: ``(row_idx [nnz], col_idx [nnz], val [nnz], U [rows, d], V [cols, d], out [nnz])``
       (``row_idx``: the row of each nonzero);
     * ``segments``: ``(seg_ptr [rows + 1], data [nnz, w], out [rows, w])`` (a segment per row);
     * ``bags``: ``(offsets [rows + 1], indices [nnz], weight [cols, d], out [rows, d])``.
+
+    With ``piece_len`` (segments and bags), ``seg_ptr`` / ``offsets`` are replaced by the two
+    arrays of :func:`split_rows` (``piece_ptr``, ``row_pieces``), as in ``csr_pieces``.
     """
-    if len(params) != 5:
-        raise RecipeError(f"csr_layout: expected (rows, cols, nnz_per_row, pattern, layout), got {len(params)} values")
+    if len(params) not in (5, 6):
+        raise RecipeError(f"csr_layout: expected (rows, cols, nnz_per_row, pattern, layout[, piece_len]), "
+                          f"got {len(params)} values")
     layout = params[4]
+    piece_len = params[5] if len(params) == 6 else None
     counts = {"sddmm": 6, "segments": 3, "bags": 4}
     if layout not in counts:
         raise RecipeError(f"csr_layout: unknown layout {layout!r}; expected one of {', '.join(counts)}")
+    if piece_len is not None:
+        if layout == "sddmm" or type(piece_len) is not int or piece_len < 1:
+            raise RecipeError(f"csr_layout: piece_len must be an integer >= 1 of the segments or bags layout, got "
+                              f"{piece_len!r} for {layout}")
+        row_ptr, *rest = _csr_layout(params[:5], [((params[0] + 1,), "int32", False), *arg_info[2:]], seed)
+        piece_ptr, row_pieces = split_rows(row_ptr, piece_len)
+        if tuple(arg_info[0][0]) != piece_ptr.shape or tuple(arg_info[1][0]) != row_pieces.shape:
+            raise RecipeError(f"csr_layout: {len(piece_ptr) - 1} pieces of at most {piece_len} and {params[0]} rows "
+                              f"do not fit piece_ptr {tuple(arg_info[0][0])} and row_pieces {tuple(arg_info[1][0])}")
+        return [piece_ptr, row_pieces, *rest]
     if len(arg_info) != counts[layout]:
         raise RecipeError(f"csr_layout: the {layout} layout takes {counts[layout]} arguments, got {len(arg_info)}")
     rows, cols = params[0], params[1]

@@ -279,6 +279,17 @@ def bag_recipe(args: tuple) -> tuple:
     return ("csr_layout", (int(bags), int(vocab), float(per), str(pattern), "bags"))
 
 
+def segment_pieces_recipe(args: tuple) -> tuple:
+    """``topi/segment_sum_pieces.*`` (``segments, nnz_per_segment, pattern, piece_len, ...``):
+    :func:`segment_recipe` with the segments cut into pieces of at most ``piece_len`` rows."""
+    return ("csr_layout", (*segment_recipe(args)[1], int(args[3])))
+
+
+def bag_pieces_recipe(args: tuple) -> tuple:
+    """``topi/embedding_bag_pieces.*`` (``bags, vocab, nnz_per_bag, pattern, piece_len, ...``)."""
+    return ("csr_layout", (*bag_recipe(args)[1], int(args[4])))
+
+
 def _vectors(width: int) -> list:
     return [v for v in (4, 8, 16, 32) if v <= max(width, 4)]
 

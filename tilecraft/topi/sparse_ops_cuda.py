@@ -30,13 +30,13 @@ import numpy as np
 import tilecraft.autotune as autotune
 from tilecraft import te
 
-from .sparse import (_template_matrix_sizes, embedding_bag, embedding_bag_pieces, sddmm, segment_sum,
+from .sparse import (_template_matrix_shape, _template_matrix_sizes, embedding_bag, embedding_bag_pieces, sddmm, segment_sum,
                      segment_sum_pieces)
 from .sparse_cuda import (_check_columns, default_spmm_knobs, schedule_spmm_cuda, schedule_spmm_pieces_cuda,
                           schedule_spmv_cuda)
 from .sparse_cuda_build import (SparsePiecesCUDAFunction, _check_gpu0, _empty_like, _gpu_array, _to_device,
                                 _to_host, gpu_csr_arrays)
-from .sparse_ops import bag_recipe, sddmm_recipe, segment_recipe
+from .sparse_ops import bag_pieces_recipe, bag_recipe, sddmm_recipe, segment_pieces_recipe, segment_recipe
 
 
 def schedule_sddmm_cuda(s, out, threads_per_nonzero: int = 32, nonzeros_per_block: int = 8):
@@ -129,9 +129,51 @@ def embedding_bag_cuda(bags: int, vocab: int, nnz_per_bag: float, pattern: str =
     return _rows_template(cfg, s, tensors[-1], dim), list(tensors)
 
 
+def _pieces_template(cfg, s, out, width: int):
+    """The knobs of the piece templates (pieces a block instead of rows) and the piece schedule."""
+    cfg.define_knob("pieces_per_block", [1, 2, 4, 8, 16])
+    cfg.define_knob("threads_x", [t for t in (8, 16, 32, 64, 128) if t <= max(width, 8)])
+    cfg.define_knob("vector", [1, 2, 4])
+    cfg.define_knob("unroll", [1, 2, 4])
+    if cfg.is_fallback:
+        knobs = default_spmm_knobs(width)
+        return schedule_spmm_pieces_cuda(s, out, 4, knobs["threads_x"], knobs["vector"], True, knobs["unroll"])
+    _check_columns(cfg, width)
+    return schedule_spmm_pieces_cuda(s, out, cfg["pieces_per_block"].val, cfg["threads_x"].val, cfg["vector"].val,
+                                     True, cfg["unroll"].val)
+
+
+@autotune.template("topi/segment_sum_pieces.cuda")
+def segment_sum_pieces_cuda(segments: int, nnz_per_segment: float, pattern: str = "powerlaw", piece_len: int = 128,
+                            width: int = 64, mean: bool = False, dtype: str = "float32"):
+    """:func:`segment_sum_cuda` over segments cut into pieces of at most ``piece_len`` rows (a
+    workload argument: the pieces are the input, recipe ``csr_layout`` with ``piece_len``): pieces
+    per block, threads over the width, columns a thread, rows a step."""
+    cfg = autotune.get_config()
+    length, pieces = _template_matrix_shape(segments, segments, nnz_per_segment, pattern, piece_len)
+    cfg.add_flop(1.0 * length * width)
+    tensors = segment_sum_pieces(segments, length, pieces, width, dtype, mean=bool(mean))
+    s = te.create_schedule(tensors[-1].op)
+    return _pieces_template(cfg, s, tensors[-1], width), list(tensors)
+
+
+@autotune.template("topi/embedding_bag_pieces.cuda")
+def embedding_bag_pieces_cuda(bags: int, vocab: int, nnz_per_bag: float, pattern: str = "powerlaw",
+                              piece_len: int = 128, dim: int = 64, mode: str = "sum", dtype: str = "float32"):
+    """:func:`embedding_bag_cuda` over bags cut into pieces of at most ``piece_len`` indices."""
+    cfg = autotune.get_config()
+    nnz, pieces = _template_matrix_shape(bags, vocab, nnz_per_bag, pattern, piece_len)
+    cfg.add_flop(1.0 * nnz * dim)
+    tensors = embedding_bag_pieces(vocab, dim, bags, nnz, pieces, mode, dtype)
+    s = te.create_schedule(tensors[-1].op)
+    return _pieces_template(cfg, s, tensors[-1], dim), list(tensors)
+
+
 sddmm_cuda.input_recipe = sddmm_recipe
 segment_sum_cuda.input_recipe = segment_recipe
 embedding_bag_cuda.input_recipe = bag_recipe
+segment_sum_pieces_cuda.input_recipe = segment_pieces_recipe
+embedding_bag_pieces_cuda.input_recipe = bag_pieces_recipe
 
 
 # ---------------------------------------------------------------------------------------------
