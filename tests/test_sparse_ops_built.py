@@ -247,3 +247,30 @@ def test_csr_layout_recipe_errors():
         make_inputs(("csr_layout", (3, 5, 3.0, "banded", "segments", 1)),
                     [((4,), "int32", False), ((4,), "int32", False), ((8, 2), "float32", False),
                      ((3, 2), "float32", True)], 1)
+
+
+def test_sum_stage_of_a_mean():
+    """The sum a mean stage divides: its input with a reduce axis and as many dimensions, also
+    when ``row_ptr`` is itself a computed prefix sum (a 1-D input with a reduce axis: the GPU
+    fuzzer's ``spmm_mean`` programs); an elementwise stage of no sum is refused."""
+    from tilecraft import te
+    cnt = te.placeholder((5,), dtype="int32", name="cnt")
+
+    def prefix(i):
+        k = te.reduce_axis((0, i), "k")
+        return te.sum(cnt[k], axis=k)
+    row_ptr = te.compute((6,), prefix, name="row_ptr")
+    data = te.placeholder((20, 4), name="data")
+
+    def row(i, c):
+        j = te.reduce_axis((row_ptr[i], row_ptr[i + 1]), "j")
+        return te.sum(data[j, c], axis=j)
+    total = te.compute((5, 4), row, name="total")
+    mean = te.compute((5, 4), lambda i, c: total[i, c] / te.max(row_ptr[i + 1] - row_ptr[i], 1).astype("float32"),
+                      name="mean")
+    assert sparse.sum_stage(mean) is total and sparse.sum_stage(total) is total
+    *_, seg_mean = sparse.segment_sum(mean=True)
+    assert sparse.sum_stage(seg_mean).op.name == "segment_sum"
+    twice = te.compute((20, 4), lambda i, c: data[i, c] * 2, name="twice")
+    with pytest.raises(ValueError, match=r"stage 'twice' is neither a ragged sum nor the mean of one"):
+        sparse.sum_stage(twice)

@@ -312,11 +312,13 @@ def embedding_bag_pieces(vocab=None, dim=None, bags=None, nnz=None, pieces=None,
 
 
 def sum_stage(out):
-    """The ragged sum ``out`` is, or whose mean it is (a mean stage has no reduce axis; its one
-    input with one is the sum)."""
+    """The ragged sum ``out`` is, or whose mean it is (a mean stage has no reduce axis; the sum
+    is its one input with a reduce axis and as many dimensions: a ``row_ptr`` computed by a
+    prefix sum is an input with a reduce axis too)."""
     if out.op.reduce_axis:
         return out
-    sums = [t for t in out.op.input_tensors if getattr(t.op, "reduce_axis", None)]
+    sums = [t for t in out.op.input_tensors
+            if getattr(t.op, "reduce_axis", None) and len(t.shape) == len(out.shape)]
     if len(sums) != 1:
         raise ValueError(f"stage {out.op.name!r} is neither a ragged sum nor the mean of one")
     return sums[0]
