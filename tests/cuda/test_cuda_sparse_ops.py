@@ -130,9 +130,9 @@ def test_sddmm_schedule_error():
 
 
 def test_default_knobs():
-    assert sparse_ops_cuda.default_sddmm_knobs(64) == {"threads_per_nonzero": 32, "nonzeros_per_block": 8}
-    assert sparse_ops_cuda.default_sddmm_knobs(12) == {"threads_per_nonzero": 8, "nonzeros_per_block": 32}
-    assert sparse_ops_cuda.default_sddmm_knobs(None)["threads_per_nonzero"] == 32
+    assert sparse_ops_cuda.default_sddmm_knobs(64) == {"threads_per_nonzero": 8, "nonzeros_per_block": 16}
+    assert sparse_ops_cuda.default_sddmm_knobs(6) == {"threads_per_nonzero": 4, "nonzeros_per_block": 32}
+    assert sparse_ops_cuda.default_sddmm_knobs(None)["threads_per_nonzero"] == 8
 
 
 TEMPLATES = [("topi/sddmm.cuda", (50, 40, 5.0, "powerlaw", 24)),
@@ -227,11 +227,11 @@ def test_segments_and_bags_on_gpu(mean, rng):
     table = rng.uniform(-1, 1, (vocab, width)).astype("float32")
     data = table[indices]
     t_off, t_idx = torch.from_numpy(offsets).cuda(), torch.from_numpy(indices).cuda()
-    seg = sparse_ops_cuda.build_segment_sum_cuda(width=width, mean=mean)
+    seg = sparse_ops_cuda.build_segment_sum_cuda(width=width, mean=mean, piece_len=None)     # a segment per row
     got = seg(torch.from_numpy(data).cuda(), t_off)
     np.testing.assert_allclose(got.cpu().numpy(), rows_numpy(offsets, np.arange(len(data)), data, mean),
                                rtol=1e-4, atol=1e-4)
-    bag = sparse_ops_cuda.build_embedding_bag_cuda("mean" if mean else "sum", dim=width)
+    bag = sparse_ops_cuda.build_embedding_bag_cuda("mean" if mean else "sum", dim=width, piece_len=None)
     t_table = torch.from_numpy(table).cuda()
     out = torch.full((parts, width), float("nan"), device="cuda")
     assert bag(t_idx, t_table, t_off, out=out) is out

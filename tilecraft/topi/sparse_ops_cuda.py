@@ -53,16 +53,18 @@ def schedule_sddmm_cuda(s, out, threads_per_nonzero: int = 32, nonzeros_per_bloc
 
 
 def default_sddmm_knobs(depth) -> dict:
-    """SDDMM knobs without a tuning log: lanes covering the depth up to a warp, 256 threads a block.
+    """SDDMM knobs without a tuning log: 8 lanes a nonzero (fewer for a depth under 8), 128
+    threads a block: the best of ``bench/sparse_ops_cuda.py``'s variants at depth 64 on the H100
+    and of a 16-trial tuning run (session 22's mid run; 32 lanes were 1.7x slower).
 
     >>> default_sddmm_knobs(64)
-    {'threads_per_nonzero': 32, 'nonzeros_per_block': 8}
+    {'threads_per_nonzero': 8, 'nonzeros_per_block': 16}
     """
-    tpn = 32
+    tpn = 8
     if isinstance(depth, int):
         while tpn > 1 and tpn > depth:
             tpn //= 2
-    return {"threads_per_nonzero": tpn, "nonzeros_per_block": 256 // tpn}
+    return {"threads_per_nonzero": tpn, "nonzeros_per_block": 128 // tpn}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,7 +271,7 @@ def build_sddmm_cuda(threads_per_nonzero: int | None = None, nonzeros_per_block:
     import tilecraft
     knobs = default_sddmm_knobs(depth)
     tpn = threads_per_nonzero or knobs["threads_per_nonzero"]
-    npb = nonzeros_per_block or max(1, 256 // tpn)
+    npb = nonzeros_per_block or max(1, 128 // tpn)
     args = sddmm(depth=depth, dtype=dtype)
     s = schedule_sddmm_cuda(te.create_schedule(args[-1].op), args[-1], tpn, npb)
     return SDDMMCUDAFunction(tilecraft.build(s, list(args), target=target, name="sddmm"), dtype, depth)
@@ -293,13 +295,15 @@ def _schedule_rows(args, piece_len, knobs):
 
 def build_segment_sum_cuda(rows_per_block: int | None = None, threads_x: int | None = None,
                            vector: int | None = None, unroll: int | None = None, width: int | None = None,
-                           mean: bool = False, piece_len: int | None = None, dtype: str = "float32",
+                           mean: bool = False, piece_len: int | None = 128, dtype: str = "float32",
                            target: str = "cuda") -> RowsCUDAFunction:
     """Segment sum (``mean``: mean) on the GPU with the SpMM schedule (knobs left None: those of
     :func:`~tilecraft.topi.sparse_cuda.default_spmm_knobs`); ``width``: the columns of ``data``.
     ``piece_len``: the segments cut into pieces of at most that many rows
-    (:func:`~tilecraft.topi.sparse.segment_sum_pieces`; ``rows_per_block``: pieces a block), for
-    segments of very uneven length.
+    (:func:`~tilecraft.topi.sparse.segment_sum_pieces`; ``rows_per_block``: pieces a block; None:
+    a segment per ``threadIdx.y`` row, no cut). Pieces of 128 rows by default: 17x faster than a
+    segment per row on the power-law segments of ``bench/sparse_ops_cuda.py`` (H100, session 22),
+    whose longest segment otherwise keeps one row of threads busy long after the others.
 
     >>> f = build_segment_sum_cuda(width=64, mean=True)
     >>> # out = f(data, offsets)        # torch on the GPU; offsets int32, segments + 1 entries
@@ -316,11 +320,12 @@ def build_segment_sum_cuda(rows_per_block: int | None = None, threads_x: int | N
 
 def build_embedding_bag_cuda(mode: str = "sum", rows_per_block: int | None = None, threads_x: int | None = None,
                              vector: int | None = None, unroll: int | None = None, dim: int | None = None,
-                             piece_len: int | None = None, dtype: str = "float32",
+                             piece_len: int | None = 128, dtype: str = "float32",
                              target: str = "cuda") -> RowsCUDAFunction:
     """Embedding bag (``mode`` sum / mean) on the GPU with the SpMM schedule (bags as rows; knobs
     left None: :func:`~tilecraft.topi.sparse_cuda.default_spmm_knobs`); ``dim``: the table's columns;
-    ``piece_len``: bags cut into pieces (:func:`~tilecraft.topi.sparse.embedding_bag_pieces`).
+    ``piece_len``: bags cut into pieces (:func:`~tilecraft.topi.sparse.embedding_bag_pieces`; None:
+    a bag per ``threadIdx.y`` row; 128 by default, see :func:`build_segment_sum_cuda`).
 
     >>> f = build_embedding_bag_cuda("sum", dim=64)
     >>> # out = f(indices, weight, offsets)     # indices and offsets int32 on the GPU
