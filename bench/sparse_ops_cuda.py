@@ -161,7 +161,7 @@ def main(argv=None):
                       ("rows_pieces", op, mean, ppb, tx, vec, u, WIDTH), (*cut(n), *args[1:]))
                      for n, ppb, tx, vec, u in PIECES_CONFIGS]
             report(label, runs, refs, out, want)
-            del out, want, data
+            del out, want
 
 
 if __name__ == "__main__":
