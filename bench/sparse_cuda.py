@@ -133,7 +133,39 @@ def make_spmm_pieces(ppb, tx, vec, local, unroll, width):
                                                   bool(local), unroll), list(args))
 
 
-MAKERS = {"spmv": make_spmv, "spmm": make_spmm, "spmv_pieces": make_spmv_pieces, "spmm_pieces": make_spmm_pieces}
+def make_sddmm(tpn, npb, depth):
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_ops_cuda
+    args = sparse.sddmm(depth=depth)
+    return sparse_ops_cuda.schedule_sddmm_cuda(te.create_schedule(args[-1].op), args[-1], tpn, npb), list(args)
+
+
+def make_rows(op, mean, rpb, tx, vec, unroll, width):
+    """``op``: ``segment`` (segment_sum, ``mean``: segment_mean) or ``bag`` (embedding_bag)."""
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_cuda
+    if op == "segment":
+        args = sparse.segment_sum(width=width, mean=bool(mean))
+    else:
+        args = sparse.embedding_bag(dim=width, mode="mean" if mean else "sum")
+    return (sparse_cuda.schedule_spmm_cuda(te.create_schedule(args[-1].op), args[-1], rpb, tx, vec, True, unroll),
+            list(args))
+
+
+def make_rows_pieces(op, mean, ppb, tx, vec, unroll, width):
+    """``make_rows`` over segments / bags cut into pieces (``segment_sum_pieces``, ``embedding_bag_pieces``)."""
+    from tilecraft import te
+    from tilecraft.topi import sparse, sparse_cuda
+    if op == "segment":
+        args = sparse.segment_sum_pieces(width=width, mean=bool(mean))
+    else:
+        args = sparse.embedding_bag_pieces(dim=width, mode="mean" if mean else "sum")
+    return (sparse_cuda.schedule_spmm_pieces_cuda(te.create_schedule(args[-1].op), args[-1], ppb, tx, vec, True,
+                                                  unroll), list(args))
+
+
+MAKERS = {"spmv": make_spmv, "spmm": make_spmm, "spmv_pieces": make_spmv_pieces, "spmm_pieces": make_spmm_pieces,
+          "sddmm": make_sddmm, "rows": make_rows, "rows_pieces": make_rows_pieces}      # the last two: bench/sparse_ops_cuda.py
 
 
 def kernels(a) -> list:

@@ -185,7 +185,7 @@ def test_input_recipe_errors():
     row_ptr, col_idx, val, x, y = make_inputs(("csr_matrix", (3, 5, 1.0, "banded")), info, seed=1)
     np.testing.assert_array_equal(row_ptr, [0, 1, 2, 3])
     np.testing.assert_array_equal(col_idx, [0, 1, 2])
-    with pytest.raises(RecipeError, match=r"unknown input recipe 'coo'; known: csr_matrix"):
+    with pytest.raises(RecipeError, match=r"unknown input recipe 'coo'; known: csr_layout, csr_matrix"):
         make_inputs(("coo", ()), info, 1)
     with pytest.raises(RecipeError, match=r"csr_matrix: a 4 x 5 matrix does not fit row_ptr \(4,\) int32"):
         make_inputs(("csr_matrix", (4, 5, 1.0, "banded")), info, 1)

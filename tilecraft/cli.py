@@ -48,6 +48,11 @@ TOPI_TEMPLATES = {
     "global_pool": ("tilecraft.topi.pooling", "topi/global_pool.{kind}"),
     "spmv": ("tilecraft.topi.sparse", "topi/spmv.{kind}"),
     "spmm": ("tilecraft.topi.sparse", "topi/spmm.{kind}"),
+    "sddmm": ("tilecraft.topi.sparse_ops", "topi/sddmm.{kind}"),
+    "segment_sum": ("tilecraft.topi.sparse_ops", "topi/segment_sum.{kind}"),
+    "embedding_bag": ("tilecraft.topi.sparse_ops", "topi/embedding_bag.{kind}"),
+    "segment_sum_pieces": ("tilecraft.topi.sparse_ops_cuda", "topi/segment_sum_pieces.{kind}"),     # cuda only
+    "embedding_bag_pieces": ("tilecraft.topi.sparse_ops_cuda", "topi/embedding_bag_pieces.{kind}"),
     "matmul_tensorcore": ("tilecraft.topi.tensorcore_template", "topi/matmul_tensorcore.{kind}"),
     "matmul_wgmma": ("tilecraft.topi.tensorcore_template", "topi/matmul_wgmma.{kind}"),              # cuda, sm_90
     "spmv_pieces": ("tilecraft.topi.sparse_cuda", "topi/spmv_pieces.{kind}"),     # cuda only

@@ -8,7 +8,8 @@ row lengths ``cnt`` (random in ``[0, short]``: empty and one-element rows) with 
 is random in ``[0, cols)``, ``col_idx`` and ``val`` sized for the longest possible matrix.
 Schedules: ``sparse_cuda.schedule_spmv_cuda`` (threads per row x rows per block),
 ``schedule_spmm_cuda`` (rows per block x threads x vector x local x unroll; constant or symbolic
-width), and hand schedules (a block per row over any number of threads, not only powers of two;
+width; also on the mean of the rows, ``spmm_mean``: the sum in registers divided as it is written,
+what segment_mean and embedding_bag(mean) get), and hand schedules (a block per row over any number of threads, not only powers of two;
 a thread per row). Sizes are symbolic a third of the time.
 """
 from __future__ import annotations
@@ -22,7 +23,8 @@ _REFERENCE = """def reference(cnt, col_idx, val, dense{scalars}):
     counts = np.where(np.arange(len(cnt)) % {period} == 0, {long}, cnt).astype(int)
     rp = np.concatenate([[0], np.cumsum(counts)])
     c = col_idx.astype(int)
-    return [np.array([val[a:b] @ dense[c[a:b]] for a, b in zip(rp[:-1], rp[1:])]).reshape((len(cnt),) + dense.shape[1:])]
+    out = np.array([val[a:b] @ dense[c[a:b]] for a, b in zip(rp[:-1], rp[1:])]).reshape((len(cnt),) + dense.shape[1:])
+    return [out / np.maximum(counts, 1)[:, None]] if {mean} else [out]
 """
 
 
@@ -31,7 +33,9 @@ def gen_ragged(rng) -> Program:
     short, period, long = _pick(rng, [1, 2, 3]), _i(rng, 2, 9), _pick(rng, [0, 1, 7, 33, 64, 160])
     nnz = rows * max(short, long) + 1
     symbolic = rng.random() < 0.33
-    what = _pick(rng, ["spmv", "spmv", "spmm", "spmm", "block_per_row", "thread_per_row"])
+    what = _pick(rng, ["spmv", "spmv", "spmm", "spmm", "spmm_mean", "block_per_row", "thread_per_row"])
+    mean = what == "spmm_mean"
+    what = "spmm" if mean else what
     width = _i(rng, 1, 70) if what == "spmm" else None
     sym_width = what == "spmm" and rng.random() < 0.4
     R, Z, C = ("rows", "nnz", "cols") if symbolic else (rows, nnz, cols)
@@ -50,7 +54,10 @@ def gen_ragged(rng) -> Program:
                   "def row(i, c):",
                   "    j = te.reduce_axis((row_ptr[i], row_ptr[i + 1]), 'j')",
                   "    return te.sum(val[j] * dense[col_idx[j], c], axis=j)",
-                  f"out = te.compute(({R}, {W}), row, name='out')"]
+                  f"{'total' if mean else 'out'} = te.compute(({R}, {W}), row, name='{'total' if mean else 'out'}')"]
+        if mean:
+            lines += [f"out = te.compute(({R}, {W}), lambda i, c: total[i, c] / "
+                      "te.max(row_ptr[i + 1] - row_ptr[i], 1).astype('float32'), name='out')"]
     else:
         lines += [f"dense = te.placeholder(({C},), name='dense')",
                   "def row(i):",
@@ -85,5 +92,5 @@ def gen_ragged(rng) -> Program:
     if sym_width:
         sizes["width"] = width
     ranges = {"cnt": (0, short), "col_idx": (0, cols - 1), "val": (-1.0, 1.0), "dense": (-1.0, 1.0)}
-    ref = _REFERENCE.format(scalars="", period=period, long=long)
+    ref = _REFERENCE.format(scalars="", period=period, long=long, mean=mean)
     return Program(_code(lines), ref, 1e-4, 1e-4, ranges, sizes, must_build=what in ("spmv", "spmm"))

@@ -61,7 +61,7 @@ class RecipeError(ValueError):
     """A recipe that names no known recipe, or whose parameters do not fit the arguments."""
 
 
-def _csr_matrix(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
+def _csr_matrix(params: tuple, arg_info, seed: int, check_nnz: bool = True) -> list[np.ndarray]:
     """``(rows, cols, nnz_per_row, pattern)``: the arguments ``(row_ptr, col_idx, val, dense,
     out)`` of a CSR product; the matrix is ``make_matrix(..., seed=0)`` (the workload fixes its
     structure), the dense operand and the output are random from ``seed``."""
@@ -82,7 +82,7 @@ def _csr_matrix(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
         raise RecipeError(f"csr_matrix: a {rows} x {cols} matrix does not fit row_ptr {tuple(ptr_shape)} "
                           f"{ptr_dtype} and the dense operand {tuple(dense_shape)}")
     row_ptr, col_idx, val = make_matrix(rows, cols, nnz_per_row, pattern, seed=0, dtype=val_dtype)
-    if (len(col_idx),) != tuple(arg_info[1][0]):
+    if check_nnz and (len(col_idx),) != tuple(arg_info[1][0]):
         raise RecipeError(f"csr_matrix: the matrix has {len(col_idx)} nonzeros, but col_idx has the shape "
                           f"{tuple(arg_info[1][0])}")
     rng = np.random.default_rng(seed)
@@ -138,6 +138,78 @@ def _csr_pieces(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
     return [piece_ptr, row_pieces, col_idx, val, dense, out]
 
 
+def _csr_layout(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
+    """``(rows, cols, nnz_per_row, pattern, layout[, piece_len])``: the arguments of a ragged
+    operator over the matrix ``make_matrix(rows, cols, nnz_per_row, pattern, seed=0)``, the dense
+    operands and the output random from ``seed``. ``layout``:
+
+    * ``sddmm``: ``(row_idx [nnz], col_idx [nnz], val [nnz], U [rows, d], V [cols, d], out [nnz])``
+      (``row_idx``: the row of each nonzero);
+    * ``segments``: ``(seg_ptr [rows + 1], data [nnz, w], out [rows, w])`` (a segment per row);
+    * ``bags``: ``(offsets [rows + 1], indices [nnz], weight [cols, d], out [rows, d])``.
+
+    With ``piece_len`` (segments and bags), ``seg_ptr`` / ``offsets`` are replaced by the two
+    arrays of :func:`split_rows` (``piece_ptr``, ``row_pieces``), as in ``csr_pieces``.
+    """
+    if len(params) not in (5, 6):
+        raise RecipeError(f"csr_layout: expected (rows, cols, nnz_per_row, pattern, layout[, piece_len]), "
+                          f"got {len(params)} values")
+    layout = params[4]
+    piece_len = params[5] if len(params) == 6 else None
+    counts = {"sddmm": 6, "segments": 3, "bags": 4}
+    if layout not in counts:
+        raise RecipeError(f"csr_layout: unknown layout {layout!r}; expected one of {', '.join(counts)}")
+    if piece_len is not None:
+        if layout == "sddmm" or type(piece_len) is not int or piece_len < 1:
+            raise RecipeError(f"csr_layout: piece_len must be an integer >= 1 of the segments or bags layout, got "
+                              f"{piece_len!r} for {layout}")
+        row_ptr, *rest = _csr_layout(params[:5], [((params[0] + 1,), "int32", False), *arg_info[2:]], seed)
+        piece_ptr, row_pieces = split_rows(row_ptr, piece_len)
+        if tuple(arg_info[0][0]) != piece_ptr.shape or tuple(arg_info[1][0]) != row_pieces.shape:
+            raise RecipeError(f"csr_layout: {len(piece_ptr) - 1} pieces of at most {piece_len} and {params[0]} rows "
+                              f"do not fit piece_ptr {tuple(arg_info[0][0])} and row_pieces {tuple(arg_info[1][0])}")
+        return [piece_ptr, row_pieces, *rest]
+    if len(arg_info) != counts[layout]:
+        raise RecipeError(f"csr_layout: the {layout} layout takes {counts[layout]} arguments, got {len(arg_info)}")
+    rows, cols = params[0], params[1]
+    # the csr_matrix recipe checks the parameters and makes the matrix
+    ptr = (((rows + 1,) if type(rows) is int else ()), "int32", False)
+    val_dtype = arg_info[2][1] if layout == "sddmm" else arg_info[-1][1]
+    dense = ((cols, 1), val_dtype, False)
+    row_ptr, col_idx, val, _, _ = _csr_matrix(params[:4], [ptr, ((-1,), "int32", False), ((-1,), val_dtype, False),
+                                                          dense, ((1,), val_dtype, True)], seed, check_nnz=False)
+    nnz = len(col_idx)
+    rng = np.random.default_rng(seed)
+
+    def fits(index, shape):
+        got = tuple(arg_info[index][0])
+        if got != tuple(shape):
+            raise RecipeError(f"csr_layout: the {rows} x {cols} matrix with {nnz} nonzeros does not fit argument "
+                              f"{index} of the {layout} layout: expected the shape {tuple(shape)}, got {got}")
+
+    def rand(index):
+        shape, dtype, _ = arg_info[index]
+        return rng.uniform(-1.0, 1.0, shape).astype(dtype)
+
+    if layout == "sddmm":
+        fits(0, (nnz,))
+        fits(3, (rows, arg_info[3][0][-1]))
+        fits(4, (cols, arg_info[3][0][-1]))
+        fits(5, (nnz,))
+        row_idx = np.repeat(np.arange(rows, dtype=np.int32), np.diff(row_ptr))
+        return [row_idx, col_idx, val.astype(arg_info[2][1]), rand(3), rand(4), rand(5)]
+    if layout == "segments":
+        fits(0, (rows + 1,))
+        fits(1, (nnz, arg_info[1][0][-1]))
+        fits(2, (rows, arg_info[1][0][-1]))
+        return [row_ptr, rand(1), rand(2)]
+    fits(0, (rows + 1,))
+    fits(1, (nnz,))
+    fits(2, (cols, arg_info[2][0][-1]))
+    fits(3, (rows, arg_info[2][0][-1]))
+    return [row_ptr, col_idx, rand(2), rand(3)]
+
+
 def _packed_panels(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
     """``()``: the arguments ``(data [M, K], panels [N / nr, K, nr], out [M, N])`` of a dense
     layer whose weight the template takes packed in panels of a width its config chooses; the
@@ -156,7 +228,8 @@ def _packed_panels(params: tuple, arg_info, seed: int) -> list[np.ndarray]:
 
 
 #: recipe name → ``make(params, arg_info, seed) -> arrays`` (each checks its parameters)
-RECIPES = {"csr_matrix": _csr_matrix, "csr_pieces": _csr_pieces, "packed_panels": _packed_panels}
+RECIPES = {"csr_matrix": _csr_matrix, "csr_pieces": _csr_pieces, "csr_layout": _csr_layout,
+           "packed_panels": _packed_panels}
 
 
 def make_inputs(recipe: tuple, arg_info, seed: int) -> list[np.ndarray]:

@@ -16,7 +16,9 @@ Operators: ``csr_spmv`` (y = A x), ``csr_spmm`` (Y = A X, X dense), ``sddmm`` (t
 ``csr_spmv_pieces`` / ``csr_spmm_pieces`` (the rows cut by ``split_rows`` into pieces of bounded
 length: a piece stage, then a row stage; for GPU schedules that balance long rows). Tuning templates:
 ``topi/spmv.llvm`` and ``topi/spmm.llvm`` (knobs: rows per parallel chunk, vector width, unroll
-of the nonzero loop), over the matrices of :func:`make_matrix`.
+of the nonzero loop), over the matrices of :func:`make_matrix`. SDDMM, segment sum / mean and
+embedding bag get their schedules, built functions and templates in :mod:`.sparse_ops` (CPU) and
+:mod:`.sparse_ops_cuda` (GPU).
 """
 from __future__ import annotations
 
@@ -243,6 +245,85 @@ def embedding_bag(vocab=None, dim=None, bags=None, nnz=None, mode: str = "sum", 
     return offsets, indices, weight, out
 
 
+def _rows_over_pieces(rows, bounds, width, dtype, mean, name, load):
+    """The two ragged stages of a row-wise sum over rows cut into pieces (as
+    :func:`csr_spmm_pieces`): ``part[p, c]`` sums ``load(j, c)`` over piece ``p``, ``name[i, c]``
+    sums row ``i``'s pieces; ``mean``: then divided by the row's length (0 for an empty row).
+    Returns ``(piece_ptr, row_pieces, out)``."""
+    piece_ptr = te.placeholder((bounds,), dtype="int32", name="piece_ptr")
+    row_pieces = te.placeholder((rows + 1,), dtype="int32", name="row_pieces")
+
+    def piece(p, c):
+        j = te.reduce_axis((piece_ptr[p], piece_ptr[p + 1]), "j")
+        return te.sum(load(j, c), axis=j)
+    part = te.compute((bounds - 1, width), piece, name="part")
+
+    def row(i, c):
+        q = te.reduce_axis((row_pieces[i], row_pieces[i + 1]), "q")
+        return te.sum(part[q, c], axis=q)
+    total = te.compute((rows, width), row, name=name)
+    if not mean:
+        return piece_ptr, row_pieces, total
+    def div(i, c):
+        n = piece_ptr[row_pieces[i + 1]] - piece_ptr[row_pieces[i]]
+        return total[i, c] / te.max(n, 1).astype(dtype)
+    return piece_ptr, row_pieces, te.compute((rows, width), div, name=name.replace("sum", "mean"))
+
+
+def segment_sum_pieces(segments=None, length=None, pieces=None, width=None, dtype: str = "float32",
+                       mean: bool = False):
+    """:func:`segment_sum` (``mean``: the mean) over segments cut into pieces of bounded length
+    (``split_rows(offsets, piece_len)``): a piece stage ``part`` and a segment stage, as
+    :func:`csr_spmm_pieces` (for GPU schedules that balance very long segments). Returns
+    ``(piece_ptr, row_pieces, data, out)``.
+
+    >>> piece_ptr, row_pieces, data, out = segment_sum_pieces(width=64, mean=True)
+    """
+    segments = te.var("segments") if segments is None else segments
+    length = te.var("length") if length is None else length
+    bounds = te.var("piece_bounds") if pieces is None else pieces + 1
+    width = te.var("width") if width is None else width
+    data = te.placeholder((length, width), dtype=dtype, name="data")
+    piece_ptr, row_pieces, out = _rows_over_pieces(segments, bounds, width, dtype, mean, "segment_sum",
+                                                   lambda j, c: data[j, c])
+    return piece_ptr, row_pieces, data, out
+
+
+def embedding_bag_pieces(vocab=None, dim=None, bags=None, nnz=None, pieces=None, mode: str = "sum",
+                         dtype: str = "float32"):
+    """:func:`embedding_bag` over bags cut into pieces of bounded length (``split_rows(offsets,
+    piece_len)``), as :func:`segment_sum_pieces`. Returns ``(piece_ptr, row_pieces, indices,
+    weight, out)``.
+
+    >>> piece_ptr, row_pieces, indices, weight, out = embedding_bag_pieces(dim=64, mode="mean")
+    """
+    if mode not in ("sum", "mean"):
+        raise ValueError(f"embedding_bag_pieces: mode must be 'sum' or 'mean', got {mode!r}")
+    vocab = te.var("vocab") if vocab is None else vocab
+    dim = te.var("dim") if dim is None else dim
+    bags = te.var("bags") if bags is None else bags
+    nnz = te.var("nnz") if nnz is None else nnz
+    bounds = te.var("piece_bounds") if pieces is None else pieces + 1
+    indices = te.placeholder((nnz,), dtype="int32", name="indices")
+    weight = te.placeholder((vocab, dim), dtype=dtype, name="weight")
+    piece_ptr, row_pieces, out = _rows_over_pieces(bags, bounds, dim, dtype, mode == "mean", "bag_sum",
+                                                   lambda j, c: weight[indices[j], c])
+    return piece_ptr, row_pieces, indices, weight, out
+
+
+def sum_stage(out):
+    """The ragged sum ``out`` is, or whose mean it is (a mean stage has no reduce axis; the sum
+    is its one input with a reduce axis and as many dimensions: a ``row_ptr`` computed by a
+    prefix sum is an input with a reduce axis too)."""
+    if out.op.reduce_axis:
+        return out
+    sums = [t for t in out.op.input_tensors
+            if getattr(t.op, "reduce_axis", None) and len(t.shape) == len(out.shape)]
+    if len(sums) != 1:
+        raise ValueError(f"stage {out.op.name!r} is neither a ragged sum nor the mean of one")
+    return sums[0]
+
+
 # ---------------------------------------------------------------------------------------------
 # CPU schedules
 
@@ -285,9 +366,7 @@ def schedule_rows(s, out, row_grain: int = 16, vector: int = 8, unroll: int = 1,
         for i: for c.tile: for j in row i: for c.lane (unrolled b): for c.inner (vector): ...
 
     The dense axis is best of a constant size that ``vector * block`` divides (no guards)."""
-    red = out
-    if not out.op.reduce_axis:              # a mean: the sum is the stage before
-        red = out.op.input_tensors[0]
+    red = sum_stage(out)                    # out itself, or the sum of which out is the mean
     i, c = s[out].op.axis
     io, ii = s[out].split(i, factor=row_grain)
     s[out].parallel(io)

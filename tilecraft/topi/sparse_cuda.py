@@ -42,7 +42,7 @@ import tilecraft.autotune as autotune
 from tilecraft import te
 
 from .sparse import (_template_matrix_shape, _template_matrix_sizes, csr_spmm, csr_spmm_pieces, csr_spmv,
-                     csr_spmv_pieces, template_input_recipe, template_pieces_recipe)
+                     csr_spmv_pieces, sum_stage, template_input_recipe, template_pieces_recipe)
 
 
 def schedule_spmv_cuda(s, y, threads_per_row: int = 32, rows_per_block: int = 4):
@@ -74,6 +74,10 @@ def schedule_spmm_cuda(s, Y, rows_per_block: int = 4, threads_x: int = 32, vecto
     otherwise they accumulate in ``Y`` itself (nvcc may keep them in registers; ``__restrict__``).
     ``unroll``: the nonzero loop split by that factor and its inner part unrolled (several loads of
     ``X`` in flight per thread; the last block guarded).
+    The same schedule serves every row-wise ragged sum with a dense inner axis (``segment_sum``,
+    ``embedding_bag``: ``Y``'s rows are segments or bags); where ``Y`` is a mean of such a sum
+    (no reduce axis: ``segment_mean``, ``embedding_bag(mode="mean")``) the sum is the thread's
+    registers (``local`` whatever it says), divided when ``Y`` is written.
 
     >>> *_, Y = csr_spmm(width=128)
     >>> s = schedule_spmm_cuda(te.create_schedule(Y.op), Y, rows_per_block=4, threads_x=32, vector=4, local=True)
@@ -83,7 +87,11 @@ def schedule_spmm_cuda(s, Y, rows_per_block: int = 4, threads_x: int = 32, vecto
                          f"4-, 8- or 16-byte access), got {vector}")
     if not isinstance(unroll, int) or unroll < 1:
         raise ValueError(f"schedule_spmm_cuda: unroll must be an integer >= 1 (nonzeros a step), got {unroll!r}")
-    acc = s.cache_write(Y, "local") if local else Y
+    if not Y.op.reduce_axis:                # a mean (segment_mean, embedding_bag mean): the sum before it
+        acc, local = sum_stage(Y), True
+        s[acc].set_scope("local")           # the sum in registers, divided as Y is written
+    else:
+        acc = s.cache_write(Y, "local") if local else Y
     i, c = s[Y].op.axis
     block, row = s[Y].split(i, factor=rows_per_block)
     lanes = None
@@ -118,8 +126,9 @@ def schedule_spmm_cuda(s, Y, rows_per_block: int = 4, threads_x: int = 32, vecto
 
 def _part_of(out):
     """The piece stage ``part`` that the row stage ``out`` of ``csr_spmv_pieces`` /
-    ``csr_spmm_pieces`` sums."""
-    parts = [t for t in out.op.input_tensors if t.op.name == "part"]
+    ``csr_spmm_pieces`` / ``segment_sum_pieces`` / ``embedding_bag_pieces`` sums (or whose sum
+    ``out`` is the mean of)."""
+    parts = [t for t in sum_stage(out).op.input_tensors if t.op.name == "part"]
     if len(parts) != 1:
         raise ValueError(f"stage {out.op.name!r} does not sum a piece stage 'part' (build it with "
                          f"csr_spmv_pieces or csr_spmm_pieces)")

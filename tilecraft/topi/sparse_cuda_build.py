@@ -208,18 +208,27 @@ class SparsePiecesCUDAFunction(SparseCUDAFunction):
         self._pieces: dict = {}             # id(matrix) -> (weak reference to it, the pieces on the GPU)
 
     def _matrix_args(self, A, row_ptr, col_idx, val) -> tuple:
+        return (*self.derived(A, row_ptr), col_idx, val)
+
+    def derived(self, A, row_ptr) -> tuple:
+        """``derive(row_ptr)`` on the GPU, made once per object ``A`` (the matrix, or the offsets
+        array of a segment / bag function) while it lives."""
         hit = self._pieces.get(id(A))
         if hit is not None and hit[0]() is A:
-            return (*hit[1], col_idx, val)
-        piece_ptr, row_pieces = split_rows(self.to_host(row_ptr), self.piece_len)
-        pieces = (self.to_device(piece_ptr), self.to_device(row_pieces))
+            return hit[1]
+        pieces = tuple(self.to_device(a) for a in self.derive(self.to_host(row_ptr)))
         try:                                # keyed by identity: CuPy / scipy matrices are not hashable
             ref = weakref.ref(A, lambda _, key=id(A), cache=self._pieces: cache.pop(key, None))
         except TypeError:                   # a tuple of arrays: not weakly referable, cut on every call
             ref = None
         if ref is not None:
             self._pieces[id(A)] = (ref, pieces)
-        return (*pieces, col_idx, val)
+        return pieces
+
+    def derive(self, row_ptr: np.ndarray) -> tuple:
+        """The host arrays the kernel takes before ``col_idx`` and ``val``, made from ``row_ptr``
+        once per matrix: the pieces (overridden by the SDDMM function: the row of each nonzero)."""
+        return split_rows(row_ptr, self.piece_len)
 
     def forget(self, A) -> None:
         """Drop the pieces cut for ``A`` (after its ``row_ptr`` changed in place)."""
