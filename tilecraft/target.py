@@ -1,6 +1,7 @@
 """Compilation targets: ``Target("llvm -mcpu=znver3")``, ``Target("cuda")``.
 
-A target is parsed once from a string: the kind (``llvm`` or ``cuda``) followed by ``-key=value``
+A target is parsed once from a string: the kind (``llvm``, ``cuda`` or ``opencl``: OpenCL C
+source only, no runtime) followed by ``-key=value``
 options. ``with Target("llvm"):`` makes it the current target (``Target.current()``), which the
 auto-tuner's dispatch uses to pick tuned configurations.
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import threading
 from .error import TVMError
 
-_KINDS = ("llvm", "cuda")
+_KINDS = ("llvm", "cuda", "opencl")
 _local = threading.local()
 
 
@@ -53,7 +54,7 @@ class Target:
             attrs[key] = value if value else "1"
         self.kind = TargetKind(kind)
         self.attrs = attrs
-        self.keys = ("cpu",) if kind == "llvm" else ("cuda", "gpu")
+        self.keys = {"llvm": ("cpu",), "cuda": ("cuda", "gpu"), "opencl": ("opencl", "gpu")}[kind]
 
     @property
     def mcpu(self) -> str | None:

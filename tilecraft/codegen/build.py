@@ -20,7 +20,8 @@ def build(inputs, args=None, target=None, target_host=None, name: str = "default
     """Compile a schedule (with its argument tensors) or an already lowered ``PrimFunc``.
 
     ``target`` is ``"llvm"`` (the host CPU with all its features; ``"llvm -mcpu=..."`` to
-    choose), ``"cuda"``, a :class:`Target`, or None for the current target (default ``llvm``).
+    choose), ``"cuda"``, ``"opencl"`` (OpenCL C source only: the module's ``get_source()``; calling
+    it raises ``TargetError``, tilecraft has no OpenCL runtime), a :class:`Target`, or None for the current target (default ``llvm``).
     ``target_host`` (TVM's) must be None or an ``llvm`` target: tilecraft's host code is the CPU
     code itself (``llvm``) or Python (``cuda``, which launches the kernels through pycuda), so
     nothing else is compiled for it. ``binds`` is passed to :func:`~tilecraft.lower` (only None).
@@ -43,7 +44,9 @@ def build(inputs, args=None, target=None, target_host=None, name: str = "default
     if isinstance(inputs, Schedule):
         if args is None:
             raise BuildError("build(s, args): give the argument tensors, e.g. build(s, [A, B, C])")
-        func = lower(inputs, args, name=name, binds=binds, print_ir=print_ir, target=tgt.kind)
+        # OpenCL lowers as CUDA does (the same kernels); only the printed dialect differs
+        kind = "cuda" if tgt.kind == "opencl" else tgt.kind
+        func = lower(inputs, args, name=name, binds=binds, print_ir=print_ir, target=kind)
     elif isinstance(inputs, PrimFunc):        # an IRModule from lower() is one too
         if binds is not None:
             raise BuildError("build: binds applies to lowering a schedule; this function is lowered already")
@@ -60,4 +63,7 @@ def build(inputs, args=None, target=None, target_host=None, name: str = "default
     if tgt.kind == "cuda":
         from .cuda import build_cuda
         return build_cuda([func], tgt)
+    if tgt.kind == "opencl":
+        from .opencl import build_opencl
+        return build_opencl([func], tgt)
     raise BuildError(f"no code generator for target {tgt}")

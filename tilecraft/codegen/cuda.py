@@ -225,7 +225,7 @@ class CUDARenderer(CStyleRenderer):
     def s_Evaluate(self, s, d):
         v = s.value
         if hasattr(v, "name") and getattr(v, "name", None) == SYNC:
-            self.emit(d, "__syncthreads();")
+            self.emit(d, self.barrier())
             return
         super().s_Evaluate(s, d)
 
@@ -299,8 +299,9 @@ class CUDARenderer(CStyleRenderer):
     def kernel(self, info, body) -> str:
         self.lines = []
         self.names, self.taken, self.vec_vars = {}, set(RESERVED_NAMES), {}
+        self.taken |= self.extra_reserved
         for tag, v in info.index_vars.items():
-            self.names[v] = f"((int){tag})"
+            self.names[v] = f"((int){self.index_spelling(tag)})"
         self.bdx = info.block[0]
         self.nthreads = info.threads
         written = set()
@@ -316,9 +317,27 @@ class CUDARenderer(CStyleRenderer):
         for p in info.params:
             if hasattr(p, "scope"):
                 const = "" if p in written else "const "
-                params.append(f"{const}{self.ctype(p.dtype)}* __restrict__ {self.buf(p)}")
+                params.append(f"{self.pointer_param}{const}{self.ctype(p.dtype)}* {self.restrict} {self.buf(p)}")
             else:
                 params.append(f"{self.ctype(p.dtype)} {self.name_of(p, p.name)}")
+        self.shared_decls(info)
+        self.stmt(body, 1)
+        return "\n".join([self.kernel_head(info, params)] + self.lines + ["}"])
+
+    # --- the dialect's spellings (the OpenCL renderer, opencl.py, overrides these) ----------------
+    extra_reserved = frozenset()       # names beyond RESERVED_NAMES the dialect means something by
+    pointer_param = ""                 # address-space qualifier of a buffer parameter
+    restrict = "__restrict__"
+
+    def index_spelling(self, tag: str) -> str:
+        """The launch index ``tag`` (``"threadIdx.x"``) as the dialect reads it."""
+        return tag
+
+    def barrier(self) -> str:
+        return "__syncthreads();"
+
+    def shared_decls(self, info) -> None:
+        """Declare the kernel's shared-memory buffers at the top of its body."""
         if info.shared_bytes() > MAX_STATIC_SHARED_BYTES:
             # more than a static __shared__ array may have: one dynamic block, carved 16-byte aligned
             # (the launch passes its size and raises the kernel's limit, see runtime/cuda_runtime.py)
@@ -329,13 +348,14 @@ class CUDARenderer(CStyleRenderer):
         else:
             for b in info.shared:
                 self.emit(1, f"__shared__ __align__(16) {self.ctype(b.dtype)} {self.buf(b)}[{int(b.shape[0].value)}];")
-        self.stmt(body, 1)
+
+    def kernel_head(self, info, params) -> str:
+        """The kernel's signature line, ending in ``{``."""
         # min_blocks (pragma min_blocks_per_sm): ptxas may then give each thread up to
         # 65536 / (threads * min_blocks) registers, and schedules loads further ahead of their use
         bounds = f"{info.threads}, {info.min_blocks}" if info.min_blocks else f"{info.threads}"
-        head = (f'extern "C" __global__ void __launch_bounds__({bounds}) '
+        return (f'extern "C" __global__ void __launch_bounds__({bounds}) '
                 f"{info.name}({', '.join(params)}) {{")
-        return "\n".join([head] + self.lines + ["}"])
 
 
 def _pow2(node):
