@@ -78,7 +78,11 @@ def test_bind_unknown_param():
 
 def test_build_for_an_unknown_target_is_refused():
     x = relay.var("x", shape=(2,))
-    with pytest.raises(RelayError, match=r"relay.build: unknown target kind 'opencl'"):
+    with pytest.raises(RelayError, match=r"relay.build: unknown target kind 'vulkan'"):
+        relay.build(relay.IRModule.from_expr(relay.Function([x], relay.exp(x))), "vulkan")
+    # opencl is a kernel-level target (source only): the graph level refuses it
+    with pytest.raises(RelayError, match=r"relay.build: target 'opencl' is not supported; the graph level builds "
+                                         r"for 'llvm' \(the CPU\) and 'cuda'"):
         relay.build(relay.IRModule.from_expr(relay.Function([x], relay.exp(x))), "opencl")
 
 

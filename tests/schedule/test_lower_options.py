@@ -82,7 +82,8 @@ def test_build_takes_an_llvm_target_host(rand):
 
 @pytest.mark.parametrize("host, message", [
     ("cuda", "build: target_host must be an llvm target (the host is the CPU), got 'cuda'"),
-    ("opencl", "build: target_host: unknown target kind 'opencl'"),
+    ("opencl", "build: target_host must be an llvm target (the host is the CPU), got 'opencl'"),
+    ("vulkan", "build: target_host: unknown target kind 'vulkan'"),
 ])
 def test_build_refuses_a_target_host_that_is_not_the_cpu(host, message):
     s, args = vadd_split(128)

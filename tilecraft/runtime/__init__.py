@@ -57,7 +57,7 @@ def enabled(target) -> bool:
     """TVM's ``tvm.runtime.enabled``: whether this installation can run code for ``target``
     (``"llvm"``/``"cpu"``: always; ``"cuda"``/``"gpu"``: when pycuda is installed; whether a GPU
     is present is ``tilecraft.cuda(0).exist``); any other kind (``"opencl"``, ``"vulkan"``, ...)
-    is False: tilecraft has no such backend.
+    is False: tilecraft has no runtime for it (``"opencl"`` generates source only).
 
     >>> tilecraft.runtime.enabled("llvm")
     True

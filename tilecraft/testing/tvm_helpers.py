@@ -35,7 +35,8 @@ def _cuda_device_count() -> int:
 def device_enabled(target) -> bool:
     """Whether code for ``target`` (a string such as ``"llvm"``, ``"cuda -arch=sm_90"``, or a
     Target) can be built and run here: the CPU always, ``cuda`` when pycuda finds a GPU; other
-    kinds (``opencl``, ``rocm``, ``vulkan``, ...) never, since tilecraft has no backend for them.
+    kinds (``opencl``, ``rocm``, ``vulkan``, ...) never, since tilecraft has no runtime for them
+    (``opencl`` builds OpenCL C source only).
 
     >>> device_enabled("opencl")
     False
