@@ -285,8 +285,8 @@ def conv2d_nhwc_wgmma_te(N, H, W, C, K, R, S, stride=1, padding=0, dtype="float1
     >>> mod = tilecraft.build(s, [X, Wt, Y], target="cuda")
     """
     from .. import te
-    from .tensorcore import block_axes, cast_output
-    from .tensorcore_wgmma import SCOPE, wgmma_store
+    from .tensorcore import cast_output
+    from .tensorcore_wgmma import schedule_wgmma_blocks
     check_conv_wgmma(N, H, W, C, K, R, S, stride, padding, dtype, out_dtype, block, stages, lag)
     shape = (N, H, W, C, K, R, S, stride, padding)
     OH, OW = out_size(H, W, R, S, stride, padding)
@@ -298,14 +298,6 @@ def conv2d_nhwc_wgmma_te(N, H, W, C, K, R, S, stride=1, padding=0, dtype="float1
     Yacc = te.compute((N * OH * OW, K), lambda m, k: te.sum(_conv_compute(X, Wt, m, k, rs, c, shape), axis=[rs, c]),
                       name="Y")
     Y = cast_output(Yacc, out_dtype)
-    s = te.create_schedule(Y.op)
-    if Y is Yacc:
-        CF = s.cache_write(Y, SCOPE)
-    else:
-        s[Yacc].set_scope(SCOPE)
-        CF = Yacc
-    bx, ii, jj = block_axes(s, Y, (bm // 16, 1), (1, bn // 16), raster, min_blocks=1)
-    s[CF].compute_at(s[Y], bx)
-    s[CF].tensorize(CF.op.axis[-2], wgmma_conv_mainloop(shape, bm, bn, dtype, stages, lag))
-    s[Y].tensorize(ii, wgmma_store(bm, bn, out_dtype))
+    s = schedule_wgmma_blocks(Yacc, Y, (bm, bn), wgmma_conv_mainloop(shape, bm, bn, dtype, stages, lag), out_dtype,
+                              raster)
     return s, (X, Wt, Y)

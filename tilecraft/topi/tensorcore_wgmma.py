@@ -134,14 +134,27 @@ def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), sta
     B = te.placeholder((N, K), name="B", dtype=dtype)
     Cacc = gemm_compute(A, B, "col_major", "float32")
     C = cast_output(Cacc, out_dtype)
-    s = te.create_schedule(C.op)
-    if C is Cacc:
-        CF = s.cache_write(C, SCOPE)
-    else:
-        s[Cacc].set_scope(SCOPE)
-        CF = Cacc
-    bx, ii, jj = block_axes(s, C, (bm // 16, 1), (1, bn // 16), raster, min_blocks=1)
-    s[CF].compute_at(s[C], bx)
-    s[CF].tensorize(CF.op.axis[-2], wgmma_mainloop(bm, bn, K, dtype, stages, lag))
-    s[C].tensorize(ii, wgmma_store(bm, bn, out_dtype))
+    s = schedule_wgmma_blocks(Cacc, C, (bm, bn), wgmma_mainloop(bm, bn, K, dtype, stages, lag), out_dtype, raster)
     return s, (A, B, C)
+
+
+def schedule_wgmma_blocks(acc, out, block, mainloop, out_dtype: str, raster: int = 0):
+    """The schedule of a (M, N) output ``out`` (``acc`` itself, or its cast ``cast_output(acc)``)
+    computed by a wgmma block intrinsic: rows and columns tiled by ``block`` = (bm, bn), each
+    block's accumulator (in the ``wgmma.accumulator`` scope) tensorized by ``mainloop`` (the GEMM's
+    or the conv's), stored by ``wgmma_store``. Shared by ``matmul_wgmma`` and the wgmma conv.
+
+    >>> s = schedule_wgmma_blocks(Cacc, C, (128, 128), wgmma_mainloop(128, 128, 1024), "float32")
+    """
+    bm, bn = block
+    s = te.create_schedule(out.op)
+    if out is acc:
+        CF = s.cache_write(out, SCOPE)
+    else:
+        s[acc].set_scope(SCOPE)
+        CF = acc
+    bx, ii, jj = block_axes(s, out, (bm // 16, 1), (1, bn // 16), raster, min_blocks=1)
+    s[CF].compute_at(s[out], bx)
+    s[CF].tensorize(CF.op.axis[-2], mainloop)
+    s[out].tensorize(ii, wgmma_store(bm, bn, out_dtype))
+    return s
