@@ -255,7 +255,8 @@ def _param(params: dict, node: dict) -> np.ndarray:
 class CUDAGraphExecutorFactory(GraphExecutorFactory):
     """A model built for the GPU: ``lib["default"](tilecraft.cuda(0))`` makes a
     :class:`CUDAGraphExecutor` (``cuda_graph=True``: runs replay a captured CUDA graph);
-    ``lib["default"](dev, device=...)`` one on another device (the emulator); ``export_library`` writes the CUDA archive with the graph and the weights."""
+    ``lib["default"](dev, device=...)`` one on another device (the emulator); ``export_library`` writes the CUDA archive with the graph and the weights
+    (or, to a ``.so`` path, a library with the model's C API)."""
 
     def __getitem__(self, name: str):
         if name == self.mod_name:
@@ -265,8 +266,16 @@ class CUDAGraphExecutorFactory(GraphExecutorFactory):
 
     def export_library(self, path) -> str:
         """Write one archive: the CUDA module's (manifest, cubin, CUDA C) plus ``graph.json``,
-        ``params.json`` (the weights' table) and ``params.bin``."""
+        ``params.json`` (the weights' table) and ``params.bin``; a path ending in ``.so`` gets a
+        shared library with the model's C API instead (``runtime/model_capi_cuda.py``).
+
+        >>> lib.export_library("model.tcuda"); lib.export_library("libnet.so")   # doctest: +SKIP
+        """
+        import os
         from .cuda_runtime import export_cuda
+        if os.fspath(path).endswith(".so"):
+            from .model_capi_cuda import export_cuda_c_library
+            return export_cuda_c_library(self.graph, self.module, self.params, path)
         blob, table = pack_params(self.params)
         return export_cuda(self.module, path, extra={"graph.json": _json(self.graph),
                                                      "params.json": _json(table), "params.bin": blob})

@@ -63,7 +63,7 @@ def header_section(graph: dict) -> list:
             f" * Functions returning int32_t give 0 on success, else non-zero after writing a message that",
             f" * {p}_error() returns (thread-local). Sizes are in bytes; tensors are C-contiguous. */",
             f"typedef struct {p} {p};",
-            f"{p} *{p}_create(void);                       /* NULL when out of memory */",
+            f"{p} *{p}_create(void);                       /* NULL on failure ({p}_error() says why) */",
             f"void {p}_free({p} *m);",
             f"int32_t {p}_num_inputs(void);",
             f"int32_t {p}_num_outputs(void);",
