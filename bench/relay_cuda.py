@@ -17,8 +17,11 @@ fp32 and tf32 rows time torch eager twice, with ``torch.backends.cudnn.allow_tf3
 ``--ort`` also times onnxruntime's CUDA execution provider where it is installed.
 ``--cuda-graph`` also times the same build replaying a captured CUDA graph (``cuda_graph=True``).
 ``--profile K`` also times every kernel of each tilecraft model alone and prints the K slowest.
-``--trials N`` tunes the model's CUDA tasks first (``tune_tasks``, N trials in all, into ``--log``);
+``--trials N`` tunes the model's CUDA tasks first (``tune_tasks``, N trials in all, into ``--log``),
+after timing the untuned build (the line gives both, and the tuning wall time);
 ``--log`` alone builds with existing logs (a tuned conv2d config where they have the workload).
+``--nchw-pool`` keeps pooling in NCHW under ``TensorCoreLayout`` (a transpose on each side: the
+layout before NHWC pooling, to compare).
 """
 import argparse
 import os
@@ -217,8 +220,12 @@ def main():
                     help="conv2d fallback: split input channels below this many blocks (0: never)")
     ap.add_argument("--batch-tiles-min-n", type=int, default=None,
                     help="untuned conv2d: the larger batch tiles from this many images on (0: never)")
+    ap.add_argument("--nchw-pool", action="store_true",
+                    help="pool NHWC values in NCHW between transposes (the layout before NHWC pooling)")
     args = ap.parse_args()
     from tilecraft.relay.backend import te_compiler_cuda
+    from tilecraft.relay.transform import tensorcore_layout
+    tensorcore_layout.NHWC_POOLING = not args.nchw_pool
     if args.min_blocks is not None:
         te_compiler_cuda.MIN_BLOCKS = args.min_blocks
     if args.batch_tiles_min_n is not None:
@@ -252,8 +259,16 @@ def main():
         config = {"cuda.allow_tf32": True} if prec == "tf32" else {}
         t1 = time.perf_counter()
         logs = list(args.log or [])
+        t_plain = None
         if args.trials:
             logs = logs or [f"relay_cuda_{name}_{batch}.jsonl"]
+            with tc.transform.PassContext(opt_level=3, config=config):
+                plain = relay.build(mod, target="cuda", params=params)
+            mp = graph_executor.GraphModule(plain["default"](tc.cuda(0)))
+            mp.set_input(0, x.numpy())
+            t_plain = float(np.median([mp.benchmark(tc.cuda(0), repeat=1, number=args.number).mean
+                                       for _ in range(args.repeat)]))
+            del mp, plain
             tasks = autotune.task.extract_from_program(mod["main"], target="cuda", params=params)
             tt = time.perf_counter()
             autotune.tune_tasks(tasks, args.trials, logs[0])
@@ -289,12 +304,14 @@ def main():
             eager_note = (f" (cudnn TF32 {'on' if default else 'off'}, torch's default; with TF32 "
                           f"{'off' if default else 'on'} {other * 1e3:.3f} ms: {other / ours:.2f}x; "
                           f"TF32 on {on / ours:.2f}x, off {off / ours:.2f}x)")
+        untuned = "" if t_plain is None else f" (untuned {t_plain * 1e3:.3f} ms: tuning gives {t_plain / ours:.2f}x)"
         kernels = sum(n["op"] == "kernel" for n in lib.graph["nodes"])
         variant = "".join(f" {k}={v}" for k, v in (("min_blocks", args.min_blocks),
                                                      ("batch_tiles_min_n", args.batch_tiles_min_n)) if v is not None)
+        variant += " nchw_pool" if args.nchw_pool else ""
         line = (f"{name} batch {batch} {prec}{variant}: import {t1 - t0:.1f} s, build {t3 - t2:.1f} s "
                 f"({kernels} kernels, {lib.module.build_times.get('nvcc', 0):.1f} s nvcc); max relative "
-                f"difference to torch {err:.1e}; tilecraft {f'tuned ({log})' if log else 'untuned'} {ours * 1e3:.3f} ms, "
+                f"difference to torch {err:.1e}; tilecraft {f'tuned ({log})' if log else 'untuned'} {ours * 1e3:.3f} ms{untuned}, "
                 f"torch eager {eager * 1e3:.3f} ms: {eager / ours:.2f}x eager{eager_note}")
         if args.cuda_graph:
             try:

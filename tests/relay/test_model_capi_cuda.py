@@ -57,7 +57,7 @@ def exported(tmp_path_factory):
     d = tmp_path_factory.mktemp("capi_cuda")
     path = lib.export_library(d / "libnet.so")
     assert path == str(d / "libnet.so") and (d / "net.h").exists()
-    subprocess.run(["gcc", "-O1", str(MAIN), f"-DMODEL_HEADER=\"net.h\"", f"-I{d}", f"-L{d}", "-lnet",
+    subprocess.run(["gcc", "-O1", str(MAIN), "-DMODEL_HEADER=\"net.h\"", f"-I{d}", f"-L{d}", "-lnet",
                     f"-Wl,-rpath,{d}", "-o", str(d / "main")], check=True)
     fake = d / "fake"
     fake.mkdir()

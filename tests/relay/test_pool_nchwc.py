@@ -49,7 +49,10 @@ def test_blocked_pool_matches_onnxruntime(rng, kind):
 
 def test_pool_layout_errors():
     x = relay.var("x", shape=(1, 2, 4, 4, 16))
-    with pytest.raises(relay.RelayError, match="layout must be NCHW or NCHW<x>c, got 'NHWC'"):
+    with pytest.raises(relay.RelayError, match="layout must be NCHW, NHWC or NCHW<x>c, got 'NWHC'"):
+        relay.transform.InferType()(relay.IRModule.from_expr(relay.Function(
+            [x], relay.nn.max_pool2d(x, pool_size=(2, 2), layout="NWHC"))))
+    with pytest.raises(relay.RelayError, match=r"expects NHWC data, got Tensor\[\(1, 2, 4, 4, 16\)"):
         relay.transform.InferType()(relay.IRModule.from_expr(relay.Function(
             [x], relay.nn.max_pool2d(x, pool_size=(2, 2), layout="NHWC"))))
     with pytest.raises(relay.RelayError, match=r"expects NCHW8c data, got Tensor\[\(1, 2, 4, 4, 16\)"):

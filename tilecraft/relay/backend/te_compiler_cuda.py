@@ -25,7 +25,9 @@ compute) except for its anchor, and scheduled by that anchor:
 * a group that is one softmax or layer_norm over the last axis: the one-kernel row schedules of
   ``topi/cuda_schedules.py`` (a block per row, cross-thread reductions) on ``[rows, N]`` views;
   float16: ``cuda_tensorcore.fp16_row_kernel`` (the same, summed in float32).
-* anything else (element-wise and injective groups, pooling, reductions): injective stages
+* an NHWC pooling (``TensorCoreLayout``'s): ``topi/pooling_cuda.py`` (a thread per output pixel
+  and 16 bytes of channels, the window reduced in registers, vectorized over the channels);
+* anything else (element-wise and injective groups, NCHW pooling, reductions): injective stages
   inlined; every remaining stage one thread per output element, 256 threads per block.
 
 >>> func, views = lower_primitive_cuda(fn, "fused_nn_conv2d_add_nn_relu")   # doctest: +SKIP
@@ -38,7 +40,7 @@ from tilecraft import te
 from tilecraft.schedule import create_schedule, lower
 
 from ..ir import Call, Function, RelayError, Var, post_order
-from .te_compiler import _Anchor, _extent, _inline_injective, _query, _shape, compute_group
+from .te_compiler import _POOLS, _Anchor, _extent, _inline_injective, _query, _shape, compute_group
 
 THREADS = 256            # threads per block of the one-thread-per-element schedule
 GEMM_TILE = 64           # output rows and columns per block of the tiled GEMM
@@ -186,6 +188,15 @@ def cuda_anchor(call: Call, ins: list):
         return tc
     if name == "nn.conv2d" and call.attrs.data_layout == "NCHW" and _conv_fits_cuda(call):
         return _conv2d_cuda(call, ins)
+    if name in _POOLS and call.attrs.layout == "NHWC":
+        from tilecraft.topi import pooling_cuda
+        a = call.attrs
+        if name in ("nn.max_pool2d", "nn.avg_pool2d"):
+            out, red = pooling_cuda.pool2d_nhwc(ins[0], name[3:6], a.pool_size, a.strides, a.padding, a.dilation,
+                                                a.get("count_include_pad", False))
+        else:
+            out, red = pooling_cuda.global_pool_nhwc(ins[0], name[10:13])
+        return out, _Anchor("pool_nhwc", out=out, red=red)
     if name in ("nn.dense", "nn.batch_matmul") and call.ty.dtype in ("float32", "float16"):
         if call.ty.dtype == "float32":
             out = call.op.compute(call.attrs, ins, call.ty)
@@ -327,6 +338,11 @@ def schedule_group_cuda(out, anchor):
         p = anchor.parts
         _inline_injective(s, keep={p["WT"].op, p["Pad"].op})
         _schedule_conv2d(s, p, out)
+        return s
+    if anchor is not None and anchor.kind == "pool_nhwc" and _shape(out) == _shape(anchor.parts["out"]):
+        from tilecraft.topi.pooling_cuda import schedule_pool_nhwc
+        _inline_injective(s, keep=set())
+        schedule_pool_nhwc(s, out, anchor.parts["red"])
         return s
     if anchor is not None and anchor.kind == "gemm" and _shape(out) == _shape(anchor.parts["C"]):
         _inline_injective(s, keep=set())

@@ -173,9 +173,9 @@ OPS = dict([
          lambda a, ins, ty: tnn.batch_matmul(ins[0], ins[1], a.transpose_a, a.transpose_b), _O,
          "x[b] @ y[b] (y[b].T with transpose_b)"),
     _row("nn.max_pool2d", 1, _POOL_ATTRS, rel.pool2d_rel,
-         lambda a, ins, ty: _pool(a, ins, "max"), _O, "max pooling (NCHW, or NCHW<x>c: layout)"),
+         lambda a, ins, ty: _pool(a, ins, "max"), _O, "max pooling (NCHW, NHWC or NCHW<x>c: layout)"),
     _row("nn.avg_pool2d", 1, dict(_POOL_ATTRS, count_include_pad=False), rel.pool2d_rel,
-         lambda a, ins, ty: _pool(a, ins, "avg"), _O, "average pooling (NCHW, or NCHW<x>c: layout)"),
+         lambda a, ins, ty: _pool(a, ins, "avg"), _O, "average pooling (NCHW, NHWC or NCHW<x>c: layout)"),
     _row("nn.global_avg_pool2d", 1, {"layout": "NCHW"}, rel.global_pool_rel,
          lambda a, ins, ty: _global_pool(a, ins, "avg"), _O, "mean over H and W"),
     _row("nn.global_max_pool2d", 1, {"layout": "NCHW"}, rel.global_pool_rel,
@@ -205,12 +205,19 @@ def _conv2d(a, ins):
 
 
 def _pool(a, ins, kind):
+    if a.layout == "NHWC":                     # TensorCoreLayout's, on the GPU (topi/pooling_cuda.py)
+        from tilecraft.topi.pooling_cuda import pool2d_nhwc
+        return pool2d_nhwc(ins[0], kind, a.pool_size, a.strides, a.padding, a.dilation,
+                           a.get("count_include_pad", False))[0]
     if a.layout == "NCHW":
         return tnn.pool2d(ins[0], kind, a.pool_size, a.strides, a.padding, a.dilation, a.get("count_include_pad", False))
     return tl.pool2d_NCHWc(ins[0], kind, a.pool_size, a.strides, a.padding, a.dilation, a.get("count_include_pad", False))
 
 
 def _global_pool(a, ins, kind):
+    if a.layout == "NHWC":
+        from tilecraft.topi.pooling_cuda import global_pool_nhwc
+        return global_pool_nhwc(ins[0], kind)[0]
     return tnn.global_pool(ins[0], kind) if a.layout == "NCHW" else tl.global_pool_NCHWc(ins[0], kind)
 
 

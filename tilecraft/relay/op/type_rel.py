@@ -193,12 +193,16 @@ def batch_matmul_rel(op, types, attrs):
 
 
 def _pool_block(op, x, layout: str):
-    """The channel block of a pooling operator's layout (None for NCHW), checked against ``x``."""
+    """The channel block of a pooling operator's layout (None for NCHW and NHWC), checked against ``x``."""
     from tilecraft.topi.layout import block_factor
+    if layout == "NHWC":
+        if x.ndim != 4:
+            raise RelayError(f"{op}: expects NHWC data, got {x}")
+        return None
     try:
         block = block_factor(layout)
     except ValueError:
-        raise RelayError(f"{op}: layout must be NCHW or NCHW<x>c, got {layout!r}") from None
+        raise RelayError(f"{op}: layout must be NCHW, NHWC or NCHW<x>c, got {layout!r}") from None
     if x.ndim != (4 if block is None else 5) or (block is not None and x.shape[-1] != block):
         raise RelayError(f"{op}: expects {layout} data, got {x}")
     return block
@@ -207,7 +211,7 @@ def _pool_block(op, x, layout: str):
 def pool2d_rel(op, types, attrs):
     x = _tensor(op, types[0])
     block = _pool_block(op, x, attrs.layout)
-    N, C, H, W = x.shape[:4]
+    N, C, H, W = x.shape[:4] if attrs.layout != "NHWC" else (x.shape[0], x.shape[3], x.shape[1], x.shape[2])
     KH, KW = attrs.pool_size
     sh, sw = attrs.strides
     dh, dw = attrs.dilation
@@ -216,12 +220,16 @@ def pool2d_rel(op, types, attrs):
     OW = (W + pl + pr - (KW - 1) * dw - 1) // sw + 1
     if OH <= 0 or OW <= 0:
         raise RelayError(f"{op}: the window {KH}x{KW} does not fit the padded input {H + pt + pb}x{W + pl + pr}")
+    if attrs.layout == "NHWC":
+        return TensorType((N, OH, OW, C), x.dtype)
     return TensorType((N, C, OH, OW) + (() if block is None else (block,)), x.dtype)
 
 
 def global_pool_rel(op, types, attrs):
     x = _tensor(op, types[0])
     block = _pool_block(op, x, attrs.layout)
+    if attrs.layout == "NHWC":
+        return TensorType((x.shape[0], 1, 1, x.shape[3]), x.dtype)
     return TensorType(x.shape[:2] + (1, 1) + (() if block is None else (block,)), x.dtype)
 
 

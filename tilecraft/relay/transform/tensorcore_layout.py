@@ -10,10 +10,12 @@ pixels N·OH·OW multiples of 16). The kernel is transposed to OHWI here (a cons
 input channels that are not a multiple of 16 (an RGB image's 3) are padded with zeros, the
 kernel's with zero weights and the data's by an ``nn.pad`` of its last axis. Element-wise
 operators and broadcasting arithmetic with a same-shaped value or a constant (bias, batch-norm
-shift, ReLU, a residual add) stay in NHWC (constants transposed here); a ``transpose`` back to
-NCHW remains only where an NHWC value meets anything else (pooling, reshape, dense, the
-function's result), and a ``transpose`` to NHWC where an NCHW value enters (the graph input, a
-pooling's output); each value is transposed at most once each way. A convolution that the tensor
+shift, ReLU, a residual add) stay in NHWC (constants transposed here), and so does pooling of
+an NHWC value (max, average, global: ``layout="NHWC"``, ``topi/pooling_cuda.py`` on the GPU); a
+``transpose`` back to NCHW remains only where an NHWC value meets anything else (reshape, dense,
+a direct convolution, the function's result), and a ``transpose`` to NHWC where an NCHW value
+enters (the graph input, a direct convolution's output); each value is transposed at most once
+each way, and a value of 1 x 1 pixels (a global pool's) is only reshaped: the bytes are the same. A convolution that the tensor
 cores do not fit (a batch-1 7x7 layer: 49 pixels) stays NCHW for the direct convolution.
 
 A float16 ``nn.dense`` with a constant weight whose output columns are not a multiple of 16 (a
@@ -37,7 +39,9 @@ from .infer_type import infer_expr
 from .pass_infra import function_pass
 
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum")
+_POOLS = ("nn.max_pool2d", "nn.avg_pool2d", "nn.global_avg_pool2d", "nn.global_max_pool2d")
 TILE = 16                 # the tensor-core tile: output channels, output pixels and input channels
+NHWC_POOLING = True       # pooling of NHWC values in NHWC (False: NCHW between transposes; bench/relay_cuda.py --nchw-pool)
 
 
 def tensorcore_dtypes() -> tuple:
@@ -81,7 +85,11 @@ class _Rewriter:
             return e
         key = (id(n), layout)
         if key not in self.cache:
-            self.cache[key] = _op.transpose(e, (0, 2, 3, 1) if layout == "NHWC" else (0, 3, 1, 2))
+            N, C, H, W = n.checked_type.shape
+            if H == W == 1:                  # only size-1 axes move: the same bytes, a reshape (a view)
+                self.cache[key] = _op.reshape(e, (N, 1, 1, C) if layout == "NHWC" else (N, C, 1, 1))
+            else:
+                self.cache[key] = _op.transpose(e, (0, 2, 3, 1) if layout == "NHWC" else (0, 3, 1, 2))
         return self.cache[key]
 
     def nhwc(self, n) -> bool:
@@ -98,6 +106,8 @@ class _Rewriter:
             return ("NHWC", self.conv(n))
         if name == "nn.dense" and _pad_dense(n):
             return ("NCHW", self.dense(n))
+        if name in _POOLS and n.attrs.layout == "NCHW" and self.nhwc(n.args[0]) and NHWC_POOLING:
+            return ("NHWC", make_call(name, [self.new[id(n.args[0])][1]], **dict(n.attrs.items(), layout="NHWC")))
         if n.op.pattern == OpPattern.ELEMWISE and len(n.args) == 1 and self.nhwc(n.args[0]):
             return ("NHWC", Call(n.op, (self.new[id(n.args[0])][1],), n.attrs))
         if name in _BINARY or (name == "nn.bias_add" and n.attrs.axis % 4 == 1):
