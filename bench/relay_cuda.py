@@ -5,7 +5,8 @@ the same run, same inputs, outputs compared. Times: CUDA events around ``number`
 ``repeat``. Not a test; figures in docs/relay.md.
 
     python3 bench/relay_cuda.py [--models resnet50:1,resnet50:32,bert:1,resnet50:32:fp16,bert:1:fp16]
-                                [--compile] [--profile 15] [--cuda-graph] [--ort] [--trials N] [--log FILE ...]
+                                [--compile] [--profile 15] [--cuda-graph] [--ort] [--trials N [--min-trials M]]
+                                [--log FILE ...] [--nchw-pool]
 
 A model's third field is its precision: ``fp32`` (the default), ``fp16`` (tilecraft: the fp32
 import through ``relay.transform.ToMixedPrecision("float16")``, float32 input and output; torch:
@@ -220,6 +221,7 @@ def main():
                     help="conv2d fallback: split input channels below this many blocks (0: never)")
     ap.add_argument("--batch-tiles-min-n", type=int, default=None,
                     help="untuned conv2d: the larger batch tiles from this many images on (0: never)")
+    ap.add_argument("--min-trials", type=int, default=8, help="with --trials: the least trials of a task")
     ap.add_argument("--nchw-pool", action="store_true",
                     help="pool NHWC values in NCHW between transposes (the layout before NHWC pooling)")
     args = ap.parse_args()
@@ -271,7 +273,7 @@ def main():
             del mp, plain
             tasks = autotune.task.extract_from_program(mod["main"], target="cuda", params=params)
             tt = time.perf_counter()
-            autotune.tune_tasks(tasks, args.trials, logs[0])
+            autotune.tune_tasks(tasks, args.trials, logs[0], min_trials=args.min_trials)
             print(f"  tuned {len(tasks)} tasks, {args.trials} trials in {time.perf_counter() - tt:.0f} s into {logs[0]}")
         records = [r for f in logs if os.path.isfile(f) for r in autotune.record.load_from_file(f)]
         log = f"{len(records)} records from {len(logs)} logs" if logs else None
