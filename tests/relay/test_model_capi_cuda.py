@@ -189,6 +189,10 @@ def test_kernels_with_scalar_arguments_are_refused(exported):
     node = next(i for i, n in enumerate(lib.graph["nodes"]) if n.get("func") == name)
     with pytest.raises(ModelAPIError, match=f"kernel {k0.name} of {name} \\(node {node}\\) takes scalar arguments"):
         launch_table(lib.graph, plans)
+    tmap = type(k0)(k0.name, k0.grid, k0.block, (("tmap", 0),) + k0.params[1:], "Q" + k0.types[1:])
+    plans[name] = type(plans[name])(plans[name].signature, plans[name].workspace, (tmap,) + plans[name].kernels[1:])
+    with pytest.raises(ModelAPIError, match=r"takes tensor maps \(TMA\) \(Q"):
+        launch_table(lib.graph, plans)
 
 
 @pytest.mark.cuda

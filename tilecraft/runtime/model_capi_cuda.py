@@ -110,11 +110,12 @@ def launch_table(graph: dict, plans: dict) -> tuple:
                 slots[("ws", n["func"], j)] = total
                 total += _up(eval_dim(size, {}) * np.dtype(wdtype).itemsize)
         for k in plan.kernels:
-            bad = [p for p in k.params if p[0] not in ("arg", "ws")]
+            bad = sorted({p[0] for p in k.params if p[0] not in ("arg", "ws")})
             if bad or set(k.types) - {"P"}:
-                raise ModelAPIError(f"export_library: kernel {k.name} of {n['func']} (node {i}) takes "
-                                    f"{'a host-loop value' if bad else 'scalar arguments'} ({k.types}); the C API of "
-                                    "a CUDA model passes device buffers only")
+                what = {"loop": "a host loop's value", "tmap": "tensor maps (TMA)"}
+                kinds = ", ".join(what.get(b, f"'{b}' parameters") for b in bad) or "scalar arguments"
+                raise ModelAPIError(f"export_library: kernel {k.name} of {n['func']} (node {i}) takes {kinds} "
+                                    f"({k.types}); the C API of a CUDA model passes device buffers only")
             grid = tuple(int(eval_dim(g, {})) for g in k.grid) + (1,) * (3 - len(k.grid))
             if min(grid) <= 0:
                 continue                      # nothing to do (an empty output)
