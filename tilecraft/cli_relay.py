@@ -35,7 +35,8 @@ def add_commands(sub, formatter_class=argparse.HelpFormatter) -> None:
                    help="the shape of an input with dynamic dimensions, e.g. input=1,3,224,224 (repeatable)")
     c.add_argument("--dtype", default="float32", help="dtype of inputs the model leaves unspecified")
     c.add_argument("--target", default="llvm",
-                   help="llvm (this CPU), 'llvm -mcpu=NAME', or cuda ('cuda -arch=sm_90': a CUDA archive)")
+                   help="llvm (this CPU), 'llvm -mcpu=NAME', or cuda ('cuda -arch=sm_90': a CUDA archive; "
+                        "-o NAME.so: a library with the model's C API)")
     c.add_argument("--opt-level", type=int, default=3, help="PassContext opt_level of the build")
     c.add_argument("--mixed-precision", action="store_true",
                    help="compute in float16 (relay.transform.ToMixedPrecision; inputs and outputs stay float32)")

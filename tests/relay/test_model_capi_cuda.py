@@ -179,6 +179,30 @@ def test_without_libcuda_create_says_so(exported, tmp_path):
     assert proc.stdout.rstrip().endswith("): this model needs an NVIDIA GPU and its driver")
 
 
+def test_a_kernel_with_more_than_48k_of_shared_memory_opts_in(exported, tmp_path):
+    """A kernel whose tiles need dynamic shared memory above 48 KiB is given it at create
+    (``cuFuncSetAttribute``) and launched with it, as the Python runtime does."""
+    from tilecraft.runtime.model_capi_cuda import export_cuda_c_library
+    lib = exported.lib
+    plans = dict(lib.module.plans)
+    name = next(n["func"] for n in lib.graph["nodes"] if n["op"] == "kernel")
+    k0 = plans[name].kernels[0]
+    big = type(k0)(k0.name, k0.grid, k0.block, k0.params, k0.types, k0.bindings, (("AS", 16384, "float32"),))
+    assert big.dynamic_shared_bytes == 65536
+    plans[name] = type(plans[name])(plans[name].signature, plans[name].workspace, (big,) + plans[name].kernels[1:])
+    module = types.SimpleNamespace(plans=plans, cubin=lib.module.cubin, arch=lib.module.arch, image_kind="cubin")
+    d = tmp_path
+    export_cuda_c_library(lib.graph, module, lib.params, d / "libnet.so")
+    subprocess.run(["gcc", str(MAIN), "-DMODEL_HEADER=\"net.h\"", f"-I{d}", f"-L{d}", "-lnet", f"-Wl,-rpath,{d}",
+                    "-o", str(d / "main")], check=True)
+    ex = types.SimpleNamespace(dir=d, fake=exported.fake)
+    (d / "nargs.txt").write_text((exported.dir / "nargs.txt").read_text())
+    proc, log = run_main(ex, np.ones((2, 3, 10, 10), "float32"))
+    assert proc.returncode == 0, proc.stdout
+    assert [ln for ln in log if ln.startswith("attribute")] == [f"attribute {k0.name} 8 65536"]
+    assert all(ln.split()[8] == "65536" for ln in log if ln.startswith(f"launch {k0.name} "))
+
+
 def test_kernels_with_scalar_arguments_are_refused(exported):
     lib = exported.lib
     plans = dict(lib.module.plans)
@@ -193,6 +217,37 @@ def test_kernels_with_scalar_arguments_are_refused(exported):
     plans[name] = type(plans[name])(plans[name].signature, plans[name].workspace, (tmap,) + plans[name].kernels[1:])
     with pytest.raises(ModelAPIError, match=r"takes tensor maps \(TMA\) \(Q"):
         launch_table(lib.graph, plans)
+
+
+@pytest.mark.cuda
+def test_resnet50_fp16_from_c_equals_the_python_executor(tmp_path):
+    """ResNet-50 in float16 (batch 2; tensor-core kernels, NHWC pooling, large shared tiles)
+    exported as a C library: the C program's output equals the Python executor's bit for bit."""
+    why = _gpu_reason()
+    if why:
+        pytest.skip(f"{why}: the C program's launches are checked against a stand-in driver above")
+    torch = pytest.importorskip("torch")
+    from test_relay_cuda import bench_module
+    rc = bench_module("relay_cuda")
+    torch.manual_seed(0)
+    model = rc.randomize(torch, rc.resnet50(torch, torch.nn))
+    mod, params = relay.frontend.from_torch(model, (torch.rand(2, 3, 224, 224),))
+    lib = build_cuda(relay.transform.ToMixedPrecision("float16")(mod), params)
+    lib.export_library(tmp_path / "libnet.so")
+    subprocess.run(["gcc", str(MAIN), "-DMODEL_HEADER=\"net.h\"", f"-I{tmp_path}", f"-L{tmp_path}", "-lnet",
+                    f"-Wl,-rpath,{tmp_path}", "-o", str(tmp_path / "main")], check=True)
+    x = np.random.default_rng(5).uniform(-1, 1, (2, 3, 224, 224)).astype("float32")
+    ex = types.SimpleNamespace(dir=tmp_path, fake=None)
+    proc, _ = run_main(ex, x, fake=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = np.frombuffer((tmp_path / "y.bin").read_bytes(), "float32").reshape(2, 1000)
+    m = graph_executor.GraphModule(lib["default"](tc.cuda(0)))
+    m.set_input(0, x)
+    m.run()
+    np.testing.assert_array_equal(got, m.get_output(0).numpy())
+    with torch.no_grad():
+        want = model.cuda().half()(torch.from_numpy(x).cuda().half()).float().cpu().numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
 
 
 @pytest.mark.cuda
