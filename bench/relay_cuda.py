@@ -270,6 +270,8 @@ def main():
             mp.set_input(0, x.numpy())
             t_plain = float(np.median([mp.benchmark(tc.cuda(0), repeat=1, number=args.number).mean
                                        for _ in range(args.repeat)]))
+            print(f"  {name} batch {batch} {prec}: untuned {t_plain * 1e3:.3f} ms ({plain.module.build_times.get('nvcc', 0):.1f} s "
+                  f"nvcc); {plain.memory_summary()}", flush=True)
             del mp, plain
             tasks = autotune.task.extract_from_program(mod["main"], target="cuda", params=params)
             tt = time.perf_counter()
