@@ -193,9 +193,9 @@ def batch_matmul_rel(op, types, attrs):
 
 
 def _pool_block(op, x, layout: str):
-    """The channel block of a pooling operator's layout (None for NCHW and NHWC), checked against ``x``."""
+    """The channel block of a pooling operator's layout (None for NCHW), checked against ``x``."""
     from tilecraft.topi.layout import block_factor
-    if layout == "NHWC":
+    if layout == "NHWC":                     # TensorCoreLayout's, on the GPU: no channel block
         if x.ndim != 4:
             raise RelayError(f"{op}: expects NHWC data, got {x}")
         return None
