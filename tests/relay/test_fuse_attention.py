@@ -25,17 +25,24 @@ def np_attention(q, k, v, scale):
     return (p / p.sum(-1, keepdims=True)) @ v
 
 
-@pytest.mark.parametrize("S,H,d", [(37, 3, 20), (128, 2, 64), (5, 1, 16)])
-def test_attention_kernel_matches_numpy_and_interpreter(rng, check_llvm, S, H, d):
+@pytest.mark.parametrize("S,H,d,tiles", [(37, 3, 20, None), (128, 2, 64, None), (5, 1, 16, None),
+                                         (37, 2, 24, (6, 3, 8)), (50, 1, 16, (12, 1, 1))])
+def test_attention_kernel_matches_numpy_and_interpreter(rng, check_llvm, S, H, d, tiles):
     """One [S, W] tensor holding Q, K, V (at column offsets, with spare columns around them),
-    scheduled with the host's vector width; the interpreter and numpy agree with the kernel."""
+    scheduled with the fallback (``tiles`` None) or other knob values ``(qk_rows, qk_vectors,
+    o_rows)`` whose tiles leave tails; the interpreter and numpy agree with the kernel."""
+    from tilecraft.autotune.space import FallbackConfigEntity
+    from tilecraft.topi.attention import attention_config
     W = 3 * H * d + 7
     offsets = (3, 3 + H * d, 5 + 2 * H * d)
     x = te.placeholder((S, W), name="qkv")
     out, stages = attention_compute(x, x, x, H, d, 0.3, offsets)
     s = te.create_schedule(out.op)
-    isa = vector_isa()
-    schedule_attention(s, out, stages, isa.lanes, isa.registers)
+    lanes = vector_isa().lanes
+    params = attention_config(FallbackConfigEntity(), S, H, d)
+    if tiles is not None:
+        params = (tiles[0], tiles[1] * lanes, tiles[2], lanes)
+    schedule_attention(s, out, stages, params)
     xv = rng.uniform(-2, 2, (S, W)).astype("float32")
     q, k, v = (xv[:, o:o + H * d].reshape(S, H, d).transpose(1, 0, 2) for o in offsets)
     want = np_attention(q, k, v, 0.3).transpose(1, 0, 2)
@@ -46,6 +53,22 @@ def test_attention_tiles():
     assert attention_tiles(64, 16, 32) == (8, 4)
     assert attention_tiles(64, 8, 16) == (4, 1)
     assert attention_tiles(20, 16, 32) == (8, 8)
+
+
+def test_attention_template_tuned_build(rng, tmp_path):
+    """The template as a tuning task: a few trials into a log, then the graph's attention built
+    with the log's best config (inside apply_history_best) still matches onnxruntime."""
+    from tilecraft import autotune
+    model, inputs = attention_model(rng, S=20, H=2, d=16)
+    mod, params = relay.frontend.from_onnx(model)
+    tasks = [t for t in autotune.task.extract_from_program(mod["main"], target="llvm", params=params)
+             if t.name == "topi/attention.llvm"]
+    assert [t.args for t in tasks] == [(20, 2, 16, "float32")]
+    log = str(tmp_path / "att.jsonl")
+    autotune.tune_tasks(tasks, 4, log, progress=False, min_trials=4)
+    with autotune.apply_history_best(log), tc.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm", params=params)
+    np.testing.assert_allclose(run_lib(lib, inputs)[0], run_ort(model, inputs)[0], rtol=1e-4, atol=1e-5)
 
 
 def attention_model(rng, S=37, H=3, d=16, scale="mul", combined=True, mask=False, batch=1, softmax_axis=-1):

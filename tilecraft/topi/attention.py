@@ -16,12 +16,22 @@ the ``[S, heads·d]`` layout the output projection reads. Nothing is transposed 
 
 The schedule runs the heads in parallel; in each head ``KT`` and ``QK`` are computed whole, then
 per block of rows the softmax stages and ``O``, so a block's probabilities are reused from L1.
+It is a tuning template (``topi/attention.llvm``, workload ``(S, heads, head_dim, dtype)``):
+knobs ``qk_rows`` × ``qk_vectors`` (the ``Q Kᵀ`` register tile: rows × vectors of columns) and
+``o_rows`` (the rows of a block: the ``P V`` accumulators are ``o_rows × head_dim``); the
+fallback takes about half the vector registers for each (AVX-512 at d = 64: 8 × 2, 4 rows).
+
+    import tilecraft.topi.attention
+    task = autotune.task.create("topi/attention.llvm", args=(128, 12, 64, "float32"), target="llvm")
 
 >>> out, _ = attention_compute(qkv, qkv, qkv, heads=12, head_dim=64, scale=0.125,
 ...                            offsets=(0, 768, 1536))                      # doctest: +SKIP
 """
 from __future__ import annotations
 
+import math
+
+import tilecraft.autotune as autotune
 from tilecraft import te
 
 from .reduce_schedule import schedule_row_reduction
@@ -70,18 +80,60 @@ def attention_tiles(head_dim: int, lanes: int, registers: int) -> tuple:
     return qk_rows, o_rows
 
 
-def schedule_attention(s, out, stages: dict, lanes: int, registers: int) -> None:
-    """Schedule :func:`attention_compute`'s stages on the CPU (see the module docstring):
-    heads in parallel; ``KT`` and ``Q Kᵀ`` per head (register tiles, accumulated in a
-    cache-written stage); per block of rows the row max, the exponentials, their sum (SIMD
-    reductions) and the ``P V`` product (rows × head_dim accumulators over ``j``), then the
-    normalised output, vectorized along the head's columns.
+def attention_config(cfg, S: int, heads: int, head_dim: int) -> tuple:
+    """Define the template's knobs on ``cfg`` and return ``(qk_rows, qk_cols, o_rows, lanes)``:
+    the tuned values or the fallback's (:func:`attention_tiles`, two vectors of columns).
 
-    >>> schedule_attention(s, out, stages, 16, 32)                            # doctest: +SKIP
+    >>> attention_config(FallbackConfigEntity(), 128, 12, 64)          # doctest: +SKIP
+    (8, 32, 4, 16)                                                      # AVX-512 (AVX2: 4, 16, 1, 8)
+    """
+    from tilecraft.autotune.space import OtherOptionEntity
+    from tilecraft.topi.cpu_intrinsics import vector_isa
+    isa = vector_isa()
+    cfg.define_knob("qk_rows", [1, 2, 4, 6, 8, 12, 16])
+    cfg.define_knob("qk_vectors", [1, 2, 3, 4])
+    cfg.define_knob("o_rows", [1, 2, 4, 8])
+    regs, d_vectors = isa.registers, -(-head_dim // isa.lanes)
+    cfg.multi_filter(lambda e: e["qk_rows"].val * e["qk_vectors"].val + e["qk_vectors"].val < regs
+                     and e["o_rows"].val * d_vectors < regs)
+    cfg.add_flop(4.0 * heads * S * S * head_dim)
+    if cfg.is_fallback:
+        qk_rows, o_rows = attention_tiles(head_dim, isa.lanes, regs)
+        # recorded on the fallback too: tune_tasks measures it as the task's first candidate
+        for name, val in (("qk_rows", qk_rows), ("qk_vectors", 2), ("o_rows", o_rows)):
+            cfg[name] = OtherOptionEntity(val)
+    return (cfg["qk_rows"].val, cfg["qk_vectors"].val * isa.lanes, cfg["o_rows"].val, isa.lanes)
+
+
+@autotune.template("topi/attention.llvm")
+def attention(S: int, heads: int, head_dim: int, dtype: str = "float32"):
+    """Self-attention of ``heads`` heads of ``head_dim`` over ``S`` rows on the CPU, Q, K and V
+    read from one ``[S, 3 · heads · head_dim]`` tensor (a combined projection's output)."""
+    if dtype != "float32":
+        raise ValueError(f"topi/attention.llvm computes float32 (got dtype {dtype!r})")
+    cfg = autotune.get_config()
+    params = attention_config(cfg, S, heads, head_dim)
+    C = heads * head_dim
+    qkv = te.placeholder((S, 3 * C), name="qkv", dtype=dtype)
+    out, stages = attention_compute(qkv, qkv, qkv, heads, head_dim, 1.0 / math.sqrt(head_dim), (0, C, 2 * C))
+    s = te.create_schedule(out.op)
+    schedule_attention(s, out, stages, params)
+    return s, [qkv, out]
+
+
+def schedule_attention(s, out, stages: dict, params: tuple) -> None:
+    """Schedule :func:`attention_compute`'s stages on the CPU with ``params`` (``(qk_rows,
+    qk_cols, o_rows, lanes)`` from :func:`attention_config`; see the module docstring): heads in
+    parallel; ``KT`` and ``Q Kᵀ`` per head (register tiles, accumulated in a cache-written
+    stage); per block of rows the row max, the exponentials, their sum (SIMD reductions) and
+    the ``P V`` product (rows × head_dim accumulators over ``j``), then the normalised output,
+    vectorized along the head's columns.
+
+    >>> schedule_attention(s, out, stages, (8, 32, 4, 16))                    # doctest: +SKIP
     """
     KT, QK, M, E, Z, O = (stages[n] for n in ("KT", "QK", "M", "E", "Z", "O"))
-    S, d = _dim(out.shape[0]), _dim(out.shape[2])
-    qk_rows, o_rows = attention_tiles(d, lanes, registers)
+    S = _dim(out.shape[0])
+    qk_rows, qk_cols, o_rows, lanes = params
     QKc = s.cache_write(QK, "global")
     i, h, e = s[out].op.axis
     io, ii = s[out].split(i, factor=o_rows)
@@ -92,7 +144,7 @@ def schedule_attention(s, out, stages: dict, lanes: int, registers: int) -> None
     s[QK].compute_at(s[out], h)
     _, qi, qj = s[QK].op.axis
     qio, qii = s[QK].split(qi, factor=qk_rows)
-    qjo, qji = s[QK].split(qj, factor=min(S, 2 * lanes))
+    qjo, qji = s[QK].split(qj, factor=min(S, qk_cols))
     s[QK].reorder(qio, qjo, qii, qji)
     s[QK].vectorize(qji)
     s[QKc].compute_at(s[QK], qjo)
