@@ -188,3 +188,29 @@ def test_attention_op_error():
                                                r"columns from column 10, got .*\(S = 8\)"):
         call = relay.nn.contrib_attention(q, q, q, heads=2, head_dim=8, scale=0.5, offsets=(0, 10, 4))
         T.InferType()(relay.IRModule.from_expr(relay.Function([q], call)))
+
+
+def test_transposed_key_form_and_scale_on_the_left(rng):
+    """K per head as [H, S, d] with ``batch_matmul(Q, K, transpose_b=True)`` (TVM's default
+    form) and the scale as ``multiply(scale, scores)``, Q, K, V three separate [S, H·d] inputs:
+    fused (offsets 0), the same result as the unfused build and numpy."""
+    S, H, d = 19, 3, 8
+    names = ("q", "k", "v")
+    xs = {n: relay.var(n, shape=(S, H * d)) for n in names}
+
+    def heads(x):
+        return relay.reshape(relay.transpose(relay.reshape(x, (1, S, H, d)), (0, 2, 1, 3)), (H, S, d))
+    scores = relay.nn.batch_matmul(heads(xs["q"]), heads(xs["k"]), transpose_b=True)
+    probs = relay.nn.softmax(relay.multiply(relay.const(np.float32(0.4)), scores), axis=-1)
+    ctx = relay.transpose(relay.reshape(relay.nn.batch_matmul(probs, heads(xs["v"]), transpose_b=False),
+                                        (1, H, S, d)), (0, 2, 1, 3))
+    mod = relay.IRModule.from_expr(relay.Function([xs[n] for n in names], relay.reshape(ctx, (S, H * d))))
+    vals = {n: rng.uniform(-1.5, 1.5, (S, H * d)).astype("float32") for n in names}
+    q, k, v = (vals[n].reshape(S, H, d).transpose(1, 0, 2) for n in names)
+    want = np_attention(q, k, v, 0.4).transpose(1, 0, 2).reshape(S, H * d)
+    for disabled in ([], ["FuseAttention"]):
+        with tc.transform.PassContext(opt_level=3, disabled_pass=disabled):
+            opt = relay.build_module.optimize(mod, "llvm")[0]
+            lib = relay.build(mod, target="llvm")
+        assert ("nn.contrib_attention" in _ops(opt)) == (not disabled)
+        np.testing.assert_allclose(run_lib(lib, vals)[0], want, rtol=1e-5, atol=1e-5)
