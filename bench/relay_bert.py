@@ -2,7 +2,11 @@
 weights, built here with onnx.helper): build time without tuning and time per inference against
 onnxruntime, measured in this run with the same thread count. Not a test.
 
-    python3 bench/relay_bert.py [--threads 2] [--seq 128] [--repeat 5]
+    python3 bench/relay_bert.py [--threads 2] [--seq 128] [--repeat 5] [--alone]
+
+``--alone`` also times each tunable kernel of the layer alone (its template with the config the
+build used, warm caches, minimum of 7 × 20 calls): the rate the micro-kernel reaches on the
+workload, to compare with the same kernel's rate inside the model (profile).
 """
 import argparse
 import os
@@ -69,6 +73,7 @@ def main():
     ap.add_argument("--tune-only", action="store_true", help="tune (--trials), then stop: a later run measures")
     ap.add_argument("--profile", type=int, default=8, help="list this many kernels, the slowest first")
     ap.add_argument("--no-torch", action="store_true", help="do not time PyTorch eager")
+    ap.add_argument("--alone", action="store_true", help="also time each tunable kernel alone (warm)")
     ap.add_argument("--disable-pass", action="append", default=[], help="build without this graph pass "
                     "(repeatable; e.g. CombineParallelDense): a variant to compare")
     args = ap.parse_args()
@@ -123,6 +128,28 @@ def main():
         flops = relay_common.kernel_flops(mod, params)
     relay_common.print_profile(m, lib, flops, relay_common.ort_profile(model, {"x": x}, args.threads),
                                top=args.profile)
+    if args.alone:
+        with autotune.apply_history_best(log if tuned != "untuned" else []):
+            time_alone(mod, params)
+
+
+def time_alone(mod, params):
+    """Each tunable workload of the layer built alone from its template with the config the
+    graph's build uses (tuned or fallback), timed on warm caches with random inputs."""
+    import tilecraft as tc
+    from tilecraft import autotune
+    from tilecraft.target import Target
+    print("each tunable kernel alone (its template, the build's config, warm caches, min of 7 x 20 calls):")
+    for task in autotune.task.extract_from_program(mod["main"], target="llvm", params=params):
+        with Target("llvm"):
+            s, bufs = task.func(*task.args)
+            f = tc.build(s, bufs, target="llvm")
+        rng = np.random.default_rng(1)
+        arrays = [rng.uniform(-1, 1, [int(getattr(d, "value", d)) for d in b.shape]).astype(b.dtype) for b in bufs]
+        t = min(f.time_evaluator(f.entry_name, tc.cpu(0), number=20, repeat=7)(*arrays).results)
+        flop = task.flop if getattr(task, "flop", 0) else 0
+        rate = f"{flop / t / 1e9:6.0f} GFLOP/s" if flop else ""
+        print(f"  {t * 1e3:7.3f} ms  {task.name} {task.args}  {rate}")
 
 
 if __name__ == "__main__":

@@ -164,8 +164,8 @@ def ort_profile(model, inputs: dict, threads: int, runs: int = 10) -> dict:
 
 def kernel_flops(mod, params) -> dict:
     """``{kernel name: FLOPs per call}`` of ``relay.build(mod, "llvm", params)``'s kernels (named
-    as the build names them): convolutions, dense layers and batch matmuls count 2 per
-    multiply-add, the rest 0. Call inside the same ``apply_history_best`` / ``PassContext`` as
+    as the build names them): convolutions, dense layers, batch matmuls and the fused
+    attention's two products count 2 per multiply-add, the rest 0. Call inside the same ``apply_history_best`` / ``PassContext`` as
     the build."""
     from tilecraft.relay import build_module
     from tilecraft.relay.ir import Call, Function, post_order
@@ -190,6 +190,8 @@ def kernel_flops(mod, params) -> dict:
                     elif c.op.name == "nn.batch_matmul":
                         k = c.args[0].ty.shape[-2 if c.attrs.transpose_a else -1]
                         f += 2.0 * float(np.prod(c.ty.shape)) * k
+                    elif c.op.name == "nn.contrib_attention":      # Q K^T and P V: [S, S, d] per head each
+                        f += 4.0 * c.ty.shape[0] ** 2 * c.attrs.heads * c.attrs.head_dim
             out[name] = f
     return out
 

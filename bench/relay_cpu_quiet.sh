@@ -9,11 +9,13 @@
 #     bash bench/relay_cpu_quiet.sh [OUTDIR]          # default bench/results/relay_cpu_quiet_<date>
 #
 # Environment: CORES (or CPUS; default: two CPUs of this process's affinity, distinct physical
-# cores: 0,1 on the device host), BERT_TRIALS (200), R18_TRIALS (120), BERT_TUNE_S (150),
-# R18_TUNE_S (75; 0 skips tuning that model), REPEAT (7), VARIANTS (1: also the BERT layer
-# without CombineParallelDense, untuned), SPIN (1: also the tuned BERT build with
+# cores: 0,1 on the device host), MODELS ("bert resnet18": the models to run), BERT_TRIALS (200),
+# R18_TRIALS (120), BERT_TUNE_S (150), R18_TUNE_S (75; 0 skips tuning that model), REPEAT (7),
+# VARIANTS (1: also the BERT layer without FuseAttention, untuned: the attention as batch
+# matmuls, a softmax and per-head copies), SPIN (1: also the tuned BERT build with
 # GOMP_SPINCOUNT=10000). Needs onnx and onnxruntime (torch for the eager column; skipped without it).
-# Writes OUTDIR/{env.txt, bert_untuned.log, bert_nocombine.log, bert_tune.log, bert_tuned.log,
+# The BERT part alone (about 5 minutes): MODELS=bert bash bench/relay_cpu_quiet.sh OUTDIR
+# Writes OUTDIR/{env.txt, bert_untuned.log, bert_nofuse.log, bert_tune.log, bert_tuned.log,
 # bert_tuned_spin.log, resnet18_untuned.log, resnet18_tune.log, resnet18_tuned.log, summary.txt}
 # and the tuning logs OUTDIR/{bert,resnet18}.jsonl (a second run resumes them: nothing is
 # measured again).
@@ -40,6 +42,8 @@ print(",".join(map(str, (pick + aff)[:2])))
 PY
 )
 fi
+MODELS=${MODELS:-bert resnet18}
+want() { [[ " $MODELS " == *" $1 "* ]]; }
 BERT_TRIALS=${BERT_TRIALS:-200}
 R18_TRIALS=${R18_TRIALS:-120}
 REPEAT=${REPEAT:-7}
@@ -51,7 +55,7 @@ export TILECRAFT_NUM_THREADS=2 OMP_NUM_THREADS=2
 {
     date -u; git rev-parse --short HEAD 2>/dev/null
     lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|Flags" | cut -c1-160
-    echo "pinned to CPUs $CPUS; BERT_TRIALS=$BERT_TRIALS (cut at ${BERT_TUNE_S} s) R18_TRIALS=$R18_TRIALS (cut at ${R18_TUNE_S} s) REPEAT=$REPEAT"; uptime
+    echo "pinned to CPUs $CPUS; MODELS=$MODELS; BERT_TRIALS=$BERT_TRIALS (cut at ${BERT_TUNE_S} s) R18_TRIALS=$R18_TRIALS (cut at ${R18_TUNE_S} s) REPEAT=$REPEAT"; uptime
     python3 -m pip list 2>/dev/null | grep -i -E "^(onnx|onnxruntime|torch|numpy|llvmlite) "
 } > "$OUT_DIR/env.txt" 2>&1
 if ! python3 -c "import onnx, onnxruntime" 2>/dev/null; then
@@ -66,8 +70,9 @@ run() {   # name, seconds, bench arguments...
     echo "$name: rc=$? ($(uptime | sed 's/.*load/load/'))" >> "$OUT_DIR/env.txt"
 }
 ABS=$(cd "$OUT_DIR" && pwd)
-run bert_untuned 50 relay_bert.py --profile 16
-[ "$VARIANTS" = 1 ] && run bert_nocombine 30 relay_bert.py --profile 6 --no-torch --disable-pass CombineParallelDense
+if want bert; then
+run bert_untuned 50 relay_bert.py --profile 16 --alone
+[ "$VARIANTS" = 1 ] && run bert_nofuse 30 relay_bert.py --profile 12 --no-torch --disable-pass FuseAttention
 # tuning is cut by its time limit (the log keeps every measurement); the tuned run measures what it holds
 if [ "$BERT_TUNE_S" -gt 0 ]; then
     run bert_tune "$BERT_TUNE_S" relay_bert.py --tune-only --trials "$BERT_TRIALS" --log "$ABS/bert.jsonl"
@@ -77,13 +82,16 @@ if [ "$BERT_TUNE_S" -gt 0 ]; then
     # default lets them sleep, for shared machines; onnxruntime's pool spins during a run)
     [ "$SPIN" = 1 ] && GOMP_SPINCOUNT=10000 run bert_tuned_spin 25 relay_bert.py --profile 4 --no-torch --log "$ABS/bert.jsonl"
 fi
+fi
+if want resnet18; then
 run resnet18_untuned 50 relay_resnet18.py --profile 12
 if [ "$R18_TUNE_S" -gt 0 ]; then
     run resnet18_tune "$R18_TUNE_S" relay_resnet18.py --tune-only --trials "$R18_TRIALS" --log "$ABS/resnet18.jsonl"
     echo "resnet18.jsonl: $(wc -l < "$ABS/resnet18.jsonl" 2>/dev/null) records" >> "$OUT_DIR/env.txt"
     run resnet18_tuned 45 relay_resnet18.py --no-torch --profile 12 --log "$ABS/resnet18.jsonl"
 fi
-for f in bert_untuned bert_nocombine bert_tune bert_tuned bert_tuned_spin resnet18_untuned resnet18_tune resnet18_tuned; do
+fi
+for f in bert_untuned bert_nofuse bert_tune bert_tuned bert_tuned_spin resnet18_untuned resnet18_tune resnet18_tuned; do
     [ -f "$OUT_DIR/$f.log" ] && grep -h -E "^(tuning|time per inference|PyTorch eager|BERT|ResNet)" "$OUT_DIR/$f.log"
 done > "$OUT_DIR/summary.txt"
 grep -h -E "rc=|records" "$OUT_DIR/env.txt" >> "$OUT_DIR/summary.txt"

@@ -29,20 +29,59 @@ def _optimized(model, inputs, disabled=()):
         return relay.build_module.optimize(mod, "llvm", params)[0]
 
 
-def qkv_model(rng, S, K, widths, shared=True):
+def qkv_model(rng, S, K, widths, shared=True, bias=None, extra_out=()):
     """Three (or more) MatMul + bias on the same input ``x`` (or one input each), the results
-    mixed so that every branch reaches the output."""
+    mixed so that every branch reaches the output. ``bias[i]`` False: branch i has none;
+    ``extra_out``: MatMul results (``m<i>``) that are graph outputs too."""
     names = [f"x{i}" for i in range(len(widths))] if not shared else ["x"] * len(widths)
     inputs = {n: rng.uniform(-1, 1, (1, S, K)).astype("float32") for n in dict.fromkeys(names)}
     nodes, inits = [], {}
     outs = []
     for i, (n, w) in enumerate(zip(names, widths)):
         inits[f"w{i}"] = rng.uniform(-1, 1, (K, w)).astype("float32")
-        inits[f"b{i}"] = rng.uniform(-1, 1, (w,)).astype("float32")
-        nodes += [helper.make_node("MatMul", [n, f"w{i}"], [f"m{i}"]),
-                  helper.make_node("Add", [f"m{i}", f"b{i}"], [f"y{i}"])]
-        outs.append(f"y{i}")
-    return make_model(nodes, inputs, outs, inits), inputs
+        nodes.append(helper.make_node("MatMul", [n, f"w{i}"], [f"m{i}"]))
+        if bias is None or bias[i]:
+            inits[f"b{i}"] = rng.uniform(-1, 1, (w,)).astype("float32")
+            nodes.append(helper.make_node("Add", [f"m{i}", f"b{i}"], [f"y{i}"]))
+            outs.append(f"y{i}")
+        else:
+            outs.append(f"m{i}")
+    return make_model(nodes, inputs, outs + [f"m{i}" for i in extra_out], inits), inputs
+
+
+def _groups(mod) -> list:
+    """The operator names of each fused group of an optimised module."""
+    return [[c.op.name for c in post_order(n.op.body) if type(c) is Call and not isinstance(c.op, Function)]
+            for n in post_order(mod["main"].body) if type(n) is Call and isinstance(n.op, Function)]
+
+
+@pytest.mark.parametrize("widths", [(16, 16, 32), (5, 7, 9)])
+def test_biases_fold_into_the_combined_dense(rng, widths):
+    """Every branch adds a bias after its MatMul (through the importer's reshape): one add of the
+    concatenated biases in the combined dense layer's kernel, the slices carry no add; the
+    outputs (kernel outputs poisoned) match onnxruntime."""
+    model, inputs = qkv_model(rng, 12, 20, widths)
+    groups = _groups(_optimized(model, inputs))
+    dense = [g for g in groups if "nn.dense" in g or "nn.contrib_dense_pack" in g]
+    assert len(dense) == 1 and dense[0].count("add") == 1
+    assert not any("add" in g for g in groups if g not in dense)
+    for g, e in zip(run_lib(build(model, inputs), inputs), run_ort(model, inputs)):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["a branch without bias", "a MatMul result read twice"])
+def test_biases_left_where_not_every_branch_has_one(rng, case):
+    """The layers still combine; their biases stay separate adds (one per biased branch)."""
+    if case == "a branch without bias":
+        model, inputs = qkv_model(rng, 12, 20, (16, 16, 32), bias=(True, False, True))
+    else:
+        model, inputs = qkv_model(rng, 12, 20, (16, 16, 32), extra_out=(1,))
+    groups = _groups(_optimized(model, inputs))
+    dense = [g for g in groups if "nn.dense" in g or "nn.contrib_dense_pack" in g]
+    assert len(dense) == 1 and "add" not in dense[0]
+    assert sum(g.count("add") for g in groups) == (2 if case == "a branch without bias" else 3)
+    for g, e in zip(run_lib(build(model, inputs), inputs), run_ort(model, inputs)):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("widths", [(16, 16, 32), (5, 7, 9), (32, 32, 32, 16)])

@@ -221,16 +221,20 @@ def test_encoder_block_untuned(rng):
 @needs_fma
 @pytest.mark.filterwarnings("error:running the reference failed")     # every candidate is checked
 def test_encoder_block_tuned(rng, tmp_path):
-    """Its dense and batch_matmul tasks tuned for a few trials (candidates of other panel widths checked against
-    the reference: the packed_panels recipe); the build inside apply_history_best packs the
-    weights for the tuned panels and still matches onnxruntime."""
+    """Its dense and attention tasks (batch_matmul without FuseAttention) tuned for a few trials
+    (candidates of other panel widths checked against the reference: the packed_panels recipe);
+    the build inside apply_history_best packs the weights for the tuned panels and still
+    matches onnxruntime."""
     model, inputs = encoder_block(rng)
     mod, params = relay.frontend.from_onnx(model)
     tasks = autotune.task.extract_from_program(mod["main"], target="llvm", params=params)
     names = {t.name for t in tasks}
-    assert {"topi/dense_pack.llvm", "topi/batch_matmul.llvm"} <= names
+    assert {"topi/dense_pack.llvm", "topi/attention.llvm"} <= names and "topi/batch_matmul.llvm" not in names
+    with tc.transform.PassContext(opt_level=3, disabled_pass=["FuseAttention"]):
+        unfused = autotune.task.extract_from_program(mod["main"], target="llvm", params=params)
+    assert "topi/batch_matmul.llvm" in {t.name for t in unfused}
     log = tmp_path / "enc.jsonl"
-    chosen = [t for t in tasks if t.name in ("topi/dense_pack.llvm", "topi/batch_matmul.llvm")]
+    chosen = [t for t in tasks if t.name in ("topi/dense_pack.llvm", "topi/attention.llvm")]
     autotune.tune_tasks(chosen, 4 * len(chosen), str(log), progress=False, min_trials=4)
     with autotune.apply_history_best(str(log)), tc.transform.PassContext(opt_level=3):
         lib = relay.build(mod, target="llvm", params=params)

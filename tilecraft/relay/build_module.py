@@ -4,7 +4,7 @@ The pipeline, one pass after another under the current ``PassContext`` (``opt_le
 which run; ``PrintAfterAll`` shows the module after each)::
 
     InferType → SimplifyInference → FoldConstant → FoldScaleAxis → EliminateCommonSubexpr
-              → CombineParallelDense → AlterOpLayout → TensorCoreLayout → FoldConstant → SinkReshape
+              → CombineParallelDense → FuseAttention → AlterOpLayout → TensorCoreLayout → FoldConstant → SinkReshape
               → EliminateCommonSubexpr → DeadCodeElimination → FuseOps → InferType
 
 then each distinct primitive function is lowered (``backend/te_compiler.py``) and all of them
@@ -23,7 +23,7 @@ import numpy as np
 
 from .ir import Call, Constant, Function, IRModule, RelayError, Tuple, Var, post_order, rewrite, with_children
 from .printer import astext
-from .transform import (AlterOpLayout, CombineParallelDense, DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, FoldScaleAxis, FuseOps,
+from .transform import (AlterOpLayout, CombineParallelDense, DeadCodeElimination, EliminateCommonSubexpr, FoldConstant, FoldScaleAxis, FuseAttention, FuseOps,
                         InferType, Sequential, SimplifyInference, SinkReshape, TensorCoreLayout)
 
 
@@ -57,7 +57,7 @@ def optimize(mod: IRModule, target=None, params: dict | None = None) -> tuple:
         mod = mod.with_function("main", bind_params_by_name(mod["main"], params))
     # CSE first so that sibling dense layers read one node (CombineParallelDense needs that)
     seq = Sequential([InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis(), EliminateCommonSubexpr(),
-                      CombineParallelDense(), AlterOpLayout(), TensorCoreLayout(), FoldConstant(),
+                      CombineParallelDense(), FuseAttention(), AlterOpLayout(), TensorCoreLayout(), FoldConstant(),
                       SinkReshape(), EliminateCommonSubexpr(), DeadCodeElimination(), FuseOps(), InferType()],
                      name="relay.build")
     if target is None:

@@ -7,7 +7,7 @@ made from a recorded workload has, by construction, the key ``relay.build`` look
 ``apply_history_best(log)``: the conv2d NCHW[x]c template (``topi/conv2d_nchw.llvm``), dense
 layers with constant weights through the micro-kernel GEMM on packed panels
 (``topi/dense_pack.llvm``; other dense layers through ``topi/matmul.llvm``), batch_matmul
-(``topi/batch_matmul.llvm``), and the row-reduction templates of softmax, layer_norm and
+(``topi/batch_matmul.llvm``), the fused attention (``topi/attention.llvm``), and the row-reduction templates of softmax, layer_norm and
 global pooling (``topi/softmax.llvm``, ``topi/layer_norm.llvm``, ``topi/global_pool.llvm``).
 The model is optimised at opt_level 3 at least (as TVM does), the level it is built at.
 For ``target="cuda"`` (``te_compiler_cuda``, ``cuda_tensorcore``): the conv2d template

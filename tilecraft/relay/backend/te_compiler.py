@@ -16,6 +16,8 @@ group's *anchor*:
 * ``nn.batch_matmul`` (neither operand transposed, equal batches): the ``topi/batch_matmul.llvm``
   template's schedule with its tuned config or its fallback (an element-wise epilogue tiled with
   it); other forms: rows of all batches in parallel, columns vectorized inside the k loop;
+* ``nn.contrib_attention`` (from FuseAttention): ``topi/attention.py``'s stages (Q, K, V read in
+  place) scheduled with the tuned config of ``topi/attention.llvm`` or its fallback;
 * a group that is one softmax / layer_norm (last axis) / global pooling: the row-reduction
   template of that operator (``topi/softmax.py``, ``topi/layer_norm.py``, ``topi/pooling.py``)
   computes it whole, on 2-d views of the tensors;
@@ -73,7 +75,20 @@ def llvm_anchor(call: Call, ins: list):
         return _dense_pack_template(call, ins)
     if name == "nn.dense" and call.ty.dtype == "float32":
         return _dense_template(call, ins)
+    if name == "nn.contrib_attention":
+        return _attention_template(call, ins)
     return None
+
+
+def _attention_template(call, ins):
+    """``nn.contrib_attention`` (made by FuseAttention): ``topi/attention.py``'s stages."""
+    from tilecraft.topi.attention import attention_compute, attention_config
+    a = call.attrs
+    S = call.ty.shape[0]
+    params = attention_config(_query(("topi/attention.llvm", S, a.heads, a.head_dim, call.ty.dtype)), S, a.heads,
+                              a.head_dim)
+    out, stages = attention_compute(*ins, a.heads, a.head_dim, a.scale, a.offsets)
+    return out, _Anchor("attention", out=out, stages=stages, params=params)
 
 
 def compute_group(fn: Function, anchor_of=llvm_anchor):
@@ -277,6 +292,10 @@ def schedule_group(out, anchor):
         from tilecraft.topi.dense_pack import schedule_dense_pack
         _inline_injective(s, keep=set())
         schedule_dense_pack(s, anchor.parts["C"], out, anchor.parts["params"])
+        return s
+    if anchor is not None and anchor.kind == "attention" and out is anchor.parts["out"]:
+        from tilecraft.topi.attention import schedule_attention
+        schedule_attention(s, out, anchor.parts["stages"], anchor.parts["params"])
         return s
     if anchor is not None and anchor.kind == "dense_gemv":
         _schedule_dense_gemv(s, anchor.parts["C"], anchor.parts["part"], out)

@@ -51,6 +51,14 @@ def batch_matmul(x, y, transpose_a=False, transpose_b=True):
     return make_call("nn.batch_matmul", [x, y], transpose_a=bool(transpose_a), transpose_b=bool(transpose_b))
 
 
+def contrib_attention(q, k, v, heads, head_dim, scale, offsets=(0, 0, 0)):
+    """Multi-head self-attention ``softmax(scale · Q_h K_hᵀ) V_h`` per head, the heads read in
+    place from ``[S, W]`` tensors (head ``h`` of ``q`` is columns ``offsets[0] + h·head_dim ...``);
+    result ``[S, heads, head_dim]`` (``FuseAttention`` makes it; ``topi/attention.py`` computes it)."""
+    return make_call("nn.contrib_attention", [q, k, v], heads=int(heads), head_dim=int(head_dim),
+                     scale=float(scale), offsets=tuple(int(o) for o in offsets))
+
+
 def max_pool2d(data, pool_size=(1, 1), strides=(1, 1), dilation=(1, 1), padding=(0, 0), layout="NCHW"):
     """Max pooling; ``padding`` as conv2d's."""
     return make_call("nn.max_pool2d", [data], pool_size=_pair(pool_size), strides=_pair(strides),

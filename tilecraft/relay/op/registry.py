@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from tilecraft import te
+from tilecraft.topi import attention as tat
 from tilecraft.topi import layout as tl
 from tilecraft.topi import nn as tnn
 from tilecraft.topi import transform as tt
@@ -172,6 +173,11 @@ OPS = dict([
     _row("nn.batch_matmul", 2, {"transpose_a": False, "transpose_b": True}, rel.batch_matmul_rel,
          lambda a, ins, ty: tnn.batch_matmul(ins[0], ins[1], a.transpose_a, a.transpose_b), _O,
          "x[b] @ y[b] (y[b].T with transpose_b)"),
+    _row("nn.contrib_attention", 3, {"heads": REQUIRED, "head_dim": REQUIRED, "scale": REQUIRED,
+                                     "offsets": (0, 0, 0)}, rel.attention_rel,
+         lambda a, ins, ty: tat.attention_compute(*ins, a.heads, a.head_dim, a.scale, a.offsets)[0], _X,
+         "multi-head self-attention softmax(scale * Q K^T) V per head, Q, K, V read in place from [S, W] "
+         "tensors at column offsets; result [S, heads, head_dim] (FuseAttention makes it)"),
     _row("nn.max_pool2d", 1, _POOL_ATTRS, rel.pool2d_rel,
          lambda a, ins, ty: _pool(a, ins, "max"), _O, "max pooling (NCHW, or NCHW<x>c: layout)"),
     _row("nn.avg_pool2d", 1, dict(_POOL_ATTRS, count_include_pad=False), rel.pool2d_rel,

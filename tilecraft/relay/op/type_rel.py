@@ -192,6 +192,19 @@ def batch_matmul_rel(op, types, attrs):
     return TensorType((max(B1, B2), M, N), x.dtype)
 
 
+def attention_rel(op, types, attrs):
+    """``nn.contrib_attention``: q, k, v ``[S, W]`` of one dtype, each holding ``heads × head_dim``
+    columns from its offset; the result ``[S, heads, head_dim]``."""
+    ts = [_tensor(op, t, k) for k, t in enumerate(types)]
+    width = attrs.heads * attrs.head_dim
+    for name, t, off in zip("qkv", ts, attrs.offsets):
+        if t.ndim != 2 or t.shape[0] != ts[0].shape[0] or off < 0 or off + width > t.shape[1]:
+            raise RelayError(f"{op}: {name} must be [S, W] with {attrs.heads} heads x {attrs.head_dim} columns "
+                             f"from column {off}, got {t} (S = {ts[0].shape[0]})")
+    _same_dtype(op, ts)
+    return TensorType((ts[0].shape[0], attrs.heads, attrs.head_dim), ts[0].dtype)
+
+
 def _pool_block(op, x, layout: str):
     """The channel block of a pooling operator's layout (None for NCHW), checked against ``x``."""
     from tilecraft.topi.layout import block_factor

@@ -10,6 +10,9 @@ pass                       opt_level  what holds afterwards
 ``FoldScaleAxis``          3          per-channel scales folded into the preceding conv's kernel
 ``CombineParallelDense``   3          no 3 (or more) dense layers with constant weights read the
                                       same input: one dense on the concatenated weights, sliced
+``FuseAttention``          3          on the CPU: self-attention blocks (per-head transposes,
+                                      Q Kᵀ, scale, softmax, · V, transpose back) are one
+                                      ``nn.contrib_attention`` reading Q, K, V in place
 ``AlterOpLayout``          3          convolutions in NCHW[x]c, the values between them too
 ``TensorCoreLayout``       3          on cuda: tensor-core convolutions in NHWC, the values
                                       between them too
@@ -32,6 +35,7 @@ from .dead_code import DeadCodeElimination
 from .eliminate_common_subexpr import EliminateCommonSubexpr
 from .fold_constant import FoldConstant
 from .fold_scale_axis import FoldScaleAxis
+from .fuse_attention import FuseAttention
 from .fuse_ops import FuseOps
 from .infer_type import InferType
 from .pass_infra import Pass, PrintAfterAll, Sequential, function_pass, module_pass
@@ -40,6 +44,6 @@ from .sink_reshape import SinkReshape
 from .tensorcore_layout import TensorCoreLayout
 from .to_mixed_precision import ToMixedPrecision
 
-__all__ = ["AlterOpLayout", "CombineParallelDense", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FuseOps",
+__all__ = ["AlterOpLayout", "CombineParallelDense", "DeadCodeElimination", "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FuseAttention", "FuseOps",
            "InferType", "Pass", "PrintAfterAll", "Sequential", "SimplifyInference", "SinkReshape", "TensorCoreLayout", "ToMixedPrecision",
            "function_pass", "module_pass"]
