@@ -7,7 +7,7 @@ protocol bug when ``tests/cuda/test_tensorcore_wgmma.py::test_gpu_wgmma`` fails:
    SWIZZLE_128B shared memory by plain stores (``swizzled_offset``), the step's wgmma
    instructions with ``codegen/cuda_wgmma.py``'s descriptors and helpers, the accumulator stored
    in the layout ``tc_wgmma_store`` assumes; against A @ B.T. No cp.async, no mbarrier.
-2. ``gemm``: ``matmul_wgmma`` at small sizes (1 step, fewer steps than stages, many; lag 1-3)
+2. ``gemm``: ``matmul_wgmma`` at small sizes (1 step, fewer steps than stages, many; lag 0-3; TMA loads)
    against numpy, each case under a time limit (a deadlocked mbarrier shows as a timeout, not a
    hang): the cases run in a child process, a new one after a case that errors, crashes or hangs.
 
@@ -95,7 +95,13 @@ GEMMS = [("float16", "float32", (128, 256, 64), (128, 256), 4), ("float16", "flo
          ("float16", "float16", (256, 256, 1024), (128, 256), 4, 0),
          ("float16", "float32", (128, 128, 64), (128, 128), 3, 0),
          ("float16", "float32", (128, 128, 448), (64, 64), 3, 0),
-         ("float32", "float32", (128, 256, 512), (128, 256), 4, 0)]
+         ("float32", "float32", (128, 256, 512), (128, 256), 4, 0),
+         # TMA loads (one thread's bulk tensor copies complete the stage's mbarrier), with and without setmaxnreg
+         ("float16", "float32", (128, 128, 64), (128, 128), 3, dict(load="tma")),
+         ("float16", "float16", (256, 256, 1024), (128, 256), 4, dict(load="tma")),
+         ("float16", "float16", (256, 256, 1024), (128, 256), 4, dict(load="tma", maxnreg=1)),
+         ("float16", "float32", (256, 128, 512), (256, 128), 3, dict(load="tma", maxnreg=1)),
+         ("float32", "float32", (128, 256, 512), (128, 256), 4, dict(load="tma", maxnreg=1))]
 
 
 def gemm_case(i: int, out: str | None) -> dict:
@@ -103,9 +109,9 @@ def gemm_case(i: int, out: str | None) -> dict:
     import torch
     import tilecraft as tc
     from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
-    dtype, odt, (M, N, K), block, stages, *lag = GEMMS[i]
-    lag = lag[0] if lag else 1
-    s, (A, B, C) = matmul_wgmma(M, N, K, dtype=dtype, out_dtype=odt, block=block, stages=stages, lag=lag)
+    dtype, odt, (M, N, K), block, stages, *more = GEMMS[i]
+    opts = (more[0] if isinstance(more[0], dict) else dict(lag=more[0])) if more else dict(lag=1)
+    s, (A, B, C) = matmul_wgmma(M, N, K, dtype=dtype, out_dtype=odt, block=block, stages=stages, **opts)
     mod = tc.build(s, [A, B, C], target="cuda")
     rng = np.random.default_rng(1)
     a, b = rng.uniform(-1, 1, (M, K)).astype(dtype), rng.uniform(-1, 1, (N, K)).astype(dtype)
@@ -117,7 +123,8 @@ def gemm_case(i: int, out: str | None) -> dict:
     ok = err < 2e-2
     if not ok and out:
         np.savez(os.path.join(out, f"gemm_{i}.npz"), got=got, want=want)
-    return dict(case=f"gemm {dtype}->{odt} {M}x{N}x{K} block {block} stages {stages} lag {lag}", ok=ok, max_rel_err=err,
+    how = " ".join(f"{k} {v}" for k, v in opts.items())
+    return dict(case=f"gemm {dtype}->{odt} {M}x{N}x{K} block {block} stages {stages} {how}", ok=ok, max_rel_err=err,
                 nan=int(np.isnan(got).sum()))
 
 

@@ -241,3 +241,28 @@ def test_gpu_tma_wgmma(dtype, out_dtype, size, opts, rng):
         assert not np.isnan(got).any()
         tol = 3e-3 if dtype == "float32" or out_dtype != "float32" else 1e-5
         assert _rel_err(got, ref) < tol
+
+
+def test_templates_offer_tma(rng):
+    """topi/matmul_tensorcore.cuda's `wgmma` knob and topi/matmul_wgmma.cuda's `load` knob offer TMA
+    loads (with and without setmaxnreg); an instantiated TMA configuration is emulated right."""
+    import tilecraft.autotune as autotune
+    from tilecraft.topi import tensorcore_template as TT
+    assert TT.wgmma_options((128, 256, 4, 1, "tma_r")) == dict(block=(128, 256), stages=4, lag=1, load="tma", maxnreg=1)
+    assert TT.wgmma_options((128, 256, 4, 2)) == dict(block=(128, 256), stages=4, lag=2, load="cp.async", maxnreg=0)
+    M, N, K = 256, 256, 128
+    task = autotune.task.create("topi/matmul_tensorcore.cuda", args=(M, N, K, "float16", "float32", "col_major"),
+                                target="cuda")
+    tma = [c for c in task.config_space if c["wgmma"].val is not None and len(c["wgmma"].val) == 5]
+    assert {c["wgmma"].val[4] for c in tma} == {"tma", "tma_r"}
+    cfg = tma[int(rng.integers(len(tma)))]
+    with tc.target.Target("cuda"):
+        s, (A, B, C) = task.instantiate(cfg)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    assert "tc_wgmma_tma_mainloop<" in generate_cuda(func), cfg
+    a, b, ref = _inputs(rng, "float16", M, N, K)
+    c = np.full((M, N), np.nan, "float32")
+    emulate(func, [a, b, c])
+    assert _rel_err(c, ref) < 1e-6, cfg
+    task = autotune.task.create("topi/matmul_wgmma.cuda", args=(M, N, K, "float16", "float16"), target="cuda")
+    assert {c["load"].val for c in task.config_space} == {"cp.async", "tma", "tma_r"}
