@@ -266,3 +266,37 @@ def test_templates_offer_tma(rng):
     assert _rel_err(c, ref) < 1e-6, cfg
     task = autotune.task.create("topi/matmul_wgmma.cuda", args=(M, N, K, "float16", "float16"), target="cuda")
     assert {c["load"].val for c in task.config_space} == {"cp.async", "tma", "tma_r"}
+
+
+def test_encode_calls_the_driver_once_per_array(monkeypatch):
+    """encode_tensor_map hands cuTensorMapEncodeTiled a 64-byte aligned map and tensor_map_args'
+    values, returns the map's 16 words, and encodes an array (pointer, shape) once."""
+    import ctypes
+    seen = []
+
+    class FakeDriver:
+        def cuTensorMapEncodeTiled(self, out, dtype, rank, addr, dims, strides, box, estrides, *enums):
+            m = out._obj
+            assert ctypes.addressof(m) % 64 == 0
+            seen.append((dtype.value, rank.value, addr.value, list(dims), list(strides), list(box), list(estrides),
+                         [e.value for e in enums]))
+            for i in range(16):
+                m[i] = 100 + i
+            return 0
+    monkeypatch.setattr(TM, "_libcuda", FakeDriver())
+    monkeypatch.setattr(TM, "_cache", {})
+    spec = TM.TensorMapSpec(0, "bfloat16", (256, 64))
+    words = TM.encode_tensor_map(spec, 1 << 20, (512, 1024))
+    assert words == tuple(range(100, 116))
+    assert TM.encode_tensor_map(spec, 1 << 20, (512, 1024)) == words and len(seen) == 1      # cached
+    assert seen == [(9, 2, 1 << 20, [1024, 512], [2048], [64, 256], [1, 1], [0, 3, 3, 0])]
+    TM.encode_tensor_map(spec, 2 << 20, (512, 1024))                                        # another array
+    assert len(seen) == 2
+
+    class FailingDriver:
+        def cuTensorMapEncodeTiled(self, *a):
+            return 1                                                                        # CUDA_ERROR_INVALID_VALUE
+    monkeypatch.setattr(TM, "_libcuda", FailingDriver())
+    with pytest.raises(TM.TensorMapError, match=r"cuTensorMapEncodeTiled failed \(CUresult 1\) for a bfloat16 array "
+                                                r"of shape \(512, 512\) at 0x100000, box \(256, 64\)"):
+        TM.encode_tensor_map(spec, 1 << 20, (512, 512))

@@ -129,7 +129,9 @@ def encode_tensor_map(spec: TensorMapSpec, ptr: int, shape) -> tuple:
         return hit
     dtype_code, rank, dims, strides, box, estrides, interleave, swizzle, l2, oob = tensor_map_args(spec, ptr, shape)
     u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-    out = (u64 * TENSOR_MAP_WORDS)()
+    raw = (u64 * (TENSOR_MAP_WORDS + 8))()           # a CUtensorMap is 64-byte aligned: carve one out
+    start = (-ctypes.addressof(raw) % 64) // 8
+    out = (u64 * TENSOR_MAP_WORDS).from_buffer(raw, 8 * start)
     rc = libcuda().cuTensorMapEncodeTiled(
         ctypes.byref(out), ctypes.c_int(dtype_code), u32(rank), ctypes.c_void_p(ptr), (u64 * 2)(*dims),
         (u64 * 1)(*strides), (u32 * 2)(*box), (u32 * 2)(*estrides), ctypes.c_int(interleave),
