@@ -149,6 +149,14 @@ VARIANTS = {
                                         load="tma", maxnreg=1, out_dtype="float16"),
     "wgmma_256x128_s4_tma_r_h_r8": dict(impl="wgmma", layout_b="col_major", block=(256, 128), stages=4, raster=8,
                                         load="tma", maxnreg=1, out_dtype="float16"),
+    # persistent grids (_p: up to 132 blocks, one an SM, each its tiles in turn; the producer fills the next
+    # tile's stages while the consumers store: no setmaxnreg, whose producer exits after its first tile)
+    "wgmma_128x256_s4_tma_p_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                        load="tma", persistent=132, out_dtype="float16"),
+    "wgmma_256x128_s4_tma_p_h_r8": dict(impl="wgmma", layout_b="col_major", block=(256, 128), stages=4, raster=8,
+                                        load="tma", persistent=132, out_dtype="float16"),
+    "wgmma_128x128_s6_tma_p_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 128), stages=6, raster=8,
+                                        load="tma", persistent=132, out_dtype="float16"),
     "wgmma_128x128_s6_tma_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 128), stages=6, raster=8,
                                       load="tma", out_dtype="float16"),
     "wgmma_64x128_s6_tma_h": dict(impl="wgmma", layout_b="col_major", block=(64, 128), stages=6, load="tma",

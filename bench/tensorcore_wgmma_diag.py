@@ -101,7 +101,9 @@ GEMMS = [("float16", "float32", (128, 256, 64), (128, 256), 4), ("float16", "flo
          ("float16", "float16", (256, 256, 1024), (128, 256), 4, dict(load="tma")),
          ("float16", "float16", (256, 256, 1024), (128, 256), 4, dict(load="tma", maxnreg=1)),
          ("float16", "float32", (256, 128, 512), (256, 128), 3, dict(load="tma", maxnreg=1)),
-         ("float32", "float32", (128, 256, 512), (128, 256), 4, dict(load="tma", maxnreg=1))]
+         ("float32", "float32", (128, 256, 512), (128, 256), 4, dict(load="tma", maxnreg=1)),
+         # a persistent grid: 4 blocks of 3 tiles each (the ring's phases go on across a block's tiles)
+         ("float16", "float16", (768, 512, 320), (128, 256), 4, dict(load="tma", persistent=4))]
 
 
 def gemm_case(i: int, out: str | None) -> dict:

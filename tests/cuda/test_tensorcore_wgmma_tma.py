@@ -32,8 +32,12 @@ CONFIGS = [
     ("float32", "float32", (128, 256, 320), dict(block=(128, 256), stages=3, load="tma")),
     ("float32", "float16", (128, 128, 64), dict(block=(128, 128), stages=4, load="tma", maxnreg=1)),
     ("bfloat16", "bfloat16", (256, 256, 512), dict(block=(128, 256), stages=4, load="tma", maxnreg=1)),
+    # persistent grids: 3 and 4 tiles a block (the ring's phases go on across them; stages not dividing the steps)
+    ("float16", "float16", (768, 512, 320), dict(block=(128, 256), stages=4, load="tma", persistent=4)),
+    ("float16", "float32", (512, 512, 128), dict(block=(128, 128), stages=3, load="tma", raster=2, persistent=4)),
 ]
-IDS = [f"{d}_{o}_{c['block'][0]}x{c['block'][1]}_s{c['stages']}{'_r' if c.get('maxnreg') else ''}_K{s[2]}"
+IDS = [f"{d}_{o}_{c['block'][0]}x{c['block'][1]}_s{c['stages']}{'_r' if c.get('maxnreg') else ''}"
+       f"{'_p' if c.get('persistent') else ''}_K{s[2]}"
        for d, o, s, c in CONFIGS]
 
 
@@ -73,6 +77,7 @@ EMULATED = [
     ("float16", "float32", (128, 128, 256), dict(block=(64, 64), stages=3, load="tma")),
     ("float32", "float32", (256, 128, 96), dict(block=(128, 128), stages=3, load="tma", maxnreg=1)),
     ("bfloat16", "float32", (256, 256, 128), dict(block=(256, 128), stages=3, load="tma", maxnreg=1)),
+    ("float16", "float16", (512, 512, 192), dict(block=(128, 128), stages=3, load="tma", raster=2, persistent=6)),
 ]
 
 
@@ -300,3 +305,25 @@ def test_encode_calls_the_driver_once_per_array(monkeypatch):
     with pytest.raises(TM.TensorMapError, match=r"cuTensorMapEncodeTiled failed \(CUresult 1\) for a bfloat16 array "
                                                 r"of shape \(512, 512\) at 0x100000, box \(256, 64\)"):
         TM.encode_tensor_map(spec, 1 << 20, (512, 512))
+
+
+def test_persistent_grid_deals_tiles():
+    """A persistent kernel: grid = the largest divisor of the tile count up to the SM count, the
+    block's tiles a serial loop around the main loop and the store, no __syncthreads there (the main
+    loop's mbarriers order its ring across tiles), the ring's step count kept in the kernel."""
+    from tilecraft.runtime import cuda_runtime as R
+    from tilecraft.topi.tensorcore_wgmma import persistent_grid
+    assert (persistent_grid(512, 132), persistent_grid(2048, 132), persistent_grid(32, 132),
+            persistent_grid(7 * 19, 132)) == (128, 128, 32, 19)
+    s, (A, B, C) = matmul_wgmma(768, 512, 320, block=(128, 256), stages=4, load="tma", persistent=4)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    (k,) = R.plan_of(func).kernels
+    assert k.grid == (4, 1, 1) and k.block == (384, 1, 1)
+    body = generate_cuda(func).split('extern "C"')[1]
+    assert "int tc_wgmma_steps = 0;" in body and "__syncthreads" not in body
+    loop = body.split("for (int ")[1]
+    assert "< 3; ++" in loop.split("{")[0] and "tc_wgmma_tma_mainloop<" in loop and "tc_wgmma_store<" in loop
+    with pytest.raises(ValueError, match=r"persistent=4: a persistent grid needs load='tma' and maxnreg=0"):
+        matmul_wgmma(256, 256, 128, block=(128, 128), stages=3, persistent=4)
+    with pytest.raises(ValueError, match=r"persistent=4: a persistent grid needs load='tma' and maxnreg=0"):
+        matmul_wgmma(256, 256, 128, block=(128, 128), stages=3, load="tma", maxnreg=1, persistent=4)

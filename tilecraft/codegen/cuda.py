@@ -27,7 +27,7 @@ from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
 from ..schedule.passes.legalize import legalize_func
 from .cuda_cstyle import RESERVED_NAMES, CStyleRenderer
 from ..runtime.cuda_tensor_map import tensor_maps_of
-from .cuda_wgmma import block_call, wgmma_fragment_decl, wgmma_prelude
+from .cuda_wgmma import block_call, kernel_decls, wgmma_fragment_decl, wgmma_prelude
 from .cuda_tensorcore import (ASYNC_COPY_PRELUDE, MMA_PRELUDE, FragmentError, async_copy_call, check_fragment_use,
                               fragment_decl, fragment_layouts, warp_call)
 
@@ -327,6 +327,8 @@ class CUDARenderer(CStyleRenderer):
             else:
                 params.append(f"{self.ctype(p.dtype)} {self.name_of(p, p.name)}")
         self.shared_decls(info)
+        for line in kernel_decls(body):
+            self.emit(1, line)
         self.stmt(body, 1)
         return "\n".join([self.kernel_head(info, params)] + self.lines + ["}"])
 

@@ -152,19 +152,21 @@ struct tc_wgmma_gemm_a {
   }
 };
 // consumer warpgroup c (0 .. BM / 64 - 1): acc = its 64 rows of the product of the nk stages of the ring
-// (full and empty: the stages' mbarriers), waiting on each stage's `full`, issuing its wgmmas as one
-// group, keeping one group in flight and releasing the previous step's stage (`empty`); FENCE: the stage
-// was written by the generic proxy (cp.async) and is observed through the mbarrier only
+// (full and empty: the stages' mbarriers) from the block's step g0 on (0, or the steps of the tiles a
+// persistent block did before), waiting on each stage's `full`, issuing its wgmmas as one group, keeping
+// one group in flight and releasing the previous step's stage (`empty`; LAST: the last step's too, for the
+// next tile's copies); FENCE: the stage was written by the generic proxy (cp.async) and is observed
+// through the mbarrier only
 template <int BM, int BN, int STAGES, typename T, void (*MMA)(float*, unsigned long long, unsigned long long),
-          bool FENCE>
+          bool FENCE, bool LAST = false>
 __device__ __forceinline__ void tc_wgmma_consume(float* acc, unsigned ring, unsigned full, unsigned empty, int c,
-                                                 int nk) {
+                                                 int nk, int g0 = 0) {
   constexpr int EPR = 128 / sizeof(T), KSTEP = 32 / sizeof(T), STAGE_BYTES = (BM + BN) * 128;
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
   for (int kt = 0; kt < nk; ++kt) {
-    const int s = kt % STAGES;
-    tc_mbar_wait(full + 8 * s, (kt / STAGES) & 1);
+    const int g = g0 + kt, s = g % STAGES;
+    tc_mbar_wait(full + 8 * s, (g / STAGES) & 1);
     if (FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     const unsigned sa = ring + s * STAGE_BYTES + c * 64 * 128, sb = ring + s * STAGE_BYTES + BM * 128;
     tc_wgmma_fence_regs<BN / 2>(acc);
@@ -174,10 +176,11 @@ __device__ __forceinline__ void tc_wgmma_consume(float* acc, unsigned ring, unsi
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     tc_wgmma_fence_regs<BN / 2>(acc);
     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-    if (kt > 0) tc_mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
+    if (kt > 0) tc_mbar_arrive(empty + 8 * ((g - 1) % STAGES));
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
   tc_wgmma_fence_regs<BN / 2>(acc);
+  if (LAST) tc_mbar_arrive(empty + 8 * ((g0 + nk - 1) % STAGES));
 }
 // acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A's stages filled by
 // fill_a (above), B k-major with rows ldb elements apart; smem: smem_bytes(bm, bn, stages) bytes of
@@ -389,12 +392,15 @@ __device__ __forceinline__ void tc_tma_load_2d(unsigned dst, const CUtensorMap* 
 // read through their tensor maps (boxes of BM and BN rows x 128 bytes, SWIZZLE_128B): one thread of the
 // producer warpgroup waits for a free stage, arms its `full` mbarrier with the stage's bytes and issues
 // the two bulk tensor copies, which complete it; MAXNREG: setmaxnreg gives the producer's registers to
-// the consumers (the kernel's __launch_bounds__(threads, 1) caps them at entry)
+// the consumers (the kernel's __launch_bounds__(threads, 1) caps them at entry). steps: the k steps this
+// block's earlier calls ran (a persistent block's tiles, `tc_wgmma_steps`; 0 for one tile a block): the
+// ring's stages and phases go on from there, the mbarriers initialised by the first call only, so the
+// producer fills the next tile's stages while the consumers store this one's
 template <int BM, int BN, int STAGES, int MAXNREG, typename T,
           void (*MMA)(float*, unsigned long long, unsigned long long)>
 __device__ __forceinline__ void tc_wgmma_tma_mainloop(float* acc, const CUtensorMap* ma, int a_row, int a_col,
                                                       const CUtensorMap* mb, int b_row, int b_col, int k,
-                                                      unsigned char* smem_raw) {
+                                                      unsigned char* smem_raw, int& steps) {
   constexpr int EPR = 128 / sizeof(T), STAGE_BYTES = (BM + BN) * 128;
   constexpr int CONSUMER_REGS = (65536 - 40 * 128) / (128 * (BM / 64)) / 8 * 8 > 256
                                 ? 256 : (65536 - 40 * 128) / (128 * (BM / 64)) / 8 * 8;
@@ -402,23 +408,26 @@ __device__ __forceinline__ void tc_wgmma_tma_mainloop(float* acc, const CUtensor
   const unsigned ring = tc_smem_addr(smem);
   const unsigned full = ring + STAGES * STAGE_BYTES, empty = full + 8 * STAGES;
   const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  const int wg = tid >> 7, nk = k / EPR;
-  if (tid == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      tc_mbar_init(full + 8 * s, 1);
-      tc_mbar_init(empty + 8 * s, 128 * (BM / 64));
+  const int wg = tid >> 7, nk = k / EPR, g0 = steps;
+  steps += nk;
+  if (g0 == 0) {
+    if (tid == 0) {
+      for (int s = 0; s < STAGES; ++s) {
+        tc_mbar_init(full + 8 * s, 1);
+        tc_mbar_init(empty + 8 * s, 128 * (BM / 64));
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+      asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)ma) : "memory");
+      asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)mb) : "memory");
     }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)ma) : "memory");
-    asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)mb) : "memory");
+    __syncthreads();
   }
-  __syncthreads();
   if (wg == 0) {
     if (MAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0) {
       for (int kt = 0; kt < nk; ++kt) {
-        const int s = kt % STAGES;
-        if (kt >= STAGES) tc_mbar_wait(empty + 8 * s, ((kt / STAGES) - 1) & 1);
+        const int g = g0 + kt, s = g % STAGES;
+        if (g >= STAGES) tc_mbar_wait(empty + 8 * s, ((g / STAGES) - 1) & 1);
         const unsigned sa = ring + s * STAGE_BYTES, sb = sa + BM * 128;
         tc_mbar_arrive_expect_tx(full + 8 * s, STAGE_BYTES);
         tc_tma_load_2d(sa, ma, a_col + kt * EPR, a_row, full + 8 * s);
@@ -431,7 +440,7 @@ __device__ __forceinline__ void tc_wgmma_tma_mainloop(float* acc, const CUtensor
     }
   } else {
     if (MAXNREG) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGS) : "memory");
-    tc_wgmma_consume<BM, BN, STAGES, T, MMA, false>(acc, ring, full, empty, wg - 1, nk);
+    tc_wgmma_consume<BM, BN, STAGES, T, MMA, false, true>(acc, ring, full, empty, wg - 1, nk, g0);
   }
 }
 """
@@ -454,7 +463,19 @@ def tma_block_call(r, e, frag) -> str:
         off = r.expr(ptr.offset)
         ops.append(f"&tc_tmap_{j}, (int)(({off}) / ({r.expr(ld)})), (int)(({off}) % ({r.expr(ld)}))")
     return (f"tc_wgmma_tma_mainloop<{bm}, {bn}, {stages}, {maxnreg}, {r.ctype(a.buffer.dtype)}, "
-            f"{wgmma_name(dtype, bn)}>({frag}, {ops[0]}, {ops[1]}, {r.expr(k)}, (unsigned char*)({r.expr(smem)}))")
+            f"{wgmma_name(dtype, bn)}>({frag}, {ops[0]}, {ops[1]}, {r.expr(k)}, (unsigned char*)({r.expr(smem)}), "
+            f"tc_wgmma_steps)")
+
+
+def kernel_decls(body) -> list:
+    """Kernel-scope declarations the block calls of ``body`` need: the k-step count
+    ``tc_wgmma_steps`` of a TMA main loop (its ring's phases go on across a persistent block's tiles)."""
+    from ..ir.expr import Call
+    from ..ir.functor import post_order_visit
+    found = []
+    post_order_visit(body, lambda n: found.append(n) if isinstance(n, Call) and n.name == "tc_wgmma_tma_mainloop"
+                     else None)
+    return ["int tc_wgmma_steps = 0;   // k steps of the TMA main loops so far (the ring's phases)"] if found else []
 
 
 def _check_operands(name, a, b, dtype, bm, bn):

@@ -131,7 +131,7 @@ def check_config(bm: int, bn: int, K: int, dtype: str, stages: int, lag: int = 1
 
 
 def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), stages=4, raster=0, lag=1,
-                 load="cp.async", maxnreg=0):
+                 load="cp.async", maxnreg=0, persistent=0):
     """``C = A @ B.T`` with A (M, K) and B (N, K) (B stored n-major, ``layout_b="col_major"``) on
     sm_90a's ``wgmma`` (``dtype`` float16, bfloat16, or float32 as tf32; fp32 accumulation), ``block`` =
     (bm, bn) rows and columns of C per thread block, ``stages`` shared stages of 128-byte k steps,
@@ -139,13 +139,20 @@ def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), sta
     on the stage's mbarrier themselves, ``cp.async.mbarrier.arrive.noinc``), ``raster`` as in
     ``matmul_tensorcore``, ``load`` and ``maxnreg`` as in ``wgmma_mainloop`` (``"tma"``: the stages
     filled by bulk tensor copies through tensor maps of A and B, encoded at launch).
-    ``out_dtype``: float32 (default), float16 or bfloat16.
+    ``persistent=P`` (TMA, ``maxnreg`` 0): a persistent grid of G blocks, G the largest divisor of
+    the tile count up to P (the GPU's SM count, 132 on an H100), block b computing tiles b, b + G, ...
+    (in ``raster`` order): the ring's phases go on across a block's tiles, so its producer fills
+    the next tile's stages while the consumers store this one. ``out_dtype``: float32 (default),
+    float16 or bfloat16.
 
     >>> s, (A, B, C) = matmul_wgmma(1024, 1024, 1024, block=(128, 128), stages=4, load="tma")
     """
     out_dtype = out_dtype or "float32"
     bm, bn = block
     check_config(bm, bn, K, dtype, stages, lag, load, maxnreg)
+    if persistent and (load != "tma" or maxnreg or persistent < 1):
+        raise ValueError(f"persistent={persistent}: a persistent grid needs load='tma' and maxnreg=0 (the producer "
+                         f"of a block with setmaxnreg exits after its first tile)")
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"the wgmma accumulator (float32) is stored as float32, float16 or bfloat16, not "
                          f"{out_dtype!r}")
@@ -158,15 +165,49 @@ def matmul_wgmma(M, N, K, dtype="float16", out_dtype=None, block=(128, 256), sta
     Cacc = gemm_compute(A, B, "col_major", "float32")
     C = cast_output(Cacc, out_dtype)
     s = schedule_wgmma_blocks(Cacc, C, (bm, bn), wgmma_mainloop(bm, bn, K, dtype, stages, lag, load, maxnreg),
-                              out_dtype, raster)
+                              out_dtype, raster, persistent)
     return s, (A, B, C)
 
 
-def schedule_wgmma_blocks(acc, out, block, mainloop, out_dtype: str, raster: int = 0):
+def persistent_grid(tiles: int, sms: int) -> int:
+    """The blocks of a persistent grid: the largest divisor of ``tiles`` up to ``sms`` (so every block
+    runs as many tiles; ``persistent_grid(512, 132) == 128``)."""
+    return max(g for g in range(1, min(tiles, sms) + 1) if tiles % g == 0)
+
+
+def _persistent_axes(s, X, bm: int, bn: int, raster: int, sms: int):
+    """Block tiles of stage ``X`` numbered as ``block_axes`` numbers them, then dealt to a persistent
+    grid (``persistent_grid``): ``blockIdx.x`` outside, the block's tiles a serial loop inside."""
+    i, j = X.op.axis
+    M, N = (int(x.value) for x in X.shape)
+    rows = M // bm
+    if raster and rows % raster:
+        raise ValueError(f"raster={raster} numbers the blocks in groups of {raster} block rows, but M={M} has "
+                         f"{rows} block rows of {bm}: choose a raster that divides {rows} (or 0)")
+    bi, ii = s[X].split(i, factor=bm)
+    bj, jj = s[X].split(j, factor=bn)
+    if raster:
+        bio, bii = s[X].split(bi, factor=raster)
+        s[X].reorder(bio, bj, bii, ii, jj)
+        t = s[X].fuse(bio, bj, bii)
+    else:
+        s[X].reorder(bi, bj, ii, jj)
+        t = s[X].fuse(bi, bj)
+    grid = persistent_grid(rows * (N // bn), sms)
+    to, ti = s[X].split(t, factor=grid)
+    s[X].reorder(ti, to, ii, jj)
+    s[X].bind(ti, te.thread_axis("blockIdx.x"))
+    s[X].pragma(ti, "min_blocks_per_sm", 1)
+    return to, ii, jj
+
+
+def schedule_wgmma_blocks(acc, out, block, mainloop, out_dtype: str, raster: int = 0, persistent: int = 0):
     """The schedule of a (M, N) output ``out`` (``acc`` itself, or its cast ``cast_output(acc)``)
     computed by a wgmma block intrinsic: rows and columns tiled by ``block`` = (bm, bn), each
     block's accumulator (in the ``wgmma.accumulator`` scope) tensorized by ``mainloop`` (the GEMM's
     or the conv's), stored by ``wgmma_store``. Shared by ``matmul_wgmma`` and the wgmma conv.
+
+    ``persistent``: the tiles dealt to a persistent grid of up to that many blocks (``matmul_wgmma``).
 
     >>> s = schedule_wgmma_blocks(Cacc, C, (128, 128), wgmma_mainloop(128, 128, 1024), "float32")
     """
@@ -177,7 +218,10 @@ def schedule_wgmma_blocks(acc, out, block, mainloop, out_dtype: str, raster: int
     else:
         s[acc].set_scope(SCOPE)
         CF = acc
-    bx, ii, jj = block_axes(s, out, (bm // 16, 1), (1, bn // 16), raster, min_blocks=1)
+    if persistent:
+        bx, ii, jj = _persistent_axes(s, out, bm, bn, raster, persistent)
+    else:
+        bx, ii, jj = block_axes(s, out, (bm // 16, 1), (1, bn // 16), raster, min_blocks=1)
     s[CF].compute_at(s[out], bx)
     s[CF].tensorize(CF.op.axis[-2], mainloop)
     s[out].tensorize(ii, wgmma_store(bm, bn, out_dtype))
