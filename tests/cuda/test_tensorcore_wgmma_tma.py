@@ -253,13 +253,19 @@ def test_templates_offer_tma(rng):
     loads (with and without setmaxnreg); an instantiated TMA configuration is emulated right."""
     import tilecraft.autotune as autotune
     from tilecraft.topi import tensorcore_template as TT
-    assert TT.wgmma_options((128, 256, 4, 1, "tma_r")) == dict(block=(128, 256), stages=4, lag=1, load="tma", maxnreg=1)
-    assert TT.wgmma_options((128, 256, 4, 2)) == dict(block=(128, 256), stages=4, lag=2, load="cp.async", maxnreg=0)
+    assert TT.wgmma_options((128, 256, 4, 1, "tma_r")) == dict(block=(128, 256), stages=4, lag=1, load="tma", maxnreg=1,
+                                                               persistent=0)
+    assert TT.wgmma_options((128, 256, 4, 2)) == dict(block=(128, 256), stages=4, lag=2, load="cp.async", maxnreg=0,
+                                                      persistent=0)
+    assert TT.load_options("tma_p") == dict(load="tma", maxnreg=0, persistent=TT.PERSISTENT_SMS)
+    with pytest.raises(ValueError, match=r"load 'bulk': one of cp.async, tma, tma_r, tma_p"):
+        TT.load_options("bulk")
+    assert not TT.wgmma_fits(4096, 4096, 4096, "float16", (128, 256), 4, load="tma", maxnreg=1, persistent=132)
     M, N, K = 256, 256, 128
     task = autotune.task.create("topi/matmul_tensorcore.cuda", args=(M, N, K, "float16", "float32", "col_major"),
                                 target="cuda")
     tma = [c for c in task.config_space if c["wgmma"].val is not None and len(c["wgmma"].val) == 5]
-    assert {c["wgmma"].val[4] for c in tma} == {"tma", "tma_r"}
+    assert {c["wgmma"].val[4] for c in tma} == {"tma", "tma_r", "tma_p"}
     cfg = tma[int(rng.integers(len(tma)))]
     with tc.target.Target("cuda"):
         s, (A, B, C) = task.instantiate(cfg)
@@ -270,7 +276,7 @@ def test_templates_offer_tma(rng):
     emulate(func, [a, b, c])
     assert _rel_err(c, ref) < 1e-6, cfg
     task = autotune.task.create("topi/matmul_wgmma.cuda", args=(M, N, K, "float16", "float16"), target="cuda")
-    assert {c["load"].val for c in task.config_space} == {"cp.async", "tma", "tma_r"}
+    assert {c["load"].val for c in task.config_space} == {"cp.async", "tma", "tma_r", "tma_p"}
 
 
 def test_encode_calls_the_driver_once_per_array(monkeypatch):

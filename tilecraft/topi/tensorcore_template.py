@@ -68,20 +68,32 @@ def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0) -> bool
 
 
 # (bm, bn, stages, lag) of matmul_wgmma the `wgmma` knob offers (None: mma.sync), cp.async loads; then
-# (bm, bn, stages, lag, load) with load "tma" or "tma_r" (TMA, with setmaxnreg): wgmma_options reads them
+# (bm, bn, stages, lag, load) with load "tma", "tma_r" (TMA with setmaxnreg) or "tma_p" (TMA, a persistent
+# grid of up to PERSISTENT_SMS blocks): wgmma_options reads them
 WGMMA_CHOICES = [None, (128, 256, 4, 2), (128, 256, 4, 1), (256, 128, 4, 2), (256, 128, 4, 1), (128, 128, 6, 3),
                  (128, 128, 5, 2), (128, 256, 3, 1), (64, 256, 4, 2),
                  (128, 256, 4, 1, "tma"), (128, 256, 4, 1, "tma_r"), (256, 128, 4, 1, "tma_r"), (128, 256, 3, 1, "tma_r"),
-                 (128, 128, 6, 1, "tma"), (64, 256, 4, 1, "tma")]
+                 (128, 128, 6, 1, "tma"), (64, 256, 4, 1, "tma"), (128, 256, 4, 1, "tma_p"), (256, 128, 4, 1, "tma_p"),
+                 (128, 128, 6, 1, "tma_p")]
+PERSISTENT_SMS = 132               # the persistent grid's bound: an H100's (and H200's) multiprocessors
+LOADS = ("cp.async", "tma", "tma_r", "tma_p")    # the load knob's values: cp.async, TMA, + setmaxnreg, + persistent
 
 
 def wgmma_options(choice) -> dict:
     """``matmul_wgmma``'s keyword arguments of a ``wgmma`` knob value:
-    ``wgmma_options((128, 256, 4, 1, "tma_r")) == dict(block=(128, 256), stages=4, lag=1, load="tma", maxnreg=1)``."""
+    ``wgmma_options((128, 256, 4, 1, "tma_r")) == dict(block=(128, 256), stages=4, lag=1, load="tma", maxnreg=1,
+    persistent=0)``."""
     bm, bn, stages, lag, *load = choice
-    load = load[0] if load else "cp.async"
-    return dict(block=(bm, bn), stages=stages, lag=lag, load="tma" if load.startswith("tma") else load,
-                maxnreg=int(load == "tma_r"))
+    return dict(block=(bm, bn), stages=stages, lag=lag, **load_options(load[0] if load else "cp.async"))
+
+
+def load_options(load: str) -> dict:
+    """``matmul_wgmma``'s ``load``, ``maxnreg``, ``persistent`` of a ``load`` knob value (``LOADS``):
+    ``load_options("tma_p") == dict(load="tma", maxnreg=0, persistent=PERSISTENT_SMS)``."""
+    if load not in LOADS:
+        raise ValueError(f"load {load!r}: one of {', '.join(LOADS)}")
+    return dict(load="tma" if load.startswith("tma") else load, maxnreg=int(load == "tma_r"),
+                persistent=PERSISTENT_SMS if load == "tma_p" else 0)
 _MMA_FIRST = dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=0)   # each knob's first value
 
 
@@ -164,10 +176,12 @@ def wgmma_fallback(M, N, K, dtype):
     return next((f for f, b in zip(fit, blocks) if b >= FALLBACK_MIN_BLOCKS), fit[blocks.index(max(blocks))])
 
 
-def wgmma_fits(M, N, K, dtype, block, stages, raster=0, lag=1, load="cp.async", maxnreg=0) -> bool:
+def wgmma_fits(M, N, K, dtype, block, stages, raster=0, lag=1, load="cp.async", maxnreg=0, persistent=0) -> bool:
     """Whether a wgmma configuration tiles the problem and fits a block (``check_config``'s rules)."""
     from tilecraft.topi.tensorcore_wgmma import check_config
     bm, bn = block
+    if persistent and (load != "tma" or maxnreg):
+        return False
     try:
         check_config(bm, bn, K, dtype, stages, lag, load, maxnreg)
     except ValueError:
@@ -179,8 +193,8 @@ def wgmma_fits(M, N, K, dtype, block, stages, raster=0, lag=1, load="cp.async", 
 def matmul_wgmma_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dtype: str = "float16"):
     """``C = A @ B.T`` (A (M, K), B (N, K)) on sm_90a's ``wgmma`` (``topi/tensorcore_wgmma.py``), knobs
     ``block`` (bm, bn), ``stages``, ``lag`` (steps of copies the producer keeps in flight), ``raster``,
-    ``load`` ("cp.async", "tma", "tma_r": TMA with setmaxnreg; with TMA ``lag`` stays at its first value, it
-    has no use there); configurations that do not tile the problem or fit the shared memory are filtered out.
+    ``load`` ("cp.async", "tma", "tma_r": TMA with setmaxnreg, "tma_p": TMA on a persistent grid; with TMA
+    ``lag`` stays at its first value, it has no use there); configurations that do not tile the problem or fit the shared memory are filtered out.
 
     >>> task = autotune.task.create("topi/matmul_wgmma.cuda", args=(4096, 4096, 4096, "float16", "float16"),
     ...                             target="cuda")
@@ -191,11 +205,11 @@ def matmul_wgmma_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dtype:
     cfg.define_knob("stages", [4, 3, 5, 6])
     cfg.define_knob("raster", [8, 0, 4])
     cfg.define_knob("lag", [1, 2, 3])
-    cfg.define_knob("load", ["cp.async", "tma", "tma_r"])
+    cfg.define_knob("load", list(LOADS))
 
     def knob_opts(e):
         return dict(block=e["block"].val, stages=e["stages"].val, raster=e["raster"].val, lag=e["lag"].val,
-                    load="tma" if e["load"].val.startswith("tma") else "cp.async", maxnreg=int(e["load"].val == "tma_r"))
+                    **load_options(e["load"].val))
 
     def ok(e):
         return (e["load"].val == "cp.async" or e["lag"].val == 1) and wgmma_fits(M, N, K, dtype, **knob_opts(e))
