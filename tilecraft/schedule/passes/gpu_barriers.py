@@ -41,23 +41,26 @@ def _accesses(node):
     into shared memory (``access_ptr``, what a tensor intrinsic's call reads or writes through)
     counts as the access its mask says."""
     reads, writes, sync = set(), set(), [False]
-    own: set = set()            # the shared pointers of block-collective calls: they order them themselves
-    post_order_visit(node, lambda n: own.update(id(a) for a in n.args)
-                     if isinstance(n, Call) and n.name in BLOCK_BUILTINS else None)
+    ptrs, own = [], set()       # own: the shared pointers of block-collective calls, which order them themselves
 
     def f(n):
         if isinstance(n, BufferLoad) and n.buffer.scope == "shared":
             reads.add(n.buffer)
         elif isinstance(n, BufferStore) and n.buffer.scope == "shared":
             writes.add(n.buffer)
-        elif isinstance(n, AccessPtr) and n.buffer.scope == "shared" and id(n) not in own:
+        elif isinstance(n, AccessPtr) and n.buffer.scope == "shared":
+            ptrs.append(n)
+        elif isinstance(n, Call) and (n.name == SYNC or n.name.startswith(ALLREDUCE_PREFIX)):
+            sync[0] = True
+        elif isinstance(n, Call) and n.name in BLOCK_BUILTINS:
+            own.update(id(a) for a in n.args)
+    post_order_visit(node, f)
+    for n in ptrs:
+        if id(n) not in own:
             if n.access_mask & 1:
                 reads.add(n.buffer)
             if n.access_mask & 2:
                 writes.add(n.buffer)
-        elif isinstance(n, Call) and (n.name == SYNC or n.name.startswith(ALLREDUCE_PREFIX)):
-            sync[0] = True
-    post_order_visit(node, f)
     return reads, writes, sync[0]
 
 
