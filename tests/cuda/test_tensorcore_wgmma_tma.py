@@ -280,7 +280,7 @@ def test_templates_offer_tma(rng):
 
 
 def test_encode_calls_the_driver_once_per_array(monkeypatch):
-    """encode_tensor_map hands cuTensorMapEncodeTiled a 64-byte aligned map and tensor_map_args'
+    """encode_tensor_map hands cuTensorMapEncodeTiled a 128-byte aligned map and tensor_map_args'
     values, returns the map's 16 words, and encodes an array (pointer, shape) once."""
     import ctypes
     seen = []
@@ -288,7 +288,7 @@ def test_encode_calls_the_driver_once_per_array(monkeypatch):
     class FakeDriver:
         def cuTensorMapEncodeTiled(self, out, dtype, rank, addr, dims, strides, box, estrides, *enums):
             m = out._obj
-            assert ctypes.addressof(m) % 64 == 0
+            assert ctypes.addressof(m) % 128 == 0
             seen.append((dtype.value, rank.value, addr.value, list(dims), list(strides), list(box), list(estrides),
                          [e.value for e in enums]))
             for i in range(16):

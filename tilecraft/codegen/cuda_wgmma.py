@@ -417,8 +417,6 @@ __device__ __forceinline__ void tc_wgmma_tma_mainloop(float* acc, const CUtensor
         tc_mbar_init(empty + 8 * s, 128 * (BM / 64));
       }
       asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-      asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)ma) : "memory");
-      asm volatile("prefetch.tensormap [%0];\n" :: "l"((unsigned long long)mb) : "memory");
     }
     __syncthreads();
   }

@@ -10,7 +10,7 @@ does not wrap it) builds from the buffer's pointer, shape and row stride, the bo
 lands at ``128 r + 16 (c ^ r % 8)``, the layout the wgmma descriptors read). The launcher
 (``cuda_runtime.py``) encodes them at launch time, cached per (pointer, shape, dtype, box), and
 passes each as 16 64-bit words at the front of the parameter buffer (offset 0, 128, ...: the
-64-byte alignment a ``CUtensorMap`` needs).
+128-byte alignment a ``CUtensorMap`` has in CUDA 13's cuda.h, 64 before).
 
 >>> spec = TensorMapSpec(buffer_index=0, dtype="float16", box=(128, 64))
 >>> tensor_map_args(spec, ptr=0x7f0000000000, shape=(4096, 4096))[:3]
@@ -129,8 +129,8 @@ def encode_tensor_map(spec: TensorMapSpec, ptr: int, shape) -> tuple:
         return hit
     dtype_code, rank, dims, strides, box, estrides, interleave, swizzle, l2, oob = tensor_map_args(spec, ptr, shape)
     u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-    raw = (u64 * (TENSOR_MAP_WORDS + 8))()           # a CUtensorMap is 64-byte aligned: carve one out
-    start = (-ctypes.addressof(raw) % 64) // 8
+    raw = (u64 * (TENSOR_MAP_WORDS + 16))()          # a CUtensorMap is 128-byte aligned (CUDA 13; 64 before)
+    start = (-ctypes.addressof(raw) % 128) // 8
     out = (u64 * TENSOR_MAP_WORDS).from_buffer(raw, 8 * start)
     rc = libcuda().cuTensorMapEncodeTiled(
         ctypes.byref(out), ctypes.c_int(dtype_code), u32(rank), ctypes.c_void_p(ptr), (u64 * 2)(*dims),
