@@ -139,6 +139,32 @@ VARIANTS = {
                                           stages=4, lag=0, raster=8, out_dtype="bfloat16"),
     "bf16_mma_256x128_w64_k64_s3_mb1_r8": dict(impl="mma", dtype="bfloat16", block=(4, 2), warp=(4, 4), chunk=4,
                                                stages=3, min_blocks=1, raster=8, out_dtype="bfloat16"),
+    # TMA loads (load="tma": one producer thread's cp.async.bulk.tensor per operand and step through tensor
+    # maps, completing the stage's mbarrier); _r: setmaxnreg (producer 40 registers, consumers the rest)
+    "wgmma_128x256_s4_tma_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                      load="tma", out_dtype="float16"),
+    "wgmma_128x256_s4_tma_r_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                        load="tma", maxnreg=1, out_dtype="float16"),
+    "wgmma_128x256_s3_tma_r_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=3, raster=8,
+                                        load="tma", maxnreg=1, out_dtype="float16"),
+    "wgmma_256x128_s4_tma_r_h_r8": dict(impl="wgmma", layout_b="col_major", block=(256, 128), stages=4, raster=8,
+                                        load="tma", maxnreg=1, out_dtype="float16"),
+    # persistent grids (_p: up to 132 blocks, one an SM, each its tiles in turn; the producer fills the next
+    # tile's stages while the consumers store: no setmaxnreg, whose producer exits after its first tile)
+    "wgmma_128x256_s4_tma_p_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
+                                        load="tma", persistent=132, out_dtype="float16"),
+    "wgmma_256x128_s4_tma_p_h_r8": dict(impl="wgmma", layout_b="col_major", block=(256, 128), stages=4, raster=8,
+                                        load="tma", persistent=132, out_dtype="float16"),
+    "wgmma_128x128_s6_tma_p_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 128), stages=6, raster=8,
+                                        load="tma", persistent=132, out_dtype="float16"),
+    "wgmma_128x128_s6_tma_h_r8": dict(impl="wgmma", layout_b="col_major", block=(128, 128), stages=6, raster=8,
+                                      load="tma", out_dtype="float16"),
+    "wgmma_64x128_s6_tma_h": dict(impl="wgmma", layout_b="col_major", block=(64, 128), stages=6, load="tma",
+                                  out_dtype="float16"),
+    "wgmma_tf32_128x256_s4_tma_r_r8": dict(impl="wgmma", dtype="float32", layout_b="col_major", block=(128, 256),
+                                           stages=4, raster=8, load="tma", maxnreg=1),
+    "wgmma_bf16_128x256_s4_tma_r_b_r8": dict(impl="wgmma", dtype="bfloat16", layout_b="col_major", block=(128, 256),
+                                             stages=4, raster=8, load="tma", maxnreg=1, out_dtype="bfloat16"),
     # diagnostics (not checked; `diag` names what is taken out of the kernel, by a patch of its CUDA C):
     # nostore: the epilogue's stores (the difference to the full kernel is the epilogue's share);
     # nomma: the consumers' wgmma (the producer's copy rate, the protocol kept); nocopy: the producer's
@@ -160,6 +186,10 @@ VARIANTS = {
                                              raster=8, out_dtype="float16", diag="warparrive"),
     "wgmma_128x256_s4_h_r8_unroll": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, raster=8,
                                          out_dtype="float16", diag="unroll"),
+    "wgmma_128x256_s4_tma_r_h_r8_nomma": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4,
+                                              raster=8, load="tma", maxnreg=1, out_dtype="float16", diag="nomma"),
+    "wgmma_128x256_s4_tma_r_h_r8_nostore": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4,
+                                                raster=8, load="tma", maxnreg=1, out_dtype="float16", diag="nostore"),
     "wgmma_128x256_s4_l0_h_r8_nomma": dict(impl="wgmma", layout_b="col_major", block=(128, 256), stages=4, lag=0,
                                            raster=8, out_dtype="float16", diag="nomma"),
 }

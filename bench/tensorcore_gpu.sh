@@ -16,15 +16,19 @@ python3 -m pytest -q -m cuda -rs tests/cuda/test_tensorcore.py tests/cuda/test_t
     tests/cuda/test_tensorcore_template.py tests/cuda/test_tensorcore_nn.py tests/cuda/test_async_copy.py \
     tests/cuda/test_tensorcore_wgmma.py tests/cuda/test_tensorcore_wgmma_bf16.py tests/cuda/test_tensorcore_wgmma_fallback.py 2>&1 \
     | tee "$OUT/pytest_tensorcore.log"
+# the TMA path in a process of its own (a faulting kernel takes its CUDA context down with it)
+timeout 120 python3 -m pytest -q -m cuda -rs tests/cuda/test_tensorcore_wgmma_tma.py 2>&1 | tee "$OUT/pytest_tma.log"
 fi
-# mma.sync's best (reference), the wgmma variants (lag 1 and lag 0; 64 x 128 for 1024^3), bf16 on both paths,
-# tf32, int8, and diagnostics (the epilogue stored as the pairs are held; no store; no wgmma: the copy rate)
+# mma.sync's best (reference), the wgmma variants (cp.async; 64 x 128 for 1024^3), bf16, tf32, int8, and
+# diagnostics (no store; no wgmma: the copy rate); then, in a process of their own (a faulting kernel takes the
+# CUDA context down), the TMA variants (_tma; _r setmaxnreg; _p a persistent grid) with their diagnostics
 BEST=mma_256x128_w64_k64_s3_mb1_h_r8,mma_128x128_w64_k64_s3_mb2_h,tf32_128x128_w64_k32_s3,int8_128x128_w64_k64_s3
-BEST=$BEST,wgmma_128x256_s4_h_r8,wgmma_128x256_s4_l0_h_r8,wgmma_128x256_s4_h_r8_pairstore,wgmma_128x128_s6_l3_h_r8
-BEST=$BEST,wgmma_64x128_s6_l3_h,wgmma_64x128_s6_l0_h
-BEST=$BEST,wgmma_tf32_128x256_s4_r8,wgmma_tf32_128x256_s4_l0_r8
-BEST=$BEST,wgmma_bf16_128x256_s4_b_r8,wgmma_bf16_128x256_s4_l0_b_r8,bf16_mma_256x128_w64_k64_s3_mb1_r8
+BEST=$BEST,wgmma_128x256_s4_h_r8,wgmma_128x256_s4_l0_h_r8,wgmma_128x128_s6_l3_h_r8,wgmma_64x128_s6_l3_h
+BEST=$BEST,wgmma_tf32_128x256_s4_r8,wgmma_bf16_128x256_s4_b_r8,bf16_mma_256x128_w64_k64_s3_mb1_r8
 BEST=$BEST,wgmma_128x256_s4_h_r8_nostore,wgmma_128x256_s4_h_r8_nomma
+TMA=wgmma_128x256_s4_h_r8,wgmma_128x256_s4_tma_h_r8,wgmma_128x256_s4_tma_r_h_r8,wgmma_256x128_s4_tma_r_h_r8
+TMA=$TMA,wgmma_128x256_s4_tma_p_h_r8,wgmma_128x128_s6_tma_p_h_r8,wgmma_64x128_s6_tma_h,wgmma_tf32_128x256_s4_tma_r_r8
+TMA=$TMA,wgmma_bf16_128x256_s4_tma_r_b_r8,wgmma_128x256_s4_tma_r_h_r8_nostore,wgmma_128x256_s4_tma_r_h_r8_nomma
 VARIANTS=${TC_VARIANTS:-$BEST}
 cd bench
 if [[ $PARTS == *gemm* ]]; then
@@ -32,6 +36,8 @@ timeout 90 python3 tensorcore_wgmma_diag.py --timeout 15 --out "$OUT/wgmma_diag"
 python3 cuda_tensorcore.py --peak 2>&1 | tee "$OUT/tensorcore_peak.log"
 python3 cuda_tensorcore.py --triton --sizes "${TC_SIZES:-1024,4096,8192}" ${VARIANTS:+$([ "$VARIANTS" = all ] || echo --variants $VARIANTS)} \
     --json "$OUT/tensorcore.json" 2>&1 | tee "$OUT/tensorcore_bench.log"
+[ -z "$TC_VARIANTS" ] && timeout 100 python3 cuda_tensorcore.py --sizes "${TC_SIZES:-4096,8192}" --variants $TMA \
+    --json "$OUT/tensorcore_tma.json" 2>&1 | tee "$OUT/tensorcore_tma_bench.log"
 fi
 if [[ $PARTS == *nn* ]]; then
 python3 cuda_tensorcore_nn.py --json "$OUT/tensorcore_nn.json" 2>&1 | tee "$OUT/tensorcore_nn_bench.log"

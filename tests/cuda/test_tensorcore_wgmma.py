@@ -181,15 +181,17 @@ def test_wgmma_template_space_and_configs(rng):
     task = autotune.task.create("topi/matmul_wgmma.cuda", args=(4096, 4096, 4096, "float16", "float16"),
                                 target="cuda")
     space = task.config_space
-    assert 10 < len(space) < 6 * 4 * 3 * 3
-    lags = set()
+    assert 10 < len(space) < 6 * 4 * 3 * 3 * 4
+    lags, loads = set(), set()
     for i in range(len(space)):                     # every configuration kept fits (shared memory, tiles, lag)
         e = space.get(space.valid_index(i))
+        tma = e["load"].val != "cp.async"
         assert TT.wgmma_fits(4096, 4096, 4096, "float16", e["block"].val, e["stages"].val, e["raster"].val,
-                             e["lag"].val)
-        assert e["lag"].val <= e["stages"].val - 2
+                             e["lag"].val, **TT.load_options(e["load"].val))
+        assert e["lag"].val <= e["stages"].val - 2 and (not tma or e["lag"].val == 1)   # lag: cp.async only
         lags.add(e["lag"].val)
-    assert lags == {1, 2, 3}
+        loads.add(e["load"].val)
+    assert lags == {1, 2, 3} and loads == {"cp.async", "tma", "tma_r", "tma_p"}
     assert not TT.wgmma_fits(4096, 4096, 4096, "float16", (256, 256), 4)          # 257 KiB of shared memory
     assert not TT.wgmma_fits(4096, 4096, 4096, "float16", (128, 128), 4, lag=3)   # the producer would deadlock
     # a small task: a sampled configuration and the fallback, emulated and compiled

@@ -26,7 +26,8 @@ from ..schedule.passes.gpu_kernels import MAX_STATIC_SHARED_BYTES, dynamic_share
 from ..schedule.passes.gpu_thread_reduce import ALLREDUCE_PREFIX
 from ..schedule.passes.legalize import legalize_func
 from .cuda_cstyle import RESERVED_NAMES, CStyleRenderer
-from .cuda_wgmma import block_call, wgmma_fragment_decl, wgmma_prelude
+from ..runtime.cuda_tensor_map import tensor_maps_of
+from .cuda_wgmma import block_call, kernel_decls, wgmma_fragment_decl, wgmma_prelude
 from .cuda_tensorcore import (ASYNC_COPY_PRELUDE, MMA_PRELUDE, FragmentError, async_copy_call, check_fragment_use,
                               fragment_decl, fragment_layouts, warp_call)
 
@@ -146,6 +147,8 @@ class CUDARenderer(CStyleRenderer):
         self.uses_mma = False
         self.uses_async_copy = False
         self.wgmma_kinds = set()             # (dtype, n) of the wgmma helpers used (cuda_wgmma.py)
+        self.uses_tma = False                # a kernel takes CUtensorMap parameters (needs cuda.h)
+        self.tensor_maps = []                # this kernel's (buffer, box) of its tensor-map parameters
         self.fragments: dict = {}      # C name -> (scope, C element type, dtype) of the kernel's fragments
         self.layouts: dict = {}        # fragment data var -> layout of its wmma loads
 
@@ -313,7 +316,10 @@ class CUDARenderer(CStyleRenderer):
         self.fragments = {}
         self.kernel_body = body
         self.layouts = fragment_layouts(body)
-        params = []
+        # TMA tensor maps first (runtime/cuda_tensor_map.py: the launcher packs them at offsets 0, 128, ...)
+        self.tensor_maps = tensor_maps_of(body)
+        params = [f"const __grid_constant__ CUtensorMap tc_tmap_{j}" for j in range(len(self.tensor_maps))]
+        self.uses_tma = self.uses_tma or bool(self.tensor_maps)
         for p in info.params:
             if hasattr(p, "scope"):
                 const = "" if p in written else "const "
@@ -321,6 +327,8 @@ class CUDARenderer(CStyleRenderer):
             else:
                 params.append(f"{self.ctype(p.dtype)} {self.name_of(p, p.name)}")
         self.shared_decls(info)
+        for line in kernel_decls(body):
+            self.emit(1, line)
         self.stmt(body, 1)
         return "\n".join([self.kernel_head(info, params)] + self.lines + ["}"])
 
@@ -400,13 +408,15 @@ def generate_cuda(funcs) -> str:
         head.append("#include <cuda_bf16.h>")
     if r.uses_wmma:
         head.append("#include <mma.h>")
+    if r.uses_tma:
+        head.append("#include <cuda.h>")
     prelude = PRELUDE + ALLREDUCE_ANY if r.uses_allreduce_any else PRELUDE
     if r.uses_mma:
         prelude += MMA_PRELUDE
     if r.uses_async_copy:
         prelude += ASYNC_COPY_PRELUDE
     if r.wgmma_kinds:
-        prelude += wgmma_prelude(r.wgmma_kinds)
+        prelude += wgmma_prelude(r.wgmma_kinds, r.uses_tma)
     return "\n".join(head) + "\n" + prelude + "\n" + "\n\n".join(kernels) + "\n"
 
 

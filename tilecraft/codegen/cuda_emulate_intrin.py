@@ -200,8 +200,8 @@ class TensorIntrinMixin:
             except InterpError as err:
                 raise EmulationError(f"{what}: {err}") from None
             for call in block_calls:
-                if call.name == "tc_wgmma_mainloop":
-                    self._check_wgmma_model(what, call, views, u)
+                if call.name in ("tc_wgmma_mainloop", "tc_wgmma_tma_mainloop"):
+                    self._check_wgmma_model(what, call, views, u, mask)
                 elif call.name == "tc_wgmma_conv_mainloop":
                     self._check_wgmma_conv_model(what, call, views, u, mask)
             for (kind, call, fv), old in zip(checks, before):
@@ -269,7 +269,8 @@ class TensorIntrinMixin:
                                      f"fragment allocated in this kernel")
             acc = self._view_of(what, views, frag, call, "fragment")
             conv = call.name == "tc_wgmma_conv_mainloop"
-            bm, bn = (int(x.value) for x in (call.args[7:9] if call.name == "tc_wgmma_mainloop" else
+            gemm = call.name in ("tc_wgmma_mainloop", "tc_wgmma_tma_mainloop")
+            bm, bn = (int(x.value) for x in (call.args[7:9] if gemm else
                                              call.args[5:7] if conv else call.args[3:5]))
             if tuple(acc.shape) != (bm, bn) or self.fragments[frag].shape[1] != bm * bn:
                 raise EmulationError(f"{what}: {call.name} names a {bm} x {bn} block tile, but the accumulator "
@@ -279,7 +280,7 @@ class TensorIntrinMixin:
                 raise EmulationError(f"{what}: a {bm}-row wgmma block needs {block_threads(bm)} threads (a producer "
                                      f"warpgroup and {bm // 64} consumers), the kernel has {self.nthreads}")
             pairs = ((call.args[1], call.args[2]), (call.args[3], call.args[4])) \
-                if call.name == "tc_wgmma_mainloop" else ((call.args[1], None), (call.args[2], None)) if conv \
+                if gemm else ((call.args[1], None), (call.args[2], None)) if conv \
                 else ((call.args[1], call.args[2]),)
             for ptr, stride in pairs:
                 mem = self._view_of(what, views, ptr.buffer, call, "pointer's buffer")
@@ -302,29 +303,50 @@ class TensorIntrinMixin:
                     raise EmulationError(f"{what}: tc_wgmma_conv_mainloop's ring '{smem.buffer.name}' "
                                          f"({smem.buffer.scope}, {have} bytes) must be shared memory of "
                                          f"{smem_bytes(bm, bn, stages)} bytes")
-            if call.name == "tc_wgmma_mainloop":
+            if gemm:
                 k, smem, stages = int(call.args[5].value), call.args[6], int(call.args[9].value)
                 a = self._view_of(what, views, call.args[1].buffer, call, "A")
                 if a.shape[-1] != k:
-                    raise EmulationError(f"{what}: tc_wgmma_mainloop runs k={k}, but the A tile bound is "
+                    raise EmulationError(f"{what}: {call.name} runs k={k}, but the A tile bound is "
                                          f"{' x '.join(map(str, a.shape))}")
                 have = int(smem.buffer.shape[0].value) * dt.nbytes(smem.buffer.dtype)
                 if smem.buffer.scope != "shared" or have < smem_bytes(bm, bn, stages):
-                    raise EmulationError(f"{what}: tc_wgmma_mainloop's ring '{smem.buffer.name}' ({smem.buffer.scope}, "
+                    raise EmulationError(f"{what}: {call.name}'s ring '{smem.buffer.name}' ({smem.buffer.scope}, "
                                          f"{have} bytes) must be shared memory of {smem_bytes(bm, bn, stages)} bytes")
 
-    def _check_wgmma_model(self, what, call, views, u):
+    def _tma_operand(self, what, call, ptr, ld, u, mask):
+        """The whole 2-D array a TMA main loop's tensor map covers (the buffer, rows of its last
+        dimension) and the tile's (first row, first column) in it, as the C code computes them."""
+        buf = ptr.buffer
+        ld = int(self.expr(ld, mask).astype(np.int64)[u])
+        last = buf.shape[-1]
+        cols = int(last.value) if hasattr(last, "value") else ld
+        if len(buf.shape) != 2 or ld != cols:
+            raise EmulationError(f"{what}: {call.name} reads '{buf.name}' through a tensor map of its shape "
+                                 f"{tuple(str(d) for d in buf.shape)}, but its tile's rows are {ld} elements apart "
+                                 f"(TMA tiles must be whole rows of a 2-D buffer)")
+        flat = self._storage(buf, u)
+        off = int(self.expr(ptr.offset, mask).astype(np.int64)[u])
+        return flat[:flat.size // cols * cols].reshape(-1, cols), (off // ld, off % ld)
+
+    def _check_wgmma_model(self, what, call, views, u, mask):
         """The main loop run as the CUDA C moves the data (``cuda_emulate_wgmma.py``: the k steps
-        through the kernel's shared ring, swizzled, each wgmma's operands read back through its
-        descriptors, run by the instruction's TE definition) must give what the definition did."""
+        through the kernel's shared ring, swizzled, by cp.async or TMA, each wgmma's operands read
+        back through its descriptors, run by the instruction's TE definition) must give what the
+        definition did."""
         from .cuda_emulate_wgmma import model_mainloop
         a, b = (self._tile(self._view_of(what, views, p.buffer, call, "pointer's buffer"), u)
                 for p in (call.args[1], call.args[3]))
         acc = self._tile(self._view_of(what, views, self._fragment_of(call.args[0]), call, "fragment"), u)
         ring = call.args[6].buffer
         bm, bn, stages = (int(x.value) for x in (call.args[7], call.args[8], call.args[9]))
+        tma = None
+        if call.name == "tc_wgmma_tma_mainloop":
+            ga, ca = self._tma_operand(what, call, call.args[1], call.args[2], u, mask)
+            gb, cb = self._tma_operand(what, call, call.args[3], call.args[4], u, mask)
+            tma = (ga, ca, gb, cb)
         got = model_mainloop(self.shared[ring].data[self.block_of[u]], a, b, bm, bn, stages,
-                             dt.element_of(call.args[1].buffer.dtype))
+                             dt.element_of(call.args[1].buffer.dtype), tma)
         scale = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T
         bad = np.abs(got - acc) > 1e-4 * scale + 1e-6
         if bad.any():

@@ -13,8 +13,14 @@ this model runs the same main loop the way the CUDA C moves the data, and its re
   definition of one ``wgmma.mma_async.m64nNkK`` (:func:`wgmma_instruction`, a warpgroup-level
   matrix intrinsic: ``D[i, j] += sum_k A[i, k] * B[j, k]``, 64 x n x 32 bytes of k).
 
-So a change to the swizzle, the descriptors or the ring's carving that would scramble the operands
-on a GPU fails here. Not modelled: the timing of the producer/consumer protocol (mbarrier phases,
+With TMA (``tc_wgmma_tma_mainloop``) the stages are written by :func:`tma_copy`, the copy one
+``cp.async.bulk.tensor.2d`` performs: a box of the tensor map's 2-D array (rows from the tile's
+first row, 128 bytes from its column ``kt * 128 bytes``; zeros outside the array) laid out
+row-major, 128 bytes a row, then placed by the 128-byte swizzle on the shared address (bits 4-6
+XOR bits 7-9), the tile's coordinates computed from its pointer and row stride as the C code does.
+
+So a change to the swizzle, the descriptors, the ring's carving or the TMA coordinates that would
+scramble the operands on a GPU fails here. Not modelled: the timing of the producer/consumer protocol (mbarrier phases,
 cp.async completion), which the GPU tests check.
 """
 from __future__ import annotations
@@ -63,16 +69,39 @@ def _bf16_values(bits: np.ndarray) -> np.ndarray:
     return (np.ascontiguousarray(bits).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
+def tma_copy(ring: np.ndarray, dst: int, tensor: np.ndarray, c0: int, c1: int, box_rows: int, box_cols: int):
+    """One 2-D bulk tensor copy with the 128-byte swizzle: rows ``c1 .. c1 + box_rows`` and columns
+    ``c0 .. c0 + box_cols`` of ``tensor`` (zeros where the box leaves it) into ``ring`` at byte
+    ``dst`` (1024-aligned), box row ``r`` at ``dst + r * 128`` with address bits 4-6 XORed with
+    bits 7-9."""
+    if dst % 1024:
+        raise ValueError(f"a TMA copy with the 128-byte swizzle into shared byte {dst}: not 1024-aligned")
+    if box_cols * tensor.itemsize != SWIZZLE_ROW_BYTES:
+        raise ValueError(f"a TMA box row of {box_cols} x {tensor.itemsize} bytes: the 128-byte swizzle takes "
+                         f"rows of 128 bytes")
+    box = np.zeros((box_rows, box_cols), tensor.dtype)
+    rows, cols = tensor.shape
+    r0, r1, k0, k1 = max(c1, 0), min(c1 + box_rows, rows), max(c0, 0), min(c0 + box_cols, cols)
+    if r0 < r1 and k0 < k1:
+        box[r0 - c1:r1 - c1, k0 - c0:k1 - c0] = tensor[r0:r1, k0:k1]
+    addr = dst + np.arange(box_rows * SWIZZLE_ROW_BYTES)
+    ring[addr ^ (((addr >> 7) & 7) << 4)] = np.ascontiguousarray(box).view(np.uint8).reshape(-1)
+
+
 def model_mainloop(ring: np.ndarray, a: np.ndarray, b: np.ndarray, bm: int, bn: int, stages: int,
-                   dtype: str | None = None) -> np.ndarray:
+                   dtype: str | None = None, tma=None) -> np.ndarray:
     """The block's ``bm x bn`` float32 accumulator as the main loop computes it, writing the k
     steps of ``a`` (bm x K) and ``b`` (bn x K) into ``ring`` (the shared ring's bytes, modified);
     ``dtype`` the operands' (``a.dtype`` by default; ``"bfloat16"``: values held in float32, their
-    16-bit patterns go through the ring)."""
+    16-bit patterns go through the ring). ``tma``: ``(ga, (a_row, a_col), gb, (b_row, b_col))``,
+    the whole 2-D arrays A and B are tiles of and the tiles' first elements in them: the stages are
+    then written by :func:`tma_copy` from those arrays."""
     from ..interp import evaluate
     dtype = dtype or a.dtype.name
     if dtype == "bfloat16":
         a, b = _bf16_bits(a), _bf16_bits(b)
+        if tma is not None:
+            tma = (_bf16_bits(tma[0]), tma[1], _bf16_bits(tma[2]), tma[3])
     epr = SWIZZLE_ROW_BYTES // a.itemsize
     stage_bytes = (bm + bn) * SWIZZLE_ROW_BYTES
     dest = np.array([[swizzled_offset(r, c) for c in range(8)] for r in range(bm + bn)], np.int64)
@@ -82,8 +111,13 @@ def model_mainloop(ring: np.ndarray, a: np.ndarray, b: np.ndarray, bm: int, bn: 
     acc = np.zeros((bm, bn), np.float32)
     for kt in range(a.shape[1] // epr):
         base = (kt % stages) * stage_bytes
-        step = np.concatenate([a[:, kt * epr:(kt + 1) * epr], b[:, kt * epr:(kt + 1) * epr]])
-        ring[base + dest] = np.ascontiguousarray(step).view(np.uint8).reshape(bm + bn, 128)
+        if tma is not None:
+            ga, (a_row, a_col), gb, (b_row, b_col) = tma
+            tma_copy(ring, base, ga, a_col + kt * epr, a_row, bm, epr)
+            tma_copy(ring, base + bm * SWIZZLE_ROW_BYTES, gb, b_col + kt * epr, b_row, bn, epr)
+        else:
+            step = np.concatenate([a[:, kt * epr:(kt + 1) * epr], b[:, kt * epr:(kt + 1) * epr]])
+            ring[base + dest] = np.ascontiguousarray(step).view(np.uint8).reshape(bm + bn, 128)
         for c in range(bm // 64):
             for kk in range(4):
                 fa = descriptor_rows(ring, wgmma_desc(base + c * 64 * 128 + 32 * kk), 64)

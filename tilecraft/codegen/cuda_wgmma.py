@@ -151,6 +151,37 @@ struct tc_wgmma_gemm_a {
     }
   }
 };
+// consumer warpgroup c (0 .. BM / 64 - 1): acc = its 64 rows of the product of the nk stages of the ring
+// (full and empty: the stages' mbarriers) from the block's step g0 on (0, or the steps of the tiles a
+// persistent block did before), waiting on each stage's `full`, issuing its wgmmas as one group, keeping
+// one group in flight and releasing the previous step's stage (`empty`; LAST: the last step's too, for the
+// next tile's copies); FENCE: the stage was written by the generic proxy (cp.async) and is observed
+// through the mbarrier only
+template <int BM, int BN, int STAGES, typename T, void (*MMA)(float*, unsigned long long, unsigned long long),
+          bool FENCE, bool LAST = false>
+__device__ __forceinline__ void tc_wgmma_consume(float* acc, unsigned ring, unsigned full, unsigned empty, int c,
+                                                 int nk, int g0 = 0) {
+  constexpr int EPR = 128 / sizeof(T), KSTEP = 32 / sizeof(T), STAGE_BYTES = (BM + BN) * 128;
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+  for (int kt = 0; kt < nk; ++kt) {
+    const int g = g0 + kt, s = g % STAGES;
+    tc_mbar_wait(full + 8 * s, (g / STAGES) & 1);
+    if (FENCE) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    const unsigned sa = ring + s * STAGE_BYTES + c * 64 * 128, sb = ring + s * STAGE_BYTES + BM * 128;
+    tc_wgmma_fence_regs<BN / 2>(acc);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < EPR / KSTEP; ++kk) MMA(acc, tc_wgmma_desc(sa + 32 * kk), tc_wgmma_desc(sb + 32 * kk));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    tc_wgmma_fence_regs<BN / 2>(acc);
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    if (kt > 0) tc_mbar_arrive(empty + 8 * ((g - 1) % STAGES));
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  tc_wgmma_fence_regs<BN / 2>(acc);
+  if (LAST) tc_mbar_arrive(empty + 8 * ((g0 + nk - 1) % STAGES));
+}
 // acc (bn / 2 floats per consumer thread) = A[0:bm, 0:k] @ B[0:bn, 0:k]^T; A's stages filled by
 // fill_a (above), B k-major with rows ldb elements apart; smem: smem_bytes(bm, bn, stages) bytes of
 // shared memory; every thread of the block (128 * (1 + bm / 64)) calls it
@@ -159,7 +190,6 @@ template <int BM, int BN, int STAGES, int LAG, typename T, void (*MMA)(float*, u
 __device__ __forceinline__ void tc_wgmma_pipeline(float* acc, const FILL_A& fill_a, const T* B, int ldb, int k,
                                                   unsigned char* smem_raw) {
   constexpr int EPR = 128 / sizeof(T);              // elements of one 128-byte row of a stage
-  constexpr int KSTEP = 32 / sizeof(T);             // k of one wgmma (32 bytes of each row)
   constexpr int STAGE_BYTES = (BM + BN) * 128;
   unsigned char* smem = (unsigned char*)(((unsigned long long)smem_raw + 1023) & ~1023ull);
   const unsigned ring = tc_smem_addr(smem);
@@ -205,26 +235,8 @@ __device__ __forceinline__ void tc_wgmma_pipeline(float* acc, const FILL_A& fill
       for (int kt = nk > LAG ? nk - LAG : 0; kt < nk; ++kt) tc_mbar_arrive(full + 8 * (kt % STAGES));
     }
   } else {
-    const int c = wg - 1;
-#pragma unroll
-    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
-    for (int kt = 0; kt < nk; ++kt) {
-      const int s = kt % STAGES;
-      tc_mbar_wait(full + 8 * s, (kt / STAGES) & 1);
-      // LAG 0: the copies were written by the generic proxy and observed through the mbarrier only
-      if (LAG == 0) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      const unsigned sa = ring + s * STAGE_BYTES + c * 64 * 128, sb = ring + s * STAGE_BYTES + BM * 128;
-      tc_wgmma_fence_regs<BN / 2>(acc);
-      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-      for (int kk = 0; kk < EPR / KSTEP; ++kk) MMA(acc, tc_wgmma_desc(sa + 32 * kk), tc_wgmma_desc(sb + 32 * kk));
-      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-      tc_wgmma_fence_regs<BN / 2>(acc);
-      asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-      if (kt > 0) tc_mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    tc_wgmma_fence_regs<BN / 2>(acc);
+    // LAG 0: the copies were written by the generic proxy and observed through the mbarrier only
+    tc_wgmma_consume<BM, BN, STAGES, T, MMA, LAG == 0>(acc, ring, full, empty, wg - 1, nk);
   }
 }
 // C[0:bm, 0:bn] (rows ldc apart) = acc: each consumer thread its bn / 2 elements; a 16-bit C (VEC, the
@@ -291,12 +303,14 @@ __device__ __forceinline__ unsigned tc_pack2(__nv_bfloat16*, float a, float b) {
 """
 
 
-def wgmma_prelude(kinds) -> str:
-    """The prelude for the ``(dtype, n)`` pairs the kernels use (each wgmma helper once)."""
+def wgmma_prelude(kinds, tma: bool = False) -> str:
+    """The prelude for the ``(dtype, n)`` pairs the kernels use (each wgmma helper once); ``tma``:
+    with the TMA main loop (where a kernel takes tensor maps: ``CUtensorMap`` needs cuda.h)."""
     funcs = "".join(_wgmma_function(d, n) for d, n in sorted(kinds))
     text = WGMMA_PRELUDE.replace("@SBO@", str(SBO_BYTES)).replace("@LAYOUT@", str(LAYOUT_SWIZZLE_128B))
     from .cuda_wgmma_conv import CONV_FILL_A          # the conv's A fill (a template: free where unused)
-    return WGMMA_STORE2 + text.replace("@WGMMA_FUNCTIONS@", funcs) + WGMMA_GEMM_MAINLOOP + CONV_FILL_A
+    return (WGMMA_STORE2 + text.replace("@WGMMA_FUNCTIONS@", funcs) + WGMMA_GEMM_MAINLOOP
+            + (WGMMA_TMA_MAINLOOP if tma else "") + CONV_FILL_A)
 
 
 class WgmmaError(ValueError):
@@ -309,6 +323,8 @@ def block_call(r, e) -> str:
     frag = r.fragment(e.args[0], e)
     if r.fragments[frag][0] != "wgmma.accumulator":
         raise WgmmaError(f"{e.name}: '{frag}' is in scope {r.fragments[frag][0]}, not wgmma.accumulator")
+    if e.name == "tc_wgmma_tma_mainloop":
+        return tma_block_call(r, e, frag)
     if e.name == "tc_wgmma_conv_mainloop":
         from .cuda_wgmma_conv import conv_block_call
         return conv_block_call(r, e, frag)
@@ -319,12 +335,7 @@ def block_call(r, e) -> str:
         if not 0 <= lag <= stages - 2:
             raise WgmmaError(f"tc_wgmma_mainloop with {stages} stages: lag={lag} must be 0 to stages - 2 = {stages - 2} "
                              f"(the producer would wait on a stage the consumers cannot free)")
-        if dtype not in WGMMA_KINDS or dt.element_of(b.buffer.dtype) != dtype:
-            raise WgmmaError(f"tc_wgmma_mainloop of '{a.buffer.name}' ({a.buffer.dtype}) and '{b.buffer.name}' "
-                             f"({b.buffer.dtype}): wgmma takes float16, bfloat16 or float32 (tf32) operands, both alike")
-        if bn not in WGMMA_BN or bm % 64 or not 64 <= bm <= 256:
-            raise WgmmaError(f"tc_wgmma_mainloop of a {bm} x {bn} block: bm must be 64, 128, 192 or 256 (64 rows a "
-                             f"consumer warpgroup) and bn one of {WGMMA_BN}")
+        _check_operands("tc_wgmma_mainloop", a, b, dtype, bm, bn)
         r.wgmma_kinds.add((dtype, bn))
         ct = r.ctype(a.buffer.dtype)
         return (f"tc_wgmma_mainloop<{bm}, {bn}, {stages}, {lag}, {ct}, {wgmma_name(dtype, bn)}>({frag}, "
@@ -365,3 +376,110 @@ __device__ __forceinline__ void tc_wgmma_mainloop(float* acc, const T* A, int ld
   tc_wgmma_pipeline<BM, BN, STAGES, LAG, T, MMA>(acc, tc_wgmma_gemm_a<BM, T>{A, lda}, B, ldb, k, smem_raw);
 }
 """
+
+# the TMA main loop (appended where a kernel takes tensor maps: CUtensorMap is cuda.h's)
+WGMMA_TMA_MAINLOOP = r"""
+__device__ __forceinline__ void tc_mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+// box (rows from c1, 128 bytes from element c0) of the tensor map's 2-D array -> shared dst, SWIZZLE_128B;
+// completes `bytes` of the transaction count of the mbarrier bar
+__device__ __forceinline__ void tc_tma_load_2d(unsigned dst, const CUtensorMap* map, int c0, int c1, unsigned bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+               :: "r"(dst), "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+// acc (bn / 2 floats per consumer thread) = A[a_row:+BM, a_col:+k] @ B[b_row:+BN, b_col:+k]^T, A and B
+// read through their tensor maps (boxes of BM and BN rows x 128 bytes, SWIZZLE_128B): one thread of the
+// producer warpgroup waits for a free stage, arms its `full` mbarrier with the stage's bytes and issues
+// the two bulk tensor copies, which complete it; MAXNREG: setmaxnreg gives the producer's registers to
+// the consumers (the kernel's __launch_bounds__(threads, 1) caps them at entry). steps: the k steps this
+// block's earlier calls ran (a persistent block's tiles, `tc_wgmma_steps`; 0 for one tile a block): the
+// ring's stages and phases go on from there, the mbarriers initialised by the first call only, so the
+// producer fills the next tile's stages while the consumers store this one's
+template <int BM, int BN, int STAGES, int MAXNREG, typename T,
+          void (*MMA)(float*, unsigned long long, unsigned long long)>
+__device__ __forceinline__ void tc_wgmma_tma_mainloop(float* acc, const CUtensorMap* ma, int a_row, int a_col,
+                                                      const CUtensorMap* mb, int b_row, int b_col, int k,
+                                                      unsigned char* smem_raw, int& steps) {
+  constexpr int EPR = 128 / sizeof(T), STAGE_BYTES = (BM + BN) * 128;
+  constexpr int CONSUMER_REGS = (65536 - 40 * 128) / (128 * (BM / 64)) / 8 * 8 > 256
+                                ? 256 : (65536 - 40 * 128) / (128 * (BM / 64)) / 8 * 8;
+  unsigned char* smem = (unsigned char*)(((unsigned long long)smem_raw + 1023) & ~1023ull);
+  const unsigned ring = tc_smem_addr(smem);
+  const unsigned full = ring + STAGES * STAGE_BYTES, empty = full + 8 * STAGES;
+  const int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const int wg = tid >> 7, nk = k / EPR, g0 = steps;
+  steps += nk;
+  if (g0 == 0) {
+    if (tid == 0) {
+      for (int s = 0; s < STAGES; ++s) {
+        tc_mbar_init(full + 8 * s, 1);
+        tc_mbar_init(empty + 8 * s, 128 * (BM / 64));
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+  }
+  if (wg == 0) {
+    if (MAXNREG) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid == 0) {
+      for (int kt = 0; kt < nk; ++kt) {
+        const int g = g0 + kt, s = g % STAGES;
+        if (g >= STAGES) tc_mbar_wait(empty + 8 * s, ((g / STAGES) - 1) & 1);
+        const unsigned sa = ring + s * STAGE_BYTES, sb = sa + BM * 128;
+        tc_mbar_arrive_expect_tx(full + 8 * s, STAGE_BYTES);
+        tc_tma_load_2d(sa, ma, a_col + kt * EPR, a_row, full + 8 * s);
+        tc_tma_load_2d(sb, mb, b_col + kt * EPR, b_row, full + 8 * s);
+      }
+    }
+    if (MAXNREG) {   // with 40 registers the producer must not run the consumers' code after the loop
+      asm volatile("exit;\n" ::: "memory");
+      __builtin_unreachable();
+    }
+  } else {
+    if (MAXNREG) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(CONSUMER_REGS) : "memory");
+    tc_wgmma_consume<BM, BN, STAGES, T, MMA, false, true>(acc, ring, full, empty, wg - 1, nk, g0);
+  }
+}
+"""
+
+
+def tma_block_call(r, e, frag) -> str:
+    """``tc_wgmma_tma_mainloop``'s C call: the tensor maps of A's and B's buffers (the kernel's
+    ``tc_tmap_j`` parameters, ``r.tensor_maps``) and each tile's first row and column in them."""
+    _, a, lda, b, ldb, k, smem, bm, bn, stages, maxnreg = e.args
+    dtype = dt.element_of(a.buffer.dtype)
+    bm, bn, stages, maxnreg = int(bm.value), int(bn.value), int(stages.value), int(maxnreg.value)
+    _check_operands("tc_wgmma_tma_mainloop", a, b, dtype, bm, bn)
+    r.wgmma_kinds.add((dtype, bn))
+    ops = []
+    for ptr, ld, rows in ((a, lda, bm), (b, ldb, bn)):
+        if len(ptr.buffer.shape) != 2:
+            raise WgmmaError(f"tc_wgmma_tma_mainloop reads '{ptr.buffer.name}' through a 2-D tensor map, but it has "
+                             f"{len(ptr.buffer.shape)} dimensions")
+        j = r.tensor_maps.index((ptr.buffer, (rows, 128 // (dt.bits(ptr.buffer.dtype) // 8))))
+        off = r.expr(ptr.offset)
+        ops.append(f"&tc_tmap_{j}, (int)(({off}) / ({r.expr(ld)})), (int)(({off}) % ({r.expr(ld)}))")
+    return (f"tc_wgmma_tma_mainloop<{bm}, {bn}, {stages}, {maxnreg}, {r.ctype(a.buffer.dtype)}, "
+            f"{wgmma_name(dtype, bn)}>({frag}, {ops[0]}, {ops[1]}, {r.expr(k)}, (unsigned char*)({r.expr(smem)}), "
+            f"tc_wgmma_steps)")
+
+
+def kernel_decls(body) -> list:
+    """Kernel-scope declarations the block calls of ``body`` need: the k-step count
+    ``tc_wgmma_steps`` of a TMA main loop (its ring's phases go on across a persistent block's tiles)."""
+    from ..ir.expr import Call
+    from ..ir.functor import post_order_visit
+    found = []
+    post_order_visit(body, lambda n: found.append(n) if isinstance(n, Call) and n.name == "tc_wgmma_tma_mainloop"
+                     else None)
+    return ["int tc_wgmma_steps = 0;   // k steps of the TMA main loops so far (the ring's phases)"] if found else []
+
+
+def _check_operands(name, a, b, dtype, bm, bn):
+    if dtype not in WGMMA_KINDS or dt.element_of(b.buffer.dtype) != dtype:
+        raise WgmmaError(f"{name} of '{a.buffer.name}' ({a.buffer.dtype}) and '{b.buffer.name}' "
+                         f"({b.buffer.dtype}): wgmma takes float16, bfloat16 or float32 (tf32) operands, both alike")
+    if bn not in WGMMA_BN or bm % 64 or not 64 <= bm <= 256:
+        raise WgmmaError(f"{name} of a {bm} x {bn} block: bm must be 64, 128, 192 or 256 (64 rows a "
+                         f"consumer warpgroup) and bn one of {WGMMA_BN}")

@@ -306,6 +306,11 @@ def call_async_copy(name: str, args) -> Call:
 #       b: bn x k, both k-major in global memory) through a ring of `stages` 128-byte-swizzled
 #       shared buffers at `smem`, the producer `lag` steps of copies in flight before it
 #       releases a stage to the consumers (0: each copy releases it when it lands)
+#   tc_wgmma_tma_mainloop(frag, a, lda, b, ldb, k, smem, bm, bn, stages, maxnreg)   the same product,
+#       the stages filled by TMA (one thread's cp.async.bulk.tensor per operand and step, completing
+#       on the stage's mbarrier) through tensor maps of a's and b's buffers, which the kernel takes
+#       as parameters (runtime/cuda_tensor_map.py); a and b whole rows of their 2-D buffers;
+#       maxnreg 1: setmaxnreg moves registers from the producer warpgroup to the consumers
 #   tc_wgmma_store(frag, c, ldc, bm, bn)                                c = frag (row-major)
 #   tc_wgmma_conv_mainloop(frag, x, w, m0, smem, bm, bn, stages, lag, N, H, W, C, R, S, stride, pad)
 #       frag = rows m0 .. m0 + bm of the implicit GEMM of x (N, H, W, C) with w (bn, R, S, C): the
@@ -323,6 +328,9 @@ BLOCK_BUILTINS = {b.name: b for b in (
     BlockBuiltin("tc_wgmma_mainloop", ("frag", "ptr", "stride", "ptr", "stride", "const", "ptr", "const", "const",
                                        "const", "count"),
                  "frag = a @ b.T over k through cp.async + mbarriers + wgmma.mma_async (warp-specialized)"),
+    BlockBuiltin("tc_wgmma_tma_mainloop", ("frag", "ptr", "stride", "ptr", "stride", "const", "ptr", "const", "const",
+                                           "const", "count"),
+                 "frag = a @ b.T over k through TMA bulk tensor copies + mbarriers + wgmma.mma_async"),
     BlockBuiltin("tc_wgmma_conv_mainloop", ("frag", "ptr", "ptr", "stride", "ptr") + ("const",) * 11 + ("stride",),
                  "frag = the implicit GEMM of a NHWC conv (rows m0.., the gather by the producer) @ KRSC weights.T"),
     BlockBuiltin("tc_wgmma_store", ("frag", "ptr", "stride", "const", "const"),

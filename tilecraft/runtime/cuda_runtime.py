@@ -19,6 +19,7 @@ import numpy as np
 from ..ir import dtype as dt
 from ..ir.expr import Var
 from ..ir.stmt import Buffer
+from .cuda_tensor_map import TENSOR_MAP_WORDS, encode_tensor_map
 from .signature import dim_of_expr, eval_dim
 from .timing import ProfileResult
 
@@ -130,6 +131,9 @@ class KernelPlan:
     types: str                      # pycuda's prepare() string: "P" per pointer, a numpy char per scalar
     bindings: tuple = ()            # (("threadIdx.x", "loop 'x' of stage 'C'"), ...), for messages
     shared: tuple = ()              # (("AS", elements, "float32"), ...): the __shared__ tiles
+    # TensorMapSpecs (cuda_tensor_map.py) of the kernel's first parameters (params ("tmap", j),
+    # 16 "Q" words each in types), encoded from their buffer arguments at launch
+    tensor_maps: tuple = ()
 
     @property
     def threads(self) -> int:
@@ -151,14 +155,17 @@ class KernelPlan:
     def to_json(self) -> dict:
         return {"name": self.name, "grid": [_dim_json(g) for g in self.grid], "block": list(self.block),
                 "params": [list(p) for p in self.params], "types": self.types,
-                "bindings": [list(b) for b in self.bindings], "shared": [list(x) for x in self.shared]}
+                "bindings": [list(b) for b in self.bindings], "shared": [list(x) for x in self.shared],
+                **({"tensor_maps": [m.to_json() for m in self.tensor_maps]} if self.tensor_maps else {})}
 
     @staticmethod
     def from_json(d: dict) -> "KernelPlan":
+        from .cuda_tensor_map import TensorMapSpec
         return KernelPlan(d["name"], tuple(_dim_unjson(g) for g in d["grid"]), tuple(int(b) for b in d["block"]),
                           tuple((str(k), int(i)) for k, i in d["params"]), d["types"],
                           tuple((str(t), str(w)) for t, w in d.get("bindings", ())),
-                          tuple((str(n), int(e), str(t)) for n, e, t in d.get("shared", ())))
+                          tuple((str(n), int(e), str(t)) for n, e, t in d.get("shared", ())),
+                          tuple(TensorMapSpec.from_json(m) for m in d.get("tensor_maps", ())))
 
 
 @dataclass(frozen=True)
@@ -192,9 +199,10 @@ class FunctionPlan:
                             _dim_unjson(d.get("program", [])))
 
 
-def _kernel_view(info, names=None, positions=None) -> KernelPlan:
+def _kernel_view(info, names=None, positions=None, body=None) -> KernelPlan:
     """A :class:`KernelPlan` of a ``KernelInfo`` (``names``/``positions`` map Vars and Buffers to
-    the function's parameters; without them only what messages need is filled in)."""
+    the function's parameters; without them only what messages need is filled in; ``body``, the
+    kernel's, gives its tensor-map parameters)."""
     tags = [t for t in ("threadIdx.x", "threadIdx.y", "threadIdx.z") if t in info.extents]
     bindings = tuple((t, info.describe(t)) for t in tags)
     shared = tuple((b.name, int(b.shape[0].value), b.dtype) for b in info.shared)
@@ -203,7 +211,24 @@ def _kernel_view(info, names=None, positions=None) -> KernelPlan:
     grid = tuple(_dim_of(g, names, f"kernel {info.name}: the grid size") for g in info.grid)
     params = tuple(positions[p] for p in info.params)
     types = "".join("P" if isinstance(p, Buffer) else _NP_CHARS[p.dtype] for p in info.params)
-    return KernelPlan(info.name, grid, tuple(info.block), params, types, bindings, shared)
+    maps = _tensor_map_specs(info, body, positions) if body is not None else ()
+    params = tuple(("tmap", j) for j in range(len(maps))) + params
+    types = "Q" * (TENSOR_MAP_WORDS * len(maps)) + types
+    return KernelPlan(info.name, grid, tuple(info.block), params, types, bindings, shared, maps)
+
+
+def _tensor_map_specs(info, body, positions) -> tuple:
+    """The kernel's tensor-map parameters (``cuda_tensor_map.tensor_maps_of``) as specs of the
+    function arguments they map."""
+    from .cuda_tensor_map import TensorMapSpec, tensor_maps_of
+    out = []
+    for buf, box in tensor_maps_of(body):
+        where = positions.get(buf)
+        if where is None or where[0] != "arg":
+            raise ValueError(f"kernel {info.name}: a TMA copy reads '{buf.name}', which is not an argument of the "
+                             f"function (a tensor map is built from an argument's pointer and shape)")
+        out.append(TensorMapSpec(where[1], buf.dtype, box))
+    return tuple(out)
 
 
 def plan_of(func) -> FunctionPlan:
@@ -223,12 +248,12 @@ def plan_of(func) -> FunctionPlan:
         positions[w] = ("ws", j)
         ws.append((w.name, w.dtype, _dim_of(w.shape[0], names, f"the size of workspace '{w.name}'")))
     kernels = []
-    for info, _ in ks:
+    for info, body in ks:
         missing = [p for p in info.params if p not in positions]
         if missing:
             raise ValueError(f"kernel {info.name} takes {', '.join(getattr(p, 'name', str(p)) for p in missing)}, "
                              f"which {'is' if len(missing) == 1 else 'are'} not a parameter of {func.name}")
-        kernels.append(_kernel_view(info, names, positions))
+        kernels.append(_kernel_view(info, names, positions, body))
     return FunctionPlan(sig, tuple(ws), tuple(kernels), program)
 
 
@@ -342,6 +367,7 @@ class CUDAFunction:
         env: dict = {}
         values: dict = {}
         got_all = []
+        shapes: dict = {}
         for pos, ((i, b), a) in enumerate(zip(self.buffers, args)):
             got = _array_of(a)
             if got is None:
@@ -362,6 +388,7 @@ class CUDAFunction:
                 raise ValueError(f"argument {pos} '{b.name}': expected a C-contiguous array")
             values[("arg", i)] = ptr
             got_all.append(shape)
+            shapes[("arg", i)] = shape
         for (i, v), a in zip(self.user_scalars, args[len(self.buffers):]):
             env[v.name] = a
         for pos, ((i, b), shape) in enumerate(zip(self.buffers, got_all)):
@@ -372,6 +399,10 @@ class CUDAFunction:
             values[("arg", i)] = _scalar_arg(env[v.name], v.dtype)
         for j, (wname, wdtype, size) in enumerate(self.plan.workspace):
             values[("ws", j)] = self._workspace(j, eval_dim(size, env) * np.dtype(wdtype).itemsize)
+        for k in self.kernels:
+            for j, spec in enumerate(k.plan.tensor_maps):
+                src = ("arg", spec.buffer_index)
+                values[(k.plan.name, "tmap", j)] = encode_tensor_map(spec, values[src], shapes[src])
         calls = []
         self._calls(self.plan.program or tuple(("k", i) for i in range(len(self.kernels))), env, values, calls)
         return calls
@@ -393,7 +424,13 @@ class CUDAFunction:
                                  f"(x < 2^31, y and z <= 65535); bind the larger extent to blockIdx.x")
             if min(grid) <= 0:
                 grid = None          # nothing to do
-            calls.append((k.fn, grid, k.block, [values[p] for p in k.plan.params], k.smem))
+            kargs = []
+            for p in k.plan.params:
+                if p[0] == "tmap":            # a tensor map: its 16 words
+                    kargs.extend(values[(k.plan.name, "tmap", p[1])])
+                else:
+                    kargs.append(values[p])
+            calls.append((k.fn, grid, k.block, kargs, k.smem))
 
     def _workspace(self, j, size):
         hit = self._ws_cache.get((j, size))

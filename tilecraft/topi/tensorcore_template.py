@@ -23,8 +23,9 @@ else run 6's best 4096³ mma.sync schedule where it fits, else the smallest.
 
 With B stored (N, K) (``col_major``), float16 or float32 operands and an sm_90 target, the knob
 ``wgmma`` picks sm_90a's ``wgmma`` GEMM instead (``topi/tensorcore_wgmma.py``): ``None`` is the
-mma.sync schedule of the knobs above, else a ``(bm, bn, stages, lag)`` of ``matmul_wgmma`` (with
-``raster``; the mma.sync knobs are then held at their first values, so each appears once).
+mma.sync schedule of the knobs above, else a ``(bm, bn, stages, lag)`` of ``matmul_wgmma`` (cp.async
+loads) or ``(bm, bn, stages, lag, "tma" | "tma_r")`` (TMA loads; ``_r``: setmaxnreg), ``wgmma_options``
+(with ``raster``; the mma.sync knobs are then held at their first values, so each appears once).
 """
 from __future__ import annotations
 
@@ -66,9 +67,33 @@ def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0) -> bool
             and shared_bytes(dtype, layout_b, block, warp, chunk, stages) <= SHARED_LIMIT)
 
 
-# (bm, bn, stages, lag) of matmul_wgmma the `wgmma` knob offers (None: mma.sync)
+# (bm, bn, stages, lag) of matmul_wgmma the `wgmma` knob offers (None: mma.sync), cp.async loads; then
+# (bm, bn, stages, lag, load) with load "tma", "tma_r" (TMA with setmaxnreg) or "tma_p" (TMA, a persistent
+# grid of up to PERSISTENT_SMS blocks): wgmma_options reads them
 WGMMA_CHOICES = [None, (128, 256, 4, 2), (128, 256, 4, 1), (256, 128, 4, 2), (256, 128, 4, 1), (128, 128, 6, 3),
-                 (128, 128, 5, 2), (128, 256, 3, 1), (64, 256, 4, 2)]
+                 (128, 128, 5, 2), (128, 256, 3, 1), (64, 256, 4, 2),
+                 (128, 256, 4, 1, "tma"), (128, 256, 4, 1, "tma_r"), (256, 128, 4, 1, "tma_r"), (128, 256, 3, 1, "tma_r"),
+                 (128, 128, 6, 1, "tma"), (64, 256, 4, 1, "tma"), (128, 256, 4, 1, "tma_p"), (256, 128, 4, 1, "tma_p"),
+                 (128, 128, 6, 1, "tma_p")]
+PERSISTENT_SMS = 132               # the persistent grid's bound: an H100's (and H200's) multiprocessors
+LOADS = ("cp.async", "tma", "tma_r", "tma_p")    # the load knob's values: cp.async, TMA, + setmaxnreg, + persistent
+
+
+def wgmma_options(choice) -> dict:
+    """``matmul_wgmma``'s keyword arguments of a ``wgmma`` knob value:
+    ``wgmma_options((128, 256, 4, 1, "tma_r")) == dict(block=(128, 256), stages=4, lag=1, load="tma", maxnreg=1,
+    persistent=0)``."""
+    bm, bn, stages, lag, *load = choice
+    return dict(block=(bm, bn), stages=stages, lag=lag, **load_options(load[0] if load else "cp.async"))
+
+
+def load_options(load: str) -> dict:
+    """``matmul_wgmma``'s ``load``, ``maxnreg``, ``persistent`` of a ``load`` knob value (``LOADS``):
+    ``load_options("tma_p") == dict(load="tma", maxnreg=0, persistent=PERSISTENT_SMS)``."""
+    if load not in LOADS:
+        raise ValueError(f"load {load!r}: one of {', '.join(LOADS)}")
+    return dict(load="tma" if load.startswith("tma") else load, maxnreg=int(load == "tma_r"),
+                persistent=PERSISTENT_SMS if load == "tma_p" else 0)
 _MMA_FIRST = dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=0)   # each knob's first value
 
 
@@ -105,9 +130,8 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
 
     def ok(e):
         if wg and e["wgmma"].val is not None:
-            bm, bn, stages, lag = e["wgmma"].val
             return (all(e[k].val == v for k, v in _MMA_FIRST.items())
-                    and wgmma_fits(M, N, K, dtype, (bm, bn), stages, e["raster"].val, lag))
+                    and wgmma_fits(M, N, K, dtype, raster=e["raster"].val, **wgmma_options(e["wgmma"].val)))
         return fits(M, N, K, dtype, layout_b, e["block"].val, e["warp"].val, e["chunk"].val, e["stages"].val,
                     e["raster"].val)
 
@@ -127,9 +151,8 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
         return matmul_tensorcore(M, N, K, **common, **opts)
     if wg and cfg["wgmma"].val is not None:
         from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
-        bm, bn, stages, lag = cfg["wgmma"].val
-        return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, block=(bm, bn), stages=stages, lag=lag,
-                            raster=cfg["raster"].val)
+        return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, raster=cfg["raster"].val,
+                            **wgmma_options(cfg["wgmma"].val))
     return matmul_tensorcore(M, N, K, **common, block=cfg["block"].val, warp=cfg["warp"].val,
                              chunk=cfg["chunk"].val, stages=cfg["stages"].val, raster=cfg["raster"].val,
                              min_blocks=cfg["min_blocks"].val)
@@ -146,19 +169,21 @@ def wgmma_fallback(M, N, K, dtype):
     """The wgmma configuration used when nothing is tuned: the first of ``WGMMA_FALLBACKS`` that fits
     and makes at least ``FALLBACK_MIN_BLOCKS`` blocks, else the fitting one with the most blocks
     (None if none fits). ``wgmma_fallback(4096, 4096, 4096, "float16")["block"] == (128, 256)``."""
-    fit = [f for f in WGMMA_FALLBACKS if wgmma_fits(M, N, K, dtype, f["block"], f["stages"], f["raster"], f["lag"])]
+    fit = [f for f in WGMMA_FALLBACKS if wgmma_fits(M, N, K, dtype, **f)]
     if not fit:
         return None
     blocks = [(M // f["block"][0]) * (N // f["block"][1]) for f in fit]
     return next((f for f, b in zip(fit, blocks) if b >= FALLBACK_MIN_BLOCKS), fit[blocks.index(max(blocks))])
 
 
-def wgmma_fits(M, N, K, dtype, block, stages, raster=0, lag=1) -> bool:
+def wgmma_fits(M, N, K, dtype, block, stages, raster=0, lag=1, load="cp.async", maxnreg=0, persistent=0) -> bool:
     """Whether a wgmma configuration tiles the problem and fits a block (``check_config``'s rules)."""
     from tilecraft.topi.tensorcore_wgmma import check_config
     bm, bn = block
+    if persistent and (load != "tma" or maxnreg):
+        return False
     try:
-        check_config(bm, bn, K, dtype, stages, lag)
+        check_config(bm, bn, K, dtype, stages, lag, load, maxnreg)
     except ValueError:
         return False
     return M % bm == 0 and N % bn == 0 and (raster == 0 or (M // bm) % raster == 0)
@@ -167,9 +192,9 @@ def wgmma_fits(M, N, K, dtype, block, stages, raster=0, lag=1) -> bool:
 @autotune.template("topi/matmul_wgmma.cuda")
 def matmul_wgmma_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dtype: str = "float16"):
     """``C = A @ B.T`` (A (M, K), B (N, K)) on sm_90a's ``wgmma`` (``topi/tensorcore_wgmma.py``), knobs
-    ``block`` (bm, bn), ``stages``, ``lag`` (steps of copies the producer keeps in flight), ``raster``;
-    configurations that do not tile the problem or fit
-    the shared memory are filtered out.
+    ``block`` (bm, bn), ``stages``, ``lag`` (steps of copies the producer keeps in flight), ``raster``,
+    ``load`` ("cp.async", "tma", "tma_r": TMA with setmaxnreg, "tma_p": TMA on a persistent grid; with TMA
+    ``lag`` stays at its first value, it has no use there); configurations that do not tile the problem or fit the shared memory are filtered out.
 
     >>> task = autotune.task.create("topi/matmul_wgmma.cuda", args=(4096, 4096, 4096, "float16", "float16"),
     ...                             target="cuda")
@@ -180,9 +205,14 @@ def matmul_wgmma_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dtype:
     cfg.define_knob("stages", [4, 3, 5, 6])
     cfg.define_knob("raster", [8, 0, 4])
     cfg.define_knob("lag", [1, 2, 3])
+    cfg.define_knob("load", list(LOADS))
+
+    def knob_opts(e):
+        return dict(block=e["block"].val, stages=e["stages"].val, raster=e["raster"].val, lag=e["lag"].val,
+                    **load_options(e["load"].val))
 
     def ok(e):
-        return wgmma_fits(M, N, K, dtype, e["block"].val, e["stages"].val, e["raster"].val, e["lag"].val)
+        return (e["load"].val == "cp.async" or e["lag"].val == 1) and wgmma_fits(M, N, K, dtype, **knob_opts(e))
 
     cfg.multi_filter(ok)
     cfg.add_flop(2.0 * M * N * K)
@@ -191,5 +221,4 @@ def matmul_wgmma_cuda(M: int, N: int, K: int, dtype: str = "float16", out_dtype:
     if cfg.is_fallback or not ok(cfg):
         opts = wgmma_fallback(M, N, K, dtype) or WGMMA_FALLBACKS[-1]
         return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **opts)
-    return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, block=cfg["block"].val, stages=cfg["stages"].val,
-                        raster=cfg["raster"].val, lag=cfg["lag"].val)
+    return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **knob_opts(cfg))

@@ -9,7 +9,9 @@ barrier in front of it rather than inside; inside a loop, what is pending at the
 is also pending at its start (the next iteration), except reads of a buffer double-buffered on
 that loop. A barrier is never placed inside a condition or loop that depends on the thread index
 (threads would disagree about reaching it): the barrier goes in front of the whole statement.
-The block all-reduce of cross-thread reductions synchronises the block itself.
+The block all-reduce of cross-thread reductions synchronises the block itself, and so do the
+block-collective calls (``ir/builtin.py``'s ``BLOCK_BUILTINS``: the wgmma main loops order their
+shared ring with their own mbarriers, across calls too), whose shared pointers need no barrier.
 
 Afterwards the kernel is free of shared-memory races between threads of a block, assuming
 different threads access different elements between barriers (which cooperative fetching and
@@ -17,6 +19,7 @@ the thread-bound loops of a schedule guarantee).
 """
 from __future__ import annotations
 
+from ...ir.builtin import BLOCK_BUILTINS
 from ...ir.expr import AccessPtr, BufferLoad, Call, Var
 from ...ir.functor import post_order_visit
 from ...ir.stmt import (Allocate, AttrStmt, BufferStore, Evaluate, For, IfThenElse, LetStmt,
@@ -38,6 +41,7 @@ def _accesses(node):
     into shared memory (``access_ptr``, what a tensor intrinsic's call reads or writes through)
     counts as the access its mask says."""
     reads, writes, sync = set(), set(), [False]
+    ptrs, own = [], set()       # own: the shared pointers of block-collective calls, which order them themselves
 
     def f(n):
         if isinstance(n, BufferLoad) and n.buffer.scope == "shared":
@@ -45,13 +49,18 @@ def _accesses(node):
         elif isinstance(n, BufferStore) and n.buffer.scope == "shared":
             writes.add(n.buffer)
         elif isinstance(n, AccessPtr) and n.buffer.scope == "shared":
+            ptrs.append(n)
+        elif isinstance(n, Call) and (n.name == SYNC or n.name.startswith(ALLREDUCE_PREFIX)):
+            sync[0] = True
+        elif isinstance(n, Call) and n.name in BLOCK_BUILTINS:
+            own.update(id(a) for a in n.args)
+    post_order_visit(node, f)
+    for n in ptrs:
+        if id(n) not in own:
             if n.access_mask & 1:
                 reads.add(n.buffer)
             if n.access_mask & 2:
                 writes.add(n.buffer)
-        elif isinstance(n, Call) and (n.name == SYNC or n.name.startswith(ALLREDUCE_PREFIX)):
-            sync[0] = True
-    post_order_visit(node, f)
     return reads, writes, sync[0]
 
 
