@@ -208,6 +208,38 @@ def test_plan_and_launch_arguments_put_the_tensor_maps_first(monkeypatch):
     assert grid == (2, 2, 1) and block == (384, 1, 1)
 
 
+def test_tensor_maps_are_packed_at_the_offsets_the_driver_reports(monkeypatch):
+    """A launch buffer packed from offset 0 put the maps 112 bytes early on the H100 (ptxas aligns
+    a CUtensorMap in the constant bank, whose parameters start at 0x210): every TMA kernel faulted
+    with "illegal instruction". The loader asks the driver for the layout (param_layout) and pads."""
+    from tilecraft.runtime import cuda_runtime as R
+    s, (A, B, C) = matmul_wgmma(256, 512, 128, block=(128, 256), stages=3, load="tma", out_dtype="float16")
+    (k,) = R.plan_of(tc.lower(s, [A, B, C], target="cuda")).kernels
+    layout = ((112, 128), (240, 128), (368, 8), (376, 8), (384, 8))
+    seen = []
+    monkeypatch.setattr(TM, "param_layout", lambda image, name: seen.append((image, name)) or layout)
+
+    class Fn:
+        def prepare(self, fmt):
+            self.fmt = fmt
+
+        def set_attribute(self, what, value):
+            pass
+    monkeypatch.setattr(R, "driver", lambda: type("D", (), {"function_attribute": type("A", (), {
+        "MAX_DYNAMIC_SHARED_SIZE_BYTES": 0})})())
+    fn = Fn()
+    R._Kernel(k, fn, b"cubin")
+    assert seen == [(b"cubin", k.name)]
+    assert fn.fmt == "112x" + "Q" * 32 + "PPP"
+    buf = struct.pack(fn.fmt, *range(32), 1, 2, 3)
+    assert struct.unpack_from("<Q", buf, 112)[0] == 0 and struct.unpack_from("<Q", buf, 240)[0] == 16
+    assert struct.unpack_from("<Q", buf, 368)[0] == 1
+    with pytest.raises(TM.TensorMapError, match="reports 2 kernel parameters, the launch plan has 5"):
+        TM.padded_format(k.types, 2, layout[:2])
+    with pytest.raises(TM.TensorMapError, match="does not fit the launch plan"):
+        TM.padded_format(k.types, 2, ((0, 128), (64, 128), (192, 8), (200, 8), (208, 8)))
+
+
 def test_plain_kernels_take_no_tensor_maps():
     from tilecraft.runtime import cuda_runtime as R
     s, (A, B, C) = matmul_wgmma(128, 128, 64, block=(128, 128), stages=3)

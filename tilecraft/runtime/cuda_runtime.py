@@ -289,10 +289,14 @@ def _host_program(body, names: dict, positions: dict, infos: list) -> tuple:
 class _Kernel:
     """One loaded kernel and how to call it."""
 
-    def __init__(self, plan: KernelPlan, fn):
+    def __init__(self, plan: KernelPlan, fn, image: bytes = None):
         self.plan = plan
         self.fn = fn
-        self.fn.prepare(plan.types.replace("e", "H"))    # pycuda packs no half: its bits, as uint16
+        types = plan.types
+        if plan.tensor_maps:             # maps sit where the driver says (cuda_tensor_map.param_layout)
+            from .cuda_tensor_map import padded_format, param_layout
+            types = padded_format(types, len(plan.tensor_maps), param_layout(image, plan.name))
+        self.fn.prepare(types.replace("e", "H"))         # pycuda packs no half: its bits, as uint16
         self.smem = plan.dynamic_shared_bytes
         if self.smem:                                    # above 48 KiB a kernel must opt in
             self.fn.set_attribute(driver().function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, self.smem)
@@ -559,7 +563,7 @@ class CUDAModule:
             for kp in plan.kernels:
                 fn = mod.get_function(kp.name)
                 check_limits(kp, fn, limits)
-                kernels.append(_Kernel(kp, fn))
+                kernels.append(_Kernel(kp, fn, self.cubin if kp.tensor_maps else None))
             loaded[name] = CUDAFunction(self, plan, kernels)
         self._module = mod
         self._loaded = loaded

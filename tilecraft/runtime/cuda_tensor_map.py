@@ -9,8 +9,13 @@ does not wrap it) builds from the buffer's pointer, shape and row stride, the bo
 (``rows x cols`` elements) and the shared-memory swizzle (128 bytes: chunk ``c`` of box row ``r``
 lands at ``128 r + 16 (c ^ r % 8)``, the layout the wgmma descriptors read). The launcher
 (``cuda_runtime.py``) encodes them at launch time, cached per (pointer, shape, dtype, box), and
-passes each as 16 64-bit words at the front of the parameter buffer (offset 0, 128, ...: the
-128-byte alignment a ``CUtensorMap`` has in CUDA 13's cuda.h, 64 before).
+passes each as 16 64-bit words at the front of the parameter buffer, at the offsets the driver
+reports for the kernel (:func:`param_layout`: ``cuFuncGetParamInfo``). Those offsets are not
+0, 128, ...: ptxas aligns a ``CUtensorMap`` (128-byte aligned in CUDA 13's cuda.h, 64 before) in
+the constant bank, where the parameters start at 0x210 on sm_90, so the first map sits 112 bytes
+into the buffer (an H100 run of maps packed from offset 0 faulted with "illegal instruction";
+``bench/tensorcore_wgmma_diag.py``'s probes: a map from global memory or after 112 pad bytes copies
+exactly).
 
 >>> spec = TensorMapSpec(buffer_index=0, dtype="float16", box=(128, 64))
 >>> tensor_map_args(spec, ptr=0x7f0000000000, shape=(4096, 4096))[:3]
@@ -144,3 +149,54 @@ def encode_tensor_map(spec: TensorMapSpec, ptr: int, shape) -> tuple:
         _cache.clear()
     _cache[key] = words
     return words
+
+
+def param_layout(image: bytes, name: str) -> tuple:
+    """``(offset, size)`` of each parameter of kernel ``name`` in the parameter buffer a launch
+    passes, as the driver lays it out (``cuFuncGetParamInfo``, CUDA 12.4+ drivers), read from a
+    private load of the module ``image`` (a cubin) in the current context.
+
+    >>> # param_layout(cubin, "default_function_kernel")  ->  ((112, 128), (240, 8), (248, 4), ...)
+    """
+    lib = libcuda()
+    try:
+        info = lib.cuFuncGetParamInfo
+    except AttributeError:
+        raise TensorMapError("kernels with TMA copies need the driver's cuFuncGetParamInfo (CUDA 12.4 or "
+                             "newer driver) to lay out their tensor-map parameters") from None
+    mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+    rc = lib.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(bytes(image)))
+    if rc != 0:
+        raise TensorMapError(f"cuModuleLoadData failed (CUresult {rc}) reading the parameter layout of {name}")
+    try:
+        rc = lib.cuModuleGetFunction(ctypes.byref(fn), mod, name.encode())
+        if rc != 0:
+            raise TensorMapError(f"cuModuleGetFunction({name}) failed (CUresult {rc})")
+        out, off, size = [], ctypes.c_size_t(), ctypes.c_size_t()
+        while info(fn, ctypes.c_size_t(len(out)), ctypes.byref(off), ctypes.byref(size)) == 0:
+            out.append((off.value, size.value))
+        return tuple(out)
+    finally:
+        lib.cuModuleUnload(mod)
+
+
+def padded_format(types: str, n_maps: int, layout) -> str:
+    """pycuda's ``prepare()`` string for a kernel whose first ``n_maps`` parameters are tensor maps
+    (16 ``Q`` words each at the front of ``types``, one character per other parameter), with the
+    pad bytes (``Nx``) that put each parameter at its offset in ``layout`` (:func:`param_layout`).
+
+    >>> padded_format("Q" * 16 + "Pi", 1, ((112, 128), (240, 8), (248, 4)))
+    '112xQQQQQQQQQQQQQQQQPi'
+    """
+    import struct
+    chunks = ["Q" * TENSOR_MAP_WORDS] * n_maps + list(types[TENSOR_MAP_WORDS * n_maps:])
+    if len(layout) != len(chunks):
+        raise TensorMapError(f"the driver reports {len(layout)} kernel parameters, the launch plan has "
+                             f"{len(chunks)}")
+    fmt, at = "", 0
+    for chunk, (off, size) in zip(chunks, layout):
+        if off < at or struct.calcsize(chunk) != size:
+            raise TensorMapError(f"kernel parameter layout {layout} does not fit the launch plan's {types!r}")
+        fmt += (f"{off - at}x" if off > at else "") + chunk
+        at = off + size
+    return fmt
