@@ -50,7 +50,7 @@ def reference(rng_seed):
 def records_with_block(mod, block=32):
     """Logged configurations whose output block is ``block`` for every convolution of ``mod``
     (32 is in both the AVX2 and the AVX-512 space)."""
-    import tilecraft.topi.conv2d  # noqa: F401  (registers the template)
+    from tilecraft.topi.conv2d_microkernel import WORKLOAD  # (registers the template)
     typed = T.InferType()(mod)
     records = []
     for n in post_order(typed["main"].body):
@@ -58,8 +58,9 @@ def records_with_block(mod, block=32):
             N, CI, H, W = n.args[0].checked_type.shape
             CO, _, KH, KW = n.args[1].checked_type.shape
             args = (N, CI, H, W, CO, KH, KW, n.attrs.strides[0], n.attrs.padding[0], "float32")
-            task = autotune.task.create("topi/conv2d_nchw.llvm", args=args, target="llvm")
-            cfg = next(c for c in task.config_space if c["tile_oc"].size[-1] == block)
+            task = autotune.task.create(WORKLOAD, args=args, target="llvm")
+            cfg = max((c for c in task.config_space if c["tile_oc"].size[-1] == block),
+                      key=lambda c: c["tile_ic"].size[-1])
             records.append((autotune.MeasureInput(task.target, task, cfg), autotune.MeasureResult((1e-3,), 0)))
     return records
 

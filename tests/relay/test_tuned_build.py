@@ -20,13 +20,23 @@ def conv_relu_model(rng):
     return make_model(nodes, inputs, ["y"], {"w": rng.uniform(-1, 1, (32, 16, 3, 3)).astype("float32")}), inputs
 
 
-def a_config_unlike_the_fallback():
+def _template(layout: bool):
+    """The workload and config function of the fused convolution: the micro-kernel template
+    with AlterOpLayout (blocked), the loop-level NCHW[x]c template without."""
+    if layout:
+        from tilecraft.topi.conv2d_microkernel import WORKLOAD, blocked_config
+        return WORKLOAD, blocked_config
     import tilecraft.topi.conv2d  # noqa: F401  (registers the template)
-    task = autotune.task.create("topi/conv2d_nchw.llvm", args=ARGS, target="llvm")
-    fallback = conv2d_nchwc_config(autotune.FallbackConfigEntity(), *ARGS[:-1])
+    return "topi/conv2d_nchw.llvm", conv2d_nchwc_config
+
+
+def a_config_unlike_the_fallback(layout: bool):
+    name, config = _template(layout)
+    task = autotune.task.create(name, args=ARGS, target="llvm")
+    fallback = config(autotune.FallbackConfigEntity(), *ARGS[:-1])
     for cfg in task.config_space:            # the valid configurations
-        chosen = conv2d_nchwc_config(cfg, *ARGS[:-1])
-        if chosen[:3] != fallback[:3]:
+        chosen = config(cfg, *ARGS[:-1])
+        if chosen[:3] != fallback[:3] and ARGS[4] % chosen[1] == 0:
             return task, cfg, chosen
     pytest.fail("every configuration of the space has the fallback's blocks")
 
@@ -43,7 +53,7 @@ def _blocks(anchor):
     p = anchor.parts
     if anchor.kind == "conv2d":
         return p["data_vec"].shape[-1].value, p["conv"].shape[-1].value, p["reg_n"]
-    assert anchor.kind == "conv2d_NCHWc"
+    assert anchor.kind in ("conv2d_NCHWc", "conv2d_NCHWc_mk")
     return p["data_pad"].shape[-1].value, p["out"].shape[-1].value, p["reg_n"]
 
 
@@ -52,7 +62,7 @@ def test_tuned_config_schedules_the_fused_conv(rng, layout):
     """The tuned config's blocks and register tile; with AlterOpLayout its output block is the
     layout's and the input block that of the (NCHW) input: the output block when it divides the
     input channels."""
-    task, cfg, chosen = a_config_unlike_the_fallback()
+    task, cfg, chosen = a_config_unlike_the_fallback(layout)
     records = [(autotune.MeasureInput(task.target, task, cfg), autotune.MeasureResult((1e-3,), 0))]
     model, inputs = conv_relu_model(rng)
     mod, params = relay.frontend.from_onnx(model)
@@ -77,6 +87,6 @@ def test_fallback_without_a_log(rng, layout):
         fused, _ = relay.optimize(mod, "llvm", params)
     with tc.target.Target("llvm"):
         _, _, anchor = te_compiler.compute_group(_conv_group(fused))
-    fallback = conv2d_nchwc_config(autotune.FallbackConfigEntity(), *ARGS[:-1])
+    fallback = _template(layout)[1](autotune.FallbackConfigEntity(), *ARGS[:-1])
     assert anchor.parts["reg_n"] == fallback[2] and _blocks(anchor)[1] == fallback[1]
     check_model(model, inputs, rtol=1e-4, atol=1e-4)

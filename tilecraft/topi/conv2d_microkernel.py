@@ -220,3 +220,96 @@ def conv2d_nchwc_int8(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int
         ir = None
     _schedule(s, data_vec, kernel_vec, conv, out, reg_n, ic_outer, mk, import_llvm=ir)
     return s, [data, kernel, out]
+
+
+# ------------------------------------------------------------------------------------------------
+# the graph level's blocked convolution (``nn.contrib_conv2d_NCHWc``) on the micro-kernel
+
+WORKLOAD = "topi/conv2d_nchwc_tensorized.llvm"
+
+
+def blocked_fits(ic: int, oc: int, dtype: str, isa=None) -> bool:
+    """The fp32 micro-kernel computes a blocked convolution with input block ``ic`` and output
+    block ``oc`` when ``oc`` is a whole number of vectors (any ``ic``: the block is the
+    micro-kernel's innermost reduction). Otherwise the loop-level template of ``topi/conv2d.py``
+    computes it (AVX-512 with ``oc = 8``, say).
+
+    >>> blocked_fits(32, 32, "float32")          # doctest: +SKIP
+    True
+    """
+    isa = isa or cpu_intrinsics.vector_isa()
+    return dtype == "float32" and oc % isa.lanes == 0 and ic >= 1
+
+
+def blocked_config(cfg, N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int,
+                   padding: int, ic: int | None = None, oc: int | None = None) -> tuple:
+    """``(ic_bn, oc_bn, reg_n, ic_outer, k_unroll)`` of ``topi/conv2d_nchwc_tensorized.llvm`` for a
+    convolution the graph level runs blocked: the knobs are defined on ``cfg`` as the template
+    defines them (so a task extracted from a model tunes them), the tuned values are used, and
+    without a tuned config :func:`blocked_fallback`. ``ic`` / ``oc``, when given, are the blocks
+    the graph fixed (the input's block; the output block AlterOpLayout chose): the register
+    tile and ``k_unroll`` are then brought within what those blocks allow.
+
+    >>> blocked_config(autotune.FallbackConfigEntity(), 1, 64, 56, 56, 64, 3, 3, 1, 1)  # doctest: +SKIP
+    (32, 32, 8, False, 4)
+    """
+    isa = cpu_intrinsics.vector_isa()
+    OW = (W + 2 * padding - KW) // stride + 1
+    params = _conv_template(cfg, isa, isa.lanes, 1, 1, N, CI, H, W, CO, KH, KW, stride, padding)
+    if cfg.is_fallback:
+        params = blocked_fallback(isa, CI, CO, OW, KH, ic)
+    ic_bn, oc_bn, reg_n, ic_outer, k_unroll = params
+    ic_bn = ic or ic_bn
+    oc_bn = oc or oc_bn
+    if not _fits(reg_n, oc_bn, isa.lanes, isa.registers, 1):
+        reg_n = max(r for r in range(1, OW + 1) if OW % r == 0 and _fits(r, oc_bn, isa.lanes, isa.registers, 1))
+    while k_unroll > 1 and ic_bn % k_unroll:
+        k_unroll //= 2
+    return ic_bn, oc_bn, reg_n, ic_outer, k_unroll
+
+
+def blocked_fallback(isa, CI: int, CO: int, OW: int, KH: int, ic: int | None = None) -> tuple:
+    """The untuned configuration of a blocked convolution, by layer class (measured first: see
+    docs/relay.md, "ResNet-18 on the micro-kernel"): two vectors of output channels where they
+    divide CO (the block every ResNet layer can share, so no transform between layers); the
+    widest register tile of up to 8 columns (``reg_n`` ≤ 8 dividing OW, else the widest that
+    fits: 7 for 7/14/28/56/112-wide rows); input blocks up to 64, unrolled by 4 (2, 1 where the
+    block does not divide); the channel blocks inside the column tiles (``ic_outer`` off) except
+    for the narrow-input stem."""
+    lanes, regs = isa.lanes, isa.registers
+    oc_bn = next((b for b in (2 * lanes, lanes, 4 * lanes) if CO % b == 0), 2 * lanes)
+    fitting = [r for r in range(1, OW + 1) if OW % r == 0 and _fits(r, oc_bn, lanes, regs, 1)]
+    reg_n = max([r for r in fitting if r <= 8] or fitting)
+    ic_bn = ic or max(d for d in _ic_blocks(CI, 1) if d <= 64 or d == _ic_blocks(CI, 1)[0])
+    k_unroll = next(u for u in (4, 2, 1) if ic_bn % u == 0)
+    return ic_bn, oc_bn, reg_n, CI < lanes, k_unroll
+
+
+def schedule_blocked(s, data_pad, conv, out, stride: int, reg_n: int, ic_outer: bool, k_unroll: int) -> None:
+    """Schedule ``topi.layout.conv2d_NCHWc``'s stages on the fp32 micro-kernel: rows ``(n, O, y)``
+    of the output in parallel; in a row, ``reg_n`` × ``oc`` register tiles (``conv_fp32``) over
+    the window and the input-channel blocks (``ic_outer``: blocks outside the column tiles), then
+    the row's epilogue (``out``: bias, ReLU, a residual add inlined into one blocked stage, or
+    ``conv`` itself) while the row is in the L1 cache. A padding stage (``data_pad``) is its own
+    parallel stage."""
+    _, _, KH, KW, ic, oc = _ints(conv.op.input_tensors[1].shape)
+    mk = cpu_intrinsics.conv_fp32(reg_n, oc, KH, KW, ic, stride, unroll=k_unroll)
+    if type(data_pad.op).__name__ == "ComputeOp":
+        n, C, h, w, c = s[data_pad].op.axis
+        s[data_pad].parallel(s[data_pad].fuse(n, C, h))
+        if ic % 8 == 0:
+            s[data_pad].vectorize(c)
+    if out is not conv:
+        n, O, y, x, co = s[out].op.axis
+        row = s[out].fuse(n, O, y)
+        s[out].parallel(row)
+        s[out].vectorize(co)
+        s[conv].compute_at(s[out], row)
+    n, O, y, x, co = s[conv].op.axis
+    icc, *inner = s[conv].op.reduce_axis
+    xo, xi = s[conv].split(x, factor=reg_n)
+    if out is conv:
+        s[conv].parallel(s[conv].fuse(n, O, y))
+    outer = [icc, xo] if ic_outer else [xo, icc]
+    s[conv].reorder(*outer, xi, co, *inner)
+    s[conv].tensorize(xi, mk)

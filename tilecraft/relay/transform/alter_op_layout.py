@@ -44,7 +44,9 @@ def _query(workload):
 
 def _blocks(call: Call, in_block):
     """``(ic, oc)`` for a convolution the template fits, or None."""
-    from tilecraft.topi.conv2d import conv2d_nchwc_config, vector_registers
+    from tilecraft.topi.conv2d import conv2d_nchwc_config
+    from tilecraft.topi.cpu_intrinsics import vector_isa
+    from tilecraft.topi.conv2d_microkernel import WORKLOAD, blocked_config
     a = call.attrs
     x, w = call.args[0].checked_type, call.args[1].checked_type
     pt, pl, pb, pr = a.padding
@@ -54,11 +56,16 @@ def _blocks(call: Call, in_block):
         return None
     N, CI, H, W = x.shape
     CO, _, KH, KW = w.shape
-    cfg = _query(("topi/conv2d_nchw.llvm", N, CI, H, W, CO, KH, KW, a.strides[0], pt, "float32"))
-    ic, oc = conv2d_nchwc_config(cfg, N, CI, H, W, CO, KH, KW, a.strides[0], pt)[:2]
-    if CO % oc:
-        lanes = vector_registers()[0]
-        oc = next((b for b in (2 * lanes, lanes, 8) if CO % b == 0), None)
+    shape = (N, CI, H, W, CO, KH, KW, a.strides[0], pt)
+    lanes = vector_isa().lanes
+    if CO % lanes == 0:     # the micro-kernel conv (whole vectors of output channels), its workload
+        ic, oc = blocked_config(_query((WORKLOAD,) + shape + ("float32",)), *shape)[:2]
+        if CO % oc:
+            oc = 2 * lanes if CO % (2 * lanes) == 0 else lanes
+    else:                   # the loop-level template's
+        ic, oc = conv2d_nchwc_config(_query(("topi/conv2d_nchw.llvm",) + shape + ("float32",)), *shape)[:2]
+        if CO % oc:
+            oc = next((b for b in (2 * lanes, lanes, 8) if CO % b == 0), None)
     if in_block is not None and CI % in_block == 0:
         ic = in_block                       # no transform between consecutive convolutions
     elif in_block is None and oc is not None and CI % oc == 0:
