@@ -271,18 +271,26 @@ def blocked_config(cfg, N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: i
 def blocked_fallback(isa, CI: int, CO: int, OW: int, KH: int, ic: int | None = None) -> tuple:
     """The untuned configuration of a blocked convolution, by layer class (measured first: see
     docs/relay.md, "ResNet-18 on the micro-kernel"): two vectors of output channels where they
-    divide CO (the block every ResNet layer can share, so no transform between layers); the
-    widest register tile of up to 8 columns (``reg_n`` ≤ 8 dividing OW, else the widest that
-    fits: 7 for 7/14/28/56/112-wide rows); input blocks up to 64, unrolled by 4 (2, 1 where the
-    block does not divide); the channel blocks inside the column tiles (``ic_outer`` off) except
-    for the narrow-input stem."""
+    divide CO (the block every ResNet layer can share, so no transform between layers), one
+    vector where that gives the register tile more accumulators (AVX2's 16 registers on a
+    7-wide row); the widest register tile of up to 8 columns dividing OW (7 on 7-, 14-, 28-,
+    56-wide rows), else the widest that fits; input blocks up to 64 (the graph passes the
+    input's own block), unrolled by 4 (2, 1 where that does not divide); the channel blocks
+    inside the column tiles (``ic_outer`` off) except for a narrow input (the 3-channel stem).
+
+    >>> blocked_fallback(cpu_intrinsics.vector_isa("llvm -mcpu=skylake-avx512"), 64, 64, 56, 3)
+    (64, 32, 8, False, 4)
+    """
     lanes, regs = isa.lanes, isa.registers
-    oc_bn = next((b for b in (2 * lanes, lanes, 4 * lanes) if CO % b == 0), 2 * lanes)
-    fitting = [r for r in range(1, OW + 1) if OW % r == 0 and _fits(r, oc_bn, lanes, regs, 1)]
-    reg_n = max([r for r in fitting if r <= 8] or fitting)
+
+    def tile(oc_bn):
+        fitting = [r for r in range(1, OW + 1) if OW % r == 0 and _fits(r, oc_bn, lanes, regs, 1)]
+        return max([r for r in fitting if r <= 8] or fitting)
+    blocks = [b for b in (2 * lanes, lanes) if CO % b == 0] or [2 * lanes]
+    oc_bn = max(blocks, key=lambda b: (min(tile(b) * (b // lanes), 16), b))
     ic_bn = ic or max(d for d in _ic_blocks(CI, 1) if d <= 64 or d == _ic_blocks(CI, 1)[0])
     k_unroll = next(u for u in (4, 2, 1) if ic_bn % u == 0)
-    return ic_bn, oc_bn, reg_n, CI < lanes, k_unroll
+    return ic_bn, oc_bn, tile(oc_bn), CI < lanes, k_unroll
 
 
 def schedule_blocked(s, data_pad, conv, out, stride: int, reg_n: int, ic_outer: bool, k_unroll: int) -> None:
