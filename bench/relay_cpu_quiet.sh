@@ -10,7 +10,7 @@
 #
 # Environment: CORES (or CPUS; default: two CPUs of this process's affinity, distinct physical
 # cores: 0,1 on the device host), BERT_TRIALS (200), R18_TRIALS (120), BERT_TUNE_S (150),
-# R18_TUNE_S (75; 0 skips tuning that model), REPEAT (7), VARIANTS (1: also the BERT layer
+# R18_TUNE_S (75; 0 skips tuning that model), MODELS ("bert resnet18": the models to run), REPEAT (7), VARIANTS (1: also the BERT layer
 # without CombineParallelDense, untuned), SPIN (1: also the tuned BERT build with
 # GOMP_SPINCOUNT=10000). Needs onnx and onnxruntime (torch for the eager column; skipped without it).
 # Writes OUTDIR/{env.txt, bert_untuned.log, bert_nocombine.log, bert_tune.log, bert_tuned.log,
@@ -47,6 +47,7 @@ BERT_TUNE_S=${BERT_TUNE_S:-150}
 R18_TUNE_S=${R18_TUNE_S:-75}
 VARIANTS=${VARIANTS:-1}
 SPIN=${SPIN:-1}
+MODELS=${MODELS:-bert resnet18}
 export TILECRAFT_NUM_THREADS=2 OMP_NUM_THREADS=2
 {
     date -u; git rev-parse --short HEAD 2>/dev/null
@@ -61,6 +62,7 @@ fi
 TORCH=""; python3 -c "import torch" 2>/dev/null || TORCH="--no-torch"
 run() {   # name, seconds, bench arguments...
     local name=$1 limit=$2; shift 2
+    [[ " $MODELS " == *" ${name%%_*} "* ]] || return 0
     ( cd bench && timeout "$limit" taskset -c "$CPUS" python3 "$@" --threads 2 --repeat "$REPEAT" $TORCH ) \
         > "$OUT_DIR/$name.log" 2>&1
     echo "$name: rc=$? ($(uptime | sed 's/.*load/load/'))" >> "$OUT_DIR/env.txt"
