@@ -24,6 +24,14 @@ vectors), ``tile_ow`` (``reg_n``: divisors of OW whose tile fits the registers),
 (the ``icc`` loop outside the column tiles, so a kernel block stays in cache while it sweeps
 the row, or inside), ``k_unroll`` (channel steps per micro-kernel loop iteration). The int8
 template computes plain integer convolution (zero padding; no zero points or requantization).
+
+The graph level (``relay``) runs its blocked convolutions (``nn.contrib_conv2d_NCHWc``: NCHW[ic]c
+data, the kernel packed once at build time to OIHW[ic]i[oc]o, which is ``kernel_vec``'s layout)
+on the fp32 micro-kernel with stage 3 only: :func:`blocked_config` (this template's knobs and
+config for the workload, within the blocks the graph fixed), :func:`blocked_fallback` (the
+untuned config by layer class) and :func:`schedule_blocked` (rows in parallel, the epilogue per
+row). Stride 2, 1×1 and the 7×7 stem with 3 input channels (``ic_bn = 3``) need nothing special:
+the micro-kernel's window is ``[kh, (reg_n - 1)*stride + kw, ic_bn]``.
 """
 from __future__ import annotations
 

@@ -4,8 +4,14 @@ Each operator call of the group is computed by its table ``compute`` (``topi``);
 become placeholders ``p0, p1, ...``, scalar constants ``te.const``. The schedule depends on the
 group's *anchor*:
 
+* ``nn.contrib_conv2d_NCHWc`` (made by AlterOpLayout) whose output block is whole vectors: the
+  blocked convolution tensorized with the fp32 micro-kernel (``topi/conv2d_microkernel.py``,
+  ``schedule_blocked``), with the config of workload ``topi/conv2d_nchwc_tensorized.llvm`` (tuned
+  inside ``autotune.apply_history_best``, else its per-layer-class fallback); the epilogue is
+  applied to each output row while it is in the L1 cache. Other blocks (8 channels with AVX-512):
+  the loop-level template's schedule with the config of ``topi/conv2d_nchw.llvm``.
 * ``nn.conv2d`` that the NCHW[x]c template fits (one group, no dilation, square stride,
-  symmetric padding): computed with the template's stages and scheduled with its config, the
+  symmetric padding; AlterOpLayout off): computed with the template's stages and scheduled with its config, the
   tuned one inside ``autotune.apply_history_best`` (workload ``topi/conv2d_nchw.llvm``), the
   fallback otherwise; the element-wise epilogue is the stage the template writes.
 * ``nn.dense`` of at most ``GEMV_MAX_ROWS`` rows (a batch-1 classifier): a matrix-vector

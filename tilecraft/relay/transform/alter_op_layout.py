@@ -5,8 +5,10 @@ Afterwards every ``nn.conv2d`` that the NCHW[x]c template fits (one group, no di
 stride, symmetric padding, float32, channels divisible by the blocks) is an
 ``nn.contrib_conv2d_NCHWc`` reading ``NCHW<ic>c`` data and an ``OIHW<ic>i<oc>o`` kernel (constant
 weights packed by the pass itself, other kernels through a ``layout_transform``) and writing ``NCHW<oc>c``.
-``oc`` is the template's output block for the workload (the tuned config's inside
-``apply_history_best``, else its fallback); ``ic`` is the block the input already has, so
+``oc`` is the output block of the template that will compute it, for the workload: where the
+output channels are whole vectors the micro-kernel conv's (``topi/conv2d_nchwc_tensorized.llvm``),
+else the loop-level template's (``topi/conv2d_nchw.llvm``); the tuned config's inside
+``apply_history_best``, else the fallback (two vectors). ``ic`` is the block the input already has, so
 consecutive convolutions need no transform between them (for an ``NCHW`` input: ``oc`` when it
 divides the input channels, the config's input block otherwise; the template's tuned
 ``tile_ic`` is not used). Element-wise operators and
