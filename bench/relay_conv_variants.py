@@ -55,7 +55,7 @@ def main():
     lanes = vector_isa().lanes
     rng = np.random.default_rng(0)
     wanted = args.layers.split(",")
-    print(f"{vector_isa()}, {args.threads} threads, load {os.getloadavg()[0]:.1f}; median of {args.rounds} rounds of 10 runs")
+    print(f"{vector_isa()}, {args.threads} threads, load {os.getloadavg()[0]:.1f}; median of {args.rounds} rounds of 10 runs", flush=True)
     for name, CI, H, CO, K, st, pad in LAYERS:
         if name not in wanted:
             continue
@@ -88,10 +88,10 @@ def main():
             for label, m in mods.items():
                 rows = m.profile(10)
                 samples[label].append(sum(ms for n, _, ms in rows if "conv2d" in n))
-        print(f"{name} (CI {CI}, {H}x{H}, CO {CO}, {K}x{K}, stride {st}):")
+        print(f"{name} (CI {CI}, {H}x{H}, CO {CO}, {K}x{K}, stride {st}):", flush=True)
         for label in sorted(samples, key=lambda k: np.median(samples[k])):
             ms = float(np.median(samples[label]))
-            print(f"  {ms:7.3f} ms {flop / ms / 1e6:6.0f} GFLOP/s  {label}")
+            print(f"  {ms:7.3f} ms {flop / ms / 1e6:6.0f} GFLOP/s  {label}", flush=True)
         time.sleep(0.1)
 
 

@@ -128,18 +128,18 @@ def test_blocked_microkernel_conv_matches_numpy(check_llvm, rand, shape):
 def test_fallback_by_layer_class(target):
     """Two vectors of output channels (one where that gives more accumulators: AVX2 on a 7-wide
     row), up to 8 columns per register tile (7 on 7-wide rows), input blocks up to 64 (the
-    input's own in the graph), k_unroll 4 where it divides; the channel blocks outside the
-    column tiles for the 3-channel stem only."""
+    input's own in the graph), k_unroll 4 where it divides; the channel blocks inside the
+    column tiles."""
     isa = vector_isa(target)
     if isa.lanes == 16:
         assert mk.blocked_fallback(isa, 64, 64, 56, 3) == (64, 32, 8, False, 4)
         assert mk.blocked_fallback(isa, 512, 512, 7, 3, ic=32) == (32, 32, 7, False, 4)
-        assert mk.blocked_fallback(isa, 3, 64, 112, 7) == (3, 32, 8, True, 1)
+        assert mk.blocked_fallback(isa, 3, 64, 112, 7) == (3, 32, 8, False, 1)
         assert mk.blocked_fallback(isa, 64, 48, 28, 3)[1] == 16          # 48 channels: one vector
     else:
         assert mk.blocked_fallback(isa, 64, 64, 56, 3) == (64, 16, 4, False, 4)
         assert mk.blocked_fallback(isa, 512, 512, 7, 3, ic=16) == (16, 8, 7, False, 4)
-        assert mk.blocked_fallback(isa, 6, 64, 112, 7, ic=6) == (6, 16, 4, True, 2)
+        assert mk.blocked_fallback(isa, 6, 64, 112, 7, ic=6) == (6, 16, 4, False, 2)
 
 
 def test_tuned_config_is_brought_within_the_graphs_blocks():
