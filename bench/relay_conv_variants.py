@@ -1,6 +1,6 @@
 """ResNet-18's convolution layer classes built by the graph level (conv + bias + ReLU, blocked by
-AlterOpLayout, on the micro-kernel) with a few ``topi/conv2d_nchwc_tensorized.llvm``
-configurations forced through a one-record log, each kernel timed in the model
+AlterOpLayout, on the micro-kernel) with each ``topi/conv2d_NCHWc_microkernel.llvm``
+configuration (register tile, ``ic_outer``, ``k_unroll``) forced through a one-record log, each kernel timed in the model
 (``GraphModule.profile``: the input and output as a graph run leaves them), in turns: to choose
 the untuned configuration per layer class on a new CPU (``conv2d_microkernel.blocked_fallback``).
 Not a test; figures in docs/relay.md.
@@ -20,21 +20,16 @@ LAYERS = [("stem", 3, 224, 64, 7, 2, 3), ("64@56", 64, 56, 64, 3, 1, 1), ("128@2
           ("1x1 s2 128>256", 128, 28, 256, 1, 2, 0)]
 
 
-def variants(lanes: int, OW: int, CI: int):
-    """``(label, knobs or None)``: the fallback, then register tiles of 2 and 4 vectors of
-    channels, the channel blocks inside / outside the column tiles, ``k_unroll`` 1 / 4."""
+def variants(task, fallback_reg_n: int):
+    """``(label, config or None)``: the fallback, then configurations of the task's space: every
+    register tile of 4 columns or more (``ic_outer`` off, the widest ``k_unroll``), and the
+    fallback's tile with ``ic_outer`` on, and with ``k_unroll`` 1."""
+    top_u = max(c["k_unroll"].val for c in task.config_space)
     out = [("fallback", None)]
-    for oc in (2 * lanes, 4 * lanes):
-        vecs = oc // lanes
-        fits = [r for r in range(1, OW + 1) if OW % r == 0 and r * vecs + vecs + 1 <= 32]
-        for reg_n in sorted({max(r for r in fits if r <= 8), max(fits)}):
-            for ic_outer in (False, True):
-                for unroll in (1, 4):
-                    ic = oc if CI % oc == 0 else CI
-                    if ic % unroll and unroll > 1:
-                        continue
-                    out.append((f"{reg_n}x{oc} ic_outer={int(ic_outer)} u{unroll}",
-                                {"tile_ic": ic, "tile_oc": oc, "tile_ow": reg_n, "ic_outer": ic_outer, "k_unroll": unroll}))
+    for cfg in task.config_space:
+        reg_n, outer, u = cfg["tile_ow"].size[-1], cfg["ic_outer"].val, cfg["k_unroll"].val
+        if (reg_n >= 4 and not outer and u == top_u) or (reg_n == fallback_reg_n and (outer, u) in ((True, top_u), (False, 1))):
+            out.append((f"{reg_n} cols ic_outer={int(outer)} u{u}", cfg))
     return out
 
 
@@ -48,11 +43,10 @@ def main():
     import tilecraft as tc
     from tilecraft import autotune, relay
     from tilecraft.contrib import graph_executor
-    from tilecraft.topi.conv2d_microkernel import WORKLOAD
+    from tilecraft.topi.conv2d_microkernel import WORKLOAD, blocked_fallback, graph_blocks
     from tilecraft.topi.cpu_intrinsics import vector_isa
     tc.set_num_threads(args.threads)
     warnings.filterwarnings("ignore", message="no tuned configuration")
-    lanes = vector_isa().lanes
     rng = np.random.default_rng(0)
     wanted = args.layers.split(",")
     print(f"{vector_isa()}, {args.threads} threads, load {os.getloadavg()[0]:.1f}; median of {args.rounds} rounds of 10 runs", flush=True)
@@ -65,17 +59,13 @@ def main():
         b = relay.const(rng.uniform(-0.1, 0.1, CO).astype("float32"))
         y = relay.nn.relu(relay.nn.bias_add(relay.nn.conv2d(x, w, strides=(st, st), padding=pad), b))
         mod = relay.IRModule.from_expr(relay.Function([x], y))
-        task = autotune.task.create(WORKLOAD, args=(1, CI, H, H, CO, K, K, st, pad, "float32"), target="llvm")
+        ic, oc = graph_blocks(CI, CO, None)
+        task = autotune.task.create(WORKLOAD, args=(1, CI, H, H, CO, K, K, st, pad, ic, oc, "float32"), target="llvm")
         flop = 2.0 * CO * OW * OW * CI * K * K
         mods = {}
-        for label, knobs in variants(lanes, OW, CI):
+        for label, cfg in variants(task, blocked_fallback(vector_isa(), OW, ic, oc)[0]):
             records = []
-            if knobs is not None:
-                cfg = next((c for c in task.config_space if c["tile_ic"].size[-1] == knobs["tile_ic"]
-                            and c["tile_oc"].size[-1] == knobs["tile_oc"] and c["tile_ow"].size[-1] == knobs["tile_ow"]
-                            and c["ic_outer"].val == knobs["ic_outer"] and c["k_unroll"].val == knobs["k_unroll"]), None)
-                if cfg is None:
-                    continue
+            if cfg is not None:
                 records = [(autotune.MeasureInput(task.target, task, cfg), autotune.MeasureResult((1e-3,), 0))]
             with autotune.apply_history_best(records), tc.transform.PassContext(opt_level=3):
                 lib = relay.build(mod, target="llvm")
@@ -88,7 +78,7 @@ def main():
             for label, m in mods.items():
                 rows = m.profile(10)
                 samples[label].append(sum(ms for n, _, ms in rows if "conv2d" in n))
-        print(f"{name} (CI {CI}, {H}x{H}, CO {CO}, {K}x{K}, stride {st}):", flush=True)
+        print(f"{name} (CI {CI}, {H}x{H}, CO {CO}, {K}x{K}, stride {st}; blocks {ic} in, {oc} out):", flush=True)
         for label in sorted(samples, key=lambda k: np.median(samples[k])):
             ms = float(np.median(samples[label]))
             print(f"  {ms:7.3f} ms {flop / ms / 1e6:6.0f} GFLOP/s  {label}", flush=True)

@@ -95,8 +95,9 @@ def conv_layers(mod, params) -> dict:
             p = anchor.parts if anchor is not None else {}
             wl = None
             if anchor is not None:
-                template = "topi/conv2d_nchwc_tensorized.llvm" if anchor.kind.endswith("_mk") else "topi/conv2d_nchw.llvm"
-                wl = (template, 1) + key[:4] + (w[2], w[3], key[5], conv.attrs.padding[0], "float32")
+                wl = (1,) + key[:4] + (w[2], w[3], key[5], conv.attrs.padding[0])
+                wl = (("topi/conv2d_NCHWc_microkernel.llvm",) + wl + (d[-1], conv.ty.shape[-1], "float32")
+                      if anchor.kind.endswith("_mk") else ("topi/conv2d_nchw.llvm",) + wl + ("float32",))
             cfg = DispatchContext.current().query(Target.current(), wl) if wl else None
             state = "fallback" if cfg is None or cfg.is_fallback else "tuned"
             if anchor is None:

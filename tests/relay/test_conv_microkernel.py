@@ -92,6 +92,25 @@ def test_residual_block_matches_onnxruntime(rng):
     check_model(model, x, rtol=1e-4, atol=1e-4)
 
 
+def blocked(a, c):
+    """An NCHW array in NCHW[c]c."""
+    return np.ascontiguousarray(a.reshape(a.shape[0], -1, c, *a.shape[2:]).transpose(0, 1, 3, 4, 2))
+
+
+def conv_ref(d, k, stride, pad):
+    K = k.shape[-1]
+    dp = np.pad(d, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    OH, OW = (d.shape[2] + 2 * pad - K) // stride + 1, (d.shape[3] + 2 * pad - K) // stride + 1
+    win = np.lib.stride_tricks.sliding_window_view(dp, (K, K), axis=(2, 3))[:, :, ::stride, ::stride][:, :, :OH, :OW]
+    return np.einsum("nchwij,ocij->nohw", win, k).astype("float32")
+
+
+def packed(k, ic, oc):
+    """OIHW → OIHW[ic]i[oc]o, as AlterOpLayout packs a constant kernel."""
+    CO, CI, K, _ = k.shape
+    return np.ascontiguousarray(k.reshape(CO // oc, oc, CI // ic, ic, K, K).transpose(0, 2, 4, 5, 3, 1))
+
+
 @pytest.mark.parametrize("shape", [(3, 11, 13, 2 * LANES, 7, 2, 3, 3), (2 * LANES, 7, 17, LANES, 3, 1, 1, 8),
                                    (12, 9, 9, 2 * LANES, 1, 2, 0, 4)],
                          ids=["stem_ic3", "ow17_prime", "1x1_s2_ic4"])
@@ -107,47 +126,57 @@ def test_blocked_microkernel_conv_matches_numpy(check_llvm, rand, shape):
     conv, data_pad = conv2d_NCHWc(data, kernel, (stride, stride), (pad,) * 4)
     out = te.compute(conv.shape, lambda n, O, y, x, c: te.max(conv[n, O, y, x, c] + bias[0, O, 0, 0, c], 0.0),
                      name="out")
-    _, _, reg_n, ic_outer, k_unroll = mk.blocked_config(autotune.FallbackConfigEntity(), 1, CI, H, W, CO, K, K,
-                                                        stride, pad, ic=ic, oc=oc)
+    reg_n, ic_outer, k_unroll = mk.blocked_config(autotune.FallbackConfigEntity(), 1, CI, H, W, CO, K, K,
+                                                  stride, pad, ic, oc)
     s = te.create_schedule(out.op)
     mk.schedule_blocked(s, data_pad, conv, out, stride, reg_n, ic_outer, k_unroll)
     d, k, b = rand((1, CI, H, W)), rand((CO, CI, K, K)), rand((CO,))
-    dp = np.pad(d, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    OH, OW = (H + 2 * pad - K) // stride + 1, (W + 2 * pad - K) // stride + 1
-    win = np.lib.stride_tricks.sliding_window_view(dp, (K, K), axis=(2, 3))[:, :, ::stride, ::stride][:, :, :OH, :OW]
-    ref = np.maximum(np.einsum("nchwij,ocij->nohw", win, k) + b[:, None, None], 0)
-    blocked = lambda a, c: np.ascontiguousarray(a.reshape(1, -1, c, *a.shape[2:]).transpose(0, 1, 3, 4, 2))  # noqa: E731
-    kb = k.reshape(CO // oc, oc, CI // ic, ic, K, K).transpose(0, 2, 4, 5, 3, 1)
-    inputs = {data: blocked(d, ic), kernel: np.ascontiguousarray(kb),
-              bias: np.ascontiguousarray(b.reshape(1, CO // oc, oc, 1, 1).transpose(0, 1, 3, 4, 2))}
-    check_llvm(s, [data, kernel, bias, out], inputs, expected={out: blocked(ref.astype("float32"), oc)},
-               rtol=1e-4, atol=1e-4, passes=False)
+    ref = np.maximum(conv_ref(d, k, stride, pad) + b[:, None, None], 0)
+    inputs = {data: blocked(d, ic), kernel: packed(k, ic, oc), bias: blocked(b.reshape(1, CO, 1, 1), oc)}
+    check_llvm(s, [data, kernel, bias, out], inputs, expected={out: blocked(ref, oc)}, rtol=1e-4, atol=1e-4,
+               passes=False)
+
+
+def test_blocked_template_configs_match_numpy(check_llvm, rand, rng):
+    """``topi/conv2d_NCHWc_microkernel.llvm`` (what a model's tasks tune) under its fallback and
+    three random configurations of its space (register tiles, ic_outer, k_unroll)."""
+    args = (1, 2 * LANES, 9, 14, 2 * LANES, 3, 3, 1, 1, LANES, LANES, "float32")
+    task = autotune.task.create(mk.WORKLOAD, args=args, target="llvm")
+    assert len(task.config_space) > 4
+    d, k = rand((1, 2 * LANES, 9, 14)), rand((2 * LANES, 2 * LANES, 3, 3))
+    expected = blocked(conv_ref(d, k, 1, 1), LANES)
+    picks = [None] + [task.config_space.get(int(i)) for i in rng.choice(len(task.config_space), 3, replace=False)]
+    for cfg in picks:
+        with autotune.ApplyConfig(cfg) if cfg is not None else autotune.apply_history_best([]):
+            with tc.target.Target("llvm"):
+                s, (data, kernel, out) = mk.conv2d_NCHWc_microkernel(*args)
+        check_llvm(s, [data, kernel, out], {data: blocked(d, LANES), kernel: packed(k, LANES, LANES)},
+                   expected={out: expected}, rtol=1e-4, atol=1e-4, passes=False)
+
+
+def test_blocked_template_errors():
+    with pytest.raises(ValueError, match=r"topi/conv2d_NCHWc_microkernel.llvm: float32 with blocks dividing the "
+                                         r"channels \(CI 24 by ic 16, CO 32 by oc 32\)"):
+        mk.conv2d_NCHWc_microkernel(1, 24, 8, 8, 32, 3, 3, 1, 1, 16, 32)
 
 
 @pytest.mark.parametrize("target", ["llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"])
-def test_fallback_by_layer_class(target):
-    """Two vectors of output channels (one where that gives more accumulators: AVX2 on a 7-wide
-    row), up to 8 columns per register tile (7 on 7-wide rows), input blocks up to 64 (the
-    input's own in the graph), k_unroll 4 where it divides; the channel blocks inside the
-    column tiles."""
+def test_blocks_and_fallback_by_layer_class(target):
+    """Two vectors of output channels (one where two do not divide), the input's own block (or
+    the output block, or the largest divisor up to 64 for an NCHW input); up to 8 columns per
+    register tile (7 on 7-wide rows), k_unroll 4 where it divides, the channel blocks inside
+    the column tiles."""
     isa = vector_isa(target)
-    if isa.lanes == 16:
-        assert mk.blocked_fallback(isa, 64, 64, 56, 3) == (64, 32, 8, False, 4)
-        assert mk.blocked_fallback(isa, 512, 512, 7, 3, ic=32) == (32, 32, 7, False, 4)
-        assert mk.blocked_fallback(isa, 3, 64, 112, 7) == (3, 32, 8, False, 1)
-        assert mk.blocked_fallback(isa, 64, 48, 28, 3)[1] == 16          # 48 channels: one vector
+    L = isa.lanes
+    assert mk.graph_blocks(3, 64, None, isa) == (3, 2 * L)
+    assert mk.graph_blocks(64, 64, None, isa) == (2 * L, 2 * L)
+    assert mk.graph_blocks(64, 128, 2 * L, isa) == (2 * L, 2 * L)
+    assert mk.graph_blocks(96, 3 * L, None, isa) == (L if 96 % L == 0 else 48, L)
+    assert mk.graph_blocks(16, 4, None, isa) is None
+    if L == 16:
+        assert mk.blocked_fallback(isa, 56, 32, 32) == (8, False, 4)
+        assert mk.blocked_fallback(isa, 7, 32, 32) == (7, False, 4)
+        assert mk.blocked_fallback(isa, 112, 3, 32) == (8, False, 1)
     else:
-        assert mk.blocked_fallback(isa, 64, 64, 56, 3) == (64, 16, 4, False, 4)
-        assert mk.blocked_fallback(isa, 512, 512, 7, 3, ic=16) == (16, 8, 7, False, 4)
-        assert mk.blocked_fallback(isa, 6, 64, 112, 7, ic=6) == (6, 16, 4, False, 2)
-
-
-def test_tuned_config_is_brought_within_the_graphs_blocks():
-    """A tuned register tile that does not fit the graph's output block is narrowed to one that
-    does; k_unroll is halved until it divides the input block."""
-    task = autotune.task.create(mk.WORKLOAD, args=(1, 64, 8, 8, 64, 3, 3, 1, 1, "float32"), target="llvm")
-    cfg = next(c for c in task.config_space if c["tile_oc"].size[-1] == LANES and c["tile_ow"].size[-1] == 8
-               and c["k_unroll"].val == 4)
-    ic, oc, reg_n, _, unroll = mk.blocked_config(cfg, 1, 64, 8, 8, 64, 3, 3, 1, 1, ic=6, oc=4 * LANES)
-    assert (ic, oc) == (6, 4 * LANES) and unroll == 2
-    assert reg_n * 4 + 4 + 1 <= vector_isa().registers and 8 % reg_n == 0
+        assert mk.blocked_fallback(isa, 56, 16, 16) == (4, False, 4)          # 16 registers: 4 x 2 vectors
+        assert mk.blocked_fallback(isa, 7, 6, 8) == (7, False, 2)

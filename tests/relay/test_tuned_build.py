@@ -21,22 +21,25 @@ def conv_relu_model(rng):
 
 
 def _template(layout: bool):
-    """The workload and config function of the fused convolution: the micro-kernel template
-    with AlterOpLayout (blocked), the loop-level NCHW[x]c template without."""
+    """The workload and ``(ic, oc, reg_n)`` of a config of the fused convolution: the blocked
+    micro-kernel template with AlterOpLayout (blocks fixed by the graph: two vectors out, the
+    16 input channels in), the loop-level NCHW[x]c template without."""
     if layout:
-        from tilecraft.topi.conv2d_microkernel import WORKLOAD, blocked_config
-        return WORKLOAD, blocked_config
+        from tilecraft.topi.conv2d_microkernel import WORKLOAD, blocked_config, graph_blocks
+        ic, oc = graph_blocks(ARGS[1], ARGS[4], None)
+        return (WORKLOAD, ARGS[:-1] + (ic, oc, "float32"),
+                lambda cfg: (ic, oc) + blocked_config(cfg, *ARGS[:-1], ic, oc)[:1])
     import tilecraft.topi.conv2d  # noqa: F401  (registers the template)
-    return "topi/conv2d_nchw.llvm", conv2d_nchwc_config
+    return "topi/conv2d_nchw.llvm", ARGS, lambda cfg: conv2d_nchwc_config(cfg, *ARGS[:-1])[:3]
 
 
 def a_config_unlike_the_fallback(layout: bool):
-    name, config = _template(layout)
-    task = autotune.task.create(name, args=ARGS, target="llvm")
-    fallback = config(autotune.FallbackConfigEntity(), *ARGS[:-1])
+    name, args, blocks = _template(layout)
+    task = autotune.task.create(name, args=args, target="llvm")
+    fallback = blocks(autotune.FallbackConfigEntity())
     for cfg in task.config_space:            # the valid configurations
-        chosen = config(cfg, *ARGS[:-1])
-        if chosen[:3] != fallback[:3] and ARGS[4] % chosen[1] == 0:
+        chosen = blocks(cfg)
+        if chosen != fallback and (layout or ARGS[4] % chosen[1] == 0):
             return task, cfg, chosen
     pytest.fail("every configuration of the space has the fallback's blocks")
 
@@ -87,6 +90,6 @@ def test_fallback_without_a_log(rng, layout):
         fused, _ = relay.optimize(mod, "llvm", params)
     with tc.target.Target("llvm"):
         _, _, anchor = te_compiler.compute_group(_conv_group(fused))
-    fallback = _template(layout)[1](autotune.FallbackConfigEntity(), *ARGS[:-1])
+    fallback = _template(layout)[2](autotune.FallbackConfigEntity())
     assert anchor.parts["reg_n"] == fallback[2] and _blocks(anchor)[1] == fallback[1]
     check_model(model, inputs, rtol=1e-4, atol=1e-4)

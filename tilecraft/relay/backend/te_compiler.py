@@ -6,7 +6,7 @@ group's *anchor*:
 
 * ``nn.contrib_conv2d_NCHWc`` (made by AlterOpLayout) whose output block is whole vectors: the
   blocked convolution tensorized with the fp32 micro-kernel (``topi/conv2d_microkernel.py``,
-  ``schedule_blocked``), with the config of workload ``topi/conv2d_nchwc_tensorized.llvm`` (tuned
+  ``schedule_blocked``), with the config of workload ``topi/conv2d_NCHWc_microkernel.llvm`` (tuned
   inside ``autotune.apply_history_best``, else its per-layer-class fallback); the epilogue is
   applied to each output row while it is in the L1 cache. Other blocks (8 channels with AVX-512):
   the loop-level template's schedule with the config of ``topi/conv2d_nchw.llvm``.
@@ -145,7 +145,7 @@ def _conv2d_template(call, ins):
 def _conv2d_blocked_template(call, ins):
     """``nn.contrib_conv2d_NCHWc`` (made by AlterOpLayout): the convolution stage on blocked data
     and a packed kernel, on the fp32 micro-kernel (``topi/conv2d_microkernel.py``, the config of
-    workload ``topi/conv2d_nchwc_tensorized.llvm``) where its output block is whole vectors, else
+    workload ``topi/conv2d_NCHWc_microkernel.llvm``) where its output block is whole vectors, else
     the loop-level template's schedule with the config of ``topi/conv2d_nchw.llvm``."""
     from tilecraft.topi import conv2d_microkernel as mk
     from tilecraft.topi.layout import conv2d_NCHWc
@@ -155,8 +155,8 @@ def _conv2d_blocked_template(call, ins):
     shape = (N, CIc * ic, H, W, COc * oc, KH, KW, stride, padding)
     out, data_pad = conv2d_NCHWc(ins[0], ins[1], call.attrs.strides, call.attrs.padding)
     if mk.blocked_fits(ic, oc, call.ty.dtype):
-        _, _, reg_n, ic_outer, k_unroll = mk.blocked_config(_query((mk.WORKLOAD,) + shape + (call.ty.dtype,)),
-                                                            *shape, ic=ic, oc=oc)
+        reg_n, ic_outer, k_unroll = mk.blocked_config(_query((mk.WORKLOAD,) + shape + (ic, oc, call.ty.dtype)),
+                                                      *shape, ic, oc)
         return out, _Anchor("conv2d_NCHWc_mk", out=out, data_pad=data_pad, stride=stride, reg_n=reg_n,
                             ic_outer=ic_outer, k_unroll=k_unroll)
     wl = ("topi/conv2d_nchw.llvm",) + shape + (call.ty.dtype,)
