@@ -4,7 +4,7 @@ The model is optimised and fused exactly as ``relay.build`` does, then each dist
 group is computed (not compiled) by ``te_compiler`` under a dispatch context that records every
 workload a template asks a configuration for and answers each with its fallback. So a task
 made from a recorded workload has, by construction, the key ``relay.build`` looks up in
-``apply_history_best(log)``: the micro-kernel conv (``topi/conv2d_nchwc_tensorized.llvm``: the
+``apply_history_best(log)``: the micro-kernel conv (``topi/conv2d_NCHWc_microkernel.llvm``: the
 blocked convolutions whose output channels are whole vectors), the conv2d NCHW[x]c template
 (``topi/conv2d_nchw.llvm``: the others, and all of them with AlterOpLayout off), dense
 layers with constant weights through the micro-kernel GEMM on packed panels
