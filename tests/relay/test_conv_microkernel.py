@@ -115,8 +115,8 @@ def packed(k, ic, oc):
                                    (12, 9, 9, 2 * LANES, 1, 2, 0, 4)],
                          ids=["stem_ic3", "ow17_prime", "1x1_s2_ic4"])
 def test_blocked_microkernel_conv_matches_numpy(check_llvm, rand, shape):
-    """``conv2d_NCHWc`` scheduled by ``schedule_blocked`` (the fallback's register tile: 17
-    columns take 1-column tiles) with a bias + ReLU epilogue, against numpy and the
+    """``conv2d_NCHWc`` scheduled by ``schedule_blocked`` (the fallback's register tile: one
+    17-column tile of one vector) with a bias + ReLU epilogue, against numpy and the
     interpreter; blocked input of ``ic`` channels, two channel blocks (or one)."""
     CI, H, W, CO, K, stride, pad, ic = shape
     oc = CO if CO <= 2 * LANES else 2 * LANES
@@ -162,21 +162,23 @@ def test_blocked_template_errors():
 
 @pytest.mark.parametrize("target", ["llvm -mcpu=skylake-avx512", "llvm -mcpu=haswell"])
 def test_blocks_and_fallback_by_layer_class(target):
-    """Two vectors of output channels (one where two do not divide), the input's own block (or
-    the output block, or the largest divisor up to 64 for an NCHW input); up to 8 columns per
-    register tile (7 on 7-wide rows), k_unroll 4 where it divides, the channel blocks inside
-    the column tiles."""
+    """Two vectors of output channels with AVX-512 (one where two do not divide), one with
+    AVX2; the input's own block (or the output block, or the largest divisor up to 64 for an
+    NCHW input); the widest register tile that fits (14 columns on 56-wide rows, 7 on
+    7-wide), k_unroll 4 where it divides, the channel blocks inside the column tiles."""
     isa = vector_isa(target)
     L = isa.lanes
-    assert mk.graph_blocks(3, 64, None, isa) == (3, 2 * L)
-    assert mk.graph_blocks(64, 64, None, isa) == (2 * L, 2 * L)
-    assert mk.graph_blocks(64, 128, 2 * L, isa) == (2 * L, 2 * L)
+    oc = 2 * L if L == 16 else L
+    assert mk.graph_blocks(3, 64, None, isa) == (3, oc)
+    assert mk.graph_blocks(64, 64, None, isa) == (oc, oc)
+    assert mk.graph_blocks(64, 128, 2 * L, isa) == (2 * L, oc)
     assert mk.graph_blocks(96, 3 * L, None, isa) == (L if 96 % L == 0 else 48, L)
     assert mk.graph_blocks(16, 4, None, isa) is None
     if L == 16:
-        assert mk.blocked_fallback(isa, 56, 32, 32) == (8, False, 4)
+        assert mk.blocked_fallback(isa, 56, 32, 32) == (14, False, 4)
         assert mk.blocked_fallback(isa, 7, 32, 32) == (7, False, 4)
-        assert mk.blocked_fallback(isa, 112, 3, 32) == (8, False, 1)
+        assert mk.blocked_fallback(isa, 112, 3, 32) == (14, False, 1)
+        assert mk.blocked_fallback(isa, 17, 32, 32) == (1, False, 4)     # 17 columns do not fit: 1-column tiles
     else:
-        assert mk.blocked_fallback(isa, 56, 16, 16) == (4, False, 4)          # 16 registers: 4 x 2 vectors
+        assert mk.blocked_fallback(isa, 56, 8, 8) == (14, False, 4)          # 16 registers: 14 x 1 vector
         assert mk.blocked_fallback(isa, 7, 6, 8) == (7, False, 2)
