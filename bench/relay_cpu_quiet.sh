@@ -9,7 +9,7 @@
 #     bash bench/relay_cpu_quiet.sh [OUTDIR]          # default bench/results/relay_cpu_quiet_<date>
 #
 # Environment: CORES (or CPUS; default: two CPUs of this process's affinity, distinct physical
-# cores: 0,1 on the device host), BERT_TRIALS (200), R18_TRIALS (300), BERT_TUNE_S (150),
+# cores: 0,1 on the device host), BERT_TRIALS (200), R18_TRIALS (150), BERT_TUNE_S (150),
 # R18_TUNE_S (75; 0 skips tuning that model), MODELS ("bert resnet18": the models to run), REPEAT (7), VARIANTS (1: also the BERT layer
 # without CombineParallelDense, untuned), SPIN (1: also the tuned BERT and ResNet-18 builds with
 # GOMP_SPINCOUNT=10000). Needs onnx and onnxruntime (torch for the eager column; skipped without it).
@@ -41,7 +41,7 @@ PY
 )
 fi
 BERT_TRIALS=${BERT_TRIALS:-200}
-R18_TRIALS=${R18_TRIALS:-300}
+R18_TRIALS=${R18_TRIALS:-150}
 REPEAT=${REPEAT:-7}
 BERT_TUNE_S=${BERT_TUNE_S:-150}
 R18_TUNE_S=${R18_TUNE_S:-75}
