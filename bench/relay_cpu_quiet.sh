@@ -4,19 +4,19 @@
 # a tuning run of a stated budget (cut at BERT_TUNE_S = 150 s for BERT, R18_TUNE_S = 75 s for
 # ResNet-18: the records measured by then count; env.txt says how many). Each run prints its
 # per-kernel profile (FLOPs, GFLOP/s, the ideal time at onnxruntime's GEMM rate) and
-# onnxruntime's own. One command, at most 8 minutes:
+# onnxruntime's own. One command, at most 8.5 minutes:
 #
 #     bash bench/relay_cpu_quiet.sh [OUTDIR]          # default bench/results/relay_cpu_quiet_<date>
 #
 # Environment: CORES (or CPUS; default: two CPUs of this process's affinity, distinct physical
 # cores: 0,1 on the device host), MODELS ("bert resnet18": the models to run), BERT_TRIALS (200),
-# R18_TRIALS (120), BERT_TUNE_S (150), R18_TUNE_S (75; 0 skips tuning that model), REPEAT (7),
+# R18_TRIALS (150), BERT_TUNE_S (150), R18_TUNE_S (75; 0 skips tuning that model), REPEAT (7),
 # VARIANTS (1: also the BERT layer without FuseAttention, untuned: the attention as batch
-# matmuls, a softmax and per-head copies), SPIN (1: also the tuned BERT build with
+# matmuls, a softmax and per-head copies), SPIN (1: also the tuned BERT and ResNet-18 builds with
 # GOMP_SPINCOUNT=10000). Needs onnx and onnxruntime (torch for the eager column; skipped without it).
 # The BERT part alone (about 5 minutes): MODELS=bert bash bench/relay_cpu_quiet.sh OUTDIR
 # Writes OUTDIR/{env.txt, bert_untuned.log, bert_nofuse.log, bert_tune.log, bert_tuned.log,
-# bert_tuned_spin.log, resnet18_untuned.log, resnet18_tune.log, resnet18_tuned.log, summary.txt}
+# bert_tuned_spin.log, resnet18_untuned.log, resnet18_tune.log, resnet18_tuned.log, resnet18_tuned_spin.log, summary.txt}
 # and the tuning logs OUTDIR/{bert,resnet18}.jsonl (a second run resumes them: nothing is
 # measured again).
 set -o pipefail
@@ -45,7 +45,7 @@ fi
 MODELS=${MODELS:-bert resnet18}
 want() { [[ " $MODELS " == *" $1 "* ]]; }
 BERT_TRIALS=${BERT_TRIALS:-200}
-R18_TRIALS=${R18_TRIALS:-120}
+R18_TRIALS=${R18_TRIALS:-150}
 REPEAT=${REPEAT:-7}
 BERT_TUNE_S=${BERT_TUNE_S:-150}
 R18_TUNE_S=${R18_TUNE_S:-75}
@@ -65,6 +65,7 @@ fi
 TORCH=""; python3 -c "import torch" 2>/dev/null || TORCH="--no-torch"
 run() {   # name, seconds, bench arguments...
     local name=$1 limit=$2; shift 2
+    [[ " $MODELS " == *" ${name%%_*} "* ]] || return 0
     ( cd bench && timeout "$limit" taskset -c "$CPUS" python3 "$@" --threads 2 --repeat "$REPEAT" $TORCH ) \
         > "$OUT_DIR/$name.log" 2>&1
     echo "$name: rc=$? ($(uptime | sed 's/.*load/load/'))" >> "$OUT_DIR/env.txt"
@@ -89,9 +90,10 @@ if [ "$R18_TUNE_S" -gt 0 ]; then
     run resnet18_tune "$R18_TUNE_S" relay_resnet18.py --tune-only --trials "$R18_TRIALS" --log "$ABS/resnet18.jsonl"
     echo "resnet18.jsonl: $(wc -l < "$ABS/resnet18.jsonl" 2>/dev/null) records" >> "$OUT_DIR/env.txt"
     run resnet18_tuned 45 relay_resnet18.py --no-torch --profile 12 --log "$ABS/resnet18.jsonl"
+    [ "$SPIN" = 1 ] && GOMP_SPINCOUNT=10000 run resnet18_tuned_spin 35 relay_resnet18.py --profile 4 --no-torch --log "$ABS/resnet18.jsonl"
 fi
 fi
-for f in bert_untuned bert_nofuse bert_tune bert_tuned bert_tuned_spin resnet18_untuned resnet18_tune resnet18_tuned; do
+for f in bert_untuned bert_nofuse bert_tune bert_tuned bert_tuned_spin resnet18_untuned resnet18_tune resnet18_tuned resnet18_tuned_spin; do
     [ -f "$OUT_DIR/$f.log" ] && grep -h -E "^(tuning|time per inference|PyTorch eager|BERT|ResNet)" "$OUT_DIR/$f.log"
 done > "$OUT_DIR/summary.txt"
 grep -h -E "rc=|records" "$OUT_DIR/env.txt" >> "$OUT_DIR/summary.txt"

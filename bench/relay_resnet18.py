@@ -63,6 +63,116 @@ def resnet18(rng):
     return model
 
 
+def conv_layers(mod, params) -> dict:
+    """``{kernel name: (layer key, what computes it)}`` for the convolution kernels of
+    ``relay.build(mod, "llvm", params)`` (call inside the build's ``apply_history_best`` /
+    ``PassContext``): the key ``(CI, H, W, CO, K, stride)``, and the template with its
+    parameters (the micro-kernel's register tile ``reg_n × oc``, input block, ``ic_outer``,
+    ``k_unroll``; or the loop-level template's), tuned or the fallback."""
+    from tilecraft.autotune.dispatch import DispatchContext
+    from tilecraft.relay import build_module
+    from tilecraft.relay.backend import te_compiler
+    from tilecraft.relay.ir import Call, Function, post_order
+    from tilecraft.relay.printer import astext
+    from tilecraft.target import Target
+    fused, _ = build_module.optimize(mod, "llvm", params)
+    out, seen, taken = {}, set(), {}
+    with Target("llvm"):
+        for n in post_order(fused["main"].body):
+            if type(n) is not Call or not isinstance(n.op, Function) or astext(n.op) in seen:
+                continue
+            seen.add(astext(n.op))
+            name = build_module._kernel_name(n.op, taken)
+            conv = next((c for c in post_order(n.op.body) if type(c) is Call and not isinstance(c.op, Function)
+                         and c.op.name in ("nn.conv2d", "nn.contrib_conv2d_NCHWc")), None)
+            if conv is None:
+                continue
+            d, w = conv.args[0].ty.shape, conv.args[1].ty.shape
+            CI = d[1] * (d[4] if len(d) == 5 else 1)
+            CO = conv.ty.shape[1] * (conv.ty.shape[4] if len(conv.ty.shape) == 5 else 1)
+            key = (CI, d[2], d[3], CO, w[2], conv.attrs.strides[0])
+            _, _, anchor = te_compiler.compute_group(n.op)
+            p = anchor.parts if anchor is not None else {}
+            wl = None
+            if anchor is not None:
+                wl = (1,) + key[:4] + (w[2], w[3], key[5], conv.attrs.padding[0])
+                wl = (("topi/conv2d_NCHWc_microkernel.llvm",) + wl + (d[-1], conv.ty.shape[-1], "float32")
+                      if anchor.kind.endswith("_mk") else ("topi/conv2d_nchw.llvm",) + wl + ("float32",))
+            cfg = DispatchContext.current().query(Target.current(), wl) if wl else None
+            state = "fallback" if cfg is None or cfg.is_fallback else "tuned"
+            if anchor is None:
+                how = "generic schedule"
+            elif anchor.kind == "conv2d_NCHWc_mk":
+                how = (f"micro-kernel {p['reg_n']}x{conv.ty.shape[-1]} ic {d[-1]} ic_outer {int(p['ic_outer'])} "
+                       f"k_unroll {p['k_unroll']} ({state})")
+            else:
+                how = f"loop template {anchor.kind} reg_n {p.get('reg_n')} ({state})"
+            out[name] = (key, how)
+    return out
+
+
+def ort_convs(model, inputs: dict, threads: int, runs: int = 10) -> dict:
+    """onnxruntime's own profile of its convolutions: ``{(CI, H, W, CO, K, stride): [median ms
+    per run of each node]}`` (its NCHWc convolutions report NCHW shapes)."""
+    import json
+    import relay_common
+    sess = relay_common.ort_session(model, threads, profile=True)
+    for _ in range(runs + 1):
+        sess.run(None, inputs)
+    path = sess.end_profiling()
+    with open(path) as f:
+        events = json.load(f)
+    os.remove(path)
+    per_node: dict = {}
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time") and e["args"].get("op_name") in ("Conv", "FusedConv"):
+            try:
+                x = list(e["args"]["input_type_shape"][0].values())[0]
+                w = list(e["args"]["input_type_shape"][1].values())[0]
+                y = list(e["args"]["output_type_shape"][0].values())[0]
+            except (KeyError, IndexError):
+                continue
+            key = (w[1], x[2], x[3], y[1], w[2], max(1, round(x[2] / y[2])))
+            per_node.setdefault((key, e["name"]), []).append(e["dur"])
+    out: dict = {}
+    for (key, _), durs in per_node.items():
+        out.setdefault(key, []).append(float(np.median(durs[-runs:])) / 1e3)
+    return out
+
+
+def print_conv_table(m, lib, layers: dict, flops: dict, ort: dict, runs: int = 10) -> None:
+    """Each fused convolution kernel against onnxruntime's nodes of the same layer (time per run,
+    GFLOP/s, what computed it), then the rest (pooling, dense, layout transforms)."""
+    rows = m.profile(runs)
+    by_key: dict = {}
+    rest = []
+    for name, calls, ms in rows:
+        if name in layers:
+            key, how = layers[name]
+            by_key.setdefault(key, []).append((name, calls, ms, how))
+        else:
+            rest.append((name, calls, ms))
+    print(f"per layer (median of {runs} runs; ours: each fused conv kernel with its epilogue; onnxruntime: its Conv nodes):")
+    print(f"  {'CI':>4} {'HxW':>7} {'CO':>4} {'K':>2} {'s':>1}  {'ours ms':>8} {'GFLOP/s':>7}  {'ort ms':>7} {'GFLOP/s':>7}  {'ort/ours':>8}  computed by")
+    tot_ours = tot_ort = 0.0
+    for key in sorted(by_key, key=lambda k: -sum(r[2] for r in by_key[k])):
+        CI, H, W, CO, K, st = key
+        ours = sum(r[2] for r in by_key[key])
+        calls = sum(r[1] for r in by_key[key])
+        f = sum(flops.get(r[0], 0.0) * r[1] for r in by_key[key])
+        o = ort.get(key, [])
+        o_ms = sum(o)
+        tot_ours += ours
+        tot_ort += o_ms
+        ratio = f"{o_ms / ours:8.2f}" if o and ours else "       -"
+        o_rate = f"{f / (o_ms * 1e-3) / 1e9:7.0f}" if o and len(o) == calls else "      -"
+        print(f"  {CI:4d} {H:3d}x{W:<3d} {CO:4d} {K:2d} {st:1d}  {ours:8.2f} {f / (ours * 1e-3) / 1e9:7.0f}  {o_ms:7.2f} "
+              f"{o_rate}  {ratio}  {calls}x {by_key[key][0][3]}")
+    print(f"  convolutions: ours {tot_ours:.2f} ms, onnxruntime {tot_ort:.2f} ms ({tot_ort / tot_ours:.2f}x)")
+    for name, calls, ms in rest:
+        print(f"  {ms:8.2f} ms  {calls}x  {name}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -138,6 +248,8 @@ def main():
     if args.profile:
         with autotune.apply_history_best(log if tuned != "untuned" else []), tc.transform.PassContext(opt_level=3):
             flops = relay_common.kernel_flops(mod, params)
+            layers = conv_layers(mod, params)
+        print_conv_table(m, lib, layers, flops, ort_convs(model, {"data": x}, args.threads))
         relay_common.print_profile(m, lib, flops, relay_common.ort_profile(model, {"data": x}, args.threads),
                                    top=args.profile)
 

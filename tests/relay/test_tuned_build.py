@@ -20,13 +20,26 @@ def conv_relu_model(rng):
     return make_model(nodes, inputs, ["y"], {"w": rng.uniform(-1, 1, (32, 16, 3, 3)).astype("float32")}), inputs
 
 
-def a_config_unlike_the_fallback():
+def _template(layout: bool):
+    """The workload and ``(ic, oc, reg_n)`` of a config of the fused convolution: the blocked
+    micro-kernel template with AlterOpLayout (blocks fixed by the graph: two vectors out, the
+    16 input channels in), the loop-level NCHW[x]c template without."""
+    if layout:
+        from tilecraft.topi.conv2d_microkernel import WORKLOAD, blocked_config, graph_blocks
+        ic, oc = graph_blocks(ARGS[1], ARGS[4], None)
+        return (WORKLOAD, ARGS[:-1] + (ic, oc, "float32"),
+                lambda cfg: (ic, oc) + blocked_config(cfg, *ARGS[:-1], ic, oc)[:1])
     import tilecraft.topi.conv2d  # noqa: F401  (registers the template)
-    task = autotune.task.create("topi/conv2d_nchw.llvm", args=ARGS, target="llvm")
-    fallback = conv2d_nchwc_config(autotune.FallbackConfigEntity(), *ARGS[:-1])
+    return "topi/conv2d_nchw.llvm", ARGS, lambda cfg: conv2d_nchwc_config(cfg, *ARGS[:-1])[:3]
+
+
+def a_config_unlike_the_fallback(layout: bool):
+    name, args, blocks = _template(layout)
+    task = autotune.task.create(name, args=args, target="llvm")
+    fallback = blocks(autotune.FallbackConfigEntity())
     for cfg in task.config_space:            # the valid configurations
-        chosen = conv2d_nchwc_config(cfg, *ARGS[:-1])
-        if chosen[:3] != fallback[:3]:
+        chosen = blocks(cfg)
+        if chosen != fallback and (layout or ARGS[4] % chosen[1] == 0):
             return task, cfg, chosen
     pytest.fail("every configuration of the space has the fallback's blocks")
 
@@ -43,7 +56,7 @@ def _blocks(anchor):
     p = anchor.parts
     if anchor.kind == "conv2d":
         return p["data_vec"].shape[-1].value, p["conv"].shape[-1].value, p["reg_n"]
-    assert anchor.kind == "conv2d_NCHWc"
+    assert anchor.kind in ("conv2d_NCHWc", "conv2d_NCHWc_mk")
     return p["data_pad"].shape[-1].value, p["out"].shape[-1].value, p["reg_n"]
 
 
@@ -52,7 +65,7 @@ def test_tuned_config_schedules_the_fused_conv(rng, layout):
     """The tuned config's blocks and register tile; with AlterOpLayout its output block is the
     layout's and the input block that of the (NCHW) input: the output block when it divides the
     input channels."""
-    task, cfg, chosen = a_config_unlike_the_fallback()
+    task, cfg, chosen = a_config_unlike_the_fallback(layout)
     records = [(autotune.MeasureInput(task.target, task, cfg), autotune.MeasureResult((1e-3,), 0))]
     model, inputs = conv_relu_model(rng)
     mod, params = relay.frontend.from_onnx(model)
@@ -77,6 +90,6 @@ def test_fallback_without_a_log(rng, layout):
         fused, _ = relay.optimize(mod, "llvm", params)
     with tc.target.Target("llvm"):
         _, _, anchor = te_compiler.compute_group(_conv_group(fused))
-    fallback = conv2d_nchwc_config(autotune.FallbackConfigEntity(), *ARGS[:-1])
+    fallback = _template(layout)[2](autotune.FallbackConfigEntity())
     assert anchor.parts["reg_n"] == fallback[2] and _blocks(anchor)[1] == fallback[1]
     check_model(model, inputs, rtol=1e-4, atol=1e-4)

@@ -24,6 +24,15 @@ vectors), ``tile_ow`` (``reg_n``: divisors of OW whose tile fits the registers),
 (the ``icc`` loop outside the column tiles, so a kernel block stays in cache while it sweeps
 the row, or inside), ``k_unroll`` (channel steps per micro-kernel loop iteration). The int8
 template computes plain integer convolution (zero padding; no zero points or requantization).
+
+The graph level (``relay``) runs its blocked convolutions (``nn.contrib_conv2d_NCHWc``: NCHW[ic]c
+data, the kernel packed once at build time to OIHW[ic]i[oc]o, which is ``kernel_vec``'s layout)
+on the fp32 micro-kernel with stage 3 only: :func:`graph_blocks` (the blocks: two vectors of
+output channels, the input's own block), the template ``topi/conv2d_NCHWc_microkernel.llvm``
+(that kernel as it runs in the model, blocked in and out: what a model's tasks tune),
+:func:`blocked_config` (its knobs), :func:`blocked_fallback` (its untuned config by layer
+class) and :func:`schedule_blocked` (rows in parallel, the epilogue per row). Stride 2, 1×1 and the 7×7 stem with 3 input channels (``ic_bn = 3``) need nothing special:
+the micro-kernel's window is ``[kh, (reg_n - 1)*stride + kw, ic_bn]``.
 """
 from __future__ import annotations
 
@@ -219,4 +228,140 @@ def conv2d_nchwc_int8(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int
         mk = cpu_intrinsics.conv_u8s8s32(reg_n, oc_bn, KH, KW, ic_bn, stride, isa=isa, unroll=k_unroll)
         ir = None
     _schedule(s, data_vec, kernel_vec, conv, out, reg_n, ic_outer, mk, import_llvm=ir)
+    return s, [data, kernel, out]
+
+
+# ------------------------------------------------------------------------------------------------
+# the graph level's blocked convolution (``nn.contrib_conv2d_NCHWc``) on the micro-kernel
+
+WORKLOAD = "topi/conv2d_NCHWc_microkernel.llvm"
+
+
+def graph_blocks(CI: int, CO: int, in_block: int | None, isa=None):
+    """``(ic, oc)``: the blocks of a convolution the graph level runs on the micro-kernel, or
+    None when its output channels are not whole vectors (the loop-level template then). ``oc``
+    is two vectors with 32 vector registers (AVX-512) where they divide CO (every ResNet layer:
+    one block throughout, so no transform between layers), else one (AVX2's 16 registers hold
+    a 14-column tile of one vector, a 6-column one of two); ``ic`` the block the input already has
+    (``in_block``) when it divides CI, else ``oc`` when that does (an NCHW input: the block a
+    residual add will want too), else the largest divisor of CI up to 64 (3 for the stem).
+
+    >>> graph_blocks(3, 64, None, cpu_intrinsics.vector_isa("llvm -mcpu=skylake-avx512"))
+    (3, 32)
+    """
+    isa = isa or cpu_intrinsics.vector_isa()
+    lanes = isa.lanes
+    if CO % lanes:
+        return None
+    oc = 2 * lanes if CO % (2 * lanes) == 0 and isa.registers >= 32 else lanes
+    if in_block is not None and CI % in_block == 0:
+        return in_block, oc
+    if CI % oc == 0:
+        return oc, oc
+    return max(d for d in _ic_blocks(CI, 1) if d <= 64 or d == _ic_blocks(CI, 1)[0]), oc
+
+
+def blocked_fits(ic: int, oc: int, dtype: str, isa=None) -> bool:
+    """The fp32 micro-kernel computes a blocked convolution with input block ``ic`` and output
+    block ``oc`` when ``oc`` is a whole number of vectors (any ``ic``: the block is the
+    micro-kernel's innermost reduction). Otherwise the loop-level template of ``topi/conv2d.py``
+    computes it (AVX-512 with ``oc = 8``, say)."""
+    isa = isa or cpu_intrinsics.vector_isa()
+    return dtype == "float32" and oc % isa.lanes == 0 and ic >= 1
+
+
+def blocked_config(cfg, N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int,
+                   padding: int, ic: int, oc: int) -> tuple:
+    """Define the knobs of ``topi/conv2d_NCHWc_microkernel.llvm`` on ``cfg`` and return
+    ``(reg_n, ic_outer, k_unroll)``: the tuned values, or :func:`blocked_fallback`'s. Knobs:
+    ``tile_ow`` (``reg_n`` columns per register tile: divisors of OW whose ``reg_n × oc`` tile
+    fits the registers), ``ic_outer`` (input-channel blocks outside the column tiles),
+    ``k_unroll`` (channel steps per micro-kernel loop iteration, dividing ``ic``).
+
+    >>> blocked_config(autotune.FallbackConfigEntity(), 1, 64, 56, 56, 64, 3, 3, 1, 1, 32, 32)  # doctest: +SKIP
+    (8, False, 4)
+    """
+    isa = cpu_intrinsics.vector_isa()
+    lanes, regs = isa.lanes, isa.registers
+    OW = (W + 2 * padding - KW) // stride + 1
+    OH = (H + 2 * padding - KH) // stride + 1
+    cfg.define_split("tile_ow", OW, num_outputs=2, policy="factors",
+                     filter=lambda e: _fits(e.size[-1], oc, lanes, regs, 1))
+    cfg.define_knob("ic_outer", [False, True])
+    cfg.define_knob("k_unroll", [1, 2, 4])
+    cfg.multi_filter(lambda e: e["k_unroll"].val == 1 or (e["k_unroll"].val <= ic and ic % e["k_unroll"].val == 0))
+    cfg.add_flop(2.0 * N * CO * OH * OW * CI * KH * KW)
+    if cfg.is_fallback:
+        return blocked_fallback(isa, OW, ic, oc)
+    return cfg["tile_ow"].size[-1], cfg["ic_outer"].val, cfg["k_unroll"].val
+
+
+def blocked_fallback(isa, OW: int, ic: int, oc: int) -> tuple:
+    """The untuned ``(reg_n, ic_outer, k_unroll)`` of a blocked convolution, by layer class
+    (measured first: ``bench/relay_conv_variants.py``, docs/relay.md): the widest register tile
+    dividing OW that fits the registers (14 columns × 2 vectors on ResNet's 14- to 112-wide rows
+    with AVX-512, 7 on the 7-wide: on Emerald Rapids the 14-column tile was the fastest or tied
+    in 6 of 7 layer classes, up to 1.19x the 7- and 8-column ones); the input-channel blocks
+    inside the column tiles (``ic_outer`` off); ``k_unroll`` 4 (2, 1 where that does not divide
+    the input block).
+
+    >>> blocked_fallback(cpu_intrinsics.vector_isa("llvm -mcpu=skylake-avx512"), 56, 32, 32)
+    (14, False, 4)
+    """
+    reg_n = max(r for r in range(1, OW + 1) if OW % r == 0 and _fits(r, oc, isa.lanes, isa.registers, 1))
+    return reg_n, False, next(u for u in (4, 2, 1) if ic % u == 0)
+
+
+def schedule_blocked(s, data_pad, conv, out, stride: int, reg_n: int, ic_outer: bool, k_unroll: int) -> None:
+    """Schedule ``topi.layout.conv2d_NCHWc``'s stages on the fp32 micro-kernel: rows ``(n, O, y)``
+    of the output in parallel; in a row, ``reg_n`` × ``oc`` register tiles (``conv_fp32``) over
+    the window and the input-channel blocks (``ic_outer``: blocks outside the column tiles), then
+    the row's epilogue (``out``: bias, ReLU, a residual add inlined into one blocked stage, or
+    ``conv`` itself) while the row is in the L1 cache. A padding stage (``data_pad``) is its own
+    parallel stage."""
+    _, _, KH, KW, ic, oc = _ints(conv.op.input_tensors[1].shape)
+    mk = cpu_intrinsics.conv_fp32(reg_n, oc, KH, KW, ic, stride, unroll=k_unroll)
+    if type(data_pad.op).__name__ == "ComputeOp":
+        n, C, h, w, c = s[data_pad].op.axis
+        s[data_pad].parallel(s[data_pad].fuse(n, C, h))
+        if ic % 8 == 0:
+            s[data_pad].vectorize(c)
+    if out is not conv:
+        n, O, y, x, co = s[out].op.axis
+        row = s[out].fuse(n, O, y)
+        s[out].parallel(row)
+        s[out].vectorize(co)
+        s[conv].compute_at(s[out], row)
+    n, O, y, x, co = s[conv].op.axis
+    icc, *inner = s[conv].op.reduce_axis
+    xo, xi = s[conv].split(x, factor=reg_n)
+    if out is conv:
+        s[conv].parallel(s[conv].fuse(n, O, y))
+    outer = [icc, xo] if ic_outer else [xo, icc]
+    s[conv].reorder(*outer, xi, co, *inner)
+    s[conv].tensorize(xi, mk)
+
+
+@autotune.template(WORKLOAD)
+def conv2d_NCHWc_microkernel(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int,
+                             padding: int, ic: int, oc: int, dtype: str = "float32"):
+    """The graph level's blocked convolution, fp32, as it runs in a model: ``data[N, CI/ic, H, W,
+    ic]`` ⊛ ``kernel[CO/oc, CI/ic, KH, KW, ic, oc]`` (packed once, at build time) →
+    ``[N, CO/oc, OH, OW, oc]``, on the micro-kernel (:func:`schedule_blocked`; knobs:
+    :func:`blocked_config`). Task extraction makes one task per distinct layer of a model.
+
+    >>> task = autotune.task.create("topi/conv2d_NCHWc_microkernel.llvm",
+    ...                             args=(1, 64, 56, 56, 64, 3, 3, 1, 1, 32, 32, "float32"), target="llvm")  # doctest: +SKIP
+    """
+    from tilecraft.topi.layout import conv2d_NCHWc
+    if dtype != "float32" or CI % ic or CO % oc:
+        raise ValueError(f"{WORKLOAD}: float32 with blocks dividing the channels (CI {CI} by ic {ic}, CO {CO} "
+                         f"by oc {oc}), got dtype {dtype!r}")
+    cfg = autotune.get_config()
+    reg_n, ic_outer, k_unroll = blocked_config(cfg, N, CI, H, W, CO, KH, KW, stride, padding, ic, oc)
+    data = te.placeholder((N, CI // ic, H, W, ic), name="data", dtype=dtype)
+    kernel = te.placeholder((CO // oc, CI // ic, KH, KW, ic, oc), name="kernel", dtype=dtype)
+    out, data_pad = conv2d_NCHWc(data, kernel, (stride, stride), (padding,) * 4)
+    s = te.create_schedule(out.op)
+    schedule_blocked(s, data_pad, out, out, stride, reg_n, ic_outer, k_unroll)
     return s, [data, kernel, out]

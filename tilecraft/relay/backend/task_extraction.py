@@ -4,7 +4,9 @@ The model is optimised and fused exactly as ``relay.build`` does, then each dist
 group is computed (not compiled) by ``te_compiler`` under a dispatch context that records every
 workload a template asks a configuration for and answers each with its fallback. So a task
 made from a recorded workload has, by construction, the key ``relay.build`` looks up in
-``apply_history_best(log)``: the conv2d NCHW[x]c template (``topi/conv2d_nchw.llvm``), dense
+``apply_history_best(log)``: the micro-kernel conv (``topi/conv2d_NCHWc_microkernel.llvm``: the
+blocked convolutions whose output channels are whole vectors), the conv2d NCHW[x]c template
+(``topi/conv2d_nchw.llvm``: the others, and all of them with AlterOpLayout off), dense
 layers with constant weights through the micro-kernel GEMM on packed panels
 (``topi/dense_pack.llvm``; other dense layers through ``topi/matmul.llvm``), batch_matmul
 (``topi/batch_matmul.llvm``), the fused attention (``topi/attention.llvm``), and the row-reduction templates of softmax, layer_norm and

@@ -4,8 +4,14 @@ Each operator call of the group is computed by its table ``compute`` (``topi``);
 become placeholders ``p0, p1, ...``, scalar constants ``te.const``. The schedule depends on the
 group's *anchor*:
 
+* ``nn.contrib_conv2d_NCHWc`` (made by AlterOpLayout) whose output block is whole vectors: the
+  blocked convolution tensorized with the fp32 micro-kernel (``topi/conv2d_microkernel.py``,
+  ``schedule_blocked``), with the config of workload ``topi/conv2d_NCHWc_microkernel.llvm`` (tuned
+  inside ``autotune.apply_history_best``, else its per-layer-class fallback); the epilogue is
+  applied to each output row while it is in the L1 cache. Other blocks (8 channels with AVX-512):
+  the loop-level template's schedule with the config of ``topi/conv2d_nchw.llvm``.
 * ``nn.conv2d`` that the NCHW[x]c template fits (one group, no dilation, square stride,
-  symmetric padding): computed with the template's stages and scheduled with its config, the
+  symmetric padding; AlterOpLayout off): computed with the template's stages and scheduled with its config, the
   tuned one inside ``autotune.apply_history_best`` (workload ``topi/conv2d_nchw.llvm``), the
   fallback otherwise; the element-wise epilogue is the stage the template writes.
 * ``nn.dense`` of at most ``GEMV_MAX_ROWS`` rows (a batch-1 classifier): a matrix-vector
@@ -152,16 +158,24 @@ def _conv2d_template(call, ins):
 
 
 def _conv2d_blocked_template(call, ins):
-    """``nn.contrib_conv2d_NCHWc`` (made by AlterOpLayout): the template's convolution stage on
-    blocked data and a packed kernel, scheduled with the config of the same NCHW workload."""
+    """``nn.contrib_conv2d_NCHWc`` (made by AlterOpLayout): the convolution stage on blocked data
+    and a packed kernel, on the fp32 micro-kernel (``topi/conv2d_microkernel.py``, the config of
+    workload ``topi/conv2d_NCHWc_microkernel.llvm``) where its output block is whole vectors, else
+    the loop-level template's schedule with the config of ``topi/conv2d_nchw.llvm``."""
+    from tilecraft.topi import conv2d_microkernel as mk
     from tilecraft.topi.layout import conv2d_NCHWc
     N, CIc, H, W, ic = call.args[0].ty.shape
     COc, _, KH, KW, _, oc = call.args[1].ty.shape
     stride, padding = call.attrs.strides[0], call.attrs.padding[0]
-    wl = ("topi/conv2d_nchw.llvm", N, CIc * ic, H, W, COc * oc, KH, KW, stride, padding, call.ty.dtype)
-    _, _, reg_n, unroll_kw, ic_outer = conv2d_nchwc_config(_query(wl), N, CIc * ic, H, W, COc * oc, KH, KW,
-                                                           stride, padding)
+    shape = (N, CIc * ic, H, W, COc * oc, KH, KW, stride, padding)
     out, data_pad = conv2d_NCHWc(ins[0], ins[1], call.attrs.strides, call.attrs.padding)
+    if mk.blocked_fits(ic, oc, call.ty.dtype):
+        reg_n, ic_outer, k_unroll = mk.blocked_config(_query((mk.WORKLOAD,) + shape + (ic, oc, call.ty.dtype)),
+                                                      *shape, ic, oc)
+        return out, _Anchor("conv2d_NCHWc_mk", out=out, data_pad=data_pad, stride=stride, reg_n=reg_n,
+                            ic_outer=ic_outer, k_unroll=k_unroll)
+    wl = ("topi/conv2d_nchw.llvm",) + shape + (call.ty.dtype,)
+    _, _, reg_n, unroll_kw, ic_outer = conv2d_nchwc_config(_query(wl), *shape)
     return out, _Anchor("conv2d_NCHWc", out=out, data_pad=data_pad, reg_n=reg_n, unroll_kw=unroll_kw,
                         ic_outer=ic_outer)
 
@@ -287,6 +301,12 @@ def schedule_group(out, anchor):
         p = anchor.parts
         _inline_injective(s, keep={p["data_pad"].op})
         schedule_conv2d_NCHWc(s, p["data_pad"], p["out"], out, p["reg_n"], p["unroll_kw"], p["ic_outer"])
+        return s
+    if anchor is not None and anchor.kind == "conv2d_NCHWc_mk" and _shape(out) == _shape(anchor.parts["out"]):
+        from tilecraft.topi.conv2d_microkernel import schedule_blocked
+        p = anchor.parts
+        _inline_injective(s, keep={p["data_pad"].op})
+        schedule_blocked(s, p["data_pad"], p["out"], out, p["stride"], p["reg_n"], p["ic_outer"], p["k_unroll"])
         return s
     if anchor is not None and anchor.kind == "dense_pack" and _shape(out) == _shape(anchor.parts["C"]):
         from tilecraft.topi.dense_pack import schedule_dense_pack

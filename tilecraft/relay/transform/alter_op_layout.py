@@ -5,8 +5,11 @@ Afterwards every ``nn.conv2d`` that the NCHW[x]c template fits (one group, no di
 stride, symmetric padding, float32, channels divisible by the blocks) is an
 ``nn.contrib_conv2d_NCHWc`` reading ``NCHW<ic>c`` data and an ``OIHW<ic>i<oc>o`` kernel (constant
 weights packed by the pass itself, other kernels through a ``layout_transform``) and writing ``NCHW<oc>c``.
-``oc`` is the template's output block for the workload (the tuned config's inside
-``apply_history_best``, else its fallback); ``ic`` is the block the input already has, so
+Where the output channels are whole vectors the micro-kernel conv computes it
+(``conv2d_microkernel.graph_blocks``): ``oc`` is two vectors (one where two do not divide), the
+same for every layer, so no config changes a layout. Otherwise ``oc`` is the loop-level
+template's output block for the workload (``topi/conv2d_nchw.llvm``: the tuned config's inside
+``apply_history_best``, else its fallback). ``ic`` is the block the input already has, so
 consecutive convolutions need no transform between them (for an ``NCHW`` input: ``oc`` when it
 divides the input channels, the config's input block otherwise; the template's tuned
 ``tile_ic`` is not used). Element-wise operators and
@@ -44,7 +47,8 @@ def _query(workload):
 
 def _blocks(call: Call, in_block):
     """``(ic, oc)`` for a convolution the template fits, or None."""
-    from tilecraft.topi.conv2d import conv2d_nchwc_config, vector_registers
+    from tilecraft.topi.conv2d import conv2d_nchwc_config
+    from tilecraft.topi.conv2d_microkernel import graph_blocks
     a = call.attrs
     x, w = call.args[0].checked_type, call.args[1].checked_type
     pt, pl, pb, pr = a.padding
@@ -54,11 +58,14 @@ def _blocks(call: Call, in_block):
         return None
     N, CI, H, W = x.shape
     CO, _, KH, KW = w.shape
-    cfg = _query(("topi/conv2d_nchw.llvm", N, CI, H, W, CO, KH, KW, a.strides[0], pt, "float32"))
-    ic, oc = conv2d_nchwc_config(cfg, N, CI, H, W, CO, KH, KW, a.strides[0], pt)[:2]
+    shape = (N, CI, H, W, CO, KH, KW, a.strides[0], pt)
+    blocks = graph_blocks(CI, CO, in_block)
+    if blocks is not None:  # the micro-kernel conv: whole vectors of output channels
+        return blocks
+    # the loop-level template's blocks
+    ic, oc = conv2d_nchwc_config(_query(("topi/conv2d_nchw.llvm",) + shape + ("float32",)), *shape)[:2]
     if CO % oc:
-        lanes = vector_registers()[0]
-        oc = next((b for b in (2 * lanes, lanes, 8) if CO % b == 0), None)
+        oc = next((b for b in (16, 8) if CO % b == 0), None)
     if in_block is not None and CI % in_block == 0:
         ic = in_block                       # no transform between consecutive convolutions
     elif in_block is None and oc is not None and CI % oc == 0:
