@@ -139,6 +139,25 @@ VARIANTS = {
                                           stages=4, lag=0, raster=8, out_dtype="bfloat16"),
     "bf16_mma_256x128_w64_k64_s3_mb1_r8": dict(impl="mma", dtype="bfloat16", block=(4, 2), warp=(4, 4), chunk=4,
                                                stages=3, min_blocks=1, raster=8, out_dtype="bfloat16"),
+    # session 23: fragment_prefetch (fp): the next step's first k slice loaded right after the barrier that lands
+    # it, before this step's last slice's mma.sync (register double buffering across the steps' barriers)
+    "mma_256x128_w64_k64_s3_mb1_h_r8_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=3,
+                                               min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "mma_256x128_w64_k32_s4_mb1_h_r8_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=2, stages=4,
+                                               min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "mma_128x256_w64_k32_s4_mb1_h_r8_fp": dict(impl="mma", block=(2, 4), warp=(4, 4), chunk=2, stages=4,
+                                               min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "mma_128x128_w64_k64_s3_mb2_h_fp": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=4, stages=3, min_blocks=2,
+                                            out_dtype="float16", fragment_prefetch=True),
+    "mma_128x128_w64_k32_s4_mb2_h_r8_fp": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2, stages=4,
+                                               min_blocks=2, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "bf16_mma_256x128_w64_k64_s3_mb1_r8_fp": dict(impl="mma", dtype="bfloat16", block=(4, 2), warp=(4, 4), chunk=4,
+                                                  stages=3, min_blocks=1, raster=8, out_dtype="bfloat16",
+                                                  fragment_prefetch=True),
+    "tf32_128x128_w64_k32_s3_fp": dict(impl="mma", dtype="float32", layout_b="col_major", block=(2, 2), warp=(4, 4),
+                                       chunk=4, stages=3, min_blocks=2, fragment_prefetch=True),
+    "int8_128x128_w64_k64_s3_fp": dict(impl="mma", dtype="int8", layout_b="col_major", block=(2, 2), warp=(4, 4),
+                                       chunk=2, stages=3, min_blocks=2, fragment_prefetch=True),
     # diagnostics (not checked; `diag` names what is taken out of the kernel, by a patch of its CUDA C):
     # nostore: the epilogue's stores (the difference to the full kernel is the epilogue's share);
     # nomma: the consumers' wgmma (the producer's copy rate, the protocol kept); nocopy: the producer's
