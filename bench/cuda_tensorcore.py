@@ -143,6 +143,8 @@ VARIANTS = {
     # it, before this step's last slice's mma.sync (register double buffering across the steps' barriers)
     "mma_256x128_w64_k64_s3_mb1_h_r8_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=3,
                                                min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "mma_256x128_w64_k64_s3_mb1_h_r8_pairstore16": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=3,
+                                                        min_blocks=1, out_dtype="float16", raster=8, diag="pairstore16"),
     "mma_256x128_w64_k64_s4_mb1_h_r8_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=4,
                                                min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
     "mma_256x128_w64_k32_s4_mb1_h_r8_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=2, stages=4,
@@ -205,16 +207,27 @@ DIAG_PATCHES = {
 WARP_ARRIVE = ("if (kt > 0) tc_mbar_arrive(empty", "if (kt > 0 && (tid & 31) == 0) tc_mbar_arrive(empty")
 
 
+# mma.sync diagnostics: pairstore16 stores a 16-bit C as the pairs are held (session 22's epilogue), not 16 bytes a lane
+MMA_DIAG_PATCHES = {"pairstore16": ("if (((size_t)out & 15) != 0 ||", "if (true ||", 1)}
+
+
 def _patched(diag):
     """A context in which the wgmma kernels are generated with ``DIAG_PATCHES[diag]`` applied."""
     import contextlib
     from tilecraft.codegen import cuda_wgmma as W
 
+    from tilecraft.codegen import cuda as R
+
     @contextlib.contextmanager
     def ctx():
-        old = W.WGMMA_PRELUDE
+        old, mma_old = W.WGMMA_PRELUDE, R.MMA_PRELUDE
         text = old
         for d in (diag or "").split("+"):
+            if d in MMA_DIAG_PATCHES:            # the mma.sync helpers (codegen/cuda.py's copy of the prelude)
+                a, b, n = MMA_DIAG_PATCHES[d]
+                assert R.MMA_PRELUDE.count(a) == n, (d, a)
+                R.MMA_PRELUDE = R.MMA_PRELUDE.replace(a, b)
+                continue
             if not d:
                 continue
             for a, b, n in [DIAG_PATCHES[d]] + ([WARP_ARRIVE + (1,)] if d == "warparrive" else []):
@@ -224,7 +237,7 @@ def _patched(diag):
         try:
             yield
         finally:
-            W.WGMMA_PRELUDE = old
+            W.WGMMA_PRELUDE, R.MMA_PRELUDE = old, mma_old
     return ctx()
 
 
