@@ -15,7 +15,9 @@ Knobs: ``block`` (warps of a block along M and N), ``warp`` (16 x 16 tiles of a 
 and N), ``chunk`` (tensor-core k steps per shared tile), ``stages`` (0: one synchronous shared
 tile, else a ``cp.async`` ring of that many), ``raster`` (block rows per group of the block
 numbering, 0: a 2-D grid), ``min_blocks`` (``__launch_bounds__`` blocks per multiprocessor, 0:
-none). Configurations whose tiles do not divide the problem, that need more than 227 KiB of
+none), ``fragment_prefetch`` (1: the next step's first k slice loaded during this step's last,
+``matmul_tensorcore``'s option; only with a pipeline and two or more slices a step).
+Configurations whose tiles do not divide the problem, that need more than 227 KiB of
 shared memory, more than 1024 threads or more than 16 accumulator tiles per warp are filtered out.
 The fallback (nothing tuned) is the best measured wgmma configuration where the ``wgmma`` knob
 exists (``wgmma_fallback``: 128 x 256 blocks, smaller ones where that makes fewer than 128 blocks),
@@ -51,9 +53,10 @@ def shared_bytes(dtype: str, layout_b: str, block, warp, chunk: int, stages: int
     return (a + b) * size * max(stages, 1)
 
 
-def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0) -> bool:
+def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0, fragment_prefetch=False) -> bool:
     """Whether a configuration's tiles divide the problem (and its groups of ``raster`` block
-    rows the block rows) and its block fits the GPU."""
+    rows the block rows) and its block fits the GPU (and ``fragment_prefetch`` has a pipeline of
+    two or more k slices a step to work on)."""
     kd = KINDS[dtype][0]
     bm, bn = (TILE * b * w for b, w in zip(block, warp))
     threads = 32 * block[0] * block[1]
@@ -62,6 +65,7 @@ def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0) -> bool
     whole_fetch = all(rows * depth % (vec * threads) == 0 for rows in (bm, bn))
     return (M % bm == 0 and N % bn == 0 and K % depth == 0 and threads <= 1024 and warp[0] * warp[1] <= 16
             and (raster == 0 or (M // bm) % raster == 0)
+            and (not fragment_prefetch or (stages > 0 and chunk >= 2))
             and whole_fetch and (stages == 0 or K // depth >= stages)
             and shared_bytes(dtype, layout_b, block, warp, chunk, stages) <= SHARED_LIMIT)
 
@@ -69,7 +73,8 @@ def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0) -> bool
 # (bm, bn, stages, lag) of matmul_wgmma the `wgmma` knob offers (None: mma.sync)
 WGMMA_CHOICES = [None, (128, 256, 4, 2), (128, 256, 4, 1), (256, 128, 4, 2), (256, 128, 4, 1), (128, 128, 6, 3),
                  (128, 128, 5, 2), (128, 256, 3, 1), (64, 256, 4, 2)]
-_MMA_FIRST = dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=0)   # each knob's first value
+_MMA_FIRST = dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=0,   # each knob's first value
+                  fragment_prefetch=0)
 
 
 def wgmma_target() -> bool:
@@ -98,6 +103,7 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
     cfg.define_knob("stages", [3, 4, 2, 0])
     cfg.define_knob("raster", [0, 8, 4])
     cfg.define_knob("min_blocks", [0, 1, 2])
+    cfg.define_knob("fragment_prefetch", [0, 1])
     from tilecraft.codegen.cuda_wgmma import WGMMA_KINDS
     wg = layout_b == "col_major" and dtype in WGMMA_KINDS and wgmma_target()
     if wg:
@@ -109,7 +115,7 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
             return (all(e[k].val == v for k, v in _MMA_FIRST.items())
                     and wgmma_fits(M, N, K, dtype, (bm, bn), stages, e["raster"].val, lag))
         return fits(M, N, K, dtype, layout_b, e["block"].val, e["warp"].val, e["chunk"].val, e["stages"].val,
-                    e["raster"].val)
+                    e["raster"].val, e["fragment_prefetch"].val)
 
     cfg.multi_filter(ok)
     cfg.add_flop(2.0 * M * N * K)
@@ -123,7 +129,8 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
             from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
             return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **wgmma_fallback(M, N, K, dtype))
         opts = next((f for f in FALLBACKS if fits(M, N, K, dtype, layout_b, f["block"], f["warp"], f["chunk"],
-                                                  f["stages"], f["raster"])), FALLBACKS[-1])
+                                                  f["stages"], f["raster"], f.get("fragment_prefetch", False))),
+                    FALLBACKS[-1])
         return matmul_tensorcore(M, N, K, **common, **opts)
     if wg and cfg["wgmma"].val is not None:
         from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
@@ -132,7 +139,7 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
                             raster=cfg["raster"].val)
     return matmul_tensorcore(M, N, K, **common, block=cfg["block"].val, warp=cfg["warp"].val,
                              chunk=cfg["chunk"].val, stages=cfg["stages"].val, raster=cfg["raster"].val,
-                             min_blocks=cfg["min_blocks"].val)
+                             min_blocks=cfg["min_blocks"].val, fragment_prefetch=bool(cfg["fragment_prefetch"].val))
 
 
 # sm_90a wgmma (topi/tensorcore_wgmma.py): block tile, stages, producer lag, rasterization, best first (H100,
