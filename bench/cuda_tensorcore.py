@@ -151,6 +151,13 @@ VARIANTS = {
                                                 min_blocks=1, out_dtype="float16", raster=16, fragment_prefetch=True),
     "mma_256x128_w64_k128_s2_mb1_h_r8_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=8, stages=2,
                                                 min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    # sp: spread_copies, the step's cp.async copies dealt out before its k slices (one commit before the wait)
+    "mma_256x128_w64_k64_s3_mb1_h_r8_fp_sp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=3,
+                                                  min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True,
+                                                  spread_copies=True),
+    "mma_256x128_w64_k64_s4_mb1_h_r8_fp_sp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=4,
+                                                  min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True,
+                                                  spread_copies=True),
     "mma_256x128_w64_k32_s4_mb1_h_r8_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=2, stages=4,
                                                min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
     "mma_128x256_w64_k32_s4_mb1_h_r8_fp": dict(impl="mma", block=(2, 4), warp=(4, 4), chunk=2, stages=4,

@@ -124,14 +124,42 @@ def test_fragment_prefetch_too_few_groups_waited_fails(monkeypatch, rng):
         emulate(func, [a, b, np.full(size[:2], np.nan, "float32")])
 
 
+SPREAD = [
+    ("float16", "row_major", "float16", (64, 64, 320), dict(block=(2, 1), warp=(2, 4), chunk=4, stages=3)),
+    ("int8", "col_major", None, (64, 32, 256), dict(block=(1, 1), warp=(4, 2), chunk=2, stages=4)),
+]
+
+
+@pytest.mark.parametrize("dtype,layout_b,out_dtype,size,opts", SPREAD, ids=[f"{c[0]}-chunk{c[4]['chunk']}" for c in SPREAD])
+def test_spread_copies_emulated_and_compiled(dtype, layout_b, out_dtype, size, opts, rng):
+    """``spread_copies``: the step's copies dealt out before its slices, one commit before the
+    wait; emulated (a copy into a slot still being read, or a group committed after the wait,
+    fails there) and compiled."""
+    M, N, K = size
+    s, (A, B, C) = matmul_tensorcore(M, N, K, impl="mma", dtype=dtype, layout_b=layout_b, out_dtype=out_dtype,
+                                     fragment_prefetch=True, spread_copies=True, **opts)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    src = generate_cuda(func)
+    loop = src[src.index("for (int k_outer"):]
+    first_mma, commit = loop.index("tc_mma_16x16x"), loop.index("tc_cp_async_commit")
+    assert loop.count("tc_cp_async<16>") > loop[:first_mma].count("tc_cp_async<16>") > 0, "the copies were not spread"
+    assert first_mma < commit < loop.index("tc_cp_async_wait")
+    a, b, ref = _inputs(rng, dtype, layout_b, *size)
+    c = _poisoned(M, N, C.dtype)
+    emulate(func, [a, b, c])
+    _check(c, ref, dtype, out_dtype)
+    _nvcc(src)
+
+
 @pytest.mark.parametrize("opts,what", [
+    (dict(stages=3, chunk=2, spread_copies=True, fragment_prefetch=False), "needs fragment_prefetch=True"),
     (dict(stages=0, chunk=2), "stages > 0, got 0"),
     (dict(stages=3, chunk=1), "chunk >= 2, got 1"),
     (dict(stages=3, chunk=2, prefetch=True), "prefetch=False, got True"),
 ])
 def test_fragment_prefetch_errors(opts, what):
-    with pytest.raises(ValueError, match="fragment_prefetch") as e:
-        matmul_tensorcore(64, 64, 64, impl="mma", block=(1, 1), warp=(2, 2), fragment_prefetch=True, **opts)
+    with pytest.raises(ValueError, match="fragment_prefetch|spread_copies") as e:
+        matmul_tensorcore(64, 64, 64, impl="mma", block=(1, 1), warp=(2, 2), **{"fragment_prefetch": True, **opts})
     assert what in str(e.value)
 
 

@@ -42,6 +42,7 @@ from .gpu_vthread import offset_index
 from .gpu_barriers import PIPELINED
 
 FRAGMENT_PREFETCH = "pragma_fragment_prefetch"     # s[CF].pragma(ko, "fragment_prefetch", 1)
+COPY_SPREAD = "pragma_copy_spread"                 # with it: the step's copies dealt out among its k slices
 
 
 class _Alternate(IRMutator):
@@ -273,8 +274,18 @@ class _Pipeline(IRMutator):
             # lands that step, before the last slice's mma of step k (module docstring)
             (allocs0, loads0, mma0), middle, (allocs1, loads1, mma1) = rotated
             nxt = IfThenElse(simplify(k + 1 < lo + ext), slot(k + 1).visit_stmt(substitute(loads0, {k: k + 1})))
-            last = _wrap(allocs1, seq(loads1, wait, nxt, mma1))
-            body = seq(issue, mma0, slot(k).visit_stmt(seq(middle, last)))
+            parts = loop.annotation(COPY_SPREAD) and _spread(fetch, len(middle) + 2)
+            if parts:
+                # the step's copies dealt out before the slices (the slot they fill is free from
+                # the iteration's start), committed as one group just before the wait
+                more = simplify(ahead < lo + ext)
+                part = [IfThenElse(more, p) if p is not None else None for p in parts]
+                last = _wrap(allocs1, seq(part[-1], loads1, _async_call("tc_cp_async_commit"), wait, nxt, mma1))
+                body = seq(part[0], mma0, *[seq(part[j + 1], slot(k).visit_stmt(x)) for j, x in enumerate(middle)],
+                           slot(k).visit_stmt(last))
+            else:
+                last = _wrap(allocs1, seq(loads1, wait, nxt, mma1))
+                body = seq(issue, mma0, slot(k).visit_stmt(seq(*middle, last)))
             new = For(k, lo, ext, loop.kind, body, loop.thread_tag, loop.annotations + ((PIPELINED, 1),))
             first = seq(wait, IfThenElse(simplify(ext > 0), slot(lo).visit_stmt(substitute(loads0, {k: lo}))))
             self.pipelined |= bufs
@@ -323,7 +334,28 @@ def _rotate_slices(rest):
     fresh = {b: dataclasses.replace(b, name=b.name + ".next", data=None) for b in allocs}
     data = {b.data: nb.data for b, nb in fresh.items()}
     loads, mma = (substitute(replace_refs(x, fresh), data) for x in (loads, mma))
-    return (list(fresh.values()), loads, mma), seq(*items[1:-1]), last
+    return (list(fresh.values()), loads, mma), items[1:-1], last
+
+
+def _spread(fetch, parts: int, most: int = 256):
+    """The copy statements of ``fetch`` (its loops of constant extent unrolled) dealt into
+    ``parts`` sequences of about equal length, or None when there are more than ``most``."""
+    out = []
+
+    def flat(s):
+        if isinstance(s, SeqStmt):
+            return all(flat(x) for x in s.seq)
+        if isinstance(s, For):
+            if not (isinstance(s.extent, Const) and isinstance(s.min, Const)):
+                return False
+            return all(flat(substitute(s.body, {s.loop_var: const(s.min.value + i, s.loop_var.dtype)}))
+                       for i in range(int(s.extent.value)))
+        out.append(s)
+        return len(out) <= most
+    if not flat(fetch):
+        return None
+    cut = [len(out) * j // parts for j in range(parts + 1)]
+    return [seq(*out[a:b]) for a, b in zip(cut, cut[1:])]
 
 
 def _writes(stmt) -> str:
