@@ -28,6 +28,16 @@ iteration waits until at most ``n - 2`` groups are in flight, synchronises the b
 the tile ``n - 1`` ahead into the slot read last iteration, commits (an empty group past the
 end), and computes on slot ``(k - min) % n``; one barrier follows the loop. Other fetches
 alternate among the ``n`` copies with ordinary loads and stores.
+
+A pipelined loop with the pragma ``fragment_prefetch`` whose compute is two or more k slices
+(``allocate(fragments) { loads from shared; mmas }``, a tensor-core step) is rotated: the first
+slice's fragments get new buffers allocated around the loop (``<name>.next``), loaded for tile
+``min`` after the prologue's wait and barrier; each iteration issues and commits its tile, runs the
+first slice's mmas, the middle slices, the last slice's loads, then the wait and barrier that land
+tile ``k + 1``, loads its first slice, and runs the last slice's mmas (``docs/tensorcore.md`` has
+the loop). With ``copy_spread`` too, the tile's copies (their loops unrolled) are dealt out before
+the slices and committed just before the wait. Afterwards the loop reads shared memory only
+between barriers that order it against the copies, as in the plain form.
 """
 from __future__ import annotations
 
