@@ -27,7 +27,8 @@ BEST=$BEST,wgmma_tf32_128x256_s4_r8,wgmma_tf32_128x256_s4_l0_r8
 BEST=$BEST,wgmma_bf16_128x256_s4_b_r8,wgmma_bf16_128x256_s4_l0_b_r8,bf16_mma_256x128_w64_k64_s3_mb1_r8
 BEST=$BEST,wgmma_128x256_s4_h_r8_nostore,wgmma_128x256_s4_h_r8_nomma
 # mma.sync with fragment_prefetch (fp: the next step's first k slice loaded across the barrier), 16-byte fp16 epilogue
-BEST=$BEST,mma_256x128_w64_k64_s3_mb1_h_r8_fp,mma_256x128_w64_k64_s4_mb1_h_r8_fp,mma_256x128_w64_k64_s3_mb1_h_r8_pairstore16
+BEST=$BEST,mma_128x256_w64_k32_s4_mb1_h_r8_fp,mma_256x128_w64_k64_s3_mb1_h_r8_fp,mma_256x128_w64_k64_s4_mb1_h_r8_fp_sp
+BEST=$BEST,mma_256x128_w64_k64_s3_mb1_h_r8_pairstore16
 BEST=$BEST,bf16_mma_256x128_w64_k64_s3_mb1_r8_fp,tf32_128x128_w64_k32_s3_fp,int8_128x128_w64_k64_s3_fp
 VARIANTS=${TC_VARIANTS:-$BEST}
 cd bench

@@ -182,3 +182,71 @@ def test_gpu_fragment_prefetch(dtype, layout_b, out_dtype, size, opts, rng):
             c = torch.full(size[:2], float("nan"), device="cuda", dtype=tdt.get(C.dtype, torch.float32))
         mod(ta, tb, c)
         _check(c.float().cpu().numpy() if C.dtype != "int32" else c.cpu().numpy(), ref, dtype, out_dtype, gpu=True)
+
+
+# -- the template's fallback where no wgmma applies, and the bench's variants ------------------------
+
+def test_mma_fallback_rule():
+    from tilecraft.topi import tensorcore_template as TT
+    f = TT.mma_fallback(4096, 4096, 4096, "float16", "row_major")
+    assert (f["block"], f["warp"], f["chunk"], f["stages"], f["fragment_prefetch"]) == ((2, 4), (4, 4), 2, 4, True)
+    assert TT.mma_fallback(4096, 4096, 4096, "float32", "col_major")["fragment_prefetch"] is False   # tf32: off
+    assert TT.mma_fallback(4096, 4096, 4096, "bfloat16", "row_major")["fragment_prefetch"] is True
+    assert TT.mma_fallback(2048, 128, 192, "float16", "row_major")["block"] == (4, 2)   # N = 128: 128 x 256 does not fit
+    small = TT.mma_fallback(128, 256, 128, "float16", "row_major")     # one block row: not rasterized
+    assert (small["block"], small["raster"]) == ((2, 4), 0)
+    assert TT.mma_fallback(48, 48, 48, "float16", "row_major")["block"] == (1, 1)       # only the smallest
+
+
+def test_mma_fallback_emulated(rng):
+    """The non-sm_90 fallback (B stored (K, N): no wgmma) at its smallest fitting size computes the
+    GEMM, fp16 C (emulated on poisoned output against float64) and compiles."""
+    import tilecraft.autotune as autotune
+    from tilecraft.topi import tensorcore_template  # noqa: F401 (registers the template)
+    M, N, K = 128, 256, 128
+    task = autotune.task.create("topi/matmul_tensorcore.cuda", args=(M, N, K, "float16", "float16", "row_major"),
+                                target="cuda")
+    with tc.target.Target("cuda"), autotune.apply_history_best(None):
+        with pytest.warns(UserWarning, match="fallback configuration"):
+            s, (A, B, C) = task.func(*task.args)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    src = generate_cuda(func)
+    assert "_next[" in src and "__launch_bounds__(256, 1)" in src
+    a, b, ref = _inputs(rng, "float16", "row_major", M, N, K)
+    c = np.full((M, N), np.nan, "float16")
+    emulate(func, [a, b, c])
+    _check(c, ref, "float16", "float16")
+    _nvcc(src)
+
+
+def test_bench_mma_variants_generate():
+    """bench/cuda_tensorcore.py's mma.sync variants with fragment_prefetch or a diagnostic patch: each
+    one's CUDA C is generated at 4096^3 (a patch that no longer matches the prelude fails here, not on
+    the GPU), and the prelude is restored afterwards."""
+    import importlib.util
+    import pathlib
+    import sys
+    from tilecraft.codegen import cuda as R
+    bench = pathlib.Path(__file__).resolve().parents[2] / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_cuda_tensorcore_mma", bench / "cuda_tensorcore.py")
+        Bm = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(Bm)
+    finally:
+        sys.path.remove(str(bench))
+    names = [k for k, v in Bm.VARIANTS.items() if v.get("impl") == "mma" and (
+        v.get("fragment_prefetch") or v.get("diag") in Bm.MMA_DIAG_PATCHES)]
+    assert len(names) >= 10
+    before = R.MMA_PRELUDE
+    for name in names:
+        kw = dict(Bm.VARIANTS[name])
+        lay = kw.pop("layout_b", "row_major")
+        diag = kw.pop("diag", None)
+        with Bm._patched(diag):
+            s, args = Bm._make(matmul_tensorcore, 4096, lay, kw)
+            src = generate_cuda(tc.lower(s, args, target="cuda"))
+        assert ("_next[" in src) == bool(kw.get("fragment_prefetch")), name
+        if diag:
+            assert Bm.MMA_DIAG_PATCHES[diag][1] in src, name
+    assert R.MMA_PRELUDE == before

@@ -21,7 +21,8 @@ Configurations whose tiles do not divide the problem, that need more than 227 Ki
 shared memory, more than 1024 threads or more than 16 accumulator tiles per warp are filtered out.
 The fallback (nothing tuned) is the best measured wgmma configuration where the ``wgmma`` knob
 exists (``wgmma_fallback``: 128 x 256 blocks, smaller ones where that makes fewer than 128 blocks),
-else run 6's best 4096³ mma.sync schedule where it fits, else the smallest.
+else session 23's best 4096³ mma.sync schedule where it fits (``mma_fallback``), else run 6's, else the
+smallest.
 
 With B stored (N, K) (``col_major``), float16 or float32 operands and an sm_90 target, the knob
 ``wgmma`` picks sm_90a's ``wgmma`` GEMM instead (``topi/tensorcore_wgmma.py``): ``None`` is the
@@ -35,9 +36,26 @@ from tilecraft.ir import dtype as dt
 from tilecraft.topi.tensorcore import KINDS, TILE, matmul_tensorcore
 
 SHARED_LIMIT = 227 * 1024          # sm_90's shared memory per block (dynamic)
-# run 6 (H100, 4096^3 fp16): 256 x 128 blocks of 8 warps, 64 x 64 warp tiles, 64-deep steps, 3 stages
-FALLBACKS = [dict(block=(4, 2), warp=(4, 4), chunk=4, stages=3, raster=8, min_blocks=1),
+# session 23 (H100, 4096^3 fp16, shared GPU): 128 x 256 blocks of 8 warps, 64 x 64 warp tiles, 32-deep steps in 4
+# stages with fragment_prefetch, 411 TFLOP/s (bf16 alike; for tf32 the prefetch measured slower, so it is off there);
+# then run 6's 256 x 128, 64-deep, 3 stages (323 TFLOP/s)
+FALLBACKS = [dict(block=(2, 4), warp=(4, 4), chunk=2, stages=4, raster=8, min_blocks=1, fragment_prefetch=True),
+             dict(block=(4, 2), warp=(4, 4), chunk=4, stages=3, raster=8, min_blocks=1),
              dict(block=(1, 1), warp=(1, 1), chunk=1, stages=0, raster=0, min_blocks=0)]
+
+
+def mma_fallback(M, N, K, dtype, layout_b):
+    """The mma.sync configuration used when nothing is tuned (and no wgmma fallback applies): the
+    first of ``FALLBACKS`` that fits (as it is, else without rasterization), without
+    ``fragment_prefetch`` for float32 (tf32) operands.
+    ``mma_fallback(4096, 4096, 4096, "float16", "row_major")["block"] == (2, 4)``."""
+    for f in FALLBACKS:
+        f = dict(f, fragment_prefetch=f.get("fragment_prefetch", False) and dtype != "float32")
+        for g in (f, dict(f, raster=0)):
+            if fits(M, N, K, dtype, layout_b, g["block"], g["warp"], g["chunk"], g["stages"], g["raster"],
+                    g["fragment_prefetch"]):
+                return g
+    return dict(FALLBACKS[-1], fragment_prefetch=False)
 
 
 def shared_bytes(dtype: str, layout_b: str, block, warp, chunk: int, stages: int) -> int:
@@ -128,10 +146,7 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
         if wg and wgmma_fallback(M, N, K, dtype) is not None:     # sm_90: wgmma, 1.5x the mma.sync fallback
             from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
             return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **wgmma_fallback(M, N, K, dtype))
-        opts = next((f for f in FALLBACKS if fits(M, N, K, dtype, layout_b, f["block"], f["warp"], f["chunk"],
-                                                  f["stages"], f["raster"], f.get("fragment_prefetch", False))),
-                    FALLBACKS[-1])
-        return matmul_tensorcore(M, N, K, **common, **opts)
+        return matmul_tensorcore(M, N, K, **common, **mma_fallback(M, N, K, dtype, layout_b))
     if wg and cfg["wgmma"].val is not None:
         from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
         bm, bn, stages, lag = cfg["wgmma"].val
