@@ -130,7 +130,8 @@ SPREAD = [
 ]
 
 
-@pytest.mark.parametrize("dtype,layout_b,out_dtype,size,opts", SPREAD, ids=[f"{c[0]}-chunk{c[4]['chunk']}" for c in SPREAD])
+@pytest.mark.parametrize("dtype,layout_b,out_dtype,size,opts", SPREAD,
+                         ids=[f"{c[0]}-chunk{c[4]['chunk']}" for c in SPREAD])
 def test_spread_copies_emulated_and_compiled(dtype, layout_b, out_dtype, size, opts, rng):
     """``spread_copies``: the step's copies dealt out before its slices, one commit before the
     wait; emulated (a copy into a slot still being read, or a group committed after the wait,
@@ -192,7 +193,8 @@ def test_mma_fallback_rule():
     assert (f["block"], f["warp"], f["chunk"], f["stages"], f["fragment_prefetch"]) == ((2, 4), (4, 4), 2, 4, True)
     assert TT.mma_fallback(4096, 4096, 4096, "float32", "col_major")["fragment_prefetch"] is False   # tf32: off
     assert TT.mma_fallback(4096, 4096, 4096, "bfloat16", "row_major")["fragment_prefetch"] is True
-    assert TT.mma_fallback(2048, 128, 192, "float16", "row_major")["block"] == (4, 2)   # N = 128: 128 x 256 does not fit
+    # N = 128: 128 x 256 does not fit
+    assert TT.mma_fallback(2048, 128, 192, "float16", "row_major")["block"] == (4, 2)
     small = TT.mma_fallback(128, 256, 128, "float16", "row_major")     # one block row: not rasterized
     assert (small["block"], small["raster"]) == ((2, 4), 0)
     assert TT.mma_fallback(48, 48, 48, "float16", "row_major")["block"] == (1, 1)       # only the smallest
