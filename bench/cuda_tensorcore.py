@@ -165,6 +165,49 @@ VARIANTS = {
                                            stages=4, raster=8, load="tma", maxnreg=1),
     "wgmma_bf16_128x256_s4_tma_r_b_r8": dict(impl="wgmma", dtype="bfloat16", layout_b="col_major", block=(128, 256),
                                              stages=4, raster=8, load="tma", maxnreg=1, out_dtype="bfloat16"),
+    # session 23: fragment_prefetch (fp): the next step's first k slice loaded right after the barrier that lands
+    # it, before this step's last slice's mma.sync (register double buffering across the steps' barriers)
+    "mma_256x128_w64_k64_s3_mb1_h_r8_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=3,
+                                               min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "mma_256x128_w64_k64_s3_mb1_h_r8_pairstore16": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=3,
+                                                        min_blocks=1, out_dtype="float16", raster=8, diag="pairstore16"),
+    "mma_256x128_w64_k64_s4_mb1_h_r8_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=4,
+                                               min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "mma_256x128_w64_k64_s4_mb1_h_r16_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=4,
+                                                min_blocks=1, out_dtype="float16", raster=16, fragment_prefetch=True),
+    "mma_256x128_w64_k128_s2_mb1_h_r8_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=8, stages=2,
+                                                min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    # sp: spread_copies, the step's cp.async copies dealt out before its k slices (one commit before the wait)
+    "mma_256x128_w64_k64_s3_mb1_h_r8_fp_sp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=3,
+                                                  min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True,
+                                                  spread_copies=True),
+    "mma_256x128_w64_k64_s4_mb1_h_r8_fp_sp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=4, stages=4,
+                                                  min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True,
+                                                  spread_copies=True),
+    # 16 warps of 64 x 32 (or 32 x 64) warp tiles: 4 warps per scheduler at <= 128 registers (no spills in ptxas -v)
+    "mma_256x128_w64x32_k32_s4_mb1_h_r8": dict(impl="mma", block=(4, 4), warp=(4, 2), chunk=2, stages=4,
+                                               min_blocks=1, out_dtype="float16", raster=8),
+    "mma_256x128_w64x32_k32_s4_mb1_h_r8_fp": dict(impl="mma", block=(4, 4), warp=(4, 2), chunk=2, stages=4,
+                                                  min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "mma_256x128_w64x32_k64_s3_mb1_h_r8_fp": dict(impl="mma", block=(4, 4), warp=(4, 2), chunk=4, stages=3,
+                                                  min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "mma_128x256_w32x64_k32_s4_mb1_h_r8_fp": dict(impl="mma", block=(4, 4), warp=(2, 4), chunk=2, stages=4,
+                                                  min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "mma_256x128_w64_k32_s4_mb1_h_r8_fp": dict(impl="mma", block=(4, 2), warp=(4, 4), chunk=2, stages=4,
+                                               min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "mma_128x256_w64_k32_s4_mb1_h_r8_fp": dict(impl="mma", block=(2, 4), warp=(4, 4), chunk=2, stages=4,
+                                               min_blocks=1, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "mma_128x128_w64_k64_s3_mb2_h_fp": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=4, stages=3, min_blocks=2,
+                                            out_dtype="float16", fragment_prefetch=True),
+    "mma_128x128_w64_k32_s4_mb2_h_r8_fp": dict(impl="mma", block=(2, 2), warp=(4, 4), chunk=2, stages=4,
+                                               min_blocks=2, out_dtype="float16", raster=8, fragment_prefetch=True),
+    "bf16_mma_256x128_w64_k64_s3_mb1_r8_fp": dict(impl="mma", dtype="bfloat16", block=(4, 2), warp=(4, 4), chunk=4,
+                                                  stages=3, min_blocks=1, raster=8, out_dtype="bfloat16",
+                                                  fragment_prefetch=True),
+    "tf32_128x128_w64_k32_s3_fp": dict(impl="mma", dtype="float32", layout_b="col_major", block=(2, 2), warp=(4, 4),
+                                       chunk=4, stages=3, min_blocks=2, fragment_prefetch=True),
+    "int8_128x128_w64_k64_s3_fp": dict(impl="mma", dtype="int8", layout_b="col_major", block=(2, 2), warp=(4, 4),
+                                       chunk=2, stages=3, min_blocks=2, fragment_prefetch=True),
     # diagnostics (not checked; `diag` names what is taken out of the kernel, by a patch of its CUDA C):
     # nostore: the epilogue's stores (the difference to the full kernel is the epilogue's share);
     # nomma: the consumers' wgmma (the producer's copy rate, the protocol kept); nocopy: the producer's
@@ -214,16 +257,27 @@ DIAG_PATCHES = {
 WARP_ARRIVE = ("if (kt > 0) tc_mbar_arrive(empty", "if (kt > 0 && (tid & 31) == 0) tc_mbar_arrive(empty")
 
 
+# mma.sync diagnostics: pairstore16 stores a 16-bit C as the pairs are held (session 22's epilogue), not 16 bytes a lane
+MMA_DIAG_PATCHES = {"pairstore16": ("if (((size_t)out & 15) != 0 ||", "if (true ||", 1)}
+
+
 def _patched(diag):
     """A context in which the wgmma kernels are generated with ``DIAG_PATCHES[diag]`` applied."""
     import contextlib
     from tilecraft.codegen import cuda_wgmma as W
 
+    from tilecraft.codegen import cuda as R
+
     @contextlib.contextmanager
     def ctx():
-        old = W.WGMMA_PRELUDE
+        old, mma_old = W.WGMMA_PRELUDE, R.MMA_PRELUDE
         text = old
         for d in (diag or "").split("+"):
+            if d in MMA_DIAG_PATCHES:            # the mma.sync helpers (codegen/cuda.py's copy of the prelude)
+                a, b, n = MMA_DIAG_PATCHES[d]
+                assert R.MMA_PRELUDE.count(a) == n, (d, a)
+                R.MMA_PRELUDE = R.MMA_PRELUDE.replace(a, b)
+                continue
             if not d:
                 continue
             for a, b, n in [DIAG_PATCHES[d]] + ([WARP_ARRIVE + (1,)] if d == "warparrive" else []):
@@ -233,7 +287,7 @@ def _patched(diag):
         try:
             yield
         finally:
-            W.WGMMA_PRELUDE = old
+            W.WGMMA_PRELUDE, R.MMA_PRELUDE = old, mma_old
     return ctx()
 
 

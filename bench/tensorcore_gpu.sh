@@ -14,7 +14,8 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu,power.draw -
 if [[ $PARTS == *tests* ]]; then
 python3 -m pytest -q -m cuda -rs tests/cuda/test_tensorcore.py tests/cuda/test_tensorcore_errors.py \
     tests/cuda/test_tensorcore_template.py tests/cuda/test_tensorcore_nn.py tests/cuda/test_async_copy.py \
-    tests/cuda/test_tensorcore_wgmma.py tests/cuda/test_tensorcore_wgmma_bf16.py tests/cuda/test_tensorcore_wgmma_fallback.py 2>&1 \
+    tests/cuda/test_tensorcore_wgmma.py tests/cuda/test_tensorcore_wgmma_bf16.py tests/cuda/test_tensorcore_wgmma_fallback.py \
+    tests/cuda/test_tensorcore_fragment_prefetch.py tests/cuda/test_tensorcore_bf16.py 2>&1 \
     | tee "$OUT/pytest_tensorcore.log"
 # the TMA path in a process of its own (a faulting kernel takes its CUDA context down with it)
 timeout 120 python3 -m pytest -q -m cuda -rs tests/cuda/test_tensorcore_wgmma_tma.py 2>&1 | tee "$OUT/pytest_tma.log"
@@ -26,6 +27,10 @@ BEST=mma_256x128_w64_k64_s3_mb1_h_r8,mma_128x128_w64_k64_s3_mb2_h,tf32_128x128_w
 BEST=$BEST,wgmma_128x256_s4_h_r8,wgmma_128x256_s4_l0_h_r8,wgmma_128x128_s6_l3_h_r8,wgmma_64x128_s6_l3_h
 BEST=$BEST,wgmma_tf32_128x256_s4_r8,wgmma_bf16_128x256_s4_b_r8,bf16_mma_256x128_w64_k64_s3_mb1_r8
 BEST=$BEST,wgmma_128x256_s4_h_r8_nostore,wgmma_128x256_s4_h_r8_nomma
+# mma.sync with fragment_prefetch (fp: the next step's first k slice loaded across the barrier), 16-byte fp16 epilogue
+BEST=$BEST,mma_128x256_w64_k32_s4_mb1_h_r8_fp,mma_256x128_w64_k64_s3_mb1_h_r8_fp,mma_256x128_w64_k64_s4_mb1_h_r8_fp_sp
+BEST=$BEST,mma_256x128_w64_k64_s3_mb1_h_r8_pairstore16
+BEST=$BEST,bf16_mma_256x128_w64_k64_s3_mb1_r8_fp,tf32_128x128_w64_k32_s3_fp,int8_128x128_w64_k64_s3_fp
 TMA=wgmma_128x256_s4_h_r8,wgmma_128x256_s4_tma_h_r8,wgmma_128x256_s4_tma_r_h_r8,wgmma_256x128_s4_tma_r_h_r8
 TMA=$TMA,wgmma_128x256_s4_tma_p_h_r8,wgmma_128x128_s6_tma_p_h_r8,wgmma_64x128_s6_tma_h,wgmma_tf32_128x256_s4_tma_r_r8
 TMA=$TMA,wgmma_bf16_128x256_s4_tma_r_b_r8,wgmma_128x256_s4_tma_r_h_r8_nostore,wgmma_128x256_s4_tma_r_h_r8_nomma

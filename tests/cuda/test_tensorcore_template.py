@@ -78,3 +78,28 @@ def test_cli_lists_the_template(capsys):
     from tilecraft.cli import main
     main(["templates"])
     assert "topi/matmul_tensorcore.cuda" in capsys.readouterr().out
+
+
+def test_fragment_prefetch_knob(rng):
+    """The knob is offered only where there is a pipeline of two or more k slices a step, and a
+    configuration with it computes the GEMM (emulated on poisoned output, compiled)."""
+    args = (128, 64, 96, "float16", "float16", "row_major")
+    task = autotune.task.create("topi/matmul_tensorcore.cuda", args=args, target="cuda")
+    space = task.config_space
+    cfgs = [space.get(space.valid_index(i)) for i in range(len(space))]
+    on = [c for c in cfgs if c["fragment_prefetch"].val]
+    assert on and len(on) < len(cfgs)
+    assert all(c["stages"].val > 0 and c["chunk"].val >= 2 for c in on)
+    assert not TT.fits(4096, 4096, 4096, "float16", "row_major", (2, 2), (4, 4), 2, 0, fragment_prefetch=True)
+    assert not TT.fits(4096, 4096, 4096, "float16", "row_major", (2, 2), (4, 4), 1, 3, fragment_prefetch=True)
+    cfg = on[int(rng.integers(len(on)))]
+    with tc.target.Target("cuda"):
+        s, (A, B, C) = task.instantiate(cfg)
+    func = tc.lower(s, [A, B, C], target="cuda")
+    src = generate_cuda(func)
+    assert "_next[" in src, f"config {cfg}: the pipeline was not rotated"
+    a, bt, ref = _kind_inputs(rng, "float16", 128, 64, 96)
+    c = _poisoned(128, 64, "float16")
+    emulate(func, [a, np.ascontiguousarray(bt.T), c])
+    assert not np.isnan(c).any() and _rel_err(c, ref) < 1e-3, f"config {cfg}"
+    _nvcc(src)

@@ -121,7 +121,8 @@ __device__ __forceinline__ void tc_mma_fill(T* d, T v) {
 }
 
 // the accumulator tile to memory, row-major with rows `stride` apart: each lane its 8 elements,
-// two at a time (float2 / int2, or half2 / bfloat162 rounded to nearest: the float16 / bfloat16 epilogue)
+// two at a time (float2 / int2), or rounded to nearest as float16 / bfloat16 (the half-size epilogue,
+// 16 bytes a lane after a transpose across each quad of lanes, below)
 __device__ __forceinline__ void tc_mma_store(float* out, const float* d, int stride) {
   const int lane = tc_lane(), g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -138,22 +139,56 @@ __device__ __forceinline__ void tc_mma_store(int* out, const int* d, int stride)
     *(int2*)(out + (g + 8) * stride + 8 * h + 2 * t) = make_int2(d[4 * h + 2], d[4 * h + 3]);
   }
 }
+// a 16-bit C 16 bytes a lane: the quad of lanes 4g .. 4g + 3 holds rows g and g + 8 of both 8-column
+// groups as pairs, p[2i + h] (row g + 8i, group h, columns 2t, 2t + 1); a 4 x 4 transpose across the
+// quad (two butterfly stages, __shfl_xor_sync 2 then 1) gives lane t the 8 columns of row g + 8 (t / 2),
+// group t % 2, stored as one uint4 (a warp's store: 16 rows of 32 bytes, whole sectors). Where the
+// tile or its rows are not 16-byte aligned, the pairs are stored as held.
+__device__ __forceinline__ bool tc_store16_transpose(unsigned* p, const void* out, int stride, int elem_bytes) {
+  if (((size_t)out & 15) != 0 || ((stride * elem_bytes) & 15) != 0) return false;
+  const int t = tc_lane() & 3;
+#pragma unroll
+  for (int m = 2; m >= 1; m >>= 1) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      if (r & m) continue;                       // the slot pair (r, r | m)
+      const bool hi = (t & m) != 0;
+      const unsigned got = __shfl_xor_sync(0xffffffffu, hi ? p[r] : p[r | m], m);
+      if (hi) p[r] = got; else p[r | m] = got;
+    }
+  }
+  return true;
+}
 __device__ __forceinline__ void tc_mma_store(half* out, const float* d, int stride) {
   const int lane = tc_lane(), g = lane >> 2, t = lane & 3;
+  unsigned p[4];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    *(half2*)(out + g * stride + 8 * h + 2 * t) = __floats2half2_rn(d[4 * h], d[4 * h + 1]);
-    *(half2*)(out + (g + 8) * stride + 8 * h + 2 * t) = __floats2half2_rn(d[4 * h + 2], d[4 * h + 3]);
+  for (int r = 0; r < 4; ++r) {
+    half2 v = __floats2half2_rn(d[4 * (r & 1) + 2 * (r >> 1)], d[4 * (r & 1) + 2 * (r >> 1) + 1]);
+    p[r] = *(unsigned*)&v;
   }
+  if (tc_store16_transpose(p, out, stride, 2)) {
+    *(uint4*)(out + (g + 8 * (t >> 1)) * stride + 8 * (t & 1)) = make_uint4(p[0], p[1], p[2], p[3]);
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) *(unsigned*)(out + (g + 8 * (r >> 1)) * stride + 8 * (r & 1) + 2 * t) = p[r];
 }
 #ifdef __CUDA_BF16_TYPES_EXIST__
 __device__ __forceinline__ void tc_mma_store(__nv_bfloat16* out, const float* d, int stride) {
   const int lane = tc_lane(), g = lane >> 2, t = lane & 3;
+  unsigned p[4];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    *(__nv_bfloat162*)(out + g * stride + 8 * h + 2 * t) = __floats2bfloat162_rn(d[4 * h], d[4 * h + 1]);
-    *(__nv_bfloat162*)(out + (g + 8) * stride + 8 * h + 2 * t) = __floats2bfloat162_rn(d[4 * h + 2], d[4 * h + 3]);
+  for (int r = 0; r < 4; ++r) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(d[4 * (r & 1) + 2 * (r >> 1)], d[4 * (r & 1) + 2 * (r >> 1) + 1]);
+    p[r] = *(unsigned*)&v;
   }
+  if (tc_store16_transpose(p, out, stride, 2)) {
+    *(uint4*)(out + (g + 8 * (t >> 1)) * stride + 8 * (t & 1)) = make_uint4(p[0], p[1], p[2], p[3]);
+    return;
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) *(unsigned*)(out + (g + 8 * (r >> 1)) * stride + 8 * (r & 1) + 2 * t) = p[r];
 }
 #endif
 """

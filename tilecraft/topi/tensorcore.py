@@ -169,7 +169,7 @@ def store_matrix(impl: str = "wmma", dst_scope: str = "global", acc: str = "floa
 
 def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), warp=(2, 2), chunk=2,
                       pad=None, double_buffer=True, unroll=True, stages=0, prefetch=False, dtype="float16",
-                      out_dtype=None, raster=0, min_blocks=0):
+                      out_dtype=None, raster=0, min_blocks=0, fragment_prefetch=False, spread_copies=False):
     """``C = A @ B`` on tensor cores: ``A`` is (M, K); ``B`` is (K, N) (``layout_b="row_major"``)
     or (N, K) (``"col_major"``: ``C = A @ B.T``). ``dtype``: float16 (fp32 accumulation), float32
     (tf32 mma, fp32 accumulation) or int8 (int32 accumulation); the last two on the mma path with
@@ -193,6 +193,12 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     then use up to 65536 / (threads·n) registers per thread and issues the ``ldmatrix`` of the next
     k slice before the ``mma.sync`` of this one (register double buffering of the fragments);
     without it ptxas keeps fewer registers and loads each fragment just before its first use.
+    ``fragment_prefetch`` (with ``stages`` and ``chunk >= 2``) carries that double buffering
+    across the steps: the wait and barrier that land step k + 1 move to before the last k slice
+    of step k, and the first slice's fragments of step k + 1 are loaded right after them, before
+    that last slice's ``mma.sync`` (the first slice's fragments live across iterations);
+    ``spread_copies`` (with ``fragment_prefetch``) also deals the step's ``cp.async`` copies out
+    before its k slices instead of issuing them all at the step's start.
     M, N must be multiples of the block tile, K of the step.
 
     >>> s, (A, B, C) = matmul_tensorcore(256, 256, 256, impl="mma", dtype="int8", layout_b="col_major")
@@ -211,7 +217,8 @@ def matmul_tensorcore(M, N, K, impl="wmma", layout_b="row_major", block=(2, 2), 
     s = te.create_schedule(C.op)
     CF = accumulator_stage(s, Cacc, C, impl)
     opts = dict(impl=impl, layout_b=layout_b, block=block, warp=warp, chunk=chunk, pad=pad,
-                double_buffer=double_buffer, unroll=unroll, stages=stages, prefetch=prefetch, dtype=dtype)
+                double_buffer=double_buffer, unroll=unroll, stages=stages, prefetch=prefetch, dtype=dtype,
+                fragment_prefetch=fragment_prefetch, spread_copies=spread_copies)
     bx, ii, jj = block_axes(s, C, block, warp, raster, min_blocks)
     schedule_mainloop(s, A, B, CF, C, ii, jj, store, **opts)
     return s, (A, B, C)
@@ -304,7 +311,7 @@ def block_axes(s, X, block, warp, raster=0, min_blocks=0):
 
 
 def schedule_mainloop(s, A, B, CF, C, ii, jj, store, *, impl, layout_b, block, warp, chunk, pad, double_buffer,
-                      unroll, stages, prefetch, dtype):
+                      unroll, stages, prefetch, dtype, fragment_prefetch=False, spread_copies=False):
     """Schedule a tensor-core GEMM inside one thread block: ``C``'s axes ``ii``, ``jj`` (one block
     tile, 16·block·warp) go to ``block`` warps (``threadIdx.y``, ``threadIdx.z``) of ``warp``
     16 x 16 tiles each, tensorized by the intrinsic ``store`` (accumulator -> C); the
@@ -318,6 +325,13 @@ def schedule_mainloop(s, A, B, CF, C, ii, jj, store, *, impl, layout_b, block, w
     """
     kd = KINDS[dtype][0]
     K = int(A.shape[-1].value)
+    if fragment_prefetch and (not stages or chunk < 2 or prefetch):
+        raise ValueError(f"fragment_prefetch loads the next step's first k slice during this step's last: it needs a "
+                         f"cp.async pipeline (stages > 0, got {stages}), two or more k slices a step (chunk >= 2, got "
+                         f"{chunk}) and fragments loaded per slice (prefetch=False, got {prefetch})")
+    if spread_copies and not fragment_prefetch:
+        raise ValueError("spread_copies deals a step's copies out among the slices of the rotated pipeline: it needs "
+                         "fragment_prefetch=True")
     if K % (kd * chunk):
         raise ValueError(f"K={K} (the columns of {A.op.name}) is not a multiple of the reduction step's {kd * chunk} "
                          f"({kd} for {dtype} x chunk={chunk})")
@@ -348,6 +362,10 @@ def schedule_mainloop(s, A, B, CF, C, ii, jj, store, *, impl, layout_b, block, w
     s[CF].reorder(*outer, ko, kt, ci, cj, cii, cji, ki)
     if outer:
         ko = s[CF].fuse(*outer, ko)         # one loop of steps: the pipeline runs across the taps
+    if fragment_prefetch:
+        s[CF].pragma(ko, "fragment_prefetch", 1)    # read by the pipeline (gpu_double_buffer)
+    if spread_copies:
+        s[CF].pragma(ko, "copy_spread", 1)
     frag_at = ko if prefetch else kt
     s[AF].compute_at(s[CF], frag_at)
     s[BF].compute_at(s[CF], frag_at)

@@ -15,11 +15,14 @@ Knobs: ``block`` (warps of a block along M and N), ``warp`` (16 x 16 tiles of a 
 and N), ``chunk`` (tensor-core k steps per shared tile), ``stages`` (0: one synchronous shared
 tile, else a ``cp.async`` ring of that many), ``raster`` (block rows per group of the block
 numbering, 0: a 2-D grid), ``min_blocks`` (``__launch_bounds__`` blocks per multiprocessor, 0:
-none). Configurations whose tiles do not divide the problem, that need more than 227 KiB of
+none), ``fragment_prefetch`` (1: the next step's first k slice loaded during this step's last,
+``matmul_tensorcore``'s option; only with a pipeline and two or more slices a step).
+Configurations whose tiles do not divide the problem, that need more than 227 KiB of
 shared memory, more than 1024 threads or more than 16 accumulator tiles per warp are filtered out.
 The fallback (nothing tuned) is the best measured wgmma configuration where the ``wgmma`` knob
 exists (``wgmma_fallback``: 128 x 256 blocks, smaller ones where that makes fewer than 128 blocks),
-else run 6's best 4096³ mma.sync schedule where it fits, else the smallest.
+else session 23's best 4096³ mma.sync schedule where it fits (``mma_fallback``), else run 6's, else the
+smallest.
 
 With B stored (N, K) (``col_major``), float16 or float32 operands and an sm_90 target, the knob
 ``wgmma`` picks sm_90a's ``wgmma`` GEMM instead (``topi/tensorcore_wgmma.py``): ``None`` is the
@@ -34,9 +37,26 @@ from tilecraft.ir import dtype as dt
 from tilecraft.topi.tensorcore import KINDS, TILE, matmul_tensorcore
 
 SHARED_LIMIT = 227 * 1024          # sm_90's shared memory per block (dynamic)
-# run 6 (H100, 4096^3 fp16): 256 x 128 blocks of 8 warps, 64 x 64 warp tiles, 64-deep steps, 3 stages
-FALLBACKS = [dict(block=(4, 2), warp=(4, 4), chunk=4, stages=3, raster=8, min_blocks=1),
+# session 23 (H100, 4096^3 fp16, shared GPU): 128 x 256 blocks of 8 warps, 64 x 64 warp tiles, 32-deep steps in 4
+# stages with fragment_prefetch, 411 TFLOP/s (bf16 alike; for tf32 the prefetch measured slower, so it is off there);
+# then run 6's 256 x 128, 64-deep, 3 stages (323 TFLOP/s)
+FALLBACKS = [dict(block=(2, 4), warp=(4, 4), chunk=2, stages=4, raster=8, min_blocks=1, fragment_prefetch=True),
+             dict(block=(4, 2), warp=(4, 4), chunk=4, stages=3, raster=8, min_blocks=1),
              dict(block=(1, 1), warp=(1, 1), chunk=1, stages=0, raster=0, min_blocks=0)]
+
+
+def mma_fallback(M, N, K, dtype, layout_b):
+    """The mma.sync configuration used when nothing is tuned (and no wgmma fallback applies): the
+    first of ``FALLBACKS`` that fits (as it is, else without rasterization), without
+    ``fragment_prefetch`` for float32 (tf32) operands.
+    ``mma_fallback(4096, 4096, 4096, "float16", "row_major")["block"] == (2, 4)``."""
+    for f in FALLBACKS:
+        f = dict(f, fragment_prefetch=f.get("fragment_prefetch", False) and dtype != "float32")
+        for g in (f, dict(f, raster=0)):
+            if fits(M, N, K, dtype, layout_b, g["block"], g["warp"], g["chunk"], g["stages"], g["raster"],
+                    g["fragment_prefetch"]):
+                return g
+    return dict(FALLBACKS[-1], fragment_prefetch=False)
 
 
 def shared_bytes(dtype: str, layout_b: str, block, warp, chunk: int, stages: int) -> int:
@@ -52,9 +72,10 @@ def shared_bytes(dtype: str, layout_b: str, block, warp, chunk: int, stages: int
     return (a + b) * size * max(stages, 1)
 
 
-def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0) -> bool:
+def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0, fragment_prefetch=False) -> bool:
     """Whether a configuration's tiles divide the problem (and its groups of ``raster`` block
-    rows the block rows) and its block fits the GPU."""
+    rows the block rows) and its block fits the GPU (and ``fragment_prefetch`` has a pipeline of
+    two or more k slices a step to work on)."""
     kd = KINDS[dtype][0]
     bm, bn = (TILE * b * w for b, w in zip(block, warp))
     threads = 32 * block[0] * block[1]
@@ -63,6 +84,7 @@ def fits(M, N, K, dtype, layout_b, block, warp, chunk, stages, raster=0) -> bool
     whole_fetch = all(rows * depth % (vec * threads) == 0 for rows in (bm, bn))
     return (M % bm == 0 and N % bn == 0 and K % depth == 0 and threads <= 1024 and warp[0] * warp[1] <= 16
             and (raster == 0 or (M // bm) % raster == 0)
+            and (not fragment_prefetch or (stages > 0 and chunk >= 2))
             and whole_fetch and (stages == 0 or K // depth >= stages)
             and shared_bytes(dtype, layout_b, block, warp, chunk, stages) <= SHARED_LIMIT)
 
@@ -94,7 +116,10 @@ def load_options(load: str) -> dict:
         raise ValueError(f"load {load!r}: one of {', '.join(LOADS)}")
     return dict(load="tma" if load.startswith("tma") else load, maxnreg=int(load == "tma_r"),
                 persistent=PERSISTENT_SMS if load == "tma_p" else 0)
-_MMA_FIRST = dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=0)   # each knob's first value
+
+
+_MMA_FIRST = dict(block=(2, 2), warp=(4, 4), chunk=2, stages=3, min_blocks=0,   # each knob's first value
+                  fragment_prefetch=0)
 
 
 def wgmma_target() -> bool:
@@ -123,6 +148,7 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
     cfg.define_knob("stages", [3, 4, 2, 0])
     cfg.define_knob("raster", [0, 8, 4])
     cfg.define_knob("min_blocks", [0, 1, 2])
+    cfg.define_knob("fragment_prefetch", [0, 1])
     from tilecraft.codegen.cuda_wgmma import WGMMA_KINDS
     wg = layout_b == "col_major" and dtype in WGMMA_KINDS and wgmma_target()
     if wg:
@@ -133,7 +159,7 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
             return (all(e[k].val == v for k, v in _MMA_FIRST.items())
                     and wgmma_fits(M, N, K, dtype, raster=e["raster"].val, **wgmma_options(e["wgmma"].val)))
         return fits(M, N, K, dtype, layout_b, e["block"].val, e["warp"].val, e["chunk"].val, e["stages"].val,
-                    e["raster"].val)
+                    e["raster"].val, e["fragment_prefetch"].val)
 
     cfg.multi_filter(ok)
     cfg.add_flop(2.0 * M * N * K)
@@ -146,16 +172,14 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
         if wg and wgmma_fallback(M, N, K, dtype) is not None:     # sm_90: wgmma, 1.5x the mma.sync fallback
             from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
             return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **wgmma_fallback(M, N, K, dtype))
-        opts = next((f for f in FALLBACKS if fits(M, N, K, dtype, layout_b, f["block"], f["warp"], f["chunk"],
-                                                  f["stages"], f["raster"])), FALLBACKS[-1])
-        return matmul_tensorcore(M, N, K, **common, **opts)
+        return matmul_tensorcore(M, N, K, **common, **mma_fallback(M, N, K, dtype, layout_b))
     if wg and cfg["wgmma"].val is not None:
         from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
         return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, raster=cfg["raster"].val,
                             **wgmma_options(cfg["wgmma"].val))
     return matmul_tensorcore(M, N, K, **common, block=cfg["block"].val, warp=cfg["warp"].val,
                              chunk=cfg["chunk"].val, stages=cfg["stages"].val, raster=cfg["raster"].val,
-                             min_blocks=cfg["min_blocks"].val)
+                             min_blocks=cfg["min_blocks"].val, fragment_prefetch=bool(cfg["fragment_prefetch"].val))
 
 
 # sm_90a wgmma (topi/tensorcore_wgmma.py): block tile, stages, producer lag, rasterization, best first (H100,

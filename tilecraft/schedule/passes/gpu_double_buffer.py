@@ -28,11 +28,21 @@ iteration waits until at most ``n - 2`` groups are in flight, synchronises the b
 the tile ``n - 1`` ahead into the slot read last iteration, commits (an empty group past the
 end), and computes on slot ``(k - min) % n``; one barrier follows the loop. Other fetches
 alternate among the ``n`` copies with ordinary loads and stores.
+
+A pipelined loop with the pragma ``fragment_prefetch`` whose compute is two or more k slices
+(``allocate(fragments) { loads from shared; mmas }``, a tensor-core step) is rotated: the first
+slice's fragments get new buffers allocated around the loop (``<name>.next``), loaded for tile
+``min`` after the prologue's wait and barrier; each iteration issues and commits its tile, runs the
+first slice's mmas, the middle slices, the last slice's loads, then the wait and barrier that land
+tile ``k + 1``, loads its first slice, and runs the last slice's mmas (``docs/tensorcore.md`` has
+the loop). With ``copy_spread`` too, the tile's copies (their loops unrolled) are dealt out before
+the slices and committed just before the wait. Afterwards the loop reads shared memory only
+between barriers that order it against the copies, as in the plain form.
 """
 from __future__ import annotations
 
 from ...ir.expr import AccessPtr, Broadcast, BufferLoad, BufferRegion, Const, Ramp, Select, const
-from ...ir.functor import IRMutator, post_order_visit, substitute
+from ...ir.functor import IRMutator, post_order_visit, replace_refs, substitute
 from ...ir.simplify import simplify
 from ...ir.stmt import (Allocate, Buffer, BufferStore, Evaluate, For, ForKind, IfThenElse, SeqStmt,
                         seq)
@@ -40,6 +50,9 @@ from .gpu_kernels import KernelInfo
 from .gpu_vthread import offset_index
 
 from .gpu_barriers import PIPELINED
+
+FRAGMENT_PREFETCH = "pragma_fragment_prefetch"     # s[CF].pragma(ko, "fragment_prefetch", 1)
+COPY_SPREAD = "pragma_copy_spread"                 # with it: the step's copies dealt out among its k slices
 
 
 class _Alternate(IRMutator):
@@ -263,12 +276,96 @@ class _Pipeline(IRMutator):
             prologue.append(_async_call("tc_cp_async_commit"))
         ahead = k + (n - 1)
         fetch = seq(*[slot(ahead).visit_stmt(substitute(c, {k: ahead})) for c in copies])
-        body = seq(_async_call("tc_cp_async_wait", n - 2), Evaluate(_sync()),
-                   IfThenElse(simplify(ahead < lo + ext), fetch), _async_call("tc_cp_async_commit"),
-                   slot(k).visit_stmt(rest))
+        wait = seq(_async_call("tc_cp_async_wait", n - 2), Evaluate(_sync()))
+        issue = seq(IfThenElse(simplify(ahead < lo + ext), fetch), _async_call("tc_cp_async_commit"))
+        rotated = loop.annotation(FRAGMENT_PREFETCH) and _rotate_slices(rest)
+        if rotated:
+            # the first slice's fragments of step k + 1 are loaded right after the barrier that
+            # lands that step, before the last slice's mma of step k (module docstring)
+            (allocs0, loads0, mma0), middle, (allocs1, loads1, mma1) = rotated
+            nxt = IfThenElse(simplify(k + 1 < lo + ext), slot(k + 1).visit_stmt(substitute(loads0, {k: k + 1})))
+            parts = loop.annotation(COPY_SPREAD) and _spread(fetch, len(middle) + 2)
+            if parts:
+                # the step's copies dealt out before the slices (the slot they fill is free from
+                # the iteration's start), committed as one group just before the wait
+                more = simplify(ahead < lo + ext)
+                part = [IfThenElse(more, p) if p is not None else None for p in parts]
+                last = _wrap(allocs1, seq(part[-1], loads1, _async_call("tc_cp_async_commit"), wait, nxt, mma1))
+                body = seq(part[0], mma0, *[seq(part[j + 1], slot(k).visit_stmt(x)) for j, x in enumerate(middle)],
+                           slot(k).visit_stmt(last))
+            else:
+                last = _wrap(allocs1, seq(loads1, wait, nxt, mma1))
+                body = seq(issue, mma0, slot(k).visit_stmt(seq(*middle, last)))
+            new = For(k, lo, ext, loop.kind, body, loop.thread_tag, loop.annotations + ((PIPELINED, 1),))
+            first = seq(wait, IfThenElse(simplify(ext > 0), slot(lo).visit_stmt(substitute(loads0, {k: lo}))))
+            self.pipelined |= bufs
+            return _wrap(allocs0, seq(*prologue, first, new, Evaluate(_sync())))
+        body = seq(wait, issue, slot(k).visit_stmt(rest))
         new = For(k, lo, ext, loop.kind, body, loop.thread_tag, loop.annotations + ((PIPELINED, 1),))
         self.pipelined |= bufs
         return seq(*prologue, new, Evaluate(_sync()))
+
+
+def _wrap(allocs, body):
+    for buf in reversed(allocs):
+        body = Allocate(buf, body)
+    return body
+
+
+def _slice(stmt):
+    """A k slice of a tensor-core step: ``allocate(fragments) { loads; mmas }`` with the loads
+    (statements that read shared memory) first and the mmas (nothing shared) after → (fragment
+    buffers, loads, mmas), or None."""
+    allocs = []
+    while isinstance(stmt, Allocate):
+        allocs.append(stmt.buffer)
+        stmt = stmt.body
+    items = list(stmt.seq) if isinstance(stmt, SeqStmt) else [stmt]
+    loads = []
+    while items and _shared_access(items[0])[0]:
+        loads.append(items.pop(0))
+    if not allocs or not loads or not items or any(_shared_access(x)[0] or _shared_access(x)[1] for x in items):
+        return None
+    return allocs, seq(*loads), seq(*items)
+
+
+def _rotate_slices(rest):
+    """The compute of a step as (first slice, the slices between, last slice), the first
+    slice's fragments renamed (they live across the loop's iterations), or None when the step is
+    not two or more slices of the ``_slice`` shape."""
+    items = list(rest.seq) if isinstance(rest, SeqStmt) else [rest]
+    if len(items) < 2:
+        return None
+    first, last = _slice(items[0]), _slice(items[-1])
+    if first is None or last is None:
+        return None
+    import dataclasses
+    allocs, loads, mma = first
+    fresh = {b: dataclasses.replace(b, name=b.name + ".next", data=None) for b in allocs}
+    data = {b.data: nb.data for b, nb in fresh.items()}
+    loads, mma = (substitute(replace_refs(x, fresh), data) for x in (loads, mma))
+    return (list(fresh.values()), loads, mma), items[1:-1], last
+
+
+def _spread(fetch, parts: int, most: int = 256):
+    """The copy statements of ``fetch`` (its loops of constant extent unrolled) dealt into
+    ``parts`` sequences of about equal length, or None when there are more than ``most``."""
+    out = []
+
+    def flat(s):
+        if isinstance(s, SeqStmt):
+            return all(flat(x) for x in s.seq)
+        if isinstance(s, For):
+            if not (isinstance(s.extent, Const) and isinstance(s.min, Const)):
+                return False
+            return all(flat(substitute(s.body, {s.loop_var: const(s.min.value + i, s.loop_var.dtype)}))
+                       for i in range(int(s.extent.value)))
+        out.append(s)
+        return len(out) <= most
+    if not flat(fetch):
+        return None
+    cut = [len(out) * j // parts for j in range(parts + 1)]
+    return [seq(*out[a:b]) for a, b in zip(cut, cut[1:])]
 
 
 def _writes(stmt) -> str:
