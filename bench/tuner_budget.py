@@ -509,7 +509,9 @@ def run_jobs(jobs: list[tuple], args) -> dict[tuple, dict]:
 def run_remeasure(name: str, args) -> None:
     """``--remeasure``: re-measure space ``name``'s chosen configs (``remeasure_space``) in a child
     process, on the CPU at one thread pinned to the first group of ``--cores`` (building on each
-    of its CPUs), stopped after ``--remeasure-s`` seconds if given."""
+    of its CPUs; without ``--cores``, and on the GPU, building on every CPU of this process's),
+    stopped after ``--remeasure-s`` seconds if given. It runs after every tuning run has ended
+    (``--no-run`` too: configs already re-measured are skipped)."""
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     group = core_groups(args.cores)[0] if args.cores else None
     if not args.gpu:
@@ -517,7 +519,7 @@ def run_remeasure(name: str, args) -> None:
     cmd = [sys.executable, os.path.abspath(__file__), "_remeasure", name, "--tuners", args.tuners,
            "--seeds", str(args.seeds), "--budgets", args.budgets, "--random-budget", str(args.random_budget),
            "--remeasure", str(args.remeasure), "--rounds", str(args.rounds), "--log-dir", args.log_dir,
-           "--builders", str(len(group) if group else args.builders)] + (["--gpu"] if args.gpu else [])
+           "--builders", str(len(group) if group else len(os.sched_getaffinity(0)))] + (["--gpu"] if args.gpu else [])
     preexec = (lambda g=group: os.sched_setaffinity(0, set(g))) if group else None
     t0 = time.time()
     proc = subprocess.Popen(cmd, env=env, preexec_fn=preexec, start_new_session=True)
@@ -804,7 +806,8 @@ def main(argv=None) -> int:
                         "interleaved rounds; the report gives each tuner's re-measured choice beside the tuning figure")
     p.add_argument("--rounds", type=int, default=3, help="--remeasure: timing rounds (each config once a round)")
     p.add_argument("--remeasure-s", type=float, default=0.0,
-                   help="--remeasure: stop it after this many seconds (what it re-measured by then is kept)")
+                   help="--remeasure: stop it after this many seconds (what it re-measured by then is kept, "
+                        "in parts of 64 configs)")
     p.add_argument("--replot", action="store_true",
                    help="only redraw the plots from the JSON of an earlier run (in --out)")
     args = p.parse_intermixed_args(argv)
@@ -838,7 +841,7 @@ def main(argv=None) -> int:
     plan = {t: (args.random_budget or budgets[-1]) if t == "random" else budgets[-1] for t in tuners}
     jobs = plan_jobs(args, plan)
     ran = {} if args.no_run else run_jobs(jobs, args)
-    if args.remeasure and not args.no_run:
+    if args.remeasure:               # with --no-run too: it resumes, re-measuring what is missing
         for name in args.spaces:
             run_remeasure(name, args)
     os.makedirs(args.out, exist_ok=True)
