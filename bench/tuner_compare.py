@@ -81,6 +81,16 @@ def tuner_table():
                                "as xgb-transfer, and the neighbour's knob model under the knob booster "
                                "that steers the search"),
         "xgb-knob-transfer": (xgb("knob"), "knob features, the neighbouring shape's knob model as base margin"),
+        "xgb-transfer-agree": (xgb("itervar", transfer="agree"),
+                               "as xgb-transfer, the neighbour's margin weighed by how well it ranks this "
+                               "space's own measurements (Spearman's rho, clipped to [0, 1])"),
+        "xgb-default-transfer": (xgb("itervar", with_knobs=True),
+                                 "the default XGBTuner's model (itervar + knob features), the neighbour's model "
+                                 "as base margin"),
+        "xgb-default-transfer-agree": (xgb("itervar", transfer="agree", with_knobs=True),
+                                       "as xgb-default-transfer, the margin weighed by measured agreement"),
+        "xgb-knob-transfer-agree": (xgb("knob", transfer="agree"),
+                                    "as xgb-knob-transfer, the margin weighed by measured agreement"),
         "xgb-transfer-joint": (xgb("itervar", transfer="joint"),
                                "itervar features, one model with the neighbour's records as its own ranking "
                                "group, weighing less as own measurements grow"),

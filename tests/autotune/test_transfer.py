@@ -84,7 +84,7 @@ def _quality(task, feats, flops, records, transfer, n_own, seed=0, normalise=Fal
 
 
 @pytest.mark.parametrize("transfer, normalise", [("margin", False), ("joint", False), ("margin", True),
-                                                  ("joint", True)])
+                                                  ("joint", True), ("agree", False)])
 def test_a_neighbours_records_help_while_own_measurements_are_few(shapes, transfer, normalise):
     task, other, feats, flops = shapes
     records = _records(other, fk.synthetic_cost)
@@ -115,11 +115,43 @@ def test_joint_transfer_lets_own_measurements_outvote_a_misleading_neighbour(sha
     assert decaying > constant + 0.1, (decaying, constant)
 
 
-def test_transfer_must_be_joint_or_margin(shapes):
+def test_transfer_must_be_joint_margin_or_agree(shapes):
     from tilecraft.autotune.cost_model import XGBoostCostModel
 
-    with pytest.raises(ValueError, match="transfer must be 'joint' or 'margin', not 'both'"):
+    with pytest.raises(ValueError, match="transfer must be 'joint', 'margin' or 'agree', not 'both'"):
         XGBoostCostModel(shapes[0], transfer="both")
+
+
+def test_agreement_weighted_transfer_keeps_an_agreeing_neighbour_and_drops_a_misleading_one(shapes):
+    """transfer="agree": the neighbour's margin is weighed by how it ranks own measurements. A
+    neighbour that ranks alike keeps weight ~1; one whose speeds run the other way gets 0, so
+    16 own measurements rank this task as well as without it, where the plain margin transfer
+    stays misled."""
+    from tilecraft.autotune.cost_model import XGBoostCostModel
+
+    task, other, feats, flops = shapes
+    own = np.random.default_rng(0).permutation(len(flops))[:16]
+    weights = {}
+    for name, cost in (("alike", fk.synthetic_cost), ("wrong", lambda c: 1.0 / fk.synthetic_cost(c))):
+        model = XGBoostCostModel(task, feature_type="itervar", seed=0, num_threads=1, transfer="agree",
+                                 extractor=lambda idx: feats[np.asarray(idx)], with_knobs=False)
+        assert model.fit_log(_records(other, cost), 64) and model.base_weight == 1.0
+        model.fit(own, flops[own], 64)
+        weights[name] = model.base_weight
+    assert weights["alike"] > 0.8 and weights["wrong"] == 0.0, weights
+    wrong = _records(other, lambda c: 1.0 / fk.synthetic_cost(c))
+    q = lambda records, transfer: _quality(task, feats, flops, records, transfer, n_own=16,  # noqa: E731
+                                           with_knobs=False)
+    alone, agree, margin = q(None, "margin"), q(wrong, "agree"), q(wrong, "margin")
+    assert abs(agree - alone) < 1e-9 and margin < alone - 0.05, (agree, alone, margin)
+
+
+def test_rank_agreement_is_spearmans_rho():
+    from tilecraft.autotune.cost_model import rank_agreement
+
+    assert rank_agreement([1, 2, 3, 4], [10, 20, 30, 25]) == pytest.approx(0.8)
+    assert rank_agreement([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert rank_agreement([1, 1, 1], [1, 2, 3]) == 0.0 and rank_agreement([1, 2], [1, 2]) == 0.0
 
 
 def test_tuner_compare_computes_a_cold_feature_cache_with_transfer_on(monkeypatch, tmp_path):
