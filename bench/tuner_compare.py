@@ -59,7 +59,11 @@ def tuner_table():
             **kw):
         def make(task, seed, ctx):
             model = ctx.model(task, feature, loss, seed, transfer, normalise, transfer_knobs, with_knobs)
-            return XGBTuner(task, feature_type=feature, loss_type=loss, cost_model=model, seed=seed, **kw)
+            opts = dict(kw)
+            if opts.get("optimizer") == "sa-walk":
+                from tilecraft.autotune.tuner import SimulatedAnnealingOptimizer
+                opts["optimizer"] = SimulatedAnnealingOptimizer(task, seed=seed, exhaustive_limit=0)
+            return XGBTuner(task, feature_type=feature, loss_type=loss, cost_model=model, seed=seed, **opts)
         return make
 
     return {
@@ -73,6 +77,9 @@ def tuner_table():
         "xgb-itervar": (xgb("itervar"), "itervar (loop-nest) features only, rank loss"),
         "xgb-itervar-knob": (xgb("itervar", with_knobs=True),
                              "itervar features with the knob features beside them (the default XGBTuner)"),
+        "xgb-sa": (xgb("itervar", with_knobs=True, optimizer="sa-walk"),
+                   "as xgb-itervar-knob, but simulated annealing walks even a space small enough to score "
+                   "whole (what a space over the optimizer's exhaustive_limit gets)"),
         "xgb-curve": (xgb("curve"), "curve features, rank loss"),
         "xgb-knob-div": (xgb("knob", diversity_filter_ratio=2), "knob features, diversity filter 2x"),
         "xgb-transfer": (xgb("itervar"), "itervar features, the neighbouring shape's model as base margin "
@@ -224,22 +231,29 @@ def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: d
     return out
 
 
-def ranking(ctx, seeds: int) -> dict:
+def ranking(ctx, seeds: int, n_trains=(64,), features=("knob", "itervar", "curve", "itervar+knob"),
+            losses=("rank", "reg")) -> dict:
+    """ndcg@32 / recall@32 of each cost model on held-out configs after ``n`` random ones, for
+    each ``n`` of ``n_trains`` (the key carries ``@n`` unless it is 64), median of up to 10 draws."""
     from tilecraft.autotune import replay
 
     out = {}
-    for feature in ("knob", "itervar", "curve", "itervar+knob"):
-        for loss in ("rank", "reg"):
-            kind, with_knobs = feature.split("+")[0], feature.endswith("+knob")
-            try:
-                got = [replay.ranking_quality(lambda t: ctx.model(t, kind, loss, s, with_knobs=with_knobs), ctx.truth,
-                                              64, seed=s)
-                       for s in range(min(seeds, 10))]
-            except ValueError as err:
-                print(f"  ranking with {feature} features: {err}")
-                continue
-            out[f"{feature}-{loss}"] = {"ndcg32": float(np.median([g["ndcg"] for g in got])),
-                                        "recall32": float(np.median([g["recall"] for g in got]))}
+    for n in n_trains:
+        for feature in features:
+            for loss in losses:
+                kind, with_knobs = feature.split("+")[0], feature.endswith("+knob")
+                try:
+                    got = [replay.ranking_quality(lambda t: ctx.model(t, kind, loss, s, with_knobs=with_knobs),
+                                                  ctx.truth, n, seed=s)
+                           for s in range(min(seeds, 10))]
+                except ValueError as err:
+                    print(f"  ranking with {feature} features: {err}")
+                    continue
+                key = f"{feature}-{loss}" + ("" if n == 64 else f"@{n}")
+                out[key] = {"ndcg32": float(np.median([g["ndcg"] for g in got])),
+                            "recall32": float(np.median([g["recall"] for g in got])), "train": n}
+                print(f"  {ctx.name} ranking {key}: ndcg@32 {out[key]['ndcg32']:.3f}, recall@32 "
+                      f"{out[key]['recall32']:.3f}", flush=True)
     return out
 
 
@@ -357,6 +371,9 @@ def main(argv=None) -> int:
                    help="where to look for a space's table (and its neighbour's) before bench/ground_truth/")
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--no-ranking", action="store_true", help="skip the cost models' ndcg / recall")
+    p.add_argument("--ranking-only", default="", metavar="N,N,...",
+                   help="tune nothing: the cost models' ndcg@32 / recall@32 after N random configs, each N "
+                        "(rank loss; knob and itervar + knob features)")
     p.add_argument("--replot", action="store_true", help="only redraw the plots from bench/results/search_*.json")
     p.add_argument("--transfer-check", action="store_true",
                    help="only say how well a model of the neighbour's table ranks each space (no tuning)")
@@ -403,6 +420,12 @@ def main(argv=None) -> int:
                   flush=True)
         with open(os.path.join(args.out, "transfer_check.json"), "w") as f:
             json.dump(checks, f, indent=1)
+        return 0
+    if args.ranking_only:
+        got = {name: ranking(contexts[name], args.seeds, [int(n) for n in args.ranking_only.split(",")],
+                             ("knob", "itervar+knob"), ("rank",)) for name in names}
+        with open(os.path.join(args.out, "ranking_at.json"), "w") as f:
+            json.dump(got, f, indent=1)
         return 0
     results = []
     for name in names:

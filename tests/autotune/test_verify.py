@@ -161,3 +161,19 @@ def test_verify_rounds_choose_the_config_fastest_over_rounds_not_the_luckiest_on
             cfg = autotune.dispatch.DispatchContext.current().query(Target("llvm"), task.workload)
     assert cfg.index == fast
     assert record.pick_best(log)[0][0].config.index == fast
+
+
+def test_the_cli_verdict_times_the_config_the_log_will_apply(task):
+    """`tilecraft tune` timed the tuning best beside numpy even when the re-measurement chose
+    another config (the one export and apply_history_best use): the verdict now times that one."""
+    from types import SimpleNamespace
+
+    from tilecraft.cli_tune import chosen_config
+    cfg = lambda i: task.config_space.get(i)  # noqa: E731
+    inp = lambda i: MeasureInput(Target("llvm"), task, cfg(i))  # noqa: E731
+    tuner = SimpleNamespace(best_config=cfg(5), verified=[
+        (inp(5), MeasureResult((1.3e-3, 1.2e-3), MeasureErrorNo.NO_ERROR, stage="verify")),
+        (inp(9), MeasureResult((1.1e-3, 1.1e-3), MeasureErrorNo.NO_ERROR, stage="verify")),
+        (inp(11), MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE, "lost", stage="verify"))])
+    assert chosen_config(tuner).index == 9
+    assert chosen_config(SimpleNamespace(best_config=cfg(5), verified=[])).index == 5
