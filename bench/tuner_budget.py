@@ -685,7 +685,7 @@ def plot(result: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for tuner_name, res in result["tuners"].items():
+    for rank, (tuner_name, res) in enumerate(result["tuners"].items()):
         curves = [np.maximum.accumulate(np.asarray(c, dtype=float)) for c in res["curves"] if c]
         if not curves:
             continue
@@ -705,7 +705,7 @@ def plot(result: dict, path: str) -> None:
         re = {int(b): v for b, v in (res.get("at_remeasured") or {}).items()}
         if re:
             bs = sorted(re)
-            ax.errorbar(bs, [re[b]["median"] for b in bs],
+            ax.errorbar([b + 4 * rank for b in bs], [re[b]["median"] for b in bs],     # side by side
                         yerr=[[re[b]["median"] - re[b]["q1"] for b in bs], [re[b]["q3"] - re[b]["median"] for b in bs]],
                         fmt="o", ms=4, capsize=3, color=line.get_color(), label=f"{tuner_name}: re-measured choice")
     longest = max((len(c) for res in result["tuners"].values() for c in res["curves"]), default=0)
