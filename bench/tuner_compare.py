@@ -263,7 +263,9 @@ def transfer_check(ctx, nb_ctx, seeds: int = 5) -> dict:
     random configs of the neighbour's table ranks every config of this one: Spearman's rho and
     ndcg@32 against the true throughputs, and the true relative throughput of its first pick and
     of the best of its first 16 (median over ``seeds``). ``same_configs``: rho between the two
-    tables over the configs both spaces hold (same knob values), the ceiling of any transfer."""
+    tables over the configs both spaces hold (same knob values), the ceiling of any transfer;
+    ``self_agreement``: rho between each table's first two passes over its own configs (how well
+    a table agrees with itself: a neighbour cannot be expected to rank the target better)."""
     import xgboost as xgb
 
     from tilecraft.autotune import replay
@@ -310,12 +312,29 @@ def transfer_check(ctx, nb_ctx, seeds: int = 5) -> dict:
         return {tuple((k, str(v)) for k, v in space.get(int(i))._entity_map.items()): r
                 for i, r in zip(truth.valid, rel(truth))}
 
+    out["self_agreement"] = {name: pass_agreement(c.truth) for name, c in (("target", ctx), ("neighbour", nb_ctx))}
     kt, kn = keyed(ctx.truth), keyed(nb_ctx.truth)
     common = [k for k in kt if k in kn]
     if len(common) > 2:
         out["same_configs"] = {"n": len(common), "rho": round(spearman([kt[k] for k in common],
                                                                          [kn[k] for k in common]), 3)}
     return out
+
+
+def pass_agreement(truth) -> float | None:
+    """Spearman's rho between a table's first two passes, over the configs timed in both
+    (``None`` for a table of one pass): how much of its ranking is the machine's noise.
+
+    >>> pass_agreement(GroundTruth.load("bench/ground_truth/conv2d_64.jsonl.gz"))
+    0.58
+    """
+    from tilecraft.autotune.cost_model import rank_agreement
+
+    pairs = [truth.samples[int(i)][:2] for i in truth.valid if len(truth.samples[int(i)]) >= 2]
+    if len(pairs) < 3:
+        return None
+    a = np.asarray(pairs, dtype=np.float64)
+    return round(rank_agreement(-a[:, 0], -a[:, 1]), 3)
 
 
 def fmt_q(q) -> str:

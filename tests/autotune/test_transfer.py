@@ -293,8 +293,31 @@ def test_transfer_check_scores_each_feature_type_and_the_same_configs(monkeypatc
 
     small = ctx("small", (64, 64, 16), fk.synthetic_cost)
     alike = tc.transfer_check(small, ctx("large", (128, 128, 32), fk.synthetic_cost), seeds=2)
-    assert set(alike) == {"knob", "itervar", "itervar-norm", "same_configs"}
+    assert set(alike) == {"knob", "itervar", "itervar-norm", "same_configs", "self_agreement"}
+    assert alike["self_agreement"] == {"target": 1.0, "neighbour": 1.0}       # noiseless passes
     assert alike["knob"]["rho"] > 0.8 and alike["knob"]["best_of_16"] > 0.95
     assert alike["itervar"]["ndcg32"] > 0.8 and alike["same_configs"]["rho"] > 0.95
     unlike = tc.transfer_check(small, ctx("large2", (128, 128, 32), lambda c: 1.0 / fk.synthetic_cost(c)), seeds=2)
     assert unlike["knob"]["rho"] < 0 and unlike["same_configs"]["rho"] < -0.95
+
+
+def test_pass_agreement_falls_with_the_noise_between_passes():
+    """In a space whose configs differ by at most 20%, a table whose passes scatter by 30% ranks
+    against itself worse than one scattered by 1%;
+    a table of one pass has no figure."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "tuner_compare.py"
+    spec = importlib.util.spec_from_file_location("tuner_compare_script", path)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    task = autotune.task.create("test/fake_matmul", args=(64, 64, 16), target="llvm")
+    raw = [fk.synthetic_cost(c) for c in task.config_space]
+    costs = [1e-3 * (1 + 0.2 * (c - min(raw)) / (max(raw) - min(raw))) for c in raw]   # a flat space: 20%
+    quiet = tc.pass_agreement(GroundTruth.from_costs(task, costs, spread=0.01, seed=1))
+    noisy = tc.pass_agreement(GroundTruth.from_costs(task, costs, spread=0.3, seed=1))
+    assert 0.9 < quiet <= 1.0 and noisy < quiet - 0.05, (quiet, noisy)
+    one = GroundTruth.from_costs(task, costs)
+    one.samples = [s[:1] for s in one.samples]
+    assert tc.pass_agreement(one) is None
