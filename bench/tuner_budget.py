@@ -43,10 +43,15 @@ device call each. `--measure-cache` shares one measurement per config among a sp
 (other processes included; on the GPU, timing holds a lock, so `--parallel N` runs build at once
 and time one at a time), `--random-pool N` has Random's seeds walk one uniform pool of N configs
 (measured once), `--deadline S` stops the runs still going (a cut-off run counts at the budgets
-it reached), `--no-run` only reports from the logs:
+it reached), `--no-run` only reports from the logs. `--remeasure K --rounds R`: after the runs,
+each run's K fastest configs within each budget are built once and timed again in R interleaved
+rounds (`tilecraft.autotune.tuner.tuner.remeasure`), and the report gives every tuner's
+re-measured choice beside its tuning figure (what `tune(verify_top=)` and `apply_history_best`
+would pick; the best of many noisy tuning figures favours the tuner that draws more):
 
     python3 bench/tuner_budget.py sgemm2048_cuda tc_gemm4096_cuda --gpu --seeds 5 --budgets 64,128,256 \
-        --random-budget 512 --measure-cache --random-pool 640 --parallel 10 --builders 4 --deadline 330
+        --random-budget 512 --measure-cache --random-pool 640 --parallel 10 --builders 4 --deadline 330 \
+        --remeasure 3 --rounds 3
 """
 from __future__ import annotations
 
