@@ -43,10 +43,15 @@ device call each. `--measure-cache` shares one measurement per config among a sp
 (other processes included; on the GPU, timing holds a lock, so `--parallel N` runs build at once
 and time one at a time), `--random-pool N` has Random's seeds walk one uniform pool of N configs
 (measured once), `--deadline S` stops the runs still going (a cut-off run counts at the budgets
-it reached), `--no-run` only reports from the logs:
+it reached), `--no-run` only reports from the logs. `--remeasure K --rounds R`: after the runs,
+each run's K fastest configs within each budget are built once and timed again in R interleaved
+rounds (`tilecraft.autotune.tuner.tuner.remeasure`), and the report gives every tuner's
+re-measured choice beside its tuning figure (what `tune(verify_top=)` and `apply_history_best`
+would pick; the best of many noisy tuning figures favours the tuner that draws more):
 
     python3 bench/tuner_budget.py sgemm2048_cuda tc_gemm4096_cuda --gpu --seeds 5 --budgets 64,128,256 \
-        --random-budget 512 --measure-cache --random-pool 640 --parallel 10 --builders 4 --deadline 330
+        --random-budget 512 --measure-cache --random-pool 640 --parallel 10 --builders 4 --deadline 330 \
+        --remeasure 3 --rounds 3
 """
 from __future__ import annotations
 
@@ -268,19 +273,111 @@ def tune_one(name: str, tuner_name: str, seed: int, trials: int, log: str, gpu: 
 
 def trace_of(name: str, log: str) -> list[float]:
     """GFLOP/s of each distinct config of ``log`` in the order measured (failures 0)."""
+    return [g for _, g in trials_of(name, log)]
+
+
+def trials_of(name: str, log: str) -> list[tuple[int, float]]:
+    """(config index, GFLOP/s) of each distinct config of ``log`` in the order measured (failures
+    0); re-measurements (``stage: verify``) are not trials."""
     import tilecraft.autotune as autotune
 
     flop = make_task(name).flop
-    seen, trace = set(), []
+    seen, trials = set(), []
     if not os.path.exists(log):
-        return trace
+        return trials
     for inp, res in autotune.record.load_from_file(log):
         key = json.dumps(inp.config.to_json_dict()["knobs"])
         if key in seen or res.stage != "tune":
             continue
         seen.add(key)
-        trace.append(flop / res.mean_cost / 1e9 if res.ok else 0.0)
-    return trace
+        trials.append((inp.config.index, flop / res.mean_cost / 1e9 if res.ok else 0.0))
+    return trials
+
+
+# ---------------------------------------------------------------------------------------------
+# The re-measurement (``--remeasure K``): every tuner's choice judged alike, as a user runs it.
+
+
+def top_configs(trials: list[tuple[int, float]], budget: int, k: int) -> list[int]:
+    """The ``k`` fastest distinct configs (by the tuning figure) among the first ``budget`` trials:
+    what a run stopped at ``budget`` re-measures (``tune(verify_top=k)``) and chooses among.
+
+    >>> top_configs([(4, 1.0), (9, 3.0), (2, 0.0), (7, 2.0)], 3, 2)
+    [9, 4]
+    """
+    ranked = sorted((t for t in trials[:budget] if t[1] > 0), key=lambda t: -t[1])
+    return [index for index, _ in ranked[:k]]
+
+
+def remeasure_set(name: str, args, plan: dict, budgets: list[int]) -> list[int]:
+    """Every config some run of space ``name`` would re-measure at some budget (its top
+    ``args.remeasure`` within the first N trials, N each budget it reached), sorted."""
+    chosen: set[int] = set()
+    for tuner_name, trials in plan.items():
+        for seed in range(args.seeds):
+            run = trials_of(name, log_path(args, name, tuner_name, seed))
+            for bud in sorted(set(budgets + [trials])):
+                if bud <= min(trials, len(run)):
+                    chosen.update(top_configs(run, bud, args.remeasure))
+    return sorted(chosen)
+
+
+def remeasured_path(args, name: str) -> str:
+    return os.path.join(args.log_dir, f"{name}_remeasured.jsonl")
+
+
+def remeasure_space(name: str, args, plan: dict, budgets: list[int]) -> int:
+    """Re-measure ``remeasure_set`` in ``args.rounds`` interleaved rounds (``autotune.tuner.tuner.
+    remeasure``: each config built once, then timed alone once a round, in a fresh random order
+    each round) and append the results, ``stage: verify`` with one cost per round, to
+    ``<log-dir>/<space>_remeasured.jsonl``; configs already there are skipped (a resumed call).
+    Runs in this process (``_remeasure``: the driver starts it pinned to one group of cores, at one
+    thread on the CPU). Returns how many configs it measured."""
+    import numpy as np
+
+    import tilecraft.autotune as autotune
+    from tilecraft.autotune.tuner.tuner import remeasure
+
+    task = make_task(name)
+    path = remeasured_path(args, name)
+    done = {inp.config.index for inp, _ in autotune.record.load_from_file(path)} if os.path.exists(path) else set()
+    todo = [i for i in remeasure_set(name, args, plan, budgets) if i not in done]
+    if not todo:
+        return 0
+    if args.gpu:
+        builder = autotune.LocalBuilder(timeout=120, n_parallel=args.builders)
+        runner = autotune.LocalRunner(timeout=30, number=1, repeat=3, min_repeat_ms=5)
+    else:
+        builder = autotune.LocalBuilder(n_parallel=args.builders)
+        runner = autotune.LocalRunner(number=1, repeat=3, min_repeat_ms=5)
+    builder.set_task(task)
+    runner.set_task(task)
+    inputs = [autotune.measure.MeasureInput(task.target, task, task.config_space.get(i)) for i in todo]
+    try:
+        for start in range(0, len(inputs), 64):      # in parts: a cut-off call keeps what it re-measured
+            part = inputs[start:start + 64]
+            results = remeasure(builder, runner, part, args.rounds, np.random.default_rng(POOL_SEED + start))
+            text = "".join(autotune.record.encode(inp, res) + "\n" for inp, res in zip(part, results))
+            with open(path, "a") as f:
+                f.write(text)
+    finally:
+        for obj in (builder, runner):
+            close = getattr(obj, "close", None)
+            if close is not None:
+                close()
+    return len(todo)
+
+
+def remeasured_figures(name: str, args) -> dict[int, float]:
+    """config index -> re-measured GFLOP/s (the mean over rounds; failures 0)."""
+    import tilecraft.autotune as autotune
+
+    path = remeasured_path(args, name)
+    if not os.path.exists(path):
+        return {}
+    flop = make_task(name).flop
+    return {inp.config.index: (flop / res.mean_cost / 1e9 if res.ok else 0.0)
+            for inp, res in autotune.record.load_from_file(path)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -414,6 +511,34 @@ def run_jobs(jobs: list[tuple], args) -> dict[tuple, dict]:
     return ran
 
 
+def run_remeasure(name: str, args) -> None:
+    """``--remeasure``: re-measure space ``name``'s chosen configs (``remeasure_space``) in a child
+    process, on the CPU at one thread pinned to the first group of ``--cores`` (building on each
+    of its CPUs; without ``--cores``, and on the GPU, building on every CPU of this process's),
+    stopped after ``--remeasure-s`` seconds if given. It runs after every tuning run has ended
+    (``--no-run`` too: configs already re-measured are skipped)."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    group = core_groups(args.cores)[0] if args.cores else None
+    if not args.gpu:
+        env.update(ONE_THREAD)
+    cmd = [sys.executable, os.path.abspath(__file__), "_remeasure", name, "--tuners", args.tuners,
+           "--seeds", str(args.seeds), "--budgets", args.budgets, "--random-budget", str(args.random_budget),
+           "--remeasure", str(args.remeasure), "--rounds", str(args.rounds), "--log-dir", args.log_dir,
+           "--builders", str(len(group) if group else len(os.sched_getaffinity(0)))] + (["--gpu"] if args.gpu else [])
+    preexec = (lambda g=group: os.sched_setaffinity(0, set(g))) if group else None
+    t0 = time.time()
+    proc = subprocess.Popen(cmd, env=env, preexec_fn=preexec, start_new_session=True)
+    while proc.poll() is None:
+        if args.remeasure_s and time.time() - t0 > args.remeasure_s:
+            print(f"{name}: re-measurement stopped after {args.remeasure_s:.0f} s (the report uses what it "
+                  "re-measured)", flush=True)
+            stop(proc)
+            break
+        time.sleep(0.5)
+    print(f"{time.strftime('%H:%M:%S')} {name}: re-measurement took {time.time() - t0:.0f} s"
+          + (f" on cores {group}" if group else ""), flush=True)
+
+
 def stop(proc) -> None:
     """End a tuning run and its builder and runner processes (its own session: a process group)."""
     import signal
@@ -476,10 +601,29 @@ def summarise(name: str, args, budgets: list[int], plan: dict, ran: dict) -> dic
     result["host"] = "; ".join(notes)
     for note in notes:
         print(f"{name}: {note}", flush=True)
+    k = getattr(args, "remeasure", 0)
+    figures = remeasured_figures(name, args) if k else {}
+    if figures:
+        notes.append(f"re-measured: each run's {k} fastest configs within each budget (by the tuning figure), "
+                     f"built once and timed again in {getattr(args, 'rounds', '?')} interleaved rounds after all "
+                     "runs; a run's figure is the best re-measured of its top (what tune(verify_top=) and "
+                     "apply_history_best choose)")
+        result["host"] = "; ".join(notes)
+        print(f"{name}: {notes[-1]}", flush=True)
     for tuner_name, trials in plan.items():
-        runs = [(seed, trace_of(name, log_path(args, name, tuner_name, seed))) for seed in range(args.seeds)]
+        all_trials = [trials_of(name, log_path(args, name, tuner_name, seed))[:trials] for seed in range(args.seeds)]
+        runs = [(seed, [g for _, g in t]) for seed, t in enumerate(all_trials)]
         curves = [c[:trials] for _, c in runs if c]
-        at = {}
+        at, at_re = {}, {}
+        for bud in sorted(set(budgets + [trials])) if figures else ():
+            picks = [top_configs(t, bud, k) for t in all_trials if len(t) >= bud and bud <= trials]
+            bests = [max(figures[i] for i in p) for p in picks if p and all(i in figures for i in p)]
+            if bests:
+                q1, med, q3 = quartiles(bests)
+                at_re[bud] = {"median": med, "q1": q1, "q3": q3, "min": min(bests), "max": max(bests),
+                              "seeds": len(bests)}
+                print(f"{name} {tuner_name:6s} re-measured best of its top {k} within {bud:4d} trials: median "
+                      f"{med:.1f} GFLOP/s [quartiles {q1:.1f}-{q3:.1f}] over {len(bests)} seeds", flush=True)
         for bud in sorted(set(budgets + [trials])):
             reached = [c for c in curves if len(c) >= bud]
             if bud > trials or not reached:
@@ -492,7 +636,7 @@ def summarise(name: str, args, budgets: list[int], plan: dict, ran: dict) -> dic
                   f"[quartiles {q1:.1f}-{q3:.1f}, range {min(bests):.1f}-{max(bests):.1f}] over {len(bests)} seeds",
                   flush=True)
         result["tuners"][tuner_name] = {
-            "trials": trials, "at": at, "seeds_done": sum(len(c) >= trials for c in curves),
+            "trials": trials, "at": at, "at_remeasured": at_re, "seeds_done": sum(len(c) >= trials for c in curves),
             "curves": curves,
             "runs": [ran.get((name, tuner_name, seed, trials, log_path(args, name, tuner_name, seed)))
                      for seed in range(args.seeds)]}
@@ -505,6 +649,14 @@ def summarise(name: str, args, budgets: list[int], plan: dict, ran: dict) -> dic
         print(f"{name}: XGB's median at 128 / Random's at {rb}: {x['median'] / r['median']:.3f} "
               f"({'holds' if x['median'] >= r['median'] else 'does not hold'}; issue 13's target: >= 1 against "
               "Random at 512)", flush=True)
+    x = result["tuners"].get("xgb", {}).get("at_remeasured", {}).get(128)
+    rb = max(result["tuners"].get("random", {}).get("at_remeasured", {}) or [0])
+    r = result["tuners"].get("random", {}).get("at_remeasured", {}).get(rb)
+    if x and r and r["median"] > 0:
+        result["xgb128_vs_random_at_max_remeasured"] = {"random_budget": rb, "ratio": x["median"] / r["median"],
+                                                        "holds": x["median"] >= r["median"]}
+        print(f"{name}: re-measured, XGB's median at 128 / Random's at {rb}: {x['median'] / r['median']:.3f} "
+              f"({'holds' if x['median'] >= r['median'] else 'does not hold'})", flush=True)
     print(table(result), flush=True)
     return result
 
@@ -516,12 +668,15 @@ def table(result: dict) -> str:
         return f"| {result['space']} | no run reached a budget |"
     lines = [f"| {result['space']} | " + " | ".join(f"best within {b}" for b in buds) + " |",
              "|---|" + "---|" * len(buds)]
-    for tuner_name, res in result["tuners"].items():
-        cells = []
-        for b in buds:
-            v = res["at"].get(b) or res["at"].get(str(b))
-            cells.append(f"{v['median']:.1f} [{v['q1']:.1f}-{v['q3']:.1f}] ({v['seeds']})" if v else "-")
-        lines.append(f"| {tuner_name} | " + " | ".join(cells) + " |")
+    for key, label in (("at", ""), ("at_remeasured", " re-measured")):
+        for tuner_name, res in result["tuners"].items():
+            if not res.get(key):
+                continue
+            cells = []
+            for b in buds:
+                v = res[key].get(b) or res[key].get(str(b))
+                cells.append(f"{v['median']:.1f} [{v['q1']:.1f}-{v['q3']:.1f}] ({v['seeds']})" if v else "-")
+            lines.append(f"| {tuner_name}{label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -535,7 +690,7 @@ def plot(result: dict, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for tuner_name, res in result["tuners"].items():
+    for rank, (tuner_name, res) in enumerate(result["tuners"].items()):
         curves = [np.maximum.accumulate(np.asarray(c, dtype=float)) for c in res["curves"] if c]
         if not curves:
             continue
@@ -552,6 +707,12 @@ def plot(result: dict, path: str) -> None:
             hi.append(q3)
         line, = ax.plot(x, med, label=f"{tuner_name} ({len(curves)} seeds)", lw=1.4)
         ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.18, lw=0)
+        re = {int(b): v for b, v in (res.get("at_remeasured") or {}).items()}
+        if re:
+            bs = sorted(re)
+            ax.errorbar([b + 4 * rank for b in bs], [re[b]["median"] for b in bs],     # side by side
+                        yerr=[[re[b]["median"] - re[b]["q1"] for b in bs], [re[b]["q3"] - re[b]["median"] for b in bs]],
+                        fmt="o", ms=4, capsize=3, color=line.get_color(), label=f"{tuner_name}: re-measured choice")
     longest = max((len(c) for res in result["tuners"].values() for c in res["curves"]), default=0)
     for b in (64, 128, 256, 512):
         if b <= longest:
@@ -559,7 +720,9 @@ def plot(result: dict, path: str) -> None:
     ax.set_xlabel("trials (configs measured)")
     ax.set_ylabel("best so far (GFLOP/s, as measured)")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"{result['space']}: median best so far, quartile band over seeds\n"
+    ax.set_title(f"{result['space']}: median best so far, quartile band over seeds"
+                 + (" (dots: the re-measured choice)" if any(r.get("at_remeasured") for r in result["tuners"].values())
+                    else "") + "\n"
                  f"{result.get('date', '')} {result.get('device', '')}", fontsize=9)
     if ax.lines:
         ax.legend(fontsize=8, loc="lower right")
@@ -606,7 +769,7 @@ def log_path(args, name: str, tuner_name: str, seed: int) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("spaces", nargs="+", choices=list(SPACES) + ["_one"])
+    p.add_argument("spaces", nargs="+", choices=list(SPACES) + ["_one", "_remeasure"])
     p.add_argument("--tuners", default=",".join(TUNERS))
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--budgets", default="32,64,128")
@@ -643,6 +806,13 @@ def main(argv=None) -> int:
     p.add_argument("--longest-first", action="store_true",
                    help="start the longest runs first (Random's, then the larger space's): the whole set "
                         "ends sooner on many cores; without it, seed by seed")
+    p.add_argument("--remeasure", type=int, default=0, metavar="K",
+                   help="after the runs, re-measure each run's K fastest configs within each budget in --rounds "
+                        "interleaved rounds; the report gives each tuner's re-measured choice beside the tuning figure")
+    p.add_argument("--rounds", type=int, default=3, help="--remeasure: timing rounds (each config once a round)")
+    p.add_argument("--remeasure-s", type=float, default=0.0,
+                   help="--remeasure: stop it after this many seconds (what it re-measured by then is kept, "
+                        "in parts of 64 configs)")
     p.add_argument("--replot", action="store_true",
                    help="only redraw the plots from the JSON of an earlier run (in --out)")
     args = p.parse_intermixed_args(argv)
@@ -657,6 +827,11 @@ def main(argv=None) -> int:
         return 0
     budgets = sorted(int(b) for b in args.budgets.split(","))
     tuners = args.tuners.split(",")
+    if args.spaces[0] == "_remeasure":
+        plan = {t: (args.random_budget or budgets[-1]) if t == "random" else budgets[-1] for t in tuners}
+        n = remeasure_space(args.spaces[1], args, plan, budgets)
+        print(f"{args.spaces[1]}: re-measured {n} configs in {args.rounds} rounds", flush=True)
+        return 0
     unknown = [t for t in tuners if t not in TUNERS]
     if unknown:
         p.error(f"unknown tuner {unknown[0]!r}; the tuners: {', '.join(TUNERS)}")
@@ -671,6 +846,9 @@ def main(argv=None) -> int:
     plan = {t: (args.random_budget or budgets[-1]) if t == "random" else budgets[-1] for t in tuners}
     jobs = plan_jobs(args, plan)
     ran = {} if args.no_run else run_jobs(jobs, args)
+    if args.remeasure:               # with --no-run too: it resumes, re-measuring what is missing
+        for name in args.spaces:
+            run_remeasure(name, args)
     os.makedirs(args.out, exist_ok=True)
     for name in args.spaces:
         result = summarise(name, args, budgets, plan, ran)

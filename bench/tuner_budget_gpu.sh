@@ -20,6 +20,10 @@
 # budgets it reached (every run writes its log as it goes). The nvcc cache comes back as
 # $OUT/cubins.tar.xz; with CUBINS=that file a later call builds those configs in the lowering's
 # time, and with RESUME=an earlier call's $OUT/logs it goes on from its logs and measurements.
+# Then each run's REMEASURE fastest configs within each budget are built once and timed again in
+# ROUNDS interleaved rounds, the GPU to themselves (--remeasure; at most REMEASURE_S seconds a
+# space): the report gives every tuner's re-measured choice (what tune(verify_top=) and
+# apply_history_best would pick) beside its tuning figure. GA_S=0 leaves GA out.
 # Results: $OUT/budget_<space>.{json,png}, logs under $OUT/logs, the whole output in $OUT/run.log.
 set -u
 cd "$(dirname "$0")/.."
@@ -36,6 +40,9 @@ POOL=${POOL:-640}
 PARALLEL=${PARALLEL:-10}
 BUILDERS=${BUILDERS:-4}
 SPACES=${SPACES:-sgemm2048_cuda tc_gemm4096_cuda}
+REMEASURE=${REMEASURE:-3}
+ROUNDS=${ROUNDS:-3}
+REMEASURE_S=${REMEASURE_S:-60}
 # XGB lowers each proposal for its loop-nest features (0.1-0.4 s a config for these templates):
 # two processes per run for that
 export TILECRAFT_FEATURE_WORKERS=${TILECRAFT_FEATURE_WORKERS:-2}
@@ -53,13 +60,17 @@ TB="taskset -c $CPUS python3 bench/tuner_budget.py $SPACES --gpu --seeds $SEEDS 
     nvcc --version | tail -1; uptime; git log --oneline -1
     echo "== Random and XGB (deadline ${MAIN_S} s)"
     $TB --tuners random,xgb --deadline "$MAIN_S" --out "$OUT/part_random_xgb"
-    echo "== GA (deadline ${GA_S} s)"
-    $TB --tuners ga --deadline "$GA_S" --out "$OUT/part_ga"
-    echo "== the report over all three"
-    $TB --tuners random,ga,xgb --no-run --out "$OUT"
+    tuners=random,xgb
+    if [ "$GA_S" != 0 ]; then
+        echo "== GA (deadline ${GA_S} s)"
+        $TB --tuners ga --deadline "$GA_S" --out "$OUT/part_ga"
+        tuners=random,ga,xgb
+    fi
+    echo "== the re-measurement (top $REMEASURE of each run within each budget, $ROUNDS rounds) and the report"
+    $TB --tuners $tuners --no-run --remeasure "$REMEASURE" --rounds "$ROUNDS" --remeasure-s "$REMEASURE_S" --out "$OUT"
     echo "== $(date -u '+%F %T') done; $(find "$XDG_CACHE_HOME" -name '*.cubin' | wc -l) cubins"; uptime
 } > "$OUT/run.log" 2>&1
 tar -C "$XDG_CACHE_HOME/tilecraft" -cJf "$OUT/cubins.tar.xz" cuda 2>/dev/null
 rm -rf "$CACHE"
-grep -E '^\||XGB.s median|uniform pool|timing one at a time|== ' "$OUT/run.log"
+grep -E '^\||XGB.s median|uniform pool|timing one at a time|re-measure|== ' "$OUT/run.log"
 ls "$OUT"

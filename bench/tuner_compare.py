@@ -59,7 +59,11 @@ def tuner_table():
             **kw):
         def make(task, seed, ctx):
             model = ctx.model(task, feature, loss, seed, transfer, normalise, transfer_knobs, with_knobs)
-            return XGBTuner(task, feature_type=feature, loss_type=loss, cost_model=model, seed=seed, **kw)
+            opts = dict(kw)
+            if opts.get("optimizer") == "sa-walk":
+                from tilecraft.autotune.tuner import SimulatedAnnealingOptimizer
+                opts["optimizer"] = SimulatedAnnealingOptimizer(task, seed=seed, exhaustive_limit=0)
+            return XGBTuner(task, feature_type=feature, loss_type=loss, cost_model=model, seed=seed, **opts)
         return make
 
     return {
@@ -73,6 +77,9 @@ def tuner_table():
         "xgb-itervar": (xgb("itervar"), "itervar (loop-nest) features only, rank loss"),
         "xgb-itervar-knob": (xgb("itervar", with_knobs=True),
                              "itervar features with the knob features beside them (the default XGBTuner)"),
+        "xgb-sa": (xgb("itervar", with_knobs=True, optimizer="sa-walk"),
+                   "as xgb-itervar-knob, but simulated annealing walks even a space small enough to score "
+                   "whole (what a space over the optimizer's exhaustive_limit gets)"),
         "xgb-curve": (xgb("curve"), "curve features, rank loss"),
         "xgb-knob-div": (xgb("knob", diversity_filter_ratio=2), "knob features, diversity filter 2x"),
         "xgb-transfer": (xgb("itervar"), "itervar features, the neighbouring shape's model as base margin "
@@ -81,6 +88,16 @@ def tuner_table():
                                "as xgb-transfer, and the neighbour's knob model under the knob booster "
                                "that steers the search"),
         "xgb-knob-transfer": (xgb("knob"), "knob features, the neighbouring shape's knob model as base margin"),
+        "xgb-transfer-agree": (xgb("itervar", transfer="agree"),
+                               "as xgb-transfer, the neighbour's margin weighed by how well it ranks this "
+                               "space's own measurements (Spearman's rho, clipped to [0, 1])"),
+        "xgb-default-transfer": (xgb("itervar", with_knobs=True),
+                                 "the default XGBTuner's model (itervar + knob features), the neighbour's model "
+                                 "as base margin"),
+        "xgb-default-transfer-agree": (xgb("itervar", transfer="agree", with_knobs=True),
+                                       "as xgb-default-transfer, the margin weighed by measured agreement"),
+        "xgb-knob-transfer-agree": (xgb("knob", transfer="agree"),
+                                    "as xgb-knob-transfer, the margin weighed by measured agreement"),
         "xgb-transfer-joint": (xgb("itervar", transfer="joint"),
                                "itervar features, one model with the neighbour's records as its own ranking "
                                "group, weighing less as own measurements grow"),
@@ -214,22 +231,29 @@ def run_space(name: str, tuners: list[str], seeds: int, trials: int, contexts: d
     return out
 
 
-def ranking(ctx, seeds: int) -> dict:
+def ranking(ctx, seeds: int, n_trains=(64,), features=("knob", "itervar", "curve", "itervar+knob"),
+            losses=("rank", "reg")) -> dict:
+    """ndcg@32 / recall@32 of each cost model on held-out configs after ``n`` random ones, for
+    each ``n`` of ``n_trains`` (the key carries ``@n`` unless it is 64), median of up to 10 draws."""
     from tilecraft.autotune import replay
 
     out = {}
-    for feature in ("knob", "itervar", "curve", "itervar+knob"):
-        for loss in ("rank", "reg"):
-            kind, with_knobs = feature.split("+")[0], feature.endswith("+knob")
-            try:
-                got = [replay.ranking_quality(lambda t: ctx.model(t, kind, loss, s, with_knobs=with_knobs), ctx.truth,
-                                              64, seed=s)
-                       for s in range(min(seeds, 10))]
-            except ValueError as err:
-                print(f"  ranking with {feature} features: {err}")
-                continue
-            out[f"{feature}-{loss}"] = {"ndcg32": float(np.median([g["ndcg"] for g in got])),
-                                        "recall32": float(np.median([g["recall"] for g in got]))}
+    for n in n_trains:
+        for feature in features:
+            for loss in losses:
+                kind, with_knobs = feature.split("+")[0], feature.endswith("+knob")
+                try:
+                    got = [replay.ranking_quality(lambda t: ctx.model(t, kind, loss, s, with_knobs=with_knobs),
+                                                  ctx.truth, n, seed=s)
+                           for s in range(min(seeds, 10))]
+                except ValueError as err:
+                    print(f"  ranking with {feature} features: {err}")
+                    continue
+                key = f"{feature}-{loss}" + ("" if n == 64 else f"@{n}")
+                out[key] = {"ndcg32": float(np.median([g["ndcg"] for g in got])),
+                            "recall32": float(np.median([g["recall"] for g in got])), "train": n}
+                print(f"  {ctx.name} ranking {key}: ndcg@32 {out[key]['ndcg32']:.3f}, recall@32 "
+                      f"{out[key]['recall32']:.3f}", flush=True)
     return out
 
 
@@ -239,7 +263,9 @@ def transfer_check(ctx, nb_ctx, seeds: int = 5) -> dict:
     random configs of the neighbour's table ranks every config of this one: Spearman's rho and
     ndcg@32 against the true throughputs, and the true relative throughput of its first pick and
     of the best of its first 16 (median over ``seeds``). ``same_configs``: rho between the two
-    tables over the configs both spaces hold (same knob values), the ceiling of any transfer."""
+    tables over the configs both spaces hold (same knob values), the ceiling of any transfer;
+    ``self_agreement``: rho between each table's first two passes over its own configs (how well
+    a table agrees with itself: a neighbour cannot be expected to rank the target better)."""
     import xgboost as xgb
 
     from tilecraft.autotune import replay
@@ -286,12 +312,29 @@ def transfer_check(ctx, nb_ctx, seeds: int = 5) -> dict:
         return {tuple((k, str(v)) for k, v in space.get(int(i))._entity_map.items()): r
                 for i, r in zip(truth.valid, rel(truth))}
 
+    out["self_agreement"] = {name: pass_agreement(c.truth) for name, c in (("target", ctx), ("neighbour", nb_ctx))}
     kt, kn = keyed(ctx.truth), keyed(nb_ctx.truth)
     common = [k for k in kt if k in kn]
     if len(common) > 2:
         out["same_configs"] = {"n": len(common), "rho": round(spearman([kt[k] for k in common],
                                                                          [kn[k] for k in common]), 3)}
     return out
+
+
+def pass_agreement(truth) -> float | None:
+    """Spearman's rho between a table's first two passes, over the configs timed in both
+    (``None`` for a table of one pass): how much of its ranking is the machine's noise.
+
+    >>> pass_agreement(GroundTruth.load("bench/ground_truth/conv2d_64.jsonl.gz"))
+    0.58
+    """
+    from tilecraft.autotune.cost_model import rank_agreement
+
+    pairs = [truth.samples[int(i)][:2] for i in truth.valid if len(truth.samples[int(i)]) >= 2]
+    if len(pairs) < 3:
+        return None
+    a = np.asarray(pairs, dtype=np.float64)
+    return round(rank_agreement(-a[:, 0], -a[:, 1]), 3)
 
 
 def fmt_q(q) -> str:
@@ -347,6 +390,9 @@ def main(argv=None) -> int:
                    help="where to look for a space's table (and its neighbour's) before bench/ground_truth/")
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--no-ranking", action="store_true", help="skip the cost models' ndcg / recall")
+    p.add_argument("--ranking-only", default="", metavar="N,N,...",
+                   help="tune nothing: the cost models' ndcg@32 / recall@32 after N random configs, each N "
+                        "(rank loss; knob and itervar + knob features)")
     p.add_argument("--replot", action="store_true", help="only redraw the plots from bench/results/search_*.json")
     p.add_argument("--transfer-check", action="store_true",
                    help="only say how well a model of the neighbour's table ranks each space (no tuning)")
@@ -393,6 +439,12 @@ def main(argv=None) -> int:
                   flush=True)
         with open(os.path.join(args.out, "transfer_check.json"), "w") as f:
             json.dump(checks, f, indent=1)
+        return 0
+    if args.ranking_only:
+        got = {name: ranking(contexts[name], args.seeds, [int(n) for n in args.ranking_only.split(",")],
+                             ("knob", "itervar+knob"), ("rank",)) for name in names}
+        with open(os.path.join(args.out, "ranking_at.json"), "w") as f:
+            json.dump(got, f, indent=1)
         return 0
     results = []
     for name in names:

@@ -418,6 +418,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--verify", type=int, default=3, metavar="K",
                    help="after the search, measure the K fastest configs again, each alone; export and "
                         "apply_history_best choose by those figures (0: skip)")
+    t.add_argument("--verify-rounds", type=int, default=3, metavar="R",
+                   help="--verify: time the K configs in R interleaved rounds (each built once; a round "
+                        "times each once, in a fresh order), each logged with one figure per round")
     t.add_argument("--transfer", action="append", metavar="LOG", help="an earlier log to learn from (repeatable)")
     t.add_argument("--number", type=int, default=3, help="calls per timing")
     t.add_argument("--repeat", type=int, default=3, help="timings per candidate")

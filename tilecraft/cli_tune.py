@@ -270,6 +270,19 @@ def timing_child() -> None:
         print(run(int(line)), flush=True)
 
 
+def chosen_config(tuner):
+    """The config a user of the run's log gets: the fastest re-measured one (``tune(verify_top=)``)
+    where any was re-measured without error, as ``apply_history_best`` and ``export`` choose,
+    else the fastest tuning measurement.
+
+    >>> chosen_config(tuner).index
+    """
+    verified = [(inp, res) for inp, res in getattr(tuner, "verified", ()) if res.ok]
+    if verified:
+        return min(verified, key=lambda p: p[1].mean_cost)[0].config
+    return tuner.best_config
+
+
 def timing_child_env(package_root: str, environ=os.environ) -> dict:
     """The environment of the verdict's timing processes. They import this very tilecraft
     (``package_root`` first on ``PYTHONPATH``; they start in an empty temporary folder), and
@@ -509,7 +522,8 @@ def cmd_tune(args) -> int:
     started = time.perf_counter()
     try:
         tuner.tune(remaining, _measure_option(args, timing), early_stopping=early, callbacks=callbacks,
-                   min_trials=min_trials_before_stopping(args), verify_top=getattr(args, "verify", 0))
+                   min_trials=min_trials_before_stopping(args), verify_top=getattr(args, "verify", 0),
+                   verify_rounds=getattr(args, "verify_rounds", 1))
     except KeyboardInterrupt:
         print(f"tilecraft tune: interrupted; the {counter.n} trial(s) measured in this run are in {log}: "
               "run the same command to go on from there", file=sys.stderr)
@@ -533,13 +547,16 @@ def _finish(args, task, tuner, log: str, total: int) -> int:
     print(f"best: {tuner.best_flops / 1e9:.2f} GFLOP/s ({res.mean_cost * 1e3:.3f} ms per run) after {total} "
           "trials, as measured while tuning")
     print(f"best config: {tuner.best_config}")
+    chosen = chosen_config(tuner)
     verified = [(i, r) for i, r in getattr(tuner, "verified", ()) if r.ok]
     if verified:
-        vi, vr = min(verified, key=lambda p: p[1].mean_cost)
-        print(f"re-measured alone, the {len(tuner.verified)} fastest: best {task.flop / vr.mean_cost / 1e9:.2f} "
-              f"GFLOP/s (config {vi.config.index}); export and apply_history_best use that one")
+        vr = min(r.mean_cost for _, r in verified)
+        rounds = max(len(r.costs) for _, r in verified)
+        print(f"re-measured alone, the {len(tuner.verified)} fastest ({rounds} round(s)): best "
+              f"{task.flop / vr / 1e9:.2f} GFLOP/s (config {chosen.index}); export and apply_history_best use "
+              "that one")
     if not args.no_verdict:
-        print_verdict(task, tuner.best_config)
+        print_verdict(task, chosen)
     print(f"next: tilecraft export {log} --out-dir tuned_ops   "
           "(a shared library + C header of the best config; or use the log with autotune.apply_history_best)")
     return 0

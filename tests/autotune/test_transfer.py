@@ -84,7 +84,7 @@ def _quality(task, feats, flops, records, transfer, n_own, seed=0, normalise=Fal
 
 
 @pytest.mark.parametrize("transfer, normalise", [("margin", False), ("joint", False), ("margin", True),
-                                                  ("joint", True)])
+                                                  ("joint", True), ("agree", False)])
 def test_a_neighbours_records_help_while_own_measurements_are_few(shapes, transfer, normalise):
     task, other, feats, flops = shapes
     records = _records(other, fk.synthetic_cost)
@@ -115,11 +115,43 @@ def test_joint_transfer_lets_own_measurements_outvote_a_misleading_neighbour(sha
     assert decaying > constant + 0.1, (decaying, constant)
 
 
-def test_transfer_must_be_joint_or_margin(shapes):
+def test_transfer_must_be_joint_margin_or_agree(shapes):
     from tilecraft.autotune.cost_model import XGBoostCostModel
 
-    with pytest.raises(ValueError, match="transfer must be 'joint' or 'margin', not 'both'"):
+    with pytest.raises(ValueError, match="transfer must be 'joint', 'margin' or 'agree', not 'both'"):
         XGBoostCostModel(shapes[0], transfer="both")
+
+
+def test_agreement_weighted_transfer_keeps_an_agreeing_neighbour_and_drops_a_misleading_one(shapes):
+    """transfer="agree": the neighbour's margin is weighed by how it ranks own measurements. A
+    neighbour that ranks alike keeps weight ~1; one whose speeds run the other way gets 0, so
+    16 own measurements rank this task as well as without it, where the plain margin transfer
+    stays misled."""
+    from tilecraft.autotune.cost_model import XGBoostCostModel
+
+    task, other, feats, flops = shapes
+    own = np.random.default_rng(0).permutation(len(flops))[:16]
+    weights = {}
+    for name, cost in (("alike", fk.synthetic_cost), ("wrong", lambda c: 1.0 / fk.synthetic_cost(c))):
+        model = XGBoostCostModel(task, feature_type="itervar", seed=0, num_threads=1, transfer="agree",
+                                 extractor=lambda idx: feats[np.asarray(idx)], with_knobs=False)
+        assert model.fit_log(_records(other, cost), 64) and model.base_weight == 1.0
+        model.fit(own, flops[own], 64)
+        weights[name] = model.base_weight
+    assert weights["alike"] > 0.8 and weights["wrong"] == 0.0, weights
+    wrong = _records(other, lambda c: 1.0 / fk.synthetic_cost(c))
+    q = lambda records, transfer: _quality(task, feats, flops, records, transfer, n_own=16,  # noqa: E731
+                                           with_knobs=False)
+    alone, agree, margin = q(None, "margin"), q(wrong, "agree"), q(wrong, "margin")
+    assert abs(agree - alone) < 1e-9 and margin < alone - 0.05, (agree, alone, margin)
+
+
+def test_rank_agreement_is_spearmans_rho():
+    from tilecraft.autotune.cost_model import rank_agreement
+
+    assert rank_agreement([1, 2, 3, 4], [10, 20, 30, 25]) == pytest.approx(0.8)
+    assert rank_agreement([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert rank_agreement([1, 1, 1], [1, 2, 3]) == 0.0 and rank_agreement([1, 2], [1, 2]) == 0.0
 
 
 def test_tuner_compare_computes_a_cold_feature_cache_with_transfer_on(monkeypatch, tmp_path):
@@ -261,8 +293,31 @@ def test_transfer_check_scores_each_feature_type_and_the_same_configs(monkeypatc
 
     small = ctx("small", (64, 64, 16), fk.synthetic_cost)
     alike = tc.transfer_check(small, ctx("large", (128, 128, 32), fk.synthetic_cost), seeds=2)
-    assert set(alike) == {"knob", "itervar", "itervar-norm", "same_configs"}
+    assert set(alike) == {"knob", "itervar", "itervar-norm", "same_configs", "self_agreement"}
+    assert alike["self_agreement"] == {"target": 1.0, "neighbour": 1.0}       # noiseless passes
     assert alike["knob"]["rho"] > 0.8 and alike["knob"]["best_of_16"] > 0.95
     assert alike["itervar"]["ndcg32"] > 0.8 and alike["same_configs"]["rho"] > 0.95
     unlike = tc.transfer_check(small, ctx("large2", (128, 128, 32), lambda c: 1.0 / fk.synthetic_cost(c)), seeds=2)
     assert unlike["knob"]["rho"] < 0 and unlike["same_configs"]["rho"] < -0.95
+
+
+def test_pass_agreement_falls_with_the_noise_between_passes():
+    """In a space whose configs differ by at most 20%, a table whose passes scatter by 30% ranks
+    against itself worse than one scattered by 1%;
+    a table of one pass has no figure."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "tuner_compare.py"
+    spec = importlib.util.spec_from_file_location("tuner_compare_script", path)
+    tc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tc)
+    task = autotune.task.create("test/fake_matmul", args=(64, 64, 16), target="llvm")
+    raw = [fk.synthetic_cost(c) for c in task.config_space]
+    costs = [1e-3 * (1 + 0.2 * (c - min(raw)) / (max(raw) - min(raw))) for c in raw]   # a flat space: 20%
+    quiet = tc.pass_agreement(GroundTruth.from_costs(task, costs, spread=0.01, seed=1))
+    noisy = tc.pass_agreement(GroundTruth.from_costs(task, costs, spread=0.3, seed=1))
+    assert 0.9 < quiet <= 1.0 and noisy < quiet - 0.05, (quiet, noisy)
+    one = GroundTruth.from_costs(task, costs)
+    one.samples = [s[:1] for s in one.samples]
+    assert tc.pass_agreement(one) is None

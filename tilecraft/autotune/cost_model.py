@@ -20,6 +20,24 @@ log = logging.getLogger("tilecraft.autotune")
 #: measurements while there are none, half that after OTHER_HALF of them
 OTHER_WEIGHT = 1.0
 OTHER_HALF = 32
+#: agreement-weighted transfer: the base margin's weight is measured once this task has this
+#: many error-free measurements (before that the other tasks' model is trusted whole)
+AGREE_MIN = 8
+
+
+def rank_agreement(a, b) -> float:
+    """Spearman's rank correlation of ``a`` and ``b`` (ties broken by position; 0 when either
+    is constant or there are fewer than 3 values).
+
+    >>> rank_agreement([1, 2, 3, 4], [10, 20, 30, 25])
+    0.8
+    """
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return 0.0
+    ra = np.argsort(np.argsort(a, kind="stable"), kind="stable").astype(np.float64)
+    rb = np.argsort(np.argsort(b, kind="stable"), kind="stable").astype(np.float64)
+    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 class XGBoostCostModel:
@@ -29,6 +47,10 @@ class XGBoostCostModel:
     model of the other tasks stays under this task's model as its base margin; with ``"joint"``
     one booster learns from both, each task its own ranking group, the others' weight
     ``OTHER_WEIGHT * OTHER_HALF / (OTHER_HALF + n)`` after ``n`` own measurements.
+    ``transfer="agree"`` is the margin way with the base margin weighed by how well the other
+    tasks' model ranks this task's own measurements (Spearman's rho, clipped to [0, 1], measured
+    at every fit from ``AGREE_MIN`` error-free ones on; ``base_weight``): a neighbour that ranks
+    this space alike keeps its say, one that disagrees fades out instead of steering the search.
     ``normalise=True`` caps the features that grow with the problem
     (``loop_features.shape_normalised``) once other tasks' records are in. Replayed over ground
     truth (docs/autotune.md) neither option beat the default on the quiet GEMM tables. Loop-nest
@@ -59,9 +81,10 @@ class XGBoostCostModel:
 
         if loss_type not in ("rank", "reg"):
             raise ValueError(f"loss_type must be 'rank' or 'reg', not {loss_type!r}")
-        if transfer not in ("joint", "margin"):
-            raise ValueError(f"transfer must be 'joint' or 'margin', not {transfer!r}")
+        if transfer not in ("joint", "margin", "agree"):
+            raise ValueError(f"transfer must be 'joint', 'margin' or 'agree', not {transfer!r}")
         self.transfer = transfer
+        self.base_weight = 1.0  # the base margin's weight (transfer="agree" measures it)
         self.other = None       # other tasks' (features, labels, group sizes), for joint transfer
         self.normalise = normalise
         self.shape_free = False  # set by fit_log: loop-nest features shape-normalised from then on
@@ -145,6 +168,12 @@ class XGBoostCostModel:
         else:
             # with a model of other tasks (margin transfer), this task's model learns what that
             # one gets wrong: its predictions are the starting margin (AutoTVM's way)
+            if self.transfer == "agree" and self.base_bst is not None:
+                ok = valid & (y > 0)
+                if int(ok.sum()) >= AGREE_MIN:
+                    self.base_weight = 1.0
+                    rho = rank_agreement(self._base_margin(x[ok]), y[ok])
+                    self.base_weight = min(1.0, max(0.0, rho))
             self.bst = self._train(x[valid], y[valid], self._base_margin(x[valid]))
         if self.knob_extractor is not None:
             kx = self.knob_extractor(np.asarray(xs, dtype=np.int64))
@@ -260,7 +289,8 @@ class XGBoostCostModel:
     def _base_margin(self, x: np.ndarray) -> np.ndarray | None:
         if self.base_bst is None or self.other is not None or not len(x):
             return None
-        return np.asarray(self.base_bst.inplace_predict(self._for_base(x), predict_type="margin"), dtype=np.float32)
+        margin = np.asarray(self.base_bst.inplace_predict(self._for_base(x), predict_type="margin"), dtype=np.float32)
+        return margin * np.float32(self.base_weight) if self.base_weight != 1.0 else margin
 
     def _for_base(self, x: np.ndarray) -> np.ndarray:
         """``x`` as the base model takes it: the loop-nest columns where it was trained on other

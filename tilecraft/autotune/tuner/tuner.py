@@ -8,12 +8,13 @@ improvement.
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..measure import MeasureInput, MeasureResult, create_measure_batch
+from ..measure import MeasureErrorNo, MeasureInput, MeasureResult, create_measure_batch
 from ..space import ConfigEntity
 
 log = logging.getLogger("tilecraft.autotune")
@@ -135,7 +136,8 @@ class Tuner:
 
     # -- the loop --------------------------------------------------------------------------
     def tune(self, n_trial: int, measure_option: dict, early_stopping: int | None = None,
-             callbacks: Sequence = (), si_prefix: str = "G", min_trials: int = 0, verify_top: int = 0):
+             callbacks: Sequence = (), si_prefix: str = "G", min_trials: int = 0, verify_top: int = 0,
+             verify_rounds: int = 1):
         """Measure up to ``n_trial`` new configurations.
 
         ``measure_option``: from ``autotune.measure_option``; ``early_stopping``: stop when this
@@ -146,7 +148,8 @@ class Tuner:
         e.g. before a cost model has proposed a plan of its own; ``verify_top=k``: when the
         search ends, measure the ``k`` fastest configs of this run again, one at a time with no
         other build or run beside them (``verify``); ``log_to_file`` logs them as
-        ``"stage": "verify"`` records, which ``apply_history_best`` and ``export`` choose by.
+        ``"stage": "verify"`` records, which ``apply_history_best`` and ``export`` choose by;
+        ``verify_rounds``: time them in that many interleaved rounds (``remeasure``).
         """
         measure_batch = create_measure_batch(self.task, measure_option)
         runner = measure_option["runner"]
@@ -204,7 +207,7 @@ class Tuner:
                     log.info("early stopped at trial %d (best at %d)", i, self.best_iter)
                     break
             if verify_top:
-                self.verify(measure_batch, verify_top, callbacks)
+                self.verify(measure_batch, verify_top, callbacks, rounds=verify_rounds)
         finally:
             self.measure_stats = dict(measure_batch.stats)
             self.finished = True
@@ -215,26 +218,27 @@ class Tuner:
             measure_batch.close()
         return self
 
-    def verify(self, measure_batch, top: int, callbacks: Sequence = ()) -> list:
-        """Measure the ``top`` fastest distinct configs of this run again, each alone (a batch of
-        one: built, then run, with nothing else building or running), and hand the results,
-        marked ``stage="verify"``, to the callbacks that log (``log_to_file``). Sets and returns
-        ``self.verified``: ``[(MeasureInput, MeasureResult)]`` in the order measured.
+    def verify(self, measure_batch, top: int, callbacks: Sequence = (), rounds: int = 1) -> list:
+        """Measure the ``top`` fastest distinct configs of this run again, each alone (built one
+        at a time, then timed one at a time with nothing else building or running) in ``rounds``
+        interleaved rounds (``remeasure``: each round times every config once, in a fresh random
+        order, so a slow spell of the machine hits them alike), and hand the results, marked
+        ``stage="verify"`` (one cost per round), to the callbacks that log (``log_to_file``).
+        Sets and returns ``self.verified``: ``[(MeasureInput, MeasureResult)]``, fastest tuning
+        figure first.
 
-        >>> tuner.tune(256, option, verify_top=5); tuner.verified[0][1].mean_cost
+        >>> tuner.tune(256, option, verify_top=5, verify_rounds=3); tuner.verified[0][1].costs
         """
-        from dataclasses import replace
-
         best: dict[int, float] = {}
         for index, flops in zip(self.trace_index, self.trace):
             if flops > 0:
                 best[index] = max(flops, best.get(index, 0.0))
         chosen = sorted(best, key=lambda i: -best[i])[:top]
-        self.verified = []
-        for index in chosen:
-            inp = MeasureInput(self.task.target, self.task, self.space.get(index))
-            res = replace(measure_batch([inp])[0], stage="verify")
-            self.verified.append((inp, res))
+        inputs = [MeasureInput(self.task.target, self.task, self.space.get(index)) for index in chosen]
+        results = remeasure(measure_batch.builder, measure_batch.runner, inputs, rounds, self.rng,
+                            build_alone=True)
+        self.verified = list(zip(inputs, results))
+        for inp, res in self.verified:
             for callback in callbacks:
                 if getattr(callback, "logs_verification", False):
                     callback(self, [inp], [res])
@@ -244,3 +248,46 @@ class Tuner:
         self.visited = set()
         self.best_config, self.best_flops, self.best_measure_pair = None, 0.0, None
         self.trials_since_best = 0
+
+
+def remeasure(builder, runner, inputs: Sequence[MeasureInput], rounds: int = 3, rng=None,
+              build_alone: bool = False) -> list[MeasureResult]:
+    """Measure ``inputs`` again the way a user runs the chosen one: build each once (one at a
+    time with ``build_alone``, else as one batch), then time them in ``rounds`` interleaved
+    rounds, each config alone, in a fresh random order each round (``rng``: a numpy Generator),
+    so that a slow spell of the machine is spread over the configs instead of falling on one.
+    Returns one ``MeasureResult`` per input, ``stage="verify"``, its ``costs`` one figure per
+    round (each round's mean), so ``mean_cost`` is the mean over rounds; a config that fails to
+    build, or in any round, keeps that error. The builder's files are cleaned up at the end.
+
+    >>> res = remeasure(LocalBuilder(), LocalRunner(number=1, repeat=3), inputs, rounds=3)
+    >>> [r.mean_cost for r in res]
+    """
+    rng = rng if rng is not None else np.random.default_rng()
+    if build_alone:
+        built = [br for inp in inputs for br in builder.build([inp])]
+    else:
+        built = list(builder.build(list(inputs))) if inputs else []
+    costs: list[list[float]] = [[] for _ in inputs]
+    failed: dict[int, MeasureResult] = {}
+    for k, br in enumerate(built):
+        if br.error_no != MeasureErrorNo.NO_ERROR:
+            failed[k] = MeasureResult((), br.error_no, br.error_msg, br.time_cost, 0.0, br.time_cost, "verify")
+    try:
+        for _ in range(max(1, rounds)):
+            for k in rng.permutation(len(inputs)):
+                k = int(k)
+                if k in failed:
+                    continue
+                res = runner.run([inputs[k]], [built[k]])[0]
+                if res.ok:
+                    costs[k].append(res.mean_cost)
+                else:
+                    failed[k] = MeasureResult((), res.error_no, res.error_msg, 0.0, 0.0, 0.0, "verify")
+    finally:
+        cleanup = getattr(builder, "cleanup", None)
+        if cleanup is not None and built:
+            cleanup(built)
+    return [failed.get(k) or MeasureResult(tuple(costs[k]), MeasureErrorNo.NO_ERROR, "", 0.0, time.time(),
+                                           built[k].time_cost, "verify")
+            for k in range(len(inputs))]
