@@ -261,3 +261,37 @@ def test_the_untuned_gemm_follows_the_vendor():
         with pytest.warns(UserWarning, match="fallback configuration"):
             s, args = task.func(*task.args)
     assert "packedA" in str(tc.lower(s, args, target="llvm -mcpu=emeraldrapids"))
+
+
+def test_the_untuned_int8_dense_keeps_c_in_registers_over_the_whole_k():
+    """``int8_fallback_knobs``: the longest slice of K whose packed weights (kc × nr bytes) fit
+    in 32 KB, K itself where it can (then each C tile is computed from zeros in registers and
+    stored once: the intrinsic's body, no reset); up to 16 × 4 tiles a block."""
+    from tilecraft.topi.matmul_microkernel import int8_fallback_knobs, register_tiles
+    zen5 = vector_isa("llvm -mcpu=znver5")
+    f = int8_fallback_knobs(1024, 1024, 1024, register_tiles(zen5, 16, 1024, 1024, 1), zen5)
+    assert f == dict(tile=(8, 32), kc=1024, mc_tiles=16, nc_tiles=4, order="nm", k_unroll=4)
+    # 2048 × 32 bytes do not fit: the longest slice that does (a multiple of 64)
+    assert int8_fallback_knobs(64, 64, 2048, register_tiles(zen5, 16, 64, 64, 1), zen5)["kc"] == 1024
+    assert int8_fallback_knobs(16, 32, 320, register_tiles(zen5, 16, 16, 32, 1), zen5)["kc"] == 320
+    avx2 = vector_isa("llvm -mcpu=znver3")
+    f = int8_fallback_knobs(24, 40, 100, register_tiles(avx2, 8, 24, 40, 4), avx2)
+    assert f["kc"] == 100 and 24 % (f["tile"][0] * f["mc_tiles"]) == 0 and 40 % (f["tile"][1] * f["nc_tiles"]) == 0
+
+
+@needs_int8
+@pytest.mark.parametrize("M, N, K", [(24, 64, 320), (16, 32, 2048)], ids=["whole-k", "k-slices"])
+def test_the_untuned_int8_dense_is_exact(check_llvm, rng, M, N, K):
+    """The fallback config on packed weights, K in one slice (body only) and in slices (reset and
+    update), exact on the full uint8 / int8 ranges, poisoned output."""
+    from tilecraft.topi.matmul_microkernel import dense_int8_pack_weight
+    N = N if N % ISA.int8_lanes == 0 else 2 * ISA.int8_lanes
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "packed"), target="llvm")
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    a[0, :4], w[0, :4] = 255, -128
+    want = a.astype(np.int64) @ w.astype(np.int64).T
+    s, (d, wt, C) = instantiate(task, None)
+    text = str(tc.lower(s, [d, wt, C]))
+    assert ("'reset'" in text) == (K == 2048)
+    check_llvm(s, [d, wt, C], {d: a, wt: dense_int8_pack_weight(w, wt.shape[2].value)}, {C: want},
+               rtol=0, atol=0, passes=False)
