@@ -515,3 +515,18 @@ def test_dense_int8_with_zeroed_c_runs_exactly(check_llvm, rng, amx_config, kc):
     with tc.target.Target("llvm"):
         s, (d, wt, C) = task.instantiate(_amx_config(task, rng, kc))
     check_llvm(s, [d, wt, C], {d: a, wt: w}, {C: want}, rtol=0, atol=0, passes=False)
+
+
+@pytest.mark.parametrize("kc", [64, 128])
+def test_dense_int8_on_amx_requantized_is_exact_by_the_interpreter(rng, kc):
+    """AMX tiles into the int32 block buffer, then PyTorch's requantization to uint8."""
+    M, N, K = 64, 64, 128
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "NK", "kept", "rows", "zeroed", 1 / 512, 7),
+                                target=SPR)
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    acc = a.astype(np.int64) @ w.astype(np.int64).T
+    want = np.clip(np.rint(acc.astype(np.float32) * np.float32(1 / 512)) + 7, 0, 255).astype("uint8")
+    with tc.target.Target(SPR):
+        s, (d, wt, C) = task.instantiate(_amx_config(task, rng, kc))
+    assert check_passes(s, [d, wt, C], {d: a, wt: w}, {C: want}).checked
+    assert "tilezero" in tc.build(s, [d, wt, C], target=SPR).get_source("asm")

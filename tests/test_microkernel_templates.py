@@ -295,3 +295,45 @@ def test_the_untuned_int8_dense_is_exact(check_llvm, rng, M, N, K):
     assert ("'reset'" in text) == (K == 2048)
     check_llvm(s, [d, wt, C], {d: a, wt: dense_int8_pack_weight(w, wt.shape[2].value)}, {C: want},
                rtol=0, atol=0, passes=False)
+
+
+def requantized(acc, scale, zero_point):
+    """PyTorch's quantized Linear's epilogue in numpy: float32, half to even, clipped to uint8."""
+    return np.clip(np.rint(acc.astype(np.float32) * np.float32(scale)) + zero_point, 0, 255).astype("uint8")
+
+
+@needs_int8
+@pytest.mark.parametrize("layout", ["NK", "packed"])
+def test_dense_int8_requantized_to_uint8_is_exact(check_llvm, rng, layout):
+    """``requant_scale``: the uint8 output of PyTorch's quantized Linear, from int32 blocks of C
+    computed in a block buffer, on the fallback and random configs; the inputs reach both clips
+    and exact ties (multiples of half the step: rounded to even)."""
+    from tilecraft.topi.matmul_microkernel import dense_int8_pack_weight
+    M, N, K = 24, 3 * ISA.int8_lanes, 128
+    scale, zp = 1 / 256, 100
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, layout, "kept", "rows", "zeroed", scale, zp),
+                                target="llvm")
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    a[0], w[0], w[1] = 255, 127, -128               # row 0 clips high and low
+    a[1], w[2] = 0, 0
+    a[1, :3], w[2, :2] = (1, 1, 8), (64, 64)        # 128 / 256 = 0.5: a tie, to even (0), not away (1)
+    w[3, :3] = 64                                   # 640 / 256 = 2.5: to 2, not 3
+    acc = a.astype(np.int64) @ w.astype(np.int64).T
+    want = requantized(acc, scale, zp)
+    assert want[0, 0] == 255 and want[0, 1] == 0 and acc[1, 2] == 128 and acc[1, 3] == 640
+    assert want[1, 2] == zp and want[1, 3] == zp + 2
+    for cfg in configs(task, rng):
+        s, (d, wt, C) = instantiate(task, cfg)
+        assert C.dtype == "uint8" and "C.block" in str(tc.lower(s, [d, wt, C]))
+        wv = dense_int8_pack_weight(w, wt.shape[2].value) if layout == "packed" else w
+        check_llvm(s, [d, wt, C], {d: a, wt: wv}, {C: want}, rtol=0, atol=0, passes=False)
+
+
+def test_dense_int8_requantization_errors():
+    for scale, zp in ((-1.0, 0), (0.5, 256), (0.5, -1)):
+        with pytest.raises(ValueError, match=r"topi/dense_int8.llvm: requant_scale must be > 0 \(0: int32 output\) "
+                                             r"and requant_zero_point in \[0, 255\]"):
+            task = autotune.task.create("topi/dense_int8.llvm", args=(16, 32, 64, "NK", "kept", "rows", "zeroed",
+                                                                      scale, zp), target="llvm -mcpu=cascadelake")
+            with tc.target.Target("llvm -mcpu=cascadelake"):
+                task.instantiate(task.config_space.get(0))

@@ -251,7 +251,7 @@ def _schedule_gemm_blocked(s, C, CC, mr, nr, mc, nc, kfactors, order, mk, lanes)
     iio, mi = s[CC].split(i, factor=mr)
     jio, ni = s[CC].split(j, factor=nr)
     ko, kin = s[CC].split(s[CC].op.reduce_axis[0], factor=kfactors[0])
-    s[CC].reorder(ko, jio, iio, mi, ni, kin)
+    s[CC].reorder(ko, jio, iio, mi, ni, kin, *s[CC].op.reduce_axis[1:])
     s[CC].tensorize(mi, mk)
     return fused
 
@@ -323,7 +323,7 @@ def dense_int8_pack_weight(weight, nr: int):
 
 @autotune.template("topi/dense_int8.llvm")
 def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: str = "kept", amx_a: str = "rows",
-               amx_c: str = "zeroed"):
+               amx_c: str = "zeroed", requant_scale: float = 0.0, requant_zero_point: int = 0):
     """C[M, N] = data[M, K] (uint8) @ weight[N, K].T (int8), int32, on the target's int8 dot
     product (AMX tiles or VNNI where present, exact on every ISA). ``weight_layout="NK"``: the
     weights are packed in the call; ``"packed"``: the second input is the weights packed
@@ -340,7 +340,13 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: st
     with ``kc = K`` every call) or from zeros stored to C and loaded (``"loaded"``, session 22's).
 
     The untuned vector config (:func:`int8_fallback_knobs`) keeps each C tile in registers over
-    the whole K where the ``K × nr`` slice of packed weights fits in 32 KB (L1)."""
+    the whole K where the ``K × nr`` slice of packed weights fits in 32 KB (L1).
+
+    ``requant_scale > 0``: the output is uint8, requantized as PyTorch's quantized Linear does
+    (``clip(round(float32(acc) * requant_scale) + requant_zero_point, 0, 255)``, rounding half to
+    even): each ``mc·mr × nc·nr`` block of int32 accumulators is computed in a compact block
+    buffer (L2) and requantized into C right after, in the same parallel iteration, so that the
+    epilogue never reads the int32 matrix from memory."""
     if weight_layout not in ("NK", "packed"):
         raise ValueError(f"topi/dense_int8.llvm: weight_layout is 'NK' or 'packed', got {weight_layout!r}")
     if amx_config not in ("call", "kept"):
@@ -349,6 +355,9 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: st
         raise ValueError(f"topi/dense_int8.llvm: amx_a is 'rows' or 'panels', got {amx_a!r}")
     if amx_c not in ("zeroed", "loaded"):
         raise ValueError(f"topi/dense_int8.llvm: amx_c is 'zeroed' or 'loaded', got {amx_c!r}")
+    if requant_scale < 0 or not 0 <= requant_zero_point <= 255:
+        raise ValueError(f"topi/dense_int8.llvm: requant_scale must be > 0 (0: int32 output) and "
+                         f"requant_zero_point in [0, 255]; got {requant_scale!r}, {requant_zero_point!r}")
     keep, zero_c = amx_config == "kept", amx_c == "zeroed"
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
@@ -423,16 +432,26 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: st
     else:
         def a_at(i):
             return data[i, k4 * 4 + kb]
-    C = te.compute((M, N), lambda i, j: te.sum(a_at(i).astype("int32")
-                                               * Wp[j // nr, k4, j % nr, kb].astype("int32"), axis=[k4, kb]),
-                   name="C")
+    acc = te.compute((M, N), lambda i, j: te.sum(a_at(i).astype("int32")
+                                                 * Wp[j // nr, k4, j % nr, kb].astype("int32"), axis=[k4, kb]),
+                     name="C.block" if requant_scale else "C")
+    if requant_scale:
+        scale, zp = te.const(requant_scale, "float32"), te.const(float(requant_zero_point), "float32")
+        C = te.compute((M, N), lambda i, j: te.max(te.min(te.round(acc[i, j].astype("float32") * scale) + zp,
+                                                          te.const(255.0, "float32")),
+                                                   te.const(0.0, "float32")).astype("uint8"), name="C")
+    else:
+        C = acc
     s = te.create_schedule(C.op)
     if amx[0]:
         mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep, a_panels=a_panels,
                                       zero_c=zero_c)
     else:
         mk = cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, isa=isa, unroll=min(k_unroll, kc // 4))
-    outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
+    if requant_scale:
+        outer = _schedule_gemm_blocked(s, C, acc, mr, nr, mc, nc, [kc // 4], order, mk, 4 * lanes)
+    else:
+        outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
     if amx[0]:
         s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep, a_panels, zero_c))
     if a_panels:
