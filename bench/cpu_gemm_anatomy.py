@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -78,6 +79,16 @@ FP32_GEMMS = {  # the tuned config of the quiet Emerald Rapids run (session 19),
     "12x32 padded kc128 u4": dict(tile=(12, 32), kc=128, mc_tiles=4, nc_tiles=16, order="nm", k_unroll=4,
                                   pack_a=1, pack_b=1, c_block=1),
     "6x64 padded kc128": dict(tile=(6, 64), kc=128, mc_tiles=4, nc_tiles=2, order="nm", k_unroll=4,
+                              pack_a=1, pack_b=1, c_block=1),
+    # (session 23) C blocks over more of K (fewer passes of C through the kernels: kc 512 and the
+    # whole 1024, the B slice then in L2), for Emerald Rapids' 2-core runs
+    "8x32 kc512 c_block": dict(tile=(8, 32), kc=512, mc_tiles=16, nc_tiles=4, order="nm", k_unroll=4,
+                               pack_a=1, pack_b=1, c_block=1),
+    "8x32 kc1024 16x4": dict(tile=(8, 32), kc=1024, mc_tiles=16, nc_tiles=4, order="nm", k_unroll=4,
+                             pack_a=1, pack_b=1, c_block=0),
+    "12x32 padded kc512": dict(tile=(12, 32), kc=512, mc_tiles=4, nc_tiles=8, order="nm", k_unroll=2,
+                               pack_a=1, pack_b=1, c_block=1),
+    "6x64 padded kc512": dict(tile=(6, 64), kc=512, mc_tiles=4, nc_tiles=2, order="nm", k_unroll=4,
                               pack_a=1, pack_b=1, c_block=1),
 }
 INT8_DENSES = {
@@ -147,6 +158,8 @@ def parse_args(argv=None):
     p.add_argument("--only", default="fp32,int8,conv8")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--asm", action="store_true", help="print the micro-kernels' hot loops, counted")
+    p.add_argument("--match", default="", metavar="REGEX", help="only the rows whose names match (re.search; "
+                   "the FMA peak always), e.g. 'kc1024|er-tuned'")
     p.add_argument("--best", metavar="FILE", help="write the fastest whole-template variant of each family "
                    "as JSON {workload: knobs} for bench/cpu_microkernels.py --knobs-from FILE")
     return p.parse_args(argv)
@@ -396,30 +409,35 @@ def main(argv=None):
     fn, flop = cpu_microkernels.fma_peak(args.threads)
     rows["FMA peak"], flops["FMA peak"] = (fn, flop), flop
     gemm_flop = 2.0 * N ** 3
+    wanted = re.compile(args.match).search if args.match else (lambda name: True)
     if "fp32" in only:
         for mr, nr, u, kc in FP32_KERNELS:
-            if nr % isa.lanes or mr * nr // isa.lanes + nr // isa.lanes + 1 > isa.registers:
+            name = f"kernel {mr}x{nr} u{u}" + (f" kc{kc}" if kc != 256 else "")
+            if nr % isa.lanes or mr * nr // isa.lanes + nr // isa.lanes + 1 > isa.registers or not wanted(name):
                 continue
             fn, flop, mod = kernel_alone_fp32(mr, nr, u, args.threads, kc=kc)
-            name = f"kernel {mr}x{nr} u{u}" + (f" kc{kc}" if kc != 256 else "")
             rows[name], flops[name] = (fn, flop), flop
             if args.asm:
                 notes[name] = hot_loop_summary(mod, "vfmadd")
-        pa, pb = packing_fp32(8, 32)
-        rows["pack A (8-row panels)"], rows["pack B (32-wide panels)"] = (pa, 0), (pb, 0)
+        if wanted("pack A (8-row panels)"):
+            pa, pb = packing_fp32(8, 32)
+            rows["pack A (8-row panels)"], rows["pack B (32-wide panels)"] = (pa, 0), (pb, 0)
         for name, knobs in FP32_GEMMS.items():
             if knobs["tile"][1] % isa.lanes:
                 continue
-            rows[f"panels {name}"], flops[f"panels {name}"] = (panels_fp32(knobs), gemm_flop), gemm_flop
-            fn = gemm_fp32(knobs, notes if args.asm else None, f"gemm {name}")
-            rows[f"gemm {name}"], flops[f"gemm {name}"] = (fn, gemm_flop), gemm_flop
-            variants[f"gemm {name}"] = ("gemm", knobs)
+            if wanted(f"panels {name}"):
+                rows[f"panels {name}"], flops[f"panels {name}"] = (panels_fp32(knobs), gemm_flop), gemm_flop
+            if wanted(f"gemm {name}"):
+                fn = gemm_fp32(knobs, notes if args.asm else None, f"gemm {name}")
+                rows[f"gemm {name}"], flops[f"gemm {name}"] = (fn, gemm_flop), gemm_flop
+                variants[f"gemm {name}"] = ("gemm", knobs)
     if "int8" in only and isa.int8:
         lanes = isa.int8_lanes
-        fn, flop, mod = kernel_alone_int8(8, 2 * lanes, args.threads, amx=False)
-        rows[f"kernel int8 {isa.int8} 8x{2 * lanes}"], flops[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = (fn, flop), flop
-        if args.asm:
-            notes[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = hot_loop_summary(mod, "vpdpbusd" if "vnni" in isa.int8 else "vpmadd")
+        if wanted(f"kernel int8 {isa.int8} 8x{2 * lanes}"):
+            fn, flop, mod = kernel_alone_int8(8, 2 * lanes, args.threads, amx=False)
+            rows[f"kernel int8 {isa.int8} 8x{2 * lanes}"], flops[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = (fn, flop), flop
+            if args.asm:
+                notes[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = hot_loop_summary(mod, "vpdpbusd" if "vnni" in isa.int8 else "vpmadd")
         if isa.amx:
             # kc 1024: A and B (64 KB) overflow a 48 KB L1; 256 fits (16 KB), but the C tiles are
             # loaded and stored 4 times as often
@@ -430,10 +448,12 @@ def main(argv=None):
                                                (32, 32, 0, 256, True, False), (32, 32, 0, 256, True, True),
                                                (32, 32, 0, 1024, True, False), (32, 32, 0, 1024, True, True),
                                                (32, 32, 1, 1024, True, True)):
-                fn, flop, _ = kernel_alone_int8(mr, nr, args.threads, amx=True, kc=kc, prefetch=pf,
-                                                keep_config=keep, zero_c=zero)
                 row = (f"kernel int8 amx {mr}x{nr}" + (f" prefetch {pf}" if pf else "") + f" kc{kc}"
                        + (" kept" if keep else "") + (" zeroed" if zero else ""))
+                if not wanted(row):
+                    continue
+                fn, flop, _ = kernel_alone_int8(mr, nr, args.threads, amx=True, kc=kc, prefetch=pf,
+                                                keep_config=keep, zero_c=zero)
                 rows[row], flops[row] = (fn, flop), flop
         denses = dict(INT8_DENSES)
         if isa.amx:
@@ -443,6 +463,8 @@ def main(argv=None):
                 continue
             for packed in (False, True) if "er-tuned" in name else (True,):
                 row = f"dense {name}{' packed weight' if packed else ''}"
+                if not wanted(row):
+                    continue
                 kept = "kept" if " kept" in name else "call"
                 a_layout = "panels" if " panels" in name else "rows"
                 amx_c = "loaded" if " loaded" in name else "zeroed"
@@ -456,6 +478,8 @@ def main(argv=None):
         conv_flop = 2.0 * N_ * CO * H * W * CI * KH * KW
         for name, knobs in {**CONV8_CONFIGS, **(CONV8_AMX_CONFIGS if isa.amx else {})}.items():
             kept = "kept" if name.endswith(" kept") else "call"
+            if not wanted(f"conv int8 {name}"):
+                continue
             rows[f"conv int8 {name}"], flops[f"conv int8 {name}"] = (conv_int8(knobs, kept), conv_flop), conv_flop
             if kept == "call":
                 variants[f"conv int8 {name}"] = ("conv8", knobs)

@@ -449,7 +449,8 @@ def measure(args, threads: int) -> None:
     results = {}
     only = args.only.split(",")
     for key in [k for k in WORKLOADS if k in only]:      # int8 after gemm compares with our fp32 GEMM
-        t = process_timing.time_apart(contestants(key, threads, args.logs, args.knobs.get(key)),
+        knobs = args.knobs.get(key) or (args.knobs.get("int8") if key == "int8q" else None)   # int8q: int8's
+        t = process_timing.time_apart(contestants(key, threads, args.logs, knobs),
                                       threads=threads, rounds=args.rounds)
         report(key, t, results)
         sys.stdout.flush()
