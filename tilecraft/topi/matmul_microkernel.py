@@ -28,7 +28,8 @@ contiguous), ``pack_b`` (fp32: B in ``nr``-wide panels, or read in place), ``c_b
 each block of C computed in a compact buffer and copied out; required where M is padded, which
 also needs ``pack_a``), ``a_prefetch`` (fp32, with ``pack_a``: bytes ahead in the A panel that
 each step prefetches, or 0). The int8 template packs the weights in the call or takes them packed
-(``weight_layout="packed"``, :func:`dense_int8_pack_weight`); the layout is the instruction's.
+(``weight_layout="packed"``, :func:`dense_int8_pack_weight`); the layout is the instruction's. Its
+output is int32, or uint8 requantized as PyTorch's quantized Linear's (``requant_scale``).
 """
 from __future__ import annotations
 
