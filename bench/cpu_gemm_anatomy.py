@@ -470,9 +470,9 @@ def main(argv=None):
                 amx_c = "loaded" if " loaded" in name else "zeroed"
                 rows[row], flops[row] = (dense_int8(knobs, packed, kept, a_layout, amx_c), gemm_flop), gemm_flop
                 # bench/cpu_microkernels.py times the int8 GEMM on packed weights with the template's
-                # defaults (the configuration kept, A in place, C zeroed)
-                if packed and (kept == "kept" and a_layout == "rows" and amx_c == "zeroed" or "amx" not in name):
-                    variants[row] = ("int8", knobs)
+                # defaults (the configuration kept, C zeroed; A in place, or in panels: its amx_a)
+                if packed and (kept == "kept" and amx_c == "zeroed" or "amx" not in name):
+                    variants[row] = ("int8", dict(knobs, amx_a="panels") if a_layout == "panels" else knobs)
     if "conv8" in only and isa.int8:
         N_, CI, H, W, CO, KH, KW, _, _ = CONV8
         conv_flop = 2.0 * N_ * CO * H * W * CI * KH * KW

@@ -247,11 +247,15 @@ def tuned(key: str, logs: str, knobs: dict | None = None):
     task = autotune.task.create(name, args=targs, target="llvm")
     if knobs:
         from cpu_gemm_anatomy import config          # bench/cpu_gemm_anatomy.py
+        knobs = dict(knobs)
+        amx_a = knobs.pop("amx_a", None)    # not a knob: the template's argument (A packed in 64-K panels)
+        if amx_a and key in ("int8", "int8q"):
+            task = autotune.task.create(name, args=targs[:4] + ("kept", amx_a) + targs[6:], target="llvm")
         # (through a worker's JSON arguments tuples arrive as lists)
         cfg = config(task, **{k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()})
         with tc.target.Target("llvm"):
             s, args = task.instantiate(cfg)
-        where = f"--knobs: {cfg}"
+        where = f"--knobs: {cfg}" + (f", amx_a={amx_a!r}" if amx_a else "")
     elif os.path.exists(path) and key == "int8q":     # int8's log: the same space, another workload
         best = autotune.record.pick_best(path)
         int8_args = tuple(WORKLOADS["int8"][1])

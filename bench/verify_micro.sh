@@ -50,7 +50,7 @@ export TILECRAFT_NUM_THREADS=2
     --match '^kernel (8x32|6x64|12x32|14x32) u.$|er-tuned|s21-tuned|kc512|kc1024|padded kc128$|c_block$|14x32 padded$' \
     --best "$OUT/anatomy_best_fp32.json" 2>&1 | tee "$OUT/cpu_gemm_anatomy_fp32.log" | tail -40 )
 ( timeout 100 taskset -c "$CPUS" python3 bench/cpu_gemm_anatomy.py --threads 2 --rounds 3 --only int8,conv8 \
-    --match '^(?!.*panels)' --best "$OUT/anatomy_best_int8.json" 2>&1 | tee "$OUT/cpu_gemm_anatomy_int8.log" | tail -45 )
+    --match 'kernel|vnni|kept|conv' --best "$OUT/anatomy_best_int8.json" 2>&1 | tee "$OUT/cpu_gemm_anatomy_int8.log" | tail -45 )
 python3 - "$OUT" <<'PY'
 import json, os, sys
 out, best = sys.argv[1], {}
