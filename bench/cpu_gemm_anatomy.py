@@ -67,7 +67,7 @@ FP32_GEMMS = {  # the tuned config of the quiet Emerald Rapids run (session 19),
     "8x32 c_block kc128": dict(tile=(8, 32), kc=128, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4,
                                pack_a=1, pack_b=1, c_block=1),
     # the best of session 21's 48-trial tuning on Emerald Rapids (221 GFLOP/s, not quiet: the
-    # untuned default on Intel AVX-512, matmul_microkernel.INTEL_AVX512_FALLBACK), and
+    # untuned default on Intel AVX-512 until session 23, whose default is "8x32 kc1024 c_block"), and
     # blockings for its 48 KB L1d / 2 MB L2: the kc x nr B slice in L1 beside the A panel, the
     # mc*mr x kc A block and the kc x nc*nr B block in L2
     "8x32 generic fallback": dict(tile=(8, 32), kc=256, mc_tiles=4, nc_tiles=4, order="mn", k_unroll=4,

@@ -242,9 +242,9 @@ def test_a_task_for_another_cpu_tiles_and_builds_for_it():
 
 
 def test_the_untuned_gemm_follows_the_vendor():
-    """Intel AVX-512: session 21's tuned Emerald Rapids config where it covers the shape; Zen
-    (and shapes it does not cover) keep the generic fallback: half the registers in
-    accumulators, rows of blocks outermost, A read in place."""
+    """Intel AVX-512: the Emerald Rapids default (8 × 32, C blocks in a block buffer over up to
+    1024 of K) where it covers the shape; Zen (and shapes it does not cover) keep the generic
+    fallback: half the registers in accumulators, rows of blocks outermost, A read in place."""
     from tilecraft.topi import cpu_intrinsics, matmul_microkernel as mm
     er, zen = cpu_intrinsics.vector_isa("llvm -mcpu=emeraldrapids"), cpu_intrinsics.vector_isa("llvm -mcpu=znver5")
     tiles = mm.register_tiles(er, 16, 1024, 1024, pad_m=True)
@@ -252,6 +252,10 @@ def test_the_untuned_gemm_follows_the_vendor():
     generic = mm.fallback_knobs(1024, 1024, 1024, mm.register_tiles(zen, 16, 1024, 1024, pad_m=True), zen, "amd")
     assert generic == dict(tile=(8, 32), kc=256, mc_tiles=4, nc_tiles=4, order="mn", k_unroll=4, pack_a=0,
                            pack_b=1, c_block=0, a_prefetch=0)
+    assert mm.INTEL_AVX512_FALLBACK["kc"] == 1024 and mm.INTEL_AVX512_FALLBACK["c_block"] == 1
+    # a K that 1024 does not divide: the longest of 512 and 256 that does
+    assert mm.fallback_knobs(1024, 1024, 768, tiles, er, "intel") == dict(mm.INTEL_AVX512_FALLBACK, kc=256)
+    assert mm.fallback_knobs(1024, 1024, 1536, tiles, er, "intel") == dict(mm.INTEL_AVX512_FALLBACK, kc=512)
     # a shape the Intel blocks do not divide: the generic fallback there too
     small = mm.fallback_knobs(96, 64, 128, mm.register_tiles(er, 16, 96, 64, pad_m=True), er, "intel")
     assert small["mc_tiles"] != 32 and small["order"] == "mn"
