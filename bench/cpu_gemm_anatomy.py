@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -66,7 +67,7 @@ FP32_GEMMS = {  # the tuned config of the quiet Emerald Rapids run (session 19),
     "8x32 c_block kc128": dict(tile=(8, 32), kc=128, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4,
                                pack_a=1, pack_b=1, c_block=1),
     # the best of session 21's 48-trial tuning on Emerald Rapids (221 GFLOP/s, not quiet: the
-    # untuned default on Intel AVX-512, matmul_microkernel.INTEL_AVX512_FALLBACK), and
+    # untuned default on Intel AVX-512 until session 23, whose default is "8x32 kc1024 c_block"), and
     # blockings for its 48 KB L1d / 2 MB L2: the kc x nr B slice in L1 beside the A panel, the
     # mc*mr x kc A block and the kc x nc*nr B block in L2
     "8x32 generic fallback": dict(tile=(8, 32), kc=256, mc_tiles=4, nc_tiles=4, order="mn", k_unroll=4,
@@ -79,12 +80,30 @@ FP32_GEMMS = {  # the tuned config of the quiet Emerald Rapids run (session 19),
                                   pack_a=1, pack_b=1, c_block=1),
     "6x64 padded kc128": dict(tile=(6, 64), kc=128, mc_tiles=4, nc_tiles=2, order="nm", k_unroll=4,
                               pack_a=1, pack_b=1, c_block=1),
+    # (session 23) C blocks over more of K (fewer passes of C through the kernels: kc 512 and the
+    # whole 1024, the B slice then in L2), for Emerald Rapids' 2-core runs
+    "8x32 kc512 c_block": dict(tile=(8, 32), kc=512, mc_tiles=16, nc_tiles=4, order="nm", k_unroll=4,
+                               pack_a=1, pack_b=1, c_block=1),
+    "8x32 kc1024 16x4": dict(tile=(8, 32), kc=1024, mc_tiles=16, nc_tiles=4, order="nm", k_unroll=4,
+                             pack_a=1, pack_b=1, c_block=0),
+    "12x32 padded kc512": dict(tile=(12, 32), kc=512, mc_tiles=4, nc_tiles=8, order="nm", k_unroll=2,
+                               pack_a=1, pack_b=1, c_block=1),
+    "6x64 padded kc512": dict(tile=(6, 64), kc=512, mc_tiles=4, nc_tiles=2, order="nm", k_unroll=4,
+                              pack_a=1, pack_b=1, c_block=1),
 }
 INT8_DENSES = {
     # amx_tile (0, 0): the vector kernel where the target has AMX (the knob exists only there)
     "vnni 8x32": dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=8, order="nm", k_unroll=4, amx_tile=(0, 0)),
     "vnni 8x16 er-tuned": dict(tile=(8, 16), kc=1024, mc_tiles=4, nc_tiles=16, order="mn", k_unroll=1,
                                amx_tile=(0, 0)),
+    # (session 23) C tiles over the whole K (the intrinsic's body: no reset, no C loads), the
+    # untuned default since (matmul_microkernel.int8_fallback_knobs); the 4 x 64 tile (16 zmm)
+    "vnni 8x32 kc1024 (fallback)": dict(tile=(8, 32), kc=1024, mc_tiles=16, nc_tiles=4, order="nm", k_unroll=4,
+                                        amx_tile=(0, 0)),
+    "vnni 8x32 kc1024 8x8 mn": dict(tile=(8, 32), kc=1024, mc_tiles=8, nc_tiles=8, order="mn", k_unroll=4,
+                                    amx_tile=(0, 0)),
+    "vnni 4x64 kc1024": dict(tile=(4, 64), kc=1024, mc_tiles=8, nc_tiles=4, order="mn", k_unroll=4,
+                             amx_tile=(0, 0)),
 }
 CONV8 = (1, 64, 56, 56, 64, 3, 3, 1, 1)       # bench/cpu_microkernels.py's conv2d, int8
 CONV8_CONFIGS = {   # the quiet Emerald Rapids tuned config (session 19, vector kernel), and AMX tiles
@@ -120,6 +139,16 @@ AMX_DENSES = {
     "amx 32x32 kc256 kept panels": dict(amx_tile=(32, 32), kc=256, mc_tiles=8, nc_tiles=8, order="nm"),
     "amx 32x32 kc512 prefetch A kept panels": dict(amx_tile=(32, 32), kc=512, mc_tiles=4, nc_tiles=16,
                                                    order="mn", amx_prefetch=1),
+    # (session 23) C zeroed in the tiles (amx_c "zeroed", the default of every row above) or zeros
+    # stored and loaded ("loaded", session 22's); C blocks over the whole K (kc 1024: one call a
+    # block, every call from zeroed tiles), other blockings of it
+    "amx 32x32 er-tuned kept loaded": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn"),
+    "amx 32x32 kc256 kept loaded": dict(amx_tile=(32, 32), kc=256, mc_tiles=8, nc_tiles=8, order="nm"),
+    "amx 32x32 kc1024 8x8 nm kept": dict(amx_tile=(32, 32), kc=1024, mc_tiles=8, nc_tiles=8, order="nm"),
+    "amx 32x32 kc1024 16x2 nm kept": dict(amx_tile=(32, 32), kc=1024, mc_tiles=16, nc_tiles=2, order="nm"),
+    "amx 32x16 kc1024 kept": dict(amx_tile=(32, 16), kc=1024, mc_tiles=8, nc_tiles=8, order="mn"),
+    "amx 32x32 kc1024 prefetch A kept": dict(amx_tile=(32, 32), kc=1024, mc_tiles=4, nc_tiles=16, order="mn",
+                                             amx_prefetch=1),
 }
 
 
@@ -129,6 +158,8 @@ def parse_args(argv=None):
     p.add_argument("--only", default="fp32,int8,conv8")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--asm", action="store_true", help="print the micro-kernels' hot loops, counted")
+    p.add_argument("--match", default="", metavar="REGEX", help="only the rows whose names match (re.search; "
+                   "the FMA peak always), e.g. 'kc1024|er-tuned'")
     p.add_argument("--best", metavar="FILE", help="write the fastest whole-template variant of each family "
                    "as JSON {workload: knobs} for bench/cpu_microkernels.py --knobs-from FILE")
     return p.parse_args(argv)
@@ -169,8 +200,11 @@ def kernel_alone_fp32(mr, nr, unroll, threads, kc=256, repeat=512):
     return (lambda: mod(a, b, c)), 2.0 * threads * repeat * mr * nr * kc, mod
 
 
-def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0, keep_config=False, a_panels=False):
-    """The int8 micro-kernel (VNNI or AMX) on L1-resident operands, ``repeat`` times per thread."""
+def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0, keep_config=False, a_panels=False,
+                      zero_c=False):
+    """The int8 micro-kernel (VNNI or AMX) on L1-resident operands, ``repeat`` times per thread
+    (each call the whole ``kc``: the intrinsic's body; AMX ``zero_c``: C tiles zeroed in the
+    tile registers, else zeros stored to C and loaded)."""
     import numpy as np
     import tilecraft as tc
     from tilecraft import te
@@ -187,11 +221,11 @@ def kernel_alone_int8(mr, nr, threads, amx, kc=256, repeat=512, prefetch=0, keep
     t = s[C].op.axis[0]
     s[C].parallel(t)
     mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep_config,
-                                  a_panels=a_panels) if amx else \
+                                  a_panels=a_panels, zero_c=zero_c) if amx else \
         cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, unroll=4)
     s[C].tensorize(s[C].op.axis[2], mk)
     if amx:
-        s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep_config, a_panels))
+        s[C].pragma(t, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep_config, a_panels, zero_c))
     mod = tc.build(s, [a, b, C], target="llvm")
     x = np.random.randint(0, 256, (kc // 64, mr, 64) if a_panels else (mr, kc)).astype("uint8")
     w = np.random.randint(-128, 128, (kc // 4, nr, 4)).astype("int8")
@@ -281,9 +315,9 @@ def gemm_fp32(knobs, asm_notes=None, row=None):
     return lambda: mod(a, b, c)
 
 
-def dense_int8(knobs, packed_weight=False, amx_config="call", amx_a="rows"):
+def dense_int8(knobs, packed_weight=False, amx_config="call", amx_a="rows", amx_c="zeroed"):
     import numpy as np
-    args = (N, N, N, "packed" if packed_weight else "NK", amx_config, amx_a)
+    args = (N, N, N, "packed" if packed_weight else "NK", amx_config, amx_a, amx_c)
     mod = template("topi/dense_int8.llvm", args, knobs)
     x = np.random.randint(0, 256, (N, N)).astype("uint8")
     w = np.random.randint(-128, 128, (N, N)).astype("int8")
@@ -375,37 +409,51 @@ def main(argv=None):
     fn, flop = cpu_microkernels.fma_peak(args.threads)
     rows["FMA peak"], flops["FMA peak"] = (fn, flop), flop
     gemm_flop = 2.0 * N ** 3
+    wanted = re.compile(args.match).search if args.match else (lambda name: True)
     if "fp32" in only:
         for mr, nr, u, kc in FP32_KERNELS:
-            if nr % isa.lanes or mr * nr // isa.lanes + nr // isa.lanes + 1 > isa.registers:
+            name = f"kernel {mr}x{nr} u{u}" + (f" kc{kc}" if kc != 256 else "")
+            if nr % isa.lanes or mr * nr // isa.lanes + nr // isa.lanes + 1 > isa.registers or not wanted(name):
                 continue
             fn, flop, mod = kernel_alone_fp32(mr, nr, u, args.threads, kc=kc)
-            name = f"kernel {mr}x{nr} u{u}" + (f" kc{kc}" if kc != 256 else "")
             rows[name], flops[name] = (fn, flop), flop
             if args.asm:
                 notes[name] = hot_loop_summary(mod, "vfmadd")
-        pa, pb = packing_fp32(8, 32)
-        rows["pack A (8-row panels)"], rows["pack B (32-wide panels)"] = (pa, 0), (pb, 0)
+        if wanted("pack A (8-row panels)"):
+            pa, pb = packing_fp32(8, 32)
+            rows["pack A (8-row panels)"], rows["pack B (32-wide panels)"] = (pa, 0), (pb, 0)
         for name, knobs in FP32_GEMMS.items():
             if knobs["tile"][1] % isa.lanes:
                 continue
-            rows[f"panels {name}"], flops[f"panels {name}"] = (panels_fp32(knobs), gemm_flop), gemm_flop
-            fn = gemm_fp32(knobs, notes if args.asm else None, f"gemm {name}")
-            rows[f"gemm {name}"], flops[f"gemm {name}"] = (fn, gemm_flop), gemm_flop
-            variants[f"gemm {name}"] = ("gemm", knobs)
+            if wanted(f"panels {name}"):
+                rows[f"panels {name}"], flops[f"panels {name}"] = (panels_fp32(knobs), gemm_flop), gemm_flop
+            if wanted(f"gemm {name}"):
+                fn = gemm_fp32(knobs, notes if args.asm else None, f"gemm {name}")
+                rows[f"gemm {name}"], flops[f"gemm {name}"] = (fn, gemm_flop), gemm_flop
+                variants[f"gemm {name}"] = ("gemm", knobs)
     if "int8" in only and isa.int8:
         lanes = isa.int8_lanes
-        fn, flop, mod = kernel_alone_int8(8, 2 * lanes, args.threads, amx=False)
-        rows[f"kernel int8 {isa.int8} 8x{2 * lanes}"], flops[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = (fn, flop), flop
-        if args.asm:
-            notes[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = hot_loop_summary(mod, "vpdpbusd" if "vnni" in isa.int8 else "vpmadd")
+        if wanted(f"kernel int8 {isa.int8} 8x{2 * lanes}"):
+            fn, flop, mod = kernel_alone_int8(8, 2 * lanes, args.threads, amx=False)
+            rows[f"kernel int8 {isa.int8} 8x{2 * lanes}"], flops[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = (fn, flop), flop
+            if args.asm:
+                notes[f"kernel int8 {isa.int8} 8x{2 * lanes}"] = hot_loop_summary(mod, "vpdpbusd" if "vnni" in isa.int8 else "vpmadd")
         if isa.amx:
             # kc 1024: A and B (64 KB) overflow a 48 KB L1; 256 fits (16 KB), but the C tiles are
             # loaded and stored 4 times as often
-            for mr, nr, pf, kc in ((32, 32, 0, 1024), (32, 16, 0, 1024), (32, 32, 1, 1024), (32, 32, 0, 256),
-                                   (32, 16, 0, 256)):
-                fn, flop, _ = kernel_alone_int8(mr, nr, args.threads, amx=True, kc=kc, prefetch=pf)
-                row = f"kernel int8 amx {mr}x{nr}" + (f" prefetch {pf}" if pf else "") + f" kc{kc}"
+            # (session 23) the configuration kept, C zeroed in the tiles or stored as zeros and loaded
+            for mr, nr, pf, kc, keep, zero in ((32, 32, 0, 1024, False, False), (32, 16, 0, 1024, False, False),
+                                               (32, 32, 1, 1024, False, False), (32, 32, 0, 256, False, False),
+                                               (32, 16, 0, 256, False, False),
+                                               (32, 32, 0, 256, True, False), (32, 32, 0, 256, True, True),
+                                               (32, 32, 0, 1024, True, False), (32, 32, 0, 1024, True, True),
+                                               (32, 32, 1, 1024, True, True)):
+                row = (f"kernel int8 amx {mr}x{nr}" + (f" prefetch {pf}" if pf else "") + f" kc{kc}"
+                       + (" kept" if keep else "") + (" zeroed" if zero else ""))
+                if not wanted(row):
+                    continue
+                fn, flop, _ = kernel_alone_int8(mr, nr, args.threads, amx=True, kc=kc, prefetch=pf,
+                                                keep_config=keep, zero_c=zero)
                 rows[row], flops[row] = (fn, flop), flop
         denses = dict(INT8_DENSES)
         if isa.amx:
@@ -415,16 +463,23 @@ def main(argv=None):
                 continue
             for packed in (False, True) if "er-tuned" in name else (True,):
                 row = f"dense {name}{' packed weight' if packed else ''}"
+                if not wanted(row):
+                    continue
                 kept = "kept" if " kept" in name else "call"
-                a_layout = "panels" if name.endswith(" panels") else "rows"
-                rows[row], flops[row] = (dense_int8(knobs, packed, kept, a_layout), gemm_flop), gemm_flop
-                if packed and kept == "call":   # bench/cpu_microkernels.py times the int8 GEMM on packed weights
-                    variants[row] = ("int8", knobs)
+                a_layout = "panels" if " panels" in name else "rows"
+                amx_c = "loaded" if " loaded" in name else "zeroed"
+                rows[row], flops[row] = (dense_int8(knobs, packed, kept, a_layout, amx_c), gemm_flop), gemm_flop
+                # bench/cpu_microkernels.py times the int8 GEMM on packed weights with the template's
+                # defaults (the configuration kept, C zeroed; A in place, or in panels: its amx_a)
+                if packed and (kept == "kept" and amx_c == "zeroed" or "amx" not in name):
+                    variants[row] = ("int8", dict(knobs, amx_a="panels") if a_layout == "panels" else knobs)
     if "conv8" in only and isa.int8:
         N_, CI, H, W, CO, KH, KW, _, _ = CONV8
         conv_flop = 2.0 * N_ * CO * H * W * CI * KH * KW
         for name, knobs in {**CONV8_CONFIGS, **(CONV8_AMX_CONFIGS if isa.amx else {})}.items():
             kept = "kept" if name.endswith(" kept") else "call"
+            if not wanted(f"conv int8 {name}"):
+                continue
             rows[f"conv int8 {name}"], flops[f"conv int8 {name}"] = (conv_int8(knobs, kept), conv_flop), conv_flop
             if kept == "call":
                 variants[f"conv int8 {name}"] = ("conv8", knobs)

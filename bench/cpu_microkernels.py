@@ -16,6 +16,12 @@ Workloads (``--only``):
   beforehand, ``weight_layout="packed"``, as PyTorch's quantized Linear keeps its weights)
   beside PyTorch's quantized linear (``torch.ao.nn.quantized.Linear``, engines ``x86`` (fbgemm)
   and ``onednn``), and as a multiple of our fp32 GEMM's FLOP/s;
+- ``int8q``: the same GEMM with its output requantized to uint8 as PyTorch's quantized Linear's is
+  (``topi/dense_int8.llvm`` with ``requant_scale`` 1/4096 and ``requant_zero_point`` 128: the
+  module's output scale and zero point below; its epilogue applied to each block of C in the
+  parallel loop), the config of the ``int8`` log: like with like, since PyTorch's figure
+  includes that epilogue but no quantize / dequantize of floats (its input is already quint8
+  with zero point 0, and the weights' zero point is 0, so neither side compensates a zero point);
 - ``conv``: conv2d 1×64×56×56, 64 filters 3×3, pad 1, fp32 (``topi/conv2d_nchwc_tensorized.llvm``)
   beside ``torch.nn.functional.conv2d`` (oneDNN);
 - ``conv8``: the same conv2d uint8 × int8 → int32 (``topi/conv2d_nchwc_int8.llvm``) beside
@@ -26,8 +32,8 @@ the same thread count (``bench/process_timing.py``): timed in one process, the r
 thread pools kept spinning after each call and slowed whatever ran next. The parent asks the
 workers in turns (``--rounds`` rounds, about 0.2 s of calls each, after a pause) and reports the
 medians; the load average is printed before and after, since a shared machine's figures are only
-as good as its quiet. PyTorch's quantized ops requantize their output to uint8 (a little more
-work than our int32 output); ops are counted as 2·M·N·K.
+as good as its quiet. PyTorch's quantized ops requantize their output to uint8 (``int8``'s int32 output
+does a little less work; ``int8q`` does the same); ops are counted as 2·M·N·K.
 Results are checked first: fp32 against float64 numpy, int8 exactly against int64 numpy.
 """
 from __future__ import annotations
@@ -48,6 +54,9 @@ WORKLOADS = {   # key: (template, args, log)
     "gemm": ("topi/matmul_tensorized.llvm", (N_GEMM, N_GEMM, N_GEMM, "float32"), "microkernel_gemm_fp32_1024"),
     # int8: the weights packed beforehand (weight_layout "packed"), as PyTorch's quantized Linear keeps them
     "int8": ("topi/dense_int8.llvm", (N_GEMM, N_GEMM, N_GEMM, "packed"), "microkernel_dense_int8_packed_1024"),
+    # int8 requantized to uint8 (PyTorch's Linear's epilogue), measured with the int8 log's best config
+    "int8q": ("topi/dense_int8.llvm", (N_GEMM, N_GEMM, N_GEMM, "packed", "kept", "rows", "zeroed", 1 / 4096, 128),
+              "microkernel_dense_int8_packed_1024"),
     "conv": ("topi/conv2d_nchwc_tensorized.llvm", CONV + ("float32",), "microkernel_conv2d_fp32_56"),
     "conv8": ("topi/conv2d_nchwc_int8.llvm", CONV, "microkernel_conv2d_int8_56"),
 }
@@ -56,7 +65,7 @@ WORKLOADS = {   # key: (template, args, log)
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", default="2,1", help="thread counts, one child process each")
-    p.add_argument("--only", default="gemm,int8,conv,conv8", help="workloads: " + ",".join(WORKLOADS))
+    p.add_argument("--only", default="gemm,int8,int8q,conv,conv8", help="workloads: " + ",".join(WORKLOADS))
     p.add_argument("--tune", type=int, default=0, metavar="TRIALS",
                    help="tune each workload up to TRIALS candidates first (with the largest thread count)")
     p.add_argument("--rounds", type=int, default=7, help="timing rounds (ours and the references in turns); "
@@ -149,6 +158,9 @@ def fma_peak(threads: int):
 def tune(key: str, trials: int, logs: str) -> None:
     import tilecraft.autotune as autotune
 
+    if key == "int8q":
+        print("int8q: measured with the int8 log's best config (tune int8)")
+        return
     name, targs, log = WORKLOADS[key]
     path = os.path.join(logs, log + ".jsonl")
     task = autotune.task.create(name, args=targs, target="llvm")
@@ -235,11 +247,23 @@ def tuned(key: str, logs: str, knobs: dict | None = None):
     task = autotune.task.create(name, args=targs, target="llvm")
     if knobs:
         from cpu_gemm_anatomy import config          # bench/cpu_gemm_anatomy.py
+        knobs = dict(knobs)
+        amx_a = knobs.pop("amx_a", None)    # not a knob: the template's argument (A packed in 64-K panels)
+        if amx_a and key in ("int8", "int8q"):
+            task = autotune.task.create(name, args=targs[:4] + ("kept", amx_a) + targs[6:], target="llvm")
         # (through a worker's JSON arguments tuples arrive as lists)
         cfg = config(task, **{k: tuple(v) if isinstance(v, list) else v for k, v in knobs.items()})
         with tc.target.Target("llvm"):
             s, args = task.instantiate(cfg)
-        where = f"--knobs: {cfg}"
+        where = f"--knobs: {cfg}" + (f", amx_a={amx_a!r}" if amx_a else "")
+    elif os.path.exists(path) and key == "int8q":     # int8's log: the same space, another workload
+        best = autotune.record.pick_best(path)
+        int8_args = tuple(WORKLOADS["int8"][1])
+        rec = next(r for r in best if tuple(r[0].task.args) == int8_args)
+        cfg = task.config_space.get(rec[0].config.index)
+        with tc.target.Target("llvm"):
+            s, args = task.instantiate(cfg)
+        where = f"the int8 log's best, {os.path.relpath(path, ROOT)}: {cfg}"
     elif os.path.exists(path):
         best = autotune.record.pick_best(path)
         n = len(autotune.record.load_from_file(path))
@@ -265,13 +289,17 @@ def inputs(key: str, seed: int = 0):
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    if key in ("gemm", "int8"):
+    if key in ("gemm", "int8", "int8q"):
         n = N_GEMM
         if key == "gemm":
             a, b = rng.uniform(-1, 1, (n, n)).astype("float32"), rng.uniform(-1, 1, (n, n)).astype("float32")
             return (a, b), a.astype(np.float64) @ b.astype(np.float64)
         a, w = rng.integers(0, 256, (n, n)).astype("uint8"), rng.integers(-128, 128, (n, n)).astype("int8")
-        return (a, w), a.astype(np.int64) @ w.astype(np.int64).T
+        acc = a.astype(np.int64) @ w.astype(np.int64).T
+        if key == "int8q":      # float32 requantization, rounding half to even (as the template's)
+            scale, zp = WORKLOADS["int8q"][1][7:9]
+            return (a, w), np.clip(np.rint(acc.astype(np.float32) * np.float32(scale)) + zp, 0, 255)
+        return (a, w), acc
     import torch
     N, CI, H, W, CO, KH, KW, stride, pad = CONV
     if key == "conv8":
@@ -292,12 +320,13 @@ def setup_tilecraft(key: str, logs: str, knobs: dict | None = None):
 
     mod, where, args = tuned(key, logs, knobs)
     ins, ref = inputs(key)
-    if key == "int8":           # the weights packed once, outside the timed call
+    if key in ("int8", "int8q"):           # the weights packed once, outside the timed call
         from tilecraft.topi.matmul_microkernel import dense_int8_pack_weight
         ins = (ins[0], dense_int8_pack_weight(ins[1], args[1].shape[2].value))
-    out = np.full(ref.shape, -7, "int32") if key in ("int8", "conv8") else np.full(ref.shape, np.nan, "float32")
+    out = (np.full(ref.shape, -7, "int32") if key in ("int8", "conv8") else np.full(ref.shape, 7, "uint8")
+           if key == "int8q" else np.full(ref.shape, np.nan, "float32"))
     mod(*ins, out)
-    if key in ("int8", "conv8"):
+    if key in ("int8", "int8q", "conv8"):
         assert (out == ref.astype(np.int64)).all(), f"the {key} module is not exact"
     else:
         err = np.linalg.norm(out - ref) / np.linalg.norm(ref)
@@ -330,12 +359,12 @@ def setup_torch_quantized(key: str, engine: str):
     warnings.simplefilter("ignore")             # quantized tensors' deprecation warning
     torch.backends.quantized.engine = engine
     (x, w), _ = inputs(key)
-    if key == "int8":
+    if key in ("int8", "int8q"):
         m = torch.ao.nn.quantized.Linear(N_GEMM, N_GEMM, dtype=torch.qint8)
     else:
         m = torch.ao.nn.quantized.Conv2d(CONV[1], CONV[4], CONV[5], padding=CONV[8])
     m.set_weight_bias(torch.quantize_per_tensor(torch.from_numpy(w.astype("float32")), 1.0, 0, torch.qint8), None)
-    m.scale, m.zero_point = 4096.0, 128
+    m.scale, m.zero_point = 4096.0, 128         # int8q's requant_scale 1/4096 and zero point
     qx = torch.quantize_per_tensor(torch.from_numpy(x.astype("float32")), 1.0, 0, torch.quint8)
     return lambda: m(qx)
 
@@ -370,7 +399,7 @@ def contestants(key: str, threads: int, logs: str, knobs: dict | None = None) ->
     elif key == "conv":
         out["torch conv2d (oneDNN)"] = C(me, "setup_torch", {"key": key})
     else:
-        what = "Linear" if key == "int8" else "Conv2d"
+        what = "Linear" if key in ("int8", "int8q") else "Conv2d"
         for eng in torch_engines():
             out[f"torch quantized {what} ({eng})"] = C(me, "setup_torch_quantized", {"key": key, "engine": eng})
     return out
@@ -379,7 +408,7 @@ def contestants(key: str, threads: int, logs: str, knobs: dict | None = None) ->
 def report(key: str, t: dict, results: dict) -> None:
     """Print one workload's figures (``t``: ``{name: Timing}`` from ``time_apart``)."""
     where = t["tilecraft"].info
-    if key in ("gemm", "int8"):
+    if key in ("gemm", "int8", "int8q"):
         n = N_GEMM
         g = {k: 2.0 * n ** 3 / v.median / 1e9 for k, v in t.items()}
     if key == "gemm":
@@ -394,8 +423,9 @@ def report(key: str, t: dict, results: dict) -> None:
         print(f"  FMA peak (measured){'':<7}{peak:8.1f} GFLOP/s  (an FMA loop, every thread, in the same rounds)")
         print(f"  ours / best reference: {g['tilecraft'] / best_ref:.2f}x (target >= 1.0); ours / FMA peak: "
               f"{100 * g['tilecraft'] / peak:.0f}% (target >= 90%)")
-    elif key == "int8":
-        print(f"int8 GEMM {n}³, uint8 × int8 → int32 ({where})")
+    elif key in ("int8", "int8q"):
+        print(f"int8 GEMM {n}³, uint8 × int8 → " + ("int32" if key == "int8" else
+              "int32 → uint8 requantized, as PyTorch's output") + f" ({where})")
         for k, v in g.items():
             print(f"  {k:<34}{v:8.1f} Gop/s")
         refs = [v for k, v in g.items() if k != "tilecraft"]
@@ -423,7 +453,8 @@ def measure(args, threads: int) -> None:
     results = {}
     only = args.only.split(",")
     for key in [k for k in WORKLOADS if k in only]:      # int8 after gemm compares with our fp32 GEMM
-        t = process_timing.time_apart(contestants(key, threads, args.logs, args.knobs.get(key)),
+        knobs = args.knobs.get(key) or (args.knobs.get("int8") if key == "int8q" else None)   # int8q: int8's
+        t = process_timing.time_apart(contestants(key, threads, args.logs, knobs),
                                       threads=threads, rounds=args.rounds)
         report(key, t, results)
         sys.stdout.flush()

@@ -27,7 +27,7 @@ def _binds(c):
     inspect.signature(getattr(module, c.function)).bind(**c.kwargs)
 
 
-@pytest.mark.parametrize("key", ["gemm", "int8", "conv", "conv8"])
+@pytest.mark.parametrize("key", ["gemm", "int8", "int8q", "conv", "conv8"])
 def test_micro_kernel_contestants_name_their_set_ups(key, monkeypatch):
     cm = load("cpu_microkernels")
     monkeypatch.setattr(cm, "torch_engines", lambda: ["x86"])

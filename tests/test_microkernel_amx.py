@@ -183,6 +183,8 @@ def test_dense_int8_chooses_amx_from_the_target():
             s, args = task.func(*task.args)
     asm = tc.build(s, args, target=SPR).get_source("asm")
     assert "tdpbusd" in asm and "tileloadd" in asm and "ldtilecfg" in asm
+    # the untuned AMX config: the kept configuration, C zeroed, the next A and B rows prefetched
+    assert "tilecraft_amx_u8s8s32_32x32_pf2_kc_z" in asm and "tilezero" in asm and "prefetcht0" in asm
     other = autotune.task.create("topi/dense_int8.llvm", args=(64, 64, 256), target="llvm -mcpu=znver4")
     assert "amx_tile" not in other.config_space.space_map and "amx_prefetch" not in other.config_space.space_map
 
@@ -427,3 +429,106 @@ def test_conv2d_int8_on_amx_runs_exactly(check_llvm, rng, amx_config):
             with tc.target.Target("llvm"):
                 s, (data, kernel, out) = task.instantiate(_amx_conv_config(task, rng))
             check_llvm(s, [data, kernel, out], {data: x, kernel: w}, {out: want}, rtol=0, atol=0, passes=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# C tiles zeroed in the tile registers (zero_c / amx_c="zeroed")
+
+@pytest.mark.parametrize("keep_config", [False, True])
+@pytest.mark.parametrize("tile", cpu_amx.AMX_TILES)
+def test_the_zeroing_twin_starts_from_tilezero_and_never_reads_c(tile, keep_config):
+    """``amx_kernel_ir(..., zero_c=True)`` defines the kernel and its ``_z`` twin: the twin
+    zeroes its C tiles (one ``tilezero`` each, before the loop) instead of loading them, and
+    stores them once after the loop; the loop is the kernel's."""
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    mr, nr = tile
+    tiles_c, tiles_a, tiles_b = mr * nr // 256, mr // 16, nr // 16
+    ir = cpu_amx.amx_kernel_ir(mr, nr, 0, keep_config, zero_c=True)
+    name = cpu_amx.amx_kernel_name(mr, nr, 0, keep_config)
+    assert cpu_amx.amx_kernel_name(mr, nr, 0, keep_config, zeroed=True) == name + "_z"
+    assert f"define void @{name}(" in ir and f"define void @{name}_z(" in ir
+    assert f"@{name}_z(" not in cpu_amx.amx_kernel_ir(mr, nr, 0, keep_config)
+    mod = llvm.parse_assembly(ir)
+    mod.verify()
+    tm = llvm.Target.from_triple("x86_64-unknown-linux-gnu").create_target_machine(cpu="sapphirerapids", opt=2)
+    asm = tm.emit_assembly(mod)
+    twin = asm[asm.index(f"{name}_z:"):]
+    twin = twin[:twin.index(".Lfunc_end")]
+    ops = [x.split()[0] for x in twin.splitlines() if x.startswith("\t") and not x.startswith("\t.")]
+    assert ops.count("tilezero") == tiles_c and ops.count("tilestored") == tiles_c
+    assert ops.count("tileloadd") == tiles_a + tiles_b          # the loop's A and B tiles only
+    loop = [x.split()[0] for x in hot_loop(twin, "tdpbusd")]
+    assert loop.count("tdpbusd") == tiles_c and "tilezero" not in loop and "tilestored" not in loop
+
+
+def test_the_zeroing_intrinsic_has_no_reset():
+    mk = cpu_amx.gemm_u8s8s32_amx(32, 32, 128, keep_config=True, zero_c=True)
+    assert mk.name == "gemm_u8s8s32_amx_32x32x128_kc_z" and mk.reduce_init is None
+    assert '"tilecraft_amx_u8s8s32_32x32_kc_z"' in str(mk.body) and 'C.access_ptr("w"' in str(mk.body)
+    assert '"tilecraft_amx_u8s8s32_32x32_kc"' in str(mk.reduce_update)
+
+
+@pytest.mark.parametrize("amx_config", ["call", "kept"])
+@pytest.mark.parametrize("kc", [64, 128])       # K in slices (body at the first, update after) and whole
+def test_dense_int8_with_zeroed_c_is_exact_by_the_interpreter(rng, amx_config, kc):
+    """The default ``amx_c="zeroed"``: no reset in the lowered IR, the zeroing kernel called at
+    the first K slice of each C block and the accumulating one after; exact after every pass."""
+    M, N, K = 64, 32, 128
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "NK", amx_config), target=SPR)
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    a[0, :4], w[0, :4] = 255, -128
+    want = a.astype(np.int64) @ w.astype(np.int64).T
+    with tc.target.Target(SPR):
+        s, (d, wt, C) = task.instantiate(_amx_config(task, rng, kc))
+    text = str(tc.lower(s, [d, wt, C], target=SPR))
+    assert "'reset'" not in text and '_z"' in text and ('_kc_z"' in text) == (amx_config == "kept")
+    assert ("'update'" in text) == (kc < K)
+    assert check_passes(s, [d, wt, C], {d: a, wt: w}, {C: want}).checked
+    asm = tc.build(s, [d, wt, C], target=SPR).get_source("asm")
+    assert "tilezero" in asm
+
+
+def test_dense_int8_loads_zeroed_c_where_asked():
+    task = autotune.task.create("topi/dense_int8.llvm", args=(64, 32, 128, "NK", "kept", "rows", "loaded"),
+                                target=SPR)
+    cfg = next(c for c in task.config_space if c["amx_tile"].val == (32, 32) and c["kc"].val == 64)
+    with tc.target.Target(SPR):
+        s, args = task.instantiate(cfg)
+    text = str(tc.lower(s, args, target=SPR))
+    assert "'reset'" in text and "_z" not in text
+    with pytest.raises(ValueError, match=r"topi/dense_int8.llvm: amx_c is 'zeroed' or 'loaded', got 'zero'"):
+        with tc.target.Target(SPR):
+            task = autotune.task.create("topi/dense_int8.llvm", args=(64, 32, 128, "NK", "kept", "rows", "zero"),
+                                        target=SPR)
+            task.instantiate(task.config_space.get(0))
+
+
+@pytest.mark.skipif(not HOST_AMX, reason="this CPU has no AMX (amx-int8): the tile code cannot run here")
+@pytest.mark.parametrize("amx_config", ["call", "kept"])
+@pytest.mark.parametrize("kc", [64, 256])       # K in slices (the twin, then the kernel) and whole (the twin)
+def test_dense_int8_with_zeroed_c_runs_exactly(check_llvm, rng, amx_config, kc):
+    M, N, K = 96, 64, 256
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "NK", amx_config), target="llvm")
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    a[0, :4], w[0, :4] = 255, -128
+    want = a.astype(np.int64) @ w.astype(np.int64).T
+    with tc.target.Target("llvm"):
+        s, (d, wt, C) = task.instantiate(_amx_config(task, rng, kc))
+    check_llvm(s, [d, wt, C], {d: a, wt: w}, {C: want}, rtol=0, atol=0, passes=False)
+
+
+@pytest.mark.parametrize("kc", [64, 128])
+def test_dense_int8_on_amx_requantized_is_exact_by_the_interpreter(rng, kc):
+    """AMX tiles into the int32 block buffer, then PyTorch's requantization to uint8."""
+    M, N, K = 64, 64, 128
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "NK", "kept", "rows", "zeroed", 1 / 512, 7),
+                                target=SPR)
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    acc = a.astype(np.int64) @ w.astype(np.int64).T
+    want = np.clip(np.rint(acc.astype(np.float32) * np.float32(1 / 512)) + 7, 0, 255).astype("uint8")
+    with tc.target.Target(SPR):
+        s, (d, wt, C) = task.instantiate(_amx_config(task, rng, kc))
+    assert check_passes(s, [d, wt, C], {d: a, wt: w}, {C: want}).checked
+    assert "tilezero" in tc.build(s, [d, wt, C], target=SPR).get_source("asm")

@@ -242,9 +242,9 @@ def test_a_task_for_another_cpu_tiles_and_builds_for_it():
 
 
 def test_the_untuned_gemm_follows_the_vendor():
-    """Intel AVX-512: session 21's tuned Emerald Rapids config where it covers the shape; Zen
-    (and shapes it does not cover) keep the generic fallback: half the registers in
-    accumulators, rows of blocks outermost, A read in place."""
+    """Intel AVX-512: the Emerald Rapids default (8 × 32, C blocks in a block buffer over up to
+    1024 of K) where it covers the shape; Zen (and shapes it does not cover) keep the generic
+    fallback: half the registers in accumulators, rows of blocks outermost, A read in place."""
     from tilecraft.topi import cpu_intrinsics, matmul_microkernel as mm
     er, zen = cpu_intrinsics.vector_isa("llvm -mcpu=emeraldrapids"), cpu_intrinsics.vector_isa("llvm -mcpu=znver5")
     tiles = mm.register_tiles(er, 16, 1024, 1024, pad_m=True)
@@ -252,6 +252,10 @@ def test_the_untuned_gemm_follows_the_vendor():
     generic = mm.fallback_knobs(1024, 1024, 1024, mm.register_tiles(zen, 16, 1024, 1024, pad_m=True), zen, "amd")
     assert generic == dict(tile=(8, 32), kc=256, mc_tiles=4, nc_tiles=4, order="mn", k_unroll=4, pack_a=0,
                            pack_b=1, c_block=0, a_prefetch=0)
+    assert mm.INTEL_AVX512_FALLBACK["kc"] == 1024 and mm.INTEL_AVX512_FALLBACK["c_block"] == 1
+    # a K that 1024 does not divide: the longest of 512 and 256 that does
+    assert mm.fallback_knobs(1024, 1024, 768, tiles, er, "intel") == dict(mm.INTEL_AVX512_FALLBACK, kc=256)
+    assert mm.fallback_knobs(1024, 1024, 1536, tiles, er, "intel") == dict(mm.INTEL_AVX512_FALLBACK, kc=512)
     # a shape the Intel blocks do not divide: the generic fallback there too
     small = mm.fallback_knobs(96, 64, 128, mm.register_tiles(er, 16, 96, 64, pad_m=True), er, "intel")
     assert small["mc_tiles"] != 32 and small["order"] == "mn"
@@ -261,3 +265,79 @@ def test_the_untuned_gemm_follows_the_vendor():
         with pytest.warns(UserWarning, match="fallback configuration"):
             s, args = task.func(*task.args)
     assert "packedA" in str(tc.lower(s, args, target="llvm -mcpu=emeraldrapids"))
+
+
+def test_the_untuned_int8_dense_keeps_c_in_registers_over_the_whole_k():
+    """``int8_fallback_knobs``: the longest slice of K whose packed weights (kc × nr bytes) fit
+    in 32 KB, K itself where it can (then each C tile is computed from zeros in registers and
+    stored once: the intrinsic's body, no reset); up to 16 × 4 tiles a block."""
+    from tilecraft.topi.matmul_microkernel import int8_fallback_knobs, register_tiles
+    zen5 = vector_isa("llvm -mcpu=znver5")
+    f = int8_fallback_knobs(1024, 1024, 1024, register_tiles(zen5, 16, 1024, 1024, 1), zen5)
+    assert f == dict(tile=(8, 32), kc=1024, mc_tiles=16, nc_tiles=4, order="nm", k_unroll=4)
+    # 2048 × 32 bytes do not fit: the longest slice that does (a multiple of 64)
+    assert int8_fallback_knobs(64, 64, 2048, register_tiles(zen5, 16, 64, 64, 1), zen5)["kc"] == 1024
+    assert int8_fallback_knobs(16, 32, 320, register_tiles(zen5, 16, 16, 32, 1), zen5)["kc"] == 320
+    avx2 = vector_isa("llvm -mcpu=znver3")
+    f = int8_fallback_knobs(24, 40, 100, register_tiles(avx2, 8, 24, 40, 4), avx2)
+    assert f["kc"] == 100 and 24 % (f["tile"][0] * f["mc_tiles"]) == 0 and 40 % (f["tile"][1] * f["nc_tiles"]) == 0
+
+
+@needs_int8
+@pytest.mark.parametrize("M, N, K", [(24, 64, 320), (16, 32, 2048)], ids=["whole-k", "k-slices"])
+def test_the_untuned_int8_dense_is_exact(check_llvm, rng, M, N, K):
+    """The fallback config on packed weights, K in one slice (body only) and in slices (reset and
+    update), exact on the full uint8 / int8 ranges, poisoned output."""
+    from tilecraft.topi.matmul_microkernel import dense_int8_pack_weight
+    N = N if N % ISA.int8_lanes == 0 else 2 * ISA.int8_lanes
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, "packed"), target="llvm")
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    a[0, :4], w[0, :4] = 255, -128
+    want = a.astype(np.int64) @ w.astype(np.int64).T
+    s, (d, wt, C) = instantiate(task, None)
+    text = str(tc.lower(s, [d, wt, C]))
+    assert ("'reset'" in text) == (K == 2048)
+    check_llvm(s, [d, wt, C], {d: a, wt: dense_int8_pack_weight(w, wt.shape[2].value)}, {C: want},
+               rtol=0, atol=0, passes=False)
+
+
+def requantized(acc, scale, zero_point):
+    """PyTorch's quantized Linear's epilogue in numpy: float32, half to even, clipped to uint8."""
+    return np.clip(np.rint(acc.astype(np.float32) * np.float32(scale)) + zero_point, 0, 255).astype("uint8")
+
+
+@needs_int8
+@pytest.mark.parametrize("layout", ["NK", "packed"])
+def test_dense_int8_requantized_to_uint8_is_exact(check_llvm, rng, layout):
+    """``requant_scale``: the uint8 output of PyTorch's quantized Linear, from int32 blocks of C
+    computed in a block buffer, on the fallback and random configs; the inputs reach both clips
+    and exact ties (multiples of half the step: rounded to even)."""
+    from tilecraft.topi.matmul_microkernel import dense_int8_pack_weight
+    M, N, K = 24, 3 * ISA.int8_lanes, 128
+    scale, zp = 1 / 256, 100
+    task = autotune.task.create("topi/dense_int8.llvm", args=(M, N, K, layout, "kept", "rows", "zeroed", scale, zp),
+                                target="llvm")
+    a, w = int8_inputs(rng, ((M, K), "u"), ((N, K), "s"))
+    a[0], w[0], w[1] = 255, 127, -128               # row 0 clips high and low
+    a[1], w[2] = 0, 0
+    a[1, :3], w[2, :2] = (1, 1, 8), (64, 64)        # 128 / 256 = 0.5: a tie, to even (0), not away (1)
+    w[3, :3] = 64                                   # 640 / 256 = 2.5: to 2, not 3
+    acc = a.astype(np.int64) @ w.astype(np.int64).T
+    want = requantized(acc, scale, zp)
+    assert want[0, 0] == 255 and want[0, 1] == 0 and acc[1, 2] == 128 and acc[1, 3] == 640
+    assert want[1, 2] == zp and want[1, 3] == zp + 2
+    for cfg in configs(task, rng):
+        s, (d, wt, C) = instantiate(task, cfg)
+        assert C.dtype == "uint8" and "C.block" in str(tc.lower(s, [d, wt, C]))
+        wv = dense_int8_pack_weight(w, wt.shape[2].value) if layout == "packed" else w
+        check_llvm(s, [d, wt, C], {d: a, wt: wv}, {C: want}, rtol=0, atol=0, passes=False)
+
+
+def test_dense_int8_requantization_errors():
+    for scale, zp in ((-1.0, 0), (0.5, 256), (0.5, -1)):
+        with pytest.raises(ValueError, match=r"topi/dense_int8.llvm: requant_scale must be > 0 \(0: int32 output\) "
+                                             r"and requant_zero_point in \[0, 255\]"):
+            task = autotune.task.create("topi/dense_int8.llvm", args=(16, 32, 64, "NK", "kept", "rows", "zeroed",
+                                                                      scale, zp), target="llvm -mcpu=cascadelake")
+            with tc.target.Target("llvm -mcpu=cascadelake"):
+                task.instantiate(task.config_space.get(0))

@@ -35,12 +35,15 @@ AMX_TILES = ((32, 32), (16, 32), (32, 16), (16, 16))     # (mr, nr): the C tiles
 AMX_PREFETCH = (0, 1, 2)     # the kernel's software prefetch: none, the next A tiles, A and B tiles
 
 
-def amx_kernel_name(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False, a_panels: bool = False) -> str:
+def amx_kernel_name(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False, a_panels: bool = False,
+                    zeroed: bool = False) -> str:
+    """The symbol of :func:`amx_kernel_ir`'s kernel (``zeroed``: of its C-zeroing twin, ``_z``)."""
     return (f"tilecraft_amx_u8s8s32_{mr}x{nr}" + (f"_pf{prefetch}" if prefetch else "")
-            + ("_kc" if keep_config else "") + ("_pa" if a_panels else ""))
+            + ("_kc" if keep_config else "") + ("_pa" if a_panels else "") + ("_z" if zeroed else ""))
 
 
-def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False, a_panels: bool = False) -> str:
+def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False, a_panels: bool = False,
+                  zero_c: bool = False) -> str:
     """LLVM IR of ``void tilecraft_amx_u8s8s32_{mr}x{nr}(int32 *c, int ldc, uint8 *a, int lda,
     int8 *b, int ldb, int k)``: ``c[mr, nr] += a[mr, k] · b`` (strides in elements; ``b`` packed
     ``[k / 4, nr, 4]`` with row stride ``ldb`` bytes; ``k`` a positive multiple of 64).
@@ -60,6 +63,11 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False
     64]`` with ``lda`` the bytes from one panel to the next, so that each A tile is one contiguous
     KB (rows 64 bytes apart) instead of 16 rows ``lda`` apart.
 
+    ``zero_c``: the text also defines the kernel's twin ``..._z`` (:func:`amx_kernel_name` with
+    ``zeroed``; same arguments) that computes ``c[mr, nr] = a · b``: its C tiles start as zeros
+    in the tile registers (``tilezero``) instead of being loaded from ``c`` (which the caller
+    would first have filled with zeros): the intrinsic's ``body``, the first K slice of a block.
+
     >>> "tdpbusd.internal" in amx_kernel_ir(32, 32)
     True
     >>> amx_kernel_ir(32, 32, prefetch=2).count("llvm.prefetch") > 64
@@ -71,8 +79,17 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False
         raise ValueError(f"the AMX micro-kernel's C block is one of {AMX_TILES}, got {mr} × {nr}")
     if prefetch not in AMX_PREFETCH:
         raise ValueError(f"the AMX micro-kernel's prefetch is one of {AMX_PREFETCH}, got {prefetch!r}")
+    text = _amx_gemm_function(mr, nr, prefetch, keep_config, a_panels, False)
+    if zero_c:
+        text += _amx_gemm_function(mr, nr, prefetch, keep_config, a_panels, True)
+    return (text + _PERMIT + (_configure_ir(16) if keep_config else _DECLS)
+            + (_PREFETCH_DECL if prefetch else ""))
+
+
+def _amx_gemm_function(mr: int, nr: int, prefetch: int, keep_config: bool, a_panels: bool, zeroed: bool) -> str:
+    """One kernel of :func:`amx_kernel_ir` (``zeroed``: C tiles start as zeros, ``c`` not read)."""
     tm, tn = mr // 16, nr // 16
-    name = amx_kernel_name(mr, nr, prefetch, keep_config, a_panels)
+    name = amx_kernel_name(mr, nr, prefetch, keep_config, a_panels, zeroed)
     L = [f"define void @{name}(ptr %c, i32 %ldc, ptr %a, i32 %lda, ptr %b, i32 %ldb, i32 %k) #0 {{",
          "entry:",
          "  call void @tilecraft_amx_permit()"]
@@ -95,7 +112,12 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False
     for i in range(tm):
         for j in range(tn):
             c_ptr(i, j)
-            load(f"%c{i}{j}.0", 2 * i + j, f"%cp{i}{j}", "%ldcb")
+            if not zeroed:
+                load(f"%c{i}{j}.0", 2 * i + j, f"%cp{i}{j}", "%ldcb")
+            elif keep_config:
+                L.append(f"  call void @llvm.x86.tilezero(i8 {2 * i + j})")
+            else:
+                L.append(f"  %c{i}{j}.0 = call x86_amx @llvm.x86.tilezero.internal(i16 16, i16 64)")
     L += ["  br label %loop", "loop:", "  %kk = phi i64 [ 0, %entry ], [ %kk.next, %loop ]"]
     if not keep_config:
         for i in range(tm):
@@ -144,8 +166,7 @@ def amx_kernel_ir(mr: int, nr: int, prefetch: int = 0, keep_config: bool = False
                 L.append(f"  call void @llvm.x86.tilestored64.internal(i16 16, i16 64, ptr %cp{i}{j}, i64 %ldcb, "
                          f"x86_amx %c{i}{j}.next)")
     L += ["  ret void", "}", ""]
-    return ("\n".join(L) + _PERMIT + (_configure_ir(16) if keep_config else _DECLS)
-            + (_PREFETCH_DECL if prefetch else ""))
+    return "\n".join(L)
 
 
 def _prefetch_rows(L: list, p: str, stride: str) -> None:
@@ -179,6 +200,7 @@ _DECLS = """
 declare x86_amx @llvm.x86.tileloadd64.internal(i16, i16, ptr, i64)
 declare x86_amx @llvm.x86.tdpbusd.internal(i16, i16, i16, x86_amx, x86_amx, x86_amx)
 declare void @llvm.x86.tilestored64.internal(i16, i16, ptr, i64, x86_amx)
+declare x86_amx @llvm.x86.tilezero.internal(i16, i16)
 attributes #0 = { "target-features"="+amx-int8,+amx-tile,+avx512f" }
 """
 _PREFETCH_DECL = "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)\n"
@@ -225,12 +247,13 @@ declare void @llvm.x86.ldtilecfg(ptr)
 declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)
 declare void @llvm.x86.tdpbusd(i8 immarg, i8 immarg, i8 immarg)
 declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)
+declare void @llvm.x86.tilezero(i8 immarg)
 attributes #0 = { "target-features"="+amx-int8,+amx-tile,+avx512f,+avx512bw" }
 """)
 
 
 def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, keep_config: bool = False,
-                     a_panels: bool = False, name: str | None = None):
+                     a_panels: bool = False, zero_c: bool = False, name: str | None = None):
     """``c[mr, nr] += a · b`` in int32 over ``kc`` (a multiple of 64) ``uint8 × int8`` products on
     AMX tiles, with the TE definition and buffers of ``cpu_intrinsics.gemm_u8s8s32``: ``a``
     ``[mr, kc]`` uint8, ``b`` ``[kc / 4, nr, 4]`` int8, ``c`` ``[mr, nr]`` int32, any row
@@ -238,6 +261,12 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, keep_confi
     ``a_panels`` are :func:`amx_kernel_ir`'s (with ``a_panels``, ``a`` is ``[kc / 64, mr, 64]``,
     read as ``a[k4 // 16, i, k4 % 16 * 4 + kb]``). The schedule must link :func:`amx_kernel_ir`
     (``s[C].pragma(axis, "import_llvm", amx_kernel_ir(mr, nr, prefetch, keep_config, a_panels))``).
+
+    ``zero_c`` (the name gains ``_z``): the intrinsic has no ``reset``; its ``body`` calls the
+    kernel's C-zeroing twin, so tensorize runs it where every reduction loop outside the region
+    is at its first iteration (the whole K in one call: every call) and ``update`` elsewhere: C
+    is never filled with zeros in memory and loaded back. Link ``amx_kernel_ir(...,
+    zero_c=True)``.
 
     >>> mk = gemm_u8s8s32_amx(32, 32, 128)
     >>> s[C].tensorize(mi, mk); s[C].pragma(outer, "import_llvm", amx_kernel_ir(32, 32))
@@ -284,19 +313,21 @@ def gemm_u8s8s32_amx(mr: int, nr: int, kc: int, *, prefetch: int = 0, keep_confi
                     ib.emit(C.vstore([i, j], zero))
             return ib.get()
 
-        def update():
-            return tir.Evaluate(tir.call_extern("int32", kernel, C.access_ptr("rw"), C.strides[0],
+        def call(symbol, c_access):
+            return tir.Evaluate(tir.call_extern("int32", symbol, C.access_ptr(c_access), C.strides[0],
                                                 A.access_ptr("r"), A.strides[0], B.access_ptr("r"),
                                                 B.strides[0], tir.const(kc, "int32")))
 
+        if zero_c:      # TVM's form without reset: body at the first K slice, update after
+            return call(kernel + "_z", "w"), None, call(kernel, "rw")
         ib = tir.ir_builder.create()
         ib.emit(reset())
-        ib.emit(update())
-        return ib.get(), reset(), update()
+        ib.emit(call(kernel, "rw"))
+        return ib.get(), reset(), call(kernel, "rw")
 
     return te.decl_tensor_intrin(c.op, fcompute, name=name or f"gemm_u8s8s32_amx_{mr}x{nr}x{kc}"
                                  + (f"_pf{prefetch}" if prefetch else "") + ("_kc" if keep_config else "")
-                                 + ("_pa" if a_panels else ""), binds=binds)
+                                 + ("_pa" if a_panels else "") + ("_z" if zero_c else ""), binds=binds)
 
 
 # ------------------------------------------------------------------------------------------------

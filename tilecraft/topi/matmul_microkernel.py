@@ -28,7 +28,8 @@ contiguous), ``pack_b`` (fp32: B in ``nr``-wide panels, or read in place), ``c_b
 each block of C computed in a compact buffer and copied out; required where M is padded, which
 also needs ``pack_a``), ``a_prefetch`` (fp32, with ``pack_a``: bytes ahead in the A panel that
 each step prefetches, or 0). The int8 template packs the weights in the call or takes them packed
-(``weight_layout="packed"``, :func:`dense_int8_pack_weight`); the layout is the instruction's.
+(``weight_layout="packed"``, :func:`dense_int8_pack_weight`); the layout is the instruction's. Its
+output is int32, or uint8 requantized as PyTorch's quantized Linear's (``requant_scale``).
 """
 from __future__ import annotations
 
@@ -93,29 +94,33 @@ def _fallback_tile(tiles, isa, lanes: int) -> tuple[int, int]:
     return max(tiles, key=key)
 
 
-# The untuned fp32 GEMM on Intel AVX-512 cores (Golden Cove: 48 KB L1d, 2 MB L2): session 21's
-# tuned best on Emerald Rapids (2 cores): 8 × 32 tiles (16 accumulators), a 256-deep slice
-# (B's 256 × 32 slice, 32 KB, in L1 beside the 8 KB A panel), A packed, blocks of 32 × 4 tiles
-# (256 × 128 of C: a 256 KB A block and a 128 KB B block in L2), columns of blocks outermost.
-INTEL_AVX512_FALLBACK = dict(tile=(8, 32), kc=256, mc_tiles=32, nc_tiles=4, order="nm", k_unroll=4,
-                             pack_a=1, pack_b=1, c_block=0, a_prefetch=0)
+# The untuned fp32 GEMM on Intel AVX-512 cores (Golden Cove: 48 KB L1d, 2 MB L2): 8 × 32 tiles
+# (16 accumulators), A packed, each 64 × 128 block of C computed in a compact block buffer over
+# the whole K (up to 1024 deep: C leaves the registers once per block and slice), columns of
+# blocks outermost. On Emerald Rapids (2 pinned cores, session 23's mid run, load 13-18, one
+# process in turns) it ran 1024³ at 180 GFLOP/s against 152 for session 21's tuned config
+# (kc 256, blocks of 32 × 4 tiles, no block buffer), the fastest of 9 named variants.
+INTEL_AVX512_FALLBACK = dict(tile=(8, 32), kc=1024, mc_tiles=8, nc_tiles=4, order="nm", k_unroll=4,
+                             pack_a=1, pack_b=1, c_block=1, a_prefetch=0)
 
 
 def fallback_knobs(M: int, N: int, K: int, tiles, isa, vendor: str) -> dict:
     """The knob values of ``topi/matmul_tensorized.llvm``'s untuned (fallback) schedule:
-    :data:`INTEL_AVX512_FALLBACK` on Intel AVX-512 CPUs where it covers the shape, else a
+    :data:`INTEL_AVX512_FALLBACK` on Intel AVX-512 CPUs where it covers the shape (its ``kc``
+    the longest of 1024, 512, 256 dividing K), else a
     register tile filling about half the registers (``_fallback_tile``), ``kc`` 256, blocks
     of 4 × 4 tiles where they divide, rows of blocks outermost, A read in place.
 
     >>> isa = cpu_intrinsics.vector_isa("llvm -mcpu=emeraldrapids")
-    >>> fallback_knobs(1024, 1024, 1024, register_tiles(isa, 16, 1024, 1024, pad_m=True), isa, "intel")["mc_tiles"]
-    32
+    >>> fallback_knobs(1024, 1024, 1024, register_tiles(isa, 16, 1024, 1024, pad_m=True), isa, "intel")["kc"]
+    1024
     """
     f = INTEL_AVX512_FALLBACK
-    (mr, nr), kc = f["tile"], f["kc"]
-    if (vendor == "intel" and isa.name == "avx512" and f["tile"] in tiles and K % kc == 0
+    (mr, nr) = f["tile"]
+    kc = max([k for k in (f["kc"], 512, 256) if K % k == 0 and k <= f["kc"]] or [0])
+    if (vendor == "intel" and isa.name == "avx512" and f["tile"] in tiles and kc
             and M % (mr * f["mc_tiles"]) == 0 and N % (nr * f["nc_tiles"]) == 0):
-        return dict(f)
+        return dict(f, kc=kc)
     mr, nr = _fallback_tile([t for t in tiles if M % t[0] == 0] or tiles, isa, isa.lanes)
     kc = 256 if K % 256 == 0 else max([k for k in (64, 128, 512) if K % k == 0] or [K])
     mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
@@ -251,7 +256,7 @@ def _schedule_gemm_blocked(s, C, CC, mr, nr, mc, nc, kfactors, order, mk, lanes)
     iio, mi = s[CC].split(i, factor=mr)
     jio, ni = s[CC].split(j, factor=nr)
     ko, kin = s[CC].split(s[CC].op.reduce_axis[0], factor=kfactors[0])
-    s[CC].reorder(ko, jio, iio, mi, ni, kin)
+    s[CC].reorder(ko, jio, iio, mi, ni, kin, *s[CC].op.reduce_axis[1:])
     s[CC].tensorize(mi, mk)
     return fused
 
@@ -273,6 +278,28 @@ def _schedule_gemm(s, C, mr, nr, mc, nc, kfactors, order, mk):
     s[C].parallel(fused)
     s[C].tensorize(mi, mk)
     return fused
+
+
+def int8_fallback_knobs(M: int, N: int, K: int, tiles, isa) -> dict:
+    """The knob values of ``topi/dense_int8.llvm``'s untuned vector schedule: the register tile of
+    ``_fallback_tile`` (8 × 32 with VNNI on AVX-512), ``kc`` the longest slice of K (K itself
+    where it can) whose ``kc × nr`` bytes of packed weights fit in 32 KB, so that the B slice
+    stays in L1 beside the A rows and, with ``kc = K``, each C tile is computed in registers
+    from zeros and stored once (the intrinsic's ``body``: no reset pass over C, no C loads);
+    blocks of up to 16 × 4 tiles, columns of blocks outermost. On the Zen 5 (1 thread, one
+    process, quiet) 1024³ ran at 1009 Gop/s this way against 912 with session 22's ``kc`` 512
+    and 4 × 4 row-major blocks, and 1890 against 1550 on 2 threads.
+
+    >>> isa = cpu_intrinsics.vector_isa("llvm -mcpu=znver5")
+    >>> sorted(int8_fallback_knobs(1024, 1024, 1024, register_tiles(isa, 16, 1024, 1024, 1), isa).items())
+    [('k_unroll', 4), ('kc', 1024), ('mc_tiles', 16), ('nc_tiles', 4), ('order', 'nm'), ('tile', (8, 32))]
+    """
+    mr, nr = _fallback_tile(tiles, isa, isa.int8_lanes)
+    slices = [k for k in range(4, K + 1, 4) if K % k == 0 and k * nr <= 32 * 1024 and (k == K or k % 64 == 0)]
+    kc = max(slices) if slices else min([k for k in range(4, K + 1, 4) if K % k == 0])
+    mc = max(t for t in _blocks(M, mr) if t <= 16)
+    nc = max(t for t in _blocks(N, nr) if t <= 4)
+    return dict(tile=(mr, nr), kc=kc, mc_tiles=mc, nc_tiles=nc, order="nm", k_unroll=4 if kc % 16 == 0 else 1)
 
 
 def dense_int8_weight_panel(cfg) -> int:
@@ -300,7 +327,8 @@ def dense_int8_pack_weight(weight, nr: int):
 
 
 @autotune.template("topi/dense_int8.llvm")
-def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: str = "kept", amx_a: str = "rows"):
+def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: str = "kept", amx_a: str = "rows",
+               amx_c: str = "zeroed", requant_scale: float = 0.0, requant_zero_point: int = 0):
     """C[M, N] = data[M, K] (uint8) @ weight[N, K].T (int8), int32, on the target's int8 dot
     product (AMX tiles or VNNI where present, exact on every ISA). ``weight_layout="NK"``: the
     weights are packed in the call; ``"packed"``: the second input is the weights packed
@@ -312,14 +340,30 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: st
     on Emerald Rapids the kept one ran the kernel alone 1.3-1.5x faster, docs/tensorize.md);
     ``amx_a``: the AMX kernel reads ``data`` in place (``"rows"``: each A tile 16 rows ``K``
     bytes apart) or packed in the call into panels of 64 K (``"panels"``: ``[M / mr, K / 64, mr,
-    64]``, each A tile one contiguous KB)."""
+    64]``, each A tile one contiguous KB); ``amx_c``: each C block's first K slice starts from C
+    tiles zeroed in the tile registers (``"zeroed"``, the default: ``gemm_u8s8s32_amx(zero_c=True)``;
+    with ``kc = K`` every call) or from zeros stored to C and loaded (``"loaded"``, session 22's).
+
+    The untuned vector config (:func:`int8_fallback_knobs`) keeps each C tile in registers over
+    the whole K where the ``K × nr`` slice of packed weights fits in 32 KB (L1).
+
+    ``requant_scale > 0``: the output is uint8, requantized as PyTorch's quantized Linear does
+    (``clip(round(float32(acc) * requant_scale) + requant_zero_point, 0, 255)``, rounding half to
+    even): each ``mc·mr × nc·nr`` block of int32 accumulators is computed in a compact block
+    buffer (L2) and requantized into C right after, in the same parallel iteration, so that the
+    epilogue never reads the int32 matrix from memory."""
     if weight_layout not in ("NK", "packed"):
         raise ValueError(f"topi/dense_int8.llvm: weight_layout is 'NK' or 'packed', got {weight_layout!r}")
     if amx_config not in ("call", "kept"):
         raise ValueError(f"topi/dense_int8.llvm: amx_config is 'call' or 'kept', got {amx_config!r}")
     if amx_a not in ("rows", "panels"):
         raise ValueError(f"topi/dense_int8.llvm: amx_a is 'rows' or 'panels', got {amx_a!r}")
-    keep = amx_config == "kept"
+    if amx_c not in ("zeroed", "loaded"):
+        raise ValueError(f"topi/dense_int8.llvm: amx_c is 'zeroed' or 'loaded', got {amx_c!r}")
+    if requant_scale < 0 or not 0 <= requant_zero_point <= 255:
+        raise ValueError(f"topi/dense_int8.llvm: requant_scale must be > 0 (0: int32 output) and "
+                         f"requant_zero_point in [0, 255]; got {requant_scale!r}, {requant_zero_point!r}")
+    keep, zero_c = amx_config == "kept", amx_c == "zeroed"
     cfg = autotune.get_config()
     isa = cpu_intrinsics.vector_isa()
     if isa.int8 is None:
@@ -356,11 +400,21 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: st
     cfg.add_flop(2.0 * M * N * K)
     if cfg.is_fallback:
         amx = amx_tiles[0] if amx_tiles else (0, 0)
-        mr, nr = amx if amx[0] else _fallback_tile(tiles, isa, lanes)
-        # AMX: a long K per call (its C tiles are loaded and stored once per call)
-        kc = max([k for k in ((256, 512, 1024, 2048) if amx[0] else (256, 512)) if K % k == 0] or [K])
-        mc, nc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)], _blocks(N, nr)[min(2, len(_blocks(N, nr)) - 1)]
-        order, k_unroll, prefetch = "mn", 4 if kc % 16 == 0 else 1, 0
+        if amx[0]:
+            mr, nr = amx
+            # AMX: a long K per call (its C tiles zeroed in the tile registers and stored once
+            # per call), blocks of up to 4 × 16 C blocks, the next step's A and B rows prefetched:
+            # the fastest whole 1024³ dense of session 23's mid run on Emerald Rapids (1389
+            # Gop/s on 2 cores against 1152 without the prefetch, load 7-13)
+            kc = max([k for k in (256, 512, 1024, 2048) if K % k == 0] or [K])
+            mc = _blocks(M, mr)[min(2, len(_blocks(M, mr)) - 1)]
+            nc = max(t for t in _blocks(N, nr) if t <= 16)
+            order, k_unroll, prefetch = "mn", 4 if kc % 16 == 0 else 1, 2
+        else:
+            f = int8_fallback_knobs(M, N, K, tiles, isa)
+            (mr, nr), kc, mc, nc, order, k_unroll = (f["tile"], f["kc"], f["mc_tiles"], f["nc_tiles"], f["order"],
+                                                     f["k_unroll"])
+            prefetch = 0
     else:
         amx = cfg["amx_tile"].val if amx_tiles else (0, 0)
         prefetch = cfg["amx_prefetch"].val if amx_tiles else 0
@@ -387,17 +441,28 @@ def dense_int8(M: int, N: int, K: int, weight_layout: str = "NK", amx_config: st
     else:
         def a_at(i):
             return data[i, k4 * 4 + kb]
-    C = te.compute((M, N), lambda i, j: te.sum(a_at(i).astype("int32")
-                                               * Wp[j // nr, k4, j % nr, kb].astype("int32"), axis=[k4, kb]),
-                   name="C")
+    acc = te.compute((M, N), lambda i, j: te.sum(a_at(i).astype("int32")
+                                                 * Wp[j // nr, k4, j % nr, kb].astype("int32"), axis=[k4, kb]),
+                     name="C.block" if requant_scale else "C")
+    if requant_scale:
+        scale, zp = te.const(requant_scale, "float32"), te.const(float(requant_zero_point), "float32")
+        C = te.compute((M, N), lambda i, j: te.max(te.min(te.round(acc[i, j].astype("float32") * scale) + zp,
+                                                          te.const(255.0, "float32")),
+                                                   te.const(0.0, "float32")).astype("uint8"), name="C")
+    else:
+        C = acc
     s = te.create_schedule(C.op)
     if amx[0]:
-        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep, a_panels=a_panels)
+        mk = cpu_amx.gemm_u8s8s32_amx(mr, nr, kc, prefetch=prefetch, keep_config=keep, a_panels=a_panels,
+                                      zero_c=zero_c)
     else:
         mk = cpu_intrinsics.gemm_u8s8s32(mr, nr, kc, isa=isa, unroll=min(k_unroll, kc // 4))
-    outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
+    if requant_scale:
+        outer = _schedule_gemm_blocked(s, C, acc, mr, nr, mc, nc, [kc // 4], order, mk, 4 * lanes)
+    else:
+        outer = _schedule_gemm(s, C, mr, nr, mc, nc, [kc // 4], order, mk)
     if amx[0]:
-        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep, a_panels))
+        s[C].pragma(outer, "import_llvm", cpu_amx.amx_kernel_ir(mr, nr, prefetch, keep, a_panels, zero_c))
     if a_panels:
         x, _, _, w = s[Ap].op.axis
         s[Ap].parallel(x)
