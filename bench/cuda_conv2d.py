@@ -12,11 +12,11 @@ the transposed weights fetched per 16 input channels into shared memory by all t
 TFLOP/s medians, the ratio to cuDNN and lower + CUDA C + nvcc + load time.
 
 Variants named ``wino_*`` are the Winograd kernel (tilecraft/topi/conv2d_winograd_cuda.py: F(2x2, 3x3) at
-14x14 and 7x7, F(4x4, 3x3) where 8 divides the image) with their GEMM tiles; its filter is transformed once
-on the host (not timed). ``--tuned DIR`` adds the tuned configs of both templates from DIR's logs
-(``cuda_conv2d_<c64|c128|c256|c512>[_b<N>].jsonl`` for ``topi/conv2d_nchw.cuda`` and
-``cuda_conv2d_winograd_<layer>_b<N>.jsonl`` for ``topi/conv2d_nchw_winograd.cuda``) and prints one RESULT line
-per layer for the faster.
+14x14 and 7x7, F(4x4, 3x3) where 8 divides the image; ``wino2_*`` / ``wino4_*`` force the tile) with their
+GEMM tiles; its filter is transformed once on the host (not timed). ``--tuned DIR`` adds the tuned configs
+of both templates from DIR's logs (``cuda_conv2d_<c64|c128|c256|c512>[_b<N>].jsonl`` for
+``topi/conv2d_nchw.cuda``, ``cuda_conv2d_winograd_m<2|4>_<layer>_b<N>.jsonl`` for
+``topi/conv2d_nchw_winograd.cuda`` with that tile) and prints one RESULT line per layer for the fastest.
 """
 from __future__ import annotations
 
@@ -62,6 +62,11 @@ WINOGRAD_VARIANTS = {
     "wino_b128": dict(block_co=128, block_p=128, threads=(16, 16), vthreads=(2, 2), k_tile=8),
     "wino_b64_k16": dict(block_co=64, block_p=64, threads=(8, 8), vthreads=(2, 2), k_tile=16),
     "wino_b32x64": dict(block_co=32, block_p=64, threads=(4, 16), vthreads=(2, 2), k_tile=8),
+    # F(4x4, 3x3) whatever the layer's default tile (fewer GEMM flops and transform bytes; tiles past a 14x14 edge)
+    "wino4_b64": dict(m=4, block_co=64, block_p=64, threads=(8, 8), vthreads=(2, 2), k_tile=8),
+    "wino4_b128x64": dict(m=4, block_co=128, block_p=64, threads=(16, 8), vthreads=(2, 2), k_tile=8),
+    "wino4_b64x128": dict(m=4, block_co=64, block_p=128, threads=(8, 16), vthreads=(2, 2), k_tile=8),
+    "wino2_b64": dict(m=2, block_co=64, block_p=64, threads=(8, 8), vthreads=(2, 2), k_tile=8),
 }
 LAYERS = {"64@56": (64, 56, 64), "128@28": (128, 28, 128), "256@14": (256, 14, 256),
           "512@7": (512, 7, 512)}       # CI, H = W, CO; 3x3, stride 1, pad 1 (ResNet-50's and ResNet-18's)
@@ -69,7 +74,8 @@ LOG_KEYS = {"64@56": "c64", "128@28": "c128", "256@14": "c256", "512@7": "c512"}
 
 
 def tuned_builders(log_dir, layer, N):
-    """``(name, make, winograd)`` for the tuned config of each template whose log is in ``log_dir``."""
+    """``(name, make, m)`` for the tuned config of each template whose log is in ``log_dir`` (``m``: the
+    Winograd tile, 0 for the direct kernel)."""
     import os
 
     import tilecraft.autotune as autotune
@@ -80,18 +86,20 @@ def tuned_builders(log_dir, layer, N):
     key = LOG_KEYS[layer] + ("" if N == 1 else f"_b{N}")
     targs = (N, CI, H, H, CO, 3, 3, 1, 1, "float32")
     out = []
-    for name, log, template, wino in (("tuned_direct", f"cuda_conv2d_{key}.jsonl", conv2d_nchw_cuda, False),
-                                      ("tuned_winograd", f"cuda_conv2d_winograd_{key}.jsonl",
-                                       conv2d_nchw_winograd_cuda, True)):
+    for name, log, template, m in (("tuned_direct", f"cuda_conv2d_{key}.jsonl", conv2d_nchw_cuda, 0),
+                                   ("tuned_winograd_m2", f"cuda_conv2d_winograd_m2_{key}.jsonl",
+                                    conv2d_nchw_winograd_cuda, 2),
+                                   ("tuned_winograd_m4", f"cuda_conv2d_winograd_m4_{key}.jsonl",
+                                    conv2d_nchw_winograd_cuda, 4)):
         path = os.path.join(log_dir, log)
         if not os.path.exists(path):
             print(f"  {name}: no log {path}")
             continue
 
-        def make(path=path, template=template):
+        def make(path=path, template=template, m=m):
             with autotune.apply_history_best(path), Target("cuda"):
-                return template(*targs)
-        out.append((name, make, wino))
+                return template(*targs, m) if m else template(*targs)
+        out.append((name, make, m))
     return out
 
 
@@ -121,25 +129,25 @@ def main(argv=None):
     t_ref = torch_time(lambda: F.conv2d(D, Wt, padding=1), repeat=a.repeat)
     print(f"conv2d NCHW fp32 {N}x{CI}x{H}x{W} * {CO}x{CI}x3x3 on {device_line()}")
     print(f"cuDNN (TF32 off): {flops / t_ref / 1e12:.2f} TFLOP/s ({t_ref*1e6:.1f} us)")
-    m = winograd_tile_size(H)
-    U = torch.from_numpy(winograd_weight_transform(Wt.cpu().numpy(), m)).cuda()
+    U = {m: torch.from_numpy(winograd_weight_transform(Wt.cpu().numpy(), m)).cuda() for m in (2, 4)}
     builders = []
     for name in a.variants.split(",") if a.variants else []:
         if name in WINOGRAD_VARIANTS:
-            builders.append((name, lambda kw=WINOGRAD_VARIANTS[name]: conv2d_nchw_winograd(N, CI, H, W, CO, 1, m=m,
-                                                                                           **kw), True))
+            kw = dict(WINOGRAD_VARIANTS[name])
+            m = kw.pop("m", winograd_tile_size(H))
+            builders.append((name, lambda kw=kw, m=m: conv2d_nchw_winograd(N, CI, H, W, CO, 1, m=m, **kw), m))
         else:
-            builders.append((name, lambda kw=VARIANTS[name]: cs.conv2d_nchw(N, CI, H, W, CO, **kw), False))
+            builders.append((name, lambda kw=VARIANTS[name]: cs.conv2d_nchw(N, CI, H, W, CO, **kw), 0))
     if a.tuned:
         builders += tuned_builders(a.tuned, a.layer, N)
     rows = []
-    for name, make, wino in builders:
+    for name, make, m in builders:
         try:
             build, mod = build_breakdown(make, runs=3 if name == "default" else 1)
         except Exception as e:
             print(f"  {name}: {type(e).__name__}: {str(e).splitlines()[0]}")
             continue
-        args = (D, U if wino else Wt, O)
+        args = (D, U[m] if m else Wt, O)
         O.fill_(float("nan"))
         mod(*args)
         err = rel_err(O, ref)

@@ -107,15 +107,37 @@ def test_winograd_emulated_and_compiled(conv, rng):
     _nvcc(src)
 
 
-TEMPLATE_LAYERS = [(2, 16, 6, 6, 32, 3, 3, 1, 1, "float32"), (2, 16, 8, 8, 16, 3, 3, 1, 1, "float32")]
+def test_epilogue_bias_relu(rng):
+    from tilecraft import te
+    N, CI, H, W, CO = 2, 16, 5, 6, 16
+    B = te.placeholder((CO,), "float32", name="B")
+    s, args = conv2d_nchw_winograd(N, CI, H, W, CO, 1, m=2, block_co=16, block_p=32, threads=(4, 8),
+                                   vthreads=(1, 1), k_tile=8, epilogue=lambda v, n, c, y, x: te.max(v + B[c], 0.0),
+                                   epilogue_args=[B])
+    assert [t.name for t in args] == ["Data", "U", "B", "Out"]
+    func = tc.lower(s, args, target="cuda")
+    x = rng.uniform(-1, 1, (N, CI, H, W)).astype("float32")
+    w = rng.uniform(-1, 1, (CO, CI, 3, 3)).astype("float32")
+    b = rng.uniform(-1, 1, CO).astype("float32")
+    y = np.full((N, CO, H, W), np.nan, "float32")
+    emulate(func, [x, winograd_weight_transform(w, 2), b, y])
+    ref = np.maximum(conv_ref(x, w, 1) + b[None, :, None, None], 0)
+    assert (ref == 0).any() and (ref > 0).any()
+    assert _rel_err(y, ref) < TOL[2]
+    _nvcc(generate_cuda(func))
 
 
-@pytest.mark.parametrize("args", TEMPLATE_LAYERS, ids=["x".join(map(str, a[:5])) for a in TEMPLATE_LAYERS])
+TEMPLATE_LAYERS = [(2, 16, 6, 6, 32, 3, 3, 1, 1, "float32"), (2, 16, 8, 8, 16, 3, 3, 1, 1, "float32"),
+                   (2, 16, 6, 6, 16, 3, 3, 1, 1, "float32", 4)]
+
+
+@pytest.mark.parametrize("args", TEMPLATE_LAYERS, ids=["x".join(map(str, a[:5])) + (f"-m{a[10]}" if len(a) > 10 else "")
+                                                      for a in TEMPLATE_LAYERS])
 def test_template_configs_emulated_and_compiled(args, rng):
     task = autotune.task.create(WG.TEMPLATE, args=args, target="cuda")
     assert len(task.config_space) > 1
     configs = [None] + [task.config_space.get(i) for i in task.config_space.sample_ints(2, rng)]
-    m = winograd_tile_size(args[2])
+    m = args[10] if len(args) > 10 else winograd_tile_size(args[2])
     for cfg in configs:
         with tc.target.Target("cuda"):
             if cfg is None:

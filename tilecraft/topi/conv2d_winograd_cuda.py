@@ -21,7 +21,8 @@ kernel takes the filter already transformed, ``U[eps, nu, ci, co] = (G w[co, ci]
    already K-major, double-buffered; a register tile per thread split into virtual threads);
 3. output transform: each thread takes one (output channel, tile), loads the ``alpha × alpha``
    values of ``M`` into registers and writes the ``m × m`` outputs ``(Aᵀ M A)``, clipped at the
-   image's edge (tails where m does not divide the output).
+   image's edge (tails where m does not divide the output), through the optional epilogue
+   (bias, ReLU, ...: an expression of the value and its indices).
 
 Each transform is a ``Select`` chain over the transform indices whose branches are the explicit
 sums (zero terms left out); the loops over those indices are unrolled, so lowering folds each
@@ -142,9 +143,14 @@ def gemm_tiles_ok(CI, CO, block_co, block_p, vthreads, threads, k_tile, double_b
 
 
 def conv2d_nchw_winograd(N, CI, H, W, CO, padding=1, dtype="float32", m=2, block_co=64, block_p=64,
-                         vthreads=(2, 2), threads=(8, 8), k_tile=8, double_buffer=True, transform_threads=128):
+                         vthreads=(2, 2), threads=(8, 8), k_tile=8, double_buffer=True, transform_threads=128,
+                         epilogue=None, epilogue_args=()):
     """Winograd F(m×m, 3×3) convolution, stride 1, NCHW: ``Out = conv2d(Data, w)`` given
-    ``U = winograd_weight_transform(w, m)``. Returns ``(schedule, [Data, U, Out])``.
+    ``U = winograd_weight_transform(w, m)``. Returns ``(schedule, [Data, U, *epilogue_args, Out])``.
+
+    ``epilogue(value, n, co, y, x)`` (optional) rewrites each output value in the output
+    transform's kernel, reading the placeholders ``epilogue_args`` (bias, batch-norm shift,
+    ReLU, residual: ``lambda v, n, c, y, x: te.max(v + B[c], 0.0)``).
 
     Three kernels (input transform, batched GEMM, output transform; see the module's docstring).
     The GEMM computes a ``block_co × block_p`` tile of each transform position per block with
@@ -192,7 +198,8 @@ def conv2d_nchw_winograd(N, CI, H, W, CO, padding=1, dtype="float32", m=2, block
     def output_transform(n, o, y, x):
         p = (n * nH + y // m) * nW + x // m
         vh, vw = y % m, x % m
-        return _transform(AT, vh, vw, lambda a, b: MT[o, p, a, b])
+        value = _transform(AT, vh, vw, lambda a, b: MT[o, p, a, b])
+        return value if epilogue is None else epilogue(value, n, o, y, x)
 
     Out = te.compute((N, CO, OH, OW), output_transform, name="Out")
     s = te.create_schedule(Out.op)
@@ -275,7 +282,7 @@ def conv2d_nchw_winograd(N, CI, H, W, CO, padding=1, dtype="float32", m=2, block
     s[MT].compute_at(s[Out], t)
     for ax in s[MT].op.axis[2:]:
         s[MT].unroll(ax)
-    return s, [Data, U, Out]
+    return s, [Data, U, *epilogue_args, Out]
 
 
 def winograd_tile_size(H: int) -> int:
@@ -301,10 +308,11 @@ def fallback_tiles(CI: int, CO: int) -> dict:
 
 @autotune.template(TEMPLATE)
 def conv2d_nchw_winograd_cuda(N: int, CI: int, H: int, W: int, CO: int, KH: int, KW: int, stride: int,
-                              padding: int, dtype: str = "float32"):
+                              padding: int, dtype: str = "float32", tile_m: int = 0):
     """Winograd conv2d NCHW on the GPU (3×3, stride 1), the kernel's filter pre-transformed
-    (``U`` of :func:`winograd_weight_transform` with ``m = winograd_tile_size(H)``); the batched
-    GEMM's tiles are the knobs (as ``topi/matmul.cuda``'s), plus the transforms' block size.
+    (``U`` of :func:`winograd_weight_transform` with ``m = tile_m or winograd_tile_size(H)``); the
+    batched GEMM's tiles are the knobs (as ``topi/matmul.cuda``'s), plus the transforms' block
+    size. The tile m is an argument, not a knob: it fixes the shape of the kernel's ``U``.
 
         task = autotune.task.create("topi/conv2d_nchw_winograd.cuda",
                                     args=(32, 256, 14, 14, 256, 3, 3, 1, 1, "float32"), target="cuda")
@@ -314,7 +322,7 @@ def conv2d_nchw_winograd_cuda(N: int, CI: int, H: int, W: int, CO: int, KH: int,
                          f"use topi/conv2d_nchw.cuda")
     if dtype != "float32":
         raise ValueError(f"Winograd conv2d is float32 only, got {dtype}")
-    m = winograd_tile_size(H)
+    m = tile_m or winograd_tile_size(H)
     cfg = autotune.get_config()
     cfg.define_knob("block_co", [16, 32, 64, 128])
     cfg.define_knob("block_p", [32, 64, 128])
