@@ -106,20 +106,37 @@ def tuned_builders(log_dir, layer, N):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--layer", default="64@56", choices=sorted(LAYERS))
-    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--layer", default="64@56", help=f"one or more (comma-separated) of {', '.join(LAYERS)}")
+    p.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated; '' for none (with --tuned)")
     p.add_argument("--repeat", type=int, default=9)
     p.add_argument("--tuned", metavar="DIR", help="also time the tuned configs of both templates from DIR's logs")
     a = p.parse_args(argv)
+    layers = a.layer.split(",")
+    for layer in layers:
+        if layer not in LAYERS:
+            p.error(f"unknown layer {layer!r}: choose from {', '.join(LAYERS)}")
+    import torch
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    summary = [bench_layer(a, layer) for layer in layers]
+    if len(layers) > 1 or a.tuned:
+        print(f"conv2d 3x3 fp32 batch {a.batch}, TF32 off, cudnn.benchmark on; {device_line()}")
+        print(f"{'layer':8s} {'cuDNN':>8s} {'best':>8s} {'ratio':>6s}  (TFLOP/s)  best of")
+        for layer, ref, best in summary:
+            if best is not None:
+                mark = "" if a.batch == 1 else ("  >= 0.8x" if best[2] >= 0.8 else "  below 0.8x")
+                print(f"{layer:8s} {ref:8.2f} {best[1]:8.2f} {best[2]:5.2f}x  {best[0]}{mark}")
+
+
+def bench_layer(a, layer):
+    """Time cuDNN and each variant at ``layer``; returns ``(layer, cuDNN TFLOP/s, best row)``."""
     import torch
     import torch.nn.functional as F
     from tilecraft.topi import cuda_schedules as cs
     from tilecraft.topi.conv2d_winograd_cuda import (conv2d_nchw_winograd, winograd_tile_size,
                                                      winograd_weight_transform)
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.benchmark = True
-    CI, H, CO = LAYERS[a.layer]
+    CI, H, CO = LAYERS[layer]
     N, W = a.batch, H
     flops = 2.0 * N * CO * CI * 9 * H * W
     D = torch.randn(N, CI, H, W, device="cuda")
@@ -139,7 +156,7 @@ def main(argv=None):
         else:
             builders.append((name, lambda kw=VARIANTS[name]: cs.conv2d_nchw(N, CI, H, W, CO, **kw), 0))
     if a.tuned:
-        builders += tuned_builders(a.tuned, a.layer, N)
+        builders += tuned_builders(a.tuned, layer, N)
     rows = []
     for name, make, m in builders:
         try:
@@ -156,19 +173,20 @@ def main(argv=None):
         print(f"  {name:12s} {flops / t / 1e12:6.2f} TFLOP/s ({t*1e6:.1f} us)  {t_ref / t:6.1%} of cuDNN  "
               f"rel.err {err:.1e}  build {build['total']*1e3:.0f} ms")
     if not rows:
-        return
+        return layer, flops / t_ref / 1e12, None
     best = max(rows, key=lambda r: r[1])
     target = "0.8x at batch 32, issue 12" if N > 1 else "50%"
-    print(f"RESULT conv2d {a.layer} batch {N}: tilecraft best '{best[0]}' {best[1]:.2f} TFLOP/s = {best[2]:.1%} of "
+    print(f"RESULT conv2d {layer} batch {N}: tilecraft best '{best[0]}' {best[1]:.2f} TFLOP/s = {best[2]:.1%} of "
           f"cuDNN {flops / t_ref / 1e12:.2f} TFLOP/s (target >= {target})")
     tuned = [r for r in rows if r[0].startswith("tuned_")]
     if tuned:
         tb = max(tuned, key=lambda r: r[1])
-        print(f"RESULT tuned conv2d {a.layer} batch {N}: '{tb[0]}' {tb[1]:.2f} TFLOP/s = {tb[2]:.2f}x cuDNN "
+        print(f"RESULT tuned conv2d {layer} batch {N}: '{tb[0]}' {tb[1]:.2f} TFLOP/s = {tb[2]:.2f}x cuDNN "
               f"(TF32 off, benchmark mode) {flops / t_ref / 1e12:.2f} TFLOP/s")
     d = [r for r in rows if r[0] == "default"]
     if d:
         print(f"RESULT conv2d build (default schedule, median of 3, nvcc cache off): {fmt_build(d[0][4])}")
+    return layer, flops / t_ref / 1e12, best
 
 
 if __name__ == "__main__":
