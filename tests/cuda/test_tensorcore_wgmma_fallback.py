@@ -25,8 +25,8 @@ def _fallback_source(args, target):
 
 
 @pytest.mark.parametrize("args,target,want", [
-    ((4096, 4096, 4096, "float16", "float16", "col_major"), "cuda", "tc_wgmma_mainloop<128, 256, 4, 1, half"),
-    ((4096, 4096, 4096, "float32", "float32", "col_major"), "cuda -arch=sm_90", "tc_wgmma_mainloop<128, 256, 4, 1, float"),
+    ((4096, 4096, 4096, "float16", "float16", "col_major"), "cuda", "tc_wgmma_tma_mainloop<128, 256, 4, 0, half"),
+    ((4096, 4096, 4096, "float32", "float32", "col_major"), "cuda -arch=sm_90", "tc_wgmma_tma_mainloop<128, 256, 4, 0, float"),
     # 128 x 256 would be 32 blocks at 1024^2 (132 SMs): the first tile giving >= 128 blocks
     ((1024, 1024, 1024, "float16", "float16", "col_major"), "cuda", "tc_wgmma_mainloop<64, 128, 6, 3, half"),
     ((4096, 4096, 4096, "float16", "float16", "col_major"), "cuda -arch=sm_80", "mma.sync"),

@@ -402,8 +402,12 @@ __device__ __forceinline__ void tc_wgmma_tma_mainloop(float* acc, const CUtensor
                                                       const CUtensorMap* mb, int b_row, int b_col, int k,
                                                       unsigned char* smem_raw, int& steps) {
   constexpr int EPR = 128 / sizeof(T), STAGE_BYTES = (BM + BN) * 128;
-  constexpr int CONSUMER_REGS = (65536 - 40 * 128) / (128 * (BM / 64)) / 8 * 8 > 256
-                                ? 256 : (65536 - 40 * 128) / (128 * (BM / 64)) / 8 * 8;
+  // setmaxnreg moves registers within the block's launch allocation (__launch_bounds__(threads, 1): BASE
+  // each, a multiple of 8): the consumers may grow by what the producer gives up, no more (asking for
+  // more blocks setmaxnreg.inc for ever: 256 x 128 blocks, 640 threads, hung on the H100 asking for 112)
+  constexpr int BASE = 65536 / (128 * (1 + BM / 64)) / 8 * 8 > 248 ? 248 : 65536 / (128 * (1 + BM / 64)) / 8 * 8;
+  constexpr int CONSUMER_REGS = (BASE + (BASE - 40) / (BM / 64)) / 8 * 8 > 256
+                                ? 256 : (BASE + (BASE - 40) / (BM / 64)) / 8 * 8;
   unsigned char* smem = (unsigned char*)(((unsigned long long)smem_raw + 1023) & ~1023ull);
   const unsigned ring = tc_smem_addr(smem);
   const unsigned full = ring + STAGES * STAGE_BYTES, empty = full + 8 * STAGES;
