@@ -393,3 +393,24 @@ def test_verdict_timing_processes_keep_openblas_threads_from_spinning():
     assert env["OPENBLAS_THREAD_TIMEOUT"] == "4" and env["PYTHONPATH"] == "/src" and env["PATH"] == "/bin"
     env = timing_child_env("/src", {"OPENBLAS_THREAD_TIMEOUT": "20", "PYTHONPATH": "/x"})
     assert env["OPENBLAS_THREAD_TIMEOUT"] == "20" and env["PYTHONPATH"] == os.pathsep.join(["/src", "/x"])
+
+
+def test_tune_measures_the_untuned_configuration_first(tmp_path):
+    """A fresh `tilecraft tune` measures the template's own untuned configuration first (where it is a
+    point of the space), as tune_tasks does: a tuning run never ends slower than no tuning (the
+    tensor-core template's 256 random trials on an H100 stayed at 0.52x its untuned fallback)."""
+    import glob
+    import warnings
+    from tilecraft.autotune.model_tuning import fallback_config
+    import tilecraft.topi.softmax  # noqa: F401  (registers the template)
+    p = run_tilecraft("tune", "softmax", "64", "256", "float32", "--trials", "3", "--no-verdict", *QUICK,
+                      cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    (log,) = glob.glob(str(tmp_path / "tuning_logs" / "*.jsonl"))
+    records = autotune.record.load_from_file(log)
+    task = autotune.task.create("topi/softmax.llvm", args=(64, 256, "float32"), target="llvm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = fallback_config(task)
+    assert want is not None and len(records) == 3
+    assert records[0][0].config.index == want.index

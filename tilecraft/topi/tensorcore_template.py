@@ -171,7 +171,10 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
     if cfg.is_fallback or not ok(cfg):
         if wg and wgmma_fallback(M, N, K, dtype) is not None:     # sm_90: wgmma, 1.5x the mma.sync fallback
             from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
-            return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **wgmma_fallback(M, N, K, dtype))
+            fb = wgmma_fallback(M, N, K, dtype)
+            if cfg.is_fallback:
+                _record_wgmma_fallback(cfg, fb)
+            return matmul_wgmma(M, N, K, dtype=dtype, out_dtype=out_dtype, **fb)
         return matmul_tensorcore(M, N, K, **common, **mma_fallback(M, N, K, dtype, layout_b))
     if wg and cfg["wgmma"].val is not None:
         from tilecraft.topi.tensorcore_wgmma import matmul_wgmma
@@ -180,6 +183,19 @@ def matmul_tensorcore_cuda(M: int, N: int, K: int, dtype: str = "float16", out_d
     return matmul_tensorcore(M, N, K, **common, block=cfg["block"].val, warp=cfg["warp"].val,
                              chunk=cfg["chunk"].val, stages=cfg["stages"].val, raster=cfg["raster"].val,
                              min_blocks=cfg["min_blocks"].val, fragment_prefetch=bool(cfg["fragment_prefetch"].val))
+
+
+def _record_wgmma_fallback(cfg, fb: dict) -> None:
+    """Set the fallback configuration's ``wgmma`` and ``raster`` knobs to the wgmma fallback ``fb``
+    where the space offers it, so the fallback is a point of the space: ``tune_tasks`` measures it
+    first (``model_tuning.fallback_config``), and a tuning run can no longer end slower than the
+    untuned template (an H100 run of 256 trials: the space's best measured 395 TFLOP/s at 4096³,
+    the fallback 724)."""
+    from tilecraft.autotune.space import OtherOptionEntity
+    choice = fb["block"] + (fb["stages"], fb["lag"]) + ((fb["load"],) if fb.get("load", "cp.async") != "cp.async" else ())
+    if choice in WGMMA_CHOICES and fb["raster"] in [e.val for e in cfg.space_map["raster"].entities]:
+        cfg["wgmma"] = OtherOptionEntity(choice)
+        cfg["raster"] = OtherOptionEntity(fb["raster"])
 
 
 # sm_90a wgmma (topi/tensorcore_wgmma.py): block tile, stages, producer lag, rasterization, loads, best first (H100,
