@@ -263,7 +263,8 @@ def test_tune_says_already_tuned_when_the_log_ends_with_early_stopping_trials(tm
                       "--number", "1", "--repeat", "1", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "resuming: 6 trials" in p.stdout and "stopped early" in p.stdout
-    assert 8 <= len(autotune.record.load_from_file(log)) <= 10        # 6 logged + batches up to 8 in all
+    tuned = [r for _, r in autotune.record.load_from_file(log) if r.stage != "verify"]
+    assert 8 <= len(tuned) <= 10                     # 6 logged + batches up to 8 in all (+ the re-measurements)
 
 
 @pytest.mark.slow

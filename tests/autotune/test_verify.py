@@ -177,3 +177,17 @@ def test_the_cli_verdict_times_the_config_the_log_will_apply(task):
         (inp(11), MeasureResult((), MeasureErrorNo.RUNTIME_DEVICE, "lost", stage="verify"))])
     assert chosen_config(tuner).index == 9
     assert chosen_config(SimpleNamespace(best_config=cfg(5), verified=[])).index == 5
+
+
+def test_verify_counts_the_configs_load_history_read(task):
+    """A config measured before this run's trials — the untuned fallback `tilecraft tune` and
+    tune_tasks measure first, or an earlier run's log — is re-measured with this run's fastest:
+    choosing by the re-measured figures must not drop it (an H100 run: the fallback, 2.5x faster
+    than anything the 15 random trials found, was left out and the log applied a slower config)."""
+    option = autotune.measure_option(builder=fk.FakeBuilder(), runner=fk.FakeRunner())
+    tuner = RandomTuner(task, seed=0)
+    idx = max(range(len(task.config_space)), key=lambda i: i)          # a config the run is unlikely to draw
+    tuner.load_history([_rec(task, idx, 1e-9)])                        # far faster than any fake trial
+    tuner.tune(8, option, verify_top=2)
+    assert idx in [inp.config.index for inp, _ in tuner.verified]
+    assert tuner.verified[0][0].config.index == idx

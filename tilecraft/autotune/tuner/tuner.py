@@ -39,6 +39,7 @@ class Tuner:
         self.visited: set[int] = set()
         self.trace: list[float] = []
         self.trace_index: list[int] = []     # the config of each trial
+        self.history_flops: dict[int, float] = {}   # the best figure of each config load_history read
         self.verified: list = []             # (input, result) re-measured by ``verify``
         self.error_count = 0
         self.device_name: str | None = None
@@ -116,6 +117,8 @@ class Tuner:
                 distinct.add(idx)
                 self.visited.add(idx)
                 flops = self.flops_of(res)
+                if flops > 0 and getattr(res, "stage", None) != "verify":
+                    self.history_flops[idx] = max(flops, self.history_flops.get(idx, 0.0))
                 if flops > self.best_flops:
                     self.best_flops, self.best_config = flops, config
                     self.best_measure_pair = (inp, res)
@@ -219,7 +222,9 @@ class Tuner:
         return self
 
     def verify(self, measure_batch, top: int, callbacks: Sequence = (), rounds: int = 1) -> list:
-        """Measure the ``top`` fastest distinct configs of this run again, each alone (built one
+        """Measure the ``top`` fastest distinct configs of this run again — those ``load_history``
+        read count too (an earlier run's log, the fallback ``tune_tasks`` and ``tilecraft tune``
+        measure first: the choice by re-measured figures must not drop them) —, each alone (built one
         at a time, then timed one at a time with nothing else building or running) in ``rounds``
         interleaved rounds (``remeasure``: each round times every config once, in a fresh random
         order, so a slow spell of the machine hits them alike), and hand the results, marked
@@ -229,7 +234,7 @@ class Tuner:
 
         >>> tuner.tune(256, option, verify_top=5, verify_rounds=3); tuner.verified[0][1].costs
         """
-        best: dict[int, float] = {}
+        best: dict[int, float] = dict(self.history_flops)
         for index, flops in zip(self.trace_index, self.trace):
             if flops > 0:
                 best[index] = max(flops, best.get(index, 0.0))
