@@ -524,8 +524,8 @@ def cmd_tune(args) -> int:
         option = _measure_option(args, timing)
         if not done:      # the untuned template's own configuration first (where it is a point of the
             # space): a tuning run then never ends slower than no tuning at all, as tune_tasks does
-            from tilecraft.autotune.model_tuning import _measure_fallback
-            remaining -= _measure_fallback(tuner, task, option, callbacks)
+            from tilecraft.autotune.model_tuning import measure_fallback
+            remaining -= measure_fallback(tuner, task, option, callbacks)
         tuner.tune(remaining, option, early_stopping=early, callbacks=callbacks,
                    min_trials=min_trials_before_stopping(args), verify_top=getattr(args, "verify", 0),
                    verify_rounds=getattr(args, "verify_rounds", 1))

@@ -125,9 +125,14 @@ def fallback_config(task):
     return space.get(point)
 
 
-def _measure_fallback(t, task, option, callbacks) -> int:
+def measure_fallback(t, task, option, callbacks) -> int:
     """Measure ``task``'s :func:`fallback_config` (when it has one) and hand the result to the
-    tuner ``t`` as history and to the callbacks (the log, the counter); the number measured."""
+    tuner ``t`` as history and to the callbacks (the log, the counter); the number measured
+    (``tune_tasks`` and ``tilecraft tune`` call it before a fresh run's trials).
+
+    >>> measure_fallback(tuner, task, option, [autotune.callback.log_to_file("t.jsonl")])   # doctest: +SKIP
+    1
+    """
     from .measure import MeasureInput, create_measure_batch
     from .record import local_device_name
     config = fallback_config(task)
@@ -182,7 +187,7 @@ def tune_tasks(tasks, n_trial_total: int, log_file, measure_option: dict | None 
             if progress:
                 callbacks.append(callback.progress_bar(todo, prefix=prefix, file=out))
             # the untuned build's config first: tuning never ends slower than no tuning
-            first = 0 if done else _measure_fallback(t, task, option, callbacks)
+            first = 0 if done else measure_fallback(t, task, option, callbacks)
             if todo > first:
                 t.tune(todo - first, option, early_stopping=early_stopping, callbacks=callbacks)
             else:
